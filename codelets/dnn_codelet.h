@@ -1,0 +1,104 @@
+/* dnn_codelet.h — what every codelet file shares.
+ *
+ * One op per file pair: codelets/<op>.c holds the CPU kernels (plain functions on pointers and
+ * shapes, no StarPU inside), the StarPU codelets, their perf models and the insert helper;
+ * codelets/<op>.cu holds the CUDA implementations.
+ *
+ * DNN_CODELET() generates a codelet `cl_<op>_<phase>` with a history-based perf model whose
+ * footprint combines the data sizes with the op's argument struct (so two convs with the same
+ * buffer sizes but different strides get separate histories). Access modes are given at insert
+ * time, Chameleon style, so one codelet serves R/W/RW/REDUX uses.
+ */
+#ifndef DNN_CODELET_H
+#define DNN_CODELET_H
+
+#include <starpu.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Footprint of a task = data footprint mixed with a CRC of its (zero-padded) argument struct. */
+uint32_t dnn_args_footprint(struct starpu_task *task);
+
+/* CUDA function pointer, or NULL in a build without CUDA. */
+#ifdef DNN_HAVE_CUDA
+#define DNN_CUDA_FN(fn) fn
+#else
+#define DNN_CUDA_FN(fn) NULL
+#endif
+
+#define DNN_CODELET(NAME, NBUF, CPU_FN, CUDA_FN)                                   \
+	static struct starpu_perfmodel NAME##_model = {                            \
+		.type = STARPU_HISTORY_BASED,                                      \
+		.symbol = "dnn_" #NAME,                                           \
+		.footprint = dnn_args_footprint,                                   \
+	};                                                                         \
+	struct starpu_codelet NAME = {                                             \
+		.name = #NAME,                                                     \
+		.cpu_funcs = {CPU_FN},                                             \
+		.cpu_funcs_name = {#CPU_FN},                                       \
+		.cuda_funcs = {DNN_CUDA_FN(CUDA_FN)},                              \
+		.cuda_flags = {STARPU_CUDA_ASYNC},                                 \
+		.nbuffers = NBUF,                                                  \
+		.model = &NAME##_model,                                            \
+	}
+
+/* CPU-only variant, for codelets that have no sensible GPU form. */
+#define DNN_CODELET_CPU(NAME, NBUF, CPU_FN)                                        \
+	static struct starpu_perfmodel NAME##_model = {                            \
+		.type = STARPU_HISTORY_BASED,                                      \
+		.symbol = "dnn_" #NAME,                                           \
+		.footprint = dnn_args_footprint,                                   \
+	};                                                                         \
+	struct starpu_codelet NAME = {                                             \
+		.name = #NAME,                                                     \
+		.cpu_funcs = {CPU_FN},                                             \
+		.cpu_funcs_name = {#CPU_FN},                                       \
+		.nbuffers = NBUF,                                                  \
+		.model = &NAME##_model,                                            \
+	}
+
+/* Abort with file:line on a StarPU error code (task submission failures are bugs, not user
+ * errors: by then every user input has been validated). -ENODEV is reported distinctly. */
+#define DNN_CHECK_STARPU(expr)                                                     \
+	do {                                                                       \
+		int dnn_rc_ = (expr);                                              \
+		if (dnn_rc_ != 0) {                                                \
+			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, \
+				#expr, dnn_rc_ == -ENODEV ? "no worker can run this task (-ENODEV)" \
+							  : strerror(-dnn_rc_)); \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+
+/* Colours for ViTE: one hue family per op class, darker for backward phases. */
+enum {
+	DNN_COLOR_CONV_FWD = 0x1f77b4,
+	DNN_COLOR_CONV_BWD_DATA = 0x0b3d66,
+	DNN_COLOR_CONV_BWD_FILTER = 0x6baed6,
+	DNN_COLOR_DENSE_FWD = 0x2ca02c,
+	DNN_COLOR_DENSE_BWD = 0x145214,
+	DNN_COLOR_ELTWISE_FWD = 0xffbb78,
+	DNN_COLOR_ELTWISE_BWD = 0xff7f0e,
+	DNN_COLOR_POOL_FWD = 0xc5b0d5,
+	DNN_COLOR_POOL_BWD = 0x9467bd,
+	DNN_COLOR_BN_FWD = 0xf7b6d2,
+	DNN_COLOR_BN_BWD = 0xe377c2,
+	DNN_COLOR_LOSS = 0xd62728,
+	DNN_COLOR_REDUX = 0x7f7f7f,
+	DNN_COLOR_UPDATE = 0xbcbd22,
+	DNN_COLOR_DATA = 0x17becf,
+};
+
+/* Per-thread scratch memory for CPU kernels (im2col columns etc.). Grows, never shrinks;
+ * returns NULL only when malloc fails. Not for CUDA. */
+float *dnn_cpu_scratch(size_t nfloats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

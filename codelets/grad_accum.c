@@ -1,0 +1,100 @@
+/* grad_accum.c — the gradient-accumulation pair used as STARPU_REDUX methods.
+ *
+ * Every weight-gradient handle is registered with cl_grad_zero as its init method and
+ * cl_grad_accum as its reduction method (DESIGN.md, "Backward"). Backward tasks += into a
+ * per-worker zeroed copy; StarPU then reduces the copies, CPU or GPU, with these codelets.
+ */
+#include "grad_accum.h"
+#include "dnn_codelet.h"
+
+#include <string.h>
+
+void dnn_grad_zero_cpu(float *dst, size_t n)
+{
+	memset(dst, 0, n * sizeof(float));
+}
+
+void dnn_grad_accum_cpu(float *dst, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+static void grad_zero_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	dnn_grad_zero_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), STARPU_VECTOR_GET_NX(buffers[0]));
+}
+
+static void grad_accum_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
+	dnn_grad_accum_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+}
+
+static struct starpu_perfmodel grad_zero_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_grad_zero",
+};
+static struct starpu_perfmodel grad_accum_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_grad_accum",
+};
+
+/* Reduction methods are called by StarPU itself, so their modes are fixed here. */
+struct starpu_codelet cl_grad_zero = {
+	.name = "cl_grad_zero",
+	.cpu_funcs = {grad_zero_cpu_task},
+	.cpu_funcs_name = {"grad_zero_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_zero_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 1,
+	.modes = {STARPU_W},
+	.model = &grad_zero_model,
+	.color = DNN_COLOR_REDUX,
+};
+
+struct starpu_codelet cl_grad_accum = {
+	.name = "cl_grad_accum",
+	.cpu_funcs = {grad_accum_cpu_task},
+	.cpu_funcs_name = {"grad_accum_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_accum_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
+	.model = &grad_accum_model,
+	.color = DNN_COLOR_REDUX,
+};
+
+/* Same kernel as cl_grad_accum but with modes chosen at insert time, for tasks that contribute
+ * to a gradient (STARPU_REDUX) or add into an activation gradient (STARPU_RW). StarPU rejects a
+ * REDUX access through a codelet whose static mode is RW|COMMUTE, hence the twin. */
+struct starpu_codelet cl_grad_add = {
+	.name = "cl_grad_add",
+	.cpu_funcs = {grad_accum_cpu_task},
+	.cpu_funcs_name = {"grad_accum_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_accum_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.model = &grad_accum_model,
+	.color = DNN_COLOR_REDUX,
+};
+
+void dnn_grad_set_redux(starpu_data_handle_t grad)
+{
+	starpu_data_set_reduction_methods(grad, &cl_grad_accum, &cl_grad_zero);
+}
+
+void dnn_insert_grad_accum(starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_grad_add, dst_mode, dst, STARPU_R, src,
+					    STARPU_NAME, "grad_accum", 0));
+}
+
+void dnn_insert_grad_zero(starpu_data_handle_t dst)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_grad_zero, STARPU_W, dst, STARPU_NAME, "grad_zero", 0));
+}

@@ -1,0 +1,36 @@
+/* grad_accum.cu — CUDA side of the gradient zero/accumulate pair. */
+#include <starpu.h>
+
+#include "dnn_cuda.h"
+
+extern "C" {
+#include "grad_accum.h"
+}
+
+static __global__ void grad_accum_kernel(float *dst, const float *src, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		dst[i] += src[i];
+}
+
+extern "C" void dnn_grad_zero_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	DNN_CUDA_CHECK(cudaMemsetAsync(dst, 0, n * sizeof(float), starpu_cuda_get_local_stream()));
+}
+
+extern "C" void dnn_grad_accum_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	const float *src = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	if (n == 0)
+		return;
+	unsigned blocks = (unsigned)((n + 255) / 256);
+	grad_accum_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, src, n);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}

@@ -1,0 +1,27 @@
+/* grad_accum.h — gradient zero/accumulate pair, the STARPU_REDUX methods of every gradient. */
+#ifndef DNN_GRAD_ACCUM_H
+#define DNN_GRAD_ACCUM_H
+#include <starpu.h>
+#include <stddef.h>
+
+/* Plain kernels. */
+void dnn_grad_zero_cpu(float *dst, size_t n);                     // dst[n] = 0
+void dnn_grad_accum_cpu(float *dst, const float *src, size_t n);  // dst[n] += src[n]
+
+extern struct starpu_codelet cl_grad_zero;   // (W dst)
+extern struct starpu_codelet cl_grad_accum;  // (RW|COMMUTE dst, R src): the reduction method
+extern struct starpu_codelet cl_grad_add;    // same kernel, modes given at insert time
+
+/* Make `grad` (a vector handle) a REDUX target: StarPU gives each worker a zeroed private copy
+ * and sums the copies with cl_grad_accum. */
+void dnn_grad_set_redux(starpu_data_handle_t grad);
+
+/* dst += src as a task; dst_mode is STARPU_RW, STARPU_REDUX or STARPU_RW|STARPU_COMMUTE. */
+void dnn_insert_grad_accum(starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
+void dnn_insert_grad_zero(starpu_data_handle_t dst);
+
+#ifdef DNN_HAVE_CUDA
+void dnn_grad_zero_cuda(void *buffers[], void *cl_arg);
+void dnn_grad_accum_cuda(void *buffers[], void *cl_arg);
+#endif
+#endif

@@ -1,0 +1,64 @@
+/* dnn_runtime.c — StarPU (+ StarPU-MPI) start-up. */
+#include "dnn_runtime.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <starpu.h>
+#include <starpu_mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../codelets/dnn_cuda.h"
+
+/* OpenBLAS: one thread per StarPU worker, or the workers would oversubscribe the cores. */
+void openblas_set_num_threads(int num_threads);
+
+static int g_use_mpi, g_rank, g_nranks = 1;
+
+int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
+{
+	openblas_set_num_threads(1);
+	struct starpu_conf conf;
+	int rc = starpu_conf_init(&conf);
+	if (rc != 0) {
+		fprintf(stderr, "starpu_conf_init failed: %s\n", strerror(-rc));
+		exit(1);
+	}
+	if (use_mpi) {
+		rc = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
+		if (rc == 0) {
+			starpu_mpi_comm_rank(MPI_COMM_WORLD, &g_rank);
+			starpu_mpi_comm_size(MPI_COMM_WORLD, &g_nranks);
+		}
+	} else {
+		rc = starpu_init(&conf);
+	}
+	if (rc == -ENODEV)
+		return -ENODEV;
+	if (rc != 0) {
+		fprintf(stderr, "error: StarPU failed to start: %s\n", strerror(-rc));
+		exit(1);
+	}
+	g_use_mpi = use_mpi;
+#ifdef DNN_HAVE_CUDA
+	dnn_cuda_init();
+#endif
+	return 0;
+}
+
+void dnn_runtime_shutdown(void)
+{
+	starpu_task_wait_for_all();
+#ifdef DNN_HAVE_CUDA
+	dnn_cuda_shutdown();
+#endif
+	if (g_use_mpi)
+		starpu_mpi_shutdown();
+	else
+		starpu_shutdown();
+}
+
+int dnn_runtime_rank(void) { return g_rank; }
+int dnn_runtime_nranks(void) { return g_nranks; }
+int dnn_runtime_uses_mpi(void) { return g_use_mpi; }

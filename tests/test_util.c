@@ -1,0 +1,85 @@
+#include "test_util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dnn_runtime.h"
+
+int test_failures;
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+void test_starpu_init(int *argc, char ***argv)
+{
+	if (dnn_runtime_init(argc, argv, 0) == -ENODEV) {
+		fprintf(stderr, "SKIP: no StarPU worker available\n");
+		exit(TEST_SKIP);
+	}
+}
+
+void test_starpu_shutdown(void) { dnn_runtime_shutdown(); }
+
+void test_rng_seed(uint64_t seed) { rng_state = seed ? seed : 0x9e3779b97f4a7c15ull; }
+
+static uint64_t next_u64(void)
+{
+	uint64_t x = rng_state;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return rng_state = x;
+}
+
+float test_rng_uniform(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((next_u64() >> 40) / (double)(1ull << 24));
+}
+
+int test_rng_int(int lo, int hi) { return lo + (int)(next_u64() % (uint64_t)(hi - lo + 1)); }
+
+void test_fill_uniform(float *x, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = test_rng_uniform(lo, hi);
+}
+
+int test_close(const char *what, const float *got, const double *ref, size_t n, double tol)
+{
+	double worst = 0;
+	size_t wi = 0;
+	for (size_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - ref[i]) / fmax(1.0, fabs(ref[i]));
+		if (!(d <= worst) || isnan(d)) {
+			worst = isnan(d) ? INFINITY : d;
+			wi = i;
+		}
+	}
+	if (!(worst <= tol)) {
+		fprintf(stderr, "FAIL %s: rel err %.3g > %.3g at [%zu]: got %.8g want %.8g\n", what, worst,
+			tol, wi, (double)got[wi], ref[wi]);
+		test_failures++;
+		return 0;
+	}
+	return 1;
+}
+
+int test_close_f(const char *what, const float *got, const float *ref, size_t n, double tol)
+{
+	double *r = malloc(n * sizeof(double));
+	for (size_t i = 0; i < n; i++)
+		r[i] = ref[i];
+	int ok = test_close(what, got, r, n, tol);
+	free(r);
+	return ok;
+}
+
+int test_report(const char *name)
+{
+	if (test_failures) {
+		fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+		return 1;
+	}
+	printf("%s: all checks passed\n", name);
+	return 0;
+}
