@@ -1,0 +1,20 @@
+/* add.h — residual add y = a + b (n floats). Backward is a fan-out: each input's gradient
+ * receives dy, overwritten or accumulated (dx (=|+=) dy), via cl_add_bwd once per input. */
+#ifndef DNN_ADD_H
+#define DNN_ADD_H
+#include <starpu.h>
+
+typedef struct {
+	long n;
+	int accumulate_dx;
+} dnn_add_args;
+
+void dnn_add_forward_cpu(float *y, const float *a, const float *b, long n);
+void dnn_add_backward_cpu(float *dx, const float *dy, long n, int accumulate_dx);
+
+/* fwd (R a, R b, W y); bwd (R dy, W|RW dx) */
+extern struct starpu_codelet cl_add_fwd, cl_add_bwd;
+void dnn_insert_add_fwd(const dnn_add_args *a, starpu_data_handle_t x0, starpu_data_handle_t x1,
+			starpu_data_handle_t y);
+void dnn_insert_add_bwd(const dnn_add_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx);
+#endif

@@ -1,0 +1,46 @@
+/* batchnorm.h — batch normalisation over (N, HW) per channel, NCHW.
+ *
+ * Training uses the chunk's own statistics (per-chunk BN, as PyTorch DDP does per replica):
+ *   saved (3C) = [mean (C) | biased var (C) | invstd (C)], invstd = 1/sqrt(var + eps)
+ *   y = gamma * (x - mean) * invstd + beta
+ * Running statistics (2C) = [mean (C) | unbiased var (C)] are updated by a separate small task:
+ *   running = (1 - momentum) * running + momentum * batch_stat   (var made unbiased: * n/(n-1))
+ * Eval mode normalises with the running statistics.
+ * Backward: dgamma, dbeta += (REDUX); dx (=|+=) per accumulate_dx. */
+#ifndef DNN_BATCHNORM_H
+#define DNN_BATCHNORM_H
+#include <starpu.h>
+
+typedef struct {
+	int N, C, HW;
+	float eps;      // 1e-5 by default
+	float momentum; // 0.1 by default
+	int accumulate_dx;
+} dnn_batchnorm_args;
+
+void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, const float *gamma,
+				     const float *beta, const dnn_batchnorm_args *a);
+void dnn_batchnorm_forward_eval_cpu(float *y, const float *x, const float *gamma, const float *beta,
+				    const float *running, const dnn_batchnorm_args *a);
+void dnn_batchnorm_update_running_cpu(float *running, const float *saved, const dnn_batchnorm_args *a);
+void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+				const float *saved, const float *dy, const dnn_batchnorm_args *a);
+
+/* fwd_train (R x, R gamma, R beta, W y, W saved)
+ * fwd_eval (R x, R gamma, R beta, R running, W y)
+ * running (R saved, RW running)
+ * bwd (R x, R gamma, R saved, R dy, W|RW dx, REDUX dgamma, REDUX dbeta) */
+extern struct starpu_codelet cl_batchnorm_fwd_train, cl_batchnorm_fwd_eval, cl_batchnorm_running,
+	cl_batchnorm_bwd;
+void dnn_insert_batchnorm_fwd_train(const dnn_batchnorm_args *a, starpu_data_handle_t x,
+				    starpu_data_handle_t gamma, starpu_data_handle_t beta,
+				    starpu_data_handle_t y, starpu_data_handle_t saved);
+void dnn_insert_batchnorm_fwd_eval(const dnn_batchnorm_args *a, starpu_data_handle_t x,
+				   starpu_data_handle_t gamma, starpu_data_handle_t beta,
+				   starpu_data_handle_t running, starpu_data_handle_t y);
+void dnn_insert_batchnorm_running(const dnn_batchnorm_args *a, starpu_data_handle_t saved,
+				  starpu_data_handle_t running);
+void dnn_insert_batchnorm_bwd(const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
+			      starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t dx,
+			      starpu_data_handle_t dgamma, starpu_data_handle_t dbeta, int grad_mode);
+#endif

@@ -1,0 +1,41 @@
+/* conv2d.h — 2-D convolution (groups=1), NCHW, float32, no bias (a conv with bias=1 in a net
+ * file becomes conv2d + bias_add tasks).
+ *
+ * Shapes: x (N,C,H,W), w (K,C,R,S), y (N,K,P,Q) with
+ *   P = (H + 2*pad - dilation*(R-1) - 1)/stride + 1, Q likewise with W and S.
+ * Gradients follow llm.c: dw += (accumulate, the handle is STARPU_REDUX);
+ * dx is overwritten when accumulate_dx == 0 and added to when accumulate_dx == 1.
+ */
+#ifndef DNN_CONV2D_H
+#define DNN_CONV2D_H
+#include <starpu.h>
+
+typedef struct {
+	int N, C, H, W;     // input
+	int K, R, S;        // output channels, kernel height, kernel width
+	int stride, pad, dilation;
+	int P, Q;           // output height, width (filled by dnn_conv2d_args_finish)
+	int accumulate_dx;  // backward-data: 0 = dx = ..., 1 = dx += ...
+} dnn_conv2d_args;
+
+/* Computes P and Q; returns 0, or -1 when the shapes give an empty output. */
+int dnn_conv2d_args_finish(dnn_conv2d_args *a);
+double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
+
+/* CPU kernels (im2col + OpenBLAS sgemm; single-threaded, the caller is one worker). */
+void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a);
+void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_conv2d_args *a);
+void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, const dnn_conv2d_args *a);
+
+/* Codelets: fwd (R x, R w, W y); bwd_data (R dy, R w, W|RW dx); bwd_filter (R x, R dy, REDUX dw). */
+extern struct starpu_codelet cl_conv2d_fwd, cl_conv2d_bwd_data, cl_conv2d_bwd_filter;
+
+/* Insert helpers; the args struct is copied into the task. dw_mode is STARPU_REDUX (training)
+ * or STARPU_RW (tests). dx's mode follows a->accumulate_dx. */
+void dnn_insert_conv2d_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+			   starpu_data_handle_t y);
+void dnn_insert_conv2d_bwd_data(const dnn_conv2d_args *a, starpu_data_handle_t dy,
+				starpu_data_handle_t w, starpu_data_handle_t dx);
+void dnn_insert_conv2d_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
+				  starpu_data_handle_t dy, starpu_data_handle_t dw, int dw_mode);
+#endif

@@ -1,0 +1,27 @@
+/* dense.h — fully connected layer. x (N,IN), w (OUT,IN) (PyTorch layout), b (OUT), y (N,OUT).
+ * y = x w^T + b. dw, db += (REDUX handles); dx overwritten or accumulated per accumulate_dx. */
+#ifndef DNN_DENSE_H
+#define DNN_DENSE_H
+#include <starpu.h>
+
+typedef struct {
+	int N, IN, OUT;
+	int accumulate_dx;
+} dnn_dense_args;
+
+double dnn_dense_flops_fwd(const dnn_dense_args *a); // 2*N*IN*OUT
+
+void dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float *b, const dnn_dense_args *a);
+void dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_dense_args *a);
+void dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a);
+
+/* fwd (R x, R w, R b, W y); bwd_data (R dy, R w, W|RW dx); bwd_weight (R x, R dy, REDUX dw, REDUX db) */
+extern struct starpu_codelet cl_dense_fwd, cl_dense_bwd_data, cl_dense_bwd_weight;
+
+void dnn_insert_dense_fwd(const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+			  starpu_data_handle_t b, starpu_data_handle_t y);
+void dnn_insert_dense_bwd_data(const dnn_dense_args *a, starpu_data_handle_t dy, starpu_data_handle_t w,
+			       starpu_data_handle_t dx);
+void dnn_insert_dense_bwd_weight(const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
+				 starpu_data_handle_t dw, starpu_data_handle_t db, int grad_mode);
+#endif

@@ -1,0 +1,26 @@
+/* maxpool.h — max pooling, NCHW. x (N,C,H,W) -> y (N,C,P,Q), P = (H + 2*pad - k)/stride + 1.
+ * Padding cells are -inf (never selected). Backward recomputes the argmax from x and y (as cuDNN
+ * does), routing dy to the first maximal input of each window; dx (=|+=) per accumulate_dx. */
+#ifndef DNN_MAXPOOL_H
+#define DNN_MAXPOOL_H
+#include <starpu.h>
+
+typedef struct {
+	int N, C, H, W;
+	int k, stride, pad;
+	int P, Q; // filled by dnn_maxpool_args_finish
+	int accumulate_dx;
+} dnn_maxpool_args;
+
+int dnn_maxpool_args_finish(dnn_maxpool_args *a); // 0, or -1 on an empty/invalid output
+
+void dnn_maxpool_forward_cpu(float *y, const float *x, const dnn_maxpool_args *a);
+void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const float *dy,
+			      const dnn_maxpool_args *a);
+
+/* fwd (R x, W y); bwd (R x, R y, R dy, W|RW dx) */
+extern struct starpu_codelet cl_maxpool_fwd, cl_maxpool_bwd;
+void dnn_insert_maxpool_fwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
+void dnn_insert_maxpool_bwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
+			    starpu_data_handle_t dy, starpu_data_handle_t dx);
+#endif

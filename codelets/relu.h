@@ -1,0 +1,20 @@
+/* relu.h — y = max(x, 0); dx (=|+=) dy * (y > 0). Backward reads y, not x, so x can be freed. */
+#ifndef DNN_RELU_H
+#define DNN_RELU_H
+#include <starpu.h>
+#include <stddef.h>
+
+typedef struct {
+	long n;
+	int accumulate_dx;
+} dnn_relu_args;
+
+void dnn_relu_forward_cpu(float *y, const float *x, long n);
+void dnn_relu_backward_cpu(float *dx, const float *y, const float *dy, long n, int accumulate_dx);
+
+/* fwd (R x, W y); bwd (R y, R dy, W|RW dx) */
+extern struct starpu_codelet cl_relu_fwd, cl_relu_bwd;
+void dnn_insert_relu_fwd(const dnn_relu_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
+void dnn_insert_relu_bwd(const dnn_relu_args *a, starpu_data_handle_t y, starpu_data_handle_t dy,
+			 starpu_data_handle_t dx);
+#endif

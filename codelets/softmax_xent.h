@@ -1,0 +1,26 @@
+/* softmax_xent.h — softmax + cross-entropy, loss and gradient in one codelet.
+ * logits (N,CLS), labels (N) int32 in [0,CLS). Outputs:
+ *   dlogits (N,CLS) = softmax(logits) - onehot(label)   (NOT divided by N: the SGD update scales
+ *                                                         the summed gradient by 1/B)
+ *   stats (2) = [sum over the chunk of -log softmax[label], number of correct argmax predictions]
+ * Ties in argmax go to the lowest index. */
+#ifndef DNN_SOFTMAX_XENT_H
+#define DNN_SOFTMAX_XENT_H
+#include <stdint.h>
+#include <starpu.h>
+
+typedef struct {
+	int N, CLS;
+} dnn_softmax_xent_args;
+
+void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, const int32_t *labels,
+			  const dnn_softmax_xent_args *a);
+/* Inference only: probabilities (N,CLS). */
+void dnn_softmax_cpu(float *probs, const float *logits, int N, int CLS);
+
+/* (R logits, R labels, W dlogits, W stats) */
+extern struct starpu_codelet cl_softmax_xent;
+void dnn_insert_softmax_xent(const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
+			     starpu_data_handle_t labels, starpu_data_handle_t dlogits,
+			     starpu_data_handle_t stats);
+#endif
