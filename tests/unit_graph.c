@@ -1,0 +1,73 @@
+/* unit_graph — built-in nets parse, and their parameter and FLOP counts match the standard
+ * definitions (torchvision for ResNet-18/50; LeNet-5's classic count). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "graph.h"
+#include "test_util.h"
+
+static void check_net(const char *name, long long want_params, double want_gmacs, double tol_rel)
+{
+	dnn_graph g;
+	char err[512];
+	if (dnn_graph_load(&g, name, err, sizeof(err)) != 0) {
+		TEST_CHECK(0, "%s: %s", name, err);
+		return;
+	}
+	long long p = dnn_graph_params(&g);
+	/* MACs of conv + dense layers: the "FLOPs" figure papers quote for ResNets. */
+	double macs = 0;
+	for (int i = 0; i < g.nnodes; i++)
+		if (g.nodes[i].op == DNN_OP_CONV || g.nodes[i].op == DNN_OP_DENSE)
+			macs += (g.nodes[i].flops - (g.nodes[i].bias ? g.nodes[i].C * g.nodes[i].H * g.nodes[i].W : 0)) / 2;
+	printf("%-9s params %10lld  conv+dense MACs %.4g G  fwd FLOPs %.4g G  classes %d\n", name, p, macs / 1e9,
+	       dnn_graph_flops_fwd(&g) / 1e9, g.classes);
+	TEST_CHECK(p == want_params, "%s: %lld parameters, want %lld", name, p, want_params);
+	if (want_gmacs > 0)
+		TEST_CHECK(fabs(macs / 1e9 - want_gmacs) <= tol_rel * want_gmacs, "%s: %.4f GMACs, want %.4f", name,
+			   macs / 1e9, want_gmacs);
+	dnn_graph_free(&g);
+}
+
+int main(void)
+{
+	check_net("lenet5", 61706, 0.000416520, 0.01);
+	/* ResNet-8/20 with projection shortcuts: 77,754 / 272,474 parameters
+	 * (the paper's zero-padding "option A" ResNet-20 has 269,722; ours adds 1x1 conv + BN). */
+	check_net("resnet8", 77754, 0, 0);
+	check_net("resnet20", 272474, 0.04081, 0.01);
+	check_net("resnet18", 11689512, 1.814, 0.01); /* torchvision: 11,689,512 params, 1.81 GMACs */
+	check_net("resnet50", 25557032, 4.089, 0.01); /* torchvision: 25,557,032 params, 4.09 GMACs */
+
+	/* Input-size rewrite (ANP app): ResNet-18 at 112x112 keeps its parameters, quarter MACs. */
+	dnn_graph g;
+	char err[512];
+	TEST_CHECK(dnn_graph_load(&g, "resnet18", err, sizeof(err)) == 0, "%s", err);
+	double f224 = dnn_graph_flops_fwd(&g);
+	TEST_CHECK(dnn_graph_set_input_hw(&g, 112, 112, err, sizeof(err)) == 0, "%s", err);
+	TEST_CHECK(fabs(dnn_graph_flops_fwd(&g) / f224 - 0.25) < 0.01, "112px FLOPs ratio %.3f", dnn_graph_flops_fwd(&g) / f224);
+	TEST_CHECK(dnn_graph_params(&g) == 11689512, "params changed with input size");
+	dnn_graph_free(&g);
+
+	/* The example from the docs parses, topological order puts forward references right. */
+	const char *text = "# comment line\n"
+			   "input x 1 28 28\n"
+			   "dense f1 p1 out=10   # forward reference to p1\n"
+			   "conv c1 x out=6 k=5 pad=2\n"
+			   "relu r1 c1\n"
+			   "maxpool p1 r1 k=2 stride=2\n"
+			   "softmax_xent loss f1\n";
+	TEST_CHECK(dnn_graph_parse(&g, text, "t.net", err, sizeof(err)) == 0, "%s", err);
+	if (g.nnodes == 6) {
+		TEST_CHECK(strcmp(g.nodes[4].name, "f1") == 0, "topological order: node 4 is %s", g.nodes[4].name);
+		TEST_CHECK(g.nodes[3].C == 6 && g.nodes[3].H == 14 && g.nodes[3].W == 14, "p1 shape %dx%dx%d",
+			   g.nodes[3].C, g.nodes[3].H, g.nodes[3].W);
+		TEST_CHECK(g.classes == 10, "classes %d", g.classes);
+		dnn_graph_print_summary(&g, stdout);
+		dnn_graph_free(&g);
+	} else {
+		TEST_CHECK(0, "nnodes %d", g.nnodes);
+	}
+	return test_report("unit_graph");
+}
