@@ -1,2 +1,282 @@
+/* starpu_anp — train / eval / bench DNNs on StarPU.
+ *
+ *   starpu_anp train [options]     train on Fashion-MNIST (default) and evaluate each epoch
+ *   starpu_anp eval  --checkpoint F [options]
+ *   starpu_anp bench [options]     training throughput on synthetic data
+ *   starpu_anp nets                list the built-in nets with their sizes
+ *
+ * Exit status: 0 success, 1 runtime error, 2 usage error. Schedulers and worker counts come from
+ * StarPU's own environment (STARPU_SCHED, STARPU_NCPU, STARPU_NCUDA, ...).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
-int main(void) { return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dnn_runtime.h"
+#include "graph.h"
+#include "train.h"
+
+static const char *prog = "starpu_anp";
+static const char *cmd = "";
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s %s: ", prog, cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see '%s %s --help')\n", prog, cmd);
+	exit(2);
+}
+
+static long parse_long_opt(const char *opt, const char *v, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(v, &end, 10);
+	if (errno || end == v || *end || x < lo || x > hi)
+		usage_error("--%s: '%s' is not an integer in [%ld, %ld]", opt, v, lo, hi);
+	return x;
+}
+
+static float parse_float_opt(const char *opt, const char *v, double lo, double hi)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || !(x >= lo && x <= hi))
+		usage_error("--%s: '%s' is not a number in [%g, %g]", opt, v, lo, hi);
+	return (float)x;
+}
+
+static void help_main(void)
+{
+	printf("usage: %s <command> [options]\n\n"
+	       "Train deep neural networks as StarPU task graphs over CPU cores, GPUs and MPI ranks.\n\n"
+	       "commands:\n"
+	       "  train   train a net (default: lenet5 on Fashion-MNIST), evaluating after each epoch\n"
+	       "  eval    evaluate a checkpoint on the test set\n"
+	       "  bench   training throughput on synthetic data (images/s, GFLOP/s)\n"
+	       "  nets    list the built-in nets\n\n"
+	       "'%s <command> --help' lists the command's options. StarPU's environment variables choose\n"
+	       "the scheduler and workers, e.g. STARPU_SCHED=dmda STARPU_NCPU=2 %s train.\n",
+	       prog, prog, prog);
+}
+
+static void help_cmd(const char *c)
+{
+	printf("usage: %s %s [options]\n\n", prog, c);
+	printf("  --net NAME|FILE      built-in net (see '%s nets') or a .net file [lenet5]\n", prog);
+	if (strcmp(c, "bench") != 0)
+		printf("  --data DIR           Fashion-MNIST directory [/usr/share/datasets/fashion-mnist]\n");
+	printf("  --batch B            global batch size [64]\n"
+	       "  --chunks K           chunks (micro-batches) per batch [2 x workers]\n");
+	if (strcmp(c, "eval") == 0) {
+		printf("  --checkpoint FILE    checkpoint to evaluate (required)\n"
+		       "  --limit N            evaluate only the first N test samples\n");
+	} else {
+		printf("  --lr X               learning rate [0.05]\n"
+		       "  --momentum X         SGD momentum [0.9]\n"
+		       "  --wd X               weight decay (not applied to biases and batch-norm) [5e-4]\n"
+		       "  --window W           iterations in flight at most [2]\n"
+		       "  --seed S             seed for initialisation and shuffling [1]\n"
+		       "  --steps N            stop after N steps in total\n");
+	}
+	if (strcmp(c, "train") == 0)
+		printf("  --epochs E           epochs [1]\n"
+		       "  --limit-train N      use only the first N training samples\n"
+		       "  --limit-test N       evaluate on only the first N test samples\n"
+		       "  --no-eval            skip the per-epoch test-set evaluation\n"
+		       "  --metrics FILE       write per-step and per-epoch metrics as CSV\n"
+		       "  --checkpoint FILE    write a checkpoint after every epoch (atomically)\n"
+		       "  --resume FILE        continue from a checkpoint\n"
+		       "  --summary            print the net's per-layer summary and exit\n");
+	if (strcmp(c, "bench") == 0)
+		printf("  --steps N            timed steps [20]\n"
+		       "  --warmup N           untimed steps first [3]\n");
+	printf("  --quiet              no progress output (the result line is still printed)\n"
+	       "  -h, --help           this help\n\n"
+	       "The last line of output is 'result: key=value ...'.\n");
+}
+
+enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
+       O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
+       O_LIMIT };
+
+static void check_readable_file(const char *opt, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		usage_error("--%s: %s: %s", opt, path, strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		usage_error("--%s: %s: is a directory", opt, path);
+}
+
+static void check_writable_parent(const char *opt, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		usage_error("--%s: %s: is a directory", opt, path);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash) {
+		*slash = '\0';
+		if (dir[0] && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+			usage_error("--%s: directory '%s' does not exist", opt, dir);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		help_main();
+		return argc < 2 ? 2 : 0;
+	}
+	cmd = argv[1];
+	if (!strcmp(cmd, "nets")) {
+		for (int i = 0; i < dnn_builtin_net_count(); i++) {
+			dnn_graph g;
+			char err[512];
+			if (dnn_graph_load(&g, dnn_builtin_net_name(i), err, sizeof(err)) != 0) {
+				fprintf(stderr, "error: %s\n", err);
+				return 1;
+			}
+			printf("%-10s input %dx%dx%d  %10lld params  %8.3f GFLOPs fwd/sample  %d classes\n",
+			       dnn_builtin_net_name(i), g.nodes[0].C, g.nodes[0].H, g.nodes[0].W, dnn_graph_params(&g),
+			       dnn_graph_flops_fwd(&g) / 1e9, g.classes);
+			dnn_graph_free(&g);
+		}
+		return 0;
+	}
+	int is_train = !strcmp(cmd, "train"), is_eval = !strcmp(cmd, "eval"), is_bench = !strcmp(cmd, "bench");
+	if (!is_train && !is_eval && !is_bench) {
+		fprintf(stderr, "%s: unknown command '%s' (commands: train eval bench nets; see '%s --help')\n", prog, cmd,
+			prog);
+		return 2;
+	}
+	dnn_train_opts o;
+	dnn_train_opts_default(&o);
+	o.cmd = cmd;
+	if (is_bench) {
+		o.synthetic = 1, o.max_steps = 20, o.warmup = 3, o.eval = 0, o.epochs = 1000000;
+	}
+	int summary = 0;
+	const char *checkpoint = NULL;
+	static const struct option longopts[] = {
+		{"net", required_argument, 0, O_NET},         {"data", required_argument, 0, O_DATA},
+		{"batch", required_argument, 0, O_BATCH},     {"chunks", required_argument, 0, O_CHUNKS},
+		{"lr", required_argument, 0, O_LR},           {"momentum", required_argument, 0, O_MOM},
+		{"wd", required_argument, 0, O_WD},           {"window", required_argument, 0, O_WINDOW},
+		{"seed", required_argument, 0, O_SEED},       {"steps", required_argument, 0, O_STEPS},
+		{"epochs", required_argument, 0, O_EPOCHS},   {"limit-train", required_argument, 0, O_LIMIT_TRAIN},
+		{"limit-test", required_argument, 0, O_LIMIT_TEST}, {"limit", required_argument, 0, O_LIMIT},
+		{"no-eval", no_argument, 0, O_NO_EVAL},       {"metrics", required_argument, 0, O_METRICS},
+		{"checkpoint", required_argument, 0, O_CHECKPOINT}, {"resume", required_argument, 0, O_RESUME},
+		{"summary", no_argument, 0, O_SUMMARY},       {"warmup", required_argument, 0, O_WARMUP},
+		{"quiet", no_argument, 0, O_QUIET},           {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
+	opterr = 0;
+	int c;
+	optind = 2;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		const char *name = "";
+		for (const struct option *lo = longopts; lo->name; lo++)
+			if (lo->val == c)
+				name = lo->name;
+		/* Options that make no sense for this command are usage errors, not silently ignored. */
+		int ok = 1;
+		switch (c) {
+		case O_DATA: ok = !is_bench; break;
+		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_STEPS: ok = !is_eval; break;
+		case O_EPOCHS: case O_LIMIT_TRAIN: case O_LIMIT_TEST: case O_NO_EVAL: case O_METRICS: case O_RESUME:
+		case O_SUMMARY: ok = is_train; break;
+		case O_CHECKPOINT: ok = !is_bench; break;
+		case O_WARMUP: ok = is_bench; break;
+		case O_LIMIT: ok = is_eval; break;
+		default: break;
+		}
+		if (!ok)
+			usage_error("option --%s does not apply to '%s'", name, cmd);
+		switch (c) {
+		case 'h': help_cmd(cmd); return 0;
+		case O_NET: o.net = optarg; break;
+		case O_DATA: o.data_dir = optarg; break;
+		case O_BATCH: o.batch = (int)parse_long_opt(name, optarg, 1, 1 << 20); break;
+		case O_CHUNKS: o.chunks = (int)parse_long_opt(name, optarg, 1, 1 << 16); break;
+		case O_LR: o.sgd.lr = parse_float_opt(name, optarg, 0, 100); break;
+		case O_MOM: o.sgd.momentum = parse_float_opt(name, optarg, 0, 0.9999); break;
+		case O_WD: o.sgd.weight_decay = parse_float_opt(name, optarg, 0, 1); break;
+		case O_WINDOW: o.window = (int)parse_long_opt(name, optarg, 1, 64); break;
+		case O_SEED: o.seed = (uint64_t)parse_long_opt(name, optarg, 0, LONG_MAX); break;
+		case O_STEPS: o.max_steps = parse_long_opt(name, optarg, 1, 1L << 40); break;
+		case O_EPOCHS: o.epochs = (int)parse_long_opt(name, optarg, 1, 100000); break;
+		case O_LIMIT_TRAIN: o.limit_train = (int)parse_long_opt(name, optarg, 1, INT_MAX); break;
+		case O_LIMIT_TEST: case O_LIMIT: o.limit_test = (int)parse_long_opt(name, optarg, 1, INT_MAX); break;
+		case O_NO_EVAL: o.eval = 0; break;
+		case O_METRICS: check_writable_parent(name, optarg); o.metrics_path = optarg; break;
+		case O_CHECKPOINT:
+			if (is_train)
+				check_writable_parent(name, optarg);
+			else
+				check_readable_file(name, optarg);
+			checkpoint = optarg;
+			break;
+		case O_RESUME: check_readable_file(name, optarg); o.resume_path = optarg; break;
+		case O_SUMMARY: summary = 1; break;
+		case O_WARMUP: o.warmup = (int)parse_long_opt(name, optarg, 0, 1000000); break;
+		case O_QUIET: o.quiet = 1; break;
+		case ':': usage_error("option %s needs a value", argv[optind - 1]);
+		case '?':
+		default:
+			if (optopt)
+				usage_error("unknown option '-%c'", optopt);
+			usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (is_bench)
+		o.max_steps += o.warmup;
+	if (is_eval) {
+		if (!checkpoint)
+			usage_error("--checkpoint FILE is required");
+		o.resume_path = checkpoint;
+	} else if (is_train) {
+		o.checkpoint_path = checkpoint;
+	}
+	if (!is_bench) {
+		struct stat st;
+		if (stat(o.data_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+			usage_error("--data: '%s' is not a directory", o.data_dir);
+	}
+
+	/* Parse the net before starting StarPU: net-file errors come fast and alone. */
+	dnn_graph g;
+	char err[512];
+	if (dnn_graph_load(&g, o.net, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return 1;
+	}
+	if (summary) {
+		dnn_graph_print_summary(&g, stdout);
+		dnn_graph_free(&g);
+		return 0;
+	}
+	dnn_graph_free(&g);
+
+	if (dnn_runtime_init(&argc, &argv, 0) != 0) {
+		fprintf(stderr, "error: StarPU found no worker to run on (check STARPU_NCPU / STARPU_NCUDA)\n");
+		return 1;
+	}
+	int rc = is_eval ? dnn_cmd_eval(&o) : dnn_cmd_train(&o);
+	dnn_runtime_shutdown();
+	return rc;
+}

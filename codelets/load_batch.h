@@ -1,0 +1,26 @@
+/* load_batch.h — input loading as a task: gathers samples of an in-memory dataset into a
+ * chunk's input tensor (uint8 -> float, per-channel normalised) and its label vector.
+ * CPU only (it reads host memory); the chunk's tensors then move to wherever they are used. */
+#ifndef DNN_LOAD_BATCH_H
+#define DNN_LOAD_BATCH_H
+#include <stdint.h>
+#include <starpu.h>
+
+typedef struct {
+	const uint8_t *images; // (n_total, C, H, W) of the dataset
+	const int32_t *labels; // (n_total)
+	const float *mean, *std; // (C): x = (pixel/255 - mean) / std
+	int C, HW;
+	int n;       // samples in this chunk
+	int idx[];   // (n) dataset indices
+} dnn_load_batch_args;
+
+void dnn_load_batch_cpu(float *x, int32_t *y, const dnn_load_batch_args *a);
+
+/* (W x, W labels) */
+extern struct starpu_codelet cl_load_batch;
+/* Copies idx[0..n) into the task's argument block. */
+void dnn_insert_load_batch(const uint8_t *images, const int32_t *labels, const float *mean,
+			   const float *std, int C, int HW, const int *idx, int n,
+			   starpu_data_handle_t x, starpu_data_handle_t y);
+#endif

@@ -1,0 +1,70 @@
+/* model.h — a net's parameters and the StarPU submission of its iterations.
+ *
+ * dnn_model owns the trainable tensors (value, momentum, gradient) registered as StarPU vector
+ * handles; gradients are STARPU_REDUX targets (grad_accum.h). dnn_plan owns the activation
+ * handles of one way of splitting a batch into chunks: one handle per (node, chunk) for the
+ * outputs, their gradients and batch-norm statistics, plus `nslots` sets of input/label/stats
+ * handles so that up to nslots iterations can be in flight (the window).
+ *
+ * Submission follows DESIGN.md "The training DAG": per chunk, a load task, forward tasks in
+ * topological order and backward tasks in reverse; then one SGD task per parameter tensor.
+ * Nothing here waits: dependencies are StarPU's sequential data consistency.
+ */
+#ifndef DNN_MODEL_H
+#define DNN_MODEL_H
+#include <starpu.h>
+#include <stdint.h>
+
+#include "dataset.h"
+#include "graph.h"
+
+typedef struct {
+	char name[DNN_NAME_MAX + 16]; // "<node>.weight", "<node>.bias", "<node>.gamma", ...
+	long n;
+	int no_decay;                 // biases and BN parameters skip weight decay
+	float *w, *v, *g;             // value, momentum buffer, gradient (host homes)
+	starpu_data_handle_t hw, hv, hg;
+} dnn_param;
+
+typedef struct {
+	float lr, momentum, weight_decay;
+} dnn_sgd_config;
+
+typedef struct {
+	dnn_graph *g;
+	int nparams;
+	dnn_param *params;
+	int *param_of;                 // per node: index of its first parameter, or -1
+	float **running;               // per node: BN running stats (2C) or NULL
+	starpu_data_handle_t *hrunning;
+	float *in_mean, *in_std;       // per input channel: normalisation of pixels/255
+	int registered;
+} dnn_model;
+
+/* Allocate and initialise (He-normal weights from `seed`, zero biases, BN gamma=1 beta=0,
+ * running mean 0 var 1) and register every tensor with StarPU. */
+int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed);
+/* Bring every tensor back to host memory (waits for the tasks that write them). */
+void dnn_model_sync_to_host(dnn_model *m);
+void dnn_model_destroy(dnn_model *m);
+
+/* A chunked batch layout. The batch of `batch` samples is split into `nchunks` nearly equal
+ * contiguous chunks (the first batch % nchunks chunks get one more sample). */
+typedef struct {
+	dnn_model *m;
+	int batch, nchunks, nslots, train;
+	int *chunk_n, *chunk_off;
+	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
+	starpu_data_handle_t *x, *labels, *stats; // [slot * nchunks + c]
+	float *stats_host;                    // [slot][c][2]: loss sum, correct count
+} dnn_plan;
+
+int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train);
+void dnn_plan_destroy(dnn_plan *p);
+
+/* Submit one step in `slot`: load the samples idx[0..batch) of ds into the chunks, forward,
+ * and when p->train, backward and the SGD update with `sgd` (gradients scaled by 1/batch). */
+void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *idx, const dnn_sgd_config *sgd);
+/* Wait for the step in `slot`; returns its summed loss and correct count over the batch. */
+void dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct);
+#endif

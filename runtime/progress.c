@@ -1,0 +1,66 @@
+/* progress.c — see progress.h. */
+#include "progress.h"
+
+#include <time.h>
+#include <unistd.h>
+
+double dnn_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void dnn_progress_init(dnn_progress *pr, FILE *out, int quiet, long steps_per_epoch)
+{
+	pr->out = out;
+	pr->tty = isatty(fileno(out));
+	pr->quiet = quiet;
+	pr->t_start = pr->t_last_print = dnn_now();
+	pr->plain_every = steps_per_epoch >= 10 ? steps_per_epoch / 10 : 1;
+}
+
+static void fmt_eta(char *buf, size_t n, double s)
+{
+	if (s < 0 || s > 360000)
+		snprintf(buf, n, "--:--");
+	else if (s >= 3600)
+		snprintf(buf, n, "%d:%02d:%02d", (int)s / 3600, ((int)s / 60) % 60, (int)s % 60);
+	else
+		snprintf(buf, n, "%d:%02d", (int)s / 60, (int)s % 60);
+}
+
+void dnn_progress_step(dnn_progress *pr, int epoch, int epochs, long step, long steps, double loss, double acc,
+		       double img_per_s, double eta_s)
+{
+	if (pr->quiet)
+		return;
+	char eta[32];
+	fmt_eta(eta, sizeof(eta), eta_s);
+	if (pr->tty) {
+		double t = dnn_now();
+		if (t - pr->t_last_print < 0.1 && step != steps)
+			return;
+		pr->t_last_print = t;
+		char bar[21];
+		int filled = steps > 0 ? (int)(20.0 * step / steps) : 20;
+		for (int i = 0; i < 20; i++)
+			bar[i] = i < filled ? '#' : '.';
+		bar[20] = '\0';
+		fprintf(pr->out, "\repoch %d/%d [%s] step %ld/%ld  loss %.4f  acc %.3f  %.0f img/s  ETA %s\033[K", epoch,
+			epochs, bar, step, steps, loss, acc, img_per_s, eta);
+		fflush(pr->out);
+	} else if (step % pr->plain_every == 0 || step == steps) {
+		fprintf(pr->out, "epoch %d/%d step %ld/%ld loss %.4f acc %.3f img/s %.0f eta %s\n", epoch, epochs, step,
+			steps, loss, acc, img_per_s, eta);
+		fflush(pr->out);
+	}
+}
+
+void dnn_progress_end_line(dnn_progress *pr)
+{
+	if (pr->tty && !pr->quiet) {
+		fputc('\n', pr->out);
+		fflush(pr->out);
+	}
+}

@@ -1,0 +1,451 @@
+/* train.c — training, evaluation and benchmark loops (see train.h). */
+#include "train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <starpu.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "dataset.h"
+#include "graph.h"
+#include "progress.h"
+
+void dnn_train_opts_default(dnn_train_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->cmd = "train";
+	o->net = "lenet5";
+	o->data_dir = "/usr/share/datasets/fashion-mnist";
+	o->epochs = 1;
+	o->batch = 64;
+	o->window = 2;
+	o->sgd.lr = 0.05f;
+	o->sgd.momentum = 0.9f;
+	o->sgd.weight_decay = 5e-4f;
+	o->seed = 1;
+	o->eval = 1;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* The epoch's sample order depends only on (seed, epoch): not on chunks, workers or scheduler,
+ * and a resumed run sees the same order as an uninterrupted one. */
+static void epoch_permutation(int *perm, int n, uint64_t seed, int epoch)
+{
+	uint64_t s = seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(epoch + 1));
+	for (int i = 0; i < n; i++)
+		perm[i] = i;
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)(splitmix(&s) % (uint64_t)(i + 1));
+		int t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+}
+
+static int default_chunks(int batch)
+{
+	int w = (int)starpu_worker_get_count();
+	int k = 2 * (w > 0 ? w : 1);
+	return k > batch ? batch : k;
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+static int model_tensors(dnn_model *m, dnn_ckpt_tensor **out, char ***names_out)
+{
+	const dnn_graph *g = m->g;
+	int cap = 2 * m->nparams + g->nnodes + 2, n = 0;
+	dnn_ckpt_tensor *t = calloc((size_t)cap, sizeof(*t));
+	char **names = calloc((size_t)cap, sizeof(char *));
+	if (!t || !names) {
+		fprintf(stderr, "error: out of memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < m->nparams; i++) {
+		t[n].name = m->params[i].name, t[n].data = m->params[i].w, t[n].n = (uint64_t)m->params[i].n, n++;
+		names[n] = malloc(strlen(m->params[i].name) + 10);
+		sprintf(names[n], "%s.momentum", m->params[i].name);
+		t[n].name = names[n], t[n].data = m->params[i].v, t[n].n = (uint64_t)m->params[i].n, n++;
+	}
+	for (int i = 0; i < g->nnodes; i++)
+		if (m->running[i]) {
+			names[n] = malloc(strlen(g->nodes[i].name) + 10);
+			sprintf(names[n], "%s.running", g->nodes[i].name);
+			t[n].name = names[n], t[n].data = m->running[i], t[n].n = 2 * (uint64_t)g->nodes[i].C, n++;
+		}
+	t[n].name = "input.mean", t[n].data = m->in_mean, t[n].n = (uint64_t)g->nodes[0].C, n++;
+	t[n].name = "input.std", t[n].data = m->in_std, t[n].n = (uint64_t)g->nodes[0].C, n++;
+	*out = t;
+	*names_out = names;
+	return n;
+}
+
+static void free_names(char **names, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch, uint64_t seed, char *err,
+		   size_t errlen)
+{
+	dnn_model_sync_to_host(m);
+	dnn_ckpt_tensor *t;
+	char **names;
+	int n = model_tensors(m, &t, &names);
+	dnn_ckpt_meta meta = {.net_fingerprint = dnn_graph_fingerprint(m->g), .step = step, .epoch = epoch,
+			      .rng_state = seed};
+	int rc = dnn_checkpoint_save(path, &meta, t, n, err, errlen);
+	free(t);
+	free_names(names, n + 1);
+	return rc;
+}
+
+int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epoch, char *err, size_t errlen)
+{
+	dnn_ckpt_tensor *t;
+	char **names;
+	int n = model_tensors(m, &t, &names);
+	dnn_ckpt_meta meta = {.net_fingerprint = dnn_graph_fingerprint(m->g)};
+	/* The tensors are registered with StarPU: take them for writing while we load. */
+	for (int i = 0; i < m->nparams; i++) {
+		starpu_data_acquire(m->params[i].hw, STARPU_W);
+		starpu_data_acquire(m->params[i].hv, STARPU_W);
+	}
+	for (int i = 0; i < m->g->nnodes; i++)
+		if (m->hrunning[i])
+			starpu_data_acquire(m->hrunning[i], STARPU_W);
+	int rc = dnn_checkpoint_load(path, &meta, t, n, err, errlen);
+	for (int i = 0; i < m->nparams; i++) {
+		starpu_data_release(m->params[i].hw);
+		starpu_data_release(m->params[i].hv);
+	}
+	for (int i = 0; i < m->g->nnodes; i++)
+		if (m->hrunning[i])
+			starpu_data_release(m->hrunning[i]);
+	if (rc == 0) {
+		if (step)
+			*step = meta.step;
+		if (epoch)
+			*epoch = meta.epoch;
+		dnn_ckpt_free_names(&meta);
+	}
+	free(t);
+	free_names(names, n + 1);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- data */
+static int load_data(const dnn_train_opts *o, const dnn_graph *g, int train, dnn_dataset *ds)
+{
+	char err[512];
+	const dnn_node *in = &g->nodes[0];
+	if (o->synthetic) {
+		/* Random pixels and labels of the net's input shape: the benchmark times compute only. */
+		memset(ds, 0, sizeof(*ds));
+		ds->n = 4 * o->batch;
+		ds->C = in->C, ds->H = in->H, ds->W = in->W, ds->classes = g->classes;
+		size_t per = (size_t)in->C * in->H * in->W;
+		ds->images = malloc(per * (size_t)ds->n);
+		ds->labels = malloc(sizeof(int32_t) * (size_t)ds->n);
+		if (!ds->images || !ds->labels) {
+			fprintf(stderr, "error: out of memory for %d synthetic %dx%dx%d samples\n", ds->n, in->C, in->H, in->W);
+			return -1;
+		}
+		uint64_t s = o->seed;
+		for (size_t i = 0; i < per * (size_t)ds->n; i++)
+			ds->images[i] = (uint8_t)(splitmix(&s) >> 56);
+		for (int i = 0; i < ds->n; i++)
+			ds->labels[i] = (int32_t)(splitmix(&s) % (uint64_t)g->classes);
+		return 0;
+	}
+	int limit = train ? o->limit_train : o->limit_test;
+	if (dnn_dataset_load_fashion(ds, o->data_dir, train, limit, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	if (ds->C != in->C || ds->H != in->H || ds->W != in->W) {
+		fprintf(stderr, "error: %s: samples are %dx%dx%d but net %s expects %dx%dx%d\n", o->data_dir, ds->C, ds->H,
+			ds->W, g->source, in->C, in->H, in->W);
+		dnn_dataset_free(ds);
+		return -1;
+	}
+	if (ds->classes > g->classes) {
+		fprintf(stderr, "error: %s: %d classes but net %s has only %d outputs\n", o->data_dir, ds->classes,
+			g->source, g->classes);
+		dnn_dataset_free(ds);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------------- evaluation */
+void dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, double *loss, double *acc)
+{
+	int full = ds->n / batch, rest = ds->n % batch;
+	double lsum = 0, csum = 0;
+	int *idx = malloc(sizeof(int) * (size_t)ds->n);
+	STARPU_ASSERT(idx);
+	for (int i = 0; i < ds->n; i++)
+		idx[i] = i;
+	dnn_sgd_config none = {0};
+	if (full > 0) {
+		dnn_plan p;
+		const int slots = 2;
+		dnn_plan_create(&p, m, batch, chunks, slots, 0);
+		for (int s = 0; s < full; s++) {
+			if (s >= slots) {
+				double l, c;
+				dnn_wait_step(&p, s % slots, &l, &c);
+				lsum += l, csum += c;
+			}
+			dnn_submit_step(&p, s % slots, ds, idx + (size_t)s * batch, &none);
+		}
+		for (int s = full > slots ? full - slots : 0; s < full; s++) {
+			double l, c;
+			dnn_wait_step(&p, s % slots, &l, &c);
+			lsum += l, csum += c;
+		}
+		starpu_task_wait_for_all();
+		dnn_plan_destroy(&p);
+	}
+	if (rest > 0) {
+		dnn_plan p;
+		dnn_plan_create(&p, m, rest, chunks < rest ? chunks : rest, 1, 0);
+		dnn_submit_step(&p, 0, ds, idx + (size_t)full * batch, &none);
+		double l, c;
+		dnn_wait_step(&p, 0, &l, &c);
+		lsum += l, csum += c;
+		starpu_task_wait_for_all();
+		dnn_plan_destroy(&p);
+	}
+	free(idx);
+	*loss = ds->n ? lsum / ds->n : 0;
+	*acc = ds->n ? csum / ds->n : 0;
+}
+
+/* ---------------------------------------------------------------- training */
+static const char *sched_name(void)
+{
+	const char *s = getenv("STARPU_SCHED");
+	return s && *s ? s : "lws";
+}
+
+int dnn_cmd_train(const dnn_train_opts *o)
+{
+	char err[512];
+	dnn_graph g;
+	if (dnn_graph_load(&g, o->net, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return 1;
+	}
+	int bench = o->synthetic;
+	dnn_dataset train = {0}, test = {0};
+	if (load_data(o, &g, 1, &train) != 0) {
+		dnn_graph_free(&g);
+		return 1;
+	}
+	if (!bench && o->eval && load_data(o, &g, 0, &test) != 0) {
+		dnn_dataset_free(&train);
+		dnn_graph_free(&g);
+		return 1;
+	}
+	if (train.n < o->batch) {
+		fprintf(stderr, "error: --batch %d is larger than the training set (%d samples)\n", o->batch, train.n);
+		dnn_dataset_free(&train), dnn_dataset_free(&test), dnn_graph_free(&g);
+		return 1;
+	}
+	int chunks = o->chunks > 0 ? (o->chunks > o->batch ? o->batch : o->chunks) : default_chunks(o->batch);
+	dnn_model m;
+	dnn_model_create(&m, &g, o->seed);
+	if (!bench)
+		dnn_dataset_channel_stats(&train, m.in_mean, m.in_std);
+	uint64_t step0 = 0;
+	uint32_t epoch0 = 0;
+	if (o->resume_path) {
+		if (dnn_model_load(&m, o->resume_path, &step0, &epoch0, err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: %s\n", err);
+			dnn_model_destroy(&m), dnn_dataset_free(&train), dnn_dataset_free(&test), dnn_graph_free(&g);
+			return 1;
+		}
+		if (!o->quiet)
+			fprintf(stderr, "resumed from %s: epoch %u, step %llu\n", o->resume_path, epoch0,
+				(unsigned long long)step0);
+	}
+	FILE *metrics = NULL;
+	if (o->metrics_path) {
+		metrics = fopen(o->metrics_path, o->resume_path ? "a" : "w");
+		if (!metrics) {
+			fprintf(stderr, "error: --metrics %s: %s\n", o->metrics_path, strerror(errno));
+			dnn_model_destroy(&m), dnn_dataset_free(&train), dnn_dataset_free(&test), dnn_graph_free(&g);
+			return 1;
+		}
+		if (!o->resume_path)
+			fprintf(metrics, "kind,epoch,step,loss,accuracy,images_per_s,elapsed_s\n");
+	}
+	const long steps_per_epoch = train.n / o->batch;
+	const int window = o->window;
+	dnn_plan p;
+	dnn_plan_create(&p, &m, o->batch, chunks, window, 1);
+	if (!o->quiet)
+		fprintf(stderr, "%s: net %s (%lld params), %d train samples, batch %d in %d chunks, %u workers "
+				"(%u CPU, %u CUDA), scheduler %s, window %d\n",
+			o->cmd, g.source, dnn_graph_params(&g), train.n, o->batch, chunks, starpu_worker_get_count(),
+			starpu_cpu_worker_get_count(), starpu_cuda_worker_get_count(), sched_name(), window);
+
+	int *perm = malloc(sizeof(int) * (size_t)train.n);
+	long *slot_step = malloc(sizeof(long) * (size_t)window);
+	STARPU_ASSERT(perm && slot_step);
+	dnn_progress pr;
+	dnn_progress_init(&pr, stderr, o->quiet, steps_per_epoch);
+	uint64_t step = step0;
+	double t_begin = dnn_now(), t_timed = 0, train_loss = 0, train_acc = 0, test_loss = NAN, test_acc = NAN;
+	long timed_images = 0;
+	int rc = 0, epoch = (int)epoch0;
+	int last_epoch = o->epochs;
+	for (; epoch < last_epoch; epoch++) {
+		epoch_permutation(perm, train.n, o->seed, epoch);
+		long first = (long)(step - (uint64_t)epoch * steps_per_epoch); /* resumed mid-epoch? */
+		if (first < 0 || first > steps_per_epoch)
+			first = 0;
+		long nsteps = steps_per_epoch;
+		if (o->max_steps > 0 && (long)(o->max_steps - (long)step) < nsteps - first)
+			nsteps = first + (o->max_steps - (long)step);
+		double ep_loss = 0, ep_correct = 0, t_ep = dnn_now(), t_warm = t_ep;
+		long ep_images = 0, done = 0, warm_done = 0;
+		for (long s = first; s < nsteps; s++) {
+			int slot = (int)(s % window);
+			if (s - first >= window) {
+				/* The window: at most `window` steps in flight. */
+				double l, c;
+				dnn_wait_step(&p, slot, &l, &c);
+				ep_loss += l, ep_correct += c, ep_images += o->batch, done++;
+				if (done == o->warmup)
+					t_warm = dnn_now(), warm_done = done;
+				double el = dnn_now() - t_ep;
+				double ips = el > 0 ? ep_images / el : 0;
+				dnn_progress_step(&pr, epoch + 1, last_epoch, s - window + 1, nsteps, l / o->batch,
+						  c / o->batch, ips, ips > 0 ? (nsteps - s) * o->batch / ips : -1);
+				if (metrics)
+					fprintf(metrics, "train_step,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1,
+						(unsigned long long)(step - window + 1), l / o->batch, c / o->batch, ips,
+						dnn_now() - t_begin);
+			}
+			dnn_submit_step(&p, slot, &train, perm + (size_t)s * o->batch, &o->sgd);
+			slot_step[slot] = s;
+			step++;
+		}
+		for (long s = (nsteps - first > window ? nsteps - window : first); s < nsteps; s++) {
+			double l, c;
+			dnn_wait_step(&p, (int)(s % window), &l, &c);
+			ep_loss += l, ep_correct += c, ep_images += o->batch, done++;
+			if (done == o->warmup)
+				t_warm = dnn_now(), warm_done = done;
+			double el = dnn_now() - t_ep;
+			dnn_progress_step(&pr, epoch + 1, last_epoch, s + 1, nsteps, l / o->batch, c / o->batch,
+					  el > 0 ? ep_images / el : 0, 0);
+		}
+		starpu_task_wait_for_all();
+		double t_end = dnn_now();
+		dnn_progress_end_line(&pr);
+		t_timed += t_end - t_warm;
+		timed_images += (ep_images - warm_done * o->batch);
+		train_loss = ep_images ? ep_loss / ep_images : NAN;
+		train_acc = ep_images ? ep_correct / ep_images : NAN;
+		double ips = (t_end - t_warm) > 0 ? (ep_images - warm_done * o->batch) / (t_end - t_warm) : 0;
+		if (!bench && o->eval) {
+			dnn_evaluate(&m, &test, o->batch, chunks, &test_loss, &test_acc);
+			if (!o->quiet)
+				fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s\n",
+					epoch + 1, train_loss, train_acc, test_loss, test_acc, ips);
+		} else if (!o->quiet) {
+			fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | %.0f img/s\n", epoch + 1, train_loss, train_acc, ips);
+		}
+		if (metrics) {
+			fprintf(metrics, "train_epoch,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1, (unsigned long long)step,
+				train_loss, train_acc, ips, dnn_now() - t_begin);
+			if (!bench && o->eval)
+				fprintf(metrics, "test_epoch,%d,%llu,%.6f,%.6f,,%.3f\n", epoch + 1, (unsigned long long)step,
+					test_loss, test_acc, dnn_now() - t_begin);
+			fflush(metrics);
+		}
+		if (o->checkpoint_path) {
+			if (dnn_model_save(&m, o->checkpoint_path, step, (uint32_t)(epoch + 1), o->seed, err, sizeof(err)) != 0) {
+				fprintf(stderr, "error: %s\n", err);
+				rc = 1;
+				break;
+			}
+		}
+		if (o->max_steps > 0 && (long)step >= o->max_steps) {
+			epoch++;
+			break;
+		}
+	}
+	double wall = dnn_now() - t_begin;
+	double ips = t_timed > 0 ? timed_images / t_timed : 0;
+	if (rc == 0) {
+		printf("result: cmd=%s net=%s batch=%d chunks=%d workers=%u ncpu=%u ncuda=%u sched=%s epochs=%d steps=%llu "
+		       "train_loss=%.4f train_acc=%.4f",
+		       o->cmd, o->net, o->batch, chunks, starpu_worker_get_count(), starpu_cpu_worker_get_count(),
+		       starpu_cuda_worker_get_count(), sched_name(), epoch, (unsigned long long)step, train_loss, train_acc);
+		if (!bench && o->eval)
+			printf(" test_loss=%.4f test_acc=%.4f", test_loss, test_acc);
+		printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&g) / 1e9, wall);
+		fflush(stdout);
+	}
+	free(perm);
+	free(slot_step);
+	if (metrics)
+		fclose(metrics);
+	dnn_plan_destroy(&p);
+	dnn_model_destroy(&m);
+	dnn_dataset_free(&train);
+	dnn_dataset_free(&test);
+	dnn_graph_free(&g);
+	return rc;
+}
+
+int dnn_cmd_eval(const dnn_train_opts *o)
+{
+	char err[512];
+	dnn_graph g;
+	if (dnn_graph_load(&g, o->net, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return 1;
+	}
+	dnn_dataset test;
+	if (load_data(o, &g, 0, &test) != 0) {
+		dnn_graph_free(&g);
+		return 1;
+	}
+	dnn_model m;
+	dnn_model_create(&m, &g, o->seed);
+	uint64_t step;
+	uint32_t epoch;
+	if (dnn_model_load(&m, o->resume_path, &step, &epoch, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_model_destroy(&m), dnn_dataset_free(&test), dnn_graph_free(&g);
+		return 1;
+	}
+	int chunks = o->chunks > 0 ? o->chunks : default_chunks(o->batch);
+	double loss, acc, t0 = dnn_now();
+	dnn_evaluate(&m, &test, o->batch, chunks, &loss, &acc);
+	double wall = dnn_now() - t0;
+	printf("result: cmd=eval net=%s checkpoint=%s epoch=%u step=%llu samples=%d test_loss=%.4f test_acc=%.4f "
+	       "images_per_s=%.1f wall_s=%.2f\n",
+	       o->net, o->resume_path, epoch, (unsigned long long)step, test.n, loss, acc, wall > 0 ? test.n / wall : 0, wall);
+	dnn_model_destroy(&m);
+	dnn_dataset_free(&test);
+	dnn_graph_free(&g);
+	return 0;
+}

@@ -1,0 +1,41 @@
+/* train.h — the training / evaluation / benchmark loops behind `starpu_anp train|eval|bench`. */
+#ifndef DNN_TRAIN_H
+#define DNN_TRAIN_H
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct {
+	const char *cmd;          // "train" or "bench", for messages and the result line
+	const char *net;          // built-in name or .net path
+	const char *data_dir;     // Fashion-MNIST directory (train/eval)
+	int synthetic;            // bench: random inputs of the net's shape, no data loading
+	int epochs;
+	long max_steps;           // stop after this many steps in total (0 = no limit)
+	int warmup;               // bench: steps excluded from the timing
+	int batch, chunks, window;
+	dnn_sgd_config sgd;
+	uint64_t seed;
+	int limit_train, limit_test; // 0 = whole set
+	int eval;                 // evaluate on the test set after each epoch
+	const char *metrics_path;
+	const char *checkpoint_path; // written after every epoch (and at the end)
+	const char *resume_path;
+	int quiet;
+} dnn_train_opts;
+
+void dnn_train_opts_default(dnn_train_opts *o);
+
+/* StarPU must be running. Return the process exit status (0, or 1 on a runtime error; the
+ * message is already printed). */
+int dnn_cmd_train(const dnn_train_opts *o);
+int dnn_cmd_eval(const dnn_train_opts *o);
+
+/* Evaluate `m` on `ds` (forward only, batch-norm in eval mode). */
+void dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, double *loss, double *acc);
+
+/* Checkpoint helpers shared by train/eval/predict. */
+int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch, uint64_t seed, char *err,
+		   size_t errlen);
+int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epoch, char *err, size_t errlen);
+#endif
