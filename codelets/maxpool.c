@@ -1,0 +1,156 @@
+/* maxpool.c — max pooling, NCHW: CPU kernels, StarPU codelets, insert helpers.
+ *
+ * Padding cells count as -inf, so they are never selected (dnn_maxpool_args_finish keeps
+ * 2*pad <= k, so every window holds at least one real cell). Backward recomputes each window's
+ * argmax from x and y, as cuDNN does, and routes dy to the first input equal to the window max.
+ */
+#include "maxpool.h"
+#include "dnn_codelet.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DNN_HAVE_CUDA
+void dnn_maxpool_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_maxpool_bwd_cuda(void *buffers[], void *cl_arg);
+#endif
+
+int dnn_maxpool_args_finish(dnn_maxpool_args *a)
+{
+	if (a->N < 1 || a->C < 1 || a->H < 1 || a->W < 1 || a->k < 1 || a->stride < 1 || a->pad < 0)
+		return -1;
+	if (2 * (long long)a->pad > a->k) // as PyTorch: pad <= k/2
+		return -1;
+	long long hp = (long long)a->H + 2LL * a->pad, wp = (long long)a->W + 2LL * a->pad;
+	if (hp < a->k || wp < a->k)
+		return -1;
+	long long P = (hp - a->k) / a->stride + 1, Q = (wp - a->k) / a->stride + 1;
+	if ((long long)a->N * a->C * a->H * a->W > INT_MAX)
+		return -1; // cuDNN tensor descriptors take int sizes
+	a->P = (int)P;
+	a->Q = (int)Q;
+	return 0;
+}
+
+// y (N, C, P, Q) = max over each k x k window of x (N, C, H, W)
+void dnn_maxpool_forward_cpu(float *y, const float *x, const dnn_maxpool_args *a)
+{
+	const int H = a->H, W = a->W, P = a->P, Q = a->Q, k = a->k, s = a->stride, pad = a->pad;
+	for (long long nc = 0; nc < (long long)a->N * a->C; nc++) {
+		const float *xp = x + nc * H * W;
+		float *yp = y + nc * P * Q;
+		for (int p = 0; p < P; p++) {
+			int h0 = p * s - pad;
+			int hs = h0 < 0 ? 0 : h0, he = h0 + k > H ? H : h0 + k;
+			for (int q = 0; q < Q; q++) {
+				int w0 = q * s - pad;
+				int ws = w0 < 0 ? 0 : w0, we = w0 + k > W ? W : w0 + k;
+				float m = -INFINITY;
+				for (int h = hs; h < he; h++)
+					for (int w = ws; w < we; w++)
+						if (xp[h * W + w] > m)
+							m = xp[h * W + w];
+				yp[p * Q + q] = m;
+			}
+		}
+	}
+}
+
+// dx (N, C, H, W) (=|+=) dy (N, C, P, Q) routed to the first x == y in each window
+void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const float *dy,
+			      const dnn_maxpool_args *a)
+{
+	const int H = a->H, W = a->W, P = a->P, Q = a->Q, k = a->k, s = a->stride, pad = a->pad;
+	if (!a->accumulate_dx)
+		memset(dx, 0, (size_t)a->N * a->C * H * W * sizeof(float));
+	for (long long nc = 0; nc < (long long)a->N * a->C; nc++) {
+		const float *xp = x + nc * H * W;
+		const float *yp = y + nc * P * Q, *dyp = dy + nc * P * Q;
+		float *dxp = dx + nc * H * W;
+		for (int p = 0; p < P; p++) {
+			int h0 = p * s - pad;
+			int hs = h0 < 0 ? 0 : h0, he = h0 + k > H ? H : h0 + k;
+			for (int q = 0; q < Q; q++) {
+				int w0 = q * s - pad;
+				int ws = w0 < 0 ? 0 : w0, we = w0 + k > W ? W : w0 + k;
+				float m = yp[p * Q + q];
+				int best = -1, arg = hs * W + ws; // arg: first argmax, if y does not match x
+				float bm = -INFINITY;
+				for (int h = hs; h < he && best < 0; h++)
+					for (int w = ws; w < we; w++) {
+						float v = xp[h * W + w];
+						if (v == m) {
+							best = h * W + w;
+							break;
+						}
+						if (v > bm) {
+							bm = v;
+							arg = h * W + w;
+						}
+					}
+				dxp[best >= 0 ? best : arg] += dyp[p * Q + q];
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ StarPU codelets */
+
+static void maxpool_fwd_cpu(void *buffers[], void *cl_arg)
+{
+	const dnn_maxpool_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->C * a->H * a->W);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->C * a->P * a->Q);
+	dnn_maxpool_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				(const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a);
+}
+
+static void maxpool_bwd_cpu(void *buffers[], void *cl_arg)
+{
+	const dnn_maxpool_args *a = cl_arg;
+	size_t nx = (size_t)a->N * a->C * a->H * a->W, ny = (size_t)a->N * a->C * a->P * a->Q;
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 4);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == nx);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == ny);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == ny);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == nx);
+	dnn_maxpool_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[3]),
+				 (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				 (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				 (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a);
+}
+
+/* The backward's dx mode (W or RW) is chosen per task, and StarPU pins the modes of a codelet
+ * with a fixed buffer count at its first insert, so it declares a variable count (always 4). */
+DNN_CODELET(cl_maxpool_fwd, 2, maxpool_fwd_cpu, dnn_maxpool_fwd_cuda);
+DNN_CODELET(cl_maxpool_bwd, STARPU_VARIABLE_NBUFFERS, maxpool_bwd_cpu, dnn_maxpool_bwd_cuda);
+
+static dnn_maxpool_args *args_copy(const dnn_maxpool_args *a)
+{
+	dnn_maxpool_args *c = calloc(1, sizeof(*c)); // zeroed padding: the footprint hashes it
+	STARPU_ASSERT_MSG(c, "out of memory");
+	*c = *a;
+	return c;
+}
+
+void dnn_insert_maxpool_fwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
+{
+	double flops = (double)a->N * a->C * a->P * a->Q * a->k * a->k;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_maxpool_fwd, STARPU_R, x, STARPU_W, y,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
+					    STARPU_NAME, "maxpool_fwd", STARPU_FLOPS, flops,
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_FWD, 0));
+}
+
+void dnn_insert_maxpool_bwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
+			    starpu_data_handle_t dy, starpu_data_handle_t dx)
+{
+	double flops = (double)a->N * a->C * a->P * a->Q * (a->k * a->k + 1);
+	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_maxpool_bwd, STARPU_R, x, STARPU_R, y, STARPU_R, dy,
+					    dx_mode, dx, STARPU_CL_ARGS, args_copy(a), sizeof(*a),
+					    STARPU_NAME, "maxpool_bwd", STARPU_FLOPS, flops,
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_BWD, 0));
+}

@@ -1,0 +1,221 @@
+/* unit_pool_bn — max pooling and batch normalisation forward passes, run as StarPU tasks on
+ * registered vectors, against naive double-precision references:
+ *   maxpool forward on odd sizes (k=3 s=2 p=1, k=2 s=2, k=3 s=1 p=1, batch 1) and argument checks;
+ *   batchnorm forward-train (y and saved = mean | biased var | invstd), the running-statistics
+ *   update over two steps (PyTorch's formulas), and eval mode with the running statistics. */
+#include <math.h>
+#include <starpu.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "batchnorm.h"
+#include "maxpool.h"
+#include "test_util.h"
+
+static starpu_data_handle_t reg(float *p, size_t n)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
+	return h;
+}
+
+/* ------------------------------------------------------------------ maxpool */
+
+// y (N, C, P, Q): max over the window, out-of-range cells are -inf
+static void ref_maxpool(double *y, const float *x, const dnn_maxpool_args *a)
+{
+	for (int nc = 0; nc < a->N * a->C; nc++)
+		for (int p = 0; p < a->P; p++)
+			for (int q = 0; q < a->Q; q++) {
+				double m = -INFINITY;
+				for (int i = 0; i < a->k; i++)
+					for (int j = 0; j < a->k; j++) {
+						int h = p * a->stride - a->pad + i, w = q * a->stride - a->pad + j;
+						if (h < 0 || h >= a->H || w < 0 || w >= a->W)
+							continue;
+						double v = x[((size_t)nc * a->H + h) * a->W + w];
+						if (v > m)
+							m = v;
+					}
+				y[((size_t)nc * a->P + p) * a->Q + q] = m;
+			}
+}
+
+static void test_maxpool_fwd(int N, int C, int H, int W, int k, int stride, int pad, int P, int Q)
+{
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = k, .stride = stride, .pad = pad};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool args %dx%dx%dx%d k%d s%d p%d rejected", N, C,
+		   H, W, k, stride, pad);
+	TEST_CHECK(a.P == P && a.Q == Q, "maxpool output %dx%d, want %dx%d", a.P, a.Q, P, Q);
+	size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float));
+	double *ref = malloc(ny * sizeof(double));
+	test_fill_uniform(x, nx, -2, -0.5f); // all negative: a padding cell chosen as 0 would show
+	for (size_t i = 0; i < ny; i++)
+		y[i] = NAN;
+	starpu_data_handle_t hx = reg(x, nx), hy = reg(y, ny);
+	dnn_insert_maxpool_fwd(&a, hx, hy);
+	starpu_data_unregister(hy);
+	starpu_data_unregister(hx);
+	ref_maxpool(ref, x, &a);
+	char what[96];
+	snprintf(what, sizeof what, "maxpool fwd %dx%dx%dx%d k%d s%d p%d", N, C, H, W, k, stride, pad);
+	test_close(what, y, ref, ny, 0);
+	free(x);
+	free(y);
+	free(ref);
+}
+
+static void test_maxpool_args(void)
+{
+	dnn_maxpool_args bad[] = {
+		{.N = 1, .C = 1, .H = 5, .W = 5, .k = 3, .stride = 1, .pad = 2}, // pad > k/2
+		{.N = 1, .C = 1, .H = 2, .W = 5, .k = 3, .stride = 1, .pad = 0}, // window taller than H
+		{.N = 1, .C = 1, .H = 5, .W = 5, .k = 2, .stride = 0, .pad = 0}, // stride 0
+		{.N = 0, .C = 1, .H = 5, .W = 5, .k = 2, .stride = 2, .pad = 0}, // empty batch
+		{.N = 1, .C = 1, .H = 5, .W = 5, .k = 0, .stride = 1, .pad = 0}, // empty window
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		TEST_CHECK(dnn_maxpool_args_finish(&bad[i]) == -1, "invalid maxpool args #%zu accepted", i);
+}
+
+/* ------------------------------------------------------------------ batchnorm */
+
+// double reference of the training forward: y (N, C, HW), saved (3C)
+static void ref_bn_train(double *y, double *saved, const float *x, const float *gamma, const float *beta,
+			 const dnn_batchnorm_args *a)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	const double M = (double)N * HW;
+	for (int c = 0; c < C; c++) {
+		double mean = 0, var = 0;
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < HW; i++)
+				mean += x[((size_t)n * C + c) * HW + i];
+		mean /= M;
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < HW; i++) {
+				double d = x[((size_t)n * C + c) * HW + i] - mean;
+				var += d * d;
+			}
+		var /= M;
+		double invstd = 1.0 / sqrt(var + (double)a->eps);
+		saved[c] = mean;
+		saved[C + c] = var;
+		saved[2 * C + c] = invstd;
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < HW; i++) {
+				size_t j = ((size_t)n * C + c) * HW + i;
+				y[j] = gamma[c] * (x[j] - mean) * invstd + beta[c];
+			}
+	}
+}
+
+static void fill_bn_input(float *x, const dnn_batchnorm_args *a)
+{
+	// channel c has mean ~ c - 1 and spread ~ 0.5 + c: stats differ per channel
+	for (int n = 0; n < a->N; n++)
+		for (int c = 0; c < a->C; c++)
+			for (int i = 0; i < a->HW; i++)
+				x[((size_t)n * a->C + c) * a->HW + i] = (float)(c - 1) +
+					(0.5f + (float)c) * test_rng_uniform(-1, 1);
+}
+
+static void test_bn(int N, int C, int HW)
+{
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f};
+	size_t nx = (size_t)N * C * HW;
+	float *x = malloc(nx * sizeof(float)), *y = malloc(nx * sizeof(float));
+	float *gamma = malloc(C * sizeof(float)), *beta = malloc(C * sizeof(float));
+	float *saved = malloc(3 * C * sizeof(float)), *running = malloc(2 * C * sizeof(float));
+	double *yref = malloc(nx * sizeof(double)), *sref = malloc(3 * C * sizeof(double));
+	double *rref = malloc(2 * C * sizeof(double));
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	for (int c = 0; c < C; c++) { // PyTorch's initial running stats
+		running[c] = 0;
+		running[C + c] = 1;
+		rref[c] = 0;
+		rref[C + c] = 1;
+	}
+	starpu_data_handle_t hx = reg(x, nx), hy = reg(y, nx), hg = reg(gamma, C), hb = reg(beta, C);
+	starpu_data_handle_t hs = reg(saved, 3 * C), hr = reg(running, 2 * C);
+	const double M = (double)N * HW, unbias = M > 1 ? M / (M - 1) : 1;
+	char what[96];
+	for (int step = 0; step < 2; step++) {
+		starpu_data_acquire(hx, STARPU_W);
+		fill_bn_input(x, &a);
+		starpu_data_release(hx);
+		dnn_insert_batchnorm_fwd_train(&a, hx, hg, hb, hy, hs);
+		dnn_insert_batchnorm_running(&a, hs, hr);
+		starpu_data_acquire(hy, STARPU_R);
+		starpu_data_acquire(hs, STARPU_R);
+		starpu_data_acquire(hr, STARPU_R);
+		ref_bn_train(yref, sref, x, gamma, beta, &a);
+		for (int c = 0; c < C; c++) {
+			rref[c] = (1 - a.momentum) * rref[c] + a.momentum * sref[c];
+			rref[C + c] = (1 - a.momentum) * rref[C + c] + a.momentum * sref[C + c] * unbias;
+		}
+		snprintf(what, sizeof what, "bn train y %dx%dx%d step %d", N, C, HW, step);
+		test_close(what, y, yref, nx, 2e-5);
+		snprintf(what, sizeof what, "bn train saved %dx%dx%d step %d", N, C, HW, step);
+		test_close(what, saved, sref, 3 * C, 2e-5);
+		snprintf(what, sizeof what, "bn running %dx%dx%d step %d", N, C, HW, step);
+		test_close(what, running, rref, 2 * C, 2e-5);
+		starpu_data_release(hr);
+		starpu_data_release(hs);
+		starpu_data_release(hy);
+	}
+
+	// eval: normalise a fresh input with the running statistics
+	starpu_data_acquire(hx, STARPU_W);
+	fill_bn_input(x, &a);
+	starpu_data_release(hx);
+	dnn_insert_batchnorm_fwd_eval(&a, hx, hg, hb, hr, hy);
+	starpu_data_acquire(hy, STARPU_R);
+	for (int n = 0; n < N; n++)
+		for (int c = 0; c < C; c++)
+			for (int i = 0; i < HW; i++) {
+				size_t j = ((size_t)n * C + c) * HW + i;
+				yref[j] = gamma[c] * (x[j] - (double)running[c]) /
+						  sqrt((double)running[C + c] + (double)a.eps) +
+					  beta[c];
+			}
+	snprintf(what, sizeof what, "bn eval y %dx%dx%d", N, C, HW);
+	test_close(what, y, yref, nx, 2e-5);
+	starpu_data_release(hy);
+
+	starpu_data_handle_t all[] = {hx, hy, hg, hb, hs, hr};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		starpu_data_unregister(all[i]);
+	free(x);
+	free(y);
+	free(gamma);
+	free(beta);
+	free(saved);
+	free(running);
+	free(yref);
+	free(sref);
+	free(rref);
+}
+
+int main(int argc, char **argv)
+{
+	test_starpu_init(&argc, &argv);
+	test_rng_seed(7);
+
+	test_maxpool_args();
+	test_maxpool_fwd(2, 3, 7, 9, 3, 2, 1, 4, 5);
+	test_maxpool_fwd(3, 2, 9, 7, 2, 2, 0, 4, 3);
+	test_maxpool_fwd(1, 4, 5, 5, 3, 1, 1, 5, 5);
+	test_maxpool_fwd(1, 1, 1, 1, 1, 1, 0, 1, 1);
+	test_maxpool_fwd(4, 8, 15, 13, 3, 2, 1, 8, 7);
+
+	test_bn(4, 3, 25);
+	test_bn(1, 5, 7);
+	test_bn(8, 2, 1);
+	test_bn(2, 16, 49);
+
+	test_starpu_shutdown();
+	return test_report("unit_pool_bn");
+}
