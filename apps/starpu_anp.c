@@ -75,7 +75,9 @@ static void help_cmd(const char *c)
 	printf("usage: %s %s [options]\n\n", prog, c);
 	printf("  --net NAME|FILE      built-in net (see '%s nets') or a .net file [lenet5]\n", prog);
 	if (strcmp(c, "bench") != 0)
-		printf("  --data DIR           Fashion-MNIST directory [/usr/share/datasets/fashion-mnist]\n");
+		printf("  --data NAME|DIR      fashion-mnist (Debian's dataset-fashion-mnist), synthetic (seeded random\n"
+		       "                       samples of the net's shape), or a directory of IDX files or CIFAR-10\n"
+		       "                       binary batches [fashion-mnist]\n");
 	printf("  --batch B            global batch size [64]\n"
 	       "  --chunks K           chunks (micro-batches) per batch [2 x workers]\n");
 	if (strcmp(c, "eval") == 0) {
@@ -84,13 +86,13 @@ static void help_cmd(const char *c)
 	} else {
 		printf("  --lr X               learning rate [0.05]\n"
 		       "  --momentum X         SGD momentum [0.9]\n"
-		       "  --wd X               weight decay (not applied to biases and batch-norm) [5e-4]\n"
+		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
 		       "  --window W           iterations in flight at most [2]\n"
-		       "  --seed S             seed for initialisation and shuffling [1]\n"
-		       "  --steps N            stop after N steps in total\n");
+		       "  --seed S             seed for initialisation and shuffling [1]\n");
 	}
 	if (strcmp(c, "train") == 0)
 		printf("  --epochs E           epochs [1]\n"
+		       "  --max-steps N        stop after N steps in total (checkpoint and evaluate there)\n"
 		       "  --limit-train N      use only the first N training samples\n"
 		       "  --limit-test N       evaluate on only the first N test samples\n"
 		       "  --no-eval            skip the per-epoch test-set evaluation\n"
@@ -108,7 +110,7 @@ static void help_cmd(const char *c)
 
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
-       O_LIMIT };
+       O_LIMIT, O_BSTEPS };
 
 static void check_readable_file(const char *opt, const char *path)
 {
@@ -174,8 +176,8 @@ int main(int argc, char **argv)
 		{"net", required_argument, 0, O_NET},         {"data", required_argument, 0, O_DATA},
 		{"batch", required_argument, 0, O_BATCH},     {"chunks", required_argument, 0, O_CHUNKS},
 		{"lr", required_argument, 0, O_LR},           {"momentum", required_argument, 0, O_MOM},
-		{"wd", required_argument, 0, O_WD},           {"window", required_argument, 0, O_WINDOW},
-		{"seed", required_argument, 0, O_SEED},       {"steps", required_argument, 0, O_STEPS},
+		{"weight-decay", required_argument, 0, O_WD},           {"window", required_argument, 0, O_WINDOW},
+		{"seed", required_argument, 0, O_SEED},       {"max-steps", required_argument, 0, O_STEPS}, {"steps", required_argument, 0, O_BSTEPS},
 		{"epochs", required_argument, 0, O_EPOCHS},   {"limit-train", required_argument, 0, O_LIMIT_TRAIN},
 		{"limit-test", required_argument, 0, O_LIMIT_TEST}, {"limit", required_argument, 0, O_LIMIT},
 		{"no-eval", no_argument, 0, O_NO_EVAL},       {"metrics", required_argument, 0, O_METRICS},
@@ -195,7 +197,9 @@ int main(int argc, char **argv)
 		int ok = 1;
 		switch (c) {
 		case O_DATA: ok = !is_bench; break;
-		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_STEPS: ok = !is_eval; break;
+		case O_LR: case O_MOM: case O_WD: case O_WINDOW: ok = !is_eval; break;
+		case O_STEPS: ok = is_train; break;
+		case O_BSTEPS: ok = is_bench; break;
 		case O_EPOCHS: case O_LIMIT_TRAIN: case O_LIMIT_TEST: case O_NO_EVAL: case O_METRICS: case O_RESUME:
 		case O_SUMMARY: ok = is_train; break;
 		case O_CHECKPOINT: ok = !is_bench; break;
@@ -216,7 +220,7 @@ int main(int argc, char **argv)
 		case O_WD: o.sgd.weight_decay = parse_float_opt(name, optarg, 0, 1); break;
 		case O_WINDOW: o.window = (int)parse_long_opt(name, optarg, 1, 64); break;
 		case O_SEED: o.seed = (uint64_t)parse_long_opt(name, optarg, 0, LONG_MAX); break;
-		case O_STEPS: o.max_steps = parse_long_opt(name, optarg, 1, 1L << 40); break;
+		case O_STEPS: case O_BSTEPS: o.max_steps = parse_long_opt(name, optarg, 1, 1L << 40); break;
 		case O_EPOCHS: o.epochs = (int)parse_long_opt(name, optarg, 1, 100000); break;
 		case O_LIMIT_TRAIN: o.limit_train = (int)parse_long_opt(name, optarg, 1, INT_MAX); break;
 		case O_LIMIT_TEST: case O_LIMIT: o.limit_test = (int)parse_long_opt(name, optarg, 1, INT_MAX); break;
@@ -252,10 +256,14 @@ int main(int argc, char **argv)
 	} else if (is_train) {
 		o.checkpoint_path = checkpoint;
 	}
-	if (!is_bench) {
+	if (!is_bench && strcmp(o.data_dir, "synthetic") != 0) {
+		const char *dir = strcmp(o.data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o.data_dir;
 		struct stat st;
-		if (stat(o.data_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-			usage_error("--data: '%s' is not a directory", o.data_dir);
+		if (stat(dir, &st) != 0)
+			usage_error("--data: '%s': %s%s", dir, strerror(errno),
+				    dir == o.data_dir ? "" : " (install Debian's dataset-fashion-mnist)");
+		if (!S_ISDIR(st.st_mode))
+			usage_error("--data: '%s' is not a directory", dir);
 	}
 
 	/* Parse the net before starting StarPU: net-file errors come fast and alone. */

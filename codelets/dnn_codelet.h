@@ -7,7 +7,11 @@
  * DNN_CODELET() generates a codelet `cl_<op>_<phase>` with a history-based perf model whose
  * footprint combines the data sizes with the op's argument struct (so two convs with the same
  * buffer sizes but different strides get separate histories). Access modes are given at insert
- * time, Chameleon style, so one codelet serves R/W/RW/REDUX uses.
+ * time, Chameleon style, so one codelet serves R/W/RW/REDUX uses. That is why every codelet
+ * is declared with STARPU_VARIABLE_NBUFFERS: with a fixed nbuffers and no .modes, StarPU stores
+ * the modes of the first insert into the codelet and aborts when a later insert differs (e.g. a
+ * dx written with STARPU_W by one task and accumulated with STARPU_RW by another). NBUF is kept
+ * as documentation of the buffer count.
  */
 #ifndef DNN_CODELET_H
 #define DNN_CODELET_H
@@ -45,7 +49,7 @@ uint32_t dnn_args_footprint(struct starpu_task *task);
 		.cpu_funcs_name = {#CPU_FN},                                       \
 		.cuda_funcs = {DNN_CUDA_FN(CUDA_FN)},                              \
 		.cuda_flags = {STARPU_CUDA_ASYNC},                                 \
-		.nbuffers = NBUF,                                                  \
+		.nbuffers = STARPU_VARIABLE_NBUFFERS, /* NBUF buffers, modes per insert */ \
 		.model = &NAME##_model,                                            \
 	}
 
@@ -60,7 +64,7 @@ uint32_t dnn_args_footprint(struct starpu_task *task);
 		.name = #NAME,                                                     \
 		.cpu_funcs = {CPU_FN},                                             \
 		.cpu_funcs_name = {#CPU_FN},                                       \
-		.nbuffers = NBUF,                                                  \
+		.nbuffers = STARPU_VARIABLE_NBUFFERS, /* NBUF buffers, modes per insert */ \
 		.model = &NAME##_model,                                            \
 	}
 

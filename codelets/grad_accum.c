@@ -78,7 +78,7 @@ struct starpu_codelet cl_grad_add = {
 	.cpu_funcs_name = {"grad_accum_cpu_task"},
 	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_accum_cuda)},
 	.cuda_flags = {STARPU_CUDA_ASYNC},
-	.nbuffers = 2,
+	.nbuffers = STARPU_VARIABLE_NBUFFERS, /* 2 buffers; see dnn_codelet.h */
 	.model = &grad_accum_model,
 	.color = DNN_COLOR_REDUX,
 };

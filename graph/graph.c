@@ -508,6 +508,13 @@ int dnn_graph_parse(dnn_graph *g, const char *text, const char *source, char *er
 		     nodes[nodes[n - 1].inputs[0]].name);
 		goto out_g;
 	}
+	for (int i = 1; i < n; i++)
+		if (nodes[i].op == DNN_OP_BATCHNORM && nodes[i].inputs[0] == 0) {
+			/* Its backward task writes dx too; the data has no gradient handle. */
+			fail(err, errlen, src, nodes[i].line, "%s: batchnorm directly on the input is not supported "
+			     "(put a conv or dense layer first)", nodes[i].name);
+			goto out_g;
+		}
 	if (infer_all(g, err, errlen) != 0)
 		goto out_g;
 	nodes = NULL;

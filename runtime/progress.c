@@ -50,11 +50,8 @@ void dnn_progress_step(dnn_progress *pr, int epoch, int epochs, long step, long 
 		fprintf(pr->out, "\repoch %d/%d [%s] step %ld/%ld  loss %.4f  acc %.3f  %.0f img/s  ETA %s\033[K", epoch,
 			epochs, bar, step, steps, loss, acc, img_per_s, eta);
 		fflush(pr->out);
-	} else if (step % pr->plain_every == 0 || step == steps) {
-		fprintf(pr->out, "epoch %d/%d step %ld/%ld loss %.4f acc %.3f img/s %.0f eta %s\n", epoch, epochs, step,
-			steps, loss, acc, img_per_s, eta);
-		fflush(pr->out);
 	}
+	/* Off a terminal the caller prints one plain line per epoch instead. */
 }
 
 void dnn_progress_end_line(dnn_progress *pr)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "dataset.h"
@@ -18,7 +19,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->cmd = "train";
 	o->net = "lenet5";
-	o->data_dir = "/usr/share/datasets/fashion-mnist";
+	o->data_dir = "fashion-mnist";
 	o->epochs = 1;
 	o->batch = 64;
 	o->window = 2;
@@ -146,42 +147,91 @@ int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epo
 }
 
 /* ---------------------------------------------------------------- data */
+static int file_exists(const char *dir, const char *name)
+{
+	char path[4096];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Random pixels and labels of the net's input shape (--data synthetic, and bench). */
+static int make_synthetic(dnn_dataset *ds, const dnn_graph *g, int n, uint64_t seed)
+{
+	const dnn_node *in = &g->nodes[0];
+	memset(ds, 0, sizeof(*ds));
+	ds->n = n;
+	ds->C = in->C, ds->H = in->H, ds->W = in->W, ds->classes = g->classes;
+	size_t per = (size_t)in->C * in->H * in->W;
+	ds->images = malloc(per * (size_t)n);
+	ds->labels = malloc(sizeof(int32_t) * (size_t)n);
+	if (!ds->images || !ds->labels) {
+		fprintf(stderr, "error: out of memory for %d synthetic %dx%dx%d samples\n", n, in->C, in->H, in->W);
+		free(ds->images), free(ds->labels);
+		return -1;
+	}
+	uint64_t s = seed;
+	for (size_t i = 0; i < per * (size_t)n; i++)
+		ds->images[i] = (uint8_t)(splitmix(&s) >> 56);
+	for (int i = 0; i < n; i++)
+		ds->labels[i] = (int32_t)(splitmix(&s) % (uint64_t)g->classes);
+	return 0;
+}
+
+/* --data: "fashion-mnist" (Debian's package), "synthetic", or a directory holding either an
+ * IDX pair set (Fashion-MNIST/MNIST file names) or CIFAR-10 binary batches. */
 static int load_data(const dnn_train_opts *o, const dnn_graph *g, int train, dnn_dataset *ds)
 {
-	char err[512];
+	char err[1024];
 	const dnn_node *in = &g->nodes[0];
-	if (o->synthetic) {
-		/* Random pixels and labels of the net's input shape: the benchmark times compute only. */
-		memset(ds, 0, sizeof(*ds));
-		ds->n = 4 * o->batch;
-		ds->C = in->C, ds->H = in->H, ds->W = in->W, ds->classes = g->classes;
-		size_t per = (size_t)in->C * in->H * in->W;
-		ds->images = malloc(per * (size_t)ds->n);
-		ds->labels = malloc(sizeof(int32_t) * (size_t)ds->n);
-		if (!ds->images || !ds->labels) {
-			fprintf(stderr, "error: out of memory for %d synthetic %dx%dx%d samples\n", ds->n, in->C, in->H, in->W);
+	int limit = train ? o->limit_train : o->limit_test;
+	if (o->synthetic || strcmp(o->data_dir, "synthetic") == 0) {
+		int n = o->synthetic ? 4 * o->batch : (train ? 8192 : 2048);
+		if (limit > 0 && limit < n)
+			n = limit;
+		return make_synthetic(ds, g, n, o->seed + (train ? 0 : 7919));
+	}
+	const char *dir = strcmp(o->data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o->data_dir;
+	int rc;
+	if (file_exists(dir, "train-images-idx3-ubyte.gz") || file_exists(dir, "train-images-idx3-ubyte") ||
+	    file_exists(dir, "t10k-images-idx3-ubyte.gz") || file_exists(dir, "t10k-images-idx3-ubyte")) {
+		rc = dnn_dataset_load_fashion(ds, dir, train, limit, err, sizeof(err));
+	} else if (file_exists(dir, "data_batch_1.bin") || file_exists(dir, "test_batch.bin")) {
+		char paths[5][4096];
+		const char *pp[5];
+		int np = 0;
+		if (train) {
+			for (int i = 1; i <= 5; i++)
+				if (snprintf(paths[np], sizeof(paths[np]), "%s/data_batch_%d.bin", dir, i) > 0 &&
+				    file_exists(dir, paths[np] + strlen(dir) + 1))
+					pp[np] = paths[np], np++;
+		} else {
+			snprintf(paths[0], sizeof(paths[0]), "%s/test_batch.bin", dir);
+			pp[0] = paths[0], np = 1;
+		}
+		if (np == 0) {
+			fprintf(stderr, "error: %s: no CIFAR-10 training batches (data_batch_N.bin)\n", dir);
 			return -1;
 		}
-		uint64_t s = o->seed;
-		for (size_t i = 0; i < per * (size_t)ds->n; i++)
-			ds->images[i] = (uint8_t)(splitmix(&s) >> 56);
-		for (int i = 0; i < ds->n; i++)
-			ds->labels[i] = (int32_t)(splitmix(&s) % (uint64_t)g->classes);
-		return 0;
+		rc = dnn_dataset_load_cifar10(ds, pp, np, limit, err, sizeof(err));
+	} else {
+		fprintf(stderr, "error: --data %s: neither Fashion-MNIST/MNIST IDX files "
+				"(train-images-idx3-ubyte[.gz], ...) nor CIFAR-10 binary batches (data_batch_1.bin, ...)\n",
+			dir);
+		return -1;
 	}
-	int limit = train ? o->limit_train : o->limit_test;
-	if (dnn_dataset_load_fashion(ds, o->data_dir, train, limit, err, sizeof(err)) != 0) {
+	if (rc != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
 	if (ds->C != in->C || ds->H != in->H || ds->W != in->W) {
-		fprintf(stderr, "error: %s: samples are %dx%dx%d but net %s expects %dx%dx%d\n", o->data_dir, ds->C, ds->H,
+		fprintf(stderr, "error: %s: samples are %dx%dx%d but net %s expects %dx%dx%d\n", dir, ds->C, ds->H,
 			ds->W, g->source, in->C, in->H, in->W);
 		dnn_dataset_free(ds);
 		return -1;
 	}
 	if (ds->classes > g->classes) {
-		fprintf(stderr, "error: %s: %d classes but net %s has only %d outputs\n", o->data_dir, ds->classes,
+		fprintf(stderr, "error: %s: %d classes but net %s has only %d outputs\n", dir, ds->classes,
 			g->source, g->classes);
 		dnn_dataset_free(ds);
 		return -1;
@@ -291,7 +341,7 @@ int dnn_cmd_train(const dnn_train_opts *o)
 			return 1;
 		}
 		if (!o->resume_path)
-			fprintf(metrics, "kind,epoch,step,loss,accuracy,images_per_s,elapsed_s\n");
+			fprintf(metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s\n");
 	}
 	const long steps_per_epoch = train.n / o->batch;
 	const int window = o->window;
@@ -309,7 +359,8 @@ int dnn_cmd_train(const dnn_train_opts *o)
 	dnn_progress pr;
 	dnn_progress_init(&pr, stderr, o->quiet, steps_per_epoch);
 	uint64_t step = step0;
-	double t_begin = dnn_now(), t_timed = 0, train_loss = 0, train_acc = 0, test_loss = NAN, test_acc = NAN;
+	double t_begin = dnn_now(), t_timed = 0, train_loss = NAN, train_acc = NAN, test_loss = NAN, test_acc = NAN;
+	double last_loss = NAN, last_acc = NAN; /* of the last step, over its global batch */
 	long timed_images = 0;
 	int rc = 0, epoch = (int)epoch0;
 	int last_epoch = o->epochs;
@@ -330,6 +381,7 @@ int dnn_cmd_train(const dnn_train_opts *o)
 				double l, c;
 				dnn_wait_step(&p, slot, &l, &c);
 				ep_loss += l, ep_correct += c, ep_images += o->batch, done++;
+				last_loss = l / o->batch, last_acc = c / o->batch;
 				if (done == o->warmup)
 					t_warm = dnn_now(), warm_done = done;
 				double el = dnn_now() - t_ep;
@@ -349,6 +401,7 @@ int dnn_cmd_train(const dnn_train_opts *o)
 			double l, c;
 			dnn_wait_step(&p, (int)(s % window), &l, &c);
 			ep_loss += l, ep_correct += c, ep_images += o->batch, done++;
+			last_loss = l / o->batch, last_acc = c / o->batch;
 			if (done == o->warmup)
 				t_warm = dnn_now(), warm_done = done;
 			double el = dnn_now() - t_ep;
@@ -394,12 +447,14 @@ int dnn_cmd_train(const dnn_train_opts *o)
 	double wall = dnn_now() - t_begin;
 	double ips = t_timed > 0 ? timed_images / t_timed : 0;
 	if (rc == 0) {
+		/* The machine-readable last line (README "Result lines"). */
 		printf("result: cmd=%s net=%s batch=%d chunks=%d workers=%u ncpu=%u ncuda=%u sched=%s epochs=%d steps=%llu "
-		       "train_loss=%.4f train_acc=%.4f",
+		       "train_loss=%.6f train_accuracy=%.4f epoch_train_loss=%.6f epoch_train_accuracy=%.4f",
 		       o->cmd, o->net, o->batch, chunks, starpu_worker_get_count(), starpu_cpu_worker_get_count(),
-		       starpu_cuda_worker_get_count(), sched_name(), epoch, (unsigned long long)step, train_loss, train_acc);
+		       starpu_cuda_worker_get_count(), sched_name(), epoch, (unsigned long long)step, last_loss, last_acc,
+		       train_loss, train_acc);
 		if (!bench && o->eval)
-			printf(" test_loss=%.4f test_acc=%.4f", test_loss, test_acc);
+			printf(" test_accuracy=%.4f test_loss=%.6f", test_acc, test_loss);
 		printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&g) / 1e9, wall);
 		fflush(stdout);
 	}
@@ -441,9 +496,9 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 	double loss, acc, t0 = dnn_now();
 	dnn_evaluate(&m, &test, o->batch, chunks, &loss, &acc);
 	double wall = dnn_now() - t0;
-	printf("result: cmd=eval net=%s checkpoint=%s epoch=%u step=%llu samples=%d test_loss=%.4f test_acc=%.4f "
+	printf("result: cmd=eval net=%s checkpoint=%s epoch=%u step=%llu samples=%d test_accuracy=%.4f test_loss=%.6f "
 	       "images_per_s=%.1f wall_s=%.2f\n",
-	       o->net, o->resume_path, epoch, (unsigned long long)step, test.n, loss, acc, wall > 0 ? test.n / wall : 0, wall);
+	       o->net, o->resume_path, epoch, (unsigned long long)step, test.n, acc, loss, wall > 0 ? test.n / wall : 0, wall);
 	dnn_model_destroy(&m);
 	dnn_dataset_free(&test);
 	dnn_graph_free(&g);

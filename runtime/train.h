@@ -5,10 +5,13 @@
 
 #include "model.h"
 
+/* Where Debian's dataset-fashion-mnist package puts its files (--data fashion-mnist). */
+#define DNN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
 typedef struct {
 	const char *cmd;          // "train" or "bench", for messages and the result line
 	const char *net;          // built-in name or .net path
-	const char *data_dir;     // Fashion-MNIST directory (train/eval)
+	const char *data_dir;     // --data: fashion-mnist | synthetic | DIR
 	int synthetic;            // bench: random inputs of the net's shape, no data loading
 	int epochs;
 	long max_steps;           // stop after this many steps in total (0 = no limit)
