@@ -1,0 +1,100 @@
+/* add.c — residual add: CPU kernels, codelets, insert helpers.
+ *
+ * y = a + b (n floats). Backward is a fan-out: cl_add_bwd runs once per input and gives that
+ * input's gradient dy, overwritten or accumulated (dx (=|+=) dy).
+ */
+#include "add.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnn_codelet.h"
+
+#ifdef DNN_HAVE_CUDA
+void dnn_add_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_add_bwd_cuda(void *buffers[], void *cl_arg);
+#endif
+
+// ------------------------------------------------------------------------------- CPU kernels
+
+void dnn_add_forward_cpu(float *y, const float *a, const float *b, long n)
+{
+	// y (n), a (n), b (n)
+	for (long i = 0; i < n; i++)
+		y[i] = a[i] + b[i];
+}
+
+void dnn_add_backward_cpu(float *dx, const float *dy, long n, int accumulate_dx)
+{
+	// dx (n) =|+=, dy (n)
+	if (accumulate_dx) {
+		for (long i = 0; i < n; i++)
+			dx[i] += dy[i];
+	} else if (n > 0) {
+		memcpy(dx, dy, (size_t)n * sizeof(float));
+	}
+}
+
+// ------------------------------------------------------------------------------- codelets
+
+static void add_fwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_add_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->n);
+	dnn_add_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+			    (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			    (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a->n);
+}
+
+static void add_bwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_add_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
+	dnn_add_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->n, a->accumulate_dx);
+}
+
+DNN_CODELET(cl_add_fwd, 3, add_fwd_cpu_task, dnn_add_fwd_cuda);
+DNN_CODELET(cl_add_bwd, 2, add_bwd_cpu_task, dnn_add_bwd_cuda);
+
+/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
+ * the first insert's modes in the codelet and abort on any later insert with other modes
+ * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
+__attribute__((constructor)) static void add_codelets_variable_modes(void)
+{
+	cl_add_fwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+	cl_add_bwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+}
+
+// ------------------------------------------------------------------------------- insert helpers
+
+/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
+static dnn_add_args *args_copy(const dnn_add_args *a)
+{
+	dnn_add_args *c = calloc(1, sizeof(*c));
+	STARPU_ASSERT_MSG(c, "out of memory");
+	c->n = a->n;
+	c->accumulate_dx = a->accumulate_dx;
+	return c;
+}
+
+void dnn_insert_add_fwd(const dnn_add_args *a, starpu_data_handle_t x0, starpu_data_handle_t x1,
+			starpu_data_handle_t y)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_add_fwd, STARPU_R, x0, STARPU_R, x1, STARPU_W, y,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_add_args),
+					    STARPU_NAME, "add_fwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+					    STARPU_FLOPS, (double)a->n, 0));
+}
+
+void dnn_insert_add_bwd(const dnn_add_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
+{
+	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_add_bwd, STARPU_R, dy, dx_mode, dx,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_add_args),
+					    STARPU_NAME, "add_bwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+					    STARPU_FLOPS, a->accumulate_dx ? (double)a->n : 0.0, 0));
+}

@@ -1,0 +1,111 @@
+/* avgpool.c — global average pool: CPU kernels, codelets, insert helpers.
+ *
+ * x (N,C,HW) -> y (N,C) = mean over HW; dx (N,C,HW) (=|+=) dy (N,C) / HW broadcast.
+ */
+#include "avgpool.h"
+
+#include <stdlib.h>
+
+#include "dnn_codelet.h"
+
+#ifdef DNN_HAVE_CUDA
+void dnn_avgpool_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_avgpool_bwd_cuda(void *buffers[], void *cl_arg);
+#endif
+
+// ------------------------------------------------------------------------------- CPU kernels
+
+void dnn_avgpool_forward_cpu(float *y, const float *x, const dnn_avgpool_args *a)
+{
+	// y (N,C), x (N,C,HW)
+	size_t rows = (size_t)a->N * a->C;
+	float inv = a->HW > 0 ? 1.0f / (float)a->HW : 0.0f;
+	for (size_t r = 0; r < rows; r++) {
+		const float *x_r = x + r * a->HW;
+		float sum = 0.0f;
+		for (int i = 0; i < a->HW; i++)
+			sum += x_r[i];
+		y[r] = sum * inv;
+	}
+}
+
+void dnn_avgpool_backward_cpu(float *dx, const float *dy, const dnn_avgpool_args *a)
+{
+	// dx (N,C,HW) =|+=, dy (N,C)
+	size_t rows = (size_t)a->N * a->C;
+	float inv = a->HW > 0 ? 1.0f / (float)a->HW : 0.0f;
+	for (size_t r = 0; r < rows; r++) {
+		float *dx_r = dx + r * a->HW;
+		float g = dy[r] * inv;
+		if (a->accumulate_dx) {
+			for (int i = 0; i < a->HW; i++)
+				dx_r[i] += g;
+		} else {
+			for (int i = 0; i < a->HW; i++)
+				dx_r[i] = g;
+		}
+	}
+}
+
+// ------------------------------------------------------------------------------- codelets
+
+static void avgpool_fwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_avgpool_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->C * a->HW);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->C);
+	dnn_avgpool_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				(const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a);
+}
+
+static void avgpool_bwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_avgpool_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->C * a->HW);
+	dnn_avgpool_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				 (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a);
+}
+
+DNN_CODELET(cl_avgpool_fwd, 2, avgpool_fwd_cpu_task, dnn_avgpool_fwd_cuda);
+DNN_CODELET(cl_avgpool_bwd, 2, avgpool_bwd_cpu_task, dnn_avgpool_bwd_cuda);
+
+/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
+ * the first insert's modes in the codelet and abort on any later insert with other modes
+ * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
+__attribute__((constructor)) static void avgpool_codelets_variable_modes(void)
+{
+	cl_avgpool_fwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+	cl_avgpool_bwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+}
+
+// ------------------------------------------------------------------------------- insert helpers
+
+/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
+static dnn_avgpool_args *args_copy(const dnn_avgpool_args *a)
+{
+	dnn_avgpool_args *c = calloc(1, sizeof(*c));
+	STARPU_ASSERT_MSG(c, "out of memory");
+	c->N = a->N;
+	c->C = a->C;
+	c->HW = a->HW;
+	c->accumulate_dx = a->accumulate_dx;
+	return c;
+}
+
+void dnn_insert_avgpool_fwd(const dnn_avgpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_avgpool_fwd, STARPU_R, x, STARPU_W, y,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_avgpool_args),
+					    STARPU_NAME, "avgpool_fwd", STARPU_TASK_COLOR, DNN_COLOR_POOL_FWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+}
+
+void dnn_insert_avgpool_bwd(const dnn_avgpool_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
+{
+	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_avgpool_bwd, STARPU_R, dy, dx_mode, dx,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_avgpool_args),
+					    STARPU_NAME, "avgpool_bwd", STARPU_TASK_COLOR, DNN_COLOR_POOL_BWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+}

@@ -1,0 +1,103 @@
+/* bias.c — per-channel bias on NCHW data: CPU kernels, codelets, insert helpers.
+ *
+ * y (N,C,HW) += b (C) broadcast; db (C) += sum over N and HW of dy (N,C,HW).
+ */
+#include "bias.h"
+
+#include <stdlib.h>
+
+#include "dnn_codelet.h"
+
+#ifdef DNN_HAVE_CUDA
+void dnn_bias_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_bias_bwd_cuda(void *buffers[], void *cl_arg);
+#endif
+
+// ------------------------------------------------------------------------------- CPU kernels
+
+void dnn_bias_forward_cpu(float *y, const float *b, const dnn_bias_args *a)
+{
+	// y (N,C,HW) +=, b (C)
+	for (int n = 0; n < a->N; n++)
+		for (int c = 0; c < a->C; c++) {
+			float *y_nc = y + ((size_t)n * a->C + c) * a->HW;
+			float bc = b[c];
+			for (int i = 0; i < a->HW; i++)
+				y_nc[i] += bc;
+		}
+}
+
+void dnn_bias_backward_cpu(float *db, const float *dy, const dnn_bias_args *a)
+{
+	// db (C) +=, dy (N,C,HW)
+	for (int c = 0; c < a->C; c++) {
+		float sum = 0.0f;
+		for (int n = 0; n < a->N; n++) {
+			const float *dy_nc = dy + ((size_t)n * a->C + c) * a->HW;
+			for (int i = 0; i < a->HW; i++)
+				sum += dy_nc[i];
+		}
+		db[c] += sum;
+	}
+}
+
+// ------------------------------------------------------------------------------- codelets
+
+static void bias_fwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_bias_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->C * a->HW);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->C);
+	dnn_bias_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			     (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a);
+}
+
+static void bias_bwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_bias_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->C * a->HW);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->C);
+	dnn_bias_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a);
+}
+
+DNN_CODELET(cl_bias_fwd, 2, bias_fwd_cpu_task, dnn_bias_fwd_cuda);
+DNN_CODELET(cl_bias_bwd, 2, bias_bwd_cpu_task, dnn_bias_bwd_cuda);
+
+/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
+ * the first insert's modes in the codelet and abort on any later insert with other modes
+ * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
+__attribute__((constructor)) static void bias_codelets_variable_modes(void)
+{
+	cl_bias_fwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+	cl_bias_bwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+}
+
+// ------------------------------------------------------------------------------- insert helpers
+
+/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
+static dnn_bias_args *args_copy(const dnn_bias_args *a)
+{
+	dnn_bias_args *c = calloc(1, sizeof(*c));
+	STARPU_ASSERT_MSG(c, "out of memory");
+	c->N = a->N;
+	c->C = a->C;
+	c->HW = a->HW;
+	return c;
+}
+
+void dnn_insert_bias_fwd(const dnn_bias_args *a, starpu_data_handle_t y, starpu_data_handle_t b)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_bias_fwd, STARPU_RW, y, STARPU_R, b,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_bias_args),
+					    STARPU_NAME, "bias_fwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+}
+
+void dnn_insert_bias_bwd(const dnn_bias_args *a, starpu_data_handle_t dy, starpu_data_handle_t db, int db_mode)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_bias_bwd, STARPU_R, dy, db_mode, db,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_bias_args),
+					    STARPU_NAME, "bias_bwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+}

@@ -1,0 +1,99 @@
+/* relu.c — rectified linear unit: CPU kernels, codelets, insert helpers.
+ *
+ * y = max(x, 0); dx (=|+=) dy * (y > 0). Backward reads y, not x, so x can be freed early.
+ */
+#include "relu.h"
+
+#include <stdlib.h>
+
+#include "dnn_codelet.h"
+
+#ifdef DNN_HAVE_CUDA
+void dnn_relu_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_relu_bwd_cuda(void *buffers[], void *cl_arg);
+#endif
+
+// ------------------------------------------------------------------------------- CPU kernels
+
+void dnn_relu_forward_cpu(float *y, const float *x, long n)
+{
+	// y (n), x (n)
+	for (long i = 0; i < n; i++)
+		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void dnn_relu_backward_cpu(float *dx, const float *y, const float *dy, long n, int accumulate_dx)
+{
+	// dx (n) =|+=, y (n), dy (n)
+	if (accumulate_dx) {
+		for (long i = 0; i < n; i++)
+			dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+	} else {
+		for (long i = 0; i < n; i++)
+			dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+	}
+}
+
+// ------------------------------------------------------------------------------- codelets
+
+static void relu_fwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_relu_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
+	dnn_relu_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->n);
+}
+
+static void relu_bwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_relu_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->n);
+	dnn_relu_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+			      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a->n, a->accumulate_dx);
+}
+
+DNN_CODELET(cl_relu_fwd, 2, relu_fwd_cpu_task, dnn_relu_fwd_cuda);
+DNN_CODELET(cl_relu_bwd, 3, relu_bwd_cpu_task, dnn_relu_bwd_cuda);
+
+/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
+ * the first insert's modes in the codelet and abort on any later insert with other modes
+ * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
+__attribute__((constructor)) static void relu_codelets_variable_modes(void)
+{
+	cl_relu_fwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+	cl_relu_bwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
+}
+
+// ------------------------------------------------------------------------------- insert helpers
+
+/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
+static dnn_relu_args *args_copy(const dnn_relu_args *a)
+{
+	dnn_relu_args *c = calloc(1, sizeof(*c));
+	STARPU_ASSERT_MSG(c, "out of memory");
+	c->n = a->n;
+	c->accumulate_dx = a->accumulate_dx;
+	return c;
+}
+
+void dnn_insert_relu_fwd(const dnn_relu_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_relu_fwd, STARPU_R, x, STARPU_W, y,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_relu_args),
+					    STARPU_NAME, "relu_fwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+					    STARPU_FLOPS, (double)a->n, 0));
+}
+
+void dnn_insert_relu_bwd(const dnn_relu_args *a, starpu_data_handle_t y, starpu_data_handle_t dy,
+			 starpu_data_handle_t dx)
+{
+	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_relu_bwd, STARPU_R, y, STARPU_R, dy, dx_mode, dx,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_relu_args),
+					    STARPU_NAME, "relu_bwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+					    STARPU_FLOPS, (double)a->n, 0));
+}

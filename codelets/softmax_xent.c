@@ -1,0 +1,119 @@
+/* softmax_xent.c — softmax + cross-entropy in one codelet: CPU kernels, codelet, insert helper.
+ *
+ * logits (N,CLS), labels (N) int32 -> dlogits (N,CLS) = softmax - onehot (not divided by N),
+ * stats (2) = [sum of -log softmax[label], number of correct argmax predictions].
+ * Numerically stable: everything is computed from logits - max(row). Argmax ties go to the
+ * lowest index.
+ */
+#include "softmax_xent.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "dnn_codelet.h"
+
+#ifdef DNN_HAVE_CUDA
+void dnn_softmax_xent_cuda(void *buffers[], void *cl_arg);
+#endif
+
+// ------------------------------------------------------------------------------- CPU kernels
+
+void dnn_softmax_cpu(float *probs, const float *logits, int N, int CLS)
+{
+	// probs (N,CLS), logits (N,CLS)
+	for (int n = 0; n < N; n++) {
+		const float *l = logits + (size_t)n * CLS;
+		float *p = probs + (size_t)n * CLS;
+		float maxv = -INFINITY;
+		for (int j = 0; j < CLS; j++)
+			maxv = l[j] > maxv ? l[j] : maxv;
+		float sum = 0.0f;
+		for (int j = 0; j < CLS; j++) {
+			p[j] = expf(l[j] - maxv);
+			sum += p[j];
+		}
+		float inv = 1.0f / sum;
+		for (int j = 0; j < CLS; j++)
+			p[j] *= inv;
+	}
+}
+
+void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, const int32_t *labels,
+			  const dnn_softmax_xent_args *a)
+{
+	// dlogits (N,CLS), stats (2), logits (N,CLS), labels (N)
+	double loss = 0.0;
+	int correct = 0;
+	for (int n = 0; n < a->N; n++) {
+		const float *l = logits + (size_t)n * a->CLS;
+		float *d = dlogits + (size_t)n * a->CLS;
+		int label = labels[n];
+		STARPU_ASSERT_MSG(label >= 0 && label < a->CLS, "label %d out of [0,%d)", label, a->CLS);
+		int argmax = 0;
+		for (int j = 1; j < a->CLS; j++)
+			if (l[j] > l[argmax])
+				argmax = j;
+		float maxv = l[argmax];
+		float sum = 0.0f;
+		for (int j = 0; j < a->CLS; j++) {
+			d[j] = expf(l[j] - maxv);
+			sum += d[j];
+		}
+		float inv = 1.0f / sum;
+		for (int j = 0; j < a->CLS; j++)
+			d[j] *= inv;
+		d[label] -= 1.0f;
+		loss += (double)(logf(sum) - (l[label] - maxv));
+		correct += argmax == label;
+	}
+	stats[0] = (float)loss;
+	stats[1] = (float)correct;
+}
+
+// ------------------------------------------------------------------------------- codelet
+
+static void softmax_xent_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_softmax_xent_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->CLS);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N);
+	STARPU_ASSERT(STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == sizeof(int32_t));
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->CLS);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == 2);
+	dnn_softmax_xent_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]),
+			     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			     (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]), a);
+}
+
+DNN_CODELET(cl_softmax_xent, 4, softmax_xent_cpu_task, dnn_softmax_xent_cuda);
+
+/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
+ * the first insert's modes in the codelet and abort on any later insert with other modes
+ * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
+__attribute__((constructor)) static void softmax_xent_codelets_variable_modes(void)
+{
+	cl_softmax_xent.nbuffers = STARPU_VARIABLE_NBUFFERS;
+}
+
+// ------------------------------------------------------------------------------- insert helper
+
+/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
+static dnn_softmax_xent_args *args_copy(const dnn_softmax_xent_args *a)
+{
+	dnn_softmax_xent_args *c = calloc(1, sizeof(*c));
+	STARPU_ASSERT_MSG(c, "out of memory");
+	c->N = a->N;
+	c->CLS = a->CLS;
+	return c;
+}
+
+void dnn_insert_softmax_xent(const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
+			     starpu_data_handle_t labels, starpu_data_handle_t dlogits,
+			     starpu_data_handle_t stats)
+{
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_softmax_xent, STARPU_R, logits, STARPU_R, labels, STARPU_W, dlogits,
+					    STARPU_W, stats, STARPU_CL_ARGS, args_copy(a),
+					    sizeof(dnn_softmax_xent_args), STARPU_NAME, "softmax_xent",
+					    STARPU_TASK_COLOR, DNN_COLOR_LOSS,
+					    STARPU_FLOPS, 5.0 * a->N * a->CLS, 0));
+}
