@@ -1,0 +1,620 @@
+/* checkpoint.c — atomic, checksummed model checkpoints (format in checkpoint.h). */
+#include "checkpoint.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CKPT_VERSION 1u
+#define CKPT_PREFIX 16u                 // magic + version + header_len
+#define CKPT_HDR_FIXED 36u              // fingerprint, step, epoch, ntensors, rng, nclasses
+#define MAX_NAME 4096u                  // tensor and class names
+#define MAX_CLASSES 100000u
+#define MAX_CLASS_BYTES ((uint64_t)1 << 20) // class-name section of the header
+#define STAGE_FLOATS 16384              // floats converted per write/read step
+
+static const unsigned char ckpt_magic[8] = {'A', 'N', 'P', 'C', 'K', 'P', 'T', '\0'};
+
+static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+	if (!err || errlen == 0)
+		return;
+	int k = snprintf(err, errlen, "%s: ", path ? path : "(null)");
+	if (k < 0 || (size_t)k >= errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+	va_end(ap);
+	for (char *p = err; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+}
+
+/* ------------------------------------------------------------------ little-endian bytes */
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+static uint64_t get64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Growable byte buffer for the header. */
+typedef struct {
+	unsigned char *p;
+	size_t len, cap;
+	int oom;
+} bytes;
+
+static void b_put(bytes *b, const void *src, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n > b->cap) {
+		size_t nc = b->cap ? b->cap : 256;
+		while (nc < b->len + n)
+			nc *= 2;
+		unsigned char *np = realloc(b->p, nc);
+		if (!np) {
+			b->oom = 1;
+			return;
+		}
+		b->p = np;
+		b->cap = nc;
+	}
+	memcpy(b->p + b->len, src, n);
+	b->len += n;
+}
+static void b_u32(bytes *b, uint32_t v)
+{
+	unsigned char t[4];
+	put32(t, v);
+	b_put(b, t, 4);
+}
+static void b_u64(bytes *b, uint64_t v)
+{
+	unsigned char t[8];
+	put64(t, v);
+	b_put(b, t, 8);
+}
+
+/* ------------------------------------------------------------------ save */
+
+/* fwrite that also feeds the running CRC. */
+static int w(FILE *f, uLong *crc, const void *p, size_t n)
+{
+	if (n == 0)
+		return 0;
+	if (fwrite(p, 1, n, f) != n)
+		return -1;
+	// crc32 takes a uInt length: feed in pieces.
+	const unsigned char *c = p;
+	while (n) {
+		uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+		*crc = crc32(*crc, c, k);
+		c += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static int check_args(const char *path, const dnn_ckpt_meta *meta, const dnn_ckpt_tensor *tensors,
+		      int ntensors, uint64_t *payload, char *err, size_t errlen)
+{
+	if (!path || !*path) {
+		set_err(err, errlen, path, "empty checkpoint path");
+		return -1;
+	}
+	if (!meta) {
+		set_err(err, errlen, path, "no metadata given");
+		return -1;
+	}
+	if (ntensors < 0 || (ntensors > 0 && !tensors)) {
+		set_err(err, errlen, path, "bad tensor list (%d tensors)", ntensors);
+		return -1;
+	}
+	uint64_t total = 0;
+	for (int i = 0; i < ntensors; i++) {
+		const dnn_ckpt_tensor *t = &tensors[i];
+		if (!t->name || strlen(t->name) > MAX_NAME) {
+			set_err(err, errlen, path, "tensor %d has no name or a name over %u bytes", i,
+				MAX_NAME);
+			return -1;
+		}
+		if (t->n > 0 && !t->data) {
+			set_err(err, errlen, path, "tensor \"%s\" has no data", t->name);
+			return -1;
+		}
+		uint64_t b;
+		if (__builtin_mul_overflow(t->n, 4, &b) || __builtin_add_overflow(total, b, &total) ||
+		    total > (UINT64_MAX >> 2)) {
+			set_err(err, errlen, path, "tensor \"%s\" is absurdly large (%llu values)", t->name,
+				(unsigned long long)t->n);
+			return -1;
+		}
+	}
+	*payload = total;
+	return 0;
+}
+
+int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_ckpt_tensor *tensors,
+			int ntensors, char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
+	uint64_t payload;
+	if (check_args(path, meta, tensors, ntensors, &payload, err, errlen) != 0)
+		return -1;
+	if (meta->nclasses > MAX_CLASSES || (meta->nclasses > 0 && !meta->class_names)) {
+		set_err(err, errlen, path, "bad class-name list (%u classes)", meta->nclasses);
+		return -1;
+	}
+
+	// Header, built in memory.
+	bytes h = {0};
+	b_u64(&h, meta->net_fingerprint);
+	b_u64(&h, meta->step);
+	b_u32(&h, meta->epoch);
+	b_u32(&h, (uint32_t)ntensors);
+	b_u64(&h, meta->rng_state);
+	b_u32(&h, meta->nclasses);
+	uint64_t class_bytes = 0;
+	for (uint32_t i = 0; i < meta->nclasses; i++) {
+		const char *s = meta->class_names[i] ? meta->class_names[i] : "";
+		size_t len = strlen(s);
+		if (len > MAX_NAME) {
+			set_err(err, errlen, path, "class name %u is over %u bytes", i, MAX_NAME);
+			free(h.p);
+			return -1;
+		}
+		class_bytes += 4 + len;
+		b_u32(&h, (uint32_t)len);
+		b_put(&h, s, len);
+	}
+	if (class_bytes > MAX_CLASS_BYTES) {
+		set_err(err, errlen, path, "class names take %llu bytes (at most %llu)",
+			(unsigned long long)class_bytes, (unsigned long long)MAX_CLASS_BYTES);
+		free(h.p);
+		return -1;
+	}
+	for (int i = 0; i < ntensors; i++) {
+		size_t len = strlen(tensors[i].name);
+		b_u32(&h, (uint32_t)len);
+		b_put(&h, tensors[i].name, len);
+		b_u64(&h, tensors[i].n);
+	}
+	if (h.oom) {
+		set_err(err, errlen, path, "out of memory building the header");
+		free(h.p);
+		return -1;
+	}
+
+	// PATH.tmp.<pid> in the same directory, so rename() is atomic.
+	size_t tlen = strlen(path) + 32;
+	char *tmp = malloc(tlen);
+	char *dir = malloc(strlen(path) + 2);
+	if (!tmp || !dir) {
+		set_err(err, errlen, path, "out of memory");
+		free(tmp);
+		free(dir);
+		free(h.p);
+		return -1;
+	}
+	snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+	strcpy(dir, path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		strcpy(dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+
+	int rc = -1, fd = -1, made_tmp = 0, dfd = -1;
+	FILE *f = NULL, *fc = NULL;
+	unsigned char *st = NULL, pre[CKPT_PREFIX], tail[4];
+	uLong crc = crc32(0L, Z_NULL, 0);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		set_err(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	made_tmp = 1;
+	f = fdopen(fd, "wb");
+	if (!f) {
+		set_err(err, errlen, path, "cannot open %s: %s", tmp, strerror(errno));
+		close(fd);
+		goto out;
+	}
+	errno = 0;
+	memcpy(pre, ckpt_magic, 8);
+	put32(pre + 8, CKPT_VERSION);
+	put32(pre + 12, (uint32_t)h.len);
+	if (w(f, &crc, pre, sizeof(pre)) || w(f, &crc, h.p, h.len))
+		goto write_err;
+	st = malloc(STAGE_FLOATS * 4);
+	if (!st) {
+		set_err(err, errlen, path, "out of memory");
+		goto out;
+	}
+	// Floats go out little-endian whatever the host order.
+	for (int i = 0; i < ntensors; i++) {
+		const float *d = tensors[i].data;
+		for (uint64_t o = 0; o < tensors[i].n; o += STAGE_FLOATS) {
+			uint64_t k = tensors[i].n - o < STAGE_FLOATS ? tensors[i].n - o : STAGE_FLOATS;
+			for (uint64_t j = 0; j < k; j++) {
+				uint32_t u;
+				memcpy(&u, &d[o + j], 4);
+				put32(st + 4 * j, u);
+			}
+			if (w(f, &crc, st, (size_t)k * 4))
+				goto write_err;
+		}
+	}
+	put32(tail, (uint32_t)crc);
+	if (fwrite(tail, 1, 4, f) != 4 || fflush(f) != 0)
+		goto write_err;
+	if (fsync(fileno(f)) != 0) {
+		set_err(err, errlen, path, "fsync of %s failed: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fc = f;
+	f = NULL;
+	if (fclose(fc) != 0) {
+		set_err(err, errlen, path, "closing %s failed: %s", tmp, strerror(errno));
+		goto out;
+	}
+	if (rename(tmp, path) != 0) {
+		set_err(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
+		goto out;
+	}
+	made_tmp = 0;
+	// Make the rename itself durable.
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		set_err(err, errlen, path, "cannot open directory %s to sync it: %s", dir, strerror(errno));
+		goto out;
+	}
+	if (fsync(dfd) != 0) {
+		set_err(err, errlen, path, "fsync of directory %s failed: %s", dir, strerror(errno));
+		close(dfd);
+		goto out;
+	}
+	if (close(dfd) != 0) {
+		set_err(err, errlen, path, "closing directory %s failed: %s", dir, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+	goto out;
+write_err:
+	set_err(err, errlen, path, "write to %s failed: %s", tmp, errno ? strerror(errno) : "short write");
+out:
+	if (f)
+		fclose(f); // already failing; its own error adds nothing
+	if (made_tmp)
+		unlink(tmp);
+	free(st);
+	free(tmp);
+	free(dir);
+	free(h.p);
+	return rc;
+}
+
+/* ------------------------------------------------------------------ load */
+
+/* Parses and checks the header against the caller's tensors; fills *names (allocated) only
+ * when names != NULL and everything matched. */
+static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen,
+			const dnn_ckpt_meta *want, const dnn_ckpt_tensor *tensors, int ntensors,
+			dnn_ckpt_meta *got, char ***names, char *err, size_t errlen)
+{
+	uint64_t o = 0;
+#define NEED(nb, what)                                                                            \
+	do {                                                                                      \
+		if (hlen - o < (uint64_t)(nb)) {                                                  \
+			set_err(err, errlen, path, "header ends inside %s (corrupt header)", what); \
+			return -1;                                                                \
+		}                                                                                 \
+	} while (0)
+	NEED(CKPT_HDR_FIXED, "the fixed fields");
+	got->net_fingerprint = get64(hp);
+	got->step = get64(hp + 8);
+	got->epoch = get32(hp + 16);
+	uint32_t nt = get32(hp + 20);
+	got->rng_state = get64(hp + 24);
+	got->nclasses = get32(hp + 32);
+	o = CKPT_HDR_FIXED;
+	if (want->net_fingerprint != 0 && got->net_fingerprint != want->net_fingerprint) {
+		set_err(err, errlen, path,
+			"checkpoint is for another net (fingerprint %016llx, this net is %016llx)",
+			(unsigned long long)got->net_fingerprint,
+			(unsigned long long)want->net_fingerprint);
+		return -1;
+	}
+	if (nt != (uint32_t)ntensors) {
+		set_err(err, errlen, path, "checkpoint holds %u tensors, this net has %d", nt, ntensors);
+		return -1;
+	}
+	if (got->nclasses > MAX_CLASSES) {
+		set_err(err, errlen, path, "absurd class count %u (corrupt header)", got->nclasses);
+		return -1;
+	}
+	uint64_t class_off = o;
+	for (uint32_t i = 0; i < got->nclasses; i++) {
+		NEED(4, "a class name");
+		uint32_t len = get32(hp + o);
+		o += 4;
+		if (len > MAX_NAME) {
+			set_err(err, errlen, path, "class name %u is %u bytes long (corrupt header)", i, len);
+			return -1;
+		}
+		NEED(len, "a class name");
+		o += len;
+	}
+	for (int i = 0; i < ntensors; i++) {
+		NEED(4, "a tensor name");
+		uint32_t len = get32(hp + o);
+		o += 4;
+		if (len > MAX_NAME) {
+			set_err(err, errlen, path, "tensor %d name is %u bytes long (corrupt header)", i, len);
+			return -1;
+		}
+		NEED((uint64_t)len + 8, "a tensor entry");
+		const char *name = (const char *)hp + o;
+		size_t wl = strlen(tensors[i].name);
+		if (len != wl || memcmp(name, tensors[i].name, wl) != 0) {
+			// The name comes from the file: show at most 64 bytes, printable ones only.
+			char shown[68];
+			size_t k = 0;
+			for (; k < len && k < 64; k++)
+				shown[k] = name[k] >= 0x20 && name[k] < 0x7f ? name[k] : '?';
+			strcpy(shown + k, len > 64 ? "..." : "");
+			set_err(err, errlen, path, "tensor %d is \"%s\" in the checkpoint, this net has \"%s\"",
+				i, shown, tensors[i].name);
+			return -1;
+		}
+		o += len;
+		uint64_t n = get64(hp + o);
+		o += 8;
+		if (n != tensors[i].n) {
+			set_err(err, errlen, path, "tensor \"%s\" has %llu values in the checkpoint, this net has %llu",
+				tensors[i].name, (unsigned long long)n, (unsigned long long)tensors[i].n);
+			return -1;
+		}
+	}
+	if (o != hlen) {
+		set_err(err, errlen, path, "header is %llu bytes, its fields take %llu (corrupt header)",
+			(unsigned long long)hlen, (unsigned long long)o);
+		return -1;
+	}
+#undef NEED
+	if (!names)
+		return 0;
+	*names = NULL;
+	if (got->nclasses == 0)
+		return 0;
+	char **nm = calloc(got->nclasses, sizeof(char *));
+	if (!nm) {
+		set_err(err, errlen, path, "out of memory");
+		return -1;
+	}
+	o = class_off;
+	for (uint32_t i = 0; i < got->nclasses; i++) {
+		uint32_t len = get32(hp + o);
+		o += 4;
+		nm[i] = malloc((size_t)len + 1);
+		if (!nm[i]) {
+			for (uint32_t j = 0; j < i; j++)
+				free(nm[j]);
+			free(nm);
+			set_err(err, errlen, path, "out of memory");
+			return -1;
+		}
+		memcpy(nm[i], hp + o, len);
+		nm[i][len] = '\0';
+		o += len;
+	}
+	*names = nm;
+	return 0;
+}
+
+/* Reads exactly n bytes; 0, or -1 with err set. */
+static int read_all(FILE *f, const char *path, unsigned char *buf, size_t n, char *err,
+		    size_t errlen)
+{
+	size_t r = fread(buf, 1, n, f);
+	if (r != n) {
+		if (ferror(f))
+			set_err(err, errlen, path, "read error: %s", strerror(errno));
+		else
+			set_err(err, errlen, path, "file shrank while reading (%zu of %zu bytes)", r, n);
+		return -1;
+	}
+	return 0;
+}
+
+int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_tensor *tensors,
+			int ntensors, char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
+	uint64_t payload;
+	if (check_args(path, meta, tensors, ntensors, &payload, err, errlen) != 0)
+		return -1;
+	// The largest header these tensors allow: fixed fields, class names, tensor entries.
+	uint64_t hdr_cap = CKPT_HDR_FIXED + MAX_CLASS_BYTES;
+	for (int i = 0; i < ntensors; i++)
+		hdr_cap += 12 + strlen(tensors[i].name);
+
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		set_err(err, errlen, path, "%s", strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fileno(f), &st) != 0) {
+		set_err(err, errlen, path, "%s", strerror(errno));
+		fclose(f);
+		return -1;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		set_err(err, errlen, path, "is a directory, not a checkpoint");
+		fclose(f);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		set_err(err, errlen, path, "not a regular file");
+		fclose(f);
+		return -1;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	if (size == 0) {
+		set_err(err, errlen, path, "empty file (not a checkpoint)");
+		fclose(f);
+		return -1;
+	}
+	unsigned char pre[CKPT_PREFIX];
+	if (size < CKPT_PREFIX + CKPT_HDR_FIXED + 4) {
+		set_err(err, errlen, path, "too short for a checkpoint (%llu bytes)",
+			(unsigned long long)size);
+		fclose(f);
+		return -1;
+	}
+	if (read_all(f, path, pre, sizeof(pre), err, errlen) != 0) {
+		fclose(f);
+		return -1;
+	}
+	if (memcmp(pre, ckpt_magic, 8) != 0) {
+		set_err(err, errlen, path, "not a checkpoint (bad magic)");
+		fclose(f);
+		return -1;
+	}
+	uint32_t version = get32(pre + 8), hlen = get32(pre + 12);
+	if (version != CKPT_VERSION) {
+		set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)",
+			version, CKPT_VERSION);
+		fclose(f);
+		return -1;
+	}
+	if (hlen < CKPT_HDR_FIXED || hlen > hdr_cap || CKPT_PREFIX + (uint64_t)hlen + 4 > size) {
+		set_err(err, errlen, path,
+			"header length %u out of bounds (file is %llu bytes; corrupt or truncated)",
+			hlen, (unsigned long long)size);
+		fclose(f);
+		return -1;
+	}
+	uint64_t want_size = CKPT_PREFIX + (uint64_t)hlen + payload + 4;
+	dnn_ckpt_meta got = {0};
+	if (size != want_size) {
+		// Wrong size for these tensors. Read just the header to say why, if it can tell
+		// (unverified by the CRC, but a mismatch is a mismatch), else report the size.
+		unsigned char *hp = malloc(hlen);
+		if (!hp) {
+			set_err(err, errlen, path, "out of memory");
+			fclose(f);
+			return -1;
+		}
+		int r = read_all(f, path, hp, hlen, err, errlen);
+		fclose(f);
+		if (r == 0 &&
+		    parse_header(path, hp, hlen, meta, tensors, ntensors, &got, NULL, err, errlen) == 0)
+			set_err(err, errlen, path,
+				"file is %llu bytes, a checkpoint of these tensors is %llu (truncated or corrupt)",
+				(unsigned long long)size, (unsigned long long)want_size);
+		free(hp);
+		return -1;
+	}
+	// size == want_size, which is bounded by the caller's own tensors: safe to hold in memory.
+	if (size > SIZE_MAX) {
+		set_err(err, errlen, path, "too large for this machine");
+		fclose(f);
+		return -1;
+	}
+	unsigned char *buf = malloc((size_t)size);
+	if (!buf) {
+		set_err(err, errlen, path, "out of memory (%llu bytes)", (unsigned long long)size);
+		fclose(f);
+		return -1;
+	}
+	memcpy(buf, pre, CKPT_PREFIX);
+	int r = read_all(f, path, buf + CKPT_PREFIX, (size_t)size - CKPT_PREFIX, err, errlen);
+	if (r == 0 && fgetc(f) != EOF) {
+		set_err(err, errlen, path, "file grew while reading");
+		r = -1;
+	}
+	fclose(f);
+	if (r != 0) {
+		free(buf);
+		return -1;
+	}
+	uLong crc = crc32(0L, Z_NULL, 0);
+	for (uint64_t o = 0; o < size - 4;) {
+		uInt k = size - 4 - o > (1u << 30) ? (1u << 30) : (uInt)(size - 4 - o);
+		crc = crc32(crc, buf + o, k);
+		o += k;
+	}
+	if ((uint32_t)crc != get32(buf + size - 4)) {
+		set_err(err, errlen, path, "checksum mismatch (file is corrupt or truncated)");
+		free(buf);
+		return -1;
+	}
+	char **names = NULL;
+	if (parse_header(path, buf + CKPT_PREFIX, hlen, meta, tensors, ntensors, &got, &names, err,
+			 errlen) != 0) {
+		free(buf);
+		return -1;
+	}
+	// Everything checked: now, and only now, write into the caller's buffers.
+	const unsigned char *p = buf + CKPT_PREFIX + hlen;
+	for (int i = 0; i < ntensors; i++) {
+		float *d = tensors[i].data;
+		for (uint64_t j = 0; j < tensors[i].n; j++, p += 4) {
+			uint32_t u = get32(p);
+			memcpy(&d[j], &u, 4);
+		}
+	}
+	free(buf);
+	meta->net_fingerprint = got.net_fingerprint;
+	meta->step = got.step;
+	meta->epoch = got.epoch;
+	meta->rng_state = got.rng_state;
+	meta->nclasses = got.nclasses;
+	meta->class_names = names;
+	return 0;
+}
+
+void dnn_ckpt_free_names(dnn_ckpt_meta *meta)
+{
+	if (!meta || !meta->class_names)
+		return;
+	for (uint32_t i = 0; i < meta->nclasses; i++)
+		free(meta->class_names[i]);
+	free(meta->class_names);
+	meta->class_names = NULL;
+	meta->nclasses = 0;
+}

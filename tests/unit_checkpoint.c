@@ -1,0 +1,365 @@
+/* unit_checkpoint.c — checkpoint save/load round trip, atomic overwrite (no temporary files left,
+ * the old checkpoint intact when a save fails), and rejection of truncated, corrupt, foreign and
+ * absurd files with one clean line and the caller's buffers untouched. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "test_util.h"
+
+#define FP 0x0123456789abcdefull
+#define NT 4
+
+static char tmpdir[4096];
+static const char *names[NT] = {"c1.weight", "c1.bias", "empty", "c1.weight.momentum"};
+static const uint64_t lens[NT] = {3000, 10, 0, 3000};
+static char *classes[3] = {"cat", "", "a class name with spaces"};
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	if (remove(p) != 0)
+		perror(p);
+	return 0;
+}
+
+static void make_tensors(dnn_ckpt_tensor *t, float **store, float seed)
+{
+	for (int i = 0; i < NT; i++) {
+		store[i] = malloc((lens[i] ? lens[i] : 1) * sizeof(float));
+		for (uint64_t j = 0; j < lens[i]; j++)
+			store[i][j] = seed + (float)i * 1000.0f + (float)j * 0.25f;
+		t[i] = (dnn_ckpt_tensor){names[i], store[i], lens[i]};
+	}
+}
+
+static void free_tensors(float **store)
+{
+	for (int i = 0; i < NT; i++)
+		free(store[i]);
+}
+
+static dnn_ckpt_meta make_meta(uint64_t fp)
+{
+	return (dnn_ckpt_meta){.net_fingerprint = fp, .step = 12345678901ull, .epoch = 7,
+			       .rng_state = 0xfeedfacecafebeefull, .nclasses = 3, .class_names = classes};
+}
+
+static void path_in_tmp(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%s/%s", tmpdir, name);
+}
+
+static int count_tmp_files(void)
+{
+	DIR *d = opendir(tmpdir);
+	int c = 0;
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		if (strstr(e->d_name, ".tmp."))
+			c++;
+	closedir(d);
+	return c;
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	unsigned char *b = NULL;
+	if (fstat(fileno(f), &st) == 0 && (b = malloc((size_t)st.st_size + 1)) != NULL)
+		*n = fread(b, 1, (size_t)st.st_size, f);
+	fclose(f);
+	return b;
+}
+
+static void spit(const char *path, const void *b, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f || (n && fwrite(b, 1, n, f) != n) || fclose(f) != 0) {
+		fprintf(stderr, "cannot write %s\n", path);
+		exit(1);
+	}
+}
+
+/* Loads a file expected to be rejected and checks that nothing of the caller's changed. */
+static void expect_reject(const char *what, const char *path, const dnn_ckpt_tensor *tensors_in,
+			  int nt, uint64_t fp, const char *want)
+{
+	float *store[NT];
+	dnn_ckpt_tensor t[NT];
+	make_tensors(t, store, 0.0f);
+	for (int i = 0; i < NT; i++)
+		for (uint64_t j = 0; j < lens[i]; j++)
+			store[i][j] = -7.0f; // sentinel
+	for (int i = 0; i < nt && i < NT; i++) {
+		t[i].name = tensors_in[i].name;
+		t[i].n = tensors_in[i].n;
+		if (t[i].n > lens[i]) {
+			store[i] = realloc(store[i], t[i].n * sizeof(float));
+			for (uint64_t j = 0; j < t[i].n; j++)
+				store[i][j] = -7.0f;
+			t[i].data = store[i];
+		}
+	}
+	dnn_ckpt_meta m = {.net_fingerprint = fp, .step = 99, .epoch = 98, .rng_state = 97,
+			   .nclasses = 0, .class_names = NULL};
+	char err[512];
+	int rc = dnn_checkpoint_load(path, &m, t, nt, err, sizeof(err));
+	printf("%-28s -> %s\n", what, err);
+	TEST_CHECK(rc == -1, "%s: rc %d, want -1", what, rc);
+	TEST_CHECK(err[0] && strstr(err, path) == err, "%s: err does not start with the path", what);
+	TEST_CHECK(strchr(err, '\n') == NULL, "%s: err is more than one line", what);
+	TEST_CHECK(want == NULL || strstr(err, want), "%s: err lacks \"%s\"", what, want);
+	TEST_CHECK(m.net_fingerprint == fp && m.step == 99 && m.epoch == 98 && m.rng_state == 97 &&
+			   m.nclasses == 0 && m.class_names == NULL,
+		   "%s: meta was modified", what);
+	int touched = 0;
+	for (int i = 0; i < nt && i < NT; i++)
+		for (uint64_t j = 0; j < t[i].n; j++)
+			if (t[i].data[j] != -7.0f)
+				touched++;
+	TEST_CHECK(touched == 0, "%s: %d tensor values were written", what, touched);
+	if (rc == 0)
+		dnn_ckpt_free_names(&m);
+	free_tensors(store);
+}
+
+static void test_round_trip(const char *ck)
+{
+	float *src[NT], *dst[NT];
+	dnn_ckpt_tensor ts[NT], td[NT];
+	make_tensors(ts, src, 1.5f);
+	// Bit patterns that must survive exactly: -0, inf, NaN payload, denormal.
+	const uint32_t odd[4] = {0x80000000u, 0x7f800000u, 0x7fc01234u, 0x00000001u};
+	memcpy(src[0], odd, sizeof(odd));
+	dnn_ckpt_meta m = make_meta(FP);
+	char err[512];
+	int rc = dnn_checkpoint_save(ck, &m, ts, NT, err, sizeof(err));
+	TEST_CHECK(rc == 0, "save: %s", err);
+	TEST_CHECK(count_tmp_files() == 0, "save left a temporary file");
+
+	make_tensors(td, dst, -1.0f);
+	dnn_ckpt_meta l = {.net_fingerprint = FP};
+	rc = dnn_checkpoint_load(ck, &l, td, NT, err, sizeof(err));
+	TEST_CHECK(rc == 0, "load: %s", err);
+	for (int i = 0; i < NT && rc == 0; i++)
+		TEST_CHECK(memcmp(src[i], dst[i], lens[i] * sizeof(float)) == 0, "tensor %s differs",
+			   names[i]);
+	TEST_CHECK(rc != 0 || (l.net_fingerprint == FP && l.step == m.step && l.epoch == m.epoch &&
+			       l.rng_state == m.rng_state && l.nclasses == 3),
+		   "meta differs after load");
+	for (uint32_t i = 0; rc == 0 && i < l.nclasses && l.nclasses == 3; i++)
+		TEST_CHECK(l.class_names && strcmp(l.class_names[i], classes[i]) == 0,
+			   "class name %u differs", i);
+	dnn_ckpt_free_names(&l);
+	TEST_CHECK(l.class_names == NULL && l.nclasses == 0, "free_names resets meta");
+	dnn_ckpt_free_names(&l);
+
+	// Fingerprint 0 on load means "do not check" and reports the file's fingerprint.
+	dnn_ckpt_meta any = {0};
+	rc = dnn_checkpoint_load(ck, &any, td, NT, err, sizeof(err));
+	TEST_CHECK(rc == 0 && any.net_fingerprint == FP, "load with fingerprint 0: %s", err);
+	dnn_ckpt_free_names(&any);
+
+	// No class names and no tensors at all are valid too.
+	char ck0[4300];
+	path_in_tmp(ck0, sizeof(ck0), "bare.ckpt");
+	dnn_ckpt_meta bare = {.net_fingerprint = 5, .step = 1};
+	rc = dnn_checkpoint_save(ck0, &bare, NULL, 0, err, sizeof(err));
+	TEST_CHECK(rc == 0, "save bare: %s", err);
+	dnn_ckpt_meta lb = {.net_fingerprint = 5};
+	rc = dnn_checkpoint_load(ck0, &lb, NULL, 0, err, sizeof(err));
+	TEST_CHECK(rc == 0 && lb.step == 1 && lb.nclasses == 0 && lb.class_names == NULL,
+		   "load bare: %s", err);
+	TEST_CHECK(unlink(ck0) == 0, "unlink bare");
+	free_tensors(src);
+	free_tensors(dst);
+}
+
+static void test_atomic_overwrite(const char *ck)
+{
+	float *a[NT], *b[NT], *d[NT];
+	dnn_ckpt_tensor ta[NT], tb[NT], td[NT];
+	make_tensors(ta, a, 10.0f);
+	make_tensors(tb, b, 20.0f);
+	dnn_ckpt_meta m = make_meta(FP);
+	char err[512];
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, ta, NT, err, sizeof(err)) == 0, "save a: %s", err);
+	m.step = 2;
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, tb, NT, err, sizeof(err)) == 0, "save b: %s", err);
+	TEST_CHECK(count_tmp_files() == 0, "overwrite left a temporary file");
+	make_tensors(td, d, 0.0f);
+	dnn_ckpt_meta l = {.net_fingerprint = FP};
+	int rc = dnn_checkpoint_load(ck, &l, td, NT, err, sizeof(err));
+	TEST_CHECK(rc == 0 && l.step == 2 && memcmp(d[0], b[0], lens[0] * 4) == 0,
+		   "overwrite: the new checkpoint must load: %s", err);
+	dnn_ckpt_free_names(&l);
+
+	// A save whose temporary file cannot be created (a directory is in its way: root ignores
+	// permissions, so a read-only directory would not do) fails and leaves the old file intact.
+	char blocker[4400];
+	snprintf(blocker, sizeof(blocker), "%s.tmp.%ld", ck, (long)getpid());
+	TEST_CHECK(mkdir(blocker, 0755) == 0, "mkdir %s", blocker);
+	m.step = 3;
+	rc = dnn_checkpoint_save(ck, &m, ta, NT, err, sizeof(err));
+	printf("%-28s -> %s\n", "save blocked tmp", err);
+	TEST_CHECK(rc == -1 && strstr(err, ck) == err && !strchr(err, '\n'),
+		   "blocked save must fail with one line naming the file: %s", err);
+	TEST_CHECK(rmdir(blocker) == 0, "rmdir %s", blocker);
+	rc = dnn_checkpoint_load(ck, &l, td, NT, err, sizeof(err));
+	TEST_CHECK(rc == 0 && l.step == 2 && memcmp(d[0], b[0], lens[0] * 4) == 0,
+		   "after a failed save the old checkpoint must be intact: %s", err);
+	dnn_ckpt_free_names(&l);
+
+	// rename() over a directory fails: the temporary file must be removed.
+	char dirpath[4300];
+	path_in_tmp(dirpath, sizeof(dirpath), "a-directory");
+	TEST_CHECK(mkdir(dirpath, 0755) == 0, "mkdir %s", dirpath);
+	rc = dnn_checkpoint_save(dirpath, &m, ta, NT, err, sizeof(err));
+	printf("%-28s -> %s\n", "save over a directory", err);
+	TEST_CHECK(rc == -1 && strstr(err, dirpath) == err, "save over a directory must fail: %s", err);
+	TEST_CHECK(count_tmp_files() == 0, "failed rename left a temporary file");
+
+	// A directory that does not exist.
+	char nodir[4300];
+	path_in_tmp(nodir, sizeof(nodir), "no/such/dir/ck.bin");
+	rc = dnn_checkpoint_save(nodir, &m, ta, NT, err, sizeof(err));
+	printf("%-28s -> %s\n", "save into a missing dir", err);
+	TEST_CHECK(rc == -1 && strstr(err, nodir) == err, "save into a missing dir must fail: %s", err);
+
+	// A bare file name (no directory part) goes to the current directory.
+	char cwd[4096];
+	TEST_CHECK(getcwd(cwd, sizeof(cwd)) != NULL, "getcwd");
+	TEST_CHECK(chdir(tmpdir) == 0, "chdir");
+	rc = dnn_checkpoint_save("plain.ckpt", &m, ta, NT, err, sizeof(err));
+	TEST_CHECK(rc == 0, "save with a bare name: %s", err);
+	TEST_CHECK(count_tmp_files() == 0, "bare-name save left a temporary file");
+	TEST_CHECK(unlink("plain.ckpt") == 0, "unlink plain.ckpt");
+	TEST_CHECK(chdir(cwd) == 0, "chdir back");
+	free_tensors(a);
+	free_tensors(b);
+	free_tensors(d);
+}
+
+static void test_rejects(const char *ck)
+{
+	float *s[NT];
+	dnn_ckpt_tensor t[NT];
+	make_tensors(t, s, 3.0f);
+	dnn_ckpt_meta m = make_meta(FP);
+	char err[512], bad[4300];
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, t, NT, err, sizeof(err)) == 0, "save: %s", err);
+	size_t n = 0;
+	unsigned char *good = slurp(ck, &n);
+	TEST_CHECK(good && n > 100, "read back %s", ck);
+	if (!good)
+		return;
+	path_in_tmp(bad, sizeof(bad), "bad.ckpt");
+
+	// Truncations at every interesting length.
+	const size_t cuts[] = {1, 8, 12, 16, 30, 56, 100, n / 2, n - 5, n - 4, n - 1};
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		char what[64];
+		snprintf(what, sizeof(what), "truncated to %zu bytes", cuts[i]);
+		spit(bad, good, cuts[i]);
+		expect_reject(what, bad, t, NT, FP, NULL);
+	}
+	// One extra byte.
+	unsigned char *big = malloc(n + 1);
+	memcpy(big, good, n);
+	big[n] = 0;
+	spit(bad, big, n + 1);
+	expect_reject("one byte appended", bad, t, NT, FP, NULL);
+	free(big);
+
+	// A flipped byte anywhere: magic, version, header length, header, payload, CRC.
+	const size_t flips[] = {0, 7, 8, 12, 13, 15, 16, 30, 60, 200, n / 2, n - 5, n - 1};
+	for (size_t i = 0; i < sizeof(flips) / sizeof(flips[0]); i++) {
+		char what[64];
+		snprintf(what, sizeof(what), "flipped byte at %zu", flips[i]);
+		good[flips[i]] ^= 0x10;
+		spit(bad, good, n);
+		good[flips[i]] ^= 0x10;
+		expect_reject(what, bad, t, NT, FP, NULL);
+	}
+	// Payload corruption is caught by the checksum.
+	good[n - 100] ^= 1;
+	spit(bad, good, n);
+	good[n - 100] ^= 1;
+	expect_reject("flipped payload bit", bad, t, NT, FP, "checksum mismatch");
+
+	// Absurd header length with a valid magic and version.
+	unsigned char save[4];
+	memcpy(save, good + 12, 4);
+	memset(good + 12, 0xff, 4);
+	spit(bad, good, n);
+	memcpy(good + 12, save, 4);
+	expect_reject("header length 0xffffffff", bad, t, NT, FP, "header length");
+
+	// Another net, other tensors.
+	expect_reject("wrong fingerprint", ck, t, NT, FP ^ 1, "another net");
+	dnn_ckpt_tensor t2[NT];
+	memcpy(t2, t, sizeof(t2));
+	t2[1].n = 11;
+	expect_reject("wrong tensor length", ck, t2, NT, FP, "values");
+	memcpy(t2, t, sizeof(t2));
+	t2[3].name = "c1.weight.velocity";
+	expect_reject("wrong tensor name", ck, t2, NT, FP, "c1.weight.momentum");
+	memcpy(t2, t, sizeof(t2));
+	t2[0].name = "c2.weight"; // same length, same size: only the name differs
+	expect_reject("wrong tensor name, same len", ck, t2, NT, FP, "c1.weight");
+	expect_reject("fewer tensors", ck, t, NT - 1, FP, "tensors");
+
+	// Not checkpoints at all.
+	spit(bad, "", 0);
+	expect_reject("empty file", bad, t, NT, FP, "empty");
+	test_rng_seed(42);
+	unsigned char junk[5000];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)test_rng_int(0, 255);
+	spit(bad, junk, sizeof(junk));
+	expect_reject("random garbage", bad, t, NT, FP, "magic");
+	memcpy(junk, good, 16); // valid prefix, garbage after
+	spit(bad, junk, sizeof(junk));
+	expect_reject("garbage after a valid prefix", bad, t, NT, FP, NULL);
+	memcpy(junk, good, 100); // valid prefix and header start
+	spit(bad, junk, sizeof(junk));
+	expect_reject("garbage after header start", bad, t, NT, FP, NULL);
+	expect_reject("directory", tmpdir, t, NT, FP, "directory");
+	path_in_tmp(bad, sizeof(bad), "missing.ckpt");
+	expect_reject("missing file", bad, t, NT, FP, "No such file");
+
+	free(good);
+	free_tensors(s);
+}
+
+int main(void)
+{
+	const char *b = getenv("DNN_BUILD_DIR");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/unit_checkpoint.XXXXXX", b && *b ? b : "/tmp");
+	if (!mkdtemp(tmpdir)) {
+		perror(tmpdir);
+		return 1;
+	}
+	char ck[4300];
+	path_in_tmp(ck, sizeof(ck), "ck.bin");
+	test_round_trip(ck);
+	test_atomic_overwrite(ck);
+	test_rejects(ck);
+	TEST_CHECK(count_tmp_files() == 0, "temporary files remain");
+	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		perror(tmpdir);
+	return test_report("unit_checkpoint");
+}
