@@ -113,16 +113,6 @@ DNN_CODELET(cl_dense_fwd, 4, dense_fwd_cpu_task, dnn_dense_fwd_cuda);
 DNN_CODELET(cl_dense_bwd_data, 3, dense_bwd_data_cpu_task, dnn_dense_bwd_data_cuda);
 DNN_CODELET(cl_dense_bwd_weight, 4, dense_bwd_weight_cpu_task, dnn_dense_bwd_weight_cuda);
 
-/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
- * the first insert's modes in the codelet and abort on any later insert with other modes
- * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
-__attribute__((constructor)) static void dense_codelets_variable_modes(void)
-{
-	cl_dense_fwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
-	cl_dense_bwd_data.nbuffers = STARPU_VARIABLE_NBUFFERS;
-	cl_dense_bwd_weight.nbuffers = STARPU_VARIABLE_NBUFFERS;
-}
-
 // ------------------------------------------------------------------------------- insert helpers
 
 /* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */

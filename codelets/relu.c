@@ -59,15 +59,6 @@ static void relu_bwd_cpu_task(void *buffers[], void *cl_arg)
 DNN_CODELET(cl_relu_fwd, 2, relu_fwd_cpu_task, dnn_relu_fwd_cuda);
 DNN_CODELET(cl_relu_bwd, 3, relu_bwd_cpu_task, dnn_relu_bwd_cuda);
 
-/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
- * the first insert's modes in the codelet and abort on any later insert with other modes
- * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
-__attribute__((constructor)) static void relu_codelets_variable_modes(void)
-{
-	cl_relu_fwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
-	cl_relu_bwd.nbuffers = STARPU_VARIABLE_NBUFFERS;
-}
-
 // ------------------------------------------------------------------------------- insert helpers
 
 /* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */

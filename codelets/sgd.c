@@ -40,14 +40,6 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 
 DNN_CODELET(cl_sgd_update, 3, sgd_update_cpu_task, dnn_sgd_update_cuda);
 
-/* Access modes are chosen at insert time. With DNN_CODELET's fixed nbuffers StarPU would record
- * the first insert's modes in the codelet and abort on any later insert with other modes
- * (W vs RW dx, REDUX vs RW gradients); a variable buffer count makes it read them per task. */
-__attribute__((constructor)) static void sgd_codelets_variable_modes(void)
-{
-	cl_sgd_update.nbuffers = STARPU_VARIABLE_NBUFFERS;
-}
-
 // ------------------------------------------------------------------------------- insert helper
 
 /* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
