@@ -84,7 +84,8 @@ static void help_cmd(const char *c)
 		printf("  --checkpoint FILE    checkpoint to evaluate (required)\n"
 		       "  --limit N            evaluate only the first N test samples\n");
 	} else {
-		printf("  --lr X               learning rate [0.05]\n"
+		printf("  --lr X               learning rate (peak of the schedule) [0.05]\n"
+		       "  --lr-schedule S      cosine (decay to 0 over the run) or constant [cosine]\n"
 		       "  --momentum X         SGD momentum [0.9]\n"
 		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
 		       "  --window W           iterations in flight at most [2]\n"
@@ -110,7 +111,7 @@ static void help_cmd(const char *c)
 
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
-       O_LIMIT, O_BSTEPS };
+       O_LIMIT, O_BSTEPS, O_SCHEDULE };
 
 static void check_readable_file(const char *opt, const char *path)
 {
@@ -183,7 +184,7 @@ int main(int argc, char **argv)
 		{"no-eval", no_argument, 0, O_NO_EVAL},       {"metrics", required_argument, 0, O_METRICS},
 		{"checkpoint", required_argument, 0, O_CHECKPOINT}, {"resume", required_argument, 0, O_RESUME},
 		{"summary", no_argument, 0, O_SUMMARY},       {"warmup", required_argument, 0, O_WARMUP},
-		{"quiet", no_argument, 0, O_QUIET},           {"help", no_argument, 0, 'h'},
+		{"quiet", no_argument, 0, O_QUIET}, {"lr-schedule", required_argument, 0, O_SCHEDULE},           {"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
 	opterr = 0;
 	int c;
@@ -197,7 +198,7 @@ int main(int argc, char **argv)
 		int ok = 1;
 		switch (c) {
 		case O_DATA: ok = !is_bench; break;
-		case O_LR: case O_MOM: case O_WD: case O_WINDOW: ok = !is_eval; break;
+		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: ok = !is_eval; break;
 		case O_STEPS: ok = is_train; break;
 		case O_BSTEPS: ok = is_bench; break;
 		case O_EPOCHS: case O_LIMIT_TRAIN: case O_LIMIT_TEST: case O_NO_EVAL: case O_METRICS: case O_RESUME:
@@ -237,6 +238,11 @@ int main(int argc, char **argv)
 		case O_SUMMARY: summary = 1; break;
 		case O_WARMUP: o.warmup = (int)parse_long_opt(name, optarg, 0, 1000000); break;
 		case O_QUIET: o.quiet = 1; break;
+		case O_SCHEDULE:
+			if (strcmp(optarg, "cosine") && strcmp(optarg, "constant"))
+				usage_error("--lr-schedule: '%s' is not cosine or constant", optarg);
+			o.cosine = !strcmp(optarg, "cosine");
+			break;
 		case ':': usage_error("option %s needs a value", argv[optind - 1]);
 		case '?':
 		default:

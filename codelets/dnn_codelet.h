@@ -37,11 +37,13 @@ uint32_t dnn_args_footprint(struct starpu_task *task);
 #define DNN_CUDA_FN(fn) NULL
 #endif
 
-#define DNN_CODELET(NAME, NBUF, CPU_FN, CUDA_FN)                                   \
+/* FOOTPRINT: a footprint function, or NULL for StarPU's default (data sizes only) — for ops whose
+ * arguments change at every step without changing the cost (SGD's learning rate). */
+#define DNN_CODELET_FP(NAME, NBUF, CPU_FN, CUDA_FN, FOOTPRINT)                    \
 	static struct starpu_perfmodel NAME##_model = {                            \
 		.type = STARPU_HISTORY_BASED,                                      \
 		.symbol = "dnn_" #NAME,                                           \
-		.footprint = dnn_args_footprint,                                   \
+		.footprint = FOOTPRINT,                                            \
 	};                                                                         \
 	struct starpu_codelet NAME = {                                             \
 		.name = #NAME,                                                     \
@@ -52,6 +54,8 @@ uint32_t dnn_args_footprint(struct starpu_task *task);
 		.nbuffers = STARPU_VARIABLE_NBUFFERS, /* NBUF buffers, modes per insert */ \
 		.model = &NAME##_model,                                            \
 	}
+
+#define DNN_CODELET(NAME, NBUF, CPU_FN, CUDA_FN) DNN_CODELET_FP(NAME, NBUF, CPU_FN, CUDA_FN, dnn_args_footprint)
 
 /* CPU-only variant, for codelets that have no sensible GPU form. */
 #define DNN_CODELET_CPU(NAME, NBUF, CPU_FN)                                        \

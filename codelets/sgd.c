@@ -38,7 +38,8 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 			   (float *)STARPU_VECTOR_GET_PTR(buffers[2]), a);
 }
 
-DNN_CODELET(cl_sgd_update, 3, sgd_update_cpu_task, dnn_sgd_update_cuda);
+/* Footprint from the data sizes only: the learning rate changes every step under a schedule. */
+DNN_CODELET_FP(cl_sgd_update, 3, sgd_update_cpu_task, dnn_sgd_update_cuda, NULL);
 
 // ------------------------------------------------------------------------------- insert helper
 

@@ -20,7 +20,7 @@
 #include "sgd.h"
 #include "softmax_xent.h"
 
-/* ---------------------------------------------------------------- RNG (splitmix64 + Box-Muller) */
+/* ---------------------------------------------------------------- RNG (splitmix64) */
 static uint64_t splitmix(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -30,12 +30,6 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 static double uniform01(uint64_t *s) { return ((splitmix(s) >> 11) + 0.5) / 9007199254740992.0; }
-
-static float normal(uint64_t *s)
-{
-	double u = uniform01(s), v = uniform01(s);
-	return (float)(sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v));
-}
 
 /* ---------------------------------------------------------------- model */
 static int add_param(dnn_model *m, const char *node, const char *what, long n, int no_decay)
@@ -82,12 +76,16 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed)
 			long nw = nd->op == DNN_OP_CONV ? (long)nd->out * fan_in : (long)nd->out * fan_in;
 			int pw = add_param(m, nd->name, "weight", nw, 0);
 			m->param_of[i] = pw;
-			/* He (Kaiming) normal initialisation for ReLU nets. */
-			float sd = sqrtf(2.0f / (float)fan_in);
+			/* PyTorch's default for Conv2d/Linear (kaiming_uniform with a=sqrt(5)): weights and
+			 * biases uniform in +-1/sqrt(fan_in). Same init as the side-by-side PyTorch nets. */
+			float bound = 1.0f / sqrtf((float)fan_in);
 			for (long j = 0; j < nw; j++)
-				m->params[pw].w[j] = sd * normal(&rng);
-			if (nd->bias)
-				add_param(m, nd->name, "bias", nd->out, 1);
+				m->params[pw].w[j] = bound * (float)(2.0 * uniform01(&rng) - 1.0);
+			if (nd->bias) {
+				int pb = add_param(m, nd->name, "bias", nd->out, 1);
+				for (long j = 0; j < nd->out; j++)
+					m->params[pb].w[j] = bound * (float)(2.0 * uniform01(&rng) - 1.0);
+			}
 		} else if (nd->op == DNN_OP_BATCHNORM) {
 			int pg = add_param(m, nd->name, "gamma", nd->C, 1);
 			add_param(m, nd->name, "beta", nd->C, 1);

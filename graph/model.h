@@ -41,7 +41,7 @@ typedef struct {
 	int registered;
 } dnn_model;
 
-/* Allocate and initialise (He-normal weights from `seed`, zero biases, BN gamma=1 beta=0,
+/* Allocate and initialise (PyTorch-default uniform weights and biases from `seed`, BN gamma=1 beta=0,
  * running mean 0 var 1) and register every tensor with StarPU. */
 int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed);
 /* Bring every tensor back to host memory (waits for the tasks that write them). */

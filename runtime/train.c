@@ -28,6 +28,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->sgd.weight_decay = 5e-4f;
 	o->seed = 1;
 	o->eval = 1;
+	o->cosine = 1;
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -285,6 +286,14 @@ void dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, do
 }
 
 /* ---------------------------------------------------------------- training */
+/* Learning rate at `step` of `total`: constant, or cosine decay from lr to 0 (the default). */
+static float scheduled_lr(const dnn_train_opts *o, long step, long total)
+{
+	if (!o->cosine || total <= 0)
+		return o->sgd.lr;
+	return (float)(0.5 * o->sgd.lr * (1.0 + cos(M_PI * (double)step / (double)total)));
+}
+
 static const char *sched_name(void)
 {
 	const char *s = getenv("STARPU_SCHED");
@@ -354,8 +363,10 @@ int dnn_cmd_train(const dnn_train_opts *o)
 			starpu_cpu_worker_get_count(), starpu_cuda_worker_get_count(), sched_name(), window);
 
 	int *perm = malloc(sizeof(int) * (size_t)train.n);
-	long *slot_step = malloc(sizeof(long) * (size_t)window);
-	STARPU_ASSERT(perm && slot_step);
+	STARPU_ASSERT(perm);
+	long total_steps = (long)o->epochs * steps_per_epoch;
+	if (o->max_steps > 0 && o->max_steps < total_steps)
+		total_steps = o->max_steps;
 	dnn_progress pr;
 	dnn_progress_init(&pr, stderr, o->quiet, steps_per_epoch);
 	uint64_t step = step0;
@@ -374,39 +385,33 @@ int dnn_cmd_train(const dnn_train_opts *o)
 			nsteps = first + (o->max_steps - (long)step);
 		double ep_loss = 0, ep_correct = 0, t_ep = dnn_now(), t_warm = t_ep;
 		long ep_images = 0, done = 0, warm_done = 0;
-		for (long s = first; s < nsteps; s++) {
-			int slot = (int)(s % window);
-			if (s - first >= window) {
-				/* The window: at most `window` steps in flight. */
+		/* Steps s in [first, nsteps) are submitted in order; step s is collected (its loss read
+		 * back) once step s + window has been submitted, or in the drain at the end. */
+		long collected = first;
+		for (long s = first; s <= nsteps; s++) {
+			while (collected < nsteps && (s - collected >= window || s == nsteps)) {
 				double l, c;
-				dnn_wait_step(&p, slot, &l, &c);
+				dnn_wait_step(&p, (int)(collected % window), &l, &c);
 				ep_loss += l, ep_correct += c, ep_images += o->batch, done++;
 				last_loss = l / o->batch, last_acc = c / o->batch;
 				if (done == o->warmup)
 					t_warm = dnn_now(), warm_done = done;
 				double el = dnn_now() - t_ep;
 				double ips = el > 0 ? ep_images / el : 0;
-				dnn_progress_step(&pr, epoch + 1, last_epoch, s - window + 1, nsteps, l / o->batch,
-						  c / o->batch, ips, ips > 0 ? (nsteps - s) * o->batch / ips : -1);
+				collected++;
+				dnn_progress_step(&pr, epoch + 1, last_epoch, collected, nsteps, last_loss, last_acc, ips,
+						  ips > 0 ? (nsteps - collected) * o->batch / ips : -1);
 				if (metrics)
 					fprintf(metrics, "train_step,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1,
-						(unsigned long long)(step - window + 1), l / o->batch, c / o->batch, ips,
-						dnn_now() - t_begin);
+						(unsigned long long)((uint64_t)epoch * steps_per_epoch + collected), last_loss,
+						last_acc, ips, dnn_now() - t_begin);
 			}
-			dnn_submit_step(&p, slot, &train, perm + (size_t)s * o->batch, &o->sgd);
-			slot_step[slot] = s;
+			if (s == nsteps)
+				break;
+			dnn_sgd_config sgd = o->sgd;
+			sgd.lr = scheduled_lr(o, (long)step, total_steps);
+			dnn_submit_step(&p, (int)(s % window), &train, perm + (size_t)s * o->batch, &sgd);
 			step++;
-		}
-		for (long s = (nsteps - first > window ? nsteps - window : first); s < nsteps; s++) {
-			double l, c;
-			dnn_wait_step(&p, (int)(s % window), &l, &c);
-			ep_loss += l, ep_correct += c, ep_images += o->batch, done++;
-			last_loss = l / o->batch, last_acc = c / o->batch;
-			if (done == o->warmup)
-				t_warm = dnn_now(), warm_done = done;
-			double el = dnn_now() - t_ep;
-			dnn_progress_step(&pr, epoch + 1, last_epoch, s + 1, nsteps, l / o->batch, c / o->batch,
-					  el > 0 ? ep_images / el : 0, 0);
 		}
 		starpu_task_wait_for_all();
 		double t_end = dnn_now();
@@ -459,7 +464,6 @@ int dnn_cmd_train(const dnn_train_opts *o)
 		fflush(stdout);
 	}
 	free(perm);
-	free(slot_step);
 	if (metrics)
 		fclose(metrics);
 	dnn_plan_destroy(&p);

@@ -18,6 +18,7 @@ typedef struct {
 	int warmup;               // bench: steps excluded from the timing
 	int batch, chunks, window;
 	dnn_sgd_config sgd;
+	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
 	uint64_t seed;
 	int limit_train, limit_test; // 0 = whole set
 	int eval;                 // evaluate on the test set after each epoch
