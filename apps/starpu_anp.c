@@ -99,7 +99,8 @@ static void help_cmd(const char *c)
 		       "  --no-eval            skip the per-epoch test-set evaluation\n"
 		       "  --metrics FILE       write per-step and per-epoch metrics as CSV\n"
 		       "  --checkpoint FILE    write a checkpoint after every epoch (atomically)\n"
-		       "  --resume FILE        continue from a checkpoint\n"
+		       "  --checkpoint-every N also write it every N steps\n"
+		       "  --resume FILE        continue from a checkpoint (same net, data and options)\n"
 		       "  --summary            print the net's per-layer summary and exit\n");
 	if (strcmp(c, "bench") == 0)
 		printf("  --steps N            timed steps [20]\n"
@@ -111,7 +112,7 @@ static void help_cmd(const char *c)
 
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
-       O_LIMIT, O_BSTEPS, O_SCHEDULE };
+       O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY };
 
 static void check_readable_file(const char *opt, const char *path)
 {
@@ -184,7 +185,8 @@ int main(int argc, char **argv)
 		{"no-eval", no_argument, 0, O_NO_EVAL},       {"metrics", required_argument, 0, O_METRICS},
 		{"checkpoint", required_argument, 0, O_CHECKPOINT}, {"resume", required_argument, 0, O_RESUME},
 		{"summary", no_argument, 0, O_SUMMARY},       {"warmup", required_argument, 0, O_WARMUP},
-		{"quiet", no_argument, 0, O_QUIET}, {"lr-schedule", required_argument, 0, O_SCHEDULE},           {"help", no_argument, 0, 'h'},
+		{"quiet", no_argument, 0, O_QUIET}, {"lr-schedule", required_argument, 0, O_SCHEDULE},
+		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},           {"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
 	opterr = 0;
 	int c;
@@ -202,7 +204,7 @@ int main(int argc, char **argv)
 		case O_STEPS: ok = is_train; break;
 		case O_BSTEPS: ok = is_bench; break;
 		case O_EPOCHS: case O_LIMIT_TRAIN: case O_LIMIT_TEST: case O_NO_EVAL: case O_METRICS: case O_RESUME:
-		case O_SUMMARY: ok = is_train; break;
+		case O_SUMMARY: case O_CKPT_EVERY: ok = is_train; break;
 		case O_CHECKPOINT: ok = !is_bench; break;
 		case O_WARMUP: ok = is_bench; break;
 		case O_LIMIT: ok = is_eval; break;
@@ -236,6 +238,7 @@ int main(int argc, char **argv)
 			break;
 		case O_RESUME: check_readable_file(name, optarg); o.resume_path = optarg; break;
 		case O_SUMMARY: summary = 1; break;
+		case O_CKPT_EVERY: o.checkpoint_every = parse_long_opt(name, optarg, 1, 1L << 40); break;
 		case O_WARMUP: o.warmup = (int)parse_long_opt(name, optarg, 0, 1000000); break;
 		case O_QUIET: o.quiet = 1; break;
 		case O_SCHEDULE:
@@ -261,6 +264,8 @@ int main(int argc, char **argv)
 		o.resume_path = checkpoint;
 	} else if (is_train) {
 		o.checkpoint_path = checkpoint;
+		if (o.checkpoint_every && !checkpoint)
+			usage_error("--checkpoint-every needs --checkpoint FILE");
 	}
 	if (!is_bench && strcmp(o.data_dir, "synthetic") != 0) {
 		const char *dir = strcmp(o.data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o.data_dir;

@@ -286,6 +286,27 @@ void dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, do
 }
 
 /* ---------------------------------------------------------------- training */
+/* The loss of a step is NaN or Inf: name the step and the first layer whose parameters went
+ * non-finite (in the net's order), and leave the last checkpoint alone. */
+static void report_non_finite(dnn_model *m, uint64_t step)
+{
+	starpu_task_wait_for_all();
+	dnn_model_sync_to_host(m);
+	for (int i = 0; i < m->nparams; i++)
+		for (long j = 0; j < m->params[i].n; j++)
+			if (!isfinite(m->params[i].w[j])) {
+				fprintf(stderr, "error: step %llu: the loss is not finite; parameter %s (layer %.*s) holds %g "
+						"at [%ld]. Training stopped; the last checkpoint is untouched (try a lower --lr)\n",
+					(unsigned long long)step, m->params[i].name,
+					(int)(strrchr(m->params[i].name, '.') - m->params[i].name), m->params[i].name,
+					(double)m->params[i].w[j], j);
+				return;
+			}
+	fprintf(stderr, "error: step %llu: the loss is not finite (the parameters are still finite: the "
+			"logits overflowed). Training stopped; the last checkpoint is untouched (try a lower --lr)\n",
+		(unsigned long long)step);
+}
+
 /* Learning rate at `step` of `total`: constant, or cosine decay from lr to 0 (the default). */
 static float scheduled_lr(const dnn_train_opts *o, long step, long total)
 {
@@ -369,6 +390,9 @@ int dnn_cmd_train(const dnn_train_opts *o)
 		total_steps = o->max_steps;
 	dnn_progress pr;
 	dnn_progress_init(&pr, stderr, o->quiet, steps_per_epoch);
+	/* Checkpoints may be taken mid-epoch (--checkpoint-every): the epoch and the position in its
+	 * (seeded, reproducible) permutation both follow from the step count. */
+	epoch0 = (uint32_t)(step0 / (uint64_t)steps_per_epoch);
 	uint64_t step = step0;
 	double t_begin = dnn_now(), t_timed = 0, train_loss = NAN, train_acc = NAN, test_loss = NAN, test_acc = NAN;
 	double last_loss = NAN, last_acc = NAN; /* of the last step, over its global batch */
@@ -401,11 +425,28 @@ int dnn_cmd_train(const dnn_train_opts *o)
 				collected++;
 				dnn_progress_step(&pr, epoch + 1, last_epoch, collected, nsteps, last_loss, last_acc, ips,
 						  ips > 0 ? (nsteps - collected) * o->batch / ips : -1);
+				uint64_t gstep = (uint64_t)epoch * steps_per_epoch + collected;
 				if (metrics)
 					fprintf(metrics, "train_step,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1,
-						(unsigned long long)((uint64_t)epoch * steps_per_epoch + collected), last_loss,
-						last_acc, ips, dnn_now() - t_begin);
+						(unsigned long long)gstep, last_loss, last_acc, ips, dnn_now() - t_begin);
+				if (!isfinite(l)) {
+					report_non_finite(&m, gstep);
+					rc = 1;
+					break;
+				}
+				if (o->checkpoint_path && o->checkpoint_every > 0 && collected < nsteps &&
+				    gstep % (uint64_t)o->checkpoint_every == 0) {
+					/* Saves the state after every submitted step (it waits for their updates). */
+					if (dnn_model_save(&m, o->checkpoint_path, step, (uint32_t)(step / steps_per_epoch), o->seed,
+							   err, sizeof(err)) != 0) {
+						fprintf(stderr, "error: %s\n", err);
+						rc = 1;
+						break;
+					}
+				}
 			}
+			if (rc != 0)
+				break;
 			if (s == nsteps)
 				break;
 			dnn_sgd_config sgd = o->sgd;
@@ -414,6 +455,8 @@ int dnn_cmd_train(const dnn_train_opts *o)
 			step++;
 		}
 		starpu_task_wait_for_all();
+		if (rc != 0)
+			break;
 		double t_end = dnn_now();
 		dnn_progress_end_line(&pr);
 		t_timed += t_end - t_warm;
@@ -437,7 +480,7 @@ int dnn_cmd_train(const dnn_train_opts *o)
 					test_loss, test_acc, dnn_now() - t_begin);
 			fflush(metrics);
 		}
-		if (o->checkpoint_path) {
+		if (o->checkpoint_path && rc == 0) {
 			if (dnn_model_save(&m, o->checkpoint_path, step, (uint32_t)(epoch + 1), o->seed, err, sizeof(err)) != 0) {
 				fprintf(stderr, "error: %s\n", err);
 				rc = 1;

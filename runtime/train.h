@@ -24,6 +24,7 @@ typedef struct {
 	int eval;                 // evaluate on the test set after each epoch
 	const char *metrics_path;
 	const char *checkpoint_path; // written after every epoch (and at the end)
+	long checkpoint_every;       // also every N steps (0 = only at epoch ends)
 	const char *resume_path;
 	int quiet;
 } dnn_train_opts;
