@@ -20,6 +20,7 @@
 #include "dnn_runtime.h"
 #include "graph.h"
 #include "train.h"
+#include "trace.h"
 
 static const char *prog = "starpu_anp";
 static const char *cmd = "";
@@ -64,7 +65,9 @@ static void help_main(void)
 	       "  train   train a net (default: lenet5 on Fashion-MNIST), evaluating after each epoch\n"
 	       "  eval    evaluate a checkpoint on the test set\n"
 	       "  bench   training throughput on synthetic data (images/s, GFLOP/s)\n"
-	       "  nets    list the built-in nets\n\n"
+	       "  nets    list the built-in nets\n"
+	       "  trace-summary DIR   summarise a --trace directory (traces/trace_summary.py)\n"
+	       "  sweep   scheduler x worker-count throughput sweep (traces/sweep.sh --help)\n\n"
 	       "'%s <command> --help' lists the command's options. StarPU's environment variables choose\n"
 	       "the scheduler and workers, e.g. STARPU_SCHED=dmda STARPU_NCPU=2 %s train.\n",
 	       prog, prog, prog);
@@ -89,7 +92,10 @@ static void help_cmd(const char *c)
 		       "  --momentum X         SGD momentum [0.9]\n"
 		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
 		       "  --window W           iterations in flight at most [2]\n"
-		       "  --seed S             seed for initialisation and shuffling [1]\n");
+		       "  --seed S             seed for initialisation and shuffling [1]\n"
+		       "  --mode M             under mpirun: sync (all-reduce every step) or async (sharded\n"
+		       "                       parameter server, bounded staleness) [sync]\n"
+		       "  --staleness S        async: step i uses server parameters of step i-S or newer [4]\n");
 	}
 	if (strcmp(c, "train") == 0)
 		printf("  --epochs E           epochs [1]\n"
@@ -105,6 +111,8 @@ static void help_cmd(const char *c)
 	if (strcmp(c, "bench") == 0)
 		printf("  --steps N            timed steps [20]\n"
 		       "  --warmup N           untimed steps first [3]\n");
+	printf("  --trace DIR          record an FxT trace; at exit write DIR/paje.trace (ViTE), tasks.rec,\n"
+	       "                       dag.dot, trace.svg, summary.txt and gantt.png (docs/traces.md)\n");
 	printf("  --quiet              no progress output (the result line is still printed)\n"
 	       "  -h, --help           this help\n\n"
 	       "The last line of output is 'result: key=value ...'.\n");
@@ -112,7 +120,8 @@ static void help_cmd(const char *c)
 
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
-       O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY };
+       O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_STALENESS };
+enum { O_TRACE = 2000 };
 
 static void check_readable_file(const char *opt, const char *path)
 {
@@ -160,9 +169,11 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (!strcmp(cmd, "trace-summary") || !strcmp(cmd, "sweep"))
+		return dnn_trace_tool_main(cmd, argc - 2, argv + 2);
 	int is_train = !strcmp(cmd, "train"), is_eval = !strcmp(cmd, "eval"), is_bench = !strcmp(cmd, "bench");
 	if (!is_train && !is_eval && !is_bench) {
-		fprintf(stderr, "%s: unknown command '%s' (commands: train eval bench nets; see '%s --help')\n", prog, cmd,
+		fprintf(stderr, "%s: unknown command '%s' (commands: train eval bench nets trace-summary sweep; see '%s --help')\n", prog, cmd,
 			prog);
 		return 2;
 	}
@@ -174,6 +185,7 @@ int main(int argc, char **argv)
 	}
 	int summary = 0;
 	const char *checkpoint = NULL;
+	const char *trace_dir = NULL;
 	static const struct option longopts[] = {
 		{"net", required_argument, 0, O_NET},         {"data", required_argument, 0, O_DATA},
 		{"batch", required_argument, 0, O_BATCH},     {"chunks", required_argument, 0, O_CHUNKS},
@@ -186,7 +198,9 @@ int main(int argc, char **argv)
 		{"checkpoint", required_argument, 0, O_CHECKPOINT}, {"resume", required_argument, 0, O_RESUME},
 		{"summary", no_argument, 0, O_SUMMARY},       {"warmup", required_argument, 0, O_WARMUP},
 		{"quiet", no_argument, 0, O_QUIET}, {"lr-schedule", required_argument, 0, O_SCHEDULE},
-		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},           {"help", no_argument, 0, 'h'},
+		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
+		{"mode", required_argument, 0, O_MODE}, {"staleness", required_argument, 0, O_STALENESS},           {"help", no_argument, 0, 'h'},
+		{"trace", required_argument, 0, O_TRACE},
 		{0, 0, 0, 0}};
 	opterr = 0;
 	int c;
@@ -200,7 +214,9 @@ int main(int argc, char **argv)
 		int ok = 1;
 		switch (c) {
 		case O_DATA: ok = !is_bench; break;
-		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: ok = !is_eval; break;
+		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: case O_MODE: case O_STALENESS:
+			ok = !is_eval;
+			break;
 		case O_STEPS: ok = is_train; break;
 		case O_BSTEPS: ok = is_bench; break;
 		case O_EPOCHS: case O_LIMIT_TRAIN: case O_LIMIT_TEST: case O_NO_EVAL: case O_METRICS: case O_RESUME:
@@ -241,6 +257,13 @@ int main(int argc, char **argv)
 		case O_CKPT_EVERY: o.checkpoint_every = parse_long_opt(name, optarg, 1, 1L << 40); break;
 		case O_WARMUP: o.warmup = (int)parse_long_opt(name, optarg, 0, 1000000); break;
 		case O_QUIET: o.quiet = 1; break;
+		case O_TRACE: trace_dir = optarg; break;
+		case O_MODE:
+			if (strcmp(optarg, "sync") && strcmp(optarg, "async"))
+				usage_error("--mode: '%s' is not sync or async", optarg);
+			o.mode = !strcmp(optarg, "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC;
+			break;
+		case O_STALENESS: o.staleness = (int)parse_long_opt(name, optarg, 0, 1000); break;
 		case O_SCHEDULE:
 			if (strcmp(optarg, "cosine") && strcmp(optarg, "constant"))
 				usage_error("--lr-schedule: '%s' is not cosine or constant", optarg);
@@ -289,13 +312,24 @@ int main(int argc, char **argv)
 		dnn_graph_free(&g);
 		return 0;
 	}
+	if (trace_dir) { /* FxT settings go into the environment before StarPU starts */
+		char terr[PATH_MAX + 256];
+		if (dnn_trace_setup(trace_dir, terr, sizeof(terr)) != 0)
+			usage_error("%s", terr);
+	}
 	dnn_graph_free(&g);
 
-	if (dnn_runtime_init(&argc, &argv, 0) != 0) {
+	/* Under mpirun (Open MPI, or any PMI launcher) StarPU-MPI starts; otherwise plain StarPU. */
+	int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+	if (is_eval)
+		use_mpi = 0;
+	if (dnn_runtime_init(&argc, &argv, use_mpi) != 0) {
 		fprintf(stderr, "error: StarPU found no worker to run on (check STARPU_NCPU / STARPU_NCUDA)\n");
 		return 1;
 	}
 	int rc = is_eval ? dnn_cmd_eval(&o) : dnn_cmd_train(&o);
 	dnn_runtime_shutdown();
+	if (trace_dir && dnn_trace_finish() != 0 && rc == 0)
+		rc = 1;
 	return rc;
 }

@@ -15,6 +15,11 @@ void dnn_sgd_update_cuda(void *buffers[], void *cl_arg);
 
 void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a)
 {
+	dnn_sgd_update_delta_cpu(w, v, grad, NULL, a);
+}
+
+void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a)
+{
 	// w (n) RW, v (n) RW, grad (n) RW (zeroed)
 	float lr = a->lr, mom = a->momentum, wd = a->weight_decay, scale = a->scale;
 	for (long i = 0; i < a->n; i++) {
@@ -22,8 +27,12 @@ void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a)
 		float vi = mom * v[i] + g;
 		v[i] = vi;
 		w[i] -= lr * vi;
-		grad[i] = 0.0f;
+		if (delta)
+			delta[i] = -lr * vi;
 	}
+	if (!a->keep_grad)
+		for (long i = 0; i < a->n; i++)
+			grad[i] = 0.0f;
 }
 
 // ------------------------------------------------------------------------------- codelet
@@ -34,8 +43,13 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->n);
-	dnn_sgd_update_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-			   (float *)STARPU_VECTOR_GET_PTR(buffers[2]), a);
+	float *delta = NULL;
+	if (a->write_delta) {
+		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->n);
+		delta = (float *)STARPU_VECTOR_GET_PTR(buffers[3]);
+	}
+	dnn_sgd_update_delta_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				 (float *)STARPU_VECTOR_GET_PTR(buffers[2]), delta, a);
 }
 
 /* Footprint from the data sizes only: the learning rate changes every step under a schedule. */
@@ -53,14 +67,29 @@ static dnn_sgd_args *args_copy(const dnn_sgd_args *a)
 	c->momentum = a->momentum;
 	c->weight_decay = a->weight_decay;
 	c->scale = a->scale;
+	c->keep_grad = a->keep_grad;
+	c->write_delta = a->write_delta;
 	return c;
 }
 
 void dnn_insert_sgd_update(const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_sgd_update, STARPU_RW, w, STARPU_RW, v, STARPU_RW, grad,
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_sgd_update, STARPU_RW, w, STARPU_RW, v,
+					    a->keep_grad ? STARPU_R : STARPU_RW, grad,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_sgd_args),
 					    STARPU_NAME, "sgd_update", STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
 					    STARPU_FLOPS, 6.0 * a->n, 0));
+}
+
+void dnn_insert_sgd_update_delta(const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+				 starpu_data_handle_t grad, starpu_data_handle_t delta)
+{
+	dnn_sgd_args *c = args_copy(a);
+	c->write_delta = 1;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_sgd_update, STARPU_RW, w, STARPU_RW, v,
+					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_W, delta,
+					    STARPU_CL_ARGS, c, sizeof(dnn_sgd_args),
+					    STARPU_NAME, "sgd_update", STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
+					    STARPU_FLOPS, 7.0 * a->n, 0));
 }

@@ -12,6 +12,7 @@
 #include "bias.h"
 #include "conv2d.h"
 #include "dense.h"
+#include "dist.h"
 #include "dnn_codelet.h"
 #include "grad_accum.h"
 #include "load_batch.h"
@@ -134,6 +135,7 @@ void dnn_model_sync_to_host(dnn_model *m)
 
 void dnn_model_destroy(dnn_model *m)
 {
+	dnn_dist_destroy(m);
 	for (int i = 0; i < m->nparams; i++) {
 		dnn_param *p = &m->params[i];
 		if (m->registered) {
@@ -170,6 +172,7 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 	if (nchunks > batch)
 		nchunks = batch;
 	p->m = m, p->batch = batch, p->nchunks = nchunks, p->nslots = nslots, p->train = train;
+	p->global_batch = batch;
 	p->chunk_n = malloc((size_t)nchunks * sizeof(int));
 	p->chunk_off = malloc((size_t)nchunks * sizeof(int));
 	size_t nh = (size_t)g->nnodes * nchunks, ns = (size_t)nslots * nchunks;
@@ -212,6 +215,23 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 			starpu_vector_data_register(&p->stats[k], STARPU_MAIN_RAM, (uintptr_t)(p->stats_host + 2 * k), 2,
 						    sizeof(float));
 		}
+	return 0;
+}
+
+int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots)
+{
+	if (!m->dist)
+		return dnn_plan_create(p, m, global_batch, nchunks, nslots, 1);
+	/* Rank r's shard: contiguous, nearly equal (the first B % N ranks get one more sample). */
+	const int N = m->dist->nranks, r = m->dist->rank;
+	int shard = global_batch / N + (r < global_batch % N ? 1 : 0), off = 0;
+	for (int j = 0; j < r; j++)
+		off += global_batch / N + (j < global_batch % N ? 1 : 0);
+	STARPU_ASSERT_MSG(shard > 0, "global batch smaller than the number of ranks");
+	dnn_plan_create(p, m, shard, nchunks, nslots, 1);
+	p->global_batch = global_batch;
+	p->batch_offset = off;
+	p->distributed = 1;
 	return 0;
 }
 
@@ -417,13 +437,19 @@ void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *id
 {
 	dnn_model *m = p->m;
 	const dnn_node *in = &m->g->nodes[0];
+	const long step = p->steps_submitted++;
+	idx += p->batch_offset; /* this rank's shard of the global batch */
 	for (int c = 0; c < p->nchunks; c++) {
 		size_t k = (size_t)slot * p->nchunks + c;
 		dnn_insert_load_batch(ds->images, ds->labels, m->in_mean, m->in_std, in->C, in->H * in->W,
 				      idx + p->chunk_off[c], p->chunk_n[c], p->x[k], p->labels[k]);
 	}
+	if (p->distributed)
+		dnn_dist_before_forward(p, step);
 	for (int c = 0; c < p->nchunks; c++)
 		submit_forward(p, slot, c);
+	if (p->distributed)
+		dnn_dist_reduce_stats(p, slot);
 	if (!p->train)
 		return;
 	char *written = malloc((size_t)m->g->nnodes);
@@ -431,10 +457,15 @@ void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *id
 	for (int c = 0; c < p->nchunks; c++)
 		submit_backward(p, slot, c, written);
 	free(written);
+	if (p->distributed) {
+		dnn_dist_after_backward(p, slot, step, sgd);
+		return;
+	}
 	for (int i = 0; i < m->nparams; i++) {
 		dnn_param *pr = &m->params[i];
 		dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
-				  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay, .scale = 1.0f / (float)p->batch};
+				  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay,
+				  .scale = 1.0f / (float)p->global_batch};
 		dnn_insert_sgd_update(&a, pr->hw, pr->hv, pr->hg);
 	}
 }
@@ -442,6 +473,14 @@ void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *id
 void dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct)
 {
 	*loss_sum = 0, *correct = 0;
+	if (p->distributed) {
+		float *host;
+		starpu_data_handle_t h = dnn_dist_stats_handle(p, slot, &host);
+		starpu_data_acquire(h, STARPU_R);
+		*loss_sum = host[0], *correct = host[1];
+		starpu_data_release(h);
+		return;
+	}
 	for (int c = 0; c < p->nchunks; c++) {
 		size_t k = (size_t)slot * p->nchunks + c;
 		starpu_data_acquire(p->stats[k], STARPU_R);

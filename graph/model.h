@@ -30,8 +30,34 @@ typedef struct {
 	float lr, momentum, weight_decay;
 } dnn_sgd_config;
 
+/* Across ranks (StarPU-MPI). Each rank holds a replica of the parameters and a shard of every
+ * global batch (DESIGN.md "Across nodes"); only the handles that cross ranks are registered
+ * with StarPU-MPI. */
+typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
+
+typedef struct {
+	int rank, nranks;
+	dnn_dist_mode mode;
+	int staleness;                     // async: pull for step i waits for server version i - S
+	int64_t next_tag;
+	/* sync: per parameter, the all-reduced gradient (owner rank 0) and every rank's local
+	 * REDUX gradient ([rank * nparams + p]; this rank's entry is params[p].hg). */
+	starpu_data_handle_t *g_global, *g_local;
+	/* async: per parameter, the server copy (owner: p's shard rank), S+1 snapshots of it, and
+	 * every rank's applied changes of the last S+1 steps ([(rank * (S+1) + k) * nparams + p]). */
+	starpu_data_handle_t *w_server, *snap, *delta; // snap[k * nparams + p], k in [0, S]
+	float **w_server_mem;
+	/* step statistics: [slot] global (owner 0) and [rank * nslots + slot] per-rank sums */
+	starpu_data_handle_t *stats_global, *stats_local;
+	float *stats_global_mem, *stats_local_mem;
+	int nslots;
+	double staleness_sum;              // async bookkeeping, for the result line
+	long staleness_max, staleness_count;
+} dnn_dist;
+
 typedef struct {
 	dnn_graph *g;
+	dnn_dist *dist;                // NULL in a single-process run
 	int nparams;
 	dnn_param *params;
 	int *param_of;                 // per node: index of its first parameter, or -1
@@ -48,11 +74,19 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed);
 void dnn_model_sync_to_host(dnn_model *m);
 void dnn_model_destroy(dnn_model *m);
 
+/* Turn on multi-rank training (call on every rank, after dnn_model_create, before any plan;
+ * nslots = the window). No-op for one rank. */
+void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int nslots);
+
 /* A chunked batch layout. The batch of `batch` samples is split into `nchunks` nearly equal
  * contiguous chunks (the first batch % nchunks chunks get one more sample). */
 typedef struct {
 	dnn_model *m;
 	int batch, nchunks, nslots, train;
+	int global_batch;     // the SGD scale is 1/global_batch (= batch without MPI)
+	int batch_offset;     // this rank's shard starts here in the global batch's index list
+	int distributed;      // a multi-rank training plan (cross-rank reduction of gradients/stats)
+	long steps_submitted;
 	int *chunk_n, *chunk_off;
 	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
 	starpu_data_handle_t *x, *labels, *stats; // [slot * nchunks + c]
@@ -60,11 +94,16 @@ typedef struct {
 } dnn_plan;
 
 int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train);
+/* The same for this rank's shard of a global batch split over the model's ranks. */
+int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots);
 void dnn_plan_destroy(dnn_plan *p);
 
 /* Submit one step in `slot`: load the samples idx[0..batch) of ds into the chunks, forward,
  * and when p->train, backward and the SGD update with `sgd` (gradients scaled by 1/batch). */
 void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *idx, const dnn_sgd_config *sgd);
-/* Wait for the step in `slot`; returns its summed loss and correct count over the batch. */
+/* Async mode: the server's current parameters into this rank's replica (the end of a run). */
+void dnn_dist_pull_final(dnn_model *m);
+/* Wait for the step in `slot`; returns its summed loss and correct count over the batch (over
+ * the global batch on rank 0 of a multi-rank run, over the rank's shard elsewhere). */
 void dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct);
 #endif

@@ -10,8 +10,11 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "dnn_runtime.h"
+#include <starpu_mpi.h>
 #include "dataset.h"
 #include "graph.h"
+#include "preflight.h"
 #include "progress.h"
 
 void dnn_train_opts_default(dnn_train_opts *o)
@@ -29,6 +32,8 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->seed = 1;
 	o->eval = 1;
 	o->cosine = 1;
+	o->mode = DNN_MODE_SYNC;
+	o->staleness = 4;
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -321,10 +326,20 @@ static const char *sched_name(void)
 	return s && *s ? s : "lws";
 }
 
-int dnn_cmd_train(const dnn_train_opts *o)
+int dnn_cmd_train(const dnn_train_opts *opts)
 {
 	char err[512];
 	dnn_graph g;
+	/* Multi-rank runs: rank 0 reports, evaluates and checkpoints; the others only train. */
+	const int rank = dnn_runtime_rank(), nranks = dnn_runtime_nranks();
+	dnn_train_opts local_opts = *opts;
+	const dnn_train_opts *o = &local_opts;
+	if (rank != 0) {
+		local_opts.quiet = 1;
+		local_opts.metrics_path = NULL;
+		local_opts.checkpoint_path = NULL;
+		local_opts.eval = 0;
+	}
 	if (dnn_graph_load(&g, o->net, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return 1;
@@ -376,7 +391,22 @@ int dnn_cmd_train(const dnn_train_opts *o)
 	const long steps_per_epoch = train.n / o->batch;
 	const int window = o->window;
 	dnn_plan p;
-	dnn_plan_create(&p, &m, o->batch, chunks, window, 1);
+	if (nranks > 1) {
+		if (o->batch < nranks) {
+			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, nranks);
+			dnn_model_destroy(&m), dnn_dataset_free(&train), dnn_dataset_free(&test), dnn_graph_free(&g);
+			return 1;
+		}
+		dnn_model_enable_dist(&m, o->mode, o->staleness, window);
+	}
+	dnn_plan_create_sharded(&p, &m, o->batch, chunks, window);
+	if (dnn_preflight_memory(&m, &p, !bench && o->eval ? o->batch : 0, chunks, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		if (metrics)
+			fclose(metrics);
+		dnn_plan_destroy(&p), dnn_model_destroy(&m), dnn_dataset_free(&train), dnn_dataset_free(&test), dnn_graph_free(&g);
+		return 1;
+	}
 	if (!o->quiet)
 		fprintf(stderr, "%s: net %s (%lld params), %d train samples, batch %d in %d chunks, %u workers "
 				"(%u CPU, %u CUDA), scheduler %s, window %d\n",
@@ -454,9 +484,14 @@ int dnn_cmd_train(const dnn_train_opts *o)
 			dnn_submit_step(&p, (int)(s % window), &train, perm + (size_t)s * o->batch, &sgd);
 			step++;
 		}
-		starpu_task_wait_for_all();
+		if (nranks > 1)
+			starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+		else
+			starpu_task_wait_for_all();
 		if (rc != 0)
 			break;
+		/* Async: evaluation and checkpoints use the server's parameters (a pull on every rank). */
+		dnn_dist_pull_final(&m);
 		double t_end = dnn_now();
 		dnn_progress_end_line(&pr);
 		t_timed += t_end - t_warm;
@@ -492,9 +527,15 @@ int dnn_cmd_train(const dnn_train_opts *o)
 			break;
 		}
 	}
+	if (rc != 0 && nranks > 1) {
+		/* The other ranks would wait forever for this one's part of the next reduction. */
+		fprintf(stderr, "error: rank %d stops the job\n", rank);
+		fflush(stderr);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
 	double wall = dnn_now() - t_begin;
 	double ips = t_timed > 0 ? timed_images / t_timed : 0;
-	if (rc == 0) {
+	if (rc == 0 && rank == 0) {
 		/* The machine-readable last line (README "Result lines"). */
 		printf("result: cmd=%s net=%s batch=%d chunks=%d workers=%u ncpu=%u ncuda=%u sched=%s epochs=%d steps=%llu "
 		       "train_loss=%.6f train_accuracy=%.4f epoch_train_loss=%.6f epoch_train_accuracy=%.4f",
@@ -503,6 +544,14 @@ int dnn_cmd_train(const dnn_train_opts *o)
 		       train_loss, train_acc);
 		if (!bench && o->eval)
 			printf(" test_accuracy=%.4f test_loss=%.6f", test_acc, test_loss);
+		if (nranks > 1)
+			printf(" ranks=%d mode=%s", nranks, o->mode == DNN_MODE_ASYNC ? "async" : "sync");
+		else
+			printf(" ranks=1 mode=%s", o->mode == DNN_MODE_ASYNC ? "async(1 rank = sync)" : "sync");
+		if (m.dist && o->mode == DNN_MODE_ASYNC)
+			printf(" staleness=%d staleness_mean=%.2f staleness_max=%ld", o->staleness,
+			       m.dist->staleness_count ? m.dist->staleness_sum / m.dist->staleness_count : 0.0,
+			       m.dist->staleness_max);
 		printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&g) / 1e9, wall);
 		fflush(stdout);
 	}
@@ -540,6 +589,11 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 		return 1;
 	}
 	int chunks = o->chunks > 0 ? o->chunks : default_chunks(o->batch);
+	if (dnn_preflight_memory(&m, NULL, o->batch, chunks, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_model_destroy(&m), dnn_dataset_free(&test), dnn_graph_free(&g);
+		return 1;
+	}
 	double loss, acc, t0 = dnn_now();
 	dnn_evaluate(&m, &test, o->batch, chunks, &loss, &acc);
 	double wall = dnn_now() - t0;

@@ -27,6 +27,8 @@ typedef struct {
 	long checkpoint_every;       // also every N steps (0 = only at epoch ends)
 	const char *resume_path;
 	int quiet;
+	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
+	int staleness;            // --staleness S (async)
 } dnn_train_opts;
 
 void dnn_train_opts_default(dnn_train_opts *o);

@@ -1,0 +1,288 @@
+/* dist.c — training across ranks with StarPU-MPI (DESIGN.md "Across nodes").
+ *
+ * Every rank runs the same per-chunk tasks on its own shard with plain starpu_task_insert (all
+ * their data is rank-local). Only the handles that cross ranks are registered with StarPU-MPI,
+ * and every rank submits the same cross-rank tasks in the same order, as StarPU-MPI requires:
+ *
+ * sync   per parameter p:  zero(G_p) on rank 0
+ *                          for each rank j: G_p += g_p[j]  (STARPU_MPI_REDUX, executed on j)
+ *                          starpu_mpi_redux_data(G_p)      (tree of cl_grad_accum tasks)
+ *                          G_p sent to every rank; each rank applies the same SGD step to its
+ *                          replica with G_p read-only, then zeroes its local g_p.
+ *        A layer's reduction starts as soon as its local gradient is complete, while the
+ *        backward of the layers below still runs: the overlap comes from the dependencies.
+ *
+ * async  (mixed-asynchronous: synchronous inside a rank, asynchronous between ranks) each rank
+ *        trains its own replica: a local SGD step (with its own momentum, gradient scaled by
+ *        1/B of the global batch) that also writes the applied change D = -lr*v. It pushes D to
+ *        the parameter server, which is sharded by layer (parameter p lives on rank s(p) = layer
+ *        mod ranks): W_p += D on s(p), pushes of all ranks commuting (arrival order). After a
+ *        step's pushes the server copies W_p into snapshot (step mod S+1). Before step t a rank
+ *        pulls snapshot t-1-S and re-adds its own changes of steps t-S..t-1, so only the other
+ *        ranks' updates are stale, by exactly S steps, and no rank runs more than S steps ahead
+ *        of the slowest. Momentum and weight decay are linear, so with S = 0 (or one rank) this
+ *        is the synchronous update. Same codelets as sync: only dependencies and ownership differ.
+ */
+#include "dist.h"
+
+#include <math.h>
+#include <starpu_mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnn_codelet.h"
+#include "grad_accum.h"
+#include "sgd.h"
+
+static starpu_data_handle_t reg_vector(dnn_dist *d, float *home, size_t n, int owner)
+{
+	starpu_data_handle_t h;
+	if (home)
+		starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)home, (uint32_t)n, sizeof(float));
+	else
+		starpu_vector_data_register(&h, -1, 0, (uint32_t)n, sizeof(float));
+	starpu_mpi_data_register(h, d->next_tag++, owner);
+	return h;
+}
+
+/* Server shard of parameter p: by layer (consecutive params of one node share a shard). */
+static int shard_of(const dnn_model *m, int p)
+{
+	int layer = 0;
+	for (int i = 0; i < m->g->nnodes; i++)
+		if (m->param_of[i] >= 0 && m->param_of[i] <= p)
+			layer = i;
+	return layer % m->dist->nranks;
+}
+
+void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int nslots)
+{
+	int rank, nranks;
+	starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank);
+	starpu_mpi_comm_size(MPI_COMM_WORLD, &nranks);
+	if (nranks < 2)
+		return;
+	dnn_dist *d = calloc(1, sizeof(*d));
+	STARPU_ASSERT(d);
+	d->rank = rank, d->nranks = nranks, d->mode = mode, d->staleness = staleness, d->nslots = nslots;
+	d->next_tag = 1;
+	m->dist = d;
+	const int P = m->nparams;
+	/* Every rank's local gradient; ours is the REDUX handle the backward tasks already use. */
+	d->g_local = calloc((size_t)nranks * P, sizeof(starpu_data_handle_t));
+	for (int j = 0; j < nranks && mode == DNN_MODE_SYNC; j++)
+		for (int p = 0; p < P; p++) {
+			starpu_data_handle_t *h = &d->g_local[j * P + p];
+			if (j == rank) {
+				*h = m->params[p].hg;
+				starpu_mpi_data_register(*h, d->next_tag++, j);
+			} else {
+				*h = reg_vector(d, NULL, (size_t)m->params[p].n, j);
+			}
+		}
+	if (mode == DNN_MODE_SYNC) {
+		d->g_global = calloc((size_t)P, sizeof(starpu_data_handle_t));
+		for (int p = 0; p < P; p++) {
+			d->g_global[p] = reg_vector(d, NULL, (size_t)m->params[p].n, 0);
+			dnn_grad_set_redux(d->g_global[p]);
+		}
+	} else {
+		const int K = staleness + 1;
+		d->w_server = calloc((size_t)P, sizeof(starpu_data_handle_t));
+		d->snap = calloc((size_t)K * P, sizeof(starpu_data_handle_t));
+		d->delta = calloc((size_t)nranks * K * P, sizeof(starpu_data_handle_t));
+		d->w_server_mem = calloc((size_t)P, sizeof(float *));
+		for (int p = 0; p < P; p++) {
+			int s = shard_of(m, p);
+			if (s == rank) {
+				/* The server starts from the same initial parameters as every replica. */
+				d->w_server_mem[p] = malloc(sizeof(float) * (size_t)m->params[p].n);
+				STARPU_ASSERT(d->w_server_mem[p]);
+				memcpy(d->w_server_mem[p], m->params[p].w, sizeof(float) * (size_t)m->params[p].n);
+			}
+			d->w_server[p] = reg_vector(d, d->w_server_mem[p], (size_t)m->params[p].n, s);
+			for (int k = 0; k < K; k++)
+				d->snap[k * P + p] = reg_vector(d, NULL, (size_t)m->params[p].n, s);
+		}
+		for (int j = 0; j < nranks; j++)
+			for (int k = 0; k < K; k++)
+				for (int p = 0; p < P; p++)
+					d->delta[((size_t)j * K + k) * P + p] = reg_vector(d, NULL, (size_t)m->params[p].n, j);
+	}
+	d->stats_global = calloc((size_t)nslots, sizeof(starpu_data_handle_t));
+	d->stats_local = calloc((size_t)nranks * nslots, sizeof(starpu_data_handle_t));
+	d->stats_global_mem = calloc(2 * (size_t)nslots, sizeof(float));
+	d->stats_local_mem = calloc(2 * (size_t)nslots, sizeof(float));
+	for (int s = 0; s < nslots; s++) {
+		d->stats_global[s] = reg_vector(d, rank == 0 ? d->stats_global_mem + 2 * s : NULL, 2, 0);
+		dnn_grad_set_redux(d->stats_global[s]);
+		for (int j = 0; j < nranks; j++)
+			d->stats_local[j * nslots + s] = reg_vector(d, j == rank ? d->stats_local_mem + 2 * s : NULL, 2, j);
+	}
+}
+
+/* dst <- src, with the gradient codelets: zero then accumulate (no extra codelet needed). */
+static void mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, int node)
+{
+	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, dst, STARPU_EXECUTE_ON_NODE,
+						node, STARPU_NAME, "ps_snapshot_zero", 0));
+	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_add, STARPU_RW, dst, STARPU_R, src,
+						STARPU_EXECUTE_ON_NODE, node, STARPU_NAME, "ps_snapshot", 0));
+}
+
+void dnn_dist_before_forward(dnn_plan *p, long step)
+{
+	dnn_model *m = p->m;
+	dnn_dist *d = m->dist;
+	if (!d || d->mode != DNN_MODE_ASYNC || !p->train)
+		return;
+	long version = step - 1 - d->staleness; /* server version (step index) this step may use */
+	long used = version >= 0 ? version : -1; /* -1: the initial parameters */
+	long stale = step - 1 - used;
+	d->staleness_sum += (double)stale;
+	d->staleness_count++;
+	if (stale > d->staleness_max)
+		d->staleness_max = stale;
+	if (version < 0)
+		return;
+	const int P = m->nparams, K = d->staleness + 1;
+	for (int q = 0; q < P; q++) {
+		starpu_data_handle_t snap = d->snap[(version % K) * P + q];
+		/* Every rank takes part in every transfer (the owner posts the sends); then a local copy
+		 * into this rank's replica plus this rank's own changes that the snapshot lacks. */
+		for (int j = 0; j < d->nranks; j++)
+			DNN_CHECK_STARPU(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, snap, j, NULL, NULL));
+		dnn_insert_grad_zero(m->params[q].hw);
+		dnn_insert_grad_accum(m->params[q].hw, STARPU_RW, snap);
+		for (long k = version + 1; k < step; k++)
+			dnn_insert_grad_accum(m->params[q].hw, STARPU_RW, d->delta[((size_t)d->rank * K + k % K) * P + q]);
+	}
+}
+
+void dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_sgd_config *sgd)
+{
+	(void)slot;
+	dnn_model *m = p->m;
+	dnn_dist *d = m->dist;
+	const int P = m->nparams;
+	if (d->mode == DNN_MODE_SYNC) {
+		for (int q = 0; q < P; q++) {
+			starpu_data_handle_t G = d->g_global[q];
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME,
+								"allreduce_zero", 0));
+			for (int j = 0; j < d->nranks; j++)
+				DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G,
+									STARPU_R, d->g_local[j * P + q], STARPU_EXECUTE_ON_NODE, j,
+									STARPU_NAME, "allreduce_contrib", 0));
+			DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+			for (int j = 1; j < d->nranks; j++)
+				DNN_CHECK_STARPU(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, G, j, NULL, NULL));
+			dnn_param *pr = &m->params[q];
+			dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
+					  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay,
+					  .scale = 1.0f / (float)p->global_batch, .keep_grad = 1};
+			dnn_insert_sgd_update(&a, pr->hw, pr->hv, G);
+			dnn_insert_grad_zero(pr->hg);
+		}
+	} else {
+		const int K = d->staleness + 1;
+		for (int q = 0; q < P; q++) {
+			dnn_param *pr = &m->params[q];
+			int s = shard_of(m, q);
+			/* Local step; weight decay split over the ranks so that the pushed changes add up. */
+			dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
+					  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay / (float)d->nranks,
+					  .scale = 1.0f / (float)p->global_batch};
+			dnn_insert_sgd_update_delta(&a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]);
+			for (int j = 0; j < d->nranks; j++)
+				DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_add, STARPU_RW | STARPU_COMMUTE,
+									d->w_server[q], STARPU_R,
+									d->delta[((size_t)j * K + step % K) * P + q],
+									STARPU_EXECUTE_ON_NODE, s, STARPU_NAME, "ps_push",
+									STARPU_TASK_COLOR, DNN_COLOR_UPDATE, 0));
+			/* D is rewritten next time by a rank-local task the server never sees: drop the
+			 * server's received copy from StarPU-MPI's cache, or it would reuse the stale one. */
+			for (int j = 0; j < d->nranks; j++)
+				starpu_mpi_cache_flush(MPI_COMM_WORLD, d->delta[((size_t)j * K + step % K) * P + q]);
+			mpi_insert_copy(d->snap[(step % K) * P + q], d->w_server[q], s);
+		}
+	}
+}
+
+void dnn_dist_reduce_stats(dnn_plan *p, int slot)
+{
+	dnn_dist *d = p->m->dist;
+	starpu_data_handle_t mine = d->stats_local[d->rank * d->nslots + slot];
+	dnn_insert_grad_zero(mine);
+	for (int c = 0; c < p->nchunks; c++)
+		dnn_insert_grad_accum(mine, STARPU_RW, p->stats[slot * p->nchunks + c]);
+	starpu_data_handle_t G = d->stats_global[slot];
+	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME, "stats_zero", 0));
+	for (int j = 0; j < d->nranks; j++)
+		DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G, STARPU_R,
+							d->stats_local[j * d->nslots + slot], STARPU_EXECUTE_ON_NODE, j,
+							STARPU_NAME, "stats_contrib", 0));
+	DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+}
+
+starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host)
+{
+	dnn_dist *d = p->m->dist;
+	if (d->rank == 0) {
+		*host = d->stats_global_mem + 2 * slot;
+		return d->stats_global[slot];
+	}
+	*host = d->stats_local_mem + 2 * slot;
+	return d->stats_local[d->rank * d->nslots + slot];
+}
+
+void dnn_dist_pull_final(dnn_model *m)
+{
+	dnn_dist *d = m->dist;
+	if (!d || d->mode != DNN_MODE_ASYNC)
+		return;
+	for (int q = 0; q < m->nparams; q++) {
+		for (int j = 0; j < d->nranks; j++)
+			DNN_CHECK_STARPU(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, d->w_server[q], j, NULL, NULL));
+		dnn_insert_grad_zero(m->params[q].hw);
+		dnn_insert_grad_accum(m->params[q].hw, STARPU_RW, d->w_server[q]);
+	}
+	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+}
+
+static void unreg_all(starpu_data_handle_t *h, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (h[i])
+			starpu_data_unregister(h[i]);
+}
+
+void dnn_dist_destroy(dnn_model *m)
+{
+	dnn_dist *d = m->dist;
+	if (!d)
+		return;
+	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+	const int P = m->nparams;
+	/* Our own g_local entries are the model's hg handles: the model unregisters those. */
+	for (int p = 0; p < P && d->mode == DNN_MODE_SYNC; p++)
+		d->g_local[d->rank * P + p] = NULL;
+	unreg_all(d->g_local, (size_t)d->nranks * P);
+	if (d->g_global)
+		unreg_all(d->g_global, (size_t)P);
+	if (d->w_server) {
+		unreg_all(d->w_server, (size_t)P);
+		unreg_all(d->snap, (size_t)(d->staleness + 1) * P);
+		unreg_all(d->delta, (size_t)d->nranks * (d->staleness + 1) * P);
+		for (int p = 0; p < P; p++)
+			free(d->w_server_mem[p]);
+	}
+	unreg_all(d->stats_global, (size_t)d->nslots);
+	unreg_all(d->stats_local, (size_t)d->nranks * d->nslots);
+	free(d->g_local), free(d->g_global), free(d->w_server), free(d->snap), free(d->delta);
+	free(d->w_server_mem);
+	free(d->stats_global), free(d->stats_local), free(d->stats_global_mem), free(d->stats_local_mem);
+	free(d);
+	m->dist = NULL;
+}
