@@ -1,0 +1,367 @@
+/* op_bench — single-core throughput of the CPU kernels, as a share of single-core sgemm.
+ *
+ * Measures cblas_sgemm (256 x 1024 x 1152, one OpenBLAS thread), then each op's kernels at the
+ * shapes of a reference net (ResNet-20 on CIFAR for conv2d; the classifier layers of ResNet-20,
+ * LeNet-5 and a wide MLP for dense), calling the plain kernel functions
+ * directly: no StarPU, no task overhead. Each measurement is the best of --reps runs, timed by
+ * the wall clock or (--clock cpu) by the thread's CPU time, which a busy shared machine disturbs
+ * less. Prints a markdown table.
+ *
+ * Adding an op: write a `static void bench_<op>(const bench_opts *o)` that calls bench_row() for
+ * each (shape, phase) and add it to the `ops` table at the bottom.
+ */
+#include <cblas.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conv2d.h"
+#include "dense.h"
+
+void openblas_set_num_threads(int num_threads);
+
+typedef struct {
+	int batch;
+	int reps;
+} bench_opts;
+
+/* Rows are kept and printed at the end, once the reference sgemm rate is final. */
+#define MAX_ROWS 512
+static struct {
+	char op[16], shape[64], phase[16];
+	double flops, seconds;
+} rows[MAX_ROWS];
+static int nrows;
+
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(bench_clock, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Best wall time of `reps` calls of fn(ctx), after one untimed warm-up call. */
+static double best_time(void (*fn)(void *), void *ctx, int reps)
+{
+	fn(ctx);
+	double best = 1e30;
+	for (int i = 0; i < reps; i++) {
+		double t = now();
+		fn(ctx);
+		t = now() - t;
+		if (t < best)
+			best = t;
+	}
+	return best;
+}
+
+static float *alloc_uniform(size_t n)
+{
+	float *p = malloc(n * sizeof(float));
+	if (!p) {
+		fprintf(stderr, "error: out of memory (%zu floats)\n", n);
+		exit(1);
+	}
+	unsigned s = 12345;
+	for (size_t i = 0; i < n; i++) {
+		s = s * 1103515245u + 12345u;
+		p[i] = (float)((s >> 8) & 0xffff) / 65536.0f - 0.5f;
+	}
+	return p;
+}
+
+static void bench_row(const char *op, const char *shape, const char *phase, double flops,
+		      double seconds)
+{
+	if (nrows == MAX_ROWS) {
+		fprintf(stderr, "error: more than %d benchmark rows\n", MAX_ROWS);
+		exit(1);
+	}
+	snprintf(rows[nrows].op, sizeof(rows[nrows].op), "%s", op);
+	snprintf(rows[nrows].shape, sizeof(rows[nrows].shape), "%s", shape);
+	snprintf(rows[nrows].phase, sizeof(rows[nrows].phase), "%s", phase);
+	rows[nrows].flops = flops;
+	rows[nrows].seconds = seconds;
+	nrows++;
+}
+
+/* ------------------------------------------------------------------ sgemm */
+
+typedef struct {
+	int M, N, K;
+	float *A, *B, *C;
+} sgemm_ctx;
+
+static void run_sgemm(void *p)
+{
+	sgemm_ctx *c = p;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->M, c->N, c->K, 1.0f, c->A, c->K,
+		    c->B, c->N, 0.0f, c->C, c->N);
+}
+
+static double measure_sgemm(int reps)
+{
+	sgemm_ctx c = {.M = 256, .N = 1024, .K = 1152};
+	c.A = alloc_uniform((size_t)c.M * c.K);
+	c.B = alloc_uniform((size_t)c.K * c.N);
+	c.C = alloc_uniform((size_t)c.M * c.N);
+	/* Let the core reach its steady clock before timing. */
+	for (int i = 0; i < 30; i++)
+		run_sgemm(&c);
+	double t = best_time(run_sgemm, &c, reps < 10 ? 10 : reps);
+	free(c.A);
+	free(c.B);
+	free(c.C);
+	return 2.0 * c.M * c.N * c.K / t * 1e-9;
+}
+
+/* ------------------------------------------------------------------ conv2d */
+
+typedef struct {
+	dnn_conv2d_args a;
+	float *x, *w, *y, *dy, *dx, *dw;
+} conv_ctx;
+
+static void run_conv_fwd(void *p)
+{
+	conv_ctx *c = p;
+	dnn_conv2d_forward_cpu(c->y, c->x, c->w, &c->a);
+}
+
+static void run_conv_bwd_data(void *p)
+{
+	conv_ctx *c = p;
+	dnn_conv2d_backward_data_cpu(c->dx, c->dy, c->w, &c->a);
+}
+
+static void run_conv_bwd_filter(void *p)
+{
+	conv_ctx *c = p;
+	dnn_conv2d_backward_filter_cpu(c->dw, c->x, c->dy, &c->a);
+}
+
+static void bench_conv2d(const bench_opts *o)
+{
+	/* The distinct convs of ResNet-20 (CIFAR, projection shortcuts, as graph/nets/resnet20.net)
+	 * and how often each occurs: 21 convs in all. */
+	static const struct {
+		int C, H, K, R, stride, pad, count;
+	} layers[] = {
+		{3, 32, 16, 3, 1, 1, 1},  {16, 32, 16, 3, 1, 1, 6}, {16, 32, 32, 3, 2, 1, 1},
+		{16, 32, 32, 1, 2, 0, 1}, {32, 16, 32, 3, 1, 1, 5}, {32, 16, 64, 3, 2, 1, 1},
+		{32, 16, 64, 1, 2, 0, 1}, {64, 8, 64, 3, 1, 1, 5},
+	};
+	static void (*const fns[3])(void *) = {run_conv_fwd, run_conv_bwd_data, run_conv_bwd_filter};
+	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
+	double total_flops = 0, total_time[3] = {0, 0, 0};
+	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
+		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
+				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
+				    .stride = layers[l].stride, .pad = layers[l].pad, .dilation = 1}};
+		if (dnn_conv2d_args_finish(&c.a) != 0) {
+			fprintf(stderr, "error: bad conv shape in the table\n");
+			exit(1);
+		}
+		size_t nx = (size_t)c.a.N * c.a.C * c.a.H * c.a.W;
+		size_t nw = (size_t)c.a.K * c.a.C * c.a.R * c.a.S;
+		size_t ny = (size_t)c.a.N * c.a.K * c.a.P * c.a.Q;
+		c.x = alloc_uniform(nx);
+		c.dx = alloc_uniform(nx);
+		c.w = alloc_uniform(nw);
+		c.dw = alloc_uniform(nw);
+		c.y = alloc_uniform(ny);
+		c.dy = alloc_uniform(ny);
+		char shape[64];
+		snprintf(shape, sizeof(shape), "N%d %dx%dx%d -> %d, %dx%d s%d", c.a.N, c.a.C, c.a.H, c.a.W,
+			 c.a.K, c.a.R, c.a.S, c.a.stride);
+		double flops = dnn_conv2d_flops_fwd(&c.a);
+		for (int p = 0; p < 3; p++) {
+			double t = best_time(fns[p], &c, o->reps);
+			bench_row("conv2d", shape, phases[p], flops, t);
+			total_time[p] += layers[l].count * t;
+		}
+		total_flops += layers[l].count * flops;
+		free(c.x);
+		free(c.dx);
+		free(c.w);
+		free(c.dw);
+		free(c.y);
+		free(c.dy);
+	}
+	char shape[64];
+	snprintf(shape, sizeof(shape), "ResNet-20, all 21 convs, N%d", o->batch);
+	for (int p = 0; p < 3; p++)
+		bench_row("conv2d", shape, phases[p], total_flops, total_time[p]);
+}
+
+/* ------------------------------------------------------------------ dense */
+
+typedef struct {
+	dnn_dense_args a;
+	float *x, *w, *b, *y, *dy, *dx, *dw, *db;
+} dense_ctx;
+
+static void run_dense_fwd(void *p)
+{
+	dense_ctx *c = p;
+	dnn_dense_forward_cpu(c->y, c->x, c->w, c->b, &c->a);
+}
+
+static void run_dense_bwd_data(void *p)
+{
+	dense_ctx *c = p;
+	dnn_dense_backward_data_cpu(c->dx, c->dy, c->w, &c->a);
+}
+
+static void run_dense_bwd_weight(void *p)
+{
+	dense_ctx *c = p;
+	dnn_dense_backward_weight_cpu(c->dw, c->db, c->x, c->dy, &c->a);
+}
+
+static void bench_dense(const bench_opts *o)
+{
+	static const struct {
+		const char *net;
+		int in, out;
+	} layers[] = {
+		{"ResNet-20 fc", 64, 10}, {"LeNet-5 fc1", 400, 120}, {"LeNet-5 fc2", 120, 84},
+		{"LeNet-5 fc3", 84, 10},  {"MLP", 1024, 1024},
+	};
+	static void (*const fns[3])(void *) = {run_dense_fwd, run_dense_bwd_data, run_dense_bwd_weight};
+	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_weight"};
+	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
+		dense_ctx c = {.a = {.N = o->batch, .IN = layers[l].in, .OUT = layers[l].out}};
+		size_t nx = (size_t)c.a.N * c.a.IN, nw = (size_t)c.a.OUT * c.a.IN;
+		size_t ny = (size_t)c.a.N * c.a.OUT;
+		c.x = alloc_uniform(nx);
+		c.dx = alloc_uniform(nx);
+		c.w = alloc_uniform(nw);
+		c.dw = alloc_uniform(nw);
+		c.b = alloc_uniform(c.a.OUT);
+		c.db = alloc_uniform(c.a.OUT);
+		c.y = alloc_uniform(ny);
+		c.dy = alloc_uniform(ny);
+		char shape[64];
+		snprintf(shape, sizeof(shape), "%s, N%d %d -> %d", layers[l].net, c.a.N, c.a.IN, c.a.OUT);
+		for (int p = 0; p < 3; p++)
+			bench_row("dense", shape, phases[p], dnn_dense_flops_fwd(&c.a),
+				  best_time(fns[p], &c, o->reps));
+		free(c.x);
+		free(c.dx);
+		free(c.w);
+		free(c.dw);
+		free(c.b);
+		free(c.db);
+		free(c.y);
+		free(c.dy);
+	}
+}
+
+/* ------------------------------------------------------------------ main */
+
+static const struct {
+	const char *name;
+	void (*run)(const bench_opts *o);
+} ops[] = {
+	{"conv2d", bench_conv2d},
+	{"dense", bench_dense},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME]\n"
+		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm, as a markdown table.\n"
+		   "  --batch N       batch size of the benchmarked shapes (default 64)\n"
+		   "  --reps R        timed runs per measurement, the best is kept (default 5)\n"
+		   "  --clock C       wall (default) or cpu: the thread's CPU time\n"
+		   "  --op NAME       only this op (");
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		fprintf(f, "%s%s", i ? ", " : "", ops[i].name);
+	fprintf(f, ")\n");
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+		fprintf(stderr, "error: %s: expected an integer in [%d, %d], got '%s'\n", opt, lo, hi, s);
+		exit(2);
+	}
+	return (int)v;
+}
+
+int main(int argc, char **argv)
+{
+	bench_opts o = {.batch = 64, .reps = 5};
+	const char *only = NULL;
+	static const struct option longopts[] = {
+		{"batch", required_argument, NULL, 'b'},
+		{"reps", required_argument, NULL, 'r'},
+		{"op", required_argument, NULL, 'o'},
+		{"clock", required_argument, NULL, 'c'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int ch;
+	while ((ch = getopt_long(argc, argv, "b:r:o:c:h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'b': o.batch = parse_int("--batch", optarg, 1, 4096); break;
+		case 'r': o.reps = parse_int("--reps", optarg, 1, 1000); break;
+		case 'o': only = optarg; break;
+		case 'c':
+			if (strcmp(optarg, "wall") == 0) {
+				bench_clock = CLOCK_MONOTONIC;
+			} else if (strcmp(optarg, "cpu") == 0) {
+				bench_clock = CLOCK_THREAD_CPUTIME_ID;
+			} else {
+				fprintf(stderr, "error: --clock: expected wall or cpu, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "error: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	int found = only == NULL;
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		found |= only && strcmp(only, ops[i].name) == 0;
+	if (!found) {
+		fprintf(stderr, "error: --op: unknown op '%s'\n", only);
+		usage(stderr);
+		return 2;
+	}
+
+	openblas_set_num_threads(1);
+	/* The reference is measured before and after the ops and the faster kept, so that a
+	 * moment of contention on a shared machine does not inflate every percentage. */
+	double sgemm_before = measure_sgemm(o.reps);
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (!only || strcmp(only, ops[i].name) == 0)
+			ops[i].run(&o);
+	double sgemm_after = measure_sgemm(o.reps);
+	double sgemm = sgemm_before > sgemm_after ? sgemm_before : sgemm_after;
+
+	printf("single-core sgemm 256x1024x1152: %.1f GFLOP/s (%.1f before the ops, %.1f after; "
+	       "best of %d runs each, %s clock); batch %d, best of %d runs per row\n\n",
+	       sgemm, sgemm_before, sgemm_after, o.reps < 10 ? 10 : o.reps,
+	       bench_clock == CLOCK_MONOTONIC ? "wall" : "thread CPU", o.batch, o.reps);
+	printf("| op       | shape                              | phase      |   ms/call | GFLOP/s | %% sgemm |\n");
+	printf("|----------|------------------------------------|------------|----------:|--------:|--------:|\n");
+	for (int i = 0; i < nrows; i++) {
+		double gf = rows[i].flops / rows[i].seconds * 1e-9;
+		printf("| %-8s | %-34s | %-10s | %9.3f | %7.1f | %6.0f%% |\n", rows[i].op, rows[i].shape,
+		       rows[i].phase, rows[i].seconds * 1e3, gf, 100.0 * gf / sgemm);
+	}
+	return 0;
+}
