@@ -2,6 +2,7 @@
  *
  *   starpu_anp train [options]     train on Fashion-MNIST (default) and evaluate each epoch
  *   starpu_anp eval  --checkpoint F [options]
+ *   starpu_anp predict --checkpoint F [options] IMAGE...   top-5 classes of each image
  *   starpu_anp bench [options]     training throughput on synthetic data
  *   starpu_anp nets                list the built-in nets with their sizes
  *
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "anp.h"
 #include "dnn_runtime.h"
 #include "graph.h"
 #include "train.h"
@@ -64,6 +66,7 @@ static void help_main(void)
 	       "commands:\n"
 	       "  train   train a net (default: lenet5 on Fashion-MNIST), evaluating after each epoch\n"
 	       "  eval    evaluate a checkpoint on the test set\n"
+	       "  predict the top-5 classes (ANPs) of image files, with probabilities, from a checkpoint\n"
 	       "  bench   training throughput on synthetic data (images/s, GFLOP/s)\n"
 	       "  nets    list the built-in nets\n"
 	       "  trace-summary DIR   summarise a --trace directory (traces/trace_summary.py)\n"
@@ -79,11 +82,22 @@ static void help_cmd(const char *c)
 	printf("  --net NAME|FILE      built-in net (see '%s nets') or a .net file [lenet5]\n", prog);
 	if (strcmp(c, "bench") != 0)
 		printf("  --data NAME|DIR      fashion-mnist (Debian's dataset-fashion-mnist), synthetic (seeded random\n"
-		       "                       samples of the net's shape), or a directory of IDX files or CIFAR-10\n"
-		       "                       binary batches [fashion-mnist]\n");
+		       "                       samples of the net's shape), or a directory of IDX files, CIFAR-10\n"
+		       "                       binary batches, or images: one subfolder per class (adjective_noun),\n"
+		       "                       optionally under DIR/train and DIR/val [fashion-mnist]\n");
 	printf("  --batch B            global batch size [64]\n"
 	       "  --chunks K           chunks (micro-batches) per batch [2 x workers]\n");
-	if (strcmp(c, "eval") == 0) {
+	printf("  --input N            the net's input is N x N (rewrites its input line; image folders are\n"
+	       "                       resized and cropped to it) [as in the net file]\n");
+	if (strcmp(c, "train") == 0 || strcmp(c, "eval") == 0)
+		printf("  --val-fraction X     image folder without val/: hold out this fraction of each class,\n"
+		       "                       chosen by a hash of each file's path (the same in every run) [0.1]\n"
+		       "  --report FILE        write the metrics as JSON (image folders: top-1/top-5, adjective and\n"
+		       "                       noun accuracy, most-confused pairs, skipped files)\n");
+	if (strcmp(c, "predict") == 0) {
+		printf("  --checkpoint FILE    checkpoint to predict with (required; its class names are printed)\n"
+		       "  IMAGE...             JPEG/PNG/... files: prints 'IMAGE: class=p ...' with the 5 best\n");
+	} else if (strcmp(c, "eval") == 0) {
 		printf("  --checkpoint FILE    checkpoint to evaluate (required)\n"
 		       "  --limit N            evaluate only the first N test samples\n");
 	} else {
@@ -122,6 +136,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_STALENESS };
 enum { O_TRACE = 2000 };
+enum { O_INPUT = 2100, O_VAL_FRACTION, O_REPORT };
 
 static void check_readable_file(const char *opt, const char *path)
 {
@@ -172,8 +187,9 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "trace-summary") || !strcmp(cmd, "sweep"))
 		return dnn_trace_tool_main(cmd, argc - 2, argv + 2);
 	int is_train = !strcmp(cmd, "train"), is_eval = !strcmp(cmd, "eval"), is_bench = !strcmp(cmd, "bench");
-	if (!is_train && !is_eval && !is_bench) {
-		fprintf(stderr, "%s: unknown command '%s' (commands: train eval bench nets trace-summary sweep; see '%s --help')\n", prog, cmd,
+	int is_predict = !strcmp(cmd, "predict");
+	if (!is_train && !is_eval && !is_bench && !is_predict) {
+		fprintf(stderr, "%s: unknown command '%s' (commands: train eval predict bench nets trace-summary sweep; see '%s --help')\n", prog, cmd,
 			prog);
 		return 2;
 	}
@@ -201,6 +217,8 @@ int main(int argc, char **argv)
 		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
 		{"mode", required_argument, 0, O_MODE}, {"staleness", required_argument, 0, O_STALENESS},           {"help", no_argument, 0, 'h'},
 		{"trace", required_argument, 0, O_TRACE},
+		{"input", required_argument, 0, O_INPUT}, {"val-fraction", required_argument, 0, O_VAL_FRACTION},
+		{"report", required_argument, 0, O_REPORT},
 		{0, 0, 0, 0}};
 	opterr = 0;
 	int c;
@@ -213,10 +231,11 @@ int main(int argc, char **argv)
 		/* Options that make no sense for this command are usage errors, not silently ignored. */
 		int ok = 1;
 		switch (c) {
-		case O_DATA: ok = !is_bench; break;
+		case O_DATA: ok = !is_bench && !is_predict; break;
 		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: case O_MODE: case O_STALENESS:
-			ok = !is_eval;
+			ok = !is_eval && !is_predict;
 			break;
+		case O_VAL_FRACTION: case O_REPORT: ok = is_train || is_eval; break;
 		case O_STEPS: ok = is_train; break;
 		case O_BSTEPS: ok = is_bench; break;
 		case O_EPOCHS: case O_LIMIT_TRAIN: case O_LIMIT_TEST: case O_NO_EVAL: case O_METRICS: case O_RESUME:
@@ -258,6 +277,9 @@ int main(int argc, char **argv)
 		case O_WARMUP: o.warmup = (int)parse_long_opt(name, optarg, 0, 1000000); break;
 		case O_QUIET: o.quiet = 1; break;
 		case O_TRACE: trace_dir = optarg; break;
+		case O_INPUT: o.input = (int)parse_long_opt(name, optarg, 1, 16384); break;
+		case O_VAL_FRACTION: o.val_fraction = parse_float_opt(name, optarg, 0, 0.9); break;
+		case O_REPORT: check_writable_parent(name, optarg); o.report_path = optarg; break;
 		case O_MODE:
 			if (strcmp(optarg, "sync") && strcmp(optarg, "async"))
 				usage_error("--mode: '%s' is not sync or async", optarg);
@@ -277,8 +299,18 @@ int main(int argc, char **argv)
 			usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (optind < argc)
+	if (optind < argc && !is_predict)
 		usage_error("unexpected argument '%s'", argv[optind]);
+	/* predict: the image files are the arguments after the options */
+	const char *const *images = (const char *const *)argv + optind;
+	const int nimages = argc - optind;
+	if (is_predict) {
+		if (!checkpoint)
+			usage_error("--checkpoint FILE is required");
+		if (nimages == 0)
+			usage_error("no IMAGE given");
+		o.resume_path = checkpoint;
+	}
 	if (is_bench)
 		o.max_steps += o.warmup;
 	if (is_eval) {
@@ -290,7 +322,7 @@ int main(int argc, char **argv)
 		if (o.checkpoint_every && !checkpoint)
 			usage_error("--checkpoint-every needs --checkpoint FILE");
 	}
-	if (!is_bench && strcmp(o.data_dir, "synthetic") != 0) {
+	if (!is_bench && !is_predict && strcmp(o.data_dir, "synthetic") != 0) {
 		const char *dir = strcmp(o.data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o.data_dir;
 		struct stat st;
 		if (stat(dir, &st) != 0)
@@ -307,6 +339,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", err);
 		return 1;
 	}
+	if (o.input && dnn_graph_set_input_hw(&g, o.input, o.input, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: --input %d: %s\n", o.input, err);
+		dnn_graph_free(&g);
+		return 1;
+	}
 	if (summary) {
 		dnn_graph_print_summary(&g, stdout);
 		dnn_graph_free(&g);
@@ -321,13 +358,13 @@ int main(int argc, char **argv)
 
 	/* Under mpirun (Open MPI, or any PMI launcher) StarPU-MPI starts; otherwise plain StarPU. */
 	int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-	if (is_eval)
+	if (is_eval || is_predict)
 		use_mpi = 0;
 	if (dnn_runtime_init(&argc, &argv, use_mpi) != 0) {
 		fprintf(stderr, "error: StarPU found no worker to run on (check STARPU_NCPU / STARPU_NCUDA)\n");
 		return 1;
 	}
-	int rc = is_eval ? dnn_cmd_eval(&o) : dnn_cmd_train(&o);
+	int rc = is_eval ? dnn_cmd_eval(&o) : is_predict ? dnn_cmd_predict(&o, images, nimages) : dnn_cmd_train(&o);
 	dnn_runtime_shutdown();
 	if (trace_dir && dnn_trace_finish() != 0 && rc == 0)
 		rc = 1;

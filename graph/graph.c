@@ -612,6 +612,21 @@ double dnn_graph_flops_fwd(const dnn_graph *g)
  * usual convention for training FLOPs. */
 double dnn_graph_flops_train(const dnn_graph *g) { return 3.0 * dnn_graph_flops_fwd(g); }
 
+int dnn_graph_set_classes(dnn_graph *g, int classes, char *err, size_t errlen)
+{
+	if (classes == g->classes)
+		return 0;
+	if (classes < 2 || classes > MAX_CHANNELS)
+		return fail(err, errlen, g->source, 0, "%d classes out of range [2, %d]", classes, MAX_CHANNELS);
+	dnn_node *logits = &g->nodes[g->nodes[g->nnodes - 1].inputs[0]];
+	if (logits->op != DNN_OP_DENSE || logits->nconsumers != 1)
+		return fail(err, errlen, g->source, logits->line,
+			    "%s: cannot set %d classes: the loss's input is not a dense layer read only by the loss",
+			    logits->name, classes);
+	logits->out = classes;
+	return infer_all(g, err, errlen);
+}
+
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;

@@ -60,6 +60,9 @@ void dnn_graph_free(dnn_graph *g);
 
 /* Rewrite the input line's H and W (ANP app: --input 224); re-runs shape inference. */
 int dnn_graph_set_input_hw(dnn_graph *g, int H, int W, char *err, size_t errlen);
+/* Rewrite the out= of the dense layer that feeds the loss (ANP app: the class count of an image
+ * folder); re-runs shape inference. Fails when the loss's input is not such a dense layer. */
+int dnn_graph_set_classes(dnn_graph *g, int classes, char *err, size_t errlen);
 
 long long dnn_graph_params(const dnn_graph *g);
 double dnn_graph_flops_fwd(const dnn_graph *g);   // per sample

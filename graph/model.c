@@ -15,6 +15,7 @@
 #include "dist.h"
 #include "dnn_codelet.h"
 #include "grad_accum.h"
+#include "imagefolder.h"
 #include "load_batch.h"
 #include "maxpool.h"
 #include "relu.h"
@@ -441,8 +442,12 @@ void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *id
 	idx += p->batch_offset; /* this rank's shard of the global batch */
 	for (int c = 0; c < p->nchunks; c++) {
 		size_t k = (size_t)slot * p->nchunks + c;
-		dnn_insert_load_batch(ds->images, ds->labels, m->in_mean, m->in_std, in->C, in->H * in->W,
-				      idx + p->chunk_off[c], p->chunk_n[c], p->x[k], p->labels[k]);
+		if (ds->folder) /* image files: decoded, resized, cropped (random when training) in the task */
+			dnn_imagefolder_insert_load(ds, idx + p->chunk_off[c], p->chunk_n[c], p->train, step, m->in_mean,
+						    m->in_std, p->x[k], p->labels[k]);
+		else
+			dnn_insert_load_batch(ds->images, ds->labels, m->in_mean, m->in_std, in->C, in->H * in->W,
+					      idx + p->chunk_off[c], p->chunk_n[c], p->x[k], p->labels[k]);
 	}
 	if (p->distributed)
 		dnn_dist_before_forward(p, step);

@@ -64,6 +64,7 @@ typedef struct {
 	float **running;               // per node: BN running stats (2C) or NULL
 	starpu_data_handle_t *hrunning;
 	float *in_mean, *in_std;       // per input channel: normalisation of pixels/255
+	char **class_names;            // borrowed, g->classes names or NULL: written into checkpoints
 	int registered;
 } dnn_model;
 

@@ -618,3 +618,100 @@ void dnn_ckpt_free_names(dnn_ckpt_meta *meta)
 	meta->class_names = NULL;
 	meta->nclasses = 0;
 }
+
+/* ------------------------------------------------------------------ class names only */
+
+int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err, size_t errlen)
+{
+	if (err && errlen)
+		err[0] = '\0';
+	if (!meta) {
+		set_err(err, errlen, path, "no meta to fill");
+		return -1;
+	}
+	memset(meta, 0, sizeof(*meta));
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		set_err(err, errlen, path, "%s", strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	unsigned char pre[CKPT_PREFIX], *hp = NULL;
+	int rc = -1;
+	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+		set_err(err, errlen, path, "not a regular file");
+		goto out;
+	}
+	uint64_t size = (uint64_t)st.st_size;
+	if (size < CKPT_PREFIX + CKPT_HDR_FIXED + 4) {
+		set_err(err, errlen, path, "too short for a checkpoint (%llu bytes)", (unsigned long long)size);
+		goto out;
+	}
+	if (read_all(f, path, pre, sizeof(pre), err, errlen) != 0)
+		goto out;
+	if (memcmp(pre, ckpt_magic, 8) != 0) {
+		set_err(err, errlen, path, "not a checkpoint (bad magic)");
+		goto out;
+	}
+	uint32_t version = get32(pre + 8), hlen = get32(pre + 12);
+	if (version != CKPT_VERSION) {
+		set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)", version,
+			CKPT_VERSION);
+		goto out;
+	}
+	if (hlen < CKPT_HDR_FIXED || CKPT_PREFIX + (uint64_t)hlen + 4 > size) {
+		set_err(err, errlen, path, "header length %u out of bounds (corrupt or truncated)", hlen);
+		goto out;
+	}
+	// Only the fixed fields and the class names are needed: never read more than they can take.
+	uint64_t want = hlen < CKPT_HDR_FIXED + 4 * (uint64_t)MAX_CLASSES + MAX_CLASS_BYTES
+				? hlen
+				: CKPT_HDR_FIXED + 4 * (uint64_t)MAX_CLASSES + MAX_CLASS_BYTES;
+	hp = malloc((size_t)want);
+	if (!hp) {
+		set_err(err, errlen, path, "out of memory");
+		goto out;
+	}
+	if (read_all(f, path, hp, (size_t)want, err, errlen) != 0)
+		goto out;
+	uint32_t n = get32(hp + 32);
+	if (n > MAX_CLASSES) {
+		set_err(err, errlen, path, "absurd class count %u (corrupt header)", n);
+		goto out;
+	}
+	meta->net_fingerprint = get64(hp);
+	meta->step = get64(hp + 8);
+	meta->epoch = get32(hp + 16);
+	meta->rng_state = get64(hp + 24);
+	if (n > 0) {
+		meta->class_names = calloc(n, sizeof(char *));
+		if (!meta->class_names) {
+			set_err(err, errlen, path, "out of memory");
+			goto out;
+		}
+		meta->nclasses = n;
+	}
+	uint64_t o = CKPT_HDR_FIXED;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t len = want - o >= 4 ? get32(hp + o) : UINT32_MAX;
+		if (len > MAX_NAME || want - o - 4 < len || memchr(hp + o + 4, '\0', len)) {
+			set_err(err, errlen, path, "class name %u is corrupt", i);
+			dnn_ckpt_free_names(meta);
+			goto out;
+		}
+		meta->class_names[i] = malloc((size_t)len + 1);
+		if (!meta->class_names[i]) {
+			set_err(err, errlen, path, "out of memory");
+			dnn_ckpt_free_names(meta);
+			goto out;
+		}
+		memcpy(meta->class_names[i], hp + o + 4, len);
+		meta->class_names[i][len] = '\0';
+		o += 4 + (uint64_t)len;
+	}
+	rc = 0;
+out:
+	free(hp);
+	fclose(f);
+	return rc;
+}

@@ -39,4 +39,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_tensor *tensors,
 			int ntensors, char *err, size_t errlen);
 void dnn_ckpt_free_names(dnn_ckpt_meta *meta);
+/* Reads only the header's fixed fields and class names (no CRC check, no tensors): what predict
+ * needs to shape the net before loading. The full dnn_checkpoint_load still verifies the file. */
+int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err, size_t errlen);
 #endif

@@ -592,12 +592,16 @@ void dnn_dataset_free(dnn_dataset *ds)
 	}
 	free(ds->images);
 	free(ds->labels);
+	if (ds->folder && ds->free_folder)
+		ds->free_folder(ds->folder);
 	memset(ds, 0, sizeof(*ds));
 }
 
 void dnn_dataset_channel_stats(const dnn_dataset *ds, float *mean, float *std)
 {
 	if (!ds || ds->C <= 0)
+		return;
+	if (!ds->images) /* image folders: imagefolder.h measures them on decoded images */
 		return;
 	size_t hw = (size_t)ds->H * ds->W;
 	for (int c = 0; c < ds->C; c++) {

@@ -16,6 +16,10 @@ typedef struct {
 	uint8_t *images; // (n, C, H, W), pixels 0..255
 	int32_t *labels; // (n)
 	char **class_names; // NULL, or `classes` strings (image folders; freed with the set)
+	/* Image folders (imagefolder.h): images is NULL; the files are decoded, resized, cropped and
+	 * normalised by the input-loading task of each step. Freed with the set. */
+	struct dnn_imagefolder *folder;
+	void (*free_folder)(struct dnn_imagefolder *);
 } dnn_dataset;
 
 /* IDX pair (MNIST / Fashion-MNIST layout): images magic 0x00000803 (n, rows, cols) and labels

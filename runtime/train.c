@@ -14,6 +14,8 @@
 #include <starpu_mpi.h>
 #include "dataset.h"
 #include "graph.h"
+#include "anp.h"
+#include "imagefolder.h"
 #include "preflight.h"
 #include "progress.h"
 
@@ -34,6 +36,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->cosine = 1;
 	o->mode = DNN_MODE_SYNC;
 	o->staleness = 4;
+	o->val_fraction = 0.1;
 }
 
 static uint64_t splitmix(uint64_t *s)
@@ -111,7 +114,8 @@ int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch
 	char **names;
 	int n = model_tensors(m, &t, &names);
 	dnn_ckpt_meta meta = {.net_fingerprint = dnn_graph_fingerprint(m->g), .step = step, .epoch = epoch,
-			      .rng_state = seed};
+			      .rng_state = seed, .nclasses = m->class_names ? (uint32_t)m->g->classes : 0,
+			      .class_names = m->class_names};
 	int rc = dnn_checkpoint_save(path, &meta, t, n, err, errlen);
 	free(t);
 	free_names(names, n + 1);
@@ -140,6 +144,14 @@ int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epo
 	for (int i = 0; i < m->g->nnodes; i++)
 		if (m->hrunning[i])
 			starpu_data_release(m->hrunning[i]);
+	/* An image folder's classes must be the checkpoint's, in the same order. */
+	for (uint32_t i = 0; rc == 0 && m->class_names && i < meta.nclasses; i++)
+		if (strcmp(meta.class_names[i], m->class_names[i]) != 0) {
+			snprintf(err, errlen, "%s: class %u is '%s' in the checkpoint but '%s' in the data", path, i,
+				 meta.class_names[i], m->class_names[i]);
+			dnn_ckpt_free_names(&meta);
+			rc = -1;
+		}
 	if (rc == 0) {
 		if (step)
 			*step = meta.step;
@@ -220,9 +232,19 @@ static int load_data(const dnn_train_opts *o, const dnn_graph *g, int train, dnn
 			return -1;
 		}
 		rc = dnn_dataset_load_cifar10(ds, pp, np, limit, err, sizeof(err));
+	} else if (dnn_imagefolder_is_root(dir)) { /* one folder per class (imagefolder.h) */
+		rc = dnn_imagefolder_load(ds, dir, train, o->val_fraction, limit, o->seed, in->C, in->H, in->W,
+					  o->quiet || dnn_runtime_rank() != 0, err, sizeof(err));
+		if (rc == 0 && ds->n == 0) {
+			fprintf(stderr, "error: --data %s: no %s images%s\n", dir, train ? "training" : "validation",
+				train ? "" : " (add DIR/val/ or raise --val-fraction; or --no-eval)");
+			dnn_dataset_free(ds);
+			return -1;
+		}
 	} else {
 		fprintf(stderr, "error: --data %s: neither Fashion-MNIST/MNIST IDX files "
-				"(train-images-idx3-ubyte[.gz], ...) nor CIFAR-10 binary batches (data_batch_1.bin, ...)\n",
+				"(train-images-idx3-ubyte[.gz], ...), CIFAR-10 binary batches (data_batch_1.bin, ...) "
+				"nor an image folder (one subfolder of images per class)\n",
 			dir);
 		return -1;
 	}
@@ -345,6 +367,11 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		return 1;
 	}
 	int bench = o->synthetic;
+	if (dnn_anp_prepare_graph(&g, o->input, bench ? NULL : o->data_dir, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_graph_free(&g);
+		return 1;
+	}
 	dnn_dataset train = {0}, test = {0};
 	if (load_data(o, &g, 1, &train) != 0) {
 		dnn_graph_free(&g);
@@ -363,8 +390,11 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	int chunks = o->chunks > 0 ? (o->chunks > o->batch ? o->batch : o->chunks) : default_chunks(o->batch);
 	dnn_model m;
 	dnn_model_create(&m, &g, o->seed);
-	if (!bench)
+	if (!bench && train.folder) /* image folders: measured on a sample of decoded images */
+		dnn_imagefolder_channel_stats(train.folder, m.in_mean, m.in_std);
+	else if (!bench)
 		dnn_dataset_channel_stats(&train, m.in_mean, m.in_std);
+	m.class_names = train.class_names; /* image folders: written into the checkpoints */
 	uint64_t step0 = 0;
 	uint32_t epoch0 = 0;
 	if (o->resume_path) {
@@ -419,6 +449,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	if (o->max_steps > 0 && o->max_steps < total_steps)
 		total_steps = o->max_steps;
 	dnn_progress pr;
+	dnn_anp_metrics anp = {0}; /* image folders: of the last evaluation */
 	dnn_progress_init(&pr, stderr, o->quiet, steps_per_epoch);
 	/* Checkpoints may be taken mid-epoch (--checkpoint-every): the epoch and the position in its
 	 * (seeded, reproducible) permutation both follow from the step count. */
@@ -500,7 +531,10 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		train_acc = ep_images ? ep_correct / ep_images : NAN;
 		double ips = (t_end - t_warm) > 0 ? (ep_images - warm_done * o->batch) / (t_end - t_warm) : 0;
 		if (!bench && o->eval) {
-			dnn_evaluate(&m, &test, o->batch, chunks, &test_loss, &test_acc);
+			if (test.folder) /* per-sample logits: top-5, adjective/noun accuracy, confusions */
+				dnn_anp_evaluate(&m, &test, o->batch, chunks, &anp, &test_loss, &test_acc);
+			else
+				dnn_evaluate(&m, &test, o->batch, chunks, &test_loss, &test_acc);
 			if (!o->quiet)
 				fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s\n",
 					epoch + 1, train_loss, train_acc, test_loss, test_acc, ips);
@@ -544,6 +578,8 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		       train_loss, train_acc);
 		if (!bench && o->eval)
 			printf(" test_accuracy=%.4f test_loss=%.6f", test_acc, test_loss);
+		if (train.folder)
+			dnn_anp_print_fields(stdout, &train, !bench && o->eval ? &test : NULL, !bench && o->eval ? &anp : NULL);
 		if (nranks > 1)
 			printf(" ranks=%d mode=%s", nranks, o->mode == DNN_MODE_ASYNC ? "async" : "sync");
 		else
@@ -554,6 +590,11 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			       m.dist->staleness_max);
 		printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&g) / 1e9, wall);
 		fflush(stdout);
+		if (o->report_path && dnn_anp_write_report(o->report_path, o, &g, &train, !bench && o->eval ? &test : NULL,
+							   test.folder ? &anp : NULL, ips, wall, err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: %s\n", err);
+			rc = 1;
+		}
 	}
 	free(perm);
 	if (metrics)
@@ -574,6 +615,11 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 		fprintf(stderr, "error: %s\n", err);
 		return 1;
 	}
+	if (dnn_anp_prepare_graph(&g, o->input, o->data_dir, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_graph_free(&g);
+		return 1;
+	}
 	dnn_dataset test;
 	if (load_data(o, &g, 0, &test) != 0) {
 		dnn_graph_free(&g);
@@ -581,6 +627,7 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 	}
 	dnn_model m;
 	dnn_model_create(&m, &g, o->seed);
+	m.class_names = test.class_names; /* image folders: must match the checkpoint's */
 	uint64_t step;
 	uint32_t epoch;
 	if (dnn_model_load(&m, o->resume_path, &step, &epoch, err, sizeof(err)) != 0) {
@@ -595,13 +642,27 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 		return 1;
 	}
 	double loss, acc, t0 = dnn_now();
-	dnn_evaluate(&m, &test, o->batch, chunks, &loss, &acc);
+	dnn_anp_metrics anp = {0};
+	if (test.folder) /* per-sample logits: top-5, adjective/noun accuracy, confusions */
+		dnn_anp_evaluate(&m, &test, o->batch, chunks, &anp, &loss, &acc);
+	else
+		dnn_evaluate(&m, &test, o->batch, chunks, &loss, &acc);
 	double wall = dnn_now() - t0;
 	printf("result: cmd=eval net=%s checkpoint=%s epoch=%u step=%llu samples=%d test_accuracy=%.4f test_loss=%.6f "
-	       "images_per_s=%.1f wall_s=%.2f\n",
+	       "images_per_s=%.1f wall_s=%.2f",
 	       o->net, o->resume_path, epoch, (unsigned long long)step, test.n, acc, loss, wall > 0 ? test.n / wall : 0, wall);
+	if (test.folder)
+		dnn_anp_print_fields(stdout, NULL, &test, &anp);
+	printf("\n");
+	fflush(stdout);
+	int rc = 0;
+	if (o->report_path && dnn_anp_write_report(o->report_path, o, &g, NULL, &test, test.folder ? &anp : NULL,
+						   wall > 0 ? test.n / wall : 0, wall, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		rc = 1;
+	}
 	dnn_model_destroy(&m);
 	dnn_dataset_free(&test);
 	dnn_graph_free(&g);
-	return 0;
+	return rc;
 }

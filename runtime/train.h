@@ -29,6 +29,10 @@ typedef struct {
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
 	int staleness;            // --staleness S (async)
+	/* ANP app (anp.h, imagefolder.h) */
+	int input;                // --input N: the net's input is N x N (0 = as in the net file)
+	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]
+	const char *report_path;  // --report FILE: JSON metrics (image folders)
 } dnn_train_opts;
 
 void dnn_train_opts_default(dnn_train_opts *o);

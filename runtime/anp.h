@@ -1,0 +1,38 @@
+/* anp.h — the ANP app's parts of train / eval / predict: nets sized for an image folder,
+ * evaluation with per-sample logits (top-5, adjective/noun accuracy, confusions), the result
+ * fields, the JSON report (--report) and `starpu_anp predict`.
+ */
+#ifndef DNN_ANP_H
+#define DNN_ANP_H
+#include <stdio.h>
+
+#include "anp_metrics.h"
+#include "dataset.h"
+#include "graph.h"
+#include "model.h"
+#include "train.h"
+
+/* Size the net for the run: --input N rewrites the input line's H and W (0: keep the file's), and
+ * with --data DIR an image folder's class count rewrites the out= of the dense layer before the
+ * loss. Returns 0, or -1 with one line in err. */
+int dnn_anp_prepare_graph(dnn_graph *g, int input, const char *data_dir, char *err, size_t errlen);
+
+/* Forward-only evaluation of ds (batch-norm in eval mode) that reads every chunk's logits back
+ * (an asynchronous acquire per chunk, so the next batches keep running) into the metrics.
+ * Samples whose file could not be decoded are left out. loss/acc: as dnn_evaluate's. */
+void dnn_anp_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn_anp_metrics *mt,
+		      double *loss, double *acc);
+
+/* " top5_accuracy=... adjective_accuracy=... noun_accuracy=... confused=a>b:3,... skipped_images=N"
+ * (mt NULL: only skipped_images). Class names are written with blanks, ',', '>' and ':' as '?'. */
+void dnn_anp_print_fields(FILE *out, const dnn_dataset *train, const dnn_dataset *test, const dnn_anp_metrics *mt);
+
+/* The JSON report (--report FILE). Returns 0, or -1 with err. */
+int dnn_anp_write_report(const char *path, const dnn_train_opts *o, const dnn_graph *g, const dnn_dataset *train,
+			 const dnn_dataset *test, const dnn_anp_metrics *mt, double images_per_s, double wall_s,
+			 char *err, size_t errlen);
+
+/* starpu_anp predict: the top-5 classes with probabilities of each image. StarPU must be running.
+ * Returns the exit status (1 when an image could not be read or on a runtime error). */
+int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nimages);
+#endif
