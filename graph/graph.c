@@ -587,6 +587,9 @@ int dnn_graph_set_input_hw(dnn_graph *g, int H, int W, char *err, size_t errlen)
 {
 	if (H < 1 || W < 1 || H > MAX_SPATIAL || W > MAX_SPATIAL)
 		return fail(err, errlen, g->source, 0, "input size %dx%d out of range [1, %d]", H, W, MAX_SPATIAL);
+	/* The bound the parser puts on the input line: every later product stays in range. */
+	if ((long long)g->nodes[0].C * H * W > MAX_SAMPLE_FLOATS)
+		return fail(err, errlen, g->source, 0, "input %dx%dx%d is absurdly large", g->nodes[0].C, H, W);
 	g->nodes[0].H = H;
 	g->nodes[0].W = W;
 	return infer_all(g, err, errlen);

@@ -374,6 +374,11 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 			return -1;
 		}
 		NEED(len, "a class name");
+		// Loaded as a C string: an inner NUL would silently cut it short.
+		if (memchr(hp + o, '\0', len)) {
+			set_err(err, errlen, path, "class name %u contains a NUL byte (corrupt header)", i);
+			return -1;
+		}
 		o += len;
 	}
 	for (int i = 0; i < ntensors; i++) {

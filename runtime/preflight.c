@@ -38,20 +38,30 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 			grads += (double)m->params[i].n * sizeof(float);
 		redux = grads * starpu_cpu_worker_get_count();
 	}
-	int batch = train_plan ? train_plan->batch : 0, chunks = train_plan ? train_plan->nchunks : 0;
-	int window = train_plan ? train_plan->nslots : 0;
+	int eval_k = 0;
 	if (eval_batch > 0) {
 		// dnn_evaluate's plan, exactly as it will make it (registering allocates nothing).
 		dnn_plan ep;
 		dnn_plan_create(&ep, m, eval_batch, eval_chunks, 2, 0);
 		eval = dnn_plan_starpu_bytes(&ep);
-		if (!train_plan)
-			batch = eval_batch, chunks = ep.nchunks, window = ep.nslots;
+		eval_k = ep.nchunks;
 		dnn_plan_destroy(&ep);
 	}
 	double need = plan + redux + eval;
 	if (need <= (double)avail)
 		return 0;
+	char parts[320] = "";
+	size_t k = 0;
+	if (train_plan)
+		k += (size_t)snprintf(parts + k, sizeof(parts) - k, "training activations for batch %d in %d chunks, window %d: %.1f MiB; ",
+				      train_plan->batch, train_plan->nchunks, train_plan->nslots, plan / MIB);
+	if (redux > 0 && k < sizeof(parts))
+		k += (size_t)snprintf(parts + k, sizeof(parts) - k, "per-worker gradient copies: %.1f MiB; ", redux / MIB);
+	if (eval_batch > 0 && k < sizeof(parts))
+		k += (size_t)snprintf(parts + k, sizeof(parts) - k, "evaluation batch %d in %d chunks: %.1f MiB; ", eval_batch,
+				      eval_k, eval / MIB);
+	if (k >= 2 && k < sizeof(parts))
+		parts[k - 2] = '\0'; // drop the last "; "
 	const char *lim = getenv("STARPU_LIMIT_CPU_MEM");
 	char where[128];
 	if (lim && *lim)
@@ -59,10 +69,8 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 	else
 		snprintf(where, sizeof(where), "90%% of this machine's memory");
 	snprintf(err, errlen,
-		 "not enough memory for this run: it needs %.1f MiB of StarPU-allocated main memory "
-		 "(activations for batch %d in %d chunks with window %d: %.1f MiB; per-worker gradient copies: "
-		 "%.1f MiB; evaluation: %.1f MiB) but only %.1f MiB is available (%s). StarPU would wait for memory "
-		 "forever: raise STARPU_LIMIT_CPU_MEM, or lower --batch or --window",
-		 need / MIB, batch, chunks, window, plan / MIB, redux / MIB, eval / MIB, (double)avail / MIB, where);
+		 "not enough memory: this run needs %.1f MiB of StarPU-allocated main memory (%s) but %s leaves "
+		 "%.1f MiB, and StarPU would wait for memory forever. Raise STARPU_LIMIT_CPU_MEM or lower --batch%s",
+		 need / MIB, parts, where, (double)avail / MIB, train_plan ? " or --window" : "");
 	return -1;
 }

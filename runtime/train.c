@@ -116,6 +116,18 @@ int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch
 	dnn_ckpt_meta meta = {.net_fingerprint = dnn_graph_fingerprint(m->g), .step = step, .epoch = epoch,
 			      .rng_state = seed, .nclasses = m->class_names ? (uint32_t)m->g->classes : 0,
 			      .class_names = m->class_names};
+	/* An update can make the parameters non-finite a step before the loss shows it: never let
+	 * such a state replace the last good checkpoint (it could not be resumed). */
+	for (int i = 0; i < n; i++)
+		for (uint64_t j = 0; j < t[i].n; j++)
+			if (!isfinite(t[i].data[j])) {
+				snprintf(err, errlen, "%s: not written: at step %llu, %s holds %g at [%llu]; the previous "
+					 "checkpoint is kept. Training stopped (try a lower --lr)", path,
+					 (unsigned long long)step, t[i].name, (double)t[i].data[j], (unsigned long long)j);
+				free(t);
+				free_names(names, n + 1);
+				return -1;
+			}
 	int rc = dnn_checkpoint_save(path, &meta, t, n, err, errlen);
 	free(t);
 	free_names(names, n + 1);

@@ -13,7 +13,10 @@ if [ "${1:-}" = "--sanitize" ]; then
   CMAKE_EXTRA+=(-DDNN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 fi
 # shellcheck source=env.sh
+ctest_args=("$@")
+set --  # a sourced script sees our arguments: keep the ctest ones away from bootstrap.sh
 source "$ROOT/scripts/env.sh"
+set -- "${ctest_args[@]}"
 echo "[test] configure + build in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" "${CMAKE_EXTRA[@]}" >"$BUILD.cmake.log" 2>&1 \
   || { cat "$BUILD.cmake.log" >&2; exit 1; }
