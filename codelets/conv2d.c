@@ -12,7 +12,9 @@
  *     one image is small (the 8x8 stage of CIFAR nets), through a (K, G*P*Q) buffer;
  *   - stride-1 backward data runs as a forward conv of dy with the flipped, transposed kernel:
  *     a GEMM with inner dimension K*R*S instead of K, and no col2im;
- *   - 1x1 unpadded convs need no im2col: x[n], subsampled when strided, is the column matrix.
+ *   - 1x1 unpadded convs need no im2col: x[n], subsampled when strided, is the column matrix;
+ *   - stride-1 convs with few channels (C*K <= 128, rows <= 32: LeNet-5's) skip im2col and GEMM
+ *     on AVX2+FMA CPUs: register-blocked direct loops over a padded image ("direct path").
  * The double-precision naive reference lives in the tests (tests/unit_conv2d.c).
  */
 #include "conv2d.h"
@@ -379,9 +381,160 @@ static void subsample_add_back(float *restrict dx, const float *restrict dxs, co
  * or [p0, p1) == [0, P). A one-image block's GEMM reads dy / writes y in place (ld = P*Q); a
  * several-image block goes through a (K, ng*P*Q) buffer. */
 
+/* ------------------------------------------------------------------ direct path (AVX2)
+ *
+ * Convolutions with few channels (LeNet-5's 1->6 and 6->16, 5x5) make GEMMs with 6 or 16 rows,
+ * where OpenBLAS spends more time packing than multiplying and im2col copies every pixel R*S
+ * times. For stride 1, no dilation, C*K <= DIRECT_MAX_CK and output rows of at most 32 floats,
+ * on a CPU with AVX2+FMA, the kernels below run straight from a zero-padded copy of the image:
+ * an output row is held in up to four 8-float registers while the C*R*S taps are added into it
+ * (forward only: backward data and weight gradients measured slower this way at LeNet-5's
+ * shapes, so they stay GEMMs; backward data of a stride-1 conv with C >= 16 runs as a forward
+ * conv and so may take this path). */
+#define DIRECT_MAX_CK 128
+#define DIRECT_MAX_S 8
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define DNN_CONV_DIRECT 1
+
+static int cpu_has_avx2_fma(void)
+{
+	static int cached = -1;
+	if (cached < 0) {
+		__builtin_cpu_init();
+		cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
+	return cached;
+}
+
+static int use_direct(const conv_geom *g)
+{
+	return g->stride == 1 && g->dil == 1 && g->pad_h >= 0 && g->pad_w >= 0 && g->R * g->S > 1 &&
+	       g->S <= DIRECT_MAX_S && (long)g->C * g->K <= DIRECT_MAX_CK && g->Q <= 32 && cpu_has_avx2_fma();
+}
+
+/* Row stride of the padded copy: room for ceil(Q/8) 8-float loads at every tap offset. */
+static int direct_ld(const conv_geom *g)
+{
+	int wp = g->W + 2 * g->pad_w, need = (g->Q + 7) / 8 * 8 + g->S - 1;
+	return wp > need ? wp : need;
+}
+
+static size_t direct_work(const conv_geom *g)
+{
+	return (size_t)g->C * (g->H + 2 * g->pad_h) * direct_ld(g);
+}
+
+/* x (C, H, W) -> xp (C, H + 2 pad_h, ld), zeros around (and right of) the image. */
+static void pad_image(float *restrict xp, const float *restrict x, const conv_geom *g, int ld)
+{
+	const int Hp = g->H + 2 * g->pad_h;
+	memset(xp, 0, (size_t)g->C * Hp * ld * sizeof(float));
+	for (int c = 0; c < g->C; c++)
+		for (int i = 0; i < g->H; i++)
+			memcpy(xp + ((size_t)c * Hp + i + g->pad_h) * ld + g->pad_w,
+			       x + ((size_t)c * g->H + i) * g->W, (size_t)g->W * sizeof(float));
+}
+
+/* Output row p of KB consecutive output channels, each in NV 8-float registers (KB*NV
+ * independent FMA chains hide the FMA latency; each input load serves the KB channels):
+ * out[kb*32 ..] = sum over c, r, s of w[k0 + kb, c, r, s] * xp[c, p + r, s ..]. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+direct_rows(float *out, const float *xp, const float *wk, size_t wstride, int C, int R, int S, int Hp, int ld,
+	    int p, const int NV, const int KB)
+{
+	__m256 a[4][4];
+	for (int kb = 0; kb < KB; kb++)
+		for (int v = 0; v < NV; v++)
+			a[kb][v] = _mm256_setzero_ps();
+	for (int c = 0; c < C; c++)
+		for (int r = 0; r < R; r++) {
+			const float *row = xp + ((size_t)c * Hp + p + r) * ld;
+			const float *wr = wk + ((size_t)c * R + r) * S;
+			for (int t = 0; t < S; t++) {
+				__m256 xv[4];
+				for (int v = 0; v < NV; v++)
+					xv[v] = _mm256_loadu_ps(row + t + 8 * v);
+				for (int kb = 0; kb < KB; kb++) {
+					const __m256 b = _mm256_broadcast_ss(wr + kb * wstride + t);
+					for (int v = 0; v < NV; v++)
+						a[kb][v] = _mm256_fmadd_ps(b, xv[v], a[kb][v]);
+				}
+			}
+		}
+	for (int kb = 0; kb < KB; kb++)
+		for (int v = 0; v < NV; v++)
+			_mm256_storeu_ps(out + kb * 32 + 8 * v, a[kb][v]);
+}
+
+/* y (N, K, P, Q) = conv(x, w) (beta 0) or y += conv(x, w) (beta 1); work: direct_work(g). */
+__attribute__((target("avx2,fma"))) static void direct_forward(float *y, const float *x, const float *w,
+							      const conv_geom *g, float beta, float *xp)
+{
+	const int C = g->C, K = g->K, R = g->R, S = g->S, P = g->P, Q = g->Q;
+	const int Hp = g->H + 2 * g->pad_h, ld = direct_ld(g), nv = (Q + 7) / 8;
+	const size_t ws = (size_t)C * R * S;
+	const int KB = nv >= 3 ? 2 : 4; // at most 8 accumulators
+	float out[4 * 32];
+	for (int n = 0; n < g->N; n++) {
+		pad_image(xp, x + (size_t)n * C * g->H * g->W, g, ld);
+		for (int k0 = 0; k0 < K;) {
+			const int kb = K - k0 >= KB ? KB : 1;
+			const float *wk = w + (size_t)k0 * ws;
+			for (int p = 0; p < P; p++) {
+#define DIRECT_CASE(NV_)                                                                          \
+	case NV_:                                                                                  \
+		if (kb > 1)                                                                        \
+			direct_rows(out, xp, wk, ws, C, R, S, Hp, ld, p, NV_, NV_ >= 3 ? 2 : 4);     \
+		else                                                                               \
+			direct_rows(out, xp, wk, ws, C, R, S, Hp, ld, p, NV_, 1);                     \
+		break
+				switch (nv) {
+					DIRECT_CASE(1);
+					DIRECT_CASE(2);
+					DIRECT_CASE(3);
+				default:
+					DIRECT_CASE(4);
+				}
+#undef DIRECT_CASE
+				for (int i = 0; i < kb; i++) {
+					float *yr = y + (((size_t)n * K + k0 + i) * P + p) * Q;
+					if (beta != 0.0f) // y += conv: the old y added last, as y0 + conv
+						for (int q = 0; q < Q; q++)
+							yr[q] += out[i * 32 + q];
+					else
+						memcpy(yr, out + i * 32, (size_t)Q * sizeof(float));
+				}
+			}
+			k0 += kb;
+		}
+	}
+}
+
+#else
+static int use_direct(const conv_geom *g)
+{
+	(void)g;
+	return 0;
+}
+static size_t direct_work(const conv_geom *g)
+{
+	(void)g;
+	return 0;
+}
+static void direct_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *xp)
+{
+	(void)y, (void)x, (void)w, (void)g, (void)beta, (void)xp;
+	abort();
+}
+#endif
+
 /* Floats of scratch that conv_forward needs. */
 static size_t forward_work(const conv_geom *g)
 {
+	if (use_direct(g))
+		return direct_work(g);
 	if (is_pointwise(g))
 		return g->stride > 1 ? (size_t)g->C * g->P * g->Q : 0;
 	conv_plan pl = plan_make(g);
@@ -396,6 +549,10 @@ static void conv_forward(float *y, const float *x, const float *w, const conv_ge
 	// y (N, K, P, Q), x (N, C, H, W), w (K, C, R, S) = (K, CRS)
 	const int K = g->K, crs = g->C * g->R * g->S;
 	const size_t pq = (size_t)g->P * g->Q, chw = (size_t)g->C * g->H * g->W;
+	if (use_direct(g)) {
+		direct_forward(y, x, w, g, beta, work);
+		return;
+	}
 	if (is_pointwise(g)) {
 		for (int n = 0; n < g->N; n++) {
 			const float *xs = x + n * chw; // (C, P*Q)
@@ -445,6 +602,14 @@ void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_
  * flipped transpose of w, padding dilation*(R-1) - pad. Its GEMM has K*R*S as inner dimension
  * instead of K, which OpenBLAS runs much faster when K is small, and it needs no col2im; but it
  * has only C rows, hence the CONV_FLIP_MIN_C bound. */
+static conv_geom flipped_geom(const conv_geom *g)
+{
+	conv_geom t = {.N = g->N, .C = g->K, .H = g->P, .W = g->Q, .K = g->C, .R = g->R, .S = g->S,
+		       .P = g->H, .Q = g->W, .stride = 1, .dil = g->dil,
+		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w};
+	return t;
+}
+
 static int bwd_data_as_forward(const conv_geom *g)
 {
 	return g->stride == 1 && g->R * g->S > 1 && g->C >= CONV_FLIP_MIN_C;
@@ -453,9 +618,7 @@ static int bwd_data_as_forward(const conv_geom *g)
 static void conv_backward_data_flipped(float *dx, const float *dy, const float *w,
 				       const conv_geom *g, float beta)
 {
-	conv_geom t = {.N = g->N, .C = g->K, .H = g->P, .W = g->Q, .K = g->C, .R = g->R, .S = g->S,
-		       .P = g->H, .Q = g->W, .stride = 1, .dil = g->dil,
-		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w};
+	conv_geom t = flipped_geom(g);
 	const int RS = g->R * g->S;
 	size_t nw = (size_t)g->K * g->C * RS;
 	float *wf = conv_scratch(nw + forward_work(&t)); // (C, K, R, S), then the forward's work

@@ -234,6 +234,8 @@ int main(int argc, char **argv)
 	check_shape(shape(2, 16, 6, 7, 3, 3, 3, 1, 3, 1));   /* pad > dilation*(R-1): a crop */
 	check_shape(shape(2, 16, 9, 8, 2, 2, 3, 1, 1, 2));   /* R != S, dilation 2 */
 	check_shape(shape(3, 20, 5, 5, 4, 3, 3, 1, 1, 1));   /* grouped blocks */
+	check_shape(shape(2, 1, 12, 12, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1-like: direct forward */
+	check_shape(shape(2, 6, 8, 8, 5, 5, 5, 1, 0, 1));    /* LeNet-5 c2-like */
 	check_shape(shape(2, 16, 24, 24, 3, 3, 3, 1, 1, 1)); /* large images: row tiles */
 	check_shape(shape(2, 16, 47, 45, 3, 3, 3, 2, 1, 1)); /* row tiles, stride 2, odd */
 	for (int t = 0; t < 10; t++) {

@@ -113,6 +113,10 @@ int main(int argc, char **argv)
 	check_shape(shape(2, 7, 15, 9, 4, 5, 3, 2, 0, 2));    /* non-square kernel, dilation, no pad */
 	check_shape(shape(1, 2, 300, 5, 3, 3, 3, 1, 1, 1));   /* tall image: many row tiles */
 	check_shape(shape(2, 1, 3, 700, 2, 3, 3, 1, 1, 1));   /* a single row wider than a block */
+	check_shape(shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));   /* LeNet-5 c1: direct path, 4 vectors/row */
+	check_shape(shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1));  /* LeNet-5 c2: direct path, 2 vectors/row */
+	check_shape(shape(2, 3, 32, 32, 7, 3, 3, 1, 1, 1));   /* direct, K = 7: channel blocks + remainder */
+	check_shape(shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));    /* direct, R != S, 3 vectors/row */
 
 	/* Random shapes. */
 	for (int t = 0; t < 40; t++) {
