@@ -216,7 +216,16 @@ static int load_data(const dnn_train_opts *o, const dnn_graph *g, int train, dnn
 	const dnn_node *in = &g->nodes[0];
 	int limit = train ? o->limit_train : o->limit_test;
 	if (o->synthetic || strcmp(o->data_dir, "synthetic") == 0) {
-		int n = o->synthetic ? 4 * o->batch : (train ? 8192 : 2048);
+		/* bench: enough distinct samples for all its steps in one epoch (up to 64 MiB of
+		 * pixels), so the step pipeline never drains at an epoch end inside the timing. */
+		int n = train ? 8192 : 2048;
+		if (o->synthetic) {
+			long per = (long)in->C * in->H * in->W, cap = (64L << 20) / (per > 0 ? per : 1);
+			long want = (o->max_steps > 0 ? o->max_steps : 4) * (long)o->batch;
+			n = (int)(want < cap ? want : cap);
+			if (n < 4 * o->batch)
+				n = 4 * o->batch;
+		}
 		if (limit > 0 && limit < n)
 			n = limit;
 		return make_synthetic(ds, g, n, o->seed + (train ? 0 : 7919));
@@ -491,7 +500,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 				dnn_wait_step(&p, (int)(collected % window), &l, &c);
 				ep_loss += l, ep_correct += c, ep_images += o->batch, done++;
 				last_loss = l / o->batch, last_acc = c / o->batch;
-				if (done == o->warmup)
+				if (done == o->warmup && epoch == (int)epoch0) /* warm-up: first epoch only */
 					t_warm = dnn_now(), warm_done = done;
 				double el = dnn_now() - t_ep;
 				double ips = el > 0 ? ep_images / el : 0;
