@@ -25,3 +25,10 @@ float *dnn_cpu_scratch(size_t nfloats)
 	}
 	return scratch;
 }
+
+void dnn_cpu_scratch_release(void)
+{
+	free(scratch);
+	scratch = NULL;
+	scratch_len = 0;
+}

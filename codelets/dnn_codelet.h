@@ -107,6 +107,8 @@ enum {
 /* Per-thread scratch memory for CPU kernels (im2col columns etc.). Grows, never shrinks;
  * returns NULL only when malloc fails. Not for CUDA. */
 float *dnn_cpu_scratch(size_t nfloats);
+/* Frees the calling thread's scratch (run on every CPU worker at shutdown). */
+void dnn_cpu_scratch_release(void);
 
 #ifdef __cplusplus
 }

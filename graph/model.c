@@ -162,6 +162,12 @@ static starpu_data_handle_t lazy_vector(size_t n, size_t elemsize)
 	/* Home node -1: StarPU allocates the buffer where a task first needs it (a GPU's memory for
 	 * GPU-only activations), no host copy. */
 	starpu_data_handle_t h;
+	if (n > UINT32_MAX) {
+		/* StarPU vectors hold at most 2^32 - 1 elements. */
+		fprintf(stderr, "error: one chunk's activation has %zu elements (more than 2^32 - 1): use more --chunks "
+				"or a smaller --batch\n", n);
+		exit(1);
+	}
 	starpu_vector_data_register(&h, -1, 0, (uint32_t)n, elemsize);
 	return h;
 }

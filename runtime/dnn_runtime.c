@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../codelets/dnn_codelet.h"
 #include "../codelets/dnn_cuda.h"
 
 /* OpenBLAS: one thread per StarPU worker, or the workers would oversubscribe the cores. */
@@ -47,9 +48,18 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 	return 0;
 }
 
+static void release_scratch(void *arg)
+{
+	(void)arg;
+	dnn_cpu_scratch_release();
+}
+
 void dnn_runtime_shutdown(void)
 {
 	starpu_task_wait_for_all();
+	/* CPU kernels keep a per-thread scratch buffer (im2col columns): free the workers' ones. */
+	starpu_execute_on_each_worker(release_scratch, NULL, STARPU_CPU);
+	dnn_cpu_scratch_release();
 #ifdef DNN_HAVE_CUDA
 	dnn_cuda_shutdown();
 #endif

@@ -588,6 +588,15 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		fflush(stderr);
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
+	if (rc == 0 && step == step0 && o->resume_path) {
+		/* The checkpoint already holds the whole run: say so, and still evaluate it. */
+		if (!o->quiet)
+			fprintf(stderr, "%s: the checkpoint has already done %llu steps; nothing left to train "
+					"(raise --epochs or --max-steps to continue)\n",
+				o->resume_path, (unsigned long long)step0);
+		if (!bench && o->eval)
+			dnn_evaluate(&m, &test, o->batch, chunks, &test_loss, &test_acc);
+	}
 	double wall = dnn_now() - t_begin;
 	double ips = t_timed > 0 ? timed_images / t_timed : 0;
 	if (rc == 0 && rank == 0) {
