@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# trace_mpi — `--trace DIR` under mpirun: every rank writes its FxT file, rank 0 merges them into
+# one paje.trace that ViTE parses cleanly, and the summary lists the workers of both ranks.
+source "$(dirname "$0")/lib.sh"
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+command -v vite >/dev/null || { echo "SKIP: ViTE (vite) not installed"; exit 77; }
+export STARPU_NCPU=1 STARPU_NCUDA=0
+T="$TMP/tr"
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" bench --net lenet5 --batch 32 --steps 3 \
+  --warmup 1 --quiet --trace "$T" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "traced 2-rank run failed"; finish; }
+tail -1 "$TMP/out" | grep -q '^result: .*ranks=2' || fail "no 2-rank result line: $(tail -1 "$TMP/out")"
+[ "$(ls "$T"/prof_file_* 2>/dev/null | wc -l)" -ge 2 ] || fail "expected a prof file per rank: $(ls "$T")"
+[ -s "$T/paje.trace" ] || fail "no merged paje.trace"
+(cd "$TMP" && QT_QPA_PLATFORM=offscreen timeout 120 vite "$T/paje.trace" -e "$TMP/check.svg" >"$TMP/vite.out" 2>&1) \
+  || fail "ViTE export failed: $(tail -3 "$TMP/vite.out")"
+grep -q '^0 errors and 0 warnings' "$TMP/vite.out" || fail "ViTE parse problems: $(grep -i 'error\|warning' "$TMP/vite.out" | head -3)"
+[ -s "$TMP/check.svg" ] || fail "empty SVG"
+for w in 0_CPU0 1_CPU0; do
+  grep -q "$w" "$T/summary.txt" || fail "summary lacks worker $w of both ranks"
+done
+finish
