@@ -21,11 +21,14 @@ SEED="${DNN_KILL_SEED:-$(( $(date +%s) % 32768 ))}"
 KILLS="${DNN_KILLS:-8}"
 RANDOM="$SEED"
 echo "kill seed: $SEED (DNN_KILL_SEED=$SEED replays these kill times)"
-ARGS=(train --net lenet5 --limit-train 4800 --limit-test 2000 --epochs 3)
+ARGS=(train --net lenet5 --limit-train 9600 --limit-test 2000 --epochs 3)
 
 "$A" "${ARGS[@]}" --quiet >"$TMP/ref.out" 2>"$TMP/ref.err" || { cat "$TMP/ref.err" >&2; fail "reference run failed"; finish; }
 REF="$(tail -1 "$TMP/ref.out")"
 echo "uninterrupted: $REF"
+# Kill times scale with how long the whole run takes on this machine now (idle or loaded), so that
+# several kills land before a run can finish: up to a quarter of the uninterrupted wall time.
+SPAN="$(result_field "$REF" wall_s)"
 
 CK="$TMP/run.ckpt"
 ARGS+=(--checkpoint "$CK" --checkpoint-every 2)
@@ -44,7 +47,7 @@ for i in $(seq 1 "$KILLS"); do
     # The others once training runs (its "train: net ..." line): steps, checkpoint writes,
     # end-of-epoch evaluations.
     for _ in $(seq 200); do grep -q '^train: net' "$TMP/err.$i" 2>/dev/null && break; sleep 0.05; done
-    delay="$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.2 + 2.3 * r / 32767 }')"
+    delay="$(awk -v r="$RANDOM" -v span="$SPAN" 'BEGIN { printf "%.2f", 0.2 + 0.25 * span * r / 32767 }')"
   fi
   sleep "$delay"
   kill -9 "$pid" 2>/dev/null
@@ -83,14 +86,12 @@ echo "temporary files left by kills during a checkpoint write: $leftover"
 
 ra="$(result_field "$REF" test_accuracy)"; fa="$(result_field "$FINAL" test_accuracy)"
 rl="$(result_field "$REF" train_loss)"; fl="$(result_field "$FINAL" train_loss)"
-if [ "$(result_field "$FINAL" steps)" = "$resumed" ] && [ "$fa" = nan ]; then
+if [ "$(result_field "$FINAL" steps)" = "$resumed" ] && [ "$fl" = nan ]; then
   # A kill landed after the last checkpoint (the finished model) was written: the resumed run has
-  # nothing left to train and reports no metrics. Evaluate the finished checkpoint instead; the
-  # last step's training loss is gone with the killed run.
-  echo "the checkpoint already held the finished run (step $resumed): evaluating it"
-  EV="$("$A" eval --net lenet5 --limit 2000 --checkpoint "$CK" 2>"$TMP/eval.err" | tail -1)" \
-    || { cat "$TMP/eval.err" >&2; fail "eval of the finished checkpoint failed"; }
-  fa="$(result_field "$EV" test_accuracy)"
+  # nothing left to train; it says so and evaluates the checkpoint (test_accuracy is compared),
+  # but the last step's training loss is gone with the killed run.
+  echo "the checkpoint already held the finished run (step $resumed): compared by test accuracy only"
+  grep -q 'nothing left to train' "$TMP"/*.err 2>/dev/null || fail "the finished resume did not say so"
   fl="$rl"
 fi
 fcmp "($fa - $ra) <= 0.001 && ($ra - $fa) <= 0.001" || fail "test_accuracy $fa vs uninterrupted $ra"
