@@ -1,5 +1,6 @@
 /* checkpoint.c — atomic, checksummed model checkpoints (format in checkpoint.h). */
 #include "checkpoint.h"
+#include "errline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,21 +22,6 @@
 
 static const unsigned char ckpt_magic[8] = {'A', 'N', 'P', 'C', 'K', 'P', 'T', '\0'};
 
-static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	int k = snprintf(err, errlen, "%s: ", path ? path : "(null)");
-	if (k < 0 || (size_t)k >= errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-	va_end(ap);
-	for (char *p = err; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
-}
 
 /* ------------------------------------------------------------------ little-endian bytes */
 
@@ -127,33 +113,33 @@ static int check_args(const char *path, const dnn_ckpt_meta *meta, const dnn_ckp
 		      int ntensors, uint64_t *payload, char *err, size_t errlen)
 {
 	if (!path || !*path) {
-		set_err(err, errlen, path, "empty checkpoint path");
+		dnn_set_err(err, errlen, path, "empty checkpoint path");
 		return -1;
 	}
 	if (!meta) {
-		set_err(err, errlen, path, "no metadata given");
+		dnn_set_err(err, errlen, path, "no metadata given");
 		return -1;
 	}
 	if (ntensors < 0 || (ntensors > 0 && !tensors)) {
-		set_err(err, errlen, path, "bad tensor list (%d tensors)", ntensors);
+		dnn_set_err(err, errlen, path, "bad tensor list (%d tensors)", ntensors);
 		return -1;
 	}
 	uint64_t total = 0;
 	for (int i = 0; i < ntensors; i++) {
 		const dnn_ckpt_tensor *t = &tensors[i];
 		if (!t->name || strlen(t->name) > MAX_NAME) {
-			set_err(err, errlen, path, "tensor %d has no name or a name over %u bytes", i,
+			dnn_set_err(err, errlen, path, "tensor %d has no name or a name over %u bytes", i,
 				MAX_NAME);
 			return -1;
 		}
 		if (t->n > 0 && !t->data) {
-			set_err(err, errlen, path, "tensor \"%s\" has no data", t->name);
+			dnn_set_err(err, errlen, path, "tensor \"%s\" has no data", t->name);
 			return -1;
 		}
 		uint64_t b;
 		if (__builtin_mul_overflow(t->n, 4, &b) || __builtin_add_overflow(total, b, &total) ||
 		    total > (UINT64_MAX >> 2)) {
-			set_err(err, errlen, path, "tensor \"%s\" is absurdly large (%llu values)", t->name,
+			dnn_set_err(err, errlen, path, "tensor \"%s\" is absurdly large (%llu values)", t->name,
 				(unsigned long long)t->n);
 			return -1;
 		}
@@ -171,7 +157,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 	if (check_args(path, meta, tensors, ntensors, &payload, err, errlen) != 0)
 		return -1;
 	if (meta->nclasses > MAX_CLASSES || (meta->nclasses > 0 && !meta->class_names)) {
-		set_err(err, errlen, path, "bad class-name list (%u classes)", meta->nclasses);
+		dnn_set_err(err, errlen, path, "bad class-name list (%u classes)", meta->nclasses);
 		return -1;
 	}
 
@@ -188,7 +174,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 		const char *s = meta->class_names[i] ? meta->class_names[i] : "";
 		size_t len = strlen(s);
 		if (len > MAX_NAME) {
-			set_err(err, errlen, path, "class name %u is over %u bytes", i, MAX_NAME);
+			dnn_set_err(err, errlen, path, "class name %u is over %u bytes", i, MAX_NAME);
 			free(h.p);
 			return -1;
 		}
@@ -197,7 +183,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 		b_put(&h, s, len);
 	}
 	if (class_bytes > MAX_CLASS_BYTES) {
-		set_err(err, errlen, path, "class names take %llu bytes (at most %llu)",
+		dnn_set_err(err, errlen, path, "class names take %llu bytes (at most %llu)",
 			(unsigned long long)class_bytes, (unsigned long long)MAX_CLASS_BYTES);
 		free(h.p);
 		return -1;
@@ -209,7 +195,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 		b_u64(&h, tensors[i].n);
 	}
 	if (h.oom) {
-		set_err(err, errlen, path, "out of memory building the header");
+		dnn_set_err(err, errlen, path, "out of memory building the header");
 		free(h.p);
 		return -1;
 	}
@@ -219,7 +205,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 	char *tmp = malloc(tlen);
 	char *dir = malloc(strlen(path) + 2);
 	if (!tmp || !dir) {
-		set_err(err, errlen, path, "out of memory");
+		dnn_set_err(err, errlen, path, "out of memory");
 		free(tmp);
 		free(dir);
 		free(h.p);
@@ -241,13 +227,13 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 	uLong crc = crc32(0L, Z_NULL, 0);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
-		set_err(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
+		dnn_set_err(err, errlen, path, "cannot create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
 	made_tmp = 1;
 	f = fdopen(fd, "wb");
 	if (!f) {
-		set_err(err, errlen, path, "cannot open %s: %s", tmp, strerror(errno));
+		dnn_set_err(err, errlen, path, "cannot open %s: %s", tmp, strerror(errno));
 		close(fd);
 		goto out;
 	}
@@ -259,7 +245,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 		goto write_err;
 	st = malloc(STAGE_FLOATS * 4);
 	if (!st) {
-		set_err(err, errlen, path, "out of memory");
+		dnn_set_err(err, errlen, path, "out of memory");
 		goto out;
 	}
 	// Floats go out little-endian whatever the host order.
@@ -280,39 +266,39 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 	if (fwrite(tail, 1, 4, f) != 4 || fflush(f) != 0)
 		goto write_err;
 	if (fsync(fileno(f)) != 0) {
-		set_err(err, errlen, path, "fsync of %s failed: %s", tmp, strerror(errno));
+		dnn_set_err(err, errlen, path, "fsync of %s failed: %s", tmp, strerror(errno));
 		goto out;
 	}
 	fc = f;
 	f = NULL;
 	if (fclose(fc) != 0) {
-		set_err(err, errlen, path, "closing %s failed: %s", tmp, strerror(errno));
+		dnn_set_err(err, errlen, path, "closing %s failed: %s", tmp, strerror(errno));
 		goto out;
 	}
 	if (rename(tmp, path) != 0) {
-		set_err(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
+		dnn_set_err(err, errlen, path, "cannot rename %s over it: %s", tmp, strerror(errno));
 		goto out;
 	}
 	made_tmp = 0;
 	// Make the rename itself durable.
 	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0) {
-		set_err(err, errlen, path, "cannot open directory %s to sync it: %s", dir, strerror(errno));
+		dnn_set_err(err, errlen, path, "cannot open directory %s to sync it: %s", dir, strerror(errno));
 		goto out;
 	}
 	if (fsync(dfd) != 0) {
-		set_err(err, errlen, path, "fsync of directory %s failed: %s", dir, strerror(errno));
+		dnn_set_err(err, errlen, path, "fsync of directory %s failed: %s", dir, strerror(errno));
 		close(dfd);
 		goto out;
 	}
 	if (close(dfd) != 0) {
-		set_err(err, errlen, path, "closing directory %s failed: %s", dir, strerror(errno));
+		dnn_set_err(err, errlen, path, "closing directory %s failed: %s", dir, strerror(errno));
 		goto out;
 	}
 	rc = 0;
 	goto out;
 write_err:
-	set_err(err, errlen, path, "write to %s failed: %s", tmp, errno ? strerror(errno) : "short write");
+	dnn_set_err(err, errlen, path, "write to %s failed: %s", tmp, errno ? strerror(errno) : "short write");
 out:
 	if (f)
 		fclose(f); // already failing; its own error adds nothing
@@ -337,7 +323,7 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 #define NEED(nb, what)                                                                            \
 	do {                                                                                      \
 		if (hlen - o < (uint64_t)(nb)) {                                                  \
-			set_err(err, errlen, path, "header ends inside %s (corrupt header)", what); \
+			dnn_set_err(err, errlen, path, "header ends inside %s (corrupt header)", what); \
 			return -1;                                                                \
 		}                                                                                 \
 	} while (0)
@@ -350,18 +336,18 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 	got->nclasses = get32(hp + 32);
 	o = CKPT_HDR_FIXED;
 	if (want->net_fingerprint != 0 && got->net_fingerprint != want->net_fingerprint) {
-		set_err(err, errlen, path,
+		dnn_set_err(err, errlen, path,
 			"checkpoint is for another net (fingerprint %016llx, this net is %016llx)",
 			(unsigned long long)got->net_fingerprint,
 			(unsigned long long)want->net_fingerprint);
 		return -1;
 	}
 	if (nt != (uint32_t)ntensors) {
-		set_err(err, errlen, path, "checkpoint holds %u tensors, this net has %d", nt, ntensors);
+		dnn_set_err(err, errlen, path, "checkpoint holds %u tensors, this net has %d", nt, ntensors);
 		return -1;
 	}
 	if (got->nclasses > MAX_CLASSES) {
-		set_err(err, errlen, path, "absurd class count %u (corrupt header)", got->nclasses);
+		dnn_set_err(err, errlen, path, "absurd class count %u (corrupt header)", got->nclasses);
 		return -1;
 	}
 	uint64_t class_off = o;
@@ -370,13 +356,13 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 		uint32_t len = get32(hp + o);
 		o += 4;
 		if (len > MAX_NAME) {
-			set_err(err, errlen, path, "class name %u is %u bytes long (corrupt header)", i, len);
+			dnn_set_err(err, errlen, path, "class name %u is %u bytes long (corrupt header)", i, len);
 			return -1;
 		}
 		NEED(len, "a class name");
 		// Loaded as a C string: an inner NUL would silently cut it short.
 		if (memchr(hp + o, '\0', len)) {
-			set_err(err, errlen, path, "class name %u contains a NUL byte (corrupt header)", i);
+			dnn_set_err(err, errlen, path, "class name %u contains a NUL byte (corrupt header)", i);
 			return -1;
 		}
 		o += len;
@@ -386,7 +372,7 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 		uint32_t len = get32(hp + o);
 		o += 4;
 		if (len > MAX_NAME) {
-			set_err(err, errlen, path, "tensor %d name is %u bytes long (corrupt header)", i, len);
+			dnn_set_err(err, errlen, path, "tensor %d name is %u bytes long (corrupt header)", i, len);
 			return -1;
 		}
 		NEED((uint64_t)len + 8, "a tensor entry");
@@ -399,7 +385,7 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 			for (; k < len && k < 64; k++)
 				shown[k] = name[k] >= 0x20 && name[k] < 0x7f ? name[k] : '?';
 			strcpy(shown + k, len > 64 ? "..." : "");
-			set_err(err, errlen, path, "tensor %d is \"%s\" in the checkpoint, this net has \"%s\"",
+			dnn_set_err(err, errlen, path, "tensor %d is \"%s\" in the checkpoint, this net has \"%s\"",
 				i, shown, tensors[i].name);
 			return -1;
 		}
@@ -407,13 +393,13 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 		uint64_t n = get64(hp + o);
 		o += 8;
 		if (n != tensors[i].n) {
-			set_err(err, errlen, path, "tensor \"%s\" has %llu values in the checkpoint, this net has %llu",
+			dnn_set_err(err, errlen, path, "tensor \"%s\" has %llu values in the checkpoint, this net has %llu",
 				tensors[i].name, (unsigned long long)n, (unsigned long long)tensors[i].n);
 			return -1;
 		}
 	}
 	if (o != hlen) {
-		set_err(err, errlen, path, "header is %llu bytes, its fields take %llu (corrupt header)",
+		dnn_set_err(err, errlen, path, "header is %llu bytes, its fields take %llu (corrupt header)",
 			(unsigned long long)hlen, (unsigned long long)o);
 		return -1;
 	}
@@ -425,7 +411,7 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 		return 0;
 	char **nm = calloc(got->nclasses, sizeof(char *));
 	if (!nm) {
-		set_err(err, errlen, path, "out of memory");
+		dnn_set_err(err, errlen, path, "out of memory");
 		return -1;
 	}
 	o = class_off;
@@ -437,7 +423,7 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 			for (uint32_t j = 0; j < i; j++)
 				free(nm[j]);
 			free(nm);
-			set_err(err, errlen, path, "out of memory");
+			dnn_set_err(err, errlen, path, "out of memory");
 			return -1;
 		}
 		memcpy(nm[i], hp + o, len);
@@ -455,9 +441,9 @@ static int read_all(FILE *f, const char *path, unsigned char *buf, size_t n, cha
 	size_t r = fread(buf, 1, n, f);
 	if (r != n) {
 		if (ferror(f))
-			set_err(err, errlen, path, "read error: %s", strerror(errno));
+			dnn_set_err(err, errlen, path, "read error: %s", strerror(errno));
 		else
-			set_err(err, errlen, path, "file shrank while reading (%zu of %zu bytes)", r, n);
+			dnn_set_err(err, errlen, path, "file shrank while reading (%zu of %zu bytes)", r, n);
 		return -1;
 	}
 	return 0;
@@ -478,34 +464,34 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 
 	FILE *f = fopen(path, "rb");
 	if (!f) {
-		set_err(err, errlen, path, "%s", strerror(errno));
+		dnn_set_err(err, errlen, path, "%s", strerror(errno));
 		return -1;
 	}
 	struct stat st;
 	if (fstat(fileno(f), &st) != 0) {
-		set_err(err, errlen, path, "%s", strerror(errno));
+		dnn_set_err(err, errlen, path, "%s", strerror(errno));
 		fclose(f);
 		return -1;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, path, "is a directory, not a checkpoint");
+		dnn_set_err(err, errlen, path, "is a directory, not a checkpoint");
 		fclose(f);
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		set_err(err, errlen, path, "not a regular file");
+		dnn_set_err(err, errlen, path, "not a regular file");
 		fclose(f);
 		return -1;
 	}
 	uint64_t size = (uint64_t)st.st_size;
 	if (size == 0) {
-		set_err(err, errlen, path, "empty file (not a checkpoint)");
+		dnn_set_err(err, errlen, path, "empty file (not a checkpoint)");
 		fclose(f);
 		return -1;
 	}
 	unsigned char pre[CKPT_PREFIX];
 	if (size < CKPT_PREFIX + CKPT_HDR_FIXED + 4) {
-		set_err(err, errlen, path, "too short for a checkpoint (%llu bytes)",
+		dnn_set_err(err, errlen, path, "too short for a checkpoint (%llu bytes)",
 			(unsigned long long)size);
 		fclose(f);
 		return -1;
@@ -515,19 +501,19 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 		return -1;
 	}
 	if (memcmp(pre, ckpt_magic, 8) != 0) {
-		set_err(err, errlen, path, "not a checkpoint (bad magic)");
+		dnn_set_err(err, errlen, path, "not a checkpoint (bad magic)");
 		fclose(f);
 		return -1;
 	}
 	uint32_t version = get32(pre + 8), hlen = get32(pre + 12);
 	if (version != CKPT_VERSION) {
-		set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)",
+		dnn_set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)",
 			version, CKPT_VERSION);
 		fclose(f);
 		return -1;
 	}
 	if (hlen < CKPT_HDR_FIXED || hlen > hdr_cap || CKPT_PREFIX + (uint64_t)hlen + 4 > size) {
-		set_err(err, errlen, path,
+		dnn_set_err(err, errlen, path,
 			"header length %u out of bounds (file is %llu bytes; corrupt or truncated)",
 			hlen, (unsigned long long)size);
 		fclose(f);
@@ -540,7 +526,7 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 		// (unverified by the CRC, but a mismatch is a mismatch), else report the size.
 		unsigned char *hp = malloc(hlen);
 		if (!hp) {
-			set_err(err, errlen, path, "out of memory");
+			dnn_set_err(err, errlen, path, "out of memory");
 			fclose(f);
 			return -1;
 		}
@@ -548,7 +534,7 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 		fclose(f);
 		if (r == 0 &&
 		    parse_header(path, hp, hlen, meta, tensors, ntensors, &got, NULL, err, errlen) == 0)
-			set_err(err, errlen, path,
+			dnn_set_err(err, errlen, path,
 				"file is %llu bytes, a checkpoint of these tensors is %llu (truncated or corrupt)",
 				(unsigned long long)size, (unsigned long long)want_size);
 		free(hp);
@@ -556,20 +542,20 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 	}
 	// size == want_size, which is bounded by the caller's own tensors: safe to hold in memory.
 	if (size > SIZE_MAX) {
-		set_err(err, errlen, path, "too large for this machine");
+		dnn_set_err(err, errlen, path, "too large for this machine");
 		fclose(f);
 		return -1;
 	}
 	unsigned char *buf = malloc((size_t)size);
 	if (!buf) {
-		set_err(err, errlen, path, "out of memory (%llu bytes)", (unsigned long long)size);
+		dnn_set_err(err, errlen, path, "out of memory (%llu bytes)", (unsigned long long)size);
 		fclose(f);
 		return -1;
 	}
 	memcpy(buf, pre, CKPT_PREFIX);
 	int r = read_all(f, path, buf + CKPT_PREFIX, (size_t)size - CKPT_PREFIX, err, errlen);
 	if (r == 0 && fgetc(f) != EOF) {
-		set_err(err, errlen, path, "file grew while reading");
+		dnn_set_err(err, errlen, path, "file grew while reading");
 		r = -1;
 	}
 	fclose(f);
@@ -584,7 +570,7 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 		o += k;
 	}
 	if ((uint32_t)crc != get32(buf + size - 4)) {
-		set_err(err, errlen, path, "checksum mismatch (file is corrupt or truncated)");
+		dnn_set_err(err, errlen, path, "checksum mismatch (file is corrupt or truncated)");
 		free(buf);
 		return -1;
 	}
@@ -631,41 +617,41 @@ int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err
 	if (err && errlen)
 		err[0] = '\0';
 	if (!meta) {
-		set_err(err, errlen, path, "no meta to fill");
+		dnn_set_err(err, errlen, path, "no meta to fill");
 		return -1;
 	}
 	memset(meta, 0, sizeof(*meta));
 	FILE *f = fopen(path, "rb");
 	if (!f) {
-		set_err(err, errlen, path, "%s", strerror(errno));
+		dnn_set_err(err, errlen, path, "%s", strerror(errno));
 		return -1;
 	}
 	struct stat st;
 	unsigned char pre[CKPT_PREFIX], *hp = NULL;
 	int rc = -1;
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		set_err(err, errlen, path, "not a regular file");
+		dnn_set_err(err, errlen, path, "not a regular file");
 		goto out;
 	}
 	uint64_t size = (uint64_t)st.st_size;
 	if (size < CKPT_PREFIX + CKPT_HDR_FIXED + 4) {
-		set_err(err, errlen, path, "too short for a checkpoint (%llu bytes)", (unsigned long long)size);
+		dnn_set_err(err, errlen, path, "too short for a checkpoint (%llu bytes)", (unsigned long long)size);
 		goto out;
 	}
 	if (read_all(f, path, pre, sizeof(pre), err, errlen) != 0)
 		goto out;
 	if (memcmp(pre, ckpt_magic, 8) != 0) {
-		set_err(err, errlen, path, "not a checkpoint (bad magic)");
+		dnn_set_err(err, errlen, path, "not a checkpoint (bad magic)");
 		goto out;
 	}
 	uint32_t version = get32(pre + 8), hlen = get32(pre + 12);
 	if (version != CKPT_VERSION) {
-		set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)", version,
+		dnn_set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)", version,
 			CKPT_VERSION);
 		goto out;
 	}
 	if (hlen < CKPT_HDR_FIXED || CKPT_PREFIX + (uint64_t)hlen + 4 > size) {
-		set_err(err, errlen, path, "header length %u out of bounds (corrupt or truncated)", hlen);
+		dnn_set_err(err, errlen, path, "header length %u out of bounds (corrupt or truncated)", hlen);
 		goto out;
 	}
 	// Only the fixed fields and the class names are needed: never read more than they can take.
@@ -674,14 +660,14 @@ int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err
 				: CKPT_HDR_FIXED + 4 * (uint64_t)MAX_CLASSES + MAX_CLASS_BYTES;
 	hp = malloc((size_t)want);
 	if (!hp) {
-		set_err(err, errlen, path, "out of memory");
+		dnn_set_err(err, errlen, path, "out of memory");
 		goto out;
 	}
 	if (read_all(f, path, hp, (size_t)want, err, errlen) != 0)
 		goto out;
 	uint32_t n = get32(hp + 32);
 	if (n > MAX_CLASSES) {
-		set_err(err, errlen, path, "absurd class count %u (corrupt header)", n);
+		dnn_set_err(err, errlen, path, "absurd class count %u (corrupt header)", n);
 		goto out;
 	}
 	meta->net_fingerprint = get64(hp);
@@ -691,7 +677,7 @@ int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err
 	if (n > 0) {
 		meta->class_names = calloc(n, sizeof(char *));
 		if (!meta->class_names) {
-			set_err(err, errlen, path, "out of memory");
+			dnn_set_err(err, errlen, path, "out of memory");
 			goto out;
 		}
 		meta->nclasses = n;
@@ -700,13 +686,13 @@ int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err
 	for (uint32_t i = 0; i < n; i++) {
 		uint32_t len = want - o >= 4 ? get32(hp + o) : UINT32_MAX;
 		if (len > MAX_NAME || want - o - 4 < len || memchr(hp + o + 4, '\0', len)) {
-			set_err(err, errlen, path, "class name %u is corrupt", i);
+			dnn_set_err(err, errlen, path, "class name %u is corrupt", i);
 			dnn_ckpt_free_names(meta);
 			goto out;
 		}
 		meta->class_names[i] = malloc((size_t)len + 1);
 		if (!meta->class_names[i]) {
-			set_err(err, errlen, path, "out of memory");
+			dnn_set_err(err, errlen, path, "out of memory");
 			dnn_ckpt_free_names(meta);
 			goto out;
 		}

@@ -5,6 +5,7 @@
  * file whose header promises terabytes fails with "truncated" after a small allocation.
  */
 #include "dataset.h"
+#include "errline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,22 +34,6 @@ static const char *const fashion_names[10] = {"T-shirt/top", "Trouser", "Pullove
 static const char *const cifar10_names[10] = {"airplane", "automobile", "bird",  "cat",  "deer",
 					      "dog",      "frog",       "horse", "ship", "truck"};
 
-static void set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	int k = snprintf(err, errlen, "%s: ", path ? path : "(null)");
-	if (k < 0 || (size_t)k >= errlen)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-	va_end(ap);
-	// One line, whatever the path or a zlib message contained.
-	for (char *p = err; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
-}
 
 /* ------------------------------------------------------------------ input files */
 
@@ -65,28 +50,28 @@ static int input_open(input *in, const char *path, char *err, size_t errlen)
 	memset(in, 0, sizeof(*in));
 	in->path = path;
 	if (!path || !*path) {
-		set_err(err, errlen, path, "empty path");
+		dnn_set_err(err, errlen, path, "empty path");
 		return -1;
 	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		set_err(err, errlen, path, "%s", strerror(errno));
+		dnn_set_err(err, errlen, path, "%s", strerror(errno));
 		return -1;
 	}
 	struct stat st;
 	if (fstat(fd, &st) != 0) {
-		set_err(err, errlen, path, "%s", strerror(errno));
+		dnn_set_err(err, errlen, path, "%s", strerror(errno));
 		close(fd);
 		return -1;
 	}
 	if (S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, path, "is a directory, not a data file");
+		dnn_set_err(err, errlen, path, "is a directory, not a data file");
 		close(fd);
 		return -1;
 	}
 	in->size = S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
 	if (in->size == 0) {
-		set_err(err, errlen, path, "empty file");
+		dnn_set_err(err, errlen, path, "empty file");
 		close(fd);
 		return -1;
 	}
@@ -97,12 +82,12 @@ static int input_open(input *in, const char *path, char *err, size_t errlen)
 	errno = 0;
 	in->gz = gzdopen(fd, "rb");
 	if (!in->gz) {
-		set_err(err, errlen, path, "cannot open (%s)", errno ? strerror(errno) : "zlib");
+		dnn_set_err(err, errlen, path, "cannot open (%s)", errno ? strerror(errno) : "zlib");
 		close(fd);
 		return -1;
 	}
 	if (gzbuffer(in->gz, 1u << 18) != 0) {
-		set_err(err, errlen, path, "cannot set the read buffer");
+		dnn_set_err(err, errlen, path, "cannot set the read buffer");
 		gzclose(in->gz);
 		in->gz = NULL;
 		return -1;
@@ -138,9 +123,9 @@ static long long input_read(input *in, void *buf, size_t n, char *err, size_t er
 			int zerr = 0;
 			const char *msg = gz_msg(in->gz, &zerr);
 			if (zerr == Z_ERRNO)
-				set_err(err, errlen, in->path, "read error: %s", strerror(errno));
+				dnn_set_err(err, errlen, in->path, "read error: %s", strerror(errno));
 			else
-				set_err(err, errlen, in->path, "corrupt gzip data (%s)", msg);
+				dnn_set_err(err, errlen, in->path, "corrupt gzip data (%s)", msg);
 			return -1;
 		}
 		if (r == 0)
@@ -159,7 +144,7 @@ static uint8_t *input_read_alloc(input *in, size_t n, const char *what, char *er
 	long long start = in->got;
 	// Raw files: the size on disk tells at once whether the promise can be kept.
 	if (!in->compressed && in->size >= 0 && (unsigned long long)(in->size - start) < n) {
-		set_err(err, errlen, in->path,
+		dnn_set_err(err, errlen, in->path,
 			"truncated file: %s needs %zu bytes from offset %lld, file has %lld", what, n,
 			start, in->size - start);
 		return NULL;
@@ -167,7 +152,7 @@ static uint8_t *input_read_alloc(input *in, size_t n, const char *what, char *er
 	size_t cap = n < GROW_START ? n : GROW_START, have = 0;
 	uint8_t *buf = malloc(cap ? cap : 1);
 	if (!buf) {
-		set_err(err, errlen, in->path, "out of memory (%zu bytes for %s)", cap, what);
+		dnn_set_err(err, errlen, in->path, "out of memory (%zu bytes for %s)", cap, what);
 		return NULL;
 	}
 	for (;;) {
@@ -180,7 +165,7 @@ static uint8_t *input_read_alloc(input *in, size_t n, const char *what, char *er
 		if (have == n)
 			return buf;
 		if (have < cap) {
-			set_err(err, errlen, in->path,
+			dnn_set_err(err, errlen, in->path,
 				"truncated file: %s needs %zu bytes from offset %lld, only %zu present%s",
 				what, n, start, have, in->compressed ? " after decompression" : "");
 			free(buf);
@@ -189,7 +174,7 @@ static uint8_t *input_read_alloc(input *in, size_t n, const char *what, char *er
 		size_t ncap = cap > n / 2 ? n : cap * 2;
 		uint8_t *nb = realloc(buf, ncap);
 		if (!nb) {
-			set_err(err, errlen, in->path, "out of memory (%zu bytes for %s)", ncap, what);
+			dnn_set_err(err, errlen, in->path, "out of memory (%zu bytes for %s)", ncap, what);
 			free(buf);
 			return NULL;
 		}
@@ -211,9 +196,9 @@ static int input_finish(input *in, char *err, size_t errlen)
 			int zerr = 0;
 			const char *msg = gz_msg(in->gz, &zerr);
 			if (zerr == Z_ERRNO)
-				set_err(err, errlen, in->path, "read error: %s", strerror(errno));
+				dnn_set_err(err, errlen, in->path, "read error: %s", strerror(errno));
 			else
-				set_err(err, errlen, in->path, "corrupt gzip data (%s)", msg);
+				dnn_set_err(err, errlen, in->path, "corrupt gzip data (%s)", msg);
 			return -1;
 		}
 		if (r == 0)
@@ -222,7 +207,7 @@ static int input_finish(input *in, char *err, size_t errlen)
 	int zerr = 0;
 	gzerror(in->gz, &zerr);
 	if (zerr == Z_BUF_ERROR) {
-		set_err(err, errlen, in->path, "truncated gzip stream (unexpected end of file)");
+		dnn_set_err(err, errlen, in->path, "truncated gzip stream (unexpected end of file)");
 		return -1;
 	}
 	return 0;
@@ -262,46 +247,46 @@ static int idx_header(input *in, uint32_t want_magic, const char *kind, uint32_t
 	if (r < 0)
 		return -1;
 	if (r < 4) {
-		set_err(err, errlen, in->path, "truncated header (%lld of %zu bytes)", r, hlen);
+		dnn_set_err(err, errlen, in->path, "truncated header (%lld of %zu bytes)", r, hlen);
 		return -1;
 	}
 	uint32_t magic = be32(h);
 	if (magic != want_magic) {
 		if (h[0] == 0 && h[1] == 0 && h[2] == 0x08)
-			set_err(err, errlen, in->path,
+			dnn_set_err(err, errlen, in->path,
 				"IDX file has %u dimensions, want %d for IDX %s (magic 0x%08x, want 0x%08x)",
 				h[3], ndims, kind, magic, want_magic);
 		else if (h[0] == 0 && h[1] == 0 && h[3] == (uint8_t)ndims)
-			set_err(err, errlen, in->path,
+			dnn_set_err(err, errlen, in->path,
 				"IDX element type 0x%02x is not unsigned byte (magic 0x%08x, want 0x%08x)",
 				h[2], magic, want_magic);
 		else
-			set_err(err, errlen, in->path, "wrong magic 0x%08x (want 0x%08x for IDX %s)", magic,
+			dnn_set_err(err, errlen, in->path, "wrong magic 0x%08x (want 0x%08x for IDX %s)", magic,
 				want_magic, kind);
 		return -1;
 	}
 	if ((size_t)r < hlen) {
-		set_err(err, errlen, in->path, "truncated header (%lld of %zu bytes)", r, hlen);
+		dnn_set_err(err, errlen, in->path, "truncated header (%lld of %zu bytes)", r, hlen);
 		return -1;
 	}
 	for (int i = 0; i < ndims; i++)
 		dims[i] = be32(h + 4 + 4 * i);
 	if (dims[0] == 0) {
-		set_err(err, errlen, in->path, "IDX %s file holds zero samples", kind);
+		dnn_set_err(err, errlen, in->path, "IDX %s file holds zero samples", kind);
 		return -1;
 	}
 	if (dims[0] > MAX_SAMPLES) {
-		set_err(err, errlen, in->path, "absurd sample count %u (at most %u)%s", dims[0],
+		dnn_set_err(err, errlen, in->path, "absurd sample count %u (at most %u)%s", dims[0],
 			MAX_SAMPLES, dims[0] > INT32_MAX ? ", negative as int32" : "");
 		return -1;
 	}
 	if (ndims == 3) {
 		if (dims[1] == 0 || dims[2] == 0) {
-			set_err(err, errlen, in->path, "zero image size (rows %u, cols %u)", dims[1], dims[2]);
+			dnn_set_err(err, errlen, in->path, "zero image size (rows %u, cols %u)", dims[1], dims[2]);
 			return -1;
 		}
 		if ((uint64_t)dims[1] * dims[2] > MAX_PIXELS) {
-			set_err(err, errlen, in->path, "absurd image size %ux%u (at most 4096*4096 pixels)",
+			dnn_set_err(err, errlen, in->path, "absurd image size %ux%u (at most 4096*4096 pixels)",
 				dims[1], dims[2]);
 			return -1;
 		}
@@ -315,12 +300,12 @@ int dnn_dataset_load_idx(dnn_dataset *ds, const char *images_path, const char *l
 	if (err && errlen)
 		err[0] = '\0';
 	if (!ds) {
-		set_err(err, errlen, images_path, "no dataset to fill");
+		dnn_set_err(err, errlen, images_path, "no dataset to fill");
 		return -1;
 	}
 	memset(ds, 0, sizeof(*ds));
 	if (max_classes < 1 || max_classes > 256) {
-		set_err(err, errlen, labels_path, "max_classes %d out of range 1..256", max_classes);
+		dnn_set_err(err, errlen, labels_path, "max_classes %d out of range 1..256", max_classes);
 		return -1;
 	}
 	input im, lb;
@@ -341,21 +326,21 @@ int dnn_dataset_load_idx(dnn_dataset *ds, const char *images_path, const char *l
 	if (idx_header(&lb, IDX_MAGIC_LABELS, "labels", ldim, 1, err, errlen) != 0)
 		goto out;
 	if (ldim[0] != idim[0]) {
-		set_err(err, errlen, labels_path, "%u labels, but %s holds %u images", ldim[0],
+		dnn_set_err(err, errlen, labels_path, "%u labels, but %s holds %u images", ldim[0],
 			images_path, idim[0]);
 		goto out;
 	}
 	// Raw files: check the whole promise against the size on disk, even when `limit` means
 	// only a prefix is read.
 	if (!lb.compressed && lb.size >= 0 && lb.size < 8 + (long long)ldim[0]) {
-		set_err(err, errlen, labels_path,
+		dnn_set_err(err, errlen, labels_path,
 			"truncated file: header promises %u labels, file has %lld bytes",
 			ldim[0], lb.size);
 		goto out;
 	}
 	if (!im.compressed && im.size >= 0 &&
 	    (unsigned long long)im.size < 16 + (unsigned long long)idim[0] * idim[1] * idim[2]) {
-		set_err(err, errlen, images_path,
+		dnn_set_err(err, errlen, images_path,
 			"truncated file: header promises %u images of %ux%u, file has %lld bytes", idim[0],
 			idim[1], idim[2], im.size);
 		goto out;
@@ -365,7 +350,7 @@ int dnn_dataset_load_idx(dnn_dataset *ds, const char *images_path, const char *l
 		n = (size_t)limit;
 	size_t per = (size_t)idim[1] * idim[2], bytes;
 	if (__builtin_mul_overflow(n, per, &bytes) || n > INT_MAX) {
-		set_err(err, errlen, images_path, "%zu images of %zu pixels overflow size_t", n, per);
+		dnn_set_err(err, errlen, images_path, "%zu images of %zu pixels overflow size_t", n, per);
 		goto out;
 	}
 	// Labels first: they are small, and a bad label fails before the big read.
@@ -374,12 +359,12 @@ int dnn_dataset_load_idx(dnn_dataset *ds, const char *images_path, const char *l
 		goto out;
 	labels = malloc(n * sizeof(int32_t));
 	if (!labels) {
-		set_err(err, errlen, labels_path, "out of memory (%zu labels)", n);
+		dnn_set_err(err, errlen, labels_path, "out of memory (%zu labels)", n);
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (lab8[i] >= max_classes) {
-			set_err(err, errlen, labels_path, "label %u at index %zu is out of range (max_classes %d)",
+			dnn_set_err(err, errlen, labels_path, "label %u at index %zu is out of range (max_classes %d)",
 				lab8[i], i, max_classes);
 			goto out;
 		}
@@ -418,13 +403,13 @@ static int find_file(char *out, size_t outlen, const char *dir, const char *name
 		struct stat st;
 		int k = snprintf(out, outlen, "%s/%s%s", dir, name, suffix[i]);
 		if (k < 0 || (size_t)k >= outlen) {
-			set_err(err, errlen, dir, "path too long");
+			dnn_set_err(err, errlen, dir, "path too long");
 			return -1;
 		}
 		if (stat(out, &st) == 0)
 			return 0;
 	}
-	set_err(err, errlen, dir, "no %s[.gz] in this directory", name);
+	dnn_set_err(err, errlen, dir, "no %s[.gz] in this directory", name);
 	return -1;
 }
 
@@ -437,15 +422,15 @@ int dnn_dataset_load_fashion(dnn_dataset *ds, const char *dir, int train, int li
 		memset(ds, 0, sizeof(*ds));
 	struct stat st;
 	if (!dir || !*dir) {
-		set_err(err, errlen, dir, "empty directory path");
+		dnn_set_err(err, errlen, dir, "empty directory path");
 		return -1;
 	}
 	if (stat(dir, &st) != 0) {
-		set_err(err, errlen, dir, "%s", strerror(errno));
+		dnn_set_err(err, errlen, dir, "%s", strerror(errno));
 		return -1;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		set_err(err, errlen, dir, "not a directory (want the Fashion-MNIST directory)");
+		dnn_set_err(err, errlen, dir, "not a directory (want the Fashion-MNIST directory)");
 		return -1;
 	}
 	const char *pre = train ? "train" : "t10k";
@@ -461,7 +446,7 @@ int dnn_dataset_load_fashion(dnn_dataset *ds, const char *dir, int train, int li
 	ds->class_names = dup_names(fashion_names, 10);
 	if (!ds->class_names) {
 		dnn_dataset_free(ds);
-		set_err(err, errlen, dir, "out of memory");
+		dnn_set_err(err, errlen, dir, "out of memory");
 		return -1;
 	}
 	return 0;
@@ -475,12 +460,12 @@ int dnn_dataset_load_cifar10(dnn_dataset *ds, const char *const *paths, int n_pa
 	if (err && errlen)
 		err[0] = '\0';
 	if (!ds) {
-		set_err(err, errlen, "cifar10", "no dataset to fill");
+		dnn_set_err(err, errlen, "cifar10", "no dataset to fill");
 		return -1;
 	}
 	memset(ds, 0, sizeof(*ds));
 	if (!paths || n_paths <= 0) {
-		set_err(err, errlen, "cifar10", "no batch files given");
+		dnn_set_err(err, errlen, "cifar10", "no batch files given");
 		return -1;
 	}
 	uint8_t *pix = NULL, rec[CIFAR_RECORD];
@@ -492,7 +477,7 @@ int dnn_dataset_load_cifar10(dnn_dataset *ds, const char *const *paths, int n_pa
 		if (input_open(&in, paths[f], err, errlen) != 0)
 			goto fail;
 		if (!in.compressed && in.size > 0 && in.size % CIFAR_RECORD != 0) {
-			set_err(err, errlen, paths[f],
+			dnn_set_err(err, errlen, paths[f],
 				"size %lld is not a whole number of %d-byte CIFAR-10 records (truncated?)",
 				in.size, CIFAR_RECORD);
 			input_close(&in);
@@ -508,14 +493,14 @@ int dnn_dataset_load_cifar10(dnn_dataset *ds, const char *const *paths, int n_pa
 			if (r == 0)
 				break;
 			if (r < CIFAR_RECORD) {
-				set_err(err, errlen, paths[f],
+				dnn_set_err(err, errlen, paths[f],
 					"truncated file: record %zu has %lld of %d bytes", in_file, r,
 					CIFAR_RECORD);
 				input_close(&in);
 				goto fail;
 			}
 			if (rec[0] >= 10) {
-				set_err(err, errlen, paths[f],
+				dnn_set_err(err, errlen, paths[f],
 					"label %u in record %zu is out of range (max_classes 10)", rec[0],
 					in_file);
 				input_close(&in);
@@ -525,14 +510,14 @@ int dnn_dataset_load_cifar10(dnn_dataset *ds, const char *const *paths, int n_pa
 				size_t ncap = cap ? cap * 2 : 1024;
 				uint8_t *np = realloc(pix, ncap * CIFAR_PIXELS);
 				if (!np) {
-					set_err(err, errlen, paths[f], "out of memory");
+					dnn_set_err(err, errlen, paths[f], "out of memory");
 					input_close(&in);
 					goto fail;
 				}
 				pix = np;
 				int32_t *nl = realloc(labels, ncap * sizeof(int32_t));
 				if (!nl) {
-					set_err(err, errlen, paths[f], "out of memory");
+					dnn_set_err(err, errlen, paths[f], "out of memory");
 					input_close(&in);
 					goto fail;
 				}
@@ -551,11 +536,11 @@ int dnn_dataset_load_cifar10(dnn_dataset *ds, const char *const *paths, int n_pa
 		input_close(&in);
 		if (in_file == 0) {
 			// Reached only when the (decompressed) file held no record at all.
-			set_err(err, errlen, paths[f], "no CIFAR-10 records in this file");
+			dnn_set_err(err, errlen, paths[f], "no CIFAR-10 records in this file");
 			goto fail;
 		}
 		if (n > MAX_SAMPLES) {
-			set_err(err, errlen, paths[f], "absurd sample count (more than %u)", MAX_SAMPLES);
+			dnn_set_err(err, errlen, paths[f], "absurd sample count (more than %u)", MAX_SAMPLES);
 			goto fail;
 		}
 	}
@@ -568,7 +553,7 @@ int dnn_dataset_load_cifar10(dnn_dataset *ds, const char *const *paths, int n_pa
 	ds->labels = labels;
 	ds->class_names = dup_names(cifar10_names, 10);
 	if (!ds->class_names) {
-		set_err(err, errlen, paths[0], "out of memory");
+		dnn_set_err(err, errlen, paths[0], "out of memory");
 		dnn_dataset_free(ds);
 		return -1;
 	}
