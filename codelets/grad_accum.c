@@ -7,6 +7,7 @@
 #include "grad_accum.h"
 #include "dnn_codelet.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void dnn_grad_zero_cpu(float *dst, size_t n)
@@ -18,6 +19,12 @@ void dnn_grad_accum_cpu(float *dst, const float *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		dst[i] += src[i];
+}
+
+void dnn_grad_axpy_cpu(float *dst, float alpha, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += alpha * src[i];
 }
 
 static void grad_zero_cpu_task(void *buffers[], void *cl_arg)
@@ -33,6 +40,15 @@ static void grad_accum_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
 	dnn_grad_accum_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+}
+
+static void grad_axpy_cpu_task(void *buffers[], void *cl_arg)
+{
+	const float alpha = *(const float *)cl_arg;
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
+	dnn_grad_axpy_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), alpha,
+			  (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
 }
 
 static struct starpu_perfmodel grad_zero_model = {
@@ -83,6 +99,24 @@ struct starpu_codelet cl_grad_add = {
 	.color = DNN_COLOR_REDUX,
 };
 
+static struct starpu_perfmodel grad_axpy_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_grad_axpy",
+};
+
+/* Scaled add, for the async mode's staleness compensation (graph/dist.c). */
+struct starpu_codelet cl_grad_axpy = {
+	.name = "cl_grad_axpy",
+	.cpu_funcs = {grad_axpy_cpu_task},
+	.cpu_funcs_name = {"grad_axpy_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_axpy_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_RW, STARPU_R},
+	.model = &grad_axpy_model,
+	.color = DNN_COLOR_UPDATE,
+};
+
 void dnn_grad_set_redux(starpu_data_handle_t grad)
 {
 	starpu_data_set_reduction_methods(grad, &cl_grad_accum, &cl_grad_zero);
@@ -97,4 +131,13 @@ void dnn_insert_grad_accum(starpu_data_handle_t dst, int dst_mode, starpu_data_h
 void dnn_insert_grad_zero(starpu_data_handle_t dst)
 {
 	DNN_CHECK_STARPU(starpu_task_insert(&cl_grad_zero, STARPU_W, dst, STARPU_NAME, "grad_zero", 0));
+}
+
+void dnn_insert_grad_axpy(starpu_data_handle_t dst, float alpha, starpu_data_handle_t src)
+{
+	float *arg = malloc(sizeof(float)); /* freed by StarPU (STARPU_CL_ARGS) */
+	STARPU_ASSERT(arg);
+	*arg = alpha;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_grad_axpy, STARPU_RW, dst, STARPU_R, src, STARPU_CL_ARGS, arg,
+					    sizeof(float), STARPU_NAME, "grad_axpy", 0));
 }

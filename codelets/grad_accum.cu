@@ -14,6 +14,13 @@ static __global__ void grad_accum_kernel(float *dst, const float *src, size_t n)
 		dst[i] += src[i];
 }
 
+static __global__ void grad_axpy_kernel(float *dst, float alpha, const float *src, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		dst[i] += alpha * src[i];
+}
+
 extern "C" void dnn_grad_zero_cuda(void *buffers[], void *cl_arg)
 {
 	(void)cl_arg;
@@ -32,5 +39,18 @@ extern "C" void dnn_grad_accum_cuda(void *buffers[], void *cl_arg)
 		return;
 	unsigned blocks = (unsigned)((n + 255) / 256);
 	grad_accum_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, src, n);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg)
+{
+	const float alpha = *(const float *)cl_arg;
+	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	const float *src = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	if (n == 0)
+		return;
+	unsigned blocks = (unsigned)((n + 255) / 256);
+	grad_axpy_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, alpha, src, n);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }

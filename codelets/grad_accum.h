@@ -7,10 +7,12 @@
 /* Plain kernels. */
 void dnn_grad_zero_cpu(float *dst, size_t n);                     // dst[n] = 0
 void dnn_grad_accum_cpu(float *dst, const float *src, size_t n);  // dst[n] += src[n]
+void dnn_grad_axpy_cpu(float *dst, float alpha, const float *src, size_t n); // dst[n] += alpha*src[n]
 
 extern struct starpu_codelet cl_grad_zero;   // (W dst)
 extern struct starpu_codelet cl_grad_accum;  // (RW|COMMUTE dst, R src): the reduction method
 extern struct starpu_codelet cl_grad_add;    // same kernel, modes given at insert time
+extern struct starpu_codelet cl_grad_axpy;   // (RW dst, R src), cl_arg a float alpha: dst += alpha*src
 
 /* Make `grad` (a vector handle) a REDUX target: StarPU gives each worker a zeroed private copy
  * and sums the copies with cl_grad_accum. */
@@ -19,9 +21,12 @@ void dnn_grad_set_redux(starpu_data_handle_t grad);
 /* dst += src as a task; dst_mode is STARPU_RW, STARPU_REDUX or STARPU_RW|STARPU_COMMUTE. */
 void dnn_insert_grad_accum(starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
 void dnn_insert_grad_zero(starpu_data_handle_t dst);
+/* dst += alpha * src as a task (dst RW). */
+void dnn_insert_grad_axpy(starpu_data_handle_t dst, float alpha, starpu_data_handle_t src);
 
 #ifdef DNN_HAVE_CUDA
 void dnn_grad_zero_cuda(void *buffers[], void *cl_arg);
 void dnn_grad_accum_cuda(void *buffers[], void *cl_arg);
+void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg);
 #endif
 #endif

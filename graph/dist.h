@@ -3,7 +3,8 @@
 #define DNN_DIST_H
 #include "model.h"
 
-/* Before the step's forward (async: pull parameters from the server snapshot of step t-1-S). */
+/* Before the step's forward (async: pull parameters from the server snapshot of step t-1-S, add
+ * this rank's own later changes and, with lookahead, the same again for each other rank). */
 void dnn_dist_before_forward(dnn_plan *p, long step);
 /* After the step's backward: sync = all-reduce + identical update on every rank; async = push
  * the local gradient to the parameter server (and snapshot it). */

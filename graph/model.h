@@ -47,6 +47,7 @@ typedef struct {
 	 * every rank's applied changes of the last S+1 steps ([(rank * (S+1) + k) * nparams + p]). */
 	starpu_data_handle_t *w_server, *snap, *delta; // snap[k * nparams + p], k in [0, S]
 	float **w_server_mem;
+	int lookahead;                     // async: estimate the others' missing steps by our own
 	/* step statistics: [slot] global (owner 0) and [rank * nslots + slot] per-rank sums */
 	starpu_data_handle_t *stats_global, *stats_local;
 	float *stats_global_mem, *stats_local_mem;
@@ -77,7 +78,7 @@ void dnn_model_destroy(dnn_model *m);
 
 /* Turn on multi-rank training (call on every rank, after dnn_model_create, before any plan;
  * nslots = the window). No-op for one rank. */
-void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int nslots);
+void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int lookahead, int nslots);
 
 /* A chunked batch layout. The batch of `batch` samples is split into `nchunks` nearly equal
  * contiguous chunks (the first batch % nchunks chunks get one more sample). */

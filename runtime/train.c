@@ -36,6 +36,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->cosine = 1;
 	o->mode = DNN_MODE_SYNC;
 	o->staleness = 4;
+	o->async_lookahead = 1;
 	o->val_fraction = 0.1;
 }
 
@@ -448,7 +449,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			dnn_model_destroy(&m), dnn_dataset_free(&train), dnn_dataset_free(&test), dnn_graph_free(&g);
 			return 1;
 		}
-		dnn_model_enable_dist(&m, o->mode, o->staleness, window);
+		dnn_model_enable_dist(&m, o->mode, o->staleness, o->async_lookahead, window);
 	}
 	dnn_plan_create_sharded(&p, &m, o->batch, chunks, window);
 	if (dnn_preflight_memory(&m, &p, !bench && o->eval ? o->batch : 0, chunks, err, sizeof(err)) != 0) {
@@ -615,7 +616,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		else
 			printf(" ranks=1 mode=%s", o->mode == DNN_MODE_ASYNC ? "async(1 rank = sync)" : "sync");
 		if (m.dist && o->mode == DNN_MODE_ASYNC)
-			printf(" staleness=%d staleness_mean=%.2f staleness_max=%ld", o->staleness,
+			printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness, m.dist->lookahead,
 			       m.dist->staleness_count ? m.dist->staleness_sum / m.dist->staleness_count : 0.0,
 			       m.dist->staleness_max);
 		printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&g) / 1e9, wall);

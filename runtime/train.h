@@ -29,6 +29,7 @@ typedef struct {
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
 	int staleness;            // --staleness S (async)
+	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead
 	/* ANP app (anp.h, imagefolder.h) */
 	int input;                // --input N: the net's input is N x N (0 = as in the net file)
 	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]

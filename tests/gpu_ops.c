@@ -155,6 +155,10 @@ static void check_eltwise(long n)
 	buf_t sgd[] = {fb(x, n, STARPU_RW), fb(x1, n, STARPU_RW), fb(dx, n, STARPU_RW)};
 	snprintf(what, sizeof(what), "sgd n=%ld", n);
 	compare_cpu_cuda(what, &cl_sgd_update, &sa, sizeof(sa), sgd, 3);
+	float alpha = -1.5f;
+	buf_t axpy[] = {fb(x, n, STARPU_RW), fb(x1, n, STARPU_R)};
+	snprintf(what, sizeof(what), "grad_axpy n=%ld", n);
+	compare_cpu_cuda(what, &cl_grad_axpy, &alpha, sizeof(alpha), axpy, 2);
 	free(x), free(x1), free(y), free(dx);
 }
 

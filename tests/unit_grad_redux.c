@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "grad_accum.h"
+#include <string.h>
 #include "test_util.h"
 
 #define NTASKS 400
@@ -77,6 +78,24 @@ int main(int argc, char **argv)
 	}
 	check_sum("redux after zero", grad, ref, absref, NTASKS / 2);
 	starpu_data_release(hgrad);
+
+	/* The scaled add of the async lookahead: grad += -2.5 * contrib[0], exact per element
+	 * (one rounding of a product and one of a sum). */
+	starpu_data_acquire(hgrad, STARPU_R);
+	float *before = malloc(N * sizeof(float));
+	memcpy(before, grad, N * sizeof(float));
+	starpu_data_release(hgrad);
+	dnn_insert_grad_axpy(hgrad, -2.5f, hcontrib[0]);
+	starpu_data_acquire(hgrad, STARPU_R);
+	for (int i = 0, bad = 0; i < N && bad < 5; i++) {
+		float want = before[i] + -2.5f * contrib[i];
+		if (grad[i] != want) {
+			TEST_CHECK(0, "grad_axpy [%d]: got %.8g want %.8g", i, (double)grad[i], (double)want);
+			bad++;
+		}
+	}
+	starpu_data_release(hgrad);
+	free(before);
 
 	/* The reduction must really have run on several workers' copies when there are several. */
 	printf("workers: %u (cpu %u, cuda %u)\n", starpu_worker_get_count(), starpu_cpu_worker_get_count(),

@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# mpi_async — mixed-asynchronous training over 2 ranks learns: one Fashion-MNIST epoch reaches a
-# test accuracy within 0.02 of synchronous training with the same settings (staleness 1), and
-# the staleness observed never exceeds the bound (checked for S = 1 and S = 4).
-# With the default S = 4 the gap after one LeNet-5 epoch is larger (about 0.05-0.07, see README).
+# mpi_async — mixed-asynchronous training over 2 ranks learns: one Fashion-MNIST epoch with the
+# default staleness bound (S = 4, lookahead on) reaches a test accuracy within 0.02 of
+# synchronous training with the same settings, and the staleness observed never exceeds the
+# bound (checked for S = 4 and, in a short run, S = 1). Without lookahead the S = 4 gap is about
+# 0.05 (README, "Across nodes"); that run is printed for comparison, not asserted.
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1
 run() { timeout 600 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" train --net lenet5 --quiet "$@" 2>"$TMP/err" | tail -1; }
 SYNC="$(run --mode sync)" || { cat "$TMP/err" >&2; fail "sync run failed"; finish; }
-ASYNC="$(run --mode async --staleness 1)" || { cat "$TMP/err" >&2; fail "async run failed"; finish; }
+ASYNC="$(run --mode async)" || { cat "$TMP/err" >&2; fail "async run failed"; finish; }
 SA="$(result_field "$SYNC" test_accuracy)"; AA="$(result_field "$ASYNC" test_accuracy)"
-echo "sync:        test_accuracy=$SA images_per_s=$(result_field "$SYNC" images_per_s)"
-echo "async S=1:   test_accuracy=$AA images_per_s=$(result_field "$ASYNC" images_per_s) staleness_mean=$(result_field "$ASYNC" staleness_mean) staleness_max=$(result_field "$ASYNC" staleness_max)"
+echo "sync:          test_accuracy=$SA images_per_s=$(result_field "$SYNC" images_per_s)"
+echo "async S=4:     test_accuracy=$AA images_per_s=$(result_field "$ASYNC" images_per_s) staleness_mean=$(result_field "$ASYNC" staleness_mean) staleness_max=$(result_field "$ASYNC" staleness_max)"
 fcmp "$AA >= $SA - 0.02" || fail "async accuracy $AA is more than 0.02 below sync's $SA"
 [ "$(result_field "$ASYNC" mode)" = async ] || fail "result line mode=$(result_field "$ASYNC" mode)"
-fcmp "$(result_field "$ASYNC" staleness_max) <= 1" || fail "staleness $(result_field "$ASYNC" staleness_max) > 1"
-A4="$(run --mode async --staleness 4 --max-steps 100 --limit-train 6400 --limit-test 500)" || fail "async S=4 failed"
-echo "async S=4 (100 steps): staleness_mean=$(result_field "$A4" staleness_mean) staleness_max=$(result_field "$A4" staleness_max)"
-fcmp "$(result_field "$A4" staleness_max) <= 4" || fail "staleness $(result_field "$A4" staleness_max) > 4"
+[ "$(result_field "$ASYNC" staleness)" = 4 ] || fail "default staleness is $(result_field "$ASYNC" staleness), not 4"
+[ "$(result_field "$ASYNC" lookahead)" = 1 ] || fail "lookahead is not on by default"
+fcmp "$(result_field "$ASYNC" staleness_max) <= 4" || fail "staleness $(result_field "$ASYNC" staleness_max) > 4"
+# The bound holds for a tighter S too, and --no-lookahead is honoured.
+A1="$(run --mode async --staleness 1 --no-lookahead --max-steps 100 --limit-train 6400 --limit-test 500)" || fail "async S=1 failed"
+echo "async S=1 (100 steps, no lookahead): staleness_mean=$(result_field "$A1" staleness_mean) staleness_max=$(result_field "$A1" staleness_max)"
+fcmp "$(result_field "$A1" staleness_max) <= 1" || fail "staleness $(result_field "$A1" staleness_max) > 1"
+[ "$(result_field "$A1" lookahead)" = 0 ] || fail "--no-lookahead ignored (lookahead=$(result_field "$A1" lookahead))"
 finish
