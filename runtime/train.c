@@ -534,7 +534,10 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 				break;
 			dnn_sgd_config sgd = o->sgd;
 			sgd.lr = scheduled_lr(o, (long)step, total_steps);
+			/* Tag the step's tasks: traces (tasks.rec "Iteration:") can then tell steps apart. */
+			starpu_iteration_push((unsigned long)step);
 			dnn_submit_step(&p, (int)(s % window), &train, perm + (size_t)s * o->batch, &sgd);
+			starpu_iteration_pop();
 			step++;
 		}
 		if (nranks > 1)

@@ -90,8 +90,49 @@ def load_tasks(path):
         tasks.append({
             "job": jid, "label": task_label(r), "start": s, "end": e,
             "worker": rank_prefix(jid) + "w%d" % w, "node": r.get("MemoryNode", "0"),
+            "rank": rank_prefix(jid), "iteration": r.get("Iteration"),
         })
     return tasks
+
+
+def is_backward(label):
+    return "_bwd" in label
+
+
+def is_allreduce(label):
+    """The cross-rank gradient reduction: our contribution/ring tasks and StarPU-MPI's tree."""
+    return label.startswith("allreduce") or label.startswith("redux_prio_tree_redux")
+
+
+def allreduce_overlap(tasks):
+    """Per (rank, training step): how many all-reduce tasks started before that rank's last backward
+    task of the same step ended, i.e. ran while the backward of lower layers was still going.
+    Needs the steps' tasks tagged with starpu_iteration_push (tasks.rec "Iteration:")."""
+    groups = {}
+    for t in tasks:
+        if t["iteration"] is None:
+            continue
+        g = groups.setdefault((t["rank"], t["iteration"]), {"bwd": [], "red": []})
+        if is_backward(t["label"]):
+            g["bwd"].append(t)
+        elif is_allreduce(t["label"]):
+            g["red"].append(t)
+    total = early = steps = 0
+    frac = []
+    for g in groups.values():
+        if not g["bwd"] or not g["red"]:
+            continue
+        b0 = min(t["start"] for t in g["bwd"])
+        b1 = max(t["end"] for t in g["bwd"])
+        steps += 1
+        total += len(g["red"])
+        early += sum(1 for t in g["red"] if t["start"] < b1)
+        first = min(t["start"] for t in g["red"])
+        if b1 > b0:
+            frac.append(max(0.0, min(1.0, (first - b0) / (b1 - b0))))
+    if not total:
+        return None
+    return early, total, steps, sum(frac) / len(frac) if frac else 1.0
 
 
 def paje_color(s):
@@ -269,7 +310,8 @@ def gantt(outdir, tasks, workers, names, colors_task, colors_state, t0, rng, ver
             used.setdefault(t["label"], col)
             f.write("%.6f %.6f %d %d %s\n" % (s, e, row[t["worker"]], int(col.lstrip("#"), 16), t["label"]))
     n = len(workers)
-    ytics = ", ".join('"%s" %d' % (names.get(w, w), row[w]) for w in workers)
+    # gnuplot's enhanced text reads '_' as a subscript: escape it in the worker names.
+    ytics = ", ".join('"%s" %d' % (names.get(w, w).replace("_", "\\\\_"), row[w]) for w in workers)
     legend = ", ".join("NaN with boxes fs solid 1.0 lc rgb '%s' title '%s'" % (c, l.replace("_", "\\_"))
                        for l, c in sorted(used.items()))
     script = os.path.join(outdir, "gantt.gnuplot")
@@ -408,6 +450,13 @@ def main():
             p("  on it: " + ", ".join("%s %.3f ms" % kv for kv in sorted(mix.items(), key=lambda kv: -kv[1])[:6]))
     else:
         p("critical path: no dag.dot")
+
+    ov = allreduce_overlap(tasks)
+    if ov:
+        early, total, steps, first = ov
+        p("all-reduce overlap: %d of %d gradient all-reduce tasks (%.0f%%) started before their rank's backward of the "
+          "same step ended (%d rank-steps); the first one started at %.0f%% of the backward span on average"
+          % (early, total, 100.0 * early / total, steps, 100 * first))
 
     text = "\n".join(out) + "\n"
     with open(os.path.join(d, "summary.txt"), "w") as f:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # trace_mpi — `--trace DIR` under mpirun: every rank writes its FxT file, rank 0 merges them into
-# one paje.trace that ViTE parses cleanly, and the summary lists the workers of both ranks.
+# one paje.trace that ViTE parses cleanly, and the summary lists the workers of both ranks and
+# shows the gradient all-reduce overlapping the backward pass (tasks tagged with their step).
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 command -v vite >/dev/null || { echo "SKIP: ViTE (vite) not installed"; exit 77; }
@@ -18,4 +19,10 @@ grep -q '^0 errors and 0 warnings' "$TMP/vite.out" || fail "ViTE parse problems:
 for w in 0_CPU0 1_CPU0; do
   grep -q "$w" "$T/summary.txt" || fail "summary lacks worker $w of both ranks"
 done
+OV="$(grep '^all-reduce overlap:' "$T/summary.txt")" || fail "summary has no all-reduce overlap line"
+echo "$OV"
+EARLY="$(sed -n 's/^all-reduce overlap: \([0-9]*\) of \([0-9]*\).*/\1/p' <<<"$OV")"
+TOTAL="$(sed -n 's/^all-reduce overlap: \([0-9]*\) of \([0-9]*\).*/\2/p' <<<"$OV")"
+[ "${TOTAL:-0}" -gt 0 ] || fail "no all-reduce tasks tagged with a step"
+[ "${EARLY:-0}" -gt 0 ] || fail "no all-reduce task started before its step's backward ended: $OV"
 finish
