@@ -212,33 +212,37 @@ static void ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	const int N = d->nranks, P = m->nparams;
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
 	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
+	const size_t SZ = sizeof(size_t);
+	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
+	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
+	const int prio = STARPU_MAX_PRIO;
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++)
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[j * N + c],
-								STARPU_R, d->g_local[j * P + q], STARPU_CL_ARGS_NFREE,
-								&off[c], sizeof(size_t), STARPU_EXECUTE_ON_NODE, j,
-								STARPU_NAME, "ring_copy_in", 0));
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[j * N + c], STARPU_R, d->g_local[j * P + q],
+				STARPU_CL_ARGS_NFREE, &off[c], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, j,
+				STARPU_NAME, "ring_copy_in", 0));
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r - s) % N + N) % N, to = (r + 1) % N;
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_add, STARPU_RW, A[to * N + c],
-								STARPU_R, A[r * N + c], STARPU_EXECUTE_ON_NODE, to,
-								STARPU_NAME, "ring_reduce_scatter", 0));
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_add, STARPU_RW, A[to * N + c], STARPU_R, A[r * N + c],
+				STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, to, STARPU_NAME, "ring_reduce_scatter", 0));
 		}
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r + 1 - s) % N + N) % N, to = (r + 1) % N;
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[to * N + c],
-								STARPU_R, A[r * N + c], STARPU_CL_ARGS_NFREE, &off[0],
-								sizeof(size_t), STARPU_EXECUTE_ON_NODE, to, STARPU_NAME,
-								"ring_all_gather", 0));
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[to * N + c], STARPU_R, A[r * N + c],
+				STARPU_CL_ARGS_NFREE, &off[0], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, to,
+				STARPU_NAME, "ring_all_gather", 0));
 		}
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++)
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_slice_put, STARPU_RW,
-								d->g_local[j * P + q], STARPU_R, A[j * N + c],
-								STARPU_CL_ARGS_NFREE, &off[c], sizeof(size_t),
-								STARPU_EXECUTE_ON_NODE, j, STARPU_NAME, "ring_copy_out", 0));
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_slice_put, STARPU_RW, d->g_local[j * P + q], STARPU_R, A[j * N + c],
+				STARPU_CL_ARGS_NFREE, &off[c], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, j,
+				STARPU_NAME, "ring_copy_out", 0));
 	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
