@@ -20,9 +20,12 @@
  *          all-gather, s = 0..N-2, every r:     A[r+1][c]  = A[r][c], c = r+1-s    on r+1
  *                          g_p[j][chunk c] = A[j][c]            on j (the sum, in place)
  *                          each rank's SGD step with its g_p, which it zeroes.
- *        Every chunk's sum is computed once and copied, so the replicas stay identical. Each
- *        rank sends 2(N-1)/N of the gradient per step, none more than another (the tree: rank 0
- *        receives and sends (N-1) gradients), but in 2(N-1) dependent hops instead of ~log N + 1.
+ *        Every chunk's sum is computed once and copied, so the replicas stay identical. Both
+ *        send 2(N-1) gradients' worth of bytes per step in all; the ring spreads them, 2(N-1)/N
+ *        per rank (the tree: rank 0 alone sends the N-1 copies of the sum), but in twice the
+ *        messages, 4N-2 tasks per tensor and rank, and 2(N-1) dependent hops. On one shared
+ *        machine (STARPU_MPI_STATS and images/s in the README) that made it slower: tree is
+ *        the default.
  *
  * async  (mixed-asynchronous: synchronous inside a rank, asynchronous between ranks) each rank
  *        trains its own replica: a local SGD step (with its own momentum, gradient scaled by
