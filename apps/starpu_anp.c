@@ -109,6 +109,9 @@ static void help_cmd(const char *c)
 		       "  --seed S             seed for initialisation and shuffling [1]\n"
 		       "  --mode M             under mpirun: sync (all-reduce every step) or async (sharded\n"
 		       "                       parameter server, bounded staleness) [sync]\n"
+		       "  --allreduce A        sync under mpirun: how gradients are summed over the ranks, tree\n"
+		       "                       (starpu_mpi_redux_data into rank 0, then sent to all) or ring\n"
+		       "                       (reduce-scatter/all-gather over N chunks) [tree]\n"
 		       "  --staleness S        async: step i uses server parameters of step i-S or newer [4]\n"
 		       "  --no-lookahead       async: compute gradients on the stale parameters as they are,\n"
 		       "                       without estimating the other ranks' last S steps by this\n"
@@ -137,7 +140,7 @@ static void help_cmd(const char *c)
 
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
-       O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_STALENESS, O_NO_LOOKAHEAD };
+       O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD };
 enum { O_TRACE = 2000 };
 enum { O_INPUT = 2100, O_VAL_FRACTION, O_REPORT };
 
@@ -219,6 +222,7 @@ int main(int argc, char **argv)
 		{"quiet", no_argument, 0, O_QUIET}, {"lr-schedule", required_argument, 0, O_SCHEDULE},
 		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
 		{"mode", required_argument, 0, O_MODE}, {"staleness", required_argument, 0, O_STALENESS}, {"no-lookahead", no_argument, 0, O_NO_LOOKAHEAD},           {"help", no_argument, 0, 'h'},
+		{"allreduce", required_argument, 0, O_ALLREDUCE},
 		{"trace", required_argument, 0, O_TRACE},
 		{"input", required_argument, 0, O_INPUT}, {"val-fraction", required_argument, 0, O_VAL_FRACTION},
 		{"report", required_argument, 0, O_REPORT},
@@ -236,7 +240,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_DATA: ok = !is_bench && !is_predict; break;
 		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: case O_MODE: case O_STALENESS:
-		case O_NO_LOOKAHEAD:
+		case O_NO_LOOKAHEAD: case O_ALLREDUCE:
 			ok = !is_eval && !is_predict;
 			break;
 		case O_VAL_FRACTION: case O_REPORT: ok = is_train || is_eval; break;
@@ -288,6 +292,11 @@ int main(int argc, char **argv)
 			if (strcmp(optarg, "sync") && strcmp(optarg, "async"))
 				usage_error("--mode: '%s' is not sync or async", optarg);
 			o.mode = !strcmp(optarg, "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC;
+			break;
+		case O_ALLREDUCE:
+			if (strcmp(optarg, "tree") && strcmp(optarg, "ring"))
+				usage_error("--allreduce: '%s' is not tree or ring", optarg);
+			o.allreduce = !strcmp(optarg, "ring") ? DNN_ALLREDUCE_RING : DNN_ALLREDUCE_TREE;
 			break;
 		case O_STALENESS: o.staleness = (int)parse_long_opt(name, optarg, 0, 1000); break;
 		case O_NO_LOOKAHEAD: o.async_lookahead = 0; break;

@@ -117,6 +117,57 @@ struct starpu_codelet cl_grad_axpy = {
 	.color = DNN_COLOR_UPDATE,
 };
 
+static void grad_slice_get_cpu_task(void *buffers[], void *cl_arg)
+{
+	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(off + n <= STARPU_VECTOR_GET_NX(buffers[1]));
+	memcpy((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]) + off,
+	       n * sizeof(float));
+}
+
+static void grad_slice_put_cpu_task(void *buffers[], void *cl_arg)
+{
+	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[1]);
+	STARPU_ASSERT(off + n <= STARPU_VECTOR_GET_NX(buffers[0]));
+	memcpy((float *)STARPU_VECTOR_GET_PTR(buffers[0]) + off, (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+	       n * sizeof(float));
+}
+
+static struct starpu_perfmodel grad_slice_get_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_grad_slice_get",
+};
+static struct starpu_perfmodel grad_slice_put_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_grad_slice_put",
+};
+
+/* Ring all-reduce: a rank's chunk of its local gradient, a chunk forwarded along the ring
+ * (offset 0, same length), and the reduced chunks written back into the full gradient. */
+struct starpu_codelet cl_grad_slice_get = {
+	.name = "cl_grad_slice_get",
+	.cpu_funcs = {grad_slice_get_cpu_task},
+	.cpu_funcs_name = {"grad_slice_get_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_slice_get_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_W, STARPU_R},
+	.model = &grad_slice_get_model,
+	.color = DNN_COLOR_REDUX,
+};
+
+struct starpu_codelet cl_grad_slice_put = {
+	.name = "cl_grad_slice_put",
+	.cpu_funcs = {grad_slice_put_cpu_task},
+	.cpu_funcs_name = {"grad_slice_put_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_slice_put_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_RW, STARPU_R},
+	.model = &grad_slice_put_model,
+	.color = DNN_COLOR_REDUX,
+};
+
 void dnn_grad_set_redux(starpu_data_handle_t grad)
 {
 	starpu_data_set_reduction_methods(grad, &cl_grad_accum, &cl_grad_zero);

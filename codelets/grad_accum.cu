@@ -54,3 +54,25 @@ extern "C" void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg)
 	grad_axpy_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, alpha, src, n);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }
+
+extern "C" void dnn_grad_slice_get_cuda(void *buffers[], void *cl_arg)
+{
+	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[0]);
+	float *chunk = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	const float *full = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	if (n == 0)
+		return;
+	DNN_CUDA_CHECK(cudaMemcpyAsync(chunk, full + off, n * sizeof(float), cudaMemcpyDeviceToDevice,
+				       starpu_cuda_get_local_stream()));
+}
+
+extern "C" void dnn_grad_slice_put_cuda(void *buffers[], void *cl_arg)
+{
+	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[1]);
+	float *full = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+	const float *chunk = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+	if (n == 0)
+		return;
+	DNN_CUDA_CHECK(cudaMemcpyAsync(full + off, chunk, n * sizeof(float), cudaMemcpyDeviceToDevice,
+				       starpu_cuda_get_local_stream()));
+}

@@ -13,6 +13,10 @@ extern struct starpu_codelet cl_grad_zero;   // (W dst)
 extern struct starpu_codelet cl_grad_accum;  // (RW|COMMUTE dst, R src): the reduction method
 extern struct starpu_codelet cl_grad_add;    // same kernel, modes given at insert time
 extern struct starpu_codelet cl_grad_axpy;   // (RW dst, R src), cl_arg a float alpha: dst += alpha*src
+/* Slices of a vector, for the ring all-reduce (graph/dist.c). cl_arg: a size_t offset (in
+ * elements) that outlives the task (STARPU_CL_ARGS_NFREE); the slice's length is the chunk's. */
+extern struct starpu_codelet cl_grad_slice_get; // (W chunk, R full): chunk[i] = full[off + i]
+extern struct starpu_codelet cl_grad_slice_put; // (RW full, R chunk): full[off + i] = chunk[i]
 
 /* Make `grad` (a vector handle) a REDUX target: StarPU gives each worker a zeroed private copy
  * and sums the copies with cl_grad_accum. */
@@ -28,5 +32,7 @@ void dnn_insert_grad_axpy(starpu_data_handle_t dst, float alpha, starpu_data_han
 void dnn_grad_zero_cuda(void *buffers[], void *cl_arg);
 void dnn_grad_accum_cuda(void *buffers[], void *cl_arg);
 void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg);
+void dnn_grad_slice_get_cuda(void *buffers[], void *cl_arg);
+void dnn_grad_slice_put_cuda(void *buffers[], void *cl_arg);
 #endif
 #endif

@@ -11,6 +11,21 @@
  *                          replica with G_p read-only, then zeroes its local g_p.
  *        A layer's reduction starts as soon as its local gradient is complete, while the
  *        backward of the layers below still runs: the overlap comes from the dependencies.
+ *        --allreduce ring instead, per parameter p of at least N * DNN_RING_MIN_CHUNK elements
+ *        (smaller ones take the tree), with p's n elements cut into N contiguous chunks and
+ *        A[j][c] rank j's buffer for chunk c (owner j):
+ *                          A[j][c] = g_p[j][chunk c]            on j (copy-in, reads the REDUX g_p)
+ *          reduce-scatter, s = 0..N-2, every r: A[r+1][c] += A[r][c], c = r-s      on r+1
+ *                          (then A[c-1][c] holds chunk c summed over all ranks)
+ *          all-gather, s = 0..N-2, every r:     A[r+1][c]  = A[r][c], c = r+1-s    on r+1
+ *                          g_p[j][chunk c] = A[j][c]            on j (the sum, in place)
+ *                          each rank's SGD step with its g_p, which it zeroes.
+ *        Every chunk's sum is computed once and copied, so the replicas stay identical. Both
+ *        send 2(N-1) gradients' worth of bytes per step in all; the ring spreads them, 2(N-1)/N
+ *        per rank (the tree: rank 0 alone sends the N-1 copies of the sum), but in twice the
+ *        messages, 4N-2 tasks per tensor and rank, and 2(N-1) dependent hops. On one shared
+ *        machine (STARPU_MPI_STATS and images/s in the README) that made it slower: tree is
+ *        the default.
  *
  * async  (mixed-asynchronous: synchronous inside a rank, asynchronous between ranks) each rank
  *        trains its own replica: a local SGD step (with its own momentum, gradient scaled by
@@ -39,6 +54,10 @@
 #include "grad_accum.h"
 #include "sgd.h"
 
+/* Ring all-reduce: below this many elements per chunk a tensor takes the tree (its 2(N-1) hops
+ * of a few hundred bytes each cost latency and tasks, and save no bandwidth worth having). */
+#define DNN_RING_MIN_CHUNK 256
+
 static starpu_data_handle_t reg_vector(dnn_dist *d, float *home, size_t n, int owner)
 {
 	starpu_data_handle_t h;
@@ -60,7 +79,8 @@ static int shard_of(const dnn_model *m, int p)
 	return layer % m->dist->nranks;
 }
 
-void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int lookahead, int nslots)
+void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
+			   int nslots)
 {
 	int rank, nranks;
 	starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank);
@@ -70,6 +90,7 @@ void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int 
 	dnn_dist *d = calloc(1, sizeof(*d));
 	STARPU_ASSERT(d);
 	d->rank = rank, d->nranks = nranks, d->mode = mode, d->staleness = staleness, d->nslots = nslots;
+	d->allreduce = allreduce;
 	d->lookahead = mode == DNN_MODE_ASYNC && lookahead && staleness > 0;
 	d->next_tag = 1;
 	m->dist = d;
@@ -87,10 +108,25 @@ void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int 
 			}
 		}
 	if (mode == DNN_MODE_SYNC) {
+		const int N = nranks;
 		d->g_global = calloc((size_t)P, sizeof(starpu_data_handle_t));
+		d->ring_chunk = calloc((size_t)P * N * N, sizeof(starpu_data_handle_t));
+		d->ring_off = calloc((size_t)P * (N + 1), sizeof(size_t));
+		STARPU_ASSERT(d->g_global && d->ring_chunk && d->ring_off);
 		for (int p = 0; p < P; p++) {
-			d->g_global[p] = reg_vector(d, NULL, (size_t)m->params[p].n, 0);
-			dnn_grad_set_redux(d->g_global[p]);
+			const size_t n = (size_t)m->params[p].n;
+			if (allreduce == DNN_ALLREDUCE_RING && n >= (size_t)N * DNN_RING_MIN_CHUNK) {
+				size_t *off = &d->ring_off[(size_t)p * (N + 1)];
+				for (int c = 0; c <= N; c++) /* the first n % N chunks get one more element */
+					off[c] = (size_t)c * (n / N) + (size_t)(c < (int)(n % N) ? c : (int)(n % N));
+				for (int j = 0; j < N; j++)
+					for (int c = 0; c < N; c++)
+						d->ring_chunk[((size_t)p * N + j) * N + c] =
+							reg_vector(d, NULL, off[c + 1] - off[c], j);
+			} else {
+				d->g_global[p] = reg_vector(d, NULL, n, 0);
+				dnn_grad_set_redux(d->g_global[p]);
+			}
 		}
 	} else {
 		const int K = staleness + 1;
@@ -171,6 +207,53 @@ void dnn_dist_before_forward(dnn_plan *p, long step)
 	}
 }
 
+/* The sync step of parameter q with the ring (header comment): all ranks submit every task. */
+static void ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+{
+	dnn_model *m = p->m;
+	dnn_dist *d = m->dist;
+	const int N = d->nranks, P = m->nparams;
+	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
+	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
+	const size_t SZ = sizeof(size_t);
+	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
+	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
+	const int prio = STARPU_MAX_PRIO;
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++)
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[j * N + c], STARPU_R, d->g_local[j * P + q],
+				STARPU_CL_ARGS_NFREE, &off[c], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, j,
+				STARPU_NAME, "ring_copy_in", 0));
+	for (int s = 0; s < N - 1; s++)
+		for (int r = 0; r < N; r++) {
+			const int c = ((r - s) % N + N) % N, to = (r + 1) % N;
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_add, STARPU_RW, A[to * N + c], STARPU_R, A[r * N + c],
+				STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, to, STARPU_NAME, "ring_reduce_scatter", 0));
+		}
+	for (int s = 0; s < N - 1; s++)
+		for (int r = 0; r < N; r++) {
+			const int c = ((r + 1 - s) % N + N) % N, to = (r + 1) % N;
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[to * N + c], STARPU_R, A[r * N + c],
+				STARPU_CL_ARGS_NFREE, &off[0], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, to,
+				STARPU_NAME, "ring_all_gather", 0));
+		}
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++)
+			DNN_CHECK_STARPU(starpu_mpi_task_insert(
+				MPI_COMM_WORLD, &cl_grad_slice_put, STARPU_RW, d->g_local[j * P + q], STARPU_R, A[j * N + c],
+				STARPU_CL_ARGS_NFREE, &off[c], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, j,
+				STARPU_NAME, "ring_copy_out", 0));
+	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
+	dnn_param *pr = &m->params[q];
+	dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
+			  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay,
+			  .scale = 1.0f / (float)p->global_batch};
+	dnn_insert_sgd_update(&a, pr->hw, pr->hv, pr->hg);
+}
+
 void dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_sgd_config *sgd)
 {
 	(void)slot;
@@ -179,6 +262,10 @@ void dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_sgd_con
 	const int P = m->nparams;
 	if (d->mode == DNN_MODE_SYNC) {
 		for (int q = 0; q < P; q++) {
+			if (!d->g_global[q]) {
+				ring_allreduce_step(p, q, sgd);
+				continue;
+			}
 			starpu_data_handle_t G = d->g_global[q];
 			DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME,
 								"allreduce_zero", 0));
@@ -282,6 +369,8 @@ void dnn_dist_destroy(dnn_model *m)
 	unreg_all(d->g_local, (size_t)d->nranks * P);
 	if (d->g_global)
 		unreg_all(d->g_global, (size_t)P);
+	if (d->ring_chunk)
+		unreg_all(d->ring_chunk, (size_t)P * d->nranks * d->nranks);
 	if (d->w_server) {
 		unreg_all(d->w_server, (size_t)P);
 		unreg_all(d->snap, (size_t)(d->staleness + 1) * P);
@@ -291,7 +380,8 @@ void dnn_dist_destroy(dnn_model *m)
 	}
 	unreg_all(d->stats_global, (size_t)d->nslots);
 	unreg_all(d->stats_local, (size_t)d->nranks * d->nslots);
-	free(d->g_local), free(d->g_global), free(d->w_server), free(d->snap), free(d->delta);
+	free(d->g_local), free(d->g_global), free(d->ring_chunk), free(d->ring_off);
+	free(d->w_server), free(d->snap), free(d->delta);
 	free(d->w_server_mem);
 	free(d->stats_global), free(d->stats_local), free(d->stats_global_mem), free(d->stats_local_mem);
 	free(d);

@@ -34,6 +34,9 @@ typedef struct {
  * global batch (DESIGN.md "Across nodes"); only the handles that cross ranks are registered
  * with StarPU-MPI. */
 typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
+/* sync: how each gradient is all-reduced (graph/dist.c): starpu_mpi_redux_data's tree into rank
+ * 0 then a send to every rank, or a ring of reduce-scatter/all-gather tasks over N chunks. */
+typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1 } dnn_allreduce;
 
 typedef struct {
 	int rank, nranks;
@@ -43,6 +46,12 @@ typedef struct {
 	/* sync: per parameter, the all-reduced gradient (owner rank 0) and every rank's local
 	 * REDUX gradient ([rank * nparams + p]; this rank's entry is params[p].hg). */
 	starpu_data_handle_t *g_global, *g_local;
+	dnn_allreduce allreduce;
+	/* sync ring: per parameter p that takes the ring (ring_chunk non-NULL at p * N * N), every
+	 * rank j's chunk c buffer, [(p * N + j) * N + c], owner j; ring_off[p * (N + 1) + c] is chunk
+	 * c's first element (c = N: the tensor's size). Tensors too small for the ring use the tree. */
+	starpu_data_handle_t *ring_chunk;
+	size_t *ring_off;
 	/* async: per parameter, the server copy (owner: p's shard rank), S+1 snapshots of it, and
 	 * every rank's applied changes of the last S+1 steps ([(rank * (S+1) + k) * nparams + p]). */
 	starpu_data_handle_t *w_server, *snap, *delta; // snap[k * nparams + p], k in [0, S]
@@ -78,7 +87,8 @@ void dnn_model_destroy(dnn_model *m);
 
 /* Turn on multi-rank training (call on every rank, after dnn_model_create, before any plan;
  * nslots = the window). No-op for one rank. */
-void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, int staleness, int lookahead, int nslots);
+void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
+			   int nslots);
 
 /* A chunked batch layout. The batch of `batch` samples is split into `nchunks` nearly equal
  * contiguous chunks (the first batch % nchunks chunks get one more sample). */

@@ -35,6 +35,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->eval = 1;
 	o->cosine = 1;
 	o->mode = DNN_MODE_SYNC;
+	o->allreduce = DNN_ALLREDUCE_TREE;
 	o->staleness = 4;
 	o->async_lookahead = 1;
 	o->val_fraction = 0.1;
@@ -449,7 +450,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			dnn_model_destroy(&m), dnn_dataset_free(&train), dnn_dataset_free(&test), dnn_graph_free(&g);
 			return 1;
 		}
-		dnn_model_enable_dist(&m, o->mode, o->staleness, o->async_lookahead, window);
+		dnn_model_enable_dist(&m, o->mode, o->allreduce, o->staleness, o->async_lookahead, window);
 	}
 	dnn_plan_create_sharded(&p, &m, o->batch, chunks, window);
 	if (dnn_preflight_memory(&m, &p, !bench && o->eval ? o->batch : 0, chunks, err, sizeof(err)) != 0) {
@@ -616,6 +617,8 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			dnn_anp_print_fields(stdout, &train, !bench && o->eval ? &test : NULL, !bench && o->eval ? &anp : NULL);
 		if (nranks > 1)
 			printf(" ranks=%d mode=%s", nranks, o->mode == DNN_MODE_ASYNC ? "async" : "sync");
+		if (m.dist && o->mode == DNN_MODE_SYNC)
+			printf(" allreduce=%s", o->allreduce == DNN_ALLREDUCE_RING ? "ring" : "tree");
 		else
 			printf(" ranks=1 mode=%s", o->mode == DNN_MODE_ASYNC ? "async(1 rank = sync)" : "sync");
 		if (m.dist && o->mode == DNN_MODE_ASYNC)

@@ -28,6 +28,7 @@ typedef struct {
 	const char *resume_path;
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
+	dnn_allreduce allreduce;  // --allreduce tree|ring (sync, multi-rank runs)
 	int staleness;            // --staleness S (async)
 	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead
 	/* ANP app (anp.h, imagefolder.h) */

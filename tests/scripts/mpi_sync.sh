@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_sync — synchronous training over 2 and 4 ranks (StarPU-MPI all-reduce) equals the
 # single-process run with the same seed and global batch: train_loss within 1e-3 relative after
-# 20 steps. Also: --mode/--staleness work in a single process (async with one rank = sync).
+# 20 steps, with the tree and the ring all-reduce (--allreduce). Also: --mode/--staleness work in
+# a single process (async with one rank = sync), and so does --allreduce ring.
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
@@ -10,17 +11,23 @@ COMMON=(train --net lenet5 --max-steps 20 --limit-train 3200 --limit-test 500 --
 REF_LINE="$("$STARPU_ANP" "${COMMON[@]}" | tail -1)" || fail "single-process run failed"
 REF="$(result_field "$REF_LINE" train_loss)"
 echo "1 process: train_loss=$REF"
+RING1="$("$STARPU_ANP" "${COMMON[@]}" --allreduce ring | tail -1)" || fail "single-process --allreduce ring failed"
+[ "$(result_field "$RING1" train_loss)" = "$REF" ] || fail "--allreduce ring changes a single-process run: $RING1"
 ASYNC1="$("$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 2 | tail -1)" || fail "single-process async failed"
 [ "$(result_field "$ASYNC1" train_loss)" = "$REF" ] || fail "async with one process is not sync: $ASYNC1"
-for np in 2 4; do
-  LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$STARPU_ANP" "${COMMON[@]}" 2>"$TMP/err" | tail -1)" \
-    || { cat "$TMP/err" >&2; fail "mpirun -np $np failed"; continue; }
+# Both all-reduce algorithms (--allreduce; tree is the default, so the first run passes none).
+for np in 2 4; do for ar in default ring; do
+  ARG=(); [ "$ar" = default ] || ARG=(--allreduce "$ar")
+  LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$STARPU_ANP" "${COMMON[@]}" "${ARG[@]}" 2>"$TMP/err" | tail -1)" \
+    || { cat "$TMP/err" >&2; fail "mpirun -np $np ($ar) failed"; continue; }
   L="$(result_field "$LINE" train_loss)"
-  echo "$np ranks:   train_loss=$L ($(result_field "$LINE" images_per_s) img/s)"
+  echo "$np ranks, $ar all-reduce:   train_loss=$L ($(result_field "$LINE" images_per_s) img/s)"
   [ "$(result_field "$LINE" ranks)" = "$np" ] || fail "result line says ranks=$(result_field "$LINE" ranks)"
   [ "$(result_field "$LINE" mode)" = sync ] || fail "result line says mode=$(result_field "$LINE" mode)"
-  fcmp "($L - $REF) <= 1e-3 * $REF && ($REF - $L) <= 1e-3 * $REF" || fail "$np ranks: train_loss $L vs $REF"
-done
+  [ "$(result_field "$LINE" allreduce)" = "$([ "$ar" = default ] && echo tree || echo "$ar")" ] \
+    || fail "$np ranks ($ar): result line says allreduce=$(result_field "$LINE" allreduce)"
+  fcmp "($L - $REF) <= 1e-3 * $REF && ($REF - $L) <= 1e-3 * $REF" || fail "$np ranks ($ar): train_loss $L vs $REF"
+done; done
 # async with staleness 0 is the synchronous update, over ranks too.
 LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
   || { cat "$TMP/err" >&2; fail "async S=0 failed"; }
@@ -28,6 +35,10 @@ L="$(result_field "$LINE" train_loss)"
 echo "2 ranks async S=0: train_loss=$L"
 fcmp "($L - $REF) <= 1e-3 * $REF && ($REF - $L) <= 1e-3 * $REF" || fail "async S=0: train_loss $L vs $REF"
 expect_rc 2 "$STARPU_ANP" train --mode bogus
+expect_rc 2 "$STARPU_ANP" train --allreduce bogus \
+  && { [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] && [[ "$ERR" == *--allreduce* ]] || fail "--allreduce bogus: '$ERR'"; }
+expect_rc 2 "$STARPU_ANP" bench --allreduce star
+expect_rc 2 "$STARPU_ANP" eval --allreduce ring
 expect_rc 2 "$STARPU_ANP" train --staleness -1
 expect_rc 2 "$STARPU_ANP" train --staleness x
 finish
