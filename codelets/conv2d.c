@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv2d_winograd.h"
 #include "dnn_codelet.h"
 
 #ifdef DNN_HAVE_CUDA
@@ -530,9 +531,68 @@ static void direct_forward(float *y, const float *x, const float *w, const conv_
 }
 #endif
 
+/* ------------------------------------------------------------------ Winograd dispatch
+ *
+ * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) (codelets/conv2d_winograd.c):
+ * forward, and backward data through its forward conv with the flipped kernel. Which one runs
+ * is dnn_conv2d_set_cpu_algo()'s choice, else the environment's DNN_CONV_ALGO (im2col,
+ * winograd or auto, read once), else auto: WINO_RULE below. */
+#define WINO_RULE(g) (!use_direct(g) && (g)->C >= 16 && (g)->K >= 16)
+
+static int algo_set = -1; // dnn_conv_algo once chosen
+
+dnn_conv_algo dnn_conv2d_cpu_algo(void)
+{
+	int a = __atomic_load_n(&algo_set, __ATOMIC_RELAXED);
+	if (a >= 0)
+		return (dnn_conv_algo)a;
+	a = DNN_CONV_ALGO_AUTO;
+	const char *env = getenv("DNN_CONV_ALGO");
+	if (env && strcmp(env, "im2col") == 0)
+		a = DNN_CONV_ALGO_IM2COL;
+	else if (env && strcmp(env, "winograd") == 0)
+		a = DNN_CONV_ALGO_WINOGRAD;
+	else if (env && *env && strcmp(env, "auto") != 0)
+		fprintf(stderr, "conv2d: DNN_CONV_ALGO=%s is not im2col, winograd or auto; using auto\n", env);
+	int expected = -1;
+	__atomic_compare_exchange_n(&algo_set, &expected, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED);
+}
+
+void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo)
+{
+	__atomic_store_n(&algo_set, (int)algo, __ATOMIC_RELAXED);
+}
+
+static dnn_wino_shape wino_shape(const conv_geom *g)
+{
+	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w};
+	return s;
+}
+
+static int use_winograd(const conv_geom *g)
+{
+	if (!(g->R == 3 && g->S == 3 && g->stride == 1 && g->dil == 1 && g->pad_h >= 0 &&
+	      g->pad_w >= 0 && dnn_wino_supported()))
+		return 0;
+	switch (dnn_conv2d_cpu_algo()) {
+	case DNN_CONV_ALGO_IM2COL:
+		return 0;
+	case DNN_CONV_ALGO_WINOGRAD:
+		return 1;
+	default:
+		return WINO_RULE(g);
+	}
+}
+
 /* Floats of scratch that conv_forward needs. */
 static size_t forward_work(const conv_geom *g)
 {
+	if (use_winograd(g)) {
+		dnn_wino_shape s = wino_shape(g);
+		return dnn_wino_work(&s);
+	}
 	if (use_direct(g))
 		return direct_work(g);
 	if (is_pointwise(g))
@@ -549,6 +609,11 @@ static void conv_forward(float *y, const float *x, const float *w, const conv_ge
 	// y (N, K, P, Q), x (N, C, H, W), w (K, C, R, S) = (K, CRS)
 	const int K = g->K, crs = g->C * g->R * g->S;
 	const size_t pq = (size_t)g->P * g->Q, chw = (size_t)g->C * g->H * g->W;
+	if (use_winograd(g)) {
+		dnn_wino_shape s = wino_shape(g);
+		dnn_wino_forward(y, x, w, &s, beta, work);
+		return;
+	}
 	if (use_direct(g)) {
 		direct_forward(y, x, w, g, beta, work);
 		return;
@@ -613,6 +678,17 @@ static conv_geom flipped_geom(const conv_geom *g)
 static int bwd_data_as_forward(const conv_geom *g)
 {
 	return g->stride == 1 && g->R * g->S > 1 && g->C >= CONV_FLIP_MIN_C;
+}
+
+int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int backward_data)
+{
+	conv_geom g = geom_of(a);
+	if (!backward_data)
+		return use_winograd(&g);
+	if (is_pointwise(&g) || !bwd_data_as_forward(&g))
+		return 0;
+	conv_geom t = flipped_geom(&g);
+	return use_winograd(&t);
 }
 
 static void conv_backward_data_flipped(float *dx, const float *dy, const float *w,

@@ -1,0 +1,348 @@
+/* conv2d_winograd.c — Winograd F(2x2, 3x3) forward conv on the CPU (AVX2 + FMA).
+ *
+ * Each 2x2 block of output pixels ("tile") of each output channel k is
+ *     Y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A
+ * with d_c the 4x4 input patch of channel c under the tile and g_kc the 3x3 filter (Lavin and
+ * Gray, "Fast Algorithms for Convolutional Neural Networks", 2016):
+ *     B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],  G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+ *     A^T = [1 1 1 0; 0 1 -1 -1].
+ * The sum over c, for each of the 16 positions xi of the 4x4 transformed tile, is a GEMM
+ *     M[xi] (K, tiles) = U[xi] (K, C) @ V[xi] (C, tiles),
+ * 16 GEMMs of 1/9 the size of the im2col GEMM for 4/9 as many pixels: 2.25x fewer
+ * multiply-adds, plus the transforms.
+ *
+ * Layout and blocking:
+ *   - filters: U (16, K, C), transformed once per call;
+ *   - input: a zero-padded copy of one image split into even and odd columns (E, O), so that
+ *     the 4 columns of tile j are E[j], O[j], E[j+1], O[j+1]: the input transform of 8 tiles of
+ *     a row is plain 8-float vector arithmetic on 16 loads (rows 2i..2i+3), done rows first;
+ *   - tiles are processed in chunks (tile rows of one image, or several whole images when an
+ *     image has few tiles) sized so that V (16, C, cap) and M (16, K, cap) stay within
+ *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
+ *   - the 16 GEMMs are register-blocked AVX2 loops (4 output channels x 24 tiles: 12 FMA
+ *     chains), not OpenBLAS: their inner dimension is only C (16..64) and a chunk has a few
+ *     dozen tiles, far too small for sgemm's packing and call overhead to pay off (the first
+ *     version called cblas_sgemm per xi and chunk and was slower than im2col).
+ * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
+ * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
+ */
+#include "conv2d_winograd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats of V + M per chunk of tiles. */
+#define WINO_BUDGET (64 * 1024)
+/* A chunk has at least this many tiles (one 24-tile register block). */
+#define WINO_MIN_TILES 24
+
+typedef struct {
+	int th, tw;   // tiles per image: ceil(P/2) x ceil(Q/2)
+	int hp, l;    // rows of the padded image (2 th + 2), entries per even/odd row (tw + 1)
+	size_t eo;    // floats of one image split into E and O: 2 C hp l
+	int group;    // images per chunk (> 1 only when an image has fewer tiles than a chunk)
+	int rows;     // tile rows per chunk (th when group > 1)
+	size_t cap;   // tiles of the largest chunk, rounded up to 8: row stride of V and M
+	int twv;      // tw rounded up to 8
+} wino_plan;
+
+static int imin(int a, int b) { return a < b ? a : b; }
+
+static wino_plan plan_make(const dnn_wino_shape *s)
+{
+	wino_plan pl;
+	pl.th = (s->P + 1) / 2;
+	pl.tw = (s->Q + 1) / 2;
+	pl.hp = 2 * pl.th + 2;
+	pl.l = pl.tw + 1;
+	pl.eo = 2 * (size_t)s->C * pl.hp * pl.l;
+	pl.twv = (pl.tw + 7) / 8 * 8;
+	size_t tpi = (size_t)pl.th * pl.tw;
+	size_t target = WINO_BUDGET / (16 * ((size_t)s->C + s->K));
+	if (target < WINO_MIN_TILES)
+		target = WINO_MIN_TILES;
+	if (tpi >= target) {
+		int rows = (int)(target / (size_t)pl.tw);
+		rows = rows < 1 ? 1 : imin(rows, pl.th);
+		int nblocks = (pl.th + rows - 1) / rows;
+		pl.group = 1;
+		pl.rows = (pl.th + nblocks - 1) / nblocks;
+	} else {
+		int group = imin((int)(target / tpi), s->N);
+		int nblocks = (s->N + group - 1) / group;
+		pl.group = (s->N + nblocks - 1) / nblocks;
+		pl.rows = pl.th;
+	}
+	pl.cap = ((size_t)pl.group * pl.rows * pl.tw + 7) / 8 * 8;
+	return pl;
+}
+
+size_t dnn_wino_work(const dnn_wino_shape *s)
+{
+	wino_plan pl = plan_make(s);
+	return 16 * (size_t)s->K * s->C + pl.eo + 16 * ((size_t)s->C + s->K) * pl.cap +
+	       4 * (size_t)pl.twv;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+int dnn_wino_supported(void)
+{
+	static int cached = -1;
+	if (cached < 0) {
+		__builtin_cpu_init();
+		cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
+	return cached;
+}
+
+/* U (16, K, C) = G g G^T for every (k, c) of w (K, C, 3, 3). */
+static void filter_transform(float *restrict u, const float *restrict w, int K, int C)
+{
+	const size_t kc = (size_t)K * C;
+	for (int k = 0; k < K; k++)
+		for (int c = 0; c < C; c++) {
+			const float *g = w + ((size_t)k * C + c) * 9;
+			float t[4][3];
+			for (int s = 0; s < 3; s++) {
+				t[0][s] = g[s];
+				t[1][s] = 0.5f * (g[s] + g[3 + s] + g[6 + s]);
+				t[2][s] = 0.5f * (g[s] - g[3 + s] + g[6 + s]);
+				t[3][s] = g[6 + s];
+			}
+			float *d = u + (size_t)k * C + c;
+			for (int a = 0; a < 4; a++) {
+				d[(a * 4 + 0) * kc] = t[a][0];
+				d[(a * 4 + 1) * kc] = 0.5f * (t[a][0] + t[a][1] + t[a][2]);
+				d[(a * 4 + 2) * kc] = 0.5f * (t[a][0] - t[a][1] + t[a][2]);
+				d[(a * 4 + 3) * kc] = t[a][2];
+			}
+		}
+}
+
+/* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
+ * odd columns O (C, hp, l), O right after E. */
+static void split_image(float *restrict eo, const float *restrict x, const dnn_wino_shape *s,
+			const wino_plan *pl)
+{
+	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w;
+	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
+	for (int c = 0; c < s->C; c++)
+		for (int pr = 0; pr < pl->hp; pr++) {
+			size_t off = ((size_t)c * pl->hp + pr) * l;
+			int ih = pr - s->pad_h;
+			if (ih < 0 || ih >= H) {
+				memset(e + off, 0, (size_t)l * sizeof(float));
+				memset(o + off, 0, (size_t)l * sizeof(float));
+				continue;
+			}
+			const float *xr = x + ((size_t)c * H + ih) * W;
+			for (int j = 0; j < l; j++) {
+				int iw = 2 * j - pw;
+				e[off + j] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
+				o[off + j] = iw + 1 >= 0 && iw + 1 < W ? xr[iw + 1] : 0.0f;
+			}
+		}
+}
+
+/* Mask of the first n (0..8) lanes. */
+__attribute__((target("avx2"))) static inline __m256i lane_mask(int n)
+{
+	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Input transform of the tw tiles of tile row i of channel c: V[xi][t0 + j] = (B^T d B)[xi] of
+ * tile j, xi = 4 u + v, for xi in 0..16 at v + xi * vs. e, o: row 2i of the channel in E, O. */
+__attribute__((target("avx2,fma"))) static void input_row(float *restrict v, size_t vs,
+							 const float *restrict e,
+							 const float *restrict o, int l, int tw)
+{
+	for (int j = 0; j < tw; j += 8) {
+		const __m256i m = lane_mask(tw - j);
+		__m256 ej[4], ek[4], oj[4], ok[4]; // rows 0..3 at columns 2j, 2j+2 (E) and 2j+1, 2j+3 (O)
+		for (int r = 0; r < 4; r++) {
+			ej[r] = _mm256_maskload_ps(e + (size_t)r * l + j, m);
+			ek[r] = _mm256_maskload_ps(e + (size_t)r * l + j + 1, m);
+			oj[r] = _mm256_maskload_ps(o + (size_t)r * l + j, m);
+			ok[r] = _mm256_maskload_ps(o + (size_t)r * l + j + 1, m);
+		}
+		/* Rows: B^T d. */
+		__m256 tj[4], tk[4], sj[4], sk[4]; // transformed rows u of ej, ek, oj, ok
+#define BT(dst, src)                                                                               \
+	dst[0] = _mm256_sub_ps(src[0], src[2]);                                                    \
+	dst[1] = _mm256_add_ps(src[1], src[2]);                                                    \
+	dst[2] = _mm256_sub_ps(src[2], src[1]);                                                    \
+	dst[3] = _mm256_sub_ps(src[1], src[3])
+		BT(tj, ej);
+		BT(tk, ek);
+		BT(sj, oj);
+		BT(sk, ok);
+#undef BT
+		/* Columns: (B^T d) B; the columns of tile j are (tj, sj, tk, sk). */
+		for (int u = 0; u < 4; u++) {
+			float *d = v + (size_t)(4 * u) * vs + j;
+			_mm256_maskstore_ps(d, m, _mm256_sub_ps(tj[u], tk[u]));
+			_mm256_maskstore_ps(d + vs, m, _mm256_add_ps(sj[u], tk[u]));
+			_mm256_maskstore_ps(d + 2 * vs, m, _mm256_sub_ps(tk[u], sj[u]));
+			_mm256_maskstore_ps(d + 3 * vs, m, _mm256_sub_ps(sj[u], sk[u]));
+		}
+	}
+}
+
+/* Output transform of the tw tiles at mm + xi * ms (xi in 0..16) into the 2 output rows
+ * out0, out1 (2 twv floats each, interleaved: out0[2j + b] is column 2j + b). */
+__attribute__((target("avx2,fma"))) static void output_row(float *restrict out0, float *restrict out1,
+							  const float *restrict mm, size_t ms, int tw)
+{
+	for (int j = 0; j < tw; j += 8) {
+		const __m256i msk = lane_mask(tw - j);
+		__m256 s0[4], s1[4];
+		for (int u = 0; u < 4; u++) {
+			const float *p = mm + (size_t)(4 * u) * ms + j;
+			__m256 m0 = _mm256_maskload_ps(p, msk), m1 = _mm256_maskload_ps(p + ms, msk);
+			__m256 m2 = _mm256_maskload_ps(p + 2 * ms, msk), m3 = _mm256_maskload_ps(p + 3 * ms, msk);
+			s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
+			s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+		}
+		__m256 y00 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
+		__m256 y01 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]);
+		__m256 y10 = _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]);
+		__m256 y11 = _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]);
+		/* Interleave (y00, y01) and (y10, y11) into output columns. */
+		__m256 lo = _mm256_unpacklo_ps(y00, y01), hi = _mm256_unpackhi_ps(y00, y01);
+		_mm256_storeu_ps(out0 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
+		_mm256_storeu_ps(out0 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+		lo = _mm256_unpacklo_ps(y10, y11);
+		hi = _mm256_unpackhi_ps(y10, y11);
+		_mm256_storeu_ps(out1 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
+		_mm256_storeu_ps(out1 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+	}
+}
+
+/* m (KB, 8 NV) at ldm = u (KB, C) at ldu @ v (C, 8 NV) at ldv: KB x NV FMA chains. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+gemm_block(float *m, size_t ldm, const float *u, int ldu, const float *v, size_t ldv, int C,
+	   const int KB, const int NV)
+{
+	__m256 acc[4][3];
+	for (int kb = 0; kb < KB; kb++)
+		for (int n = 0; n < NV; n++)
+			acc[kb][n] = _mm256_setzero_ps();
+	for (int c = 0; c < C; c++) {
+		__m256 x[3];
+		for (int n = 0; n < NV; n++)
+			x[n] = _mm256_loadu_ps(v + (size_t)c * ldv + 8 * n);
+		for (int kb = 0; kb < KB; kb++) {
+			const __m256 b = _mm256_broadcast_ss(u + (size_t)kb * ldu + c);
+			for (int n = 0; n < NV; n++)
+				acc[kb][n] = _mm256_fmadd_ps(b, x[n], acc[kb][n]);
+		}
+	}
+	for (int kb = 0; kb < KB; kb++)
+		for (int n = 0; n < NV; n++)
+			_mm256_storeu_ps(m + (size_t)kb * ldm + 8 * n, acc[kb][n]);
+}
+
+/* M (K, nt) at ld = U (K, C) @ V (C, nt) at ld, nt a multiple of 8. */
+__attribute__((target("avx2,fma"))) static void gemm(float *m, const float *u, const float *v,
+						    size_t ld, int K, int C, int nt)
+{
+	for (int t0 = 0; t0 < nt; t0 += 24) {
+		const int nv = imin(3, (nt - t0) / 8);
+		for (int k0 = 0; k0 < K;) {
+			const int kb = imin(4, K - k0);
+			float *mb = m + (size_t)k0 * ld + t0;
+			const float *ub = u + (size_t)k0 * C, *vb = v + t0;
+#define GEMM_CASE(KB_)                                                                             \
+	case KB_:                                                                                  \
+		if (nv == 3)                                                                       \
+			gemm_block(mb, ld, ub, C, vb, ld, C, KB_, 3);                              \
+		else if (nv == 2)                                                                  \
+			gemm_block(mb, ld, ub, C, vb, ld, C, KB_, 2);                              \
+		else                                                                               \
+			gemm_block(mb, ld, ub, C, vb, ld, C, KB_, 1);                              \
+		break
+			switch (kb) {
+				GEMM_CASE(4);
+				GEMM_CASE(3);
+				GEMM_CASE(2);
+				GEMM_CASE(1);
+			}
+#undef GEMM_CASE
+			k0 += kb;
+		}
+	}
+}
+
+void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
+		      float *work)
+{
+	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
+	const wino_plan pl = plan_make(s);
+	const int tw = pl.tw, l = pl.l;
+	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
+	const size_t vs = (size_t)C * cap, ms = (size_t)K * cap; // floats per xi of V and M
+	float *u = work;                        // (16, K, C)
+	float *eo = u + 16 * (size_t)K * C;     // E, O of one image
+	float *v = eo + pl.eo;                  // (16, C, cap)
+	float *mm = v + 16 * vs;                // (16, K, cap)
+	float *out0 = mm + 16 * ms;             // 2 twv
+	float *out1 = out0 + 2 * (size_t)pl.twv; // 2 twv
+	const float *e = eo, *o = eo + (size_t)C * pl.hp * l;
+
+	filter_transform(u, w, K, C);
+	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
+		const int ng = imin(pl.group, s->N - n0);
+		for (int i0 = 0; i0 < pl.th; i0 += pl.rows) {
+			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * tw;
+			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
+			for (int m = 0; m < ng; m++) {
+				if (i0 == 0)
+					split_image(eo, x + (size_t)(n0 + m) * chw, s, &pl);
+				for (int c = 0; c < C; c++)
+					for (int i = i0; i < i1; i++) {
+						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
+						input_row(v + (size_t)c * cap + (size_t)m * per + (size_t)(i - i0) * tw,
+							  vs, e + off, o + off, l, tw);
+					}
+			}
+			if (ntp > nt)
+				for (int xi = 0; xi < 16; xi++)
+					for (int c = 0; c < C; c++)
+						memset(v + xi * vs + (size_t)c * cap + nt, 0,
+						       (size_t)(ntp - nt) * sizeof(float));
+			for (int xi = 0; xi < 16; xi++)
+				gemm(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap, K, C, ntp);
+			for (int m = 0; m < ng; m++)
+				for (int k = 0; k < K; k++)
+					for (int i = i0; i < i1; i++) {
+						output_row(out0, out1,
+							   mm + (size_t)k * cap + (size_t)m * per + (size_t)(i - i0) * tw,
+							   ms, tw);
+						float *y0 = y + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
+						const int nrows = 2 * i + 1 < P ? 2 : 1;
+						for (int r = 0; r < nrows; r++) {
+							float *yr = y0 + (size_t)r * Q;
+							const float *src = r ? out1 : out0;
+							if (beta != 0.0f)
+								for (int q = 0; q < Q; q++)
+									yr[q] += src[q];
+							else
+								memcpy(yr, src, (size_t)Q * sizeof(float));
+						}
+					}
+		}
+	}
+}
+
+#else
+int dnn_wino_supported(void) { return 0; }
+
+void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
+		      float *work)
+{
+	(void)y, (void)x, (void)w, (void)s, (void)beta, (void)work;
+	abort();
+}
+#endif
