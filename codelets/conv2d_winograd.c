@@ -42,7 +42,7 @@ typedef struct {
 	size_t eo;    // floats of one image split into E and O: 2 C hp l
 	int group;    // images per chunk (> 1 only when an image has fewer tiles than a chunk)
 	int rows;     // tile rows per chunk (th when group > 1)
-	size_t cap;   // tiles of the largest chunk, rounded up to 8: row stride of V and M
+	size_t cap;   // tiles of the largest chunk + 7, rounded up to 8: row stride of V and M
 	int twv;      // tw rounded up to 8
 } wino_plan;
 
@@ -73,7 +73,8 @@ static wino_plan plan_make(const dnn_wino_shape *s)
 		pl.group = (s->N + nblocks - 1) / nblocks;
 		pl.rows = pl.th;
 	}
-	pl.cap = ((size_t)pl.group * pl.rows * pl.tw + 7) / 8 * 8;
+	/* + 7: the transforms store whole 8-float vectors, up to 7 floats past a chunk's last tile. */
+	pl.cap = ((size_t)pl.group * pl.rows * pl.tw + 7 + 7) / 8 * 8;
 	return pl;
 }
 
@@ -81,7 +82,7 @@ size_t dnn_wino_work(const dnn_wino_shape *s)
 {
 	wino_plan pl = plan_make(s);
 	return 16 * (size_t)s->K * s->C + pl.eo + 16 * ((size_t)s->C + s->K) * pl.cap +
-	       4 * (size_t)pl.twv;
+	       4 * (size_t)pl.twv + 2 * (size_t)pl.l;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -123,11 +124,15 @@ static void filter_transform(float *restrict u, const float *restrict w, int K, 
 
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
  * odd columns O (C, hp, l), O right after E. */
-static void split_image(float *restrict eo, const float *restrict x, const dnn_wino_shape *s,
-			const wino_plan *pl)
+__attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, float *restrict row,
+							   const float *restrict x, const dnn_wino_shape *s,
+							   const wino_plan *pl)
 {
 	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w;
 	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
+	/* row: one padded input row of 2 l floats, columns [pw, pw + W) from x (the rest zero). */
+	const int wend = imin(pw + W, 2 * l);
+	memset(row, 0, (size_t)2 * l * sizeof(float));
 	for (int c = 0; c < s->C; c++)
 		for (int pr = 0; pr < pl->hp; pr++) {
 			size_t off = ((size_t)c * pl->hp + pr) * l;
@@ -137,19 +142,13 @@ static void split_image(float *restrict eo, const float *restrict x, const dnn_w
 				memset(o + off, 0, (size_t)l * sizeof(float));
 				continue;
 			}
-			const float *xr = x + ((size_t)c * H + ih) * W;
+			memcpy(row + pw, x + ((size_t)c * H + ih) * W, (size_t)(wend - pw) * sizeof(float));
+			float *restrict er = e + off, *restrict orow = o + off;
 			for (int j = 0; j < l; j++) {
-				int iw = 2 * j - pw;
-				e[off + j] = iw >= 0 && iw < W ? xr[iw] : 0.0f;
-				o[off + j] = iw + 1 >= 0 && iw + 1 < W ? xr[iw + 1] : 0.0f;
+				er[j] = row[2 * j];
+				orow[j] = row[2 * j + 1];
 			}
 		}
-}
-
-/* Mask of the first n (0..8) lanes. */
-__attribute__((target("avx2"))) static inline __m256i lane_mask(int n)
-{
-	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 /* Input transform of the tw tiles of tile row i of channel c: V[xi][t0 + j] = (B^T d B)[xi] of
@@ -158,14 +157,16 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 							 const float *restrict e,
 							 const float *restrict o, int l, int tw)
 {
+	/* Whole vectors even for the last, partial one: its extra lanes read past the row (within
+	 * the scratch: E and O are followed by V) and store past the tile row, into the next tile
+	 * row (written later) or the slack at the end of a V row (see wino_plan.cap). */
 	for (int j = 0; j < tw; j += 8) {
-		const __m256i m = lane_mask(tw - j);
 		__m256 ej[4], ek[4], oj[4], ok[4]; // rows 0..3 at columns 2j, 2j+2 (E) and 2j+1, 2j+3 (O)
 		for (int r = 0; r < 4; r++) {
-			ej[r] = _mm256_maskload_ps(e + (size_t)r * l + j, m);
-			ek[r] = _mm256_maskload_ps(e + (size_t)r * l + j + 1, m);
-			oj[r] = _mm256_maskload_ps(o + (size_t)r * l + j, m);
-			ok[r] = _mm256_maskload_ps(o + (size_t)r * l + j + 1, m);
+			ej[r] = _mm256_loadu_ps(e + (size_t)r * l + j);
+			ek[r] = _mm256_loadu_ps(e + (size_t)r * l + j + 1);
+			oj[r] = _mm256_loadu_ps(o + (size_t)r * l + j);
+			ok[r] = _mm256_loadu_ps(o + (size_t)r * l + j + 1);
 		}
 		/* Rows: B^T d. */
 		__m256 tj[4], tk[4], sj[4], sk[4]; // transformed rows u of ej, ek, oj, ok
@@ -182,10 +183,10 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 		/* Columns: (B^T d) B; the columns of tile j are (tj, sj, tk, sk). */
 		for (int u = 0; u < 4; u++) {
 			float *d = v + (size_t)(4 * u) * vs + j;
-			_mm256_maskstore_ps(d, m, _mm256_sub_ps(tj[u], tk[u]));
-			_mm256_maskstore_ps(d + vs, m, _mm256_add_ps(sj[u], tk[u]));
-			_mm256_maskstore_ps(d + 2 * vs, m, _mm256_sub_ps(tk[u], sj[u]));
-			_mm256_maskstore_ps(d + 3 * vs, m, _mm256_sub_ps(sj[u], sk[u]));
+			_mm256_storeu_ps(d, _mm256_sub_ps(tj[u], tk[u]));
+			_mm256_storeu_ps(d + vs, _mm256_add_ps(sj[u], tk[u]));
+			_mm256_storeu_ps(d + 2 * vs, _mm256_sub_ps(tk[u], sj[u]));
+			_mm256_storeu_ps(d + 3 * vs, _mm256_sub_ps(sj[u], sk[u]));
 		}
 	}
 }
@@ -195,13 +196,14 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0, float *restrict out1,
 							  const float *restrict mm, size_t ms, int tw)
 {
+	/* Whole vectors: the last one's extra lanes read the next tiles of the chunk or the slack
+	 * of the M row, and land in out0/out1 past the Q columns that are used. */
 	for (int j = 0; j < tw; j += 8) {
-		const __m256i msk = lane_mask(tw - j);
 		__m256 s0[4], s1[4];
 		for (int u = 0; u < 4; u++) {
 			const float *p = mm + (size_t)(4 * u) * ms + j;
-			__m256 m0 = _mm256_maskload_ps(p, msk), m1 = _mm256_maskload_ps(p + ms, msk);
-			__m256 m2 = _mm256_maskload_ps(p + 2 * ms, msk), m3 = _mm256_maskload_ps(p + 3 * ms, msk);
+			__m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + ms);
+			__m256 m2 = _mm256_loadu_ps(p + 2 * ms), m3 = _mm256_loadu_ps(p + 3 * ms);
 			s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
 			s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
 		}
@@ -289,6 +291,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	float *mm = v + 16 * vs;                // (16, K, cap)
 	float *out0 = mm + 16 * ms;             // 2 twv
 	float *out1 = out0 + 2 * (size_t)pl.twv; // 2 twv
+	float *row = out1 + 2 * (size_t)pl.twv;  // 2 l: a padded input row
 	const float *e = eo, *o = eo + (size_t)C * pl.hp * l;
 
 	filter_transform(u, w, K, C);
@@ -299,7 +302,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
 			for (int m = 0; m < ng; m++) {
 				if (i0 == 0)
-					split_image(eo, x + (size_t)(n0 + m) * chw, s, &pl);
+					split_image(eo, row, x + (size_t)(n0 + m) * chw, s, &pl);
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
