@@ -33,6 +33,9 @@
 
 /* Floats of V + M per chunk of tiles. */
 #define WINO_BUDGET (64 * 1024)
+/* Floats of V + D per chunk in the weight gradient: its GEMMs reduce over the tiles, and each
+ * register block ends with horizontal sums, so longer chunks pay (they stream from L2/L3). */
+#define WINO_FILTER_BUDGET (256 * 1024)
 /* A chunk has at least this many tiles (one 24-tile register block). */
 #define WINO_MIN_TILES 24
 
@@ -48,7 +51,7 @@ typedef struct {
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-static wino_plan plan_make(const dnn_wino_shape *s)
+static wino_plan plan_make(const dnn_wino_shape *s, size_t budget)
 {
 	wino_plan pl;
 	pl.th = (s->P + 1) / 2;
@@ -58,7 +61,7 @@ static wino_plan plan_make(const dnn_wino_shape *s)
 	pl.eo = 2 * (size_t)s->C * pl.hp * pl.l;
 	pl.twv = (pl.tw + 7) / 8 * 8;
 	size_t tpi = (size_t)pl.th * pl.tw;
-	size_t target = WINO_BUDGET / (16 * ((size_t)s->C + s->K));
+	size_t target = budget / (16 * ((size_t)s->C + s->K));
 	if (target < WINO_MIN_TILES)
 		target = WINO_MIN_TILES;
 	if (tpi >= target) {
@@ -80,7 +83,7 @@ static wino_plan plan_make(const dnn_wino_shape *s)
 
 size_t dnn_wino_work(const dnn_wino_shape *s)
 {
-	wino_plan pl = plan_make(s);
+	wino_plan pl = plan_make(s, WINO_BUDGET);
 	return 16 * (size_t)s->K * s->C + pl.eo + 16 * ((size_t)s->C + s->K) * pl.cap +
 	       4 * (size_t)pl.twv + 2 * (size_t)pl.l;
 }
@@ -281,7 +284,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 		      float *work)
 {
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
-	const wino_plan pl = plan_make(s);
+	const wino_plan pl = plan_make(s, WINO_BUDGET);
 	const int tw = pl.tw, l = pl.l;
 	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = (size_t)C * cap, ms = (size_t)K * cap; // floats per xi of V and M
@@ -339,8 +342,197 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	}
 }
 
+/* Adjoint of the output transform for the tw tiles of tile row i of one channel of dy:
+ * D[xi][j] = (A dY A^T)[xi] of tile j (dY its 2x2 block of dy, zero outside), xi at d + xi * ds.
+ * e, o: row 2i of the channel in the even/odd split of dy; row 2i + 1 follows at + l. */
+__attribute__((target("avx2,fma"))) static void grad_row(float *restrict d, size_t ds,
+							const float *restrict e, const float *restrict o,
+							int l, int tw)
+{
+	const __m256 zero = _mm256_setzero_ps();
+	for (int j = 0; j < tw; j += 8) {
+		__m256 e0 = _mm256_loadu_ps(e + j), e1 = _mm256_loadu_ps(e + l + j);
+		__m256 o0 = _mm256_loadu_ps(o + j), o1 = _mm256_loadu_ps(o + l + j);
+		/* Rows: A dY = (dY0, dY0 + dY1, dY0 - dY1, -dY1), for the even and odd columns. */
+		__m256 eu[4] = {e0, _mm256_add_ps(e0, e1), _mm256_sub_ps(e0, e1), _mm256_sub_ps(zero, e1)};
+		__m256 ou[4] = {o0, _mm256_add_ps(o0, o1), _mm256_sub_ps(o0, o1), _mm256_sub_ps(zero, o1)};
+		for (int u = 0; u < 4; u++) { // columns: (e, e + o, e - o, -o)
+			float *p = d + (size_t)(4 * u) * ds + j;
+			_mm256_storeu_ps(p, eu[u]);
+			_mm256_storeu_ps(p + ds, _mm256_add_ps(eu[u], ou[u]));
+			_mm256_storeu_ps(p + 2 * ds, _mm256_sub_ps(eu[u], ou[u]));
+			_mm256_storeu_ps(p + 3 * ds, _mm256_sub_ps(zero, ou[u]));
+		}
+	}
+}
+
+__attribute__((target("avx2"))) static inline float hsum(__m256 v)
+{
+	__m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	a = _mm_hadd_ps(a, a);
+	a = _mm_hadd_ps(a, a);
+	return _mm_cvtss_f32(a);
+}
+
+/* du (KB, CB) at lddu += d (KB, nt) @ v (CB, nt)^T, rows at ld: KB x CB dot products, each an
+ * 8-lane FMA chain over the tiles, summed across lanes at the end. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+dot_block(float *du, int lddu, const float *d, const float *v, size_t ld, int nt, const int KB,
+	  const int CB)
+{
+	__m256 acc[4][3];
+	for (int kb = 0; kb < KB; kb++)
+		for (int cb = 0; cb < CB; cb++)
+			acc[kb][cb] = _mm256_setzero_ps();
+	for (int t = 0; t < nt; t += 8) {
+		__m256 x[3];
+		for (int cb = 0; cb < CB; cb++)
+			x[cb] = _mm256_loadu_ps(v + (size_t)cb * ld + t);
+		for (int kb = 0; kb < KB; kb++) {
+			const __m256 a = _mm256_loadu_ps(d + (size_t)kb * ld + t);
+			for (int cb = 0; cb < CB; cb++)
+				acc[kb][cb] = _mm256_fmadd_ps(a, x[cb], acc[kb][cb]);
+		}
+	}
+	for (int kb = 0; kb < KB; kb++)
+		for (int cb = 0; cb < CB; cb++)
+			du[(size_t)kb * lddu + cb] += hsum(acc[kb][cb]);
+}
+
+/* dU (K, C) += D (K, nt) @ V (C, nt)^T, rows at ld, nt a multiple of 8. */
+__attribute__((target("avx2,fma"))) static void gemm_nt(float *du, const float *d, const float *v,
+						       size_t ld, int K, int C, int nt)
+{
+	for (int k0 = 0; k0 < K;) {
+		const int kb = imin(4, K - k0);
+		for (int c0 = 0; c0 < C;) {
+			const int cb = imin(3, C - c0);
+			float *dub = du + (size_t)k0 * C + c0;
+			const float *db = d + (size_t)k0 * ld, *vb = v + (size_t)c0 * ld;
+#define NT_CASE(KB_)                                                                               \
+	case KB_:                                                                                  \
+		if (cb == 3)                                                                       \
+			dot_block(dub, C, db, vb, ld, nt, KB_, 3);                                 \
+		else if (cb == 2)                                                                  \
+			dot_block(dub, C, db, vb, ld, nt, KB_, 2);                                 \
+		else                                                                               \
+			dot_block(dub, C, db, vb, ld, nt, KB_, 1);                                 \
+		break
+			switch (kb) {
+				NT_CASE(4);
+				NT_CASE(3);
+				NT_CASE(2);
+				NT_CASE(1);
+			}
+#undef NT_CASE
+			c0 += cb;
+		}
+		k0 += kb;
+	}
+}
+
+size_t dnn_wino_filter_work(const dnn_wino_shape *s)
+{
+	wino_plan pl = plan_make(s, WINO_FILTER_BUDGET);
+	return 16 * (size_t)s->K * s->C + pl.eo + 2 * (size_t)s->K * pl.hp * pl.l +
+	       16 * ((size_t)s->C + s->K) * pl.cap + 2 * (size_t)pl.l;
+}
+
+void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const dnn_wino_shape *s,
+			      float *work)
+{
+	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
+	const wino_plan pl = plan_make(s, WINO_FILTER_BUDGET);
+	const int tw = pl.tw, l = pl.l;
+	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
+	const size_t vs = (size_t)C * cap, ds = (size_t)K * cap;
+	/* dy as an image of K channels, P x Q, unpadded, split into even/odd columns like x. */
+	const dnn_wino_shape sy = {.N = s->N, .C = K, .H = P, .W = Q, .K = C, .P = P, .Q = Q};
+	const size_t eoy = 2 * (size_t)K * pl.hp * l;
+	float *du = work;                    // (16, K, C)
+	float *eo = du + 16 * (size_t)K * C; // E, O of one image of x
+	float *eod = eo + pl.eo;             // E, O of one image of dy
+	float *v = eod + eoy;                // (16, C, cap)
+	float *d = v + 16 * vs;              // (16, K, cap)
+	float *row = d + 16 * ds;            // 2 l
+	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
+
+	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
+	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
+		const int ng = imin(pl.group, s->N - n0);
+		for (int i0 = 0; i0 < pl.th; i0 += pl.rows) {
+			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * tw;
+			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
+			for (int m = 0; m < ng; m++) {
+				if (i0 == 0) {
+					split_image(eo, row, x + (size_t)(n0 + m) * chw, s, &pl);
+					split_image(eod, row, dy + (size_t)(n0 + m) * kpq, &sy, &pl);
+				}
+				const size_t t0 = (size_t)m * per;
+				for (int c = 0; c < C; c++)
+					for (int i = i0; i < i1; i++) {
+						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
+						input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
+							  e + off, o + off, l, tw);
+					}
+				for (int k = 0; k < K; k++)
+					for (int i = i0; i < i1; i++) {
+						size_t off = ((size_t)k * pl.hp + 2 * i) * l;
+						grad_row(d + (size_t)k * cap + t0 + (size_t)(i - i0) * tw, ds,
+							 ey + off, oy + off, l, tw);
+					}
+			}
+			/* Tiles [nt, ntp) enter the dot products: zero in both operands. */
+			if (ntp > nt)
+				for (int xi = 0; xi < 16; xi++) {
+					for (int c = 0; c < C; c++)
+						memset(v + xi * vs + (size_t)c * cap + nt, 0,
+						       (size_t)(ntp - nt) * sizeof(float));
+					for (int k = 0; k < K; k++)
+						memset(d + xi * ds + (size_t)k * cap + nt, 0,
+						       (size_t)(ntp - nt) * sizeof(float));
+				}
+			for (int xi = 0; xi < 16; xi++)
+				gemm_nt(du + xi * (size_t)K * C, d + xi * ds, v + xi * vs, cap, K, C, ntp);
+		}
+	}
+	/* dw += G^T dU G, the adjoint of U = G g G^T. */
+	const size_t kc = (size_t)K * C;
+	for (int k = 0; k < K; k++)
+		for (int c = 0; c < C; c++) {
+			const float *a = du + (size_t)k * C + c;
+			float t[4][3]; // dU G
+			for (int r = 0; r < 4; r++) {
+				float x0 = a[(4 * r) * kc], x1 = a[(4 * r + 1) * kc];
+				float x2 = a[(4 * r + 2) * kc], x3 = a[(4 * r + 3) * kc];
+				t[r][0] = x0 + 0.5f * (x1 + x2);
+				t[r][1] = 0.5f * (x1 - x2);
+				t[r][2] = 0.5f * (x1 + x2) + x3;
+			}
+			float *g = dw + ((size_t)k * C + c) * 9;
+			for (int q = 0; q < 3; q++) {
+				g[q] += t[0][q] + 0.5f * (t[1][q] + t[2][q]);
+				g[3 + q] += 0.5f * (t[1][q] - t[2][q]);
+				g[6 + q] += 0.5f * (t[1][q] + t[2][q]) + t[3][q];
+			}
+		}
+}
+
 #else
 int dnn_wino_supported(void) { return 0; }
+
+size_t dnn_wino_filter_work(const dnn_wino_shape *s)
+{
+	(void)s;
+	return 0;
+}
+
+void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const dnn_wino_shape *s,
+			      float *work)
+{
+	(void)dw, (void)x, (void)dy, (void)s, (void)work;
+	abort();
+}
 
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work)

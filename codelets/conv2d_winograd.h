@@ -19,4 +19,11 @@ size_t dnn_wino_work(const dnn_wino_shape *s);
 /* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: dnn_wino_work(s) floats. */
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work);
+/* Floats of scratch that dnn_wino_backward_filter needs. */
+size_t dnn_wino_filter_work(const dnn_wino_shape *s);
+
+/* dw (K, C, 3, 3) += the gradient of sum(y .* dy) with respect to w, y = conv(x, w), computed
+ * as the adjoint of the forward's Winograd transforms; work: dnn_wino_filter_work(s) floats. */
+void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const dnn_wino_shape *s,
+			      float *work);
 #endif

@@ -88,6 +88,52 @@ static void backward_data_ref(double *dx, double *s, const float *dy, const floa
 				}
 }
 
+/* dw = dw0 + sum over n, p, q of dy x, and s = |dw0| + sum |dy x|, in double. */
+static void backward_filter_ref(double *dw, double *s, const float *dw0, const float *x,
+				const float *dy, const dnn_conv2d_args *a)
+{
+	size_t nw = (size_t)a->K * a->C * 9;
+	for (size_t i = 0; i < nw; i++) {
+		dw[i] = dw0[i];
+		s[i] = fabs(dw0[i]);
+	}
+	for (int n = 0; n < a->N; n++)
+		for (int k = 0; k < a->K; k++)
+			for (int p = 0; p < a->P; p++)
+				for (int q = 0; q < a->Q; q++) {
+					double g = dy[(((size_t)n * a->K + k) * a->P + p) * a->Q + q];
+					for (int c = 0; c < a->C; c++)
+						for (int r = 0; r < 3; r++) {
+							int ih = p - a->pad + r;
+							if (ih < 0 || ih >= a->H)
+								continue;
+							for (int t = 0; t < 3; t++) {
+								int iw = q - a->pad + t;
+								if (iw < 0 || iw >= a->W)
+									continue;
+								size_t i = (((size_t)k * a->C + c) * 3 + r) * 3 + t;
+								double v = g * x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw];
+								dw[i] += v;
+								s[i] += fabs(v);
+							}
+						}
+				}
+}
+
+/* The weight gradient's transforms mix the 9 taps of one (k, c) filter, so its rounding error
+ * scales with the largest of their sums, not with each tap's own (a corner tap of a 2x2 output
+ * has 1 term where the centre has 4): s of each tap = the largest s of its filter. */
+static void filter_scale(double *s, size_t nw)
+{
+	for (size_t f = 0; f < nw; f += 9) {
+		double m = 0;
+		for (int i = 0; i < 9; i++)
+			m = fmax(m, s[f + i]);
+		for (int i = 0; i < 9; i++)
+			s[f + i] = m;
+	}
+}
+
 /* Largest |got - ref| / s; the tolerance check of unit_conv2d on top. */
 static double check(const char *what, const float *got, const double *ref, const double *s, size_t n)
 {
@@ -122,11 +168,14 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	float *y = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
 	float *dx = malloc(nx * sizeof(float)), *dx0 = malloc(nx * sizeof(float));
 	size_t nmax = nx > ny ? nx : ny;
+	nmax = nmax > nw ? nmax : nw;
+	float *dw = malloc(nw * sizeof(float)), *dw0 = malloc(nw * sizeof(float));
 	double *ref = malloc(nmax * sizeof(double)), *s = malloc(nmax * sizeof(double));
 	test_fill_uniform(x, nx, -1, 1);
 	test_fill_uniform(w, nw, -1, 1);
 	test_fill_uniform(dy, ny, -1, 1);
 	test_fill_uniform(dx0, nx, -1, 1);
+	test_fill_uniform(dw0, nw, -1, 1);
 	char msg[200];
 
 	/* Forward, overwriting garbage. */
@@ -158,6 +207,14 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	}
 	snprintf(msg, sizeof(msg), "bwd_data accumulate %s", what);
 	double ea = check(msg, dx, ref, s, nx);
+	/* Backward filter: dw += ... */
+	TEST_CHECK(dnn_conv2d_cpu_uses_winograd(&a, 2), "%s: backward filter does not take the Winograd path", what);
+	memcpy(dw, dw0, nw * sizeof(float));
+	dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
+	backward_filter_ref(ref, s, dw0, x, dy, &a);
+	filter_scale(s, nw);
+	snprintf(msg, sizeof(msg), "bwd_filter %s", what);
+	double ew = check(msg, dw, ref, s, nw);
 	if (verbose) {
 		/* The same metric for the im2col path, for comparison. */
 		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
@@ -169,8 +226,17 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 			if (s[i] > 0)
 				fi = fmax(fi, fabs(y[i] - ref[i]) / s[i]);
 		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
-		printf("%-28s err/sum|terms|: winograd fwd %.2e bwd_data %.2e (acc %.2e); im2col fwd %.2e\n",
-		       what, ef, eb, ea, fi);
+		memcpy(dw, dw0, nw * sizeof(float));
+		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
+		dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
+		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
+		backward_filter_ref(ref, s, dw0, x, dy, &a);
+		filter_scale(s, nw);
+		double wi = 0;
+		for (size_t i = 0; i < nw; i++)
+			wi = fmax(wi, fabs(dw[i] - ref[i]) / s[i]);
+		printf("%-24s err/sum|terms|: winograd fwd %.2e bwd_data %.2e (acc %.2e) bwd_filter %.2e;"
+		       " im2col fwd %.2e bwd_filter %.2e\n", what, ef, eb, ea, ew, fi, wi);
 	}
 	free(x);
 	free(w);
@@ -180,6 +246,8 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	free(dx0);
 	free(ref);
 	free(s);
+	free(dw);
+	free(dw0);
 }
 
 int main(int argc, char **argv)
