@@ -101,28 +101,50 @@ int dnn_wino_supported(void)
 	return cached;
 }
 
-/* U (16, K, C) = G g G^T for every (k, c) of w (K, C, 3, 3). */
-static void filter_transform(float *restrict u, const float *restrict w, int K, int C)
+/* U (16, K, C) = G g G^T for every (k, c) of w (K, C, 3, 3): 8 filters f = k C + c at a time,
+ * their 9 taps gathered (stride 9), each xi stored as 8 consecutive floats; the rest one by one. */
+__attribute__((target("avx2,fma"))) static void filter_transform(float *restrict u,
+								const float *restrict w, int K, int C)
 {
 	const size_t kc = (size_t)K * C;
-	for (int k = 0; k < K; k++)
-		for (int c = 0; c < C; c++) {
-			const float *g = w + ((size_t)k * C + c) * 9;
-			float t[4][3];
-			for (int s = 0; s < 3; s++) {
-				t[0][s] = g[s];
-				t[1][s] = 0.5f * (g[s] + g[3 + s] + g[6 + s]);
-				t[2][s] = 0.5f * (g[s] - g[3 + s] + g[6 + s]);
-				t[3][s] = g[6 + s];
-			}
-			float *d = u + (size_t)k * C + c;
-			for (int a = 0; a < 4; a++) {
-				d[(a * 4 + 0) * kc] = t[a][0];
-				d[(a * 4 + 1) * kc] = 0.5f * (t[a][0] + t[a][1] + t[a][2]);
-				d[(a * 4 + 2) * kc] = 0.5f * (t[a][0] - t[a][1] + t[a][2]);
-				d[(a * 4 + 3) * kc] = t[a][2];
-			}
+	const __m256i idx = _mm256_setr_epi32(0, 9, 18, 27, 36, 45, 54, 63);
+	const __m256 half = _mm256_set1_ps(0.5f);
+	size_t f = 0;
+	for (; f + 8 <= kc; f += 8) {
+		__m256 g[9], t[4][3];
+		for (int i = 0; i < 9; i++)
+			g[i] = _mm256_i32gather_ps(w + f * 9 + i, idx, 4);
+		for (int q = 0; q < 3; q++) { // t = G g
+			t[0][q] = g[q];
+			t[1][q] = _mm256_mul_ps(half, _mm256_add_ps(_mm256_add_ps(g[q], g[3 + q]), g[6 + q]));
+			t[2][q] = _mm256_mul_ps(half, _mm256_add_ps(_mm256_sub_ps(g[q], g[3 + q]), g[6 + q]));
+			t[3][q] = g[6 + q];
 		}
+		for (int a = 0; a < 4; a++) { // U = t G^T
+			float *d = u + f + (size_t)(4 * a) * kc;
+			_mm256_storeu_ps(d, t[a][0]);
+			_mm256_storeu_ps(d + kc, _mm256_mul_ps(half, _mm256_add_ps(_mm256_add_ps(t[a][0], t[a][1]), t[a][2])));
+			_mm256_storeu_ps(d + 2 * kc, _mm256_mul_ps(half, _mm256_add_ps(_mm256_sub_ps(t[a][0], t[a][1]), t[a][2])));
+			_mm256_storeu_ps(d + 3 * kc, t[a][2]);
+		}
+	}
+	for (; f < kc; f++) {
+		const float *g = w + f * 9;
+		float t[4][3];
+		for (int s = 0; s < 3; s++) {
+			t[0][s] = g[s];
+			t[1][s] = 0.5f * (g[s] + g[3 + s] + g[6 + s]);
+			t[2][s] = 0.5f * (g[s] - g[3 + s] + g[6 + s]);
+			t[3][s] = g[6 + s];
+		}
+		float *d = u + f;
+		for (int a = 0; a < 4; a++) {
+			d[(a * 4 + 0) * kc] = t[a][0];
+			d[(a * 4 + 1) * kc] = 0.5f * (t[a][0] + t[a][1] + t[a][2]);
+			d[(a * 4 + 2) * kc] = 0.5f * (t[a][0] - t[a][1] + t[a][2]);
+			d[(a * 4 + 3) * kc] = t[a][2];
+		}
+	}
 }
 
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
@@ -431,6 +453,56 @@ __attribute__((target("avx2,fma"))) static void gemm_nt(float *du, const float *
 	}
 }
 
+/* dw (K, C, 3, 3) += G^T dU G for every (k, c), the adjoint of filter_transform; 8 filters at a
+ * time as there, their 9 taps added into dw through a small transposition buffer. */
+__attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *restrict dw,
+									const float *restrict du,
+									int K, int C)
+{
+	const size_t kc = (size_t)K * C;
+	const __m256 half = _mm256_set1_ps(0.5f);
+	float tmp[9][8];
+	size_t f = 0;
+	for (; f + 8 <= kc; f += 8) {
+		__m256 t[4][3]; // dU G
+		for (int r = 0; r < 4; r++) {
+			const float *a = du + f + (size_t)(4 * r) * kc;
+			__m256 x0 = _mm256_loadu_ps(a), x1 = _mm256_loadu_ps(a + kc);
+			__m256 x2 = _mm256_loadu_ps(a + 2 * kc), x3 = _mm256_loadu_ps(a + 3 * kc);
+			__m256 hs = _mm256_mul_ps(half, _mm256_add_ps(x1, x2));
+			t[r][0] = _mm256_add_ps(x0, hs);
+			t[r][1] = _mm256_mul_ps(half, _mm256_sub_ps(x1, x2));
+			t[r][2] = _mm256_add_ps(hs, x3);
+		}
+		for (int q = 0; q < 3; q++) { // G^T (dU G)
+			__m256 hs = _mm256_mul_ps(half, _mm256_add_ps(t[1][q], t[2][q]));
+			_mm256_storeu_ps(tmp[q], _mm256_add_ps(t[0][q], hs));
+			_mm256_storeu_ps(tmp[3 + q], _mm256_mul_ps(half, _mm256_sub_ps(t[1][q], t[2][q])));
+			_mm256_storeu_ps(tmp[6 + q], _mm256_add_ps(hs, t[3][q]));
+		}
+		for (int i = 0; i < 8; i++)
+			for (int j = 0; j < 9; j++)
+				dw[(f + i) * 9 + j] += tmp[j][i];
+	}
+	for (; f < kc; f++) {
+		const float *a = du + f;
+		float t[4][3];
+		for (int r = 0; r < 4; r++) {
+			float x0 = a[(4 * r) * kc], x1 = a[(4 * r + 1) * kc];
+			float x2 = a[(4 * r + 2) * kc], x3 = a[(4 * r + 3) * kc];
+			t[r][0] = x0 + 0.5f * (x1 + x2);
+			t[r][1] = 0.5f * (x1 - x2);
+			t[r][2] = 0.5f * (x1 + x2) + x3;
+		}
+		float *g = dw + f * 9;
+		for (int q = 0; q < 3; q++) {
+			g[q] += t[0][q] + 0.5f * (t[1][q] + t[2][q]);
+			g[3 + q] += 0.5f * (t[1][q] - t[2][q]);
+			g[6 + q] += 0.5f * (t[1][q] + t[2][q]) + t[3][q];
+		}
+	}
+}
+
 size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 {
 	wino_plan pl = plan_make(s, WINO_FILTER_BUDGET);
@@ -496,26 +568,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 				gemm_nt(du + xi * (size_t)K * C, d + xi * ds, v + xi * vs, cap, K, C, ntp);
 		}
 	}
-	/* dw += G^T dU G, the adjoint of U = G g G^T. */
-	const size_t kc = (size_t)K * C;
-	for (int k = 0; k < K; k++)
-		for (int c = 0; c < C; c++) {
-			const float *a = du + (size_t)k * C + c;
-			float t[4][3]; // dU G
-			for (int r = 0; r < 4; r++) {
-				float x0 = a[(4 * r) * kc], x1 = a[(4 * r + 1) * kc];
-				float x2 = a[(4 * r + 2) * kc], x3 = a[(4 * r + 3) * kc];
-				t[r][0] = x0 + 0.5f * (x1 + x2);
-				t[r][1] = 0.5f * (x1 - x2);
-				t[r][2] = 0.5f * (x1 + x2) + x3;
-			}
-			float *g = dw + ((size_t)k * C + c) * 9;
-			for (int q = 0; q < 3; q++) {
-				g[q] += t[0][q] + 0.5f * (t[1][q] + t[2][q]);
-				g[3 + q] += 0.5f * (t[1][q] - t[2][q]);
-				g[6 + q] += 0.5f * (t[1][q] + t[2][q]) + t[3][q];
-			}
-		}
+	filter_transform_adjoint(dw, du, K, C);
 }
 
 #else
