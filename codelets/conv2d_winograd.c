@@ -169,7 +169,15 @@ __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, 
 			}
 			memcpy(row + pw, x + ((size_t)c * H + ih) * W, (size_t)(wend - pw) * sizeof(float));
 			float *restrict er = e + off, *restrict orow = o + off;
-			for (int j = 0; j < l; j++) {
+			int j = 0;
+			for (; j + 8 <= l; j += 8) { // 16 padded columns -> 8 even, 8 odd
+				__m256 a = _mm256_loadu_ps(row + 2 * j), b = _mm256_loadu_ps(row + 2 * j + 8);
+				__m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); // a0 a2 b0 b2 | a4 a6 b4 b6
+				__m256 od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+				_mm256_storeu_ps(er + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
+				_mm256_storeu_ps(orow + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
+			}
+			for (; j < l; j++) {
 				er[j] = row[2 * j];
 				orow[j] = row[2 * j + 1];
 			}
