@@ -1,6 +1,7 @@
 /* unit_conv2d_winograd — the Winograd F(2x2, 3x3) path of the CPU conv kernels, forced with
  * dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD), against a double-precision direct conv:
- * forward and backward data (overwrite and accumulate), on ResNet shapes and on odd sizes,
+ * forward, backward data (overwrite and accumulate) and backward filter (accumulating onto a
+ * nonzero dw), on ResNet shapes and on odd sizes,
  * pad 0, 1 and 2, C != K, channel counts that are not multiples of the register blocks, and
  * batch 1 and 7. Skipped (77) on a CPU without AVX2+FMA.
  *
@@ -14,7 +15,12 @@
  *     and the output transform sums 9 of the 16 products, so each product's contributions are
  *     rounded a few more times, with magnitudes up to 4x the direct terms. WINO_TOL = 1e-6
  *     (~16 eps): measured (-v prints it per shape), Winograd stays at 0.4e-7..2.7e-7 on these
- *     shapes and im2col at 0.4e-7..2.2e-7, so the bound has ~4x margin over both.
+ *     shapes and im2col at 0.4e-7..2.2e-7, so the bound has ~4x margin over both. For the
+ *     weight gradient, whose transforms mix the 9 taps of a filter, s is the largest of the 9
+ *     taps' sums (filter_scale): Winograd 1.5e-8..1.8e-7, im2col 1.8e-8..2.1e-7.
+ * Each kernel call starts from released scratch memory (dnn_cpu_scratch_release), so that a
+ * sanitizer build checks the scratch sizes: the transforms load and store whole 8-float vectors
+ * past the ends of rows, inside the scratch by construction (codelets/conv2d_winograd.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +28,7 @@
 #include <string.h>
 
 #include "conv2d.h"
+#include "dnn_codelet.h"
 #include "test_util.h"
 
 #define WINO_TOL 1e-6
@@ -182,6 +189,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	TEST_CHECK(dnn_conv2d_cpu_uses_winograd(&a, 0), "%s: forward does not take the Winograd path", what);
 	for (size_t i = 0; i < ny; i++)
 		y[i] = 1e30f;
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
 	dnn_conv2d_forward_cpu(y, x, w, &a);
 	forward_ref(ref, s, x, w, &a);
 	snprintf(msg, sizeof(msg), "fwd %s", what);
@@ -195,11 +203,13 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	for (size_t i = 0; i < nx; i++)
 		dx[i] = 1e30f;
 	a.accumulate_dx = 0;
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
 	dnn_conv2d_backward_data_cpu(dx, dy, w, &a);
 	snprintf(msg, sizeof(msg), "bwd_data %s", what);
 	double eb = check(msg, dx, ref, s, nx);
 	memcpy(dx, dx0, nx * sizeof(float));
 	a.accumulate_dx = 1;
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
 	dnn_conv2d_backward_data_cpu(dx, dy, w, &a);
 	for (size_t i = 0; i < nx; i++) {
 		ref[i] += dx0[i];
@@ -210,6 +220,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	/* Backward filter: dw += ... */
 	TEST_CHECK(dnn_conv2d_cpu_uses_winograd(&a, 2), "%s: backward filter does not take the Winograd path", what);
 	memcpy(dw, dw0, nw * sizeof(float));
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
 	dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
 	backward_filter_ref(ref, s, dw0, x, dy, &a);
 	filter_scale(s, nw);
