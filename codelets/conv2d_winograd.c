@@ -85,7 +85,7 @@ size_t dnn_wino_work(const dnn_wino_shape *s)
 {
 	wino_plan pl = plan_make(s, WINO_BUDGET);
 	return 16 * (size_t)s->K * s->C + pl.eo + 16 * ((size_t)s->C + s->K) * pl.cap +
-	       4 * (size_t)pl.twv + 2 * (size_t)pl.l;
+	       4 * (size_t)pl.twv;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -148,39 +148,40 @@ __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict
 }
 
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
- * odd columns O (C, hp, l), O right after E. */
-__attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, float *restrict row,
-							   const float *restrict x, const dnn_wino_shape *s,
-							   const wino_plan *pl)
+ * odd columns O (C, hp, l), O right after E. Padded column pw + i holds x column i, so the
+ * even columns of x go to O (pw odd) or E (pw even) from index pw / 2 on, the odd ones to the
+ * other array from (pw + 1) / 2 on: each x row is deinterleaved straight into place, 16
+ * floats at a time (no padded copy of the row: reading one back right after writing it
+ * stalls on store forwarding). */
+__attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, const float *restrict x,
+							   const dnn_wino_shape *s, const wino_plan *pl)
 {
 	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w;
 	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
-	/* row: one padded input row of 2 l floats, columns [pw, pw + W) from x (the rest zero). */
-	const int wend = imin(pw + W, 2 * l);
-	memset(row, 0, (size_t)2 * l * sizeof(float));
+	const int ne = imin((W + 1) / 2, l - pw / 2), no = imin(W / 2, l - (pw + 1) / 2);
 	for (int c = 0; c < s->C; c++)
 		for (int pr = 0; pr < pl->hp; pr++) {
 			size_t off = ((size_t)c * pl->hp + pr) * l;
+			memset(e + off, 0, (size_t)l * sizeof(float));
+			memset(o + off, 0, (size_t)l * sizeof(float));
 			int ih = pr - s->pad_h;
-			if (ih < 0 || ih >= H) {
-				memset(e + off, 0, (size_t)l * sizeof(float));
-				memset(o + off, 0, (size_t)l * sizeof(float));
+			if (ih < 0 || ih >= H)
 				continue;
+			const float *restrict xr = x + ((size_t)c * H + ih) * W;
+			float *restrict ev = (pw % 2 ? o : e) + off + pw / 2; // x columns 0, 2, 4, ...
+			float *restrict od = (pw % 2 ? e : o) + off + (pw + 1) / 2; // x columns 1, 3, ...
+			int m = 0;
+			for (; m + 8 <= no && 2 * m + 16 <= W; m += 8) {
+				__m256 a = _mm256_loadu_ps(xr + 2 * m), b = _mm256_loadu_ps(xr + 2 * m + 8);
+				__m256 ve = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); // a0 a2 b0 b2 | a4 a6 b4 b6
+				__m256 vo = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+				_mm256_storeu_ps(ev + m, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ve), 0xd8)));
+				_mm256_storeu_ps(od + m, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(vo), 0xd8)));
 			}
-			memcpy(row + pw, x + ((size_t)c * H + ih) * W, (size_t)(wend - pw) * sizeof(float));
-			float *restrict er = e + off, *restrict orow = o + off;
-			int j = 0;
-			for (; j + 8 <= l; j += 8) { // 16 padded columns -> 8 even, 8 odd
-				__m256 a = _mm256_loadu_ps(row + 2 * j), b = _mm256_loadu_ps(row + 2 * j + 8);
-				__m256 ev = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); // a0 a2 b0 b2 | a4 a6 b4 b6
-				__m256 od = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-				_mm256_storeu_ps(er + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xd8)));
-				_mm256_storeu_ps(orow + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xd8)));
-			}
-			for (; j < l; j++) {
-				er[j] = row[2 * j];
-				orow[j] = row[2 * j + 1];
-			}
+			for (int q = m; q < ne; q++)
+				ev[q] = xr[2 * q];
+			for (int q = m; q < no; q++)
+				od[q] = xr[2 * q + 1];
 		}
 }
 
@@ -324,7 +325,6 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	float *mm = v + 16 * vs;                // (16, K, cap)
 	float *out0 = mm + 16 * ms;             // 2 twv
 	float *out1 = out0 + 2 * (size_t)pl.twv; // 2 twv
-	float *row = out1 + 2 * (size_t)pl.twv;  // 2 l: a padded input row
 	const float *e = eo, *o = eo + (size_t)C * pl.hp * l;
 
 	filter_transform(u, w, K, C);
@@ -335,7 +335,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
 			for (int m = 0; m < ng; m++) {
 				if (i0 == 0)
-					split_image(eo, row, x + (size_t)(n0 + m) * chw, s, &pl);
+					split_image(eo, x + (size_t)(n0 + m) * chw, s, &pl);
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
@@ -515,7 +515,7 @@ size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 {
 	wino_plan pl = plan_make(s, WINO_FILTER_BUDGET);
 	return 16 * (size_t)s->K * s->C + pl.eo + 2 * (size_t)s->K * pl.hp * pl.l +
-	       16 * ((size_t)s->C + s->K) * pl.cap + 2 * (size_t)pl.l;
+	       16 * ((size_t)s->C + s->K) * pl.cap;
 }
 
 void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const dnn_wino_shape *s,
@@ -534,7 +534,6 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	float *eod = eo + pl.eo;             // E, O of one image of dy
 	float *v = eod + eoy;                // (16, C, cap)
 	float *d = v + 16 * vs;              // (16, K, cap)
-	float *row = d + 16 * ds;            // 2 l
 	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
@@ -545,8 +544,8 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
 			for (int m = 0; m < ng; m++) {
 				if (i0 == 0) {
-					split_image(eo, row, x + (size_t)(n0 + m) * chw, s, &pl);
-					split_image(eod, row, dy + (size_t)(n0 + m) * kpq, &sy, &pl);
+					split_image(eo, x + (size_t)(n0 + m) * chw, s, &pl);
+					split_image(eod, dy + (size_t)(n0 + m) * kpq, &sy, &pl);
 				}
 				const size_t t0 = (size_t)m * per;
 				for (int c = 0; c < C; c++)

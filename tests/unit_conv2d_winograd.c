@@ -287,6 +287,8 @@ int main(int argc, char **argv)
 	check_shape(3, 20, 40, 70, 24, 1); /* several row chunks per image, 35 tiles per row */
 	check_shape(2, 24, 6, 7, 16, 2);   /* pad 2 (the backward data of a pad-0 conv) */
 	check_shape(7, 48, 5, 6, 40, 0);   /* pad 0: backward data is a pad-2 Winograd conv */
+	check_shape(2, 16, 11, 37, 10, 0); /* pad 0 and 2 (backward data) on rows of >= 16 columns */
+	check_shape(1, 9, 5, 33, 12, 2);
 	check_shape(1, 64, 2, 2, 20, 1);
 	check_shape(9, 16, 4, 4, 64, 1);   /* tiny images: many per chunk, last chunk partial */
 	return test_report("unit_conv2d_winograd");
