@@ -14,7 +14,9 @@
  *     a GEMM with inner dimension K*R*S instead of K, and no col2im;
  *   - 1x1 unpadded convs need no im2col: x[n], subsampled when strided, is the column matrix;
  *   - stride-1 convs with few channels (C*K <= 128, rows <= 32: LeNet-5's) skip im2col and GEMM
- *     on AVX2+FMA CPUs: register-blocked direct loops over a padded image ("direct path").
+ *     on AVX2+FMA CPUs: register-blocked direct loops over a padded image ("direct path");
+ *   - 3x3 stride-1 undilated convs run as Winograd F(2x2, 3x3) where that measured faster
+ *     (codelets/conv2d_winograd.c; the choice, DNN_CONV_ALGO, under "Winograd dispatch").
  * The double-precision naive reference lives in the tests (tests/unit_conv2d.c).
  */
 #include "conv2d.h"

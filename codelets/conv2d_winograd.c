@@ -1,4 +1,5 @@
-/* conv2d_winograd.c — Winograd F(2x2, 3x3) forward conv on the CPU (AVX2 + FMA).
+/* conv2d_winograd.c — Winograd F(2x2, 3x3) conv on the CPU (AVX2 + FMA): the forward pass (also
+ * used, with the flipped kernel, for backward data) and the weight gradient.
  *
  * Each 2x2 block of output pixels ("tile") of each output channel k is
  *     Y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A
@@ -21,8 +22,12 @@
  *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
  *   - the 16 GEMMs are register-blocked AVX2 loops (4 output channels x 24 tiles: 12 FMA
  *     chains), not OpenBLAS: their inner dimension is only C (16..64) and a chunk has a few
- *     dozen tiles, far too small for sgemm's packing and call overhead to pay off (the first
- *     version called cblas_sgemm per xi and chunk and was slower than im2col).
+ *     dozen to a few hundred tiles, 16 calls per chunk, too small for sgemm's packing and call
+ *     overhead to pay off (a choice by that reasoning; a cblas_sgemm version was not measured).
+ *   - the weight gradient is the adjoint of the forward: dU[xi] (K, C) = sum over tiles of
+ *     (A dY A^T)[xi] (K, tiles) @ V[xi] (C, tiles)^T, then dw += G^T dU G. Its GEMMs reduce
+ *     over tiles: 4 x 3 (k, c) dot products of 8-lane FMA chains, summed across lanes at the
+ *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET).
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */
