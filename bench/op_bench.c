@@ -25,12 +25,15 @@ void openblas_set_num_threads(int num_threads);
 typedef struct {
 	int batch;
 	int reps;
+	int nalgos;                 // conv algorithms to run side by side (0: the default choice)
+	dnn_conv_algo algos[3];
+	const char *algo_names[3];
 } bench_opts;
 
 /* Rows are kept and printed at the end, once the reference sgemm rate is final. */
 #define MAX_ROWS 512
 static struct {
-	char op[16], shape[64], phase[16];
+	char op[16], shape[64], phase[24];
 	double flops, seconds;
 } rows[MAX_ROWS];
 static int nrows;
@@ -159,7 +162,9 @@ static void bench_conv2d(const bench_opts *o)
 	};
 	static void (*const fns[3])(void *) = {run_conv_fwd, run_conv_bwd_data, run_conv_bwd_filter};
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
-	double total_flops = 0, total_time[3] = {0, 0, 0};
+	/* With --conv-algo A,B: every (shape, phase) is timed under each algorithm in turn. */
+	const int na = o->nalgos > 0 ? o->nalgos : 1;
+	double total_flops = 0, total_time[3][3] = {{0}};
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
@@ -181,11 +186,19 @@ static void bench_conv2d(const bench_opts *o)
 		snprintf(shape, sizeof(shape), "N%d %dx%dx%d -> %d, %dx%d s%d", c.a.N, c.a.C, c.a.H, c.a.W,
 			 c.a.K, c.a.R, c.a.S, c.a.stride);
 		double flops = dnn_conv2d_flops_fwd(&c.a);
-		for (int p = 0; p < 3; p++) {
-			double t = best_time(fns[p], &c, o->reps);
-			bench_row("conv2d", shape, phases[p], flops, t);
-			total_time[p] += layers[l].count * t;
-		}
+		for (int p = 0; p < 3; p++)
+			for (int i = 0; i < na; i++) {
+				char phase[24];
+				snprintf(phase, sizeof(phase), "%s", phases[p]);
+				if (o->nalgos > 0) {
+					dnn_conv2d_set_cpu_algo(o->algos[i]);
+					if (o->nalgos > 1)
+						snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
+				}
+				double t = best_time(fns[p], &c, o->reps);
+				bench_row("conv2d", shape, phase, flops, t);
+				total_time[i][p] += layers[l].count * t;
+			}
 		total_flops += layers[l].count * flops;
 		free(c.x);
 		free(c.dx);
@@ -197,7 +210,13 @@ static void bench_conv2d(const bench_opts *o)
 	char shape[64];
 	snprintf(shape, sizeof(shape), "ResNet-20, all 21 convs, N%d", o->batch);
 	for (int p = 0; p < 3; p++)
-		bench_row("conv2d", shape, phases[p], total_flops, total_time[p]);
+		for (int i = 0; i < na; i++) {
+			char phase[24];
+			snprintf(phase, sizeof(phase), "%s", phases[p]);
+			if (o->nalgos > 1)
+				snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
+			bench_row("conv2d", shape, phase, total_flops, total_time[i][p]);
+		}
 }
 
 /* ------------------------------------------------------------------ dense */
@@ -276,11 +295,13 @@ static const struct {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME]\n"
+	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME] [--conv-algo LIST]\n"
 		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm, as a markdown table.\n"
 		   "  --batch N       batch size of the benchmarked shapes (default 64)\n"
 		   "  --reps R        timed runs per measurement, the best is kept (default 5)\n"
 		   "  --clock C       wall (default) or cpu: the thread's CPU time\n"
+		   "  --conv-algo L   conv2d under each of these CPU algorithms side by side, L a comma-separated\n"
+		   "                  list of im2col, winograd, auto (default: DNN_CONV_ALGO, else auto)\n"
 		   "  --op NAME       only this op (");
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		fprintf(f, "%s%s", i ? ", " : "", ops[i].name);
@@ -307,11 +328,12 @@ int main(int argc, char **argv)
 		{"reps", required_argument, NULL, 'r'},
 		{"op", required_argument, NULL, 'o'},
 		{"clock", required_argument, NULL, 'c'},
+		{"conv-algo", required_argument, NULL, 'a'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "b:r:o:c:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b': o.batch = parse_int("--batch", optarg, 1, 4096); break;
 		case 'r': o.reps = parse_int("--reps", optarg, 1, 1000); break;
@@ -326,6 +348,25 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'a': {
+			static char buf[64];
+			snprintf(buf, sizeof(buf), "%s", optarg);
+			o.nalgos = 0;
+			for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+				static const char *const names[3] = {"auto", "im2col", "winograd"};
+				int k = 0;
+				while (k < 3 && strcmp(t, names[k]) != 0)
+					k++;
+				if (k == 3 || o.nalgos == 3) {
+					fprintf(stderr, "error: --conv-algo: expected up to 3 of im2col, winograd, auto, got '%s'\n",
+						optarg);
+					return 2;
+				}
+				o.algos[o.nalgos] = (dnn_conv_algo)k; // names[] follows the enum's order
+				o.algo_names[o.nalgos++] = names[k];
+			}
+			break;
+		}
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -358,11 +399,11 @@ int main(int argc, char **argv)
 	       "best of %d runs each, %s clock); batch %d, best of %d runs per row\n\n",
 	       sgemm, sgemm_before, sgemm_after, o.reps < 10 ? 10 : o.reps,
 	       bench_clock == CLOCK_MONOTONIC ? "wall" : "thread CPU", o.batch, o.reps);
-	printf("| op       | shape                              | phase      |   ms/call | GFLOP/s | %% sgemm |\n");
-	printf("|----------|------------------------------------|------------|----------:|--------:|--------:|\n");
+	printf("| op       | shape                              | phase               |   ms/call | GFLOP/s | %% sgemm |\n");
+	printf("|----------|------------------------------------|---------------------|----------:|--------:|--------:|\n");
 	for (int i = 0; i < nrows; i++) {
 		double gf = rows[i].flops / rows[i].seconds * 1e-9;
-		printf("| %-8s | %-34s | %-10s | %9.3f | %7.1f | %6.0f%% |\n", rows[i].op, rows[i].shape,
+		printf("| %-8s | %-34s | %-19s | %9.3f | %7.1f | %6.0f%% |\n", rows[i].op, rows[i].shape,
 		       rows[i].phase, rows[i].seconds * 1e3, gf, 100.0 * gf / sgemm);
 	}
 	return 0;

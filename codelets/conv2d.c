@@ -14,7 +14,9 @@
  *     a GEMM with inner dimension K*R*S instead of K, and no col2im;
  *   - 1x1 unpadded convs need no im2col: x[n], subsampled when strided, is the column matrix;
  *   - stride-1 convs with few channels (C*K <= 128, rows <= 32: LeNet-5's) skip im2col and GEMM
- *     on AVX2+FMA CPUs: register-blocked direct loops over a padded image ("direct path").
+ *     on AVX2+FMA CPUs: register-blocked direct loops over a padded image ("direct path");
+ *   - 3x3 stride-1 undilated convs run as Winograd F(2x2, 3x3) where that measured faster
+ *     (codelets/conv2d_winograd.c; the choice, DNN_CONV_ALGO, under "Winograd dispatch").
  * The double-precision naive reference lives in the tests (tests/unit_conv2d.c).
  */
 #include "conv2d.h"
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv2d_winograd.h"
 #include "dnn_codelet.h"
 
 #ifdef DNN_HAVE_CUDA
@@ -530,9 +533,90 @@ static void direct_forward(float *y, const float *x, const float *w, const conv_
 }
 #endif
 
+/* ------------------------------------------------------------------ Winograd dispatch
+ *
+ * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) (codelets/conv2d_winograd.c):
+ * forward, and backward data through its forward conv with the flipped kernel. Which one runs
+ * is dnn_conv2d_set_cpu_algo()'s choice, else the environment's DNN_CONV_ALGO (im2col,
+ * winograd or auto, read once), else auto: WINO_RULE below. */
+/* Auto rule, from forward-pass timings of 16 images, one core, im2col time / Winograd time
+ * (same run, best of 15-40 calls, thread CPU clock; the ratios moved by ~10% between runs):
+ *   ResNet stages  C16 32x32 K16: 2.0   C32 16x16 K32: 1.9   C64 8x8 K64: 1.4 (backward data
+ *                  1.9, 2.2, 1.3);
+ *   other shapes   C8 K16 32x32: 1.5   C16 K8: 1.4   C16 16x16 K16: 1.8   C64 K4 32x32: 2.0
+ *                  C8 K64: 1.2   C64 2x2 K64: 1.07   C128 4x4 K128: 1.15   C128 8x8/16x16 K128:
+ *                  1.3/1.6   C64 8x8 K256: 1.4;
+ *   not faster     C3/C4 32x32 K64: 0.9-1.1   C256 8x8 K256: 1.07   and where the direct path
+ *                  runs (C*K <= 128, e.g. C8 K8 16x16: 0.85, the C3 K16 stem: 1.08).
+ * So: Winograd from 8 to 128 input channels, unless the direct path takes the conv. */
+#define WINO_RULE(g) (!use_direct(g) && (g)->C >= 8 && (g)->C <= 128)
+
+/* The weight gradient has its own rule (16 images, same method): C16 32x32 K16: 1.66
+ * C32 16x16 K32: 1.34-1.46  C64 8x8 K64: 1.1-1.2  C8 32x32 K16: 1.39  C8 16x16 K8: 1.44-1.67
+ * C128 8x8 K64: 1.12  C3 32x32 K16 (the CIFAR stem): 1.23-1.29; but C64 8x8 K128 0.91,
+ * C64 16x16 K128 0.94, C128 8x8 K128 0.96, C3 32x32 K64 0.88-0.95, C1 28x28 K8 0.70-0.83.
+ * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
+#define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
+
+static int algo_set = -1; // dnn_conv_algo once chosen
+
+dnn_conv_algo dnn_conv2d_cpu_algo(void)
+{
+	int a = __atomic_load_n(&algo_set, __ATOMIC_RELAXED);
+	if (a >= 0)
+		return (dnn_conv_algo)a;
+	a = DNN_CONV_ALGO_AUTO;
+	const char *env = getenv("DNN_CONV_ALGO");
+	if (env && strcmp(env, "im2col") == 0)
+		a = DNN_CONV_ALGO_IM2COL;
+	else if (env && strcmp(env, "winograd") == 0)
+		a = DNN_CONV_ALGO_WINOGRAD;
+	else if (env && *env && strcmp(env, "auto") != 0)
+		fprintf(stderr, "conv2d: DNN_CONV_ALGO=%s is not im2col, winograd or auto; using auto\n", env);
+	int expected = -1;
+	__atomic_compare_exchange_n(&algo_set, &expected, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED);
+}
+
+void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo)
+{
+	__atomic_store_n(&algo_set, (int)algo, __ATOMIC_RELAXED);
+}
+
+static dnn_wino_shape wino_shape(const conv_geom *g)
+{
+	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w};
+	return s;
+}
+
+/* Whether the conv runs as Winograd, given the auto rule's verdict for it. */
+static int winograd_choice(const conv_geom *g, int rule)
+{
+	if (!(g->R == 3 && g->S == 3 && g->stride == 1 && g->dil == 1 && g->pad_h >= 0 &&
+	      g->pad_w >= 0 && dnn_wino_supported()))
+		return 0;
+	switch (dnn_conv2d_cpu_algo()) {
+	case DNN_CONV_ALGO_IM2COL:
+		return 0;
+	case DNN_CONV_ALGO_WINOGRAD:
+		return 1;
+	default:
+		return rule;
+	}
+}
+
+static int use_winograd(const conv_geom *g) { return winograd_choice(g, WINO_RULE(g)); }
+
+static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g)); }
+
 /* Floats of scratch that conv_forward needs. */
 static size_t forward_work(const conv_geom *g)
 {
+	if (use_winograd(g)) {
+		dnn_wino_shape s = wino_shape(g);
+		return dnn_wino_work(&s);
+	}
 	if (use_direct(g))
 		return direct_work(g);
 	if (is_pointwise(g))
@@ -549,6 +633,11 @@ static void conv_forward(float *y, const float *x, const float *w, const conv_ge
 	// y (N, K, P, Q), x (N, C, H, W), w (K, C, R, S) = (K, CRS)
 	const int K = g->K, crs = g->C * g->R * g->S;
 	const size_t pq = (size_t)g->P * g->Q, chw = (size_t)g->C * g->H * g->W;
+	if (use_winograd(g)) {
+		dnn_wino_shape s = wino_shape(g);
+		dnn_wino_forward(y, x, w, &s, beta, work);
+		return;
+	}
 	if (use_direct(g)) {
 		direct_forward(y, x, w, g, beta, work);
 		return;
@@ -613,6 +702,17 @@ static conv_geom flipped_geom(const conv_geom *g)
 static int bwd_data_as_forward(const conv_geom *g)
 {
 	return g->stride == 1 && g->R * g->S > 1 && g->C >= CONV_FLIP_MIN_C;
+}
+
+int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
+{
+	conv_geom g = geom_of(a);
+	if (pass != 1)
+		return pass == 0 ? use_winograd(&g) : use_winograd_filter(&g);
+	if (is_pointwise(&g) || !bwd_data_as_forward(&g))
+		return 0;
+	conv_geom t = flipped_geom(&g);
+	return use_winograd(&t);
 }
 
 static void conv_backward_data_flipped(float *dx, const float *dy, const float *w,
@@ -693,6 +793,11 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 	conv_geom g = geom_of(a);
 	const int K = g.K, crs = g.C * g.R * g.S;
 	const size_t pq = (size_t)g.P * g.Q, chw = (size_t)g.C * g.H * g.W;
+	if (use_winograd_filter(&g)) {
+		dnn_wino_shape s = wino_shape(&g);
+		dnn_wino_backward_filter(dw, x, dy, &s, conv_scratch(dnn_wino_filter_work(&s)));
+		return;
+	}
 	if (is_pointwise(&g)) {
 		float *xs_buf = conv_scratch(forward_work(&g));
 		for (int n = 0; n < g.N; n++) {

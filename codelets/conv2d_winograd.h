@@ -1,0 +1,29 @@
+/* conv2d_winograd.h — Winograd F(2x2, 3x3) CPU kernel for 3x3, stride-1, undilated convs
+ * (internal to codelets/conv2d.c, which decides when to use it; see conv2d_winograd.c). */
+#ifndef DNN_CONV2D_WINOGRAD_H
+#define DNN_CONV2D_WINOGRAD_H
+#include <stddef.h>
+
+/* One conv as the Winograd kernel sees it: x (N, C, H, W), w (K, C, 3, 3), y (N, K, P, Q) with
+ * P = H + 2 pad_h - 2, Q = W + 2 pad_w - 2, pad_h, pad_w >= 0. */
+typedef struct {
+	int N, C, H, W, K, P, Q, pad_h, pad_w;
+} dnn_wino_shape;
+
+/* Whether this CPU runs the kernel (it needs AVX2 and FMA). */
+int dnn_wino_supported(void);
+
+/* Floats of scratch that dnn_wino_forward needs. */
+size_t dnn_wino_work(const dnn_wino_shape *s);
+
+/* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: dnn_wino_work(s) floats. */
+void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
+		      float *work);
+/* Floats of scratch that dnn_wino_backward_filter needs. */
+size_t dnn_wino_filter_work(const dnn_wino_shape *s);
+
+/* dw (K, C, 3, 3) += the gradient of sum(y .* dy) with respect to w, y = conv(x, w), computed
+ * as the adjoint of the forward's Winograd transforms; work: dnn_wino_filter_work(s) floats. */
+void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const dnn_wino_shape *s,
+			      float *work);
+#endif

@@ -1,0 +1,295 @@
+/* unit_conv2d_winograd — the Winograd F(2x2, 3x3) path of the CPU conv kernels, forced with
+ * dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD), against a double-precision direct conv:
+ * forward, backward data (overwrite and accumulate) and backward filter (accumulating onto a
+ * nonzero dw), on ResNet shapes and on odd sizes,
+ * pad 0, 1 and 2, C != K, channel counts that are not multiples of the register blocks, and
+ * batch 1 and 7. Skipped (77) on a CPU without AVX2+FMA.
+ *
+ * Two checks per output tensor:
+ *   - the tolerance of unit_conv2d: max |got - ref| / max(1, |ref|) <= 1e-4;
+ *   - a bound relative to the size of the sum, |got - ref| <= WINO_TOL * sum |x w| over the
+ *     output's taps, which does not loosen with the size of the output. Float summation of the
+ *     9 C products bounds the im2col/GEMM error near C*9*eps in the worst case and
+ *     about sqrt(C*9)*eps in practice (eps = 2^-24 = 6e-8). Winograd adds the transforms: the
+ *     transformed input is a sum of up to 4 inputs, the transformed filter has weights 1/4..1,
+ *     and the output transform sums 9 of the 16 products, so each product's contributions are
+ *     rounded a few more times, with magnitudes up to 4x the direct terms. WINO_TOL = 1e-6
+ *     (~16 eps): measured (-v prints it per shape), Winograd stays at 0.4e-7..2.7e-7 on these
+ *     shapes and im2col at 0.4e-7..2.2e-7, so the bound has ~4x margin over both. For the
+ *     weight gradient, whose transforms mix the 9 taps of a filter, s is the largest of the 9
+ *     taps' sums (filter_scale): Winograd 1.5e-8..1.8e-7, im2col 1.8e-8..2.1e-7.
+ * Each kernel call starts from released scratch memory (dnn_cpu_scratch_release), so that a
+ * sanitizer build checks the scratch sizes: the transforms load and store whole 8-float vectors
+ * past the ends of rows, inside the scratch by construction (codelets/conv2d_winograd.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv2d.h"
+#include "dnn_codelet.h"
+#include "test_util.h"
+
+#define WINO_TOL 1e-6
+#define CLOSE_TOL 1e-4
+
+static int verbose;
+
+/* y = conv(x, w) and s = sum |x w| over each output's taps, in double. */
+static void forward_ref(double *y, double *s, const float *x, const float *w, const dnn_conv2d_args *a)
+{
+	for (int n = 0; n < a->N; n++)
+		for (int k = 0; k < a->K; k++)
+			for (int p = 0; p < a->P; p++)
+				for (int q = 0; q < a->Q; q++) {
+					double acc = 0, mag = 0;
+					for (int c = 0; c < a->C; c++)
+						for (int r = 0; r < 3; r++) {
+							int ih = p - a->pad + r;
+							if (ih < 0 || ih >= a->H)
+								continue;
+							for (int t = 0; t < 3; t++) {
+								int iw = q - a->pad + t;
+								if (iw < 0 || iw >= a->W)
+									continue;
+								double v = (double)x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw] *
+									   w[(((size_t)k * a->C + c) * 3 + r) * 3 + t];
+								acc += v;
+								mag += fabs(v);
+							}
+						}
+					size_t i = (((size_t)n * a->K + k) * a->P + p) * a->Q + q;
+					y[i] = acc;
+					s[i] = mag;
+				}
+}
+
+/* dx = conv^T(dy, w) and s = sum |dy w| over each input's taps, in double. */
+static void backward_data_ref(double *dx, double *s, const float *dy, const float *w,
+			      const dnn_conv2d_args *a)
+{
+	size_t nx = (size_t)a->N * a->C * a->H * a->W;
+	memset(dx, 0, nx * sizeof(double));
+	memset(s, 0, nx * sizeof(double));
+	for (int n = 0; n < a->N; n++)
+		for (int k = 0; k < a->K; k++)
+			for (int p = 0; p < a->P; p++)
+				for (int q = 0; q < a->Q; q++) {
+					double g = dy[(((size_t)n * a->K + k) * a->P + p) * a->Q + q];
+					for (int c = 0; c < a->C; c++)
+						for (int r = 0; r < 3; r++) {
+							int ih = p - a->pad + r;
+							if (ih < 0 || ih >= a->H)
+								continue;
+							for (int t = 0; t < 3; t++) {
+								int iw = q - a->pad + t;
+								if (iw < 0 || iw >= a->W)
+									continue;
+								size_t i = (((size_t)n * a->C + c) * a->H + ih) * a->W + iw;
+								double v = g * w[(((size_t)k * a->C + c) * 3 + r) * 3 + t];
+								dx[i] += v;
+								s[i] += fabs(v);
+							}
+						}
+				}
+}
+
+/* dw = dw0 + sum over n, p, q of dy x, and s = |dw0| + sum |dy x|, in double. */
+static void backward_filter_ref(double *dw, double *s, const float *dw0, const float *x,
+				const float *dy, const dnn_conv2d_args *a)
+{
+	size_t nw = (size_t)a->K * a->C * 9;
+	for (size_t i = 0; i < nw; i++) {
+		dw[i] = dw0[i];
+		s[i] = fabs(dw0[i]);
+	}
+	for (int n = 0; n < a->N; n++)
+		for (int k = 0; k < a->K; k++)
+			for (int p = 0; p < a->P; p++)
+				for (int q = 0; q < a->Q; q++) {
+					double g = dy[(((size_t)n * a->K + k) * a->P + p) * a->Q + q];
+					for (int c = 0; c < a->C; c++)
+						for (int r = 0; r < 3; r++) {
+							int ih = p - a->pad + r;
+							if (ih < 0 || ih >= a->H)
+								continue;
+							for (int t = 0; t < 3; t++) {
+								int iw = q - a->pad + t;
+								if (iw < 0 || iw >= a->W)
+									continue;
+								size_t i = (((size_t)k * a->C + c) * 3 + r) * 3 + t;
+								double v = g * x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw];
+								dw[i] += v;
+								s[i] += fabs(v);
+							}
+						}
+				}
+}
+
+/* The weight gradient's transforms mix the 9 taps of one (k, c) filter, so its rounding error
+ * scales with the largest of their sums, not with each tap's own (a corner tap of a 2x2 output
+ * has 1 term where the centre has 4): s of each tap = the largest s of its filter. */
+static void filter_scale(double *s, size_t nw)
+{
+	for (size_t f = 0; f < nw; f += 9) {
+		double m = 0;
+		for (int i = 0; i < 9; i++)
+			m = fmax(m, s[f + i]);
+		for (int i = 0; i < 9; i++)
+			s[f + i] = m;
+	}
+}
+
+/* Largest |got - ref| / s; the tolerance check of unit_conv2d on top. */
+static double check(const char *what, const float *got, const double *ref, const double *s, size_t n)
+{
+	double worst = 0;
+	size_t wi = 0;
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)got[i] - ref[i]);
+		double d = s[i] > 0 ? e / s[i] : (e == 0 ? 0 : INFINITY);
+		if (!(d <= worst)) {
+			worst = isnan(d) ? INFINITY : d;
+			wi = i;
+		}
+	}
+	TEST_CHECK(worst <= WINO_TOL, "%s: |err| / sum|terms| = %.3g > %.3g at [%zu]: got %.8g want %.8g",
+		   what, worst, WINO_TOL, wi, (double)got[wi], ref[wi]);
+	test_close(what, got, ref, n, CLOSE_TOL);
+	return worst;
+}
+
+static void check_shape(int N, int C, int H, int W, int K, int pad)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1,
+			     .pad = pad, .dilation = 1};
+	char what[160];
+	snprintf(what, sizeof(what), "N%d C%d H%d W%d K%d pad%d", N, C, H, W, K, pad);
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "%s: args rejected", what);
+		return;
+	}
+	size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * 9, ny = (size_t)N * K * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float));
+	float *y = malloc(ny * sizeof(float)), *dy = malloc(ny * sizeof(float));
+	float *dx = malloc(nx * sizeof(float)), *dx0 = malloc(nx * sizeof(float));
+	size_t nmax = nx > ny ? nx : ny;
+	nmax = nmax > nw ? nmax : nw;
+	float *dw = malloc(nw * sizeof(float)), *dw0 = malloc(nw * sizeof(float));
+	double *ref = malloc(nmax * sizeof(double)), *s = malloc(nmax * sizeof(double));
+	test_fill_uniform(x, nx, -1, 1);
+	test_fill_uniform(w, nw, -1, 1);
+	test_fill_uniform(dy, ny, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	test_fill_uniform(dw0, nw, -1, 1);
+	char msg[200];
+
+	/* Forward, overwriting garbage. */
+	TEST_CHECK(dnn_conv2d_cpu_uses_winograd(&a, 0), "%s: forward does not take the Winograd path", what);
+	for (size_t i = 0; i < ny; i++)
+		y[i] = 1e30f;
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
+	dnn_conv2d_forward_cpu(y, x, w, &a);
+	forward_ref(ref, s, x, w, &a);
+	snprintf(msg, sizeof(msg), "fwd %s", what);
+	double ef = check(msg, y, ref, s, ny);
+
+	/* Backward data, overwriting; then accumulating onto dx0. Backward data runs as Winograd
+	 * when it runs as the flipped forward conv (C >= 16); else it must still be right. */
+	int bwd_wino = dnn_conv2d_cpu_uses_winograd(&a, 1);
+	TEST_CHECK(bwd_wino == (C >= 16), "%s: backward data Winograd = %d", what, bwd_wino);
+	backward_data_ref(ref, s, dy, w, &a);
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = 1e30f;
+	a.accumulate_dx = 0;
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
+	dnn_conv2d_backward_data_cpu(dx, dy, w, &a);
+	snprintf(msg, sizeof(msg), "bwd_data %s", what);
+	double eb = check(msg, dx, ref, s, nx);
+	memcpy(dx, dx0, nx * sizeof(float));
+	a.accumulate_dx = 1;
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
+	dnn_conv2d_backward_data_cpu(dx, dy, w, &a);
+	for (size_t i = 0; i < nx; i++) {
+		ref[i] += dx0[i];
+		s[i] += fabs(dx0[i]);
+	}
+	snprintf(msg, sizeof(msg), "bwd_data accumulate %s", what);
+	double ea = check(msg, dx, ref, s, nx);
+	/* Backward filter: dw += ... */
+	TEST_CHECK(dnn_conv2d_cpu_uses_winograd(&a, 2), "%s: backward filter does not take the Winograd path", what);
+	memcpy(dw, dw0, nw * sizeof(float));
+	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
+	dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
+	backward_filter_ref(ref, s, dw0, x, dy, &a);
+	filter_scale(s, nw);
+	snprintf(msg, sizeof(msg), "bwd_filter %s", what);
+	double ew = check(msg, dw, ref, s, nw);
+	if (verbose) {
+		/* The same metric for the im2col path, for comparison. */
+		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
+		a.accumulate_dx = 0;
+		dnn_conv2d_forward_cpu(y, x, w, &a);
+		forward_ref(ref, s, x, w, &a);
+		double fi = 0;
+		for (size_t i = 0; i < ny; i++)
+			if (s[i] > 0)
+				fi = fmax(fi, fabs(y[i] - ref[i]) / s[i]);
+		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
+		memcpy(dw, dw0, nw * sizeof(float));
+		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
+		dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
+		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
+		backward_filter_ref(ref, s, dw0, x, dy, &a);
+		filter_scale(s, nw);
+		double wi = 0;
+		for (size_t i = 0; i < nw; i++)
+			wi = fmax(wi, fabs(dw[i] - ref[i]) / s[i]);
+		printf("%-24s err/sum|terms|: winograd fwd %.2e bwd_data %.2e (acc %.2e) bwd_filter %.2e;"
+		       " im2col fwd %.2e bwd_filter %.2e\n", what, ef, eb, ea, ew, fi, wi);
+	}
+	free(x);
+	free(w);
+	free(y);
+	free(dy);
+	free(dx);
+	free(dx0);
+	free(ref);
+	free(s);
+	free(dw);
+	free(dw0);
+}
+
+int main(int argc, char **argv)
+{
+	verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
+	dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
+	dnn_conv2d_args probe = {.N = 1, .C = 16, .H = 8, .W = 8, .K = 16, .R = 3, .S = 3,
+				 .stride = 1, .pad = 1, .dilation = 1};
+	dnn_conv2d_args_finish(&probe);
+	if (!dnn_conv2d_cpu_uses_winograd(&probe, 0)) {
+		printf("unit_conv2d_winograd: no AVX2+FMA, the Winograd path does not run here; skipped\n");
+		return TEST_SKIP;
+	}
+	test_rng_seed(4321);
+	/* ResNet-20 / ResNet-8 stages. */
+	check_shape(1, 16, 32, 32, 16, 1);
+	check_shape(7, 32, 16, 16, 32, 1);
+	check_shape(7, 64, 8, 8, 64, 1);
+	check_shape(2, 3, 32, 32, 16, 1);  /* the stem: C = 3, backward data stays im2col */
+	/* Odd sizes: partial edge tiles, tile rows not a multiple of 8, C != K. */
+	check_shape(7, 5, 13, 11, 9, 1);   /* K % 4 = 1 */
+	check_shape(1, 17, 9, 15, 6, 0);   /* pad 0, K % 4 = 2 */
+	check_shape(7, 19, 7, 7, 23, 0);   /* pad 0, 5x5 output, K % 4 = 3 */
+	check_shape(1, 2, 3, 3, 3, 0);     /* a single output pixel */
+	check_shape(2, 16, 1, 5, 18, 1);   /* a single row */
+	check_shape(3, 20, 40, 70, 24, 1); /* several row chunks per image, 35 tiles per row */
+	check_shape(2, 24, 6, 7, 16, 2);   /* pad 2 (the backward data of a pad-0 conv) */
+	check_shape(7, 48, 5, 6, 40, 0);   /* pad 0: backward data is a pad-2 Winograd conv */
+	check_shape(2, 16, 11, 37, 10, 0); /* pad 0 and 2 (backward data) on rows of >= 16 columns */
+	check_shape(1, 9, 5, 33, 12, 2);
+	check_shape(1, 64, 2, 2, 20, 1);
+	check_shape(9, 16, 4, 4, 64, 1);   /* tiny images: many per chunk, last chunk partial */
+	return test_report("unit_conv2d_winograd");
+}
