@@ -179,7 +179,8 @@ static int fuse_enabled(void)
 	return !(e && !strcmp(e, "0"));
 }
 
-/* The fusions of a plan (model.h): p->bn_relu and p->grad_of.
+/* The fusions of a plan (model.h): p->bn_relu and p->grad_of. (The third, a conv's bias in
+ * the conv's forward and backward-filter tasks, needs no plan: submit_* test p->fuse.)
  *
  * Residual-add gradients. The add's backward gives each input's gradient its own dy. An input
  * ik joins the add's gradient handle (its "class": the handle of the add at the root of a chain
@@ -387,6 +388,11 @@ static void submit_forward(dnn_plan *p, int slot, int c)
 			dnn_conv2d_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k,
 					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation};
 			dnn_conv2d_args_finish(&a);
+			if (nd->bias && p->fuse) { /* conv + bias in one task */
+				a.bias = 1;
+				TASK(dnn_insert_conv2d_bias_fwd(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y));
+				break;
+			}
 			TASK(dnn_insert_conv2d_fwd(&a, x, m->params[pi].hw, y));
 			if (nd->bias) {
 				dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
@@ -478,11 +484,18 @@ static void submit_backward(dnn_plan *p, int slot, int c, char *written)
 					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation,
 					     .accumulate_dx = acc0};
 			dnn_conv2d_args_finish(&a);
-			if (nd->bias) {
-				dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
-				TASK(dnn_insert_bias_bwd(&b, dy, m->params[pi + 1].hg, STARPU_REDUX));
+			if (nd->bias && p->fuse) { /* the bias gradient in the filter gradient's task */
+				dnn_conv2d_args ab = a;
+				ab.bias = 1;
+				TASK(dnn_insert_conv2d_bias_bwd_filter(&ab, x, dy, m->params[pi].hg, m->params[pi + 1].hg,
+								       STARPU_REDUX));
+			} else {
+				if (nd->bias) {
+					dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
+					TASK(dnn_insert_bias_bwd(&b, dy, m->params[pi + 1].hg, STARPU_REDUX));
+				}
+				TASK(dnn_insert_conv2d_bwd_filter(&a, x, dy, m->params[pi].hg, STARPU_REDUX));
 			}
-			TASK(dnn_insert_conv2d_bwd_filter(&a, x, dy, m->params[pi].hg, STARPU_REDUX));
 			if (need_dx)
 				TASK(dnn_insert_conv2d_bwd_data(&a, dy, m->params[pi].hw, DY(i0, c)));
 			break;

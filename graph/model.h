@@ -96,7 +96,9 @@ typedef struct {
 	 *   relu, the batchnorm's; -1 elsewhere. One task per chunk does both (forward: y of the relu
 	 *   = max(BN(x), 0); backward: mask then BN backward); the batchnorm has no y/dy handles.
 	 * grad_of[i]: the node whose dy handle holds node i's gradient (i itself, or a residual add
-	 *   whose gradient is also i's: no add-backward copy task; see dnn_plan_create). */
+	 *   whose gradient is also i's: no add-backward copy task; see plan_fuse in model.c).
+	 * A conv with bias=1 adds its bias in the conv's forward task and its bias gradient in the
+	 *   backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
 	int fuse;
 	int *bn_relu, *grad_of;
 	long tasks_per_step;  // tasks the last dnn_submit_step inserted (StarPU's own REDUX tasks not included)

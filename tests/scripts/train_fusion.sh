@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # train_fusion — the fused task graph (batchnorm+relu in one task, residual-add gradients sharing
-# the add's handle; graph/model.c plan_fuse) trains exactly as the unfused one (DNN_FUSE=0) and
-# submits fewer tasks per step. On one CPU worker the two runs execute the same float operations
-# in the same order, so the losses must match to the printed digits; on two workers only the
-# gradient reductions' order may differ (1e-3, as train_schedulers).
+# the add's handle, conv+bias in one task; graph/model.c plan_fuse) trains exactly as the unfused
+# one (DNN_FUSE=0) and submits fewer tasks per step. On one CPU worker the two runs execute the
+# same float operations in the same order, so the losses must match to the printed digits; on
+# two workers only the gradient reductions' order may differ (1e-3, as train_schedulers).
 source "$(dirname "$0")/lib.sh"
 # A net with the awkward cases: a fused relu read by three nodes (joins an add's gradient as the
 # input with other consumers), a fused relu whose only consumer is an add (keeps its copy), an
@@ -56,9 +56,10 @@ check() {
   [ "$(( t0 - t1 ))" = "$fewer" ] || fail "$net: fused step has $t1 tasks, unfused $t0: want $fewer fewer"
 }
 # Per chunk: resnet8 fuses 4 batchnorm+relu pairs (-8 tasks) and drops 6 of its 6 add_bwd
-# copies; edge.net: 2 pairs (-4) and 4 of its 9 copies. lenet5 has nothing to fuse.
+# copies; edge.net: 2 pairs (-4) and 4 of its 9 copies; lenet5: its 2 convs with bias=1 do the
+# bias in the conv's forward and backward-filter tasks (-4).
 check resnet8 1 6 1e-6 $(( 4 * 14 ))
 check "$TMP/edge.net" 1 6 1e-6 $(( 4 * 8 ))
-check lenet5 1 6 1e-6 0
+check lenet5 1 6 1e-6 $(( 4 * 4 ))
 check resnet8 2 6 1e-3 $(( 4 * 14 ))
 finish
