@@ -71,6 +71,12 @@ uint64_t dnn_graph_fingerprint(const dnn_graph *g);
 void dnn_graph_print_summary(const dnn_graph *g, FILE *out);
 const char *dnn_op_name(dnn_op op);
 
+/* Fusion (graph/model.c): on unless the environment has DNN_FUSE=0. */
+int dnn_fuse_enabled(void);
+/* For a batchnorm node whose only consumer is a relu: that relu's index (the two run as one
+ * task per chunk when fusion is on); -1 otherwise. */
+int dnn_graph_bn_relu(const dnn_graph *g, int i);
+
 /* Built-in nets: names and their text. */
 int dnn_builtin_net_count(void);
 const char *dnn_builtin_net_name(int i);

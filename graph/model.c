@@ -172,13 +172,6 @@ static starpu_data_handle_t lazy_vector(size_t n, size_t elemsize)
 	return h;
 }
 
-/* DNN_FUSE=0 turns the fusions off (for comparisons); anything else, or unset, leaves them on. */
-static int fuse_enabled(void)
-{
-	const char *e = getenv("DNN_FUSE");
-	return !(e && !strcmp(e, "0"));
-}
-
 /* The fusions of a plan (model.h): p->bn_relu and p->grad_of. (The third, a conv's bias in
  * the conv's forward and backward-filter tasks, needs no plan: submit_* test p->fuse.)
  *
@@ -211,17 +204,12 @@ static void plan_fuse(dnn_plan *p)
 	}
 	for (int i = 0; i < nn; i++)
 		p->bn_relu[i] = -1, p->grad_of[i] = i, minr[i] = nn;
-	p->fuse = fuse_enabled();
-	if (p->fuse)
-		for (int i = 1; i < nn; i++) {
-			if (g->nodes[i].op != DNN_OP_BATCHNORM || g->nodes[i].nconsumers != 1)
-				continue;
-			for (int j = i + 1; j < nn; j++)
-				if (g->nodes[j].op == DNN_OP_RELU && g->nodes[j].inputs[0] == i) {
-					p->bn_relu[i] = j, p->bn_relu[j] = i;
-					break;
-				}
-		}
+	p->fuse = dnn_fuse_enabled(); /* DNN_FUSE=0: off, for comparisons */
+	for (int i = 1; p->fuse && i < nn; i++) {
+		const int j = dnn_graph_bn_relu(g, i);
+		if (j >= 0)
+			p->bn_relu[i] = j, p->bn_relu[j] = i;
+	}
 	if (p->fuse && p->train)
 		for (int a = nn - 2; a >= 1; a--) {
 			const dnn_node *nd = &g->nodes[a];
