@@ -71,8 +71,10 @@ uint64_t dnn_graph_fingerprint(const dnn_graph *g);
 void dnn_graph_print_summary(const dnn_graph *g, FILE *out);
 const char *dnn_op_name(dnn_op op);
 
-/* Fusion (graph/model.c): on unless the environment has DNN_FUSE=0. */
-int dnn_fuse_enabled(void);
+/* Fusion level (graph/model.c), from the environment's DNN_FUSE: 0 = none; 1 (the default) =
+ * batchnorm+relu in one task and residual-add gradients in the add's handle; 2 = also a conv's
+ * bias in the conv's tasks (off by default: traces then have no bias_fwd/bias_bwd tasks). */
+int dnn_fuse_level(void);
 /* For a batchnorm node whose only consumer is a relu: that relu's index (the two run as one
  * task per chunk when fusion is on); -1 otherwise. */
 int dnn_graph_bn_relu(const dnn_graph *g, int i);

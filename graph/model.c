@@ -173,7 +173,7 @@ static starpu_data_handle_t lazy_vector(size_t n, size_t elemsize)
 }
 
 /* The fusions of a plan (model.h): p->bn_relu and p->grad_of. (The third, a conv's bias in
- * the conv's forward and backward-filter tasks, needs no plan: submit_* test p->fuse.)
+ * the conv's forward and backward-filter tasks, needs no plan: submit_* test p->fuse >= 2.)
  *
  * Residual-add gradients. The add's backward gives each input's gradient its own dy. An input
  * ik joins the add's gradient handle (its "class": the handle of the add at the root of a chain
@@ -204,7 +204,7 @@ static void plan_fuse(dnn_plan *p)
 	}
 	for (int i = 0; i < nn; i++)
 		p->bn_relu[i] = -1, p->grad_of[i] = i, minr[i] = nn;
-	p->fuse = dnn_fuse_enabled(); /* DNN_FUSE=0: off, for comparisons */
+	p->fuse = dnn_fuse_level(); /* DNN_FUSE=0: off, for comparisons */
 	for (int i = 1; p->fuse && i < nn; i++) {
 		const int j = dnn_graph_bn_relu(g, i);
 		if (j >= 0)
@@ -376,7 +376,7 @@ static void submit_forward(dnn_plan *p, int slot, int c)
 			dnn_conv2d_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k,
 					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation};
 			dnn_conv2d_args_finish(&a);
-			if (nd->bias && p->fuse) { /* conv + bias in one task */
+			if (nd->bias && p->fuse >= 2) { /* conv + bias in one task */
 				a.bias = 1;
 				TASK(dnn_insert_conv2d_bias_fwd(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y));
 				break;
@@ -472,7 +472,7 @@ static void submit_backward(dnn_plan *p, int slot, int c, char *written)
 					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation,
 					     .accumulate_dx = acc0};
 			dnn_conv2d_args_finish(&a);
-			if (nd->bias && p->fuse) { /* the bias gradient in the filter gradient's task */
+			if (nd->bias && p->fuse >= 2) { /* the bias gradient in the filter gradient's task */
 				dnn_conv2d_args ab = a;
 				ab.bias = 1;
 				TASK(dnn_insert_conv2d_bias_bwd_filter(&ab, x, dy, m->params[pi].hg, m->params[pi + 1].hg,

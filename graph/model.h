@@ -91,14 +91,14 @@ typedef struct {
 	long steps_submitted;
 	int *chunk_n, *chunk_off;
 	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
-	/* Fusion (docs: DNN_FUSE=0 turns it off; on by default).
+	/* Fusion level (graph.h dnn_fuse_level: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
 	 * bn_relu[i]: for a batchnorm whose only consumer is a relu, that relu's index, and for that
 	 *   relu, the batchnorm's; -1 elsewhere. One task per chunk does both (forward: y of the relu
 	 *   = max(BN(x), 0); backward: mask then BN backward); the batchnorm has no y/dy handles.
 	 * grad_of[i]: the node whose dy handle holds node i's gradient (i itself, or a residual add
 	 *   whose gradient is also i's: no add-backward copy task; see plan_fuse in model.c).
-	 * A conv with bias=1 adds its bias in the conv's forward task and its bias gradient in the
-	 *   backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
+	 * Level 2: a conv with bias=1 adds its bias in the conv's forward task and its bias gradient
+	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
 	int fuse;
 	int *bn_relu, *grad_of;
 	long tasks_per_step;  // tasks the last dnn_submit_step inserted (StarPU's own REDUX tasks not included)

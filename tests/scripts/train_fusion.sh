@@ -31,22 +31,22 @@ avgpool pool out
 dense fc pool out=10
 softmax_xent loss fc
 NET
-# run FUSE NCPU NET STEPS -> the result line
+# run FUSE NCPU NET STEPS -> the result line (FUSE: DNN_FUSE level, graph.h dnn_fuse_level)
 run() {
   STARPU_NCPU="$2" DNN_FUSE="$1" "$STARPU_ANP" train --net "$3" --data synthetic --chunks 4 --batch 32 \
     --max-steps "$4" --limit-test 128 --quiet 2>"$TMP/err" | tail -1
 }
-# check NET NCPU STEPS TOL WANT_FEWER: compare DNN_FUSE=0 and 1
+# check NET NCPU STEPS TOL WANT_FEWER [LEVEL]: compare DNN_FUSE=0 and LEVEL (default 1)
 check() {
-  local net="$1" ncpu="$2" steps="$3" tol="$4" fewer="$5" L0 L1
+  local net="$1" ncpu="$2" steps="$3" tol="$4" fewer="$5" lv="${6:-1}" L0 L1
   L0="$(run 0 "$ncpu" "$net" "$steps")" || { cat "$TMP/err" >&2; fail "$net: DNN_FUSE=0 run failed"; return; }
-  L1="$(run 1 "$ncpu" "$net" "$steps")" || { cat "$TMP/err" >&2; fail "$net: DNN_FUSE=1 run failed"; return; }
+  L1="$(run "$lv" "$ncpu" "$net" "$steps")" || { cat "$TMP/err" >&2; fail "$net: DNN_FUSE=$lv run failed"; return; }
   local t0 t1
   t0="$(result_field "$L0" tasks_per_step)"; t1="$(result_field "$L1" tasks_per_step)"
-  printf '%-8s ncpu=%s  unfused: train_loss=%s test_loss=%s tasks_per_step=%s  fused: train_loss=%s test_loss=%s tasks_per_step=%s\n' \
-    "$(basename "$net")" "$ncpu" "$(result_field "$L0" train_loss)" "$(result_field "$L0" test_loss)" "$t0" \
+  printf '%-8s ncpu=%s DNN_FUSE=%s  unfused: train_loss=%s test_loss=%s tasks_per_step=%s  fused: train_loss=%s test_loss=%s tasks_per_step=%s\n' \
+    "$(basename "$net")" "$ncpu" "$lv" "$(result_field "$L0" train_loss)" "$(result_field "$L0" test_loss)" "$t0" \
     "$(result_field "$L1" train_loss)" "$(result_field "$L1" test_loss)" "$t1"
-  [ "$(result_field "$L0" fuse)" = 0 ] && [ "$(result_field "$L1" fuse)" = 1 ] || fail "$net: fuse= field wrong"
+  [ "$(result_field "$L0" fuse)" = 0 ] && [ "$(result_field "$L1" fuse)" = "$lv" ] || fail "$net: fuse= field wrong"
   for k in train_loss epoch_train_loss test_loss; do
     local a b
     a="$(result_field "$L0" $k)"; b="$(result_field "$L1" $k)"
@@ -56,10 +56,12 @@ check() {
   [ "$(( t0 - t1 ))" = "$fewer" ] || fail "$net: fused step has $t1 tasks, unfused $t0: want $fewer fewer"
 }
 # Per chunk: resnet8 fuses 4 batchnorm+relu pairs (-8 tasks) and drops 6 of its 6 add_bwd
-# copies; edge.net: 2 pairs (-4) and 4 of its 9 copies; lenet5: its 2 convs with bias=1 do the
-# bias in the conv's forward and backward-filter tasks (-4).
+# copies; edge.net: 2 pairs (-4) and 4 of its 9 copies; lenet5: nothing at level 1, and at
+# level 2 its 2 convs with bias=1 do the bias in the conv's forward and backward-filter tasks (-4).
 check resnet8 1 6 1e-6 $(( 4 * 14 ))
 check "$TMP/edge.net" 1 6 1e-6 $(( 4 * 8 ))
-check lenet5 1 6 1e-6 $(( 4 * 4 ))
+check lenet5 1 6 1e-6 0
+check lenet5 1 6 1e-6 $(( 4 * 4 )) 2
+check resnet8 1 3 1e-6 $(( 4 * 14 )) 2
 check resnet8 2 6 1e-3 $(( 4 * 14 ))
 finish
