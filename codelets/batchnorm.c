@@ -8,6 +8,7 @@
 #include "dnn_codelet.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,6 +132,18 @@ void dnn_batchnorm_update_running_cpu(float *running, const float *saved, const 
 	}
 }
 
+/* g if y > 0, else +0.0f (relu_bwd's select) as a bit mask: branch-free, so that the compiler
+ * vectorises the lane loops (a select on a data-dependent sign there made the fused backward
+ * several times slower than bn_bwd + relu_bwd). */
+static inline float relu_mask(float g, float y)
+{
+	uint32_t b;
+	memcpy(&b, &g, sizeof(b));
+	b &= -(uint32_t)(y > 0.0f);
+	memcpy(&g, &b, sizeof(g));
+	return g;
+}
+
 /* The backward's body; FUSED is a literal at each call so that the compiler drops the mask (and
  * the read of yr) from the plain version. Fused: the incoming gradient is dy * (yr > 0). */
 static inline __attribute__((always_inline)) void
@@ -150,12 +163,12 @@ bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float 
 			int i = 0;
 			for (; i + 8 <= HW; i += 8)
 				for (int j = 0; j < 8; j++) {
-					float g = FUSED ? (yrp[i + j] > 0.0f ? dyp[i + j] : 0.0f) : dyp[i + j];
+					float g = FUSED ? relu_mask(dyp[i + j], yrp[i + j]) : dyp[i + j];
 					s1[j] += g;
 					s2[j] += g * (xp[i + j] - mean);
 				}
 			for (; i < HW; i++) {
-				float g = FUSED ? (yrp[i] > 0.0f ? dyp[i] : 0.0f) : dyp[i];
+				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
 				s1[0] += g;
 				s2[0] += g * (xp[i] - mean);
 			}
@@ -176,12 +189,12 @@ bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float 
 			float *restrict dxp = dx + ((size_t)n * C + c) * HW;
 			if (a->accumulate_dx)
 				for (int i = 0; i < HW; i++) {
-					float g = FUSED ? (yrp[i] > 0.0f ? dyp[i] : 0.0f) : dyp[i];
+					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
 					dxp[i] += k * g + (xp[i] - mean) * kx + k0;
 				}
 			else
 				for (int i = 0; i < HW; i++) {
-					float g = FUSED ? (yrp[i] > 0.0f ? dyp[i] : 0.0f) : dyp[i];
+					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
 					dxp[i] = k * g + (xp[i] - mean) * kx + k0;
 				}
 		}

@@ -349,9 +349,9 @@ void dnn_plan_destroy(dnn_plan *p)
 #define Y(i, c) (p->y[(i) * p->nchunks + (c)])
 #define DY(i, c) (p->dy[p->grad_of[i] * p->nchunks + (c)])
 /* Count the tasks of a step (dnn_plan.tasks_per_step). */
-#define TASK(call)                 \
-	do {                       \
-		call;              \
+#define TASK(call)                   \
+	do {                         \
+		call;                \
 		p->tasks_per_step++; \
 	} while (0)
 

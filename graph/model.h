@@ -101,7 +101,8 @@ typedef struct {
 	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
 	int fuse;
 	int *bn_relu, *grad_of;
-	long tasks_per_step;  // tasks the last dnn_submit_step inserted (StarPU's own REDUX tasks not included)
+	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, SGD
+	                      // (not StarPU's own REDUX init/reduction tasks, nor a multi-rank plan's exchanges)
 	starpu_data_handle_t *x, *labels, *stats; // [slot * nchunks + c]
 	float *stats_host;                    // [slot][c][2]: loss sum, correct count
 } dnn_plan;
