@@ -8,6 +8,7 @@
 #include "dnn_codelet.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,8 +85,14 @@ void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, con
 		for (int n = 0; n < N; n++) {
 			const float *restrict xp = x + ((size_t)n * C + c) * HW;
 			float *restrict yp = y + ((size_t)n * C + c) * HW;
-			for (int i = 0; i < HW; i++)
-				yp[i] = (xp[i] - m) * scale + b;
+			if (a->relu)
+				for (int i = 0; i < HW; i++) {
+					float t = (xp[i] - m) * scale + b;
+					yp[i] = t > 0.0f ? t : 0.0f;
+				}
+			else
+				for (int i = 0; i < HW; i++)
+					yp[i] = (xp[i] - m) * scale + b;
 		}
 	}
 }
@@ -99,10 +106,16 @@ void dnn_batchnorm_forward_eval_cpu(float *y, const float *x, const float *gamma
 		float m = running[c];
 		float scale = (float)(gamma[c] / sqrt((double)running[C + c] + a->eps)), b = beta[c];
 		for (int n = 0; n < N; n++) {
-			const float *xp = x + ((size_t)n * C + c) * HW;
-			float *yp = y + ((size_t)n * C + c) * HW;
-			for (int i = 0; i < HW; i++)
-				yp[i] = (xp[i] - m) * scale + b;
+			const float *restrict xp = x + ((size_t)n * C + c) * HW;
+			float *restrict yp = y + ((size_t)n * C + c) * HW;
+			if (a->relu)
+				for (int i = 0; i < HW; i++) {
+					float t = (xp[i] - m) * scale + b;
+					yp[i] = t > 0.0f ? t : 0.0f;
+				}
+			else
+				for (int i = 0; i < HW; i++)
+					yp[i] = (xp[i] - m) * scale + b;
 		}
 	}
 }
@@ -119,9 +132,23 @@ void dnn_batchnorm_update_running_cpu(float *running, const float *saved, const 
 	}
 }
 
-// dx (N, C, HW) (=|+=), dgamma (C) +=, dbeta (C) +=; x (N, C, HW), gamma (C), saved (3C), dy (N, C, HW)
-void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
-				const float *saved, const float *dy, const dnn_batchnorm_args *a)
+/* g if y > 0, else +0.0f (relu_bwd's select) as a bit mask: branch-free, so that the compiler
+ * vectorises the lane loops (a select on a data-dependent sign there made the fused backward
+ * several times slower than bn_bwd + relu_bwd). */
+static inline float relu_mask(float g, float y)
+{
+	uint32_t b;
+	memcpy(&b, &g, sizeof(b));
+	b &= -(uint32_t)(y > 0.0f);
+	memcpy(&g, &b, sizeof(g));
+	return g;
+}
+
+/* The backward's body; FUSED is a literal at each call so that the compiler drops the mask (and
+ * the read of yr) from the plain version. Fused: the incoming gradient is dy * (yr > 0). */
+static inline __attribute__((always_inline)) void
+bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma, const float *saved,
+	    const float *dy, const float *yr, const dnn_batchnorm_args *a, const int FUSED)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	const double M = (double)N * HW;
@@ -131,17 +158,19 @@ void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const fl
 		for (int n = 0; n < N; n++) {
 			const float *restrict xp = x + ((size_t)n * C + c) * HW;
 			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
+			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
 			float s1[8] = {0}, s2[8] = {0};
 			int i = 0;
 			for (; i + 8 <= HW; i += 8)
 				for (int j = 0; j < 8; j++) {
-					float g = dyp[i + j];
+					float g = FUSED ? relu_mask(dyp[i + j], yrp[i + j]) : dyp[i + j];
 					s1[j] += g;
 					s2[j] += g * (xp[i + j] - mean);
 				}
 			for (; i < HW; i++) {
-				s1[0] += dyp[i];
-				s2[0] += dyp[i] * (xp[i] - mean);
+				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+				s1[0] += g;
+				s2[0] += g * (xp[i] - mean);
 			}
 			sdy += fold8(s1);
 			sdyx += fold8(s2);
@@ -156,15 +185,35 @@ void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const fl
 		for (int n = 0; n < N; n++) {
 			const float *restrict xp = x + ((size_t)n * C + c) * HW;
 			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
+			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
 			float *restrict dxp = dx + ((size_t)n * C + c) * HW;
 			if (a->accumulate_dx)
-				for (int i = 0; i < HW; i++)
-					dxp[i] += k * dyp[i] + (xp[i] - mean) * kx + k0;
+				for (int i = 0; i < HW; i++) {
+					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+					dxp[i] += k * g + (xp[i] - mean) * kx + k0;
+				}
 			else
-				for (int i = 0; i < HW; i++)
-					dxp[i] = k * dyp[i] + (xp[i] - mean) * kx + k0;
+				for (int i = 0; i < HW; i++) {
+					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+					dxp[i] = k * g + (xp[i] - mean) * kx + k0;
+				}
 		}
 	}
+}
+
+// dx (N, C, HW) (=|+=), dgamma (C) +=, dbeta (C) +=; x (N, C, HW), gamma (C), saved (3C), dy (N, C, HW)
+void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+				const float *saved, const float *dy, const dnn_batchnorm_args *a)
+{
+	bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, NULL, a, 0);
+}
+
+// as above with dy * (yrelu > 0) for dy; yrelu (N, C, HW)
+void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+				     const float *saved, const float *dy, const float *yrelu,
+				     const dnn_batchnorm_args *a)
+{
+	bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a, 1);
 }
 
 /* ------------------------------------------------------------------ StarPU codelets */
@@ -198,15 +247,20 @@ static void bn_running_cpu(void *buffers[], void *cl_arg)
 	dnn_batchnorm_update_running_cpu(PTR(1), PTR(0), a);
 }
 
-// (R x, R gamma, R saved, R dy, W|RW dx, REDUX dgamma, REDUX dbeta)
+// (R x, R gamma, R saved, R dy, W|RW dx, REDUX dgamma, REDUX dbeta), + (R y) when a->relu
 static void bn_bwd_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 7);
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->relu ? 8 : 7));
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == nx &&
 		      NX(5) == C && NX(6) == C);
-	dnn_batchnorm_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), a);
+	if (a->relu) {
+		STARPU_ASSERT(NX(7) == nx);
+		dnn_batchnorm_relu_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), PTR(7), a);
+	} else {
+		dnn_batchnorm_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), a);
+	}
 }
 
 #undef NX
@@ -217,7 +271,7 @@ DNN_CODELET(cl_batchnorm_fwd_eval, 5, bn_fwd_eval_cpu, dnn_batchnorm_fwd_eval_cu
 DNN_CODELET(cl_batchnorm_running, 2, bn_running_cpu, dnn_batchnorm_running_cuda);
 /* The backward's modes (dx W or RW, dgamma/dbeta REDUX or RW) are chosen per task, and StarPU
  * pins the modes of a codelet with a fixed buffer count at its first insert, so it declares a
- * variable count (always 7). */
+ * variable count (7, or 8 with the fused ReLU). */
 DNN_CODELET(cl_batchnorm_bwd, STARPU_VARIABLE_NBUFFERS, bn_bwd_cpu, dnn_batchnorm_bwd_cuda);
 
 static dnn_batchnorm_args *args_copy(const dnn_batchnorm_args *a)
@@ -237,7 +291,8 @@ void dnn_insert_batchnorm_fwd_train(const dnn_batchnorm_args *a, starpu_data_han
 	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_fwd_train, STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, beta, STARPU_W, y, STARPU_W, saved,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, "bn_fwd_train", STARPU_FLOPS, 7.0 * elems(a),
+					    STARPU_NAME, a->relu ? "bn_relu_fwd_train" : "bn_fwd_train",
+					    STARPU_FLOPS, (a->relu ? 8.0 : 7.0) * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD, 0));
 }
 
@@ -248,7 +303,8 @@ void dnn_insert_batchnorm_fwd_eval(const dnn_batchnorm_args *a, starpu_data_hand
 	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_fwd_eval, STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, beta, STARPU_R, running, STARPU_W, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, "bn_fwd_eval", STARPU_FLOPS, 3.0 * elems(a),
+					    STARPU_NAME, a->relu ? "bn_relu_fwd_eval" : "bn_fwd_eval",
+					    STARPU_FLOPS, (a->relu ? 4.0 : 3.0) * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD, 0));
 }
 
@@ -265,11 +321,27 @@ void dnn_insert_batchnorm_bwd(const dnn_batchnorm_args *a, starpu_data_handle_t 
 			      starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t dx,
 			      starpu_data_handle_t dgamma, starpu_data_handle_t dbeta, int grad_mode)
 {
+	STARPU_ASSERT_MSG(!a->relu, "the fused backward goes through dnn_insert_batchnorm_relu_bwd");
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
 	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_bwd, STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, saved, STARPU_R, dy, dx_mode, dx,
 					    grad_mode, dgamma, grad_mode, dbeta,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
 					    STARPU_NAME, "bn_bwd", STARPU_FLOPS, 12.0 * elems(a),
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD, 0));
+}
+
+void dnn_insert_batchnorm_relu_bwd(const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
+				   starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t y,
+				   starpu_data_handle_t dx, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta,
+				   int grad_mode)
+{
+	STARPU_ASSERT_MSG(a->relu, "dnn_insert_batchnorm_relu_bwd needs a->relu = 1");
+	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_bwd, STARPU_R, x, STARPU_R, gamma,
+					    STARPU_R, saved, STARPU_RW, dy, dx_mode, dx,
+					    grad_mode, dgamma, grad_mode, dbeta, STARPU_R, y,
+					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
+					    STARPU_NAME, "bn_relu_bwd", STARPU_FLOPS, 13.0 * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD, 0));
 }

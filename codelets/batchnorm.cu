@@ -54,6 +54,30 @@ static __global__ void bn_running_kernel(float *running, const float *saved, int
 	}
 }
 
+// y (n) = max(y, 0): the fused ReLU after the normalisation
+static __global__ void bn_relu_inplace_kernel(float *y, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+// dy (n) = dy * (y > 0): the fused ReLU's backward, in place before the BN backward
+static __global__ void bn_relu_mask_kernel(float *dy, const float *y, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+static void bn_relu_inplace(float *y, size_t n)
+{
+	if (n == 0)
+		return;
+	bn_relu_inplace_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, starpu_cuda_get_local_stream()>>>(y, n);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
 #define NX(i) STARPU_VECTOR_GET_NX(buffers[i])
 #define PTR(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
 
@@ -74,6 +98,8 @@ extern "C" void dnn_batchnorm_fwd_train_cuda(void *buffers[], void *cl_arg)
 	bn_saved_var_kernel<<<DNN_CUDA_BLOCKS(a->C), 256, 0, starpu_cuda_get_local_stream()>>>(saved, a->C,
 											      a->eps);
 	DNN_CUDA_CHECK(cudaGetLastError());
+	if (a->relu)
+		bn_relu_inplace(PTR(3), nx);
 }
 
 // (R x, R gamma, R beta, R running, W y)
@@ -90,6 +116,8 @@ extern "C" void dnn_batchnorm_fwd_eval_cuda(void *buffers[], void *cl_arg)
 		dnn_cudnn_handle(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, PTR(0), d.x, PTR(4), d.bn,
 		PTR(1), PTR(2), running, running + C, (double)a->eps));
 	bn_desc_destroy(&d);
+	if (a->relu)
+		bn_relu_inplace(PTR(4), nx);
 }
 
 // (R saved, RW running)
@@ -105,13 +133,20 @@ extern "C" void dnn_batchnorm_running_cuda(void *buffers[], void *cl_arg)
 }
 
 // (R x, R gamma, R saved, R dy, W|RW dx, REDUX dgamma, REDUX dbeta): dgamma, dbeta +=
+// fused ReLU (a->relu): dy is RW and masked in place by the relu's output y, buffer 7 (R y)
 extern "C" void dnn_batchnorm_bwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = (const dnn_batchnorm_args *)cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 7);
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->relu ? 8 : 7));
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == nx &&
 		      NX(5) == C && NX(6) == C);
+	if (a->relu && nx > 0) {
+		STARPU_ASSERT(NX(7) == nx);
+		bn_relu_mask_kernel<<<DNN_CUDA_BLOCKS(nx), 256, 0, starpu_cuda_get_local_stream()>>>(PTR(3), PTR(7),
+												     nx);
+		DNN_CUDA_CHECK(cudaGetLastError());
+	}
 	const float *saved = PTR(2);
 	bn_desc d;
 	bn_desc_create(&d, a);

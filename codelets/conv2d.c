@@ -20,6 +20,7 @@
  * The double-precision naive reference lives in the tests (tests/unit_conv2d.c).
  */
 #include "conv2d.h"
+#include "bias.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -851,7 +852,6 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 /* The i-th buffer of the running task as a float vector of `expect` elements. */
 static float *vec_ptr(void *buffers[], int i, size_t expect)
 {
-	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 3);
 	void *buffer = buffers[i];
 	STARPU_ASSERT_MSG(STARPU_VECTOR_GET_NX(buffer) == expect && STARPU_VECTOR_GET_ELEMSIZE(buffer) == sizeof(float),
 			  "conv2d: buffer has %u elements of %zu bytes, the args say %zu floats",
@@ -860,18 +860,31 @@ static float *vec_ptr(void *buffers[], int i, size_t expect)
 	return (float *)STARPU_VECTOR_GET_PTR(buffer);
 }
 
+/* The bias as bias.h sees it: y (N, K, P*Q). */
+static dnn_bias_args bias_args(const dnn_conv2d_args *a)
+{
+	dnn_bias_args b = {.N = a->N, .C = a->K, .HW = a->P * a->Q};
+	return b;
+}
+
 static void conv2d_fwd_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *x = vec_ptr(buffers, 0, x_count(a));
 	const float *w = vec_ptr(buffers, 1, w_count(a));
 	float *y = vec_ptr(buffers, 2, y_count(a));
 	dnn_conv2d_forward_cpu(y, x, w, a);
+	if (a->bias) {
+		dnn_bias_args b = bias_args(a);
+		dnn_bias_forward_cpu(y, vec_ptr(buffers, 3, (size_t)a->K), &b);
+	}
 }
 
 static void conv2d_bwd_data_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 3);
 	const float *dy = vec_ptr(buffers, 0, y_count(a));
 	const float *w = vec_ptr(buffers, 1, w_count(a));
 	float *dx = vec_ptr(buffers, 2, x_count(a));
@@ -882,9 +895,14 @@ static void conv2d_bwd_filter_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
 	const float *x = vec_ptr(buffers, 0, x_count(a));
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *dy = vec_ptr(buffers, 1, y_count(a));
 	float *dw = vec_ptr(buffers, 2, w_count(a));
 	dnn_conv2d_backward_filter_cpu(dw, x, dy, a);
+	if (a->bias) {
+		dnn_bias_args b = bias_args(a);
+		dnn_bias_backward_cpu(vec_ptr(buffers, 3, (size_t)a->K), dy, &b);
+	}
 }
 
 DNN_CODELET(cl_conv2d_fwd, 3, conv2d_fwd_cpu_task, dnn_conv2d_fwd_cuda);
@@ -908,6 +926,7 @@ static dnn_conv2d_args *args_copy(const dnn_conv2d_args *a)
 void dnn_insert_conv2d_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			   starpu_data_handle_t y)
 {
+	STARPU_ASSERT_MSG(!a->bias, "conv2d with bias: dnn_insert_conv2d_bias_fwd");
 	dnn_conv2d_args *arg = args_copy(a);
 	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_fwd, STARPU_R, x, STARPU_R, w, STARPU_W, y,
 					    STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME, "conv_fwd",
@@ -929,9 +948,34 @@ void dnn_insert_conv2d_bwd_data(const dnn_conv2d_args *a, starpu_data_handle_t d
 void dnn_insert_conv2d_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
 				  starpu_data_handle_t dy, starpu_data_handle_t dw, int dw_mode)
 {
+	STARPU_ASSERT_MSG(!a->bias, "conv2d with bias: dnn_insert_conv2d_bias_bwd_filter");
 	dnn_conv2d_args *arg = args_copy(a);
 	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_bwd_filter, STARPU_R, x, STARPU_R, dy, dw_mode,
 					    dw, STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME,
 					    "conv_bwd_filter", STARPU_FLOPS, dnn_conv2d_flops_fwd(a),
+					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER, 0));
+}
+
+void dnn_insert_conv2d_bias_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+				starpu_data_handle_t b, starpu_data_handle_t y)
+{
+	STARPU_ASSERT_MSG(a->bias, "dnn_insert_conv2d_bias_fwd needs a->bias = 1");
+	dnn_conv2d_args *arg = args_copy(a);
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_fwd, STARPU_R, x, STARPU_R, w, STARPU_W, y, STARPU_R, b,
+					    STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME, "conv_bias_fwd",
+					    STARPU_FLOPS, dnn_conv2d_flops_fwd(a) + (double)y_count(a),
+					    STARPU_TASK_COLOR, DNN_COLOR_CONV_FWD, 0));
+}
+
+void dnn_insert_conv2d_bias_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
+				       starpu_data_handle_t dy, starpu_data_handle_t dw, starpu_data_handle_t db,
+				       int dw_mode)
+{
+	STARPU_ASSERT_MSG(a->bias, "dnn_insert_conv2d_bias_bwd_filter needs a->bias = 1");
+	dnn_conv2d_args *arg = args_copy(a);
+	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_bwd_filter, STARPU_R, x, STARPU_R, dy, dw_mode, dw,
+					    dw_mode, db, STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME,
+					    "conv_bias_bwd_filter", STARPU_FLOPS,
+					    dnn_conv2d_flops_fwd(a) + (double)y_count(a),
 					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER, 0));
 }

@@ -12,7 +12,10 @@
 #include "dnn_cuda.h"
 
 extern "C" {
+#include "bias.h"
 #include "conv2d.h"
+void dnn_bias_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_bias_bwd_cuda(void *buffers[], void *cl_arg);
 void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg);
 void dnn_conv2d_bwd_data_cuda(void *buffers[], void *cl_arg);
 void dnn_conv2d_bwd_filter_cuda(void *buffers[], void *cl_arg);
@@ -124,6 +127,7 @@ static conv_plan *plan_get(const dnn_conv2d_args *a)
 	int w = starpu_worker_get_id_check();
 	dnn_conv2d_args key = *a;
 	key.accumulate_dx = 0;
+	key.bias = 0;
 	conv_plan *row = plans[w];
 	for (int i = 0; i < CONV_PLANS_PER_WORKER; i++)
 		if (row[i].used && memcmp(&row[i].key, &key, sizeof(key)) == 0)
@@ -146,7 +150,6 @@ static conv_plan *plan_get(const dnn_conv2d_args *a)
 /* The i-th buffer of the running task as a float vector of `expect` elements. */
 static float *vec_ptr(void *buffers[], int i, size_t expect)
 {
-	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 3);
 	void *buffer = buffers[i];
 	STARPU_ASSERT_MSG(STARPU_VECTOR_GET_NX(buffer) == expect &&
 				  STARPU_VECTOR_GET_ELEMSIZE(buffer) == sizeof(float),
@@ -160,9 +163,17 @@ static size_t x_count(const dnn_conv2d_args *a) { return (size_t)a->N * a->C * a
 static size_t w_count(const dnn_conv2d_args *a) { return (size_t)a->K * a->C * a->R * a->S; }
 static size_t y_count(const dnn_conv2d_args *a) { return (size_t)a->N * a->K * a->P * a->Q; }
 
+/* The bias as bias.h sees it: y (N, K, P*Q). */
+static dnn_bias_args bias_args(const dnn_conv2d_args *a)
+{
+	dnn_bias_args b = {a->N, a->K, a->P * a->Q};
+	return b;
+}
+
 extern "C" void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = (const dnn_conv2d_args *)cl_arg;
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *x = vec_ptr(buffers, 0, x_count(a)); // (N, C, H, W)
 	const float *w = vec_ptr(buffers, 1, w_count(a)); // (K, C, R, S)
 	float *y = vec_ptr(buffers, 2, y_count(a));       // (N, K, P, Q)
@@ -171,11 +182,18 @@ extern "C" void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg)
 	const float alpha = 1.0f, beta = 0.0f;
 	DNN_CUDNN_CHECK(cudnnConvolutionForward(dnn_cudnn_handle(), &alpha, p->xd, x, p->wd, w, p->cd,
 						p->fwd_algo, ws, p->fwd_ws, &beta, p->yd, y));
+	if (a->bias) { // y += b (K), broadcast: bias.cu's kernel on the same stream
+		vec_ptr(buffers, 3, (size_t)a->K);
+		dnn_bias_args b = bias_args(a);
+		void *bb[2] = {buffers[2], buffers[3]};
+		dnn_bias_fwd_cuda(bb, &b);
+	}
 }
 
 extern "C" void dnn_conv2d_bwd_data_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = (const dnn_conv2d_args *)cl_arg;
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == 3);
 	const float *dy = vec_ptr(buffers, 0, y_count(a)); // (N, K, P, Q)
 	const float *w = vec_ptr(buffers, 1, w_count(a));  // (K, C, R, S)
 	float *dx = vec_ptr(buffers, 2, x_count(a));       // (N, C, H, W)
@@ -190,6 +208,7 @@ extern "C" void dnn_conv2d_bwd_data_cuda(void *buffers[], void *cl_arg)
 extern "C" void dnn_conv2d_bwd_filter_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = (const dnn_conv2d_args *)cl_arg;
+	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *x = vec_ptr(buffers, 0, x_count(a));  // (N, C, H, W)
 	const float *dy = vec_ptr(buffers, 1, y_count(a)); // (N, K, P, Q)
 	float *dw = vec_ptr(buffers, 2, w_count(a));       // (K, C, R, S), +=
@@ -199,4 +218,10 @@ extern "C" void dnn_conv2d_bwd_filter_cuda(void *buffers[], void *cl_arg)
 	DNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dnn_cudnn_handle(), &alpha, p->xd, x, p->yd, dy,
 						       p->cd, p->bwd_filter_algo, ws,
 						       p->bwd_filter_ws, &beta, p->wd, dw));
+	if (a->bias) { // db (K) += sum of dy over N, P, Q: bias.cu's kernel on the same stream
+		vec_ptr(buffers, 3, (size_t)a->K);
+		dnn_bias_args b = bias_args(a);
+		void *bb[2] = {buffers[1], buffers[3]};
+		dnn_bias_bwd_cuda(bb, &b);
+	}
 }

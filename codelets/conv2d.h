@@ -1,5 +1,7 @@
-/* conv2d.h — 2-D convolution (groups=1), NCHW, float32, no bias (a conv with bias=1 in a net
- * file becomes conv2d + bias_add tasks).
+/* conv2d.h — 2-D convolution (groups=1), NCHW, float32, with an optional per-channel bias
+ * (a->bias = 1: the forward then adds b (K) to y, as bias.h's forward, and the backward-filter
+ * accumulates db += sum of dy over N, P, Q, as bias.h's backward, in the same task; graph/model.c
+ * uses it for a conv with bias=1 when DNN_FUSE=2; otherwise such a conv is conv2d + bias_add tasks).
  *
  * Shapes: x (N,C,H,W), w (K,C,R,S), y (N,K,P,Q) with
  *   P = (H + 2*pad - dilation*(R-1) - 1)/stride + 1, Q likewise with W and S.
@@ -16,6 +18,7 @@ typedef struct {
 	int stride, pad, dilation;
 	int P, Q;           // output height, width (filled by dnn_conv2d_args_finish)
 	int accumulate_dx;  // backward-data: 0 = dx = ..., 1 = dx += ...
+	int bias;           // fwd and bwd_filter take a 4th buffer: b (K) (R) / db (K) (+=, as dw)
 } dnn_conv2d_args;
 
 /* Computes P and Q; returns 0, or -1 when the shapes give an empty output. */
@@ -40,7 +43,8 @@ dnn_conv_algo dnn_conv2d_cpu_algo(void);
  * as Winograd under the current algorithm choice. */
 int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass);
 
-/* Codelets: fwd (R x, R w, W y); bwd_data (R dy, R w, W|RW dx); bwd_filter (R x, R dy, REDUX dw). */
+/* Codelets: fwd (R x, R w, W y[, R b]); bwd_data (R dy, R w, W|RW dx);
+ * bwd_filter (R x, R dy, REDUX dw[, REDUX db]); the [bracketed] buffer when a->bias. */
 extern struct starpu_codelet cl_conv2d_fwd, cl_conv2d_bwd_data, cl_conv2d_bwd_filter;
 
 /* Insert helpers; the args struct is copied into the task. dw_mode is STARPU_REDUX (training)
@@ -51,4 +55,10 @@ void dnn_insert_conv2d_bwd_data(const dnn_conv2d_args *a, starpu_data_handle_t d
 				starpu_data_handle_t w, starpu_data_handle_t dx);
 void dnn_insert_conv2d_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
 				  starpu_data_handle_t dy, starpu_data_handle_t dw, int dw_mode);
+/* The same with the bias (a->bias must be 1): b (K) / db (K), db in dw_mode too. */
+void dnn_insert_conv2d_bias_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+				starpu_data_handle_t b, starpu_data_handle_t y);
+void dnn_insert_conv2d_bias_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
+				       starpu_data_handle_t dy, starpu_data_handle_t dw, starpu_data_handle_t db,
+				       int dw_mode);
 #endif

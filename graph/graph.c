@@ -666,6 +666,26 @@ static void fmt_count(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.0f", v);
 }
 
+int dnn_fuse_level(void)
+{
+	const char *e = getenv("DNN_FUSE");
+	if (!e || !*e)
+		return 1;
+	int l = atoi(e);
+	return l < 0 ? 0 : l > 2 ? 2 : l;
+}
+
+int dnn_graph_bn_relu(const dnn_graph *g, int i)
+{
+	if (i <= 0 || i >= g->nnodes || g->nodes[i].op != DNN_OP_BATCHNORM || g->nodes[i].nconsumers != 1)
+		return -1;
+	for (int j = i + 1; j < g->nnodes; j++)
+		for (int k = 0; k < g->nodes[j].ninputs; k++)
+			if (g->nodes[j].inputs[k] == i)
+				return g->nodes[j].op == DNN_OP_RELU ? j : -1;
+	return -1;
+}
+
 void dnn_graph_print_summary(const dnn_graph *g, FILE *out)
 {
 	fprintf(out, "%-4s %-16s %-12s %-22s %-16s %12s %10s\n", "#", "name", "op", "inputs", "output (CxHxW)",
@@ -688,4 +708,13 @@ void dnn_graph_print_summary(const dnn_graph *g, FILE *out)
 	fmt_count(tr, sizeof(tr), dnn_graph_flops_train(g));
 	fprintf(out, "total: %d nodes, %lld parameters (%.2f MB), %s FLOPs forward / %s FLOPs training per sample, %d classes\n",
 		g->nnodes, dnn_graph_params(g), dnn_graph_params(g) * 4.0 / 1e6, fl, tr, g->classes);
+	/* Execution, not shape: the layers above are all computed, some in a shared task. */
+	const int level = dnn_fuse_level();
+	int bn_relu = 0, conv_bias = 0;
+	for (int i = 0; level >= 1 && i < g->nnodes; i++)
+		bn_relu += dnn_graph_bn_relu(g, i) >= 0;
+	for (int i = 0; level >= 2 && i < g->nnodes; i++)
+		conv_bias += g->nodes[i].op == DNN_OP_CONV && g->nodes[i].bias;
+	fprintf(out, "fused tasks (DNN_FUSE=%d): %d batchnorm+relu (the batchnorm's output is not stored), %d conv+bias\n",
+		level, bn_relu, conv_bias);
 }

@@ -71,6 +71,14 @@ uint64_t dnn_graph_fingerprint(const dnn_graph *g);
 void dnn_graph_print_summary(const dnn_graph *g, FILE *out);
 const char *dnn_op_name(dnn_op op);
 
+/* Fusion level (graph/model.c), from the environment's DNN_FUSE: 0 = none; 1 (the default) =
+ * batchnorm+relu in one task and residual-add gradients in the add's handle; 2 = also a conv's
+ * bias in the conv's tasks (off by default: traces then have no bias_fwd/bias_bwd tasks). */
+int dnn_fuse_level(void);
+/* For a batchnorm node whose only consumer is a relu: that relu's index (the two run as one
+ * task per chunk when fusion is on); -1 otherwise. */
+int dnn_graph_bn_relu(const dnn_graph *g, int i);
+
 /* Built-in nets: names and their text. */
 int dnn_builtin_net_count(void);
 const char *dnn_builtin_net_name(int i);

@@ -172,6 +172,83 @@ static starpu_data_handle_t lazy_vector(size_t n, size_t elemsize)
 	return h;
 }
 
+/* The fusions of a plan (model.h): p->bn_relu and p->grad_of. (The third, a conv's bias in
+ * the conv's forward and backward-filter tasks, needs no plan: submit_* test p->fuse >= 2.)
+ *
+ * Residual-add gradients. The add's backward gives each input's gradient its own dy. An input
+ * ik joins the add's gradient handle (its "class": the handle of the add at the root of a chain
+ * of single-consumer adds) instead, with no task, when that is exact under StarPU's sequential
+ * consistency (backward tasks are submitted in decreasing node index):
+ *   - ik has only this add as consumer: its backward reads the handle, which nobody writes
+ *     between the add's consumers and the last reader, provided no accumulating writer (below)
+ *     of the class comes before it: ik > maxw;
+ *   - or ik has other consumers W (at most one such input per class): they accumulate their part
+ *     into the shared handle (ik's gradient = the add's + theirs). This is exact only when every
+ *     other reader of the handle is submitted before them (max W < every other member's index,
+ *     the adds' included), and ik reads it after them (automatic: W > ik).
+ * A relu fused with its batchnorm joins only as the input with other consumers: the fused
+ * backward (at the batchnorm's index, below the relu's) masks its dy in place (CUDA), after
+ * every other reader of the handle then (they all come after W). Inputs listed twice by one
+ * add, and the net's input (no gradient), keep the copy task. */
+static void plan_fuse(dnn_plan *p)
+{
+	const dnn_graph *g = p->m->g;
+	const int nn = g->nnodes;
+	p->bn_relu = malloc((size_t)nn * sizeof(int));
+	p->grad_of = malloc((size_t)nn * sizeof(int));
+	int *minr = malloc((size_t)nn * sizeof(int)), *maxw = calloc((size_t)nn, sizeof(int));
+	char *multi = calloc((size_t)nn, 1);
+	if (!p->bn_relu || !p->grad_of || !minr || !maxw || !multi) {
+		fprintf(stderr, "error: out of memory creating the activation plan\n");
+		exit(1);
+	}
+	for (int i = 0; i < nn; i++)
+		p->bn_relu[i] = -1, p->grad_of[i] = i, minr[i] = nn;
+	p->fuse = dnn_fuse_level(); /* DNN_FUSE=0: off, for comparisons */
+	for (int i = 1; p->fuse && i < nn; i++) {
+		const int j = dnn_graph_bn_relu(g, i);
+		if (j >= 0)
+			p->bn_relu[i] = j, p->bn_relu[j] = i;
+	}
+	if (p->fuse && p->train)
+		for (int a = nn - 2; a >= 1; a--) {
+			const dnn_node *nd = &g->nodes[a];
+			if (nd->op != DNN_OP_ADD)
+				continue;
+			const int r = p->grad_of[a];
+			if (a < minr[r])
+				minr[r] = a; /* the add's own copy tasks, if any, read the handle here */
+			for (int pass = 0; pass < 2; pass++) /* single-consumer inputs first: they bound W */
+				for (int k = 0; k < nd->ninputs; k++) {
+					const int ik = nd->inputs[k];
+					int twice = 0;
+					for (int l = 0; l < nd->ninputs; l++)
+						twice |= l != k && nd->inputs[l] == ik;
+					if (ik == 0 || twice)
+						continue;
+					const int single = g->nodes[ik].nconsumers == 1;
+					const int fused_relu = g->nodes[ik].op == DNN_OP_RELU && p->bn_relu[ik] >= 0;
+					if (pass == 0 && single && !fused_relu && ik > maxw[r]) {
+						p->grad_of[ik] = r;
+						if (ik < minr[r])
+							minr[r] = ik;
+					} else if (pass == 1 && !single && !multi[r]) {
+						int w_max = 0;
+						for (int w = ik + 1; w < nn; w++)
+							for (int l = 0; w != a && l < g->nodes[w].ninputs; l++)
+								if (g->nodes[w].inputs[l] == ik && w > w_max)
+									w_max = w;
+						if (w_max < minr[r] && w_max < a) {
+							p->grad_of[ik] = r;
+							multi[r] = 1;
+							maxw[r] = w_max;
+						}
+					}
+				}
+		}
+	free(minr), free(maxw), free(multi);
+}
+
 int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train)
 {
 	const dnn_graph *g = m->g;
@@ -200,14 +277,18 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 		p->chunk_off[c] = off;
 		off += p->chunk_n[c];
 	}
+	plan_fuse(p);
 	const int loss = g->nnodes - 1, logits = g->nodes[loss].inputs[0];
 	for (int i = 1; i < loss; i++) {
 		const dnn_node *nd = &g->nodes[i];
 		size_t per = (size_t)nd->C * nd->H * nd->W;
+		/* A batchnorm fused with its relu writes the relu's y and reads the relu's dy. */
+		const int fused_bn = nd->op == DNN_OP_BATCHNORM && p->bn_relu[i] >= 0;
 		for (int c = 0; c < nchunks; c++) {
 			size_t n = per * (size_t)p->chunk_n[c];
-			p->y[i * nchunks + c] = lazy_vector(n, sizeof(float));
-			if (train || i == logits)
+			if (!fused_bn)
+				p->y[i * nchunks + c] = lazy_vector(n, sizeof(float));
+			if ((train && !fused_bn && p->grad_of[i] == i) || i == logits)
 				p->dy[i * nchunks + c] = lazy_vector(n, sizeof(float));
 			if (train && nd->op == DNN_OP_BATCHNORM)
 				p->saved[i * nchunks + c] = lazy_vector(3 * (size_t)nd->C, sizeof(float));
@@ -259,13 +340,20 @@ void dnn_plan_destroy(dnn_plan *p)
 		starpu_data_unregister(p->stats[i]);
 	}
 	free(p->chunk_n), free(p->chunk_off), free(p->y), free(p->dy), free(p->saved);
+	free(p->bn_relu), free(p->grad_of);
 	free(p->x), free(p->labels), free(p->stats), free(p->stats_host);
 	memset(p, 0, sizeof(*p));
 }
 
 /* ---------------------------------------------------------------- submission */
 #define Y(i, c) (p->y[(i) * p->nchunks + (c)])
-#define DY(i, c) (p->dy[(i) * p->nchunks + (c)])
+#define DY(i, c) (p->dy[p->grad_of[i] * p->nchunks + (c)])
+/* Count the tasks of a step (dnn_plan.tasks_per_step). */
+#define TASK(call)                   \
+	do {                         \
+		call;                \
+		p->tasks_per_step++; \
+	} while (0)
 
 /* Output handle of node i for chunk c in the given slot (the input node's is the slot's x). */
 static starpu_data_handle_t out_handle(dnn_plan *p, int slot, int i, int c)
@@ -288,61 +376,70 @@ static void submit_forward(dnn_plan *p, int slot, int c)
 			dnn_conv2d_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k,
 					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation};
 			dnn_conv2d_args_finish(&a);
-			dnn_insert_conv2d_fwd(&a, x, m->params[pi].hw, y);
+			if (nd->bias && p->fuse >= 2) { /* conv + bias in one task */
+				a.bias = 1;
+				TASK(dnn_insert_conv2d_bias_fwd(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y));
+				break;
+			}
+			TASK(dnn_insert_conv2d_fwd(&a, x, m->params[pi].hw, y));
 			if (nd->bias) {
 				dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
-				dnn_insert_bias_fwd(&b, y, m->params[pi + 1].hw);
+				TASK(dnn_insert_bias_fwd(&b, y, m->params[pi + 1].hw));
 			}
 			break;
 		}
 		case DNN_OP_DENSE: {
 			dnn_dense_args a = {.N = n, .IN = in->C * in->H * in->W, .OUT = nd->out};
-			dnn_insert_dense_fwd(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y);
+			TASK(dnn_insert_dense_fwd(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y));
 			break;
 		}
 		case DNN_OP_RELU: {
+			if (p->bn_relu[i] >= 0)
+				break; /* done by its batchnorm's fused task */
 			dnn_relu_args a = {.n = (long)n * nd->C * nd->H * nd->W};
-			dnn_insert_relu_fwd(&a, x, y);
+			TASK(dnn_insert_relu_fwd(&a, x, y));
 			break;
 		}
 		case DNN_OP_MAXPOOL: {
 			dnn_maxpool_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .k = nd->k, .stride = nd->stride,
 					      .pad = nd->pad};
 			dnn_maxpool_args_finish(&a);
-			dnn_insert_maxpool_fwd(&a, x, y);
+			TASK(dnn_insert_maxpool_fwd(&a, x, y));
 			break;
 		}
 		case DNN_OP_AVGPOOL: {
 			dnn_avgpool_args a = {.N = n, .C = in->C, .HW = in->H * in->W};
-			dnn_insert_avgpool_fwd(&a, x, y);
+			TASK(dnn_insert_avgpool_fwd(&a, x, y));
 			break;
 		}
 		case DNN_OP_BATCHNORM: {
 			dnn_batchnorm_args a = {.N = n, .C = nd->C, .HW = nd->H * nd->W, .eps = nd->eps,
-						.momentum = nd->momentum};
+						.momentum = nd->momentum, .relu = p->bn_relu[i] >= 0};
+			if (a.relu)
+				y = Y(p->bn_relu[i], c); /* fused: straight into the relu's output */
 			if (p->train) {
 				starpu_data_handle_t saved = p->saved[i * p->nchunks + c];
-				dnn_insert_batchnorm_fwd_train(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y, saved);
+				TASK(dnn_insert_batchnorm_fwd_train(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y, saved));
 				/* Running statistics follow chunk 0, as a DDP replica's follow its own shard. */
 				if (c == 0)
-					dnn_insert_batchnorm_running(&a, saved, m->hrunning[i]);
+					TASK(dnn_insert_batchnorm_running(&a, saved, m->hrunning[i]));
 			} else {
-				dnn_insert_batchnorm_fwd_eval(&a, x, m->params[pi].hw, m->params[pi + 1].hw,
-							      m->hrunning[i], y);
+				TASK(dnn_insert_batchnorm_fwd_eval(&a, x, m->params[pi].hw, m->params[pi + 1].hw,
+							      m->hrunning[i], y));
 			}
 			break;
 		}
 		case DNN_OP_ADD: {
 			dnn_add_args a = {.n = (long)n * nd->C * nd->H * nd->W};
-			dnn_insert_add_fwd(&a, x, out_handle(p, slot, nd->inputs[1], c), y);
+			TASK(dnn_insert_add_fwd(&a, x, out_handle(p, slot, nd->inputs[1], c), y));
 			for (int k = 2; k < nd->ninputs; k++)
-				dnn_insert_grad_accum(y, STARPU_RW, out_handle(p, slot, nd->inputs[k], c));
+				TASK(dnn_insert_grad_accum(y, STARPU_RW, out_handle(p, slot, nd->inputs[k], c)));
 			break;
 		}
 		case DNN_OP_SOFTMAX_XENT: {
 			dnn_softmax_xent_args a = {.N = n, .CLS = g->classes};
 			size_t k = (size_t)slot * p->nchunks + c;
-			dnn_insert_softmax_xent(&a, x, p->labels[k], DY(nd->inputs[0], c), p->stats[k]);
+			TASK(dnn_insert_softmax_xent(&a, x, p->labels[k], DY(nd->inputs[0], c), p->stats[k]));
 			break;
 		}
 		case DNN_OP_INPUT:
@@ -375,26 +472,33 @@ static void submit_backward(dnn_plan *p, int slot, int c, char *written)
 					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation,
 					     .accumulate_dx = acc0};
 			dnn_conv2d_args_finish(&a);
-			if (nd->bias) {
-				dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
-				dnn_insert_bias_bwd(&b, dy, m->params[pi + 1].hg, STARPU_REDUX);
+			if (nd->bias && p->fuse >= 2) { /* the bias gradient in the filter gradient's task */
+				dnn_conv2d_args ab = a;
+				ab.bias = 1;
+				TASK(dnn_insert_conv2d_bias_bwd_filter(&ab, x, dy, m->params[pi].hg, m->params[pi + 1].hg,
+								       STARPU_REDUX));
+			} else {
+				if (nd->bias) {
+					dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
+					TASK(dnn_insert_bias_bwd(&b, dy, m->params[pi + 1].hg, STARPU_REDUX));
+				}
+				TASK(dnn_insert_conv2d_bwd_filter(&a, x, dy, m->params[pi].hg, STARPU_REDUX));
 			}
-			dnn_insert_conv2d_bwd_filter(&a, x, dy, m->params[pi].hg, STARPU_REDUX);
 			if (need_dx)
-				dnn_insert_conv2d_bwd_data(&a, dy, m->params[pi].hw, DY(i0, c));
+				TASK(dnn_insert_conv2d_bwd_data(&a, dy, m->params[pi].hw, DY(i0, c)));
 			break;
 		}
 		case DNN_OP_DENSE: {
 			dnn_dense_args a = {.N = n, .IN = in->C * in->H * in->W, .OUT = nd->out, .accumulate_dx = acc0};
-			dnn_insert_dense_bwd_weight(&a, x, dy, m->params[pi].hg, m->params[pi + 1].hg, STARPU_REDUX);
+			TASK(dnn_insert_dense_bwd_weight(&a, x, dy, m->params[pi].hg, m->params[pi + 1].hg, STARPU_REDUX));
 			if (need_dx)
-				dnn_insert_dense_bwd_data(&a, dy, m->params[pi].hw, DY(i0, c));
+				TASK(dnn_insert_dense_bwd_data(&a, dy, m->params[pi].hw, DY(i0, c)));
 			break;
 		}
 		case DNN_OP_RELU:
-			if (need_dx) {
+			if (need_dx && p->bn_relu[i] < 0) { /* else: in its batchnorm's fused backward */
 				dnn_relu_args a = {.n = (long)n * nd->C * nd->H * nd->W, .accumulate_dx = acc0};
-				dnn_insert_relu_bwd(&a, y, dy, DY(i0, c));
+				TASK(dnn_insert_relu_bwd(&a, y, dy, DY(i0, c)));
 			}
 			break;
 		case DNN_OP_MAXPOOL:
@@ -402,13 +506,13 @@ static void submit_backward(dnn_plan *p, int slot, int c, char *written)
 				dnn_maxpool_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .k = nd->k,
 						      .stride = nd->stride, .pad = nd->pad, .accumulate_dx = acc0};
 				dnn_maxpool_args_finish(&a);
-				dnn_insert_maxpool_bwd(&a, x, y, dy, DY(i0, c));
+				TASK(dnn_insert_maxpool_bwd(&a, x, y, dy, DY(i0, c)));
 			}
 			break;
 		case DNN_OP_AVGPOOL:
 			if (need_dx) {
 				dnn_avgpool_args a = {.N = n, .C = in->C, .HW = in->H * in->W, .accumulate_dx = acc0};
-				dnn_insert_avgpool_bwd(&a, dy, DY(i0, c));
+				TASK(dnn_insert_avgpool_bwd(&a, dy, DY(i0, c)));
 			}
 			break;
 		case DNN_OP_BATCHNORM: {
@@ -417,8 +521,17 @@ static void submit_backward(dnn_plan *p, int slot, int c, char *written)
 			dnn_batchnorm_args a = {.N = n, .C = nd->C, .HW = nd->H * nd->W, .eps = nd->eps,
 						.momentum = nd->momentum, .accumulate_dx = acc0};
 			STARPU_ASSERT_MSG(need_dx, "batchnorm directly on the input is not supported");
-			dnn_insert_batchnorm_bwd(&a, x, m->params[pi].hw, p->saved[i * p->nchunks + c], dy, DY(i0, c),
-						 m->params[pi].hg, m->params[pi + 1].hg, STARPU_REDUX);
+			const int j = p->bn_relu[i];
+			if (j >= 0) {
+				a.relu = 1;
+				TASK(dnn_insert_batchnorm_relu_bwd(&a, x, m->params[pi].hw, p->saved[i * p->nchunks + c],
+								   DY(j, c), Y(j, c), DY(i0, c), m->params[pi].hg,
+								   m->params[pi + 1].hg, STARPU_REDUX));
+			} else {
+				TASK(dnn_insert_batchnorm_bwd(&a, x, m->params[pi].hw, p->saved[i * p->nchunks + c], dy,
+							      DY(i0, c), m->params[pi].hg, m->params[pi + 1].hg,
+							      STARPU_REDUX));
+			}
 			break;
 		}
 		case DNN_OP_ADD:
@@ -426,8 +539,14 @@ static void submit_backward(dnn_plan *p, int slot, int c, char *written)
 				int ik = nd->inputs[k];
 				if (ik == 0)
 					continue;
+				if (p->grad_of[ik] == p->grad_of[i]) {
+					/* Its gradient is this add's, in the same handle (plan_fuse): no task. */
+					STARPU_ASSERT(!written[ik]);
+					written[ik] = 1;
+					continue;
+				}
 				dnn_add_args a = {.n = (long)n * nd->C * nd->H * nd->W, .accumulate_dx = written[ik]};
-				dnn_insert_add_bwd(&a, dy, DY(ik, c));
+				TASK(dnn_insert_add_bwd(&a, dy, DY(ik, c)));
 				written[ik] = 1;
 			}
 			break;
@@ -446,14 +565,15 @@ void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *id
 	const dnn_node *in = &m->g->nodes[0];
 	const long step = p->steps_submitted++;
 	idx += p->batch_offset; /* this rank's shard of the global batch */
+	p->tasks_per_step = 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		size_t k = (size_t)slot * p->nchunks + c;
 		if (ds->folder) /* image files: decoded, resized, cropped (random when training) in the task */
-			dnn_imagefolder_insert_load(ds, idx + p->chunk_off[c], p->chunk_n[c], p->train, step, m->in_mean,
-						    m->in_std, p->x[k], p->labels[k]);
+			TASK(dnn_imagefolder_insert_load(ds, idx + p->chunk_off[c], p->chunk_n[c], p->train, step, m->in_mean,
+						    m->in_std, p->x[k], p->labels[k]));
 		else
-			dnn_insert_load_batch(ds->images, ds->labels, m->in_mean, m->in_std, in->C, in->H * in->W,
-					      idx + p->chunk_off[c], p->chunk_n[c], p->x[k], p->labels[k]);
+			TASK(dnn_insert_load_batch(ds->images, ds->labels, m->in_mean, m->in_std, in->C, in->H * in->W,
+					      idx + p->chunk_off[c], p->chunk_n[c], p->x[k], p->labels[k]));
 	}
 	if (p->distributed)
 		dnn_dist_before_forward(p, step);
@@ -477,7 +597,7 @@ void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *id
 		dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
 				  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay,
 				  .scale = 1.0f / (float)p->global_batch};
-		dnn_insert_sgd_update(&a, pr->hw, pr->hv, pr->hg);
+		TASK(dnn_insert_sgd_update(&a, pr->hw, pr->hv, pr->hg));
 	}
 }
 

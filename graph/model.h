@@ -101,6 +101,18 @@ typedef struct {
 	long steps_submitted;
 	int *chunk_n, *chunk_off;
 	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
+	/* Fusion level (graph.h dnn_fuse_level: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
+	 * bn_relu[i]: for a batchnorm whose only consumer is a relu, that relu's index, and for that
+	 *   relu, the batchnorm's; -1 elsewhere. One task per chunk does both (forward: y of the relu
+	 *   = max(BN(x), 0); backward: mask then BN backward); the batchnorm has no y/dy handles.
+	 * grad_of[i]: the node whose dy handle holds node i's gradient (i itself, or a residual add
+	 *   whose gradient is also i's: no add-backward copy task; see plan_fuse in model.c).
+	 * Level 2: a conv with bias=1 adds its bias in the conv's forward task and its bias gradient
+	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
+	int fuse;
+	int *bn_relu, *grad_of;
+	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, SGD
+	                      // (not StarPU's own REDUX init/reduction tasks, nor a multi-rank plan's exchanges)
 	starpu_data_handle_t *x, *labels, *stats; // [slot * nchunks + c]
 	float *stats_host;                    // [slot][c][2]: loss sum, correct count
 } dnn_plan;

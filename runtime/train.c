@@ -625,6 +625,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness, m.dist->lookahead,
 			       m.dist->staleness_count ? m.dist->staleness_sum / m.dist->staleness_count : 0.0,
 			       m.dist->staleness_max);
+		printf(" fuse=%d tasks_per_step=%ld", p.fuse, p.tasks_per_step);
 		printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&g) / 1e9, wall);
 		fflush(stdout);
 		if (o->report_path && dnn_anp_write_report(o->report_path, o, &g, &train, !bench && o->eval ? &test : NULL,
