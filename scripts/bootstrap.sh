@@ -88,8 +88,6 @@ if [ -z "${STARPU_ANP_FORCE_BUILD:-}" ] && pkg-config --exists "starpu-$STARPU_S
   inc="$(pkg-config --variable=includedir "starpu-$STARPU_SERIES")/starpu/$STARPU_SERIES"
   if msg="$(check_starpu_config "$inc")"; then
     say "using StarPU $(pkg-config --modversion starpu-$STARPU_SERIES) found by pkg-config"
-    grep -q '^#define STARPU_NON_BLOCKING_DRIVERS 1' "$inc/starpu_config.h" \
-      && say "note: this StarPU has non-blocking (polling) drivers; on machines with few cores the dm* schedulers are much slower with them (README, 'Schedulers')"
     echo "starpu prefix: $(pkg-config --variable=prefix starpu-$STARPU_SERIES)"
     exit 0
   else
@@ -97,11 +95,8 @@ if [ -z "${STARPU_ANP_FORCE_BUILD:-}" ] && pkg-config --exists "starpu-$STARPU_S
   fi
 fi
 
-# (b) our cached build. We build StarPU with blocking drivers: idle workers sleep instead of
-# polling. With polling workers on a 2-core machine the submitting thread starves: the dm*
-# schedulers push through starpu_worker_lock, which waits until the (spinning) target worker
-# relaxes, so dmda ran 2-5x slower than lws; idle polling also costs every policy a few %.
-STAMP_GLOB="$CACHE/starpu-$STARPU_SERIES.*-cuda$HAVE_NVCC-blocking/.installed"
+# (b) our cached build
+STAMP_GLOB="$CACHE/starpu-$STARPU_SERIES.*-cuda$HAVE_NVCC/.installed"
 for stamp in $STAMP_GLOB; do
   [ -f "$stamp" ] || continue
   prefix="$(dirname "$stamp")"
@@ -139,7 +134,7 @@ ensure_deb_src
 ver="$(apt-cache showsrc starpu 2>/dev/null | awk '/^Version: 1\.4\./{print $2}' | sort -V | tail -1)"
 [ -n "$ver" ] || die "no StarPU 1.4.x source package is available from the Debian sources"
 upver="${ver%%+*}"; upver="${upver%%-*}"
-prefix="$CACHE/starpu-$upver-cuda$HAVE_NVCC-blocking"
+prefix="$CACHE/starpu-$upver-cuda$HAVE_NVCC"
 srcdir="$CACHE/src/starpu-${ver%%-*}"
 say "building StarPU $ver from Debian source into $prefix (about 5 min on 2 cores)"
 if [ ! -d "$srcdir" ]; then
@@ -159,14 +154,14 @@ log="$CACHE/starpu-build-$upver.log"
 cfg=(--prefix="$prefix" --with-fxt --enable-mpi --disable-opencl --disable-build-doc
      --disable-build-examples --disable-build-tests --disable-starpufft --disable-fortran
      --disable-socl --disable-starpupy --disable-starpurm --disable-hip --disable-mlr
-     --enable-maxcpus=64 --disable-openmp --enable-blocking-drivers)
+     --enable-maxcpus=64 --disable-openmp)
 if [ "$HAVE_NVCC" = 1 ]; then
   cudadir="$(dirname "$(dirname "$(readlink -f "$NVCC")")")"
   cfg+=(--enable-cuda --with-cuda-dir="$cudadir")
 else
   cfg+=(--disable-cuda)
 fi
-builddir="$CACHE/build-starpu-$upver-cuda$HAVE_NVCC-blocking"
+builddir="$CACHE/build-starpu-$upver-cuda$HAVE_NVCC"
 rm -rf "$builddir"; mkdir -p "$builddir"
 say "configure (log: $log)"
 ( cd "$builddir" && PATH="$(dirname "${NVCC:-/bin/true}"):$PATH" "$srcdir/configure" "${cfg[@]}" ) >"$log" 2>&1 \
@@ -184,8 +179,6 @@ wait "$mpid" || { tail -25 "$log" >&2; die "StarPU build failed; full log in $lo
 ( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
 msg="$(check_starpu_config "$prefix/include/starpu/$STARPU_SERIES")" \
   || die "StarPU built without a required feature: $msg (configure log: $log)"
-! grep -q '^#define STARPU_NON_BLOCKING_DRIVERS 1' "$prefix/include/starpu/$STARPU_SERIES/starpu_config.h" \
-  || die "StarPU was configured with --enable-blocking-drivers but has non-blocking drivers (configure log: $log)"
 date -u +%FT%TZ > "$prefix/.installed"
 rm -rf "$builddir"
 say "StarPU $upver installed in $prefix"
