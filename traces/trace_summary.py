@@ -100,8 +100,11 @@ def is_backward(label):
 
 
 def is_allreduce(label):
-    """The cross-rank gradient reduction: our contribution/ring tasks and StarPU-MPI's tree."""
-    return label.startswith("allreduce") or label.startswith("redux_prio_tree_redux")
+    """The cross-rank gradient reduction tasks that read a step's gradients: the tree's
+    contributions and StarPU-MPI's tree tasks, or the ring's tasks. Not allreduce_zero, which
+    only clears the sum and may run before the step's backward starts."""
+    return (label == "allreduce_contrib" or label.startswith("redux_prio_tree_redux")
+            or label.startswith("ring_"))
 
 
 def allreduce_overlap(tasks):
