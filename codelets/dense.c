@@ -151,6 +151,6 @@ void dnn_insert_dense_bwd_weight(const dnn_dense_args *a, starpu_data_handle_t x
 {
 	DNN_CHECK_STARPU(starpu_task_insert(&cl_dense_bwd_weight, STARPU_R, x, STARPU_R, dy, grad_mode, dw,
 					    grad_mode, db, STARPU_CL_ARGS, args_copy(a), sizeof(dnn_dense_args),
-					    STARPU_NAME, "dense_bwd_weight", STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD,
+					    STARPU_NAME, "dense_bwd_weight", STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD_WEIGHT,
 					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT, 0));
 }

@@ -91,7 +91,8 @@ enum {
 	DNN_COLOR_CONV_BWD_DATA = 0x0b3d66,
 	DNN_COLOR_CONV_BWD_FILTER = 0x6baed6,
 	DNN_COLOR_DENSE_FWD = 0x2ca02c,
-	DNN_COLOR_DENSE_BWD = 0x145214,
+	DNN_COLOR_DENSE_BWD = 0x145214,        // dense_bwd_data
+	DNN_COLOR_DENSE_BWD_WEIGHT = 0x98df8a, // dense_bwd_weight (light green, like conv's filter gradient)
 	DNN_COLOR_ELTWISE_FWD = 0xffbb78,
 	DNN_COLOR_ELTWISE_BWD = 0xff7f0e,
 	DNN_COLOR_POOL_FWD = 0xc5b0d5,
