@@ -671,8 +671,15 @@ int dnn_fuse_level(void)
 	const char *e = getenv("DNN_FUSE");
 	if (!e || !*e)
 		return 1;
-	int l = atoi(e);
-	return l < 0 ? 0 : l > 2 ? 2 : l;
+	if ((e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0')
+		return e[0] - '0';
+	/* Like DNN_CONV_ALGO: an experiment knob, so warn once and keep the default. */
+	static int warned;
+	if (!warned) {
+		fprintf(stderr, "DNN_FUSE=%s is not 0, 1 or 2; using 1\n", e);
+		warned = 1;
+	}
+	return 1;
 }
 
 int dnn_graph_bn_relu(const dnn_graph *g, int i)
