@@ -349,6 +349,29 @@ void dnn_dist_pull_final(dnn_model *m)
 	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 }
 
+void dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n)
+{
+	dnn_dist *d = m->dist;
+	STARPU_ASSERT(d && n > 0 && n <= UINT32_MAX);
+	starpu_data_handle_t G = reg_vector(d, d->rank == 0 ? out : NULL, n, 0);
+	dnn_grad_set_redux(G);
+	starpu_data_handle_t *L = calloc((size_t)d->nranks, sizeof(*L));
+	STARPU_ASSERT(L);
+	for (int j = 0; j < d->nranks; j++)
+		L[j] = reg_vector(d, j == d->rank ? local : NULL, n, j);
+	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME, "sum_zero", 0));
+	for (int j = 0; j < d->nranks; j++)
+		DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G, STARPU_R, L[j],
+							STARPU_EXECUTE_ON_NODE, j, STARPU_NAME, "sum_contrib", 0));
+	DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+	/* Unregistering brings the sum back into rank 0's `out`. */
+	starpu_data_unregister(G);
+	for (int j = 0; j < d->nranks; j++)
+		starpu_data_unregister(L[j]);
+	free(L);
+}
+
 static void unreg_all(starpu_data_handle_t *h, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -127,6 +127,9 @@ void dnn_plan_destroy(dnn_plan *p);
 void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *idx, const dnn_sgd_config *sgd);
 /* Async mode: the server's current parameters into this rank's replica (the end of a run). */
 void dnn_dist_pull_final(dnn_model *m);
+/* Collective over the ranks (every rank calls it, in the same order): rank 0's `out` receives
+ * the element-wise sum of every rank's `local` (n floats; `out` is ignored elsewhere). */
+void dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n);
 /* Wait for the step in `slot`; returns its summed loss and correct count over the batch (over
  * the global batch on rank 0 of a multi-rank run, over the rank's shard elsewhere). */
 void dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct);

@@ -333,6 +333,13 @@ static void on_bad(void *ctx, int index, const char *why)
 		note_skipped(f, f->paths[index], why);
 }
 
+void dnn_imagefolder_merge_bad(dnn_imagefolder *f, const float *flags, int n)
+{
+	for (int i = 0; f && i < n && i < f->n; i++)
+		if (flags[i] != 0.0f && __atomic_exchange_n(&f->bad[i], 1, __ATOMIC_RELAXED) == 0)
+			note_skipped(f, f->paths[i], "unreadable (found by another rank)");
+}
+
 int dnn_imagefolder_skipped(const dnn_imagefolder *f)
 {
 	if (!f)

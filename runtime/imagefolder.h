@@ -52,6 +52,9 @@ void dnn_imagefolder_channel_stats(const dnn_imagefolder *f, float *mean, float 
 int dnn_imagefolder_skipped(const dnn_imagefolder *f);
 /* 1 when sample i failed to decode (its slot in a batch held a substitute). */
 int dnn_imagefolder_is_bad(const dnn_imagefolder *f, int i);
+/* Under MPI each rank decodes only its shard: mark (and count, once) as skipped the samples that
+ * any rank found unreadable, given flags[i] != 0 for those (n = the folder's sample count). */
+void dnn_imagefolder_merge_bad(dnn_imagefolder *f, const float *flags, int n);
 /* Path of sample i. */
 const char *dnn_imagefolder_path(const dnn_imagefolder *f, int i);
 /* The first (at most max) skipped files, for reports. Returns how many were written to paths. */

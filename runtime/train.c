@@ -602,6 +602,17 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		if (!bench && o->eval)
 			dnn_evaluate(&m, &test, o->batch, chunks, &test_loss, &test_acc);
 	}
+	if (rc == 0 && nranks > 1 && train.folder && train.n > 0) {
+		/* Each rank decoded only its shards: rank 0 reports the unreadable files of all of them. */
+		float *mine = malloc(sizeof(float) * (size_t)train.n), *all = calloc((size_t)train.n, sizeof(float));
+		STARPU_ASSERT(mine && all);
+		for (int i = 0; i < train.n; i++)
+			mine[i] = (float)dnn_imagefolder_is_bad(train.folder, i);
+		dnn_dist_sum_to_root(&m, mine, all, (size_t)train.n);
+		if (rank == 0)
+			dnn_imagefolder_merge_bad(train.folder, all, train.n);
+		free(mine), free(all);
+	}
 	double wall = dnn_now() - t_begin;
 	double ips = t_timed > 0 ? timed_images / t_timed : 0;
 	if (rc == 0 && rank == 0) {
