@@ -57,6 +57,21 @@ static inline double lane_sqdev(const float *restrict p, int n, float m)
 	return fold8(s);
 }
 
+/* One channel plane of the normalised output, y = (x - m) * scale + b, then max(y, 0) when the
+ * batch norm is fused with the ReLU that follows it (train and eval forward alike). */
+static void normalise_plane(float *restrict yp, const float *restrict xp, int HW, float m, float scale, float b,
+			    int relu)
+{
+	if (relu)
+		for (int i = 0; i < HW; i++) {
+			float t = (xp[i] - m) * scale + b;
+			yp[i] = t > 0.0f ? t : 0.0f;
+		}
+	else
+		for (int i = 0; i < HW; i++)
+			yp[i] = (xp[i] - m) * scale + b;
+}
+
 // y (N, C, HW), saved (3C) = [mean | biased var | invstd]; x (N, C, HW), gamma (C), beta (C)
 void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, const float *gamma,
 				     const float *beta, const dnn_batchnorm_args *a)
@@ -82,18 +97,9 @@ void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, con
 		saved[C + c] = (float)var;
 		saved[2 * C + c] = (float)invstd;
 		float scale = gamma[c] * (float)invstd, b = beta[c];
-		for (int n = 0; n < N; n++) {
-			const float *restrict xp = x + ((size_t)n * C + c) * HW;
-			float *restrict yp = y + ((size_t)n * C + c) * HW;
-			if (a->relu)
-				for (int i = 0; i < HW; i++) {
-					float t = (xp[i] - m) * scale + b;
-					yp[i] = t > 0.0f ? t : 0.0f;
-				}
-			else
-				for (int i = 0; i < HW; i++)
-					yp[i] = (xp[i] - m) * scale + b;
-		}
+		for (int n = 0; n < N; n++)
+			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, b,
+					a->relu);
 	}
 }
 
@@ -105,18 +111,9 @@ void dnn_batchnorm_forward_eval_cpu(float *y, const float *x, const float *gamma
 	for (int c = 0; c < C; c++) {
 		float m = running[c];
 		float scale = (float)(gamma[c] / sqrt((double)running[C + c] + a->eps)), b = beta[c];
-		for (int n = 0; n < N; n++) {
-			const float *restrict xp = x + ((size_t)n * C + c) * HW;
-			float *restrict yp = y + ((size_t)n * C + c) * HW;
-			if (a->relu)
-				for (int i = 0; i < HW; i++) {
-					float t = (xp[i] - m) * scale + b;
-					yp[i] = t > 0.0f ? t : 0.0f;
-				}
-			else
-				for (int i = 0; i < HW; i++)
-					yp[i] = (xp[i] - m) * scale + b;
-		}
+		for (int n = 0; n < N; n++)
+			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, b,
+					a->relu);
 	}
 }
 

@@ -7,13 +7,6 @@ extern "C" {
 #include "grad_accum.h"
 }
 
-static __global__ void grad_accum_kernel(float *dst, const float *src, size_t n)
-{
-	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-	if (i < n)
-		dst[i] += src[i];
-}
-
 static __global__ void grad_axpy_kernel(float *dst, float alpha, const float *src, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -29,22 +22,9 @@ extern "C" void dnn_grad_zero_cuda(void *buffers[], void *cl_arg)
 	DNN_CUDA_CHECK(cudaMemsetAsync(dst, 0, n * sizeof(float), starpu_cuda_get_local_stream()));
 }
 
-extern "C" void dnn_grad_accum_cuda(void *buffers[], void *cl_arg)
+/* buffers[0] += alpha * buffers[1] on the worker's stream (alpha 1 is exact: the plain sum). */
+static void launch_axpy(void *buffers[], float alpha)
 {
-	(void)cl_arg;
-	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-	const float *src = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-	if (n == 0)
-		return;
-	unsigned blocks = (unsigned)((n + 255) / 256);
-	grad_accum_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, src, n);
-	DNN_CUDA_CHECK(cudaGetLastError());
-}
-
-extern "C" void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg)
-{
-	const float alpha = *(const float *)cl_arg;
 	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
 	const float *src = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
 	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
@@ -53,6 +33,17 @@ extern "C" void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg)
 	unsigned blocks = (unsigned)((n + 255) / 256);
 	grad_axpy_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, alpha, src, n);
 	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void dnn_grad_accum_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	launch_axpy(buffers, 1.0f);
+}
+
+extern "C" void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg)
+{
+	launch_axpy(buffers, *(const float *)cl_arg);
 }
 
 extern "C" void dnn_grad_slice_get_cuda(void *buffers[], void *cl_arg)
