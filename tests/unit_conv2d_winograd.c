@@ -36,79 +36,27 @@
 
 static int verbose;
 
-/* y = conv(x, w) and s = sum |x w| over each output's taps, in double. */
-static void forward_ref(double *y, double *s, const float *x, const float *w, const dnn_conv2d_args *a)
-{
-	for (int n = 0; n < a->N; n++)
-		for (int k = 0; k < a->K; k++)
-			for (int p = 0; p < a->P; p++)
-				for (int q = 0; q < a->Q; q++) {
-					double acc = 0, mag = 0;
-					for (int c = 0; c < a->C; c++)
-						for (int r = 0; r < 3; r++) {
-							int ih = p - a->pad + r;
-							if (ih < 0 || ih >= a->H)
-								continue;
-							for (int t = 0; t < 3; t++) {
-								int iw = q - a->pad + t;
-								if (iw < 0 || iw >= a->W)
-									continue;
-								double v = (double)x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw] *
-									   w[(((size_t)k * a->C + c) * 3 + r) * 3 + t];
-								acc += v;
-								mag += fabs(v);
-							}
-						}
-					size_t i = (((size_t)n * a->K + k) * a->P + p) * a->Q + q;
-					y[i] = acc;
-					s[i] = mag;
-				}
-}
+enum { REF_FWD, REF_BWD_DATA, REF_BWD_FILTER };
 
-/* dx = conv^T(dy, w) and s = sum |dy w| over each input's taps, in double. */
-static void backward_data_ref(double *dx, double *s, const float *dy, const float *w,
-			      const dnn_conv2d_args *a)
+/* The direct 3x3 conv in double, one pass at a time, over every (input, filter, output) tap:
+ *   REF_FWD        out = y  = conv(x, w),        s = sum |x w| per output;
+ *   REF_BWD_DATA   out = dx = conv^T(dy, w),     s = sum |dy w| per input;
+ *   REF_BWD_FILTER out = dw = dw0 + sum dy x,    s = |dw0| + sum |dy x| per weight.
+ * Each element's terms are added in (c, r, t) order within (n, k, p, q). */
+static void direct_ref(int pass, double *out, double *s, const float *x, const float *w, const float *dy,
+		       const float *dw0, const dnn_conv2d_args *a)
 {
-	size_t nx = (size_t)a->N * a->C * a->H * a->W;
-	memset(dx, 0, nx * sizeof(double));
-	memset(s, 0, nx * sizeof(double));
-	for (int n = 0; n < a->N; n++)
-		for (int k = 0; k < a->K; k++)
-			for (int p = 0; p < a->P; p++)
-				for (int q = 0; q < a->Q; q++) {
-					double g = dy[(((size_t)n * a->K + k) * a->P + p) * a->Q + q];
-					for (int c = 0; c < a->C; c++)
-						for (int r = 0; r < 3; r++) {
-							int ih = p - a->pad + r;
-							if (ih < 0 || ih >= a->H)
-								continue;
-							for (int t = 0; t < 3; t++) {
-								int iw = q - a->pad + t;
-								if (iw < 0 || iw >= a->W)
-									continue;
-								size_t i = (((size_t)n * a->C + c) * a->H + ih) * a->W + iw;
-								double v = g * w[(((size_t)k * a->C + c) * 3 + r) * 3 + t];
-								dx[i] += v;
-								s[i] += fabs(v);
-							}
-						}
-				}
-}
-
-/* dw = dw0 + sum over n, p, q of dy x, and s = |dw0| + sum |dy x|, in double. */
-static void backward_filter_ref(double *dw, double *s, const float *dw0, const float *x,
-				const float *dy, const dnn_conv2d_args *a)
-{
-	size_t nw = (size_t)a->K * a->C * 9;
-	for (size_t i = 0; i < nw; i++) {
-		dw[i] = dw0[i];
-		s[i] = fabs(dw0[i]);
+	size_t nout = pass == REF_FWD ? (size_t)a->N * a->K * a->P * a->Q
+		    : pass == REF_BWD_DATA ? (size_t)a->N * a->C * a->H * a->W : (size_t)a->K * a->C * 9;
+	for (size_t i = 0; i < nout; i++) {
+		out[i] = pass == REF_BWD_FILTER ? dw0[i] : 0.0;
+		s[i] = pass == REF_BWD_FILTER ? fabs(dw0[i]) : 0.0;
 	}
 	for (int n = 0; n < a->N; n++)
 		for (int k = 0; k < a->K; k++)
 			for (int p = 0; p < a->P; p++)
 				for (int q = 0; q < a->Q; q++) {
-					double g = dy[(((size_t)n * a->K + k) * a->P + p) * a->Q + q];
+					size_t iy = (((size_t)n * a->K + k) * a->P + p) * a->Q + q;
 					for (int c = 0; c < a->C; c++)
 						for (int r = 0; r < 3; r++) {
 							int ih = p - a->pad + r;
@@ -118,10 +66,18 @@ static void backward_filter_ref(double *dw, double *s, const float *dw0, const f
 								int iw = q - a->pad + t;
 								if (iw < 0 || iw >= a->W)
 									continue;
-								size_t i = (((size_t)k * a->C + c) * 3 + r) * 3 + t;
-								double v = g * x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw];
-								dw[i] += v;
-								s[i] += fabs(v);
+								size_t ix = (((size_t)n * a->C + c) * a->H + ih) * a->W + iw;
+								size_t jw = (((size_t)k * a->C + c) * 3 + r) * 3 + t;
+								double v;
+								size_t io;
+								if (pass == REF_FWD)
+									v = (double)x[ix] * w[jw], io = iy;
+								else if (pass == REF_BWD_DATA)
+									v = (double)dy[iy] * w[jw], io = ix;
+								else
+									v = (double)dy[iy] * x[ix], io = jw;
+								out[io] += v;
+								s[io] += fabs(v);
 							}
 						}
 				}
@@ -191,7 +147,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 		y[i] = 1e30f;
 	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
 	dnn_conv2d_forward_cpu(y, x, w, &a);
-	forward_ref(ref, s, x, w, &a);
+	direct_ref(REF_FWD, ref, s, x, w, NULL, NULL, &a);
 	snprintf(msg, sizeof(msg), "fwd %s", what);
 	double ef = check(msg, y, ref, s, ny);
 
@@ -199,7 +155,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	 * when it runs as the flipped forward conv (C >= 16); else it must still be right. */
 	int bwd_wino = dnn_conv2d_cpu_uses_winograd(&a, 1);
 	TEST_CHECK(bwd_wino == (C >= 16), "%s: backward data Winograd = %d", what, bwd_wino);
-	backward_data_ref(ref, s, dy, w, &a);
+	direct_ref(REF_BWD_DATA, ref, s, NULL, w, dy, NULL, &a);
 	for (size_t i = 0; i < nx; i++)
 		dx[i] = 1e30f;
 	a.accumulate_dx = 0;
@@ -222,7 +178,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	memcpy(dw, dw0, nw * sizeof(float));
 	dnn_cpu_scratch_release(); /* exact-size scratch: sanitizer builds see overruns */
 	dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
-	backward_filter_ref(ref, s, dw0, x, dy, &a);
+	direct_ref(REF_BWD_FILTER, ref, s, x, NULL, dy, dw0, &a);
 	filter_scale(s, nw);
 	snprintf(msg, sizeof(msg), "bwd_filter %s", what);
 	double ew = check(msg, dw, ref, s, nw);
@@ -231,7 +187,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
 		a.accumulate_dx = 0;
 		dnn_conv2d_forward_cpu(y, x, w, &a);
-		forward_ref(ref, s, x, w, &a);
+		direct_ref(REF_FWD, ref, s, x, w, NULL, NULL, &a);
 		double fi = 0;
 		for (size_t i = 0; i < ny; i++)
 			if (s[i] > 0)
@@ -241,7 +197,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
 		dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
 		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
-		backward_filter_ref(ref, s, dw0, x, dy, &a);
+		direct_ref(REF_BWD_FILTER, ref, s, x, NULL, dy, dw0, &a);
 		filter_scale(s, nw);
 		double wi = 0;
 		for (size_t i = 0; i < nw; i++)
