@@ -172,6 +172,20 @@ static void mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, 
 						STARPU_EXECUTE_ON_NODE, node, STARPU_NAME, "ps_snapshot", 0));
 }
 
+/* G <- the sum over ranks j of local[j * stride], into G's owner: zero G, one STARPU_MPI_REDUX
+ * contribution executed on each rank, then StarPU-MPI's reduction tree. The task names are
+ * <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
+static void mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
+			 const char *zero_name, const char *contrib_name)
+{
+	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME, zero_name, 0));
+	for (int j = 0; j < nranks; j++)
+		DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G, STARPU_R,
+							local[(size_t)j * stride], STARPU_EXECUTE_ON_NODE, j,
+							STARPU_NAME, contrib_name, 0));
+	DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+}
+
 void dnn_dist_before_forward(dnn_plan *p, long step)
 {
 	dnn_model *m = p->m;
@@ -267,13 +281,7 @@ void dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_sgd_con
 				continue;
 			}
 			starpu_data_handle_t G = d->g_global[q];
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME,
-								"allreduce_zero", 0));
-			for (int j = 0; j < d->nranks; j++)
-				DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G,
-									STARPU_R, d->g_local[j * P + q], STARPU_EXECUTE_ON_NODE, j,
-									STARPU_NAME, "allreduce_contrib", 0));
-			DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+			mpi_sum_into(G, d->g_local + q, (size_t)P, d->nranks, "allreduce_zero", "allreduce_contrib");
 			for (int j = 1; j < d->nranks; j++)
 				DNN_CHECK_STARPU(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, G, j, NULL, NULL));
 			dnn_param *pr = &m->params[q];
@@ -316,12 +324,7 @@ void dnn_dist_reduce_stats(dnn_plan *p, int slot)
 	for (int c = 0; c < p->nchunks; c++)
 		dnn_insert_grad_accum(mine, STARPU_RW, p->stats[slot * p->nchunks + c]);
 	starpu_data_handle_t G = d->stats_global[slot];
-	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME, "stats_zero", 0));
-	for (int j = 0; j < d->nranks; j++)
-		DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G, STARPU_R,
-							d->stats_local[j * d->nslots + slot], STARPU_EXECUTE_ON_NODE, j,
-							STARPU_NAME, "stats_contrib", 0));
-	DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+	mpi_sum_into(G, d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero", "stats_contrib");
 }
 
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host)
@@ -359,11 +362,7 @@ void dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n)
 	STARPU_ASSERT(L);
 	for (int j = 0; j < d->nranks; j++)
 		L[j] = reg_vector(d, j == d->rank ? local : NULL, n, j);
-	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME, "sum_zero", 0));
-	for (int j = 0; j < d->nranks; j++)
-		DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G, STARPU_R, L[j],
-							STARPU_EXECUTE_ON_NODE, j, STARPU_NAME, "sum_contrib", 0));
-	DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+	mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib");
 	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	/* Unregistering brings the sum back into rank 0's `out`. */
 	starpu_data_unregister(G);
