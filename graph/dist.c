@@ -134,8 +134,10 @@ void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allre
 		d->snap = calloc((size_t)K * P, sizeof(starpu_data_handle_t));
 		d->delta = calloc((size_t)nranks * K * P, sizeof(starpu_data_handle_t));
 		d->w_server_mem = calloc((size_t)P, sizeof(float *));
+		d->shard = calloc((size_t)P, sizeof(int));
+		STARPU_ASSERT(d->shard);
 		for (int p = 0; p < P; p++) {
-			int s = shard_of(m, p);
+			int s = d->shard[p] = shard_of(m, p);
 			if (s == rank) {
 				/* The server starts from the same initial parameters as every replica. */
 				d->w_server_mem[p] = malloc(sizeof(float) * (size_t)m->params[p].n);
@@ -295,7 +297,7 @@ void dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_sgd_con
 		const int K = d->staleness + 1;
 		for (int q = 0; q < P; q++) {
 			dnn_param *pr = &m->params[q];
-			int s = shard_of(m, q);
+			int s = d->shard[q];
 			/* Local step; weight decay split over the ranks so that the pushed changes add up. */
 			dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
 					  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay / (float)d->nranks,
@@ -404,7 +406,7 @@ void dnn_dist_destroy(dnn_model *m)
 	unreg_all(d->stats_local, (size_t)d->nranks * d->nslots);
 	free(d->g_local), free(d->g_global), free(d->ring_chunk), free(d->ring_off);
 	free(d->w_server), free(d->snap), free(d->delta);
-	free(d->w_server_mem);
+	free(d->w_server_mem), free(d->shard);
 	free(d->stats_global), free(d->stats_local), free(d->stats_global_mem), free(d->stats_local_mem);
 	free(d);
 	m->dist = NULL;

@@ -56,6 +56,7 @@ typedef struct {
 	 * every rank's applied changes of the last S+1 steps ([(rank * (S+1) + k) * nparams + p]). */
 	starpu_data_handle_t *w_server, *snap, *delta; // snap[k * nparams + p], k in [0, S]
 	float **w_server_mem;
+	int *shard;                        // async: server rank of each parameter (by layer)
 	int lookahead;                     // async: estimate the others' missing steps by our own
 	/* step statistics: [slot] global (owner 0) and [rank * nslots + slot] per-rank sums */
 	starpu_data_handle_t *stats_global, *stats_local;
