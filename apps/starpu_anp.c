@@ -265,7 +265,7 @@ int main(int argc, char **argv)
 		case O_MOM: o.sgd.momentum = parse_float_opt(name, optarg, 0, 0.9999); break;
 		case O_WD: o.sgd.weight_decay = parse_float_opt(name, optarg, 0, 1); break;
 		case O_WINDOW: o.window = (int)parse_long_opt(name, optarg, 1, 64); break;
-		case O_SEED: o.seed = (uint64_t)parse_long_opt(name, optarg, 0, LONG_MAX); break;
+		case O_SEED: o.seed = (uint64_t)parse_long_opt(name, optarg, 0, LONG_MAX), o.seed_set = 1; break;
 		case O_STEPS: case O_BSTEPS: o.max_steps = parse_long_opt(name, optarg, 1, 1L << 40); break;
 		case O_EPOCHS: o.epochs = (int)parse_long_opt(name, optarg, 1, 100000); break;
 		case O_LIMIT_TRAIN: o.limit_train = (int)parse_long_opt(name, optarg, 1, INT_MAX); break;

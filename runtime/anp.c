@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <starpu.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +10,9 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
-#include "dnn_codelet.h"
-#include "dnn_runtime.h"
+#include "evaluate.h"
 #include "imagefolder.h"
+#include "model_ckpt.h"
 #include "progress.h"
 
 static int is_dir(const char *p)
@@ -26,7 +25,7 @@ int dnn_anp_prepare_graph(dnn_graph *g, int input, const char *data_dir, char *e
 {
 	if (input > 0 && dnn_graph_set_input_hw(g, input, input, err, errlen) != 0)
 		return -1;
-	/* "fashion-mnist" and "synthetic" are names of sets, not folders (as in load_data). */
+	/* "fashion-mnist" and "synthetic" are names of sets, not folders (as in dnn_data_load). */
 	if (!data_dir || !strcmp(data_dir, "fashion-mnist") || !strcmp(data_dir, "synthetic") || !is_dir(data_dir) ||
 	    !dnn_imagefolder_is_root(data_dir))
 		return 0;
@@ -40,105 +39,7 @@ int dnn_anp_prepare_graph(dnn_graph *g, int input, const char *data_dir, char *e
 	return dnn_graph_set_classes(g, n, err, errlen);
 }
 
-/* ---------------------------------------------------------------- forward with logits */
-typedef void (*logits_sink)(void *ctx, const float *logits, int classes, const int *idx, int n);
-
-typedef struct {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int pending;
-	logits_sink sink;
-	void *ctx;
-	int classes;
-} logits_reader;
-
-typedef struct {
-	logits_reader *r;
-	starpu_data_handle_t h;
-	int n;
-	int idx[];
-} logits_req;
-
-/* Runs when the chunk's logits are in main memory (after its forward, before the next write). */
-static void logits_ready(void *arg)
-{
-	logits_req *q = arg;
-	logits_reader *r = q->r;
-	const float *l = starpu_data_handle_to_pointer(q->h, STARPU_MAIN_RAM);
-	pthread_mutex_lock(&r->mu);
-	r->sink(r->ctx, l, r->classes, q->idx, q->n);
-	pthread_mutex_unlock(&r->mu);
-	starpu_data_release_on_node(q->h, STARPU_MAIN_RAM);
-	pthread_mutex_lock(&r->mu);
-	r->pending--;
-	pthread_cond_signal(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-	free(q);
-}
-
-static void read_logits(logits_reader *r, dnn_plan *p, const int *idx)
-{
-	const dnn_graph *g = p->m->g;
-	const int logits = g->nodes[g->nnodes - 1].inputs[0];
-	for (int c = 0; c < p->nchunks; c++) {
-		logits_req *q = malloc(sizeof(*q) + sizeof(int) * (size_t)p->chunk_n[c]);
-		STARPU_ASSERT(q);
-		q->r = r, q->h = p->y[logits * p->nchunks + c], q->n = p->chunk_n[c];
-		memcpy(q->idx, idx + p->chunk_off[c], sizeof(int) * (size_t)q->n);
-		pthread_mutex_lock(&r->mu);
-		r->pending++;
-		pthread_mutex_unlock(&r->mu);
-		DNN_CHECK_STARPU(starpu_data_acquire_on_node_cb(q->h, STARPU_MAIN_RAM, STARPU_R, logits_ready, q));
-	}
-}
-
-static void wait_readers(logits_reader *r)
-{
-	pthread_mutex_lock(&r->mu);
-	while (r->pending > 0)
-		pthread_cond_wait(&r->cv, &r->mu);
-	pthread_mutex_unlock(&r->mu);
-}
-
-/* Forward passes over the samples idx[0..n) of ds, `batch` at a time (the last batch smaller),
- * handing each chunk's logits to the sink. */
-static void forward_logits(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, logits_sink sink, void *ctx)
-{
-	logits_reader r = {.sink = sink, .ctx = ctx, .classes = m->g->classes};
-	pthread_mutex_init(&r.mu, NULL);
-	pthread_cond_init(&r.cv, NULL);
-	int *idx = malloc(sizeof(int) * (size_t)(ds->n ? ds->n : 1));
-	STARPU_ASSERT(idx);
-	for (int i = 0; i < ds->n; i++)
-		idx[i] = i;
-	if (batch > ds->n)
-		batch = ds->n;
-	const int full = batch > 0 ? ds->n / batch : 0, rest = batch > 0 ? ds->n % batch : 0;
-	dnn_sgd_config none = {0};
-	for (int pass = 0; pass < 2; pass++) {
-		const int nsteps = pass == 0 ? full : (rest > 0), bsz = pass == 0 ? batch : rest;
-		if (nsteps == 0)
-			continue;
-		const int slots = pass == 0 ? 2 : 1, off = pass == 0 ? 0 : full * batch;
-		dnn_plan p;
-		dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0);
-		for (int s = 0; s < nsteps; s++) {
-			if (s >= slots) { /* at most `slots` batches in flight */
-				double l, c;
-				dnn_wait_step(&p, s % slots, &l, &c);
-			}
-			dnn_submit_step(&p, s % slots, ds, idx + off + (size_t)s * bsz, &none);
-			read_logits(&r, &p, idx + off + (size_t)s * bsz);
-		}
-		starpu_task_wait_for_all();
-		wait_readers(&r);
-		dnn_plan_destroy(&p);
-	}
-	free(idx);
-	pthread_cond_destroy(&r.cv);
-	pthread_mutex_destroy(&r.mu);
-}
-
+/* ---------------------------------------------------------------- evaluation */
 typedef struct {
 	dnn_anp_acc acc;
 	const dnn_dataset *ds;
@@ -152,19 +53,21 @@ static void eval_sink(void *ctx, const float *logits, int classes, const int *id
 			dnn_anp_acc_add(&e->acc, logits + (size_t)i * classes, &e->ds->labels[idx[i]], 1);
 }
 
-void dnn_anp_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn_anp_metrics *mt,
-		      double *loss, double *acc)
+int dnn_anp_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn_anp_metrics *mt,
+		     double *loss, double *acc)
 {
 	eval_ctx e = {.ds = ds};
 	if (dnn_anp_acc_init(&e.acc, m->g->classes, (const char *const *)ds->class_names) != 0) {
 		fprintf(stderr, "error: out of memory for the evaluation metrics\n");
-		exit(1);
+		return -1;
 	}
-	forward_logits(m, ds, batch, chunks, eval_sink, &e);
+	int rc = dnn_evaluate(m, ds, batch, chunks, eval_sink, &e, NULL, NULL);
 	dnn_anp_acc_finish(&e.acc, mt);
 	dnn_anp_acc_free(&e.acc);
+	/* Loss and accuracy over the decoded samples only (the step statistics count substitutes). */
 	*loss = mt->loss;
 	*acc = mt->top1;
+	return rc;
 }
 
 /* ---------------------------------------------------------------- result line and report */
@@ -342,7 +245,7 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 	dnn_model m;
 	dnn_model_create(&m, &g, o->seed);
 	m.class_names = meta.class_names;
-	if (dnn_model_load(&m, o->resume_path, NULL, NULL, err, sizeof(err)) != 0) {
+	if (dnn_model_load(&m, o->resume_path, NULL, NULL, NULL, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s (predict needs the --net and --input it was trained with)\n", err);
 		dnn_model_destroy(&m), dnn_dataset_free(&ds), dnn_ckpt_free_names(&meta), dnn_graph_free(&g);
 		return 1;
@@ -350,10 +253,19 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 	predict_ctx pc = {.k = g.classes < TOPK ? g.classes : TOPK};
 	pc.cls = malloc(sizeof(int) * (size_t)nimages * pc.k);
 	pc.prob = malloc(sizeof(float) * (size_t)nimages * pc.k);
-	STARPU_ASSERT(pc.cls && pc.prob);
-	int chunks = o->chunks > 0 ? o->chunks : 2 * (int)starpu_worker_get_count();
+	int chunks = dnn_opts_chunks(o);
 	double t0 = dnn_now();
-	forward_logits(&m, &ds, o->batch, chunks, predict_sink, &pc);
+	if (!pc.cls || !pc.prob) {
+		fprintf(stderr, "error: out of memory for the predictions of %d images\n", nimages);
+		free(pc.cls), free(pc.prob);
+		dnn_model_destroy(&m), dnn_dataset_free(&ds), dnn_ckpt_free_names(&meta), dnn_graph_free(&g);
+		return 1;
+	}
+	if (dnn_evaluate(&m, &ds, o->batch, chunks, predict_sink, &pc, NULL, NULL) != 0) {
+		free(pc.cls), free(pc.prob);
+		dnn_model_destroy(&m), dnn_dataset_free(&ds), dnn_ckpt_free_names(&meta), dnn_graph_free(&g);
+		return 1;
+	}
 	double wall = dnn_now() - t0;
 	int nbad = 0;
 	for (int i = 0; i < nimages; i++) {

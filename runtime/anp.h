@@ -10,18 +10,18 @@
 #include "dataset.h"
 #include "graph.h"
 #include "model.h"
-#include "train.h"
+#include "opts.h"
 
 /* Size the net for the run: --input N rewrites the input line's H and W (0: keep the file's), and
  * with --data DIR an image folder's class count rewrites the out= of the dense layer before the
  * loss. Returns 0, or -1 with one line in err. */
 int dnn_anp_prepare_graph(dnn_graph *g, int input, const char *data_dir, char *err, size_t errlen);
 
-/* Forward-only evaluation of ds (batch-norm in eval mode) that reads every chunk's logits back
- * (an asynchronous acquire per chunk, so the next batches keep running) into the metrics.
- * Samples whose file could not be decoded are left out. loss/acc: as dnn_evaluate's. */
-void dnn_anp_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn_anp_metrics *mt,
-		      double *loss, double *acc);
+/* dnn_evaluate (evaluate.h) with every chunk's logits read back into the metrics (top-5,
+ * adjective/noun accuracy, confusions). Samples whose file could not be decoded are left out of
+ * all of them, loss and acc included. Returns 0, or -1 after printing one error line. */
+int dnn_anp_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn_anp_metrics *mt,
+		     double *loss, double *acc);
 
 /* " top5_accuracy=... adjective_accuracy=... noun_accuracy=... confused=a>b:3,... skipped_images=N"
  * (mt NULL: only skipped_images). Class names are written with blanks, ',', '>' and ':' as '?'. */

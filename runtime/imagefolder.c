@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "load_images.h"
+#include "dnn_rng.h"
 
 #define MAX_FILES 100000000   // 100 million images
 #define MAX_DEPTH 16          // nested folders inside a class folder
@@ -44,20 +45,12 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static uint64_t hash_str(const char *s)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (; *s; s++)
 		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return splitmix(&h);
+	return dnn_splitmix64(&h);
 }
 
 static char *join(const char *a, const char *b)
@@ -422,7 +415,7 @@ static void measure_stats(dnn_imagefolder *f)
 	uint64_t rng = f->seed ^ 0x5eed5eed5eedull;
 	int want = f->n < STATS_SAMPLE ? f->n : STATS_SAMPLE;
 	for (int t = 0; buf && t < want; t++) {
-		int i = f->n <= STATS_SAMPLE ? t : (int)(splitmix(&rng) % (uint64_t)f->n);
+		int i = f->n <= STATS_SAMPLE ? t : (int)(dnn_splitmix64(&rng) % (uint64_t)f->n);
 		char why[256];
 		if (dnn_image_decode_crop(buf, f->paths[i], f->C, f->H, f->W, 0, 0, zero, one, why, sizeof(why)) != 0) {
 			on_bad(f, i, why);
@@ -676,17 +669,20 @@ int dnn_imagefolder_from_files(dnn_dataset *ds, const char *const *paths, int n,
 	return 0;
 }
 
-void dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, int augment, long step,
-				 const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t y)
+int dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, int augment, long step,
+				const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t y)
 {
 	dnn_imagefolder *f = ds->folder;
 	dnn_load_images_args *a = malloc(sizeof(*a) + sizeof(int) * (size_t)n);
-	STARPU_ASSERT(a);
+	if (!a)
+		return -ENOMEM;
 	uint64_t s = f->seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(step + 1));
 	*a = (dnn_load_images_args){.paths = (const char *const *)f->paths, .labels = ds->labels, .mean = mean, .std = std,
-				    .C = f->C, .H = f->H, .W = f->W, .augment = augment, .seed = splitmix(&s),
+				    .C = f->C, .H = f->H, .W = f->W, .augment = augment, .seed = dnn_splitmix64(&s),
 				    .on_bad = on_bad, .ctx = f, .n = n};
 	memcpy(a->idx, idx, sizeof(int) * (size_t)n);
+	/* MERGE: dnn_insert_load_images takes a first `const dnn_task_opts *` and returns int: return it */
 	dnn_insert_load_images(a, x, y);
 	free(a);
+	return 0;
 }

@@ -62,7 +62,9 @@ int dnn_imagefolder_skipped_list(const dnn_imagefolder *f, const char **paths, i
 
 /* Insert the input-loading task of one chunk: samples idx[0..n) of ds into x (n, C, H, W) and
  * labels y (n). augment: random crops and flips (training) drawn from (seed, step, sample
- * index), so the result does not depend on chunks, workers or ranks; else centre crops. */
-void dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, int augment, long step,
-				 const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t y);
+ * index), so the result does not depend on chunks, workers or ranks; else centre crops.
+ * step: the GLOBAL step number (so a resumed run augments as an uninterrupted one).
+ * Returns 0 or a negative errno (-ENOMEM). */
+int dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, int augment, long step,
+				const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t y);
 #endif

@@ -1,54 +1,11 @@
-/* train.h — the training / evaluation / benchmark loops behind `starpu_anp train|eval|bench`. */
+/* train.h — the commands behind `starpu_anp train|bench` (the training loop) and `starpu_anp eval`. */
 #ifndef DNN_TRAIN_H
 #define DNN_TRAIN_H
-#include <stdint.h>
-
 #include "model.h"
-
-/* Where Debian's dataset-fashion-mnist package puts its files (--data fashion-mnist). */
-#define DNN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
-
-typedef struct {
-	const char *cmd;          // "train" or "bench", for messages and the result line
-	const char *net;          // built-in name or .net path
-	const char *data_dir;     // --data: fashion-mnist | synthetic | DIR
-	int synthetic;            // bench: random inputs of the net's shape, no data loading
-	int epochs;
-	long max_steps;           // stop after this many steps in total (0 = no limit)
-	int warmup;               // bench: steps excluded from the timing
-	int batch, chunks, window;
-	dnn_sgd_config sgd;
-	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
-	uint64_t seed;
-	int limit_train, limit_test; // 0 = whole set
-	int eval;                 // evaluate on the test set after each epoch
-	const char *metrics_path;
-	const char *checkpoint_path; // written after every epoch (and at the end)
-	long checkpoint_every;       // also every N steps (0 = only at epoch ends)
-	const char *resume_path;
-	int quiet;
-	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
-	dnn_allreduce allreduce;  // --allreduce tree|ring (sync, multi-rank runs)
-	int staleness;            // --staleness S (async)
-	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead
-	/* ANP app (anp.h, imagefolder.h) */
-	int input;                // --input N: the net's input is N x N (0 = as in the net file)
-	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]
-	const char *report_path;  // --report FILE: JSON metrics (image folders)
-} dnn_train_opts;
-
-void dnn_train_opts_default(dnn_train_opts *o);
+#include "opts.h"
 
 /* StarPU must be running. Return the process exit status (0, or 1 on a runtime error; the
  * message is already printed). */
 int dnn_cmd_train(const dnn_train_opts *o);
 int dnn_cmd_eval(const dnn_train_opts *o);
-
-/* Evaluate `m` on `ds` (forward only, batch-norm in eval mode). */
-void dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, double *loss, double *acc);
-
-/* Checkpoint helpers shared by train/eval/predict. */
-int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch, uint64_t seed, char *err,
-		   size_t errlen);
-int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epoch, char *err, size_t errlen);
 #endif

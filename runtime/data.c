@@ -1,0 +1,122 @@
+/* data.c — data-set detection and the synthetic set (see data.h). */
+#include "data.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dnn_rng.h"
+#include "dnn_runtime.h"
+#include "imagefolder.h"
+
+static int file_exists(const char *dir, const char *name)
+{
+	char path[4096];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Random pixels and labels of the net's input shape (--data synthetic, and bench). */
+int dnn_data_synthetic(dnn_dataset *ds, const dnn_graph *g, int n, uint64_t seed)
+{
+	const dnn_node *in = &g->nodes[0];
+	memset(ds, 0, sizeof(*ds));
+	ds->n = n;
+	ds->C = in->C, ds->H = in->H, ds->W = in->W, ds->classes = g->classes;
+	size_t per = (size_t)in->C * in->H * in->W;
+	ds->images = malloc(per * (size_t)n);
+	ds->labels = malloc(sizeof(int32_t) * (size_t)n);
+	if (!ds->images || !ds->labels) {
+		fprintf(stderr, "error: out of memory for %d synthetic %dx%dx%d samples\n", n, in->C, in->H, in->W);
+		free(ds->images), free(ds->labels);
+		return -1;
+	}
+	uint64_t s = seed;
+	for (size_t i = 0; i < per * (size_t)n; i++)
+		ds->images[i] = (uint8_t)(dnn_splitmix64(&s) >> 56);
+	for (int i = 0; i < n; i++)
+		ds->labels[i] = (int32_t)(dnn_splitmix64(&s) % (uint64_t)g->classes);
+	return 0;
+}
+
+/* --data: "fashion-mnist" (Debian's package), "synthetic", or a directory holding either an
+ * IDX pair set (Fashion-MNIST/MNIST file names) or CIFAR-10 binary batches. */
+int dnn_data_load(const dnn_train_opts *o, const dnn_graph *g, int train, dnn_dataset *ds)
+{
+	char err[1024];
+	const dnn_node *in = &g->nodes[0];
+	int limit = train ? o->limit_train : o->limit_test;
+	if (o->synthetic || strcmp(o->data_dir, "synthetic") == 0) {
+		/* bench: enough distinct samples for all its steps in one epoch (up to 64 MiB of
+		 * pixels), so the step pipeline never drains at an epoch end inside the timing. */
+		int n = train ? 8192 : 2048;
+		if (o->synthetic) {
+			long per = (long)in->C * in->H * in->W, cap = (64L << 20) / (per > 0 ? per : 1);
+			long want = (o->max_steps > 0 ? o->max_steps : 4) * (long)o->batch;
+			n = (int)(want < cap ? want : cap);
+			if (n < 4 * o->batch)
+				n = 4 * o->batch;
+		}
+		if (limit > 0 && limit < n)
+			n = limit;
+		return dnn_data_synthetic(ds, g, n, o->seed + (train ? 0 : 7919));
+	}
+	const char *dir = strcmp(o->data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o->data_dir;
+	int rc;
+	if (file_exists(dir, "train-images-idx3-ubyte.gz") || file_exists(dir, "train-images-idx3-ubyte") ||
+	    file_exists(dir, "t10k-images-idx3-ubyte.gz") || file_exists(dir, "t10k-images-idx3-ubyte")) {
+		rc = dnn_dataset_load_fashion(ds, dir, train, limit, err, sizeof(err));
+	} else if (file_exists(dir, "data_batch_1.bin") || file_exists(dir, "test_batch.bin")) {
+		char paths[5][4096];
+		const char *pp[5];
+		int np = 0;
+		if (train) {
+			for (int i = 1; i <= 5; i++)
+				if (snprintf(paths[np], sizeof(paths[np]), "%s/data_batch_%d.bin", dir, i) > 0 &&
+				    file_exists(dir, paths[np] + strlen(dir) + 1))
+					pp[np] = paths[np], np++;
+		} else {
+			snprintf(paths[0], sizeof(paths[0]), "%s/test_batch.bin", dir);
+			pp[0] = paths[0], np = 1;
+		}
+		if (np == 0) {
+			fprintf(stderr, "error: %s: no CIFAR-10 training batches (data_batch_N.bin)\n", dir);
+			return -1;
+		}
+		rc = dnn_dataset_load_cifar10(ds, pp, np, limit, err, sizeof(err));
+	} else if (dnn_imagefolder_is_root(dir)) { /* one folder per class (imagefolder.h) */
+		rc = dnn_imagefolder_load(ds, dir, train, o->val_fraction, limit, o->seed, in->C, in->H, in->W,
+					  o->quiet || dnn_runtime_rank() != 0, err, sizeof(err));
+		if (rc == 0 && ds->n == 0) {
+			fprintf(stderr, "error: --data %s: no %s images%s\n", dir, train ? "training" : "validation",
+				train ? "" : " (add DIR/val/ or raise --val-fraction; or --no-eval)");
+			dnn_dataset_free(ds);
+			return -1;
+		}
+	} else {
+		fprintf(stderr, "error: --data %s: neither Fashion-MNIST/MNIST IDX files "
+				"(train-images-idx3-ubyte[.gz], ...), CIFAR-10 binary batches (data_batch_1.bin, ...) "
+				"nor an image folder (one subfolder of images per class)\n",
+			dir);
+		return -1;
+	}
+	if (rc != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	if (ds->C != in->C || ds->H != in->H || ds->W != in->W) {
+		fprintf(stderr, "error: %s: samples are %dx%dx%d but net %s expects %dx%dx%d\n", dir, ds->C, ds->H,
+			ds->W, g->source, in->C, in->H, in->W);
+		dnn_dataset_free(ds);
+		return -1;
+	}
+	if (ds->classes > g->classes) {
+		fprintf(stderr, "error: %s: %d classes but net %s has only %d outputs\n", dir, ds->classes,
+			g->source, g->classes);
+		dnn_dataset_free(ds);
+		return -1;
+	}
+	return 0;
+}

@@ -1,0 +1,22 @@
+/* data_source.c — a dnn_dataset as a dnn_data_source (see data_source.h). */
+#include "data_source.h"
+
+#include "imagefolder.h"
+#include "load_batch.h"
+
+static int dataset_insert_load(const dnn_data_source *src, const int *idx, int n, int train, long step,
+			       const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t labels)
+{
+	const dnn_dataset *ds = src->ctx;
+	if (ds->folder) /* image files: decoded, resized, cropped (random when training) in the task */
+		return dnn_imagefolder_insert_load(ds, idx, n, train, step, mean, std, x, labels);
+	/* MERGE: dnn_insert_load_batch takes a first `const dnn_task_opts *` and returns int (codelets) */
+	dnn_insert_load_batch(ds->images, ds->labels, mean, std, ds->C, ds->H * ds->W, idx, n, x, labels);
+	return 0;
+}
+
+void dnn_dataset_source(dnn_data_source *src, const dnn_dataset *ds)
+{
+	src->ctx = (void *)ds;
+	src->insert_load = dataset_insert_load;
+}

@@ -1,0 +1,36 @@
+/* opts.c — option defaults (see opts.h). */
+#include "opts.h"
+
+#include <starpu.h>
+#include <string.h>
+
+void dnn_train_opts_default(dnn_train_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->cmd = "train";
+	o->net = "lenet5";
+	o->data_dir = "fashion-mnist";
+	o->epochs = 1;
+	o->batch = 64;
+	o->window = 2;
+	o->sgd.lr = 0.05f;
+	o->sgd.momentum = 0.9f;
+	o->sgd.weight_decay = 5e-4f;
+	o->seed = 1;
+	o->eval = 1;
+	o->cosine = 1;
+	o->mode = DNN_MODE_SYNC;
+	o->allreduce = DNN_ALLREDUCE_TREE;
+	o->staleness = 4;
+	o->async_lookahead = 1;
+	o->val_fraction = 0.1;
+}
+
+int dnn_opts_chunks(const dnn_train_opts *o)
+{
+	if (o->chunks > 0)
+		return o->chunks > o->batch ? o->batch : o->chunks;
+	int w = (int)starpu_worker_get_count();
+	int k = 2 * (w > 0 ? w : 1);
+	return k > o->batch ? o->batch : k;
+}

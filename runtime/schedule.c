@@ -1,0 +1,26 @@
+/* schedule.c — learning-rate schedule and epoch permutation (see schedule.h). */
+#include "schedule.h"
+
+#include <math.h>
+
+#include "dnn_rng.h"
+
+float dnn_scheduled_lr(float lr, int cosine, long step, long total)
+{
+	if (!cosine || total <= 0)
+		return lr;
+	return (float)(0.5 * lr * (1.0 + cos(M_PI * (double)step / (double)total)));
+}
+
+void dnn_epoch_permutation(int *perm, int n, uint64_t seed, int epoch)
+{
+	uint64_t s = seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(epoch + 1));
+	for (int i = 0; i < n; i++)
+		perm[i] = i;
+	for (int i = n - 1; i > 0; i--) {
+		int j = (int)(dnn_splitmix64(&s) % (uint64_t)(i + 1));
+		int t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+	}
+}
