@@ -18,11 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "anp.h"
-#include "dnn_runtime.h"
-#include "graph.h"
-#include "train.h"
-#include "trace.h"
+#include "starpu_anp.h"
 
 static const char *prog = "starpu_anp";
 static const char *cmd = "";

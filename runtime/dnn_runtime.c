@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../codelets/dnn_codelet.h"
-#include "../codelets/dnn_cuda.h"
+#include "dnn_codelet.h"
+#include "dnn_cuda.h"
 
 /* OpenBLAS: one thread per StarPU worker, or the workers would oversubscribe the cores. */
 void openblas_set_num_threads(int num_threads);
@@ -23,14 +23,19 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 	struct starpu_conf conf;
 	int rc = starpu_conf_init(&conf);
 	if (rc != 0) {
-		fprintf(stderr, "starpu_conf_init failed: %s\n", strerror(-rc));
+		fprintf(stderr, "error: starpu_conf_init failed: %s\n", strerror(-rc));
 		exit(1);
 	}
 	if (use_mpi) {
 		rc = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
 		if (rc == 0) {
-			starpu_mpi_comm_rank(MPI_COMM_WORLD, &g_rank);
-			starpu_mpi_comm_size(MPI_COMM_WORLD, &g_nranks);
+			int r1 = starpu_mpi_comm_rank(MPI_COMM_WORLD, &g_rank);
+			int r2 = starpu_mpi_comm_size(MPI_COMM_WORLD, &g_nranks);
+			if (r1 != 0 || r2 != 0) {
+				fprintf(stderr, "error: starpu_mpi_comm_%s failed (%d)\n", r1 != 0 ? "rank" : "size",
+					r1 != 0 ? r1 : r2);
+				exit(1);
+			}
 		}
 	} else {
 		rc = starpu_init(&conf);
@@ -43,7 +48,11 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 	}
 	g_use_mpi = use_mpi;
 #ifdef DNN_HAVE_CUDA
-	dnn_cuda_init();
+	rc = dnn_cuda_init();
+	if (rc != 0) {
+		fprintf(stderr, "error: cuBLAS/cuDNN set-up on the CUDA workers failed (%d)\n", rc);
+		exit(1);
+	}
 #endif
 	return 0;
 }
@@ -56,7 +65,9 @@ static void release_scratch(void *arg)
 
 void dnn_runtime_shutdown(void)
 {
-	starpu_task_wait_for_all();
+	int rc = starpu_task_wait_for_all();
+	if (rc != 0)
+		fprintf(stderr, "error: starpu_task_wait_for_all at shutdown: %s\n", strerror(-rc));
 	/* CPU kernels keep a per-thread scratch buffer (im2col columns): free the workers' ones. */
 	starpu_execute_on_each_worker(release_scratch, NULL, STARPU_CPU);
 	dnn_cpu_scratch_release();
