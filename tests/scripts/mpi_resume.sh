@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# mpi_resume — resume under mpirun (2 ranks, sync): a run stopped right after a --checkpoint-every
+# checkpoint and resumed from it ends bit-identical to an uninterrupted run: the same final
+# checkpoint file (parameters, momentum, batch-norm statistics: `cmp`), train_loss and
+# test_accuracy. Why exact: one CPU worker per rank fixes every rank's task order; a 2-rank sum
+# (0 + a + b) is the same whichever contribution comes first; the data order, the learning-rate
+# schedule and the momentum come back from the checkpoint (its seed included).
+# Also: --resume with another explicit --seed is refused (exit 1, one line naming --seed), and every
+# result line has unique keys and no blanks in values.
+source "$(dirname "$0")/lib.sh"
+[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+export STARPU_NCPU=1 STARPU_NCUDA=0
+MPI=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2)
+BASE=(train --net lenet5 --limit-train 3200 --limit-test 500 --epochs 2)
+ARGS=("${BASE[@]}" --seed 3)
+# keys_ok LINE: unique keys, each field key=value with no blank inside a value
+keys_ok() {
+  local dup; dup="$(printf '%s\n' "${1#result: }" | tr ' ' '\n' | grep -v '=' )"
+  [ -z "$dup" ] || { fail "result field without '=' (a value with a blank?): '$dup' in: $1"; return; }
+  dup="$(printf '%s\n' "${1#result: }" | tr ' ' '\n' | cut -d= -f1 | sort | uniq -d)"
+  [ -z "$dup" ] || fail "duplicate result keys '$dup' in: $1"
+}
+
+"${MPI[@]}" "$STARPU_ANP" "${ARGS[@]}" --quiet --checkpoint "$TMP/ref.ckpt" >"$TMP/ref.out" 2>"$TMP/ref.err" \
+  || { cat "$TMP/ref.err" >&2; fail "uninterrupted run failed"; finish; }
+REF="$(tail -1 "$TMP/ref.out")"
+echo "uninterrupted: $REF"
+keys_ok "$REF"
+
+# Stop the run as soon as a --checkpoint-every checkpoint exists (every 10 of its 100 steps).
+CK="$TMP/run.ckpt"
+"${MPI[@]}" "$STARPU_ANP" "${ARGS[@]}" --quiet --checkpoint "$CK" --checkpoint-every 10 >"$TMP/a.out" 2>"$TMP/a.err" &
+pid=$!
+for _ in $(seq 6000); do [ -f "$CK" ] && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
+kill -TERM "$pid" 2>/dev/null
+wait "$pid"; rc=$?
+[ -f "$CK" ] || { cat "$TMP/a.err" >&2; fail "no checkpoint was written (exit $rc)"; finish; }
+[ "$rc" != 0 ] || fail "the run finished before it was stopped (test too weak: make it longer)"
+echo "stopped (exit $rc)"
+
+"${MPI[@]}" "$STARPU_ANP" "${ARGS[@]}" --checkpoint "$CK" --resume "$CK" >"$TMP/b.out" 2>"$TMP/b.err" \
+  || { cat "$TMP/b.err" >&2; fail "resumed run failed"; finish; }
+FINAL="$(tail -1 "$TMP/b.out")"
+from="$(sed -n 's/^resumed from .*: epoch [0-9]*, step \([0-9]*\)$/\1/p' "$TMP/b.err" | head -1)"
+echo "resumed from step $from: $FINAL"
+keys_ok "$FINAL"
+[ -n "$from" ] && [ "$from" -gt 0 ] && [ "$from" -lt 100 ] || fail "resumed from step '$from', want a mid-run step"
+for k in steps train_loss test_accuracy test_loss; do  # (epoch_train_loss: of the steps this process ran)
+  [ "$(result_field "$FINAL" $k)" = "$(result_field "$REF" $k)" ] \
+    || fail "$k: resumed $(result_field "$FINAL" $k) vs uninterrupted $(result_field "$REF" $k)"
+done
+cmp -s "$TMP/ref.ckpt" "$CK" || fail "the final checkpoints differ (parameters are not bit-identical)"
+
+# Another explicit --seed on resume: refused, one line that names --seed.
+expect_rc 1 "$STARPU_ANP" "${BASE[@]}" --quiet --seed 4 --resume "$CK"
+{ [ "$(printf '%s\n' "$ERR" | grep -c error)" = 1 ] && [[ "$ERR" == *--seed* ]]; } || fail "--seed 4 on resume: '$ERR'"
+# Single-process async: still key=value.
+ONE="$("$STARPU_ANP" train --net lenet5 --limit-train 640 --no-eval --max-steps 3 --mode async --quiet | tail -1)"
+keys_ok "$ONE"
+[ "$(result_field "$ONE" mode)" = sync ] && [ "$(result_field "$ONE" requested_mode)" = async ] || fail "1-rank async: $ONE"
+finish
