@@ -410,7 +410,7 @@ static int merge_bad_files(train_run *r)
 	return rc;
 }
 
-/* The machine-readable last line (README "Result line"): key=value fields, unique keys, no
+/* The machine-readable last line (README "Usage", the result line): key=value fields, unique keys, no
  * blanks in values. */
 static void print_result(train_run *r)
 {
