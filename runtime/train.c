@@ -140,10 +140,8 @@ static int resume_seed(dnn_train_opts *o)
 {
 	char err[512];
 	dnn_ckpt_meta meta;
-	if (dnn_checkpoint_read_classes(o->resume_path, &meta, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		return -1;
-	}
+	if (dnn_checkpoint_read_classes(o->resume_path, &meta, err, sizeof(err)) != 0)
+		return 0; /* unreadable: dnn_model_load's full check reports it precisely */
 	dnn_ckpt_free_names(&meta);
 	if (o->seed_set && o->seed != meta.rng_state) {
 		fprintf(stderr, "error: --seed %llu: %s was trained with --seed %llu; a resumed run keeps its "
