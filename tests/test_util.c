@@ -140,7 +140,7 @@ dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int 
 	return a;
 }
 
-void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_conv2d_args *a)
+void conv2d_forward_ref_d(double *y, const double *x, const double *w, const dnn_conv2d_args *a)
 {
 	for (int n = 0; n < a->N; n++)
 		for (int k = 0; k < a->K; k++)
@@ -156,10 +156,20 @@ void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_con
 								int iw = q * a->stride - a->pad + s * a->dilation;
 								if (iw < 0 || iw >= a->W)
 									continue;
-								acc += (double)x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw] *
+								acc += x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw] *
 								       w[(((size_t)k * a->C + c) * a->R + r) * a->S + s];
 							}
 						}
 					y[(((size_t)n * a->K + k) * a->P + p) * a->Q + q] = acc;
 				}
+}
+
+void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_conv2d_args *a)
+{
+	/* float -> double is exact: the same products and sums as with the floats. */
+	double *xd = to_double(x, (size_t)a->N * a->C * a->H * a->W);
+	double *wd = to_double(w, (size_t)a->K * a->C * a->R * a->S);
+	conv2d_forward_ref_d(y, xd, wd, a);
+	free(xd);
+	free(wd);
 }

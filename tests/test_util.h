@@ -39,6 +39,7 @@ double *to_double(const float *x, size_t n);
 dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,
 			   int dilation);
 void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_conv2d_args *a);
+void conv2d_forward_ref_d(double *y, const double *x, const double *w, const dnn_conv2d_args *a);
 
 /* Count of failed checks; tests exit with test_report(). */
 extern int test_failures;

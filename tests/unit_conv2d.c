@@ -90,9 +90,9 @@ int main(int argc, char **argv)
 		dnn_conv2d_args r;
 		do {
 			r = conv_shape(test_rng_int(1, 4), test_rng_int(1, 9), test_rng_int(1, 20),
-				  test_rng_int(1, 20), test_rng_int(1, 9), test_rng_int(1, 5),
-				  test_rng_int(1, 5), test_rng_int(1, 3), test_rng_int(0, 3),
-				  test_rng_int(1, 2));
+				       test_rng_int(1, 20), test_rng_int(1, 9), test_rng_int(1, 5),
+				       test_rng_int(1, 5), test_rng_int(1, 3), test_rng_int(0, 3),
+				       test_rng_int(1, 2));
 		} while (dnn_conv2d_args_finish(&r) != 0);
 		check_shape(r);
 	}
