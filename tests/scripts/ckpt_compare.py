@@ -67,4 +67,5 @@ def main():
           f"identical_tensors {ident} of {total}")
 
 
-main()
+if __name__ == "__main__":
+    main()
