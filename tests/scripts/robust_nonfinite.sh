@@ -9,12 +9,11 @@ A="$STARPU_ANP"
 export STARPU_NCPU="${STARPU_NCPU:-2}"
 CK="$TMP/run.ckpt"
 LAYERS='c1|c2|f1|f2|f3' # lenet5's parametrised layers
-# names_layer MSG: the message names a layer as a word of its own — "parameter f1.weight" or
-# "(layer f1)" — not as letters that happen to occur elsewhere (e.g. inside the random temp path
-# mktemp gave $TMP, "scripttest.Xc1f2Q").
+# names_layer MSG: the message names a layer as a word of its own — "f1.weight", "(layer f1)" —
+# not as letters that happen to occur elsewhere, e.g. inside the random temp directory mktemp
+# gave $TMP ("scripttest.Xc1f2Q": there the name follows a letter, a digit or a '.').
 names_layer() {
-  [[ "$1" =~ (^|[^A-Za-z0-9_./])layer\ ($LAYERS)([^A-Za-z0-9_/]|$) ]] ||
-    [[ "$1" =~ (^|[^A-Za-z0-9_./])parameter\ ($LAYERS)\.[a-z_]+([^A-Za-z0-9_/]|$) ]]
+  [[ "$1" =~ (^|[^A-Za-z0-9_./-])($LAYERS)(\.[a-z_]+)?([^A-Za-z0-9_./-]|$) ]]
 }
 
 "$A" train --data synthetic --max-steps 4 --checkpoint "$CK" --quiet >/dev/null 2>"$TMP/err0" \
