@@ -16,13 +16,6 @@
 
 static int cuda_worker = -1, cpu_worker = -1;
 
-static starpu_data_handle_t reg(float *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
-	return h;
-}
-
 /* One task of `cl` on `worker` with buffers (R b0, R b1, mode2 b2). */
 static void submit(struct starpu_codelet *cl, const dnn_conv2d_args *a, starpu_data_handle_t b0,
 		   starpu_data_handle_t b1, int mode2, starpu_data_handle_t b2, int worker)
@@ -106,13 +99,13 @@ static void check_shape(dnn_conv2d_args a)
 	memcpy(dxa[1], dxa[0], nx * sizeof(float));
 	memcpy(dw[1], dw[0], nw * sizeof(float));
 
-	starpu_data_handle_t hx = reg(x, nx), hw = reg(w, nw), hdy = reg(dy, ny);
+	starpu_data_handle_t hx = reg_f(x, nx), hw = reg_f(w, nw), hdy = reg_f(dy, ny);
 	starpu_data_handle_t hy[2], hdx[2], hdxa[2], hdw[2];
 	for (int i = 0; i < 2; i++) {
-		hy[i] = reg(y[i], ny);
-		hdx[i] = reg(dx[i], nx);
-		hdxa[i] = reg(dxa[i], nx);
-		hdw[i] = reg(dw[i], nw);
+		hy[i] = reg_f(y[i], ny);
+		hdx[i] = reg_f(dx[i], nx);
+		hdxa[i] = reg_f(dxa[i], nx);
+		hdw[i] = reg_f(dw[i], nw);
 	}
 	dnn_conv2d_args acc = a;
 	acc.accumulate_dx = 1;
@@ -163,14 +156,6 @@ static void check_shape(dnn_conv2d_args a)
 	free(dy);
 }
 
-static dnn_conv2d_args shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,
-			     int dilation)
-{
-	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .S = S,
-			     .stride = stride, .pad = pad, .dilation = dilation};
-	return a;
-}
-
 int main(int argc, char **argv)
 {
 	test_starpu_init(&argc, &argv);
@@ -189,16 +174,16 @@ int main(int argc, char **argv)
 	test_rng_seed(99);
 
 	/* ResNet-20 CIFAR shapes, then odd ones. */
-	check_shape(shape(64, 3, 32, 32, 16, 3, 3, 1, 1, 1));
-	check_shape(shape(64, 16, 32, 32, 16, 3, 3, 1, 1, 1));
-	check_shape(shape(32, 16, 32, 32, 32, 3, 3, 2, 1, 1));
-	check_shape(shape(32, 16, 32, 32, 32, 1, 1, 2, 0, 1));
-	check_shape(shape(32, 32, 16, 16, 32, 3, 3, 1, 1, 1));
-	check_shape(shape(16, 64, 8, 8, 64, 3, 3, 1, 1, 1));
-	check_shape(shape(3, 5, 37, 29, 7, 7, 7, 2, 3, 1));
-	check_shape(shape(2, 6, 17, 19, 5, 3, 3, 1, 2, 2));
-	check_shape(shape(5, 12, 13, 11, 9, 1, 1, 1, 0, 1));
-	check_shape(shape(1, 3, 9, 10, 4, 2, 3, 3, 2, 1));
+	check_shape(conv_shape(64, 3, 32, 32, 16, 3, 3, 1, 1, 1));
+	check_shape(conv_shape(64, 16, 32, 32, 16, 3, 3, 1, 1, 1));
+	check_shape(conv_shape(32, 16, 32, 32, 32, 3, 3, 2, 1, 1));
+	check_shape(conv_shape(32, 16, 32, 32, 32, 1, 1, 2, 0, 1));
+	check_shape(conv_shape(32, 32, 16, 16, 32, 3, 3, 1, 1, 1));
+	check_shape(conv_shape(16, 64, 8, 8, 64, 3, 3, 1, 1, 1));
+	check_shape(conv_shape(3, 5, 37, 29, 7, 7, 7, 2, 3, 1));
+	check_shape(conv_shape(2, 6, 17, 19, 5, 3, 3, 1, 2, 2));
+	check_shape(conv_shape(5, 12, 13, 11, 9, 1, 1, 1, 0, 1));
+	check_shape(conv_shape(1, 3, 9, 10, 4, 2, 3, 3, 2, 1));
 
 	test_starpu_shutdown();
 	return test_report("gpu_conv2d");

@@ -18,29 +18,6 @@ enum { GPU = 0, CPU = 1, NDEV = 2 };
 static int workers[NDEV];
 static const char *dev_name[NDEV] = {"cuda", "cpu"};
 
-static starpu_data_handle_t reg(float *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
-	return h;
-}
-
-static float *alloc_f(size_t n)
-{
-	float *p = malloc(n * sizeof(float));
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-static void fill_nan(float *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = NAN;
-}
-
 /* One task of `cl` on worker `w`, buffers and modes in d[0..n). */
 static void run_on(struct starpu_codelet *cl, int w, const void *args, size_t argsz,
 		   struct starpu_data_descr *d, int n, const char *name)
@@ -72,7 +49,7 @@ static void test_maxpool(int N, int C, int H, int W, int k, int stride, int pad)
 	}
 	test_fill_uniform(dy, ny, -1, 1);
 	test_fill_uniform(dx0, nx, -1, 1);
-	starpu_data_handle_t hx = reg(x, nx), hdy = reg(dy, ny), hy[NDEV], hdxw[NDEV], hdxa[NDEV];
+	starpu_data_handle_t hx = reg_f(x, nx), hdy = reg_f(dy, ny), hy[NDEV], hdxw[NDEV], hdxa[NDEV];
 	for (int d = 0; d < NDEV; d++) {
 		y[d] = alloc_f(ny);
 		dxw[d] = alloc_f(nx);
@@ -80,9 +57,9 @@ static void test_maxpool(int N, int C, int H, int W, int k, int stride, int pad)
 		fill_nan(y[d], ny);
 		fill_nan(dxw[d], nx);
 		memcpy(dxa[d], dx0, nx * sizeof(float));
-		hy[d] = reg(y[d], ny);
-		hdxw[d] = reg(dxw[d], nx);
-		hdxa[d] = reg(dxa[d], nx);
+		hy[d] = reg_f(y[d], ny);
+		hdxw[d] = reg_f(dxw[d], nx);
+		hdxa[d] = reg_f(dxa[d], nx);
 	}
 	for (int d = 0; d < NDEV; d++) {
 		struct starpu_data_descr f[] = {{hx, STARPU_R}, {hy[d], STARPU_W}};
@@ -146,7 +123,7 @@ static void test_bn(int N, int C, int HW)
 		run0[c] = test_rng_uniform(-0.5f, 0.5f);
 		run0[C + c] = test_rng_uniform(0.5f, 1.5f);
 	}
-	starpu_data_handle_t hx = reg(x, nx), hdy = reg(dy, nx), hg = reg(gamma, C), hb = reg(beta, C);
+	starpu_data_handle_t hx = reg_f(x, nx), hdy = reg_f(dy, nx), hg = reg_f(gamma, C), hb = reg_f(beta, C);
 	starpu_data_handle_t hy[NDEV], hs[NDEV], hr[NDEV], hye[NDEV], hdxw[NDEV], hdxa[NDEV], hdg[NDEV],
 		hdb[NDEV];
 	for (int d = 0; d < NDEV; d++) {
@@ -166,20 +143,20 @@ static void test_bn(int N, int C, int HW)
 		memcpy(dxa[d], dx0, nx * sizeof(float));
 		memcpy(dg[d], g0, C * sizeof(float));
 		memcpy(db[d], g0, C * sizeof(float));
-		hy[d] = reg(y[d], nx);
-		hye[d] = reg(ye[d], nx);
-		hs[d] = reg(saved[d], 3 * C);
-		hr[d] = reg(run[d], 2 * C);
-		hdxw[d] = reg(dxw[d], nx);
-		hdxa[d] = reg(dxa[d], nx);
-		hdg[d] = reg(dg[d], C);
-		hdb[d] = reg(db[d], C);
+		hy[d] = reg_f(y[d], nx);
+		hye[d] = reg_f(ye[d], nx);
+		hs[d] = reg_f(saved[d], 3 * C);
+		hr[d] = reg_f(run[d], 2 * C);
+		hdxw[d] = reg_f(dxw[d], nx);
+		hdxa[d] = reg_f(dxa[d], nx);
+		hdg[d] = reg_f(dg[d], C);
+		hdb[d] = reg_f(db[d], C);
 	}
 	// one REDUX pair, one contribution from each device
 	float *rg = alloc_f(C), *rb = alloc_f(C), *dxs = alloc_f(nx);
 	memcpy(rg, g0, C * sizeof(float));
 	memcpy(rb, g0, C * sizeof(float));
-	starpu_data_handle_t hrg = reg(rg, C), hrb = reg(rb, C);
+	starpu_data_handle_t hrg = reg_f(rg, C), hrb = reg_f(rb, C);
 	dnn_grad_set_redux(hrg);
 	dnn_grad_set_redux(hrb);
 

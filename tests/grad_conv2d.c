@@ -16,30 +16,17 @@
 #define MAX_FD_POINTS 120 /* finite differences on at most this many elements per tensor */
 #define NCHUNKS 3
 
-/* L = sum_{n,k,p,q} y[n,k,p,q] * r[n,k,p,q], y = conv(x, w), all in double. */
+/* L = sum_{n,k,p,q} y[n,k,p,q] * r[n,k,p,q], y = conv(x, w), all in double (the terms of L
+ * are added in the same order as when the conv loop accumulated L itself). */
 static double loss_ref(const double *x, const double *w, const double *r, const dnn_conv2d_args *a)
 {
+	size_t ny = (size_t)a->N * a->K * a->P * a->Q;
+	double *y = alloc_d(ny);
+	conv2d_forward_ref_d(y, x, w, a);
 	double L = 0;
-	for (int n = 0; n < a->N; n++)
-		for (int k = 0; k < a->K; k++)
-			for (int p = 0; p < a->P; p++)
-				for (int q = 0; q < a->Q; q++) {
-					double acc = 0;
-					for (int c = 0; c < a->C; c++)
-						for (int rr = 0; rr < a->R; rr++) {
-							int ih = p * a->stride - a->pad + rr * a->dilation;
-							if (ih < 0 || ih >= a->H)
-								continue;
-							for (int s = 0; s < a->S; s++) {
-								int iw = q * a->stride - a->pad + s * a->dilation;
-								if (iw < 0 || iw >= a->W)
-									continue;
-								acc += x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw] *
-								       w[(((size_t)k * a->C + c) * a->R + rr) * a->S + s];
-							}
-						}
-					L += acc * r[(((size_t)n * a->K + k) * a->P + p) * a->Q + q];
-				}
+	for (size_t i = 0; i < ny; i++)
+		L += y[i] * r[i];
+	free(y);
 	return L;
 }
 
@@ -67,21 +54,6 @@ static double fd(double *v, size_t i, const double *x, const double *w, const do
 	double lm = loss_ref(x, w, r, a);
 	v[i] = keep;
 	return (lp - lm) / (2 * FD_H);
-}
-
-static double *to_double(const float *f, size_t n)
-{
-	double *d = malloc(n * sizeof(double));
-	for (size_t i = 0; i < n; i++)
-		d[i] = f[i];
-	return d;
-}
-
-static starpu_data_handle_t reg(float *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
-	return h;
 }
 
 static void check_shape(dnn_conv2d_args a)
@@ -113,8 +85,8 @@ static void check_shape(dnn_conv2d_args a)
 	memcpy(dw_redux, dw0, nw * sizeof(float));
 
 	/* dx (overwrite), dx (accumulate) and dw (RW), each one task. */
-	starpu_data_handle_t hx = reg(x, nx), hw = reg(w, nw), hr = reg(r, ny);
-	starpu_data_handle_t hdx = reg(dx, nx), hdx_acc = reg(dx_acc, nx), hdw = reg(dw, nw);
+	starpu_data_handle_t hx = reg_f(x, nx), hw = reg_f(w, nw), hr = reg_f(r, ny);
+	starpu_data_handle_t hdx = reg_f(dx, nx), hdx_acc = reg_f(dx_acc, nx), hdw = reg_f(dw, nw);
 	dnn_insert_conv2d_bwd_data(&a, hr, hw, hdx);
 	dnn_conv2d_args acc = a;
 	acc.accumulate_dx = 1;
@@ -127,7 +99,7 @@ static void check_shape(dnn_conv2d_args a)
 	starpu_data_unregister(hr);
 
 	/* dw in REDUX mode: one bwd_filter task per batch chunk, plus one for the whole batch. */
-	starpu_data_handle_t hdwr = reg(dw_redux, nw);
+	starpu_data_handle_t hdwr = reg_f(dw_redux, nw);
 	dnn_grad_set_redux(hdwr);
 	int nchunks = a.N < NCHUNKS ? a.N : NCHUNKS;
 	starpu_data_handle_t hxc[NCHUNKS], hrc[NCHUNKS];
@@ -135,8 +107,8 @@ static void check_shape(dnn_conv2d_args a)
 		int n0 = a.N * c / nchunks, n1 = a.N * (c + 1) / nchunks;
 		dnn_conv2d_args ca = a;
 		ca.N = n1 - n0;
-		hxc[c] = reg(x + (size_t)n0 * a.C * a.H * a.W, (size_t)ca.N * a.C * a.H * a.W);
-		hrc[c] = reg(r + (size_t)n0 * a.K * a.P * a.Q, (size_t)ca.N * a.K * a.P * a.Q);
+		hxc[c] = reg_f(x + (size_t)n0 * a.C * a.H * a.W, (size_t)ca.N * a.C * a.H * a.W);
+		hrc[c] = reg_f(r + (size_t)n0 * a.K * a.P * a.Q, (size_t)ca.N * a.K * a.P * a.Q);
 		dnn_insert_conv2d_bwd_filter(&ca, hxc[c], hrc[c], hdwr, STARPU_REDUX);
 	}
 	starpu_data_acquire(hdwr, STARPU_R); /* forces the reduction */
@@ -202,49 +174,41 @@ static void check_shape(dnn_conv2d_args a)
 	free(dw0);
 }
 
-static dnn_conv2d_args shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,
-			     int dilation)
-{
-	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .S = S,
-			     .stride = stride, .pad = pad, .dilation = dilation};
-	return a;
-}
-
 int main(int argc, char **argv)
 {
 	test_starpu_init(&argc, &argv);
 	test_rng_seed(777);
 
-	check_shape(shape(1, 1, 1, 1, 1, 1, 1, 1, 0, 1));
-	check_shape(shape(2, 3, 7, 8, 4, 3, 3, 1, 1, 1));    /* 3x3 pad 1, odd sizes */
-	check_shape(shape(3, 4, 9, 9, 5, 3, 3, 2, 1, 1));    /* stride 2 */
-	check_shape(shape(2, 3, 11, 10, 2, 3, 3, 1, 2, 2));  /* dilation 2 */
-	check_shape(shape(4, 6, 5, 7, 3, 1, 1, 1, 0, 1));    /* 1x1 stride 1: no im2col */
-	check_shape(shape(3, 5, 8, 7, 4, 1, 1, 2, 0, 1));    /* 1x1 stride 2 */
-	check_shape(shape(2, 2, 12, 9, 3, 5, 5, 1, 2, 1));   /* 5x5 */
-	check_shape(shape(1, 3, 13, 13, 4, 7, 7, 2, 3, 1));  /* 7x7 stem, batch 1 */
-	check_shape(shape(3, 2, 6, 9, 2, 2, 3, 3, 4, 1));    /* pad larger than the kernel */
-	check_shape(shape(2, 3, 5, 6, 4, 3, 3, 1, 3, 1));    /* pad > dilation*(R-1) */
-	check_shape(shape(2, 3, 8, 7, 4, 2, 3, 1, 1, 1));    /* R != S, stride 1 */
-	check_shape(shape(2, 3, 6, 5, 64, 3, 3, 1, 1, 1));   /* stride 1, many output channels */
-	check_shape(shape(7, 8, 4, 4, 6, 3, 3, 1, 1, 1));    /* small images: grouped blocks */
-	check_shape(shape(2, 3, 10, 11, 4, 1, 1, 3, 0, 1));  /* 1x1 stride 3: subsampled pointwise */
-	check_shape(shape(2, 4, 7, 7, 3, 1, 1, 2, 1, 1));    /* 1x1 stride 2 with padding */
+	check_shape(conv_shape(1, 1, 1, 1, 1, 1, 1, 1, 0, 1));
+	check_shape(conv_shape(2, 3, 7, 8, 4, 3, 3, 1, 1, 1));    /* 3x3 pad 1, odd sizes */
+	check_shape(conv_shape(3, 4, 9, 9, 5, 3, 3, 2, 1, 1));    /* stride 2 */
+	check_shape(conv_shape(2, 3, 11, 10, 2, 3, 3, 1, 2, 2));  /* dilation 2 */
+	check_shape(conv_shape(4, 6, 5, 7, 3, 1, 1, 1, 0, 1));    /* 1x1 stride 1: no im2col */
+	check_shape(conv_shape(3, 5, 8, 7, 4, 1, 1, 2, 0, 1));    /* 1x1 stride 2 */
+	check_shape(conv_shape(2, 2, 12, 9, 3, 5, 5, 1, 2, 1));   /* 5x5 */
+	check_shape(conv_shape(1, 3, 13, 13, 4, 7, 7, 2, 3, 1));  /* 7x7 stem, batch 1 */
+	check_shape(conv_shape(3, 2, 6, 9, 2, 2, 3, 3, 4, 1));    /* pad larger than the kernel */
+	check_shape(conv_shape(2, 3, 5, 6, 4, 3, 3, 1, 3, 1));    /* pad > dilation*(R-1) */
+	check_shape(conv_shape(2, 3, 8, 7, 4, 2, 3, 1, 1, 1));    /* R != S, stride 1 */
+	check_shape(conv_shape(2, 3, 6, 5, 64, 3, 3, 1, 1, 1));   /* stride 1, many output channels */
+	check_shape(conv_shape(7, 8, 4, 4, 6, 3, 3, 1, 1, 1));    /* small images: grouped blocks */
+	check_shape(conv_shape(2, 3, 10, 11, 4, 1, 1, 3, 0, 1));  /* 1x1 stride 3: subsampled pointwise */
+	check_shape(conv_shape(2, 4, 7, 7, 3, 1, 1, 2, 1, 1));    /* 1x1 stride 2 with padding */
 	/* C >= 16, stride 1: backward data runs as a forward conv with the flipped kernel. */
-	check_shape(shape(2, 16, 6, 7, 3, 3, 3, 1, 3, 1));   /* pad > dilation*(R-1): a crop */
-	check_shape(shape(2, 16, 9, 8, 2, 2, 3, 1, 1, 2));   /* R != S, dilation 2 */
-	check_shape(shape(3, 20, 5, 5, 4, 3, 3, 1, 1, 1));   /* grouped blocks */
-	check_shape(shape(2, 1, 12, 12, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1-like: direct forward */
-	check_shape(shape(2, 6, 8, 8, 5, 5, 5, 1, 0, 1));    /* LeNet-5 c2-like */
-	check_shape(shape(2, 16, 24, 24, 3, 3, 3, 1, 1, 1)); /* large images: row tiles */
-	check_shape(shape(2, 16, 47, 45, 3, 3, 3, 2, 1, 1)); /* row tiles, stride 2, odd */
+	check_shape(conv_shape(2, 16, 6, 7, 3, 3, 3, 1, 3, 1));   /* pad > dilation*(R-1): a crop */
+	check_shape(conv_shape(2, 16, 9, 8, 2, 2, 3, 1, 1, 2));   /* R != S, dilation 2 */
+	check_shape(conv_shape(3, 20, 5, 5, 4, 3, 3, 1, 1, 1));   /* grouped blocks */
+	check_shape(conv_shape(2, 1, 12, 12, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1-like: direct forward */
+	check_shape(conv_shape(2, 6, 8, 8, 5, 5, 5, 1, 0, 1));    /* LeNet-5 c2-like */
+	check_shape(conv_shape(2, 16, 24, 24, 3, 3, 3, 1, 1, 1)); /* large images: row tiles */
+	check_shape(conv_shape(2, 16, 47, 45, 3, 3, 3, 2, 1, 1)); /* row tiles, stride 2, odd */
 	for (int t = 0; t < 10; t++) {
 		dnn_conv2d_args r;
 		do {
-			r = shape(test_rng_int(1, 4), test_rng_int(1, 5), test_rng_int(1, 12),
-				  test_rng_int(1, 12), test_rng_int(1, 5), test_rng_int(1, 4),
-				  test_rng_int(1, 4), test_rng_int(1, 3), test_rng_int(0, 2),
-				  test_rng_int(1, 2));
+			r = conv_shape(test_rng_int(1, 4), test_rng_int(1, 5), test_rng_int(1, 12),
+				       test_rng_int(1, 12), test_rng_int(1, 5), test_rng_int(1, 4),
+				       test_rng_int(1, 4), test_rng_int(1, 3), test_rng_int(0, 2),
+				       test_rng_int(1, 2));
 		} while (dnn_conv2d_args_finish(&r) != 0);
 		check_shape(r);
 	}

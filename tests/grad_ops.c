@@ -24,47 +24,6 @@
 #define EPS 1e-4
 #define TOL 1e-4
 
-static starpu_data_handle_t reg_f(float *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
-	return h;
-}
-
-static float *alloc_f(size_t n)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-static double *alloc_d(size_t n)
-{
-	double *p = calloc(n ? n : 1, sizeof(double));
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-static double *to_double(const float *x, size_t n)
-{
-	double *d = alloc_d(n);
-	for (size_t i = 0; i < n; i++)
-		d[i] = x[i];
-	return d;
-}
-
-static void fill_nan(float *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = NAN;
-}
-
 /* Central difference of loss(ctx) w.r.t. each p[i], added to g[i] (g may start non-zero). */
 typedef double (*loss_fn)(void *ctx);
 static void fd_grad(double *g, double *p, size_t n, loss_fn loss, void *ctx)

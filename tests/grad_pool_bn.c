@@ -17,13 +17,6 @@
 #include "maxpool.h"
 #include "test_util.h"
 
-static starpu_data_handle_t reg(float *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
-	return h;
-}
-
 /* ------------------------------------------------------------------ maxpool */
 
 // L = sum(maxpool(x) .* r), in double; x (N, C, H, W), r (N, C, P, Q)
@@ -72,7 +65,7 @@ static void test_maxpool_bwd(int N, int C, int H, int W, int k, int stride, int 
 		for (size_t i = 0; i < nx; i++)
 			dx[i] = NAN; // W mode: old contents must not leak through
 
-	starpu_data_handle_t hx = reg(x, nx), hy = reg(y, ny), hr = reg(r, ny), hdx = reg(dx, nx);
+	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, ny), hr = reg_f(r, ny), hdx = reg_f(dx, nx);
 	dnn_insert_maxpool_fwd(&a, hx, hy);
 	dnn_insert_maxpool_bwd(&a, hx, hy, hr, hdx);
 	starpu_data_handle_t all[] = {hx, hy, hr, hdx};
@@ -192,9 +185,9 @@ static void test_bn_bwd(int N, int C, int HW)
 		gg_rw[c] = dgamma_rw[c];
 		gb_rw[c] = dbeta_rw[c];
 	}
-	starpu_data_handle_t hg = reg(gamma, C), hb = reg(beta, C);
-	starpu_data_handle_t hdg = reg(dgamma, C), hdb = reg(dbeta, C);
-	starpu_data_handle_t hdg_rw = reg(dgamma_rw, C), hdb_rw = reg(dbeta_rw, C);
+	starpu_data_handle_t hg = reg_f(gamma, C), hb = reg_f(beta, C);
+	starpu_data_handle_t hdg = reg_f(dgamma, C), hdb = reg_f(dbeta, C);
+	starpu_data_handle_t hdg_rw = reg_f(dgamma_rw, C), hdb_rw = reg_f(dbeta_rw, C);
 	dnn_grad_set_redux(hdg);
 	dnn_grad_set_redux(hdb);
 
@@ -218,11 +211,11 @@ static void test_bn_bwd(int N, int C, int HW)
 		if (!(t & 1))
 			for (size_t i = 0; i < nx; i++)
 				dx[t][i] = NAN; // W mode: old contents must not leak through
-		hx[t] = reg(x[t], nx);
-		hy[t] = reg(y[t], nx);
-		hr[t] = reg(r[t], nx);
-		hdx[t] = reg(dx[t], nx);
-		hs[t] = reg(saved[t], 3 * C);
+		hx[t] = reg_f(x[t], nx);
+		hy[t] = reg_f(y[t], nx);
+		hr[t] = reg_f(r[t], nx);
+		hdx[t] = reg_f(dx[t], nx);
+		hs[t] = reg_f(saved[t], 3 * C);
 		dnn_batchnorm_args at = a;
 		at.accumulate_dx = t & 1;
 		dnn_insert_batchnorm_fwd_train(&at, hx[t], hg, hb, hy[t], hs[t]);

@@ -83,3 +83,93 @@ int test_report(const char *name)
 	printf("%s: all checks passed\n", name);
 	return 0;
 }
+
+starpu_data_handle_t reg_f(float *p, size_t n)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
+	return h;
+}
+
+starpu_data_handle_t reg_i(int32_t *p, size_t n)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(int32_t));
+	return h;
+}
+
+float *alloc_f(size_t n)
+{
+	float *p = malloc((n ? n : 1) * sizeof(float));
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+double *alloc_d(size_t n)
+{
+	double *p = calloc(n ? n : 1, sizeof(double));
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+void fill_nan(float *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = NAN;
+}
+
+double *to_double(const float *x, size_t n)
+{
+	double *d = alloc_d(n);
+	for (size_t i = 0; i < n; i++)
+		d[i] = x[i];
+	return d;
+}
+
+dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,
+			   int dilation)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .S = S,
+			     .stride = stride, .pad = pad, .dilation = dilation};
+	return a;
+}
+
+void conv2d_forward_ref_d(double *y, const double *x, const double *w, const dnn_conv2d_args *a)
+{
+	for (int n = 0; n < a->N; n++)
+		for (int k = 0; k < a->K; k++)
+			for (int p = 0; p < a->P; p++)
+				for (int q = 0; q < a->Q; q++) {
+					double acc = 0;
+					for (int c = 0; c < a->C; c++)
+						for (int r = 0; r < a->R; r++) {
+							int ih = p * a->stride - a->pad + r * a->dilation;
+							if (ih < 0 || ih >= a->H)
+								continue;
+							for (int s = 0; s < a->S; s++) {
+								int iw = q * a->stride - a->pad + s * a->dilation;
+								if (iw < 0 || iw >= a->W)
+									continue;
+								acc += x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw] *
+								       w[(((size_t)k * a->C + c) * a->R + r) * a->S + s];
+							}
+						}
+					y[(((size_t)n * a->K + k) * a->P + p) * a->Q + q] = acc;
+				}
+}
+
+void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_conv2d_args *a)
+{
+	/* float -> double is exact: the same products and sums as with the floats. */
+	double *xd = to_double(x, (size_t)a->N * a->C * a->H * a->W);
+	double *wd = to_double(w, (size_t)a->K * a->C * a->R * a->S);
+	conv2d_forward_ref_d(y, xd, wd, a);
+	free(xd);
+	free(wd);
+}

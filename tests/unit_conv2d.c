@@ -8,31 +8,6 @@
 #include "conv2d.h"
 #include "test_util.h"
 
-/* y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C, R, S)), in double. */
-static void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_conv2d_args *a)
-{
-	for (int n = 0; n < a->N; n++)
-		for (int k = 0; k < a->K; k++)
-			for (int p = 0; p < a->P; p++)
-				for (int q = 0; q < a->Q; q++) {
-					double acc = 0;
-					for (int c = 0; c < a->C; c++)
-						for (int r = 0; r < a->R; r++) {
-							int ih = p * a->stride - a->pad + r * a->dilation;
-							if (ih < 0 || ih >= a->H)
-								continue;
-							for (int s = 0; s < a->S; s++) {
-								int iw = q * a->stride - a->pad + s * a->dilation;
-								if (iw < 0 || iw >= a->W)
-									continue;
-								acc += (double)x[(((size_t)n * a->C + c) * a->H + ih) * a->W + iw] *
-								       w[(((size_t)k * a->C + c) * a->R + r) * a->S + s];
-							}
-						}
-					y[(((size_t)n * a->K + k) * a->P + p) * a->Q + q] = acc;
-				}
-}
-
 static void check_shape(dnn_conv2d_args a)
 {
 	char what[160];
@@ -69,63 +44,55 @@ static void check_shape(dnn_conv2d_args a)
 	free(ref);
 }
 
-static dnn_conv2d_args shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,
-			     int dilation)
-{
-	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .S = S,
-			     .stride = stride, .pad = pad, .dilation = dilation};
-	return a;
-}
-
 int main(int argc, char **argv)
 {
 	test_starpu_init(&argc, &argv);
 	test_rng_seed(1234);
 
 	/* Shape arithmetic. */
-	dnn_conv2d_args a = shape(2, 3, 32, 32, 16, 3, 3, 1, 1, 1);
+	dnn_conv2d_args a = conv_shape(2, 3, 32, 32, 16, 3, 3, 1, 1, 1);
 	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && a.P == 32 && a.Q == 32, "3x3 pad 1: P=%d Q=%d", a.P, a.Q);
-	a = shape(2, 3, 32, 31, 16, 3, 3, 2, 1, 1);
+	a = conv_shape(2, 3, 32, 31, 16, 3, 3, 2, 1, 1);
 	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && a.P == 16 && a.Q == 16, "stride 2: P=%d Q=%d", a.P, a.Q);
-	a = shape(1, 1, 7, 7, 1, 3, 3, 1, 0, 3);
+	a = conv_shape(1, 1, 7, 7, 1, 3, 3, 1, 0, 3);
 	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && a.P == 1 && a.Q == 1, "dilation 3: P=%d Q=%d", a.P, a.Q);
-	a = shape(1, 1, 4, 4, 1, 5, 5, 1, 0, 1);
+	a = conv_shape(1, 1, 4, 4, 1, 5, 5, 1, 0, 1);
 	TEST_CHECK(dnn_conv2d_args_finish(&a) == -1, "kernel larger than the input must be rejected");
-	a = shape(1, 1, 4, 4, 1, 3, 3, 0, 0, 1);
+	a = conv_shape(1, 1, 4, 4, 1, 3, 3, 0, 0, 1);
 	TEST_CHECK(dnn_conv2d_args_finish(&a) == -1, "stride 0 must be rejected");
-	a = shape(1, 1, 4, 4, 1, 3, 3, 1, 0, 1);
+	a = conv_shape(1, 1, 4, 4, 1, 3, 3, 1, 0, 1);
 	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && dnn_conv2d_flops_fwd(&a) == 2.0 * 4 * 9,
 		   "flops = %g", dnn_conv2d_flops_fwd(&a));
 
 	/* Corner cases. */
-	check_shape(shape(1, 1, 1, 1, 1, 1, 1, 1, 0, 1));     /* smallest */
-	check_shape(shape(1, 3, 32, 32, 16, 3, 3, 1, 1, 1));  /* CIFAR stem, batch 1 */
-	check_shape(shape(3, 16, 32, 32, 16, 3, 3, 1, 1, 1)); /* ResNet-20 stage 1: row tiles */
-	check_shape(shape(5, 16, 32, 32, 32, 3, 3, 2, 1, 1)); /* stride 2 */
-	check_shape(shape(9, 64, 8, 8, 64, 3, 3, 1, 1, 1));   /* small images: grouped, last group partial */
-	check_shape(shape(4, 32, 16, 16, 64, 1, 1, 2, 0, 1)); /* 1x1 stride 2 shortcut */
-	check_shape(shape(3, 8, 13, 11, 5, 1, 1, 1, 0, 1));   /* 1x1 stride 1: no im2col */
-	check_shape(shape(2, 5, 10, 11, 4, 1, 1, 3, 0, 1));   /* 1x1 stride 3: subsampled */
-	check_shape(shape(2, 4, 9, 10, 3, 1, 1, 1, 1, 1));    /* 1x1 with padding */
-	check_shape(shape(2, 3, 37, 29, 8, 7, 7, 2, 3, 1));   /* 7x7 stem, odd sizes */
-	check_shape(shape(2, 5, 17, 19, 6, 3, 3, 1, 2, 2));   /* dilation 2 */
-	check_shape(shape(3, 2, 11, 7, 3, 3, 2, 3, 4, 1));    /* pad bigger than the kernel, stride 3 */
-	check_shape(shape(2, 7, 15, 9, 4, 5, 3, 2, 0, 2));    /* non-square kernel, dilation, no pad */
-	check_shape(shape(1, 2, 300, 5, 3, 3, 3, 1, 1, 1));   /* tall image: many row tiles */
-	check_shape(shape(2, 1, 3, 700, 2, 3, 3, 1, 1, 1));   /* a single row wider than a block */
-	check_shape(shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));   /* LeNet-5 c1: direct path, 4 vectors/row */
-	check_shape(shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1));  /* LeNet-5 c2: direct path, 2 vectors/row */
-	check_shape(shape(2, 3, 32, 32, 7, 3, 3, 1, 1, 1));   /* direct, K = 7: channel blocks + remainder */
-	check_shape(shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));    /* direct, R != S, 3 vectors/row */
+	check_shape(conv_shape(1, 1, 1, 1, 1, 1, 1, 1, 0, 1));     /* smallest */
+	check_shape(conv_shape(1, 3, 32, 32, 16, 3, 3, 1, 1, 1));  /* CIFAR stem, batch 1 */
+	check_shape(conv_shape(3, 16, 32, 32, 16, 3, 3, 1, 1, 1)); /* ResNet-20 stage 1: row tiles */
+	check_shape(conv_shape(5, 16, 32, 32, 32, 3, 3, 2, 1, 1)); /* stride 2 */
+	check_shape(conv_shape(9, 64, 8, 8, 64, 3, 3, 1, 1, 1));   /* small images: grouped, last group partial */
+	check_shape(conv_shape(4, 32, 16, 16, 64, 1, 1, 2, 0, 1)); /* 1x1 stride 2 shortcut */
+	check_shape(conv_shape(3, 8, 13, 11, 5, 1, 1, 1, 0, 1));   /* 1x1 stride 1: no im2col */
+	check_shape(conv_shape(2, 5, 10, 11, 4, 1, 1, 3, 0, 1));   /* 1x1 stride 3: subsampled */
+	check_shape(conv_shape(2, 4, 9, 10, 3, 1, 1, 1, 1, 1));    /* 1x1 with padding */
+	check_shape(conv_shape(2, 3, 37, 29, 8, 7, 7, 2, 3, 1));   /* 7x7 stem, odd sizes */
+	check_shape(conv_shape(2, 5, 17, 19, 6, 3, 3, 1, 2, 2));   /* dilation 2 */
+	check_shape(conv_shape(3, 2, 11, 7, 3, 3, 2, 3, 4, 1));    /* pad bigger than the kernel, stride 3 */
+	check_shape(conv_shape(2, 7, 15, 9, 4, 5, 3, 2, 0, 2));    /* non-square kernel, dilation, no pad */
+	check_shape(conv_shape(1, 2, 300, 5, 3, 3, 3, 1, 1, 1));   /* tall image: many row tiles */
+	check_shape(conv_shape(2, 1, 3, 700, 2, 3, 3, 1, 1, 1));   /* a single row wider than a block */
+	check_shape(conv_shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));   /* LeNet-5 c1: direct path, 4 vectors/row */
+	check_shape(conv_shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1));  /* LeNet-5 c2: direct path, 2 vectors/row */
+	check_shape(conv_shape(2, 3, 32, 32, 7, 3, 3, 1, 1, 1));   /* direct, K = 7: channel blocks + remainder */
+	check_shape(conv_shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));    /* direct, R != S, 3 vectors/row */
 
 	/* Random shapes. */
 	for (int t = 0; t < 40; t++) {
 		dnn_conv2d_args r;
 		do {
-			r = shape(test_rng_int(1, 4), test_rng_int(1, 9), test_rng_int(1, 20),
-				  test_rng_int(1, 20), test_rng_int(1, 9), test_rng_int(1, 5),
-				  test_rng_int(1, 5), test_rng_int(1, 3), test_rng_int(0, 3),
-				  test_rng_int(1, 2));
+			r = conv_shape(test_rng_int(1, 4), test_rng_int(1, 9), test_rng_int(1, 20),
+				       test_rng_int(1, 20), test_rng_int(1, 9), test_rng_int(1, 5),
+				       test_rng_int(1, 5), test_rng_int(1, 3), test_rng_int(0, 3),
+				       test_rng_int(1, 2));
 		} while (dnn_conv2d_args_finish(&r) != 0);
 		check_shape(r);
 	}

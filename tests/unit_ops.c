@@ -16,47 +16,6 @@
 #include "softmax_xent.h"
 #include "test_util.h"
 
-static starpu_data_handle_t reg_f(float *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
-	return h;
-}
-
-static starpu_data_handle_t reg_i(int32_t *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(int32_t));
-	return h;
-}
-
-static float *alloc_f(size_t n)
-{
-	float *p = malloc((n ? n : 1) * sizeof(float));
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-static double *alloc_d(size_t n)
-{
-	double *p = calloc(n ? n : 1, sizeof(double));
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		exit(1);
-	}
-	return p;
-}
-
-/* Fill with NaN: outputs written in STARPU_W mode must not depend on their old content. */
-static void fill_nan(float *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = NAN;
-}
-
 // ------------------------------------------------------------------------------- dense
 
 static void check_dense(int N, int IN, int OUT)

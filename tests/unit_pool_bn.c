@@ -12,13 +12,6 @@
 #include "maxpool.h"
 #include "test_util.h"
 
-static starpu_data_handle_t reg(float *p, size_t n)
-{
-	starpu_data_handle_t h;
-	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
-	return h;
-}
-
 /* ------------------------------------------------------------------ maxpool */
 
 // y (N, C, P, Q): max over the window, out-of-range cells are -inf
@@ -53,7 +46,7 @@ static void test_maxpool_fwd(int N, int C, int H, int W, int k, int stride, int 
 	test_fill_uniform(x, nx, -2, -0.5f); // all negative: a padding cell chosen as 0 would show
 	for (size_t i = 0; i < ny; i++)
 		y[i] = NAN;
-	starpu_data_handle_t hx = reg(x, nx), hy = reg(y, ny);
+	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, ny);
 	dnn_insert_maxpool_fwd(&a, hx, hy);
 	starpu_data_unregister(hy);
 	starpu_data_unregister(hx);
@@ -159,8 +152,8 @@ static void test_bn(int N, int C, int HW)
 		rref[c] = 0;
 		rref[C + c] = 1;
 	}
-	starpu_data_handle_t hx = reg(x, nx), hy = reg(y, nx), hg = reg(gamma, C), hb = reg(beta, C);
-	starpu_data_handle_t hs = reg(saved, 3 * C), hr = reg(running, 2 * C);
+	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, nx), hg = reg_f(gamma, C), hb = reg_f(beta, C);
+	starpu_data_handle_t hs = reg_f(saved, 3 * C), hr = reg_f(running, 2 * C);
 	const double M = (double)N * HW, unbias = M > 1 ? M / (M - 1) : 1;
 	char what[96];
 	for (int step = 0; step < 2; step++) {

@@ -4,8 +4,23 @@ FAILS=0
 TMP="$(mktemp -d "${DNN_BUILD_DIR:-/tmp}/scripttest.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
-# result_field LINE KEY -> value of key=value in a result line
-result_field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# Every result line a test reads goes to $DNN_BUILD_DIR/result_lines/<test>.txt, which
+# contract_result_lines.sh checks against the key=value contract (unique keys, no spaces in a
+# value) once the other script tests have run. Each test starts its own file afresh.
+RESULT_LOG=""
+if [ -n "${DNN_BUILD_DIR:-}" ] && mkdir -p "$DNN_BUILD_DIR/result_lines" 2>/dev/null; then
+  RESULT_LOG="$DNN_BUILD_DIR/result_lines/$(basename "$0" .sh).txt"
+  : >"$RESULT_LOG"
+fi
+# note_result LINE: record LINE when it is a result line (result_field does it for every line).
+note_result() {
+  [ -n "$RESULT_LOG" ] || return 0
+  case "$1" in result:*) printf '%s\n' "$1" >>"$RESULT_LOG" ;; esac
+  return 0
+}
+# result_field LINE KEY -> value of key=value in a result line (the first occurrence of KEY;
+# duplicates are contract_result_lines.sh's business)
+result_field() { note_result "$1"; printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
 # expect_rc WANT CMD... : run, capture stderr in $ERR, compare exit status
 expect_rc() {
   local want="$1"; shift

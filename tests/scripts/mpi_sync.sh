@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # mpi_sync — synchronous training over 2 and 4 ranks (StarPU-MPI all-reduce) equals the
-# single-process run with the same seed and global batch: train_loss within 1e-3 relative after
+# single-process run with the same seed and global batch: train_loss within TOL relative after
 # 20 steps, with the tree and the ring all-reduce (--allreduce). Also: --mode/--staleness work in
 # a single process (async with one rank = sync), and so does --allreduce ring.
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1
+# TOL: the README says sync over ranks equals one process and async with S = 0 reproduces sync
+# "exactly". Not bit for bit: the all-reduce and the server's W += delta tasks add in another
+# order than one process does (float reassociation, ~6e-8 relative per add). Measured (lenet5,
+# 20 steps, STARPU_NCPU=1, train_loss printed to 6 decimals, i.e. ~4.5e-7 relative resolution):
+# 1 process 2.242491; sync tree/ring at 2 and 4 ranks 2.242491 (identical); async S=0 at 2 ranks
+# 2.242493 (8.9e-7 relative, the same in 3 reruns), at 4 ranks 2.242491. TOL = 5e-6: ~5x the
+# worst measured, 11 print quanta, 200x tighter than the 1e-3 this test used to allow.
+TOL=5e-6
 COMMON=(train --net lenet5 --max-steps 20 --limit-train 3200 --limit-test 500 --lr-schedule constant --quiet)
 REF_LINE="$("$STARPU_ANP" "${COMMON[@]}" | tail -1)" || fail "single-process run failed"
 REF="$(result_field "$REF_LINE" train_loss)"
@@ -26,14 +34,14 @@ for np in 2 4; do for ar in default ring; do
   [ "$(result_field "$LINE" mode)" = sync ] || fail "result line says mode=$(result_field "$LINE" mode)"
   [ "$(result_field "$LINE" allreduce)" = "$([ "$ar" = default ] && echo tree || echo "$ar")" ] \
     || fail "$np ranks ($ar): result line says allreduce=$(result_field "$LINE" allreduce)"
-  fcmp "($L - $REF) <= 1e-3 * $REF && ($REF - $L) <= 1e-3 * $REF" || fail "$np ranks ($ar): train_loss $L vs $REF"
+  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks ($ar): train_loss $L vs $REF (tolerance $TOL relative)"
 done; done
 # async with staleness 0 is the synchronous update, over ranks too.
 LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
   || { cat "$TMP/err" >&2; fail "async S=0 failed"; }
 L="$(result_field "$LINE" train_loss)"
 echo "2 ranks async S=0: train_loss=$L"
-fcmp "($L - $REF) <= 1e-3 * $REF && ($REF - $L) <= 1e-3 * $REF" || fail "async S=0: train_loss $L vs $REF"
+fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "async S=0: train_loss $L vs $REF (tolerance $TOL relative)"
 expect_rc 2 "$STARPU_ANP" train --mode bogus
 expect_rc 2 "$STARPU_ANP" train --allreduce bogus \
   && { [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] && [[ "$ERR" == *--allreduce* ]] || fail "--allreduce bogus: '$ERR'"; }
