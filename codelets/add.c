@@ -72,20 +72,20 @@ static dnn_add_args *args_copy(const dnn_add_args *a)
 	return c;
 }
 
-void dnn_insert_add_fwd(const dnn_add_args *a, starpu_data_handle_t x0, starpu_data_handle_t x1,
+int dnn_insert_add_fwd(const dnn_task_opts *o, const dnn_add_args *a, starpu_data_handle_t x0, starpu_data_handle_t x1,
 			starpu_data_handle_t y)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_add_fwd, STARPU_R, x0, STARPU_R, x1, STARPU_W, y,
+	return DNN_TASK_INSERT(o, &cl_add_fwd, "add_fwd", STARPU_R, x0, STARPU_R, x1, STARPU_W, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_add_args),
-					    STARPU_NAME, "add_fwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
-					    STARPU_FLOPS, (double)a->n, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+					    STARPU_FLOPS, (double)a->n);
 }
 
-void dnn_insert_add_bwd(const dnn_add_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
+int dnn_insert_add_bwd(const dnn_task_opts *o, const dnn_add_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_add_bwd, STARPU_R, dy, dx_mode, dx,
+	return DNN_TASK_INSERT(o, &cl_add_bwd, "add_bwd", STARPU_R, dy, dx_mode, dx,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_add_args),
-					    STARPU_NAME, "add_bwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
-					    STARPU_FLOPS, a->accumulate_dx ? (double)a->n : 0.0, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+					    STARPU_FLOPS, a->accumulate_dx ? (double)a->n : 0.0);
 }

@@ -4,6 +4,8 @@
 #define DNN_ADD_H
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	long n;
 	int accumulate_dx;
@@ -14,7 +16,7 @@ void dnn_add_backward_cpu(float *dx, const float *dy, long n, int accumulate_dx)
 
 /* fwd (R a, R b, W y); bwd (R dy, W|RW dx) */
 extern struct starpu_codelet cl_add_fwd, cl_add_bwd;
-void dnn_insert_add_fwd(const dnn_add_args *a, starpu_data_handle_t x0, starpu_data_handle_t x1,
+int dnn_insert_add_fwd(const dnn_task_opts *o, const dnn_add_args *a, starpu_data_handle_t x0, starpu_data_handle_t x1,
 			starpu_data_handle_t y);
-void dnn_insert_add_bwd(const dnn_add_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx);
+int dnn_insert_add_bwd(const dnn_task_opts *o, const dnn_add_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx);
 #endif

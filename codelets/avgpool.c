@@ -84,19 +84,19 @@ static dnn_avgpool_args *args_copy(const dnn_avgpool_args *a)
 	return c;
 }
 
-void dnn_insert_avgpool_fwd(const dnn_avgpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
+int dnn_insert_avgpool_fwd(const dnn_task_opts *o, const dnn_avgpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_avgpool_fwd, STARPU_R, x, STARPU_W, y,
+	return DNN_TASK_INSERT(o, &cl_avgpool_fwd, "avgpool_fwd", STARPU_R, x, STARPU_W, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_avgpool_args),
-					    STARPU_NAME, "avgpool_fwd", STARPU_TASK_COLOR, DNN_COLOR_POOL_FWD,
-					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_POOL_FWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }
 
-void dnn_insert_avgpool_bwd(const dnn_avgpool_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
+int dnn_insert_avgpool_bwd(const dnn_task_opts *o, const dnn_avgpool_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_avgpool_bwd, STARPU_R, dy, dx_mode, dx,
+	return DNN_TASK_INSERT(o, &cl_avgpool_bwd, "avgpool_bwd", STARPU_R, dy, dx_mode, dx,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_avgpool_args),
-					    STARPU_NAME, "avgpool_bwd", STARPU_TASK_COLOR, DNN_COLOR_POOL_BWD,
-					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_POOL_BWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }

@@ -281,64 +281,64 @@ static dnn_batchnorm_args *args_copy(const dnn_batchnorm_args *a)
 
 static double elems(const dnn_batchnorm_args *a) { return (double)a->N * a->C * a->HW; }
 
-void dnn_insert_batchnorm_fwd_train(const dnn_batchnorm_args *a, starpu_data_handle_t x,
+int dnn_insert_batchnorm_fwd_train(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				    starpu_data_handle_t gamma, starpu_data_handle_t beta,
 				    starpu_data_handle_t y, starpu_data_handle_t saved)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_fwd_train, STARPU_R, x, STARPU_R, gamma,
+	return DNN_TASK_INSERT(o, &cl_batchnorm_fwd_train, a->relu ? "bn_relu_fwd_train" : "bn_fwd_train", STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, beta, STARPU_W, y, STARPU_W, saved,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, a->relu ? "bn_relu_fwd_train" : "bn_fwd_train",
+					    
 					    STARPU_FLOPS, (a->relu ? 8.0 : 7.0) * elems(a),
-					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD, 0));
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
 }
 
-void dnn_insert_batchnorm_fwd_eval(const dnn_batchnorm_args *a, starpu_data_handle_t x,
+int dnn_insert_batchnorm_fwd_eval(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				   starpu_data_handle_t gamma, starpu_data_handle_t beta,
 				   starpu_data_handle_t running, starpu_data_handle_t y)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_fwd_eval, STARPU_R, x, STARPU_R, gamma,
+	return DNN_TASK_INSERT(o, &cl_batchnorm_fwd_eval, a->relu ? "bn_relu_fwd_eval" : "bn_fwd_eval", STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, beta, STARPU_R, running, STARPU_W, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, a->relu ? "bn_relu_fwd_eval" : "bn_fwd_eval",
+					    
 					    STARPU_FLOPS, (a->relu ? 4.0 : 3.0) * elems(a),
-					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD, 0));
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
 }
 
-void dnn_insert_batchnorm_running(const dnn_batchnorm_args *a, starpu_data_handle_t saved,
+int dnn_insert_batchnorm_running(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t saved,
 				  starpu_data_handle_t running)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_running, STARPU_R, saved, STARPU_RW, running,
+	return DNN_TASK_INSERT(o, &cl_batchnorm_running, "bn_running", STARPU_R, saved, STARPU_RW, running,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, "bn_running", STARPU_FLOPS, 7.0 * a->C,
-					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD, 0));
+					     STARPU_FLOPS, 7.0 * a->C,
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
 }
 
-void dnn_insert_batchnorm_bwd(const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
+int dnn_insert_batchnorm_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
 			      starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t dx,
 			      starpu_data_handle_t dgamma, starpu_data_handle_t dbeta, int grad_mode)
 {
 	STARPU_ASSERT_MSG(!a->relu, "the fused backward goes through dnn_insert_batchnorm_relu_bwd");
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_bwd, STARPU_R, x, STARPU_R, gamma,
+	return DNN_TASK_INSERT(o, &cl_batchnorm_bwd, "bn_bwd", STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, saved, STARPU_R, dy, dx_mode, dx,
 					    grad_mode, dgamma, grad_mode, dbeta,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, "bn_bwd", STARPU_FLOPS, 12.0 * elems(a),
-					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD, 0));
+					     STARPU_FLOPS, 12.0 * elems(a),
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
 }
 
-void dnn_insert_batchnorm_relu_bwd(const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
+int dnn_insert_batchnorm_relu_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
 				   starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t y,
 				   starpu_data_handle_t dx, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta,
 				   int grad_mode)
 {
 	STARPU_ASSERT_MSG(a->relu, "dnn_insert_batchnorm_relu_bwd needs a->relu = 1");
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_batchnorm_bwd, STARPU_R, x, STARPU_R, gamma,
+	return DNN_TASK_INSERT(o, &cl_batchnorm_bwd, "bn_relu_bwd", STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, saved, STARPU_RW, dy, dx_mode, dx,
 					    grad_mode, dgamma, grad_mode, dbeta, STARPU_R, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, "bn_relu_bwd", STARPU_FLOPS, 13.0 * elems(a),
-					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD, 0));
+					     STARPU_FLOPS, 13.0 * elems(a),
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
 }

@@ -16,6 +16,8 @@
 #define DNN_BATCHNORM_H
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	int N, C, HW;
 	float eps;      // 1e-5 by default
@@ -46,19 +48,19 @@ void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, con
  *   contents are unspecified afterwards: it must have no other reader), the CPU side leaves it. */
 extern struct starpu_codelet cl_batchnorm_fwd_train, cl_batchnorm_fwd_eval, cl_batchnorm_running,
 	cl_batchnorm_bwd;
-void dnn_insert_batchnorm_fwd_train(const dnn_batchnorm_args *a, starpu_data_handle_t x,
+int dnn_insert_batchnorm_fwd_train(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				    starpu_data_handle_t gamma, starpu_data_handle_t beta,
 				    starpu_data_handle_t y, starpu_data_handle_t saved);
-void dnn_insert_batchnorm_fwd_eval(const dnn_batchnorm_args *a, starpu_data_handle_t x,
+int dnn_insert_batchnorm_fwd_eval(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				   starpu_data_handle_t gamma, starpu_data_handle_t beta,
 				   starpu_data_handle_t running, starpu_data_handle_t y);
-void dnn_insert_batchnorm_running(const dnn_batchnorm_args *a, starpu_data_handle_t saved,
+int dnn_insert_batchnorm_running(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t saved,
 				  starpu_data_handle_t running);
-void dnn_insert_batchnorm_bwd(const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
+int dnn_insert_batchnorm_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
 			      starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t dx,
 			      starpu_data_handle_t dgamma, starpu_data_handle_t dbeta, int grad_mode);
 /* The fused backward (a->relu must be 1): dy, y = the relu's gradient and output. */
-void dnn_insert_batchnorm_relu_bwd(const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
+int dnn_insert_batchnorm_relu_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x, starpu_data_handle_t gamma,
 				   starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t y,
 				   starpu_data_handle_t dx, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta,
 				   int grad_mode);

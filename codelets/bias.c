@@ -84,18 +84,18 @@ static dnn_bias_args *args_copy(const dnn_bias_args *a)
 	return c;
 }
 
-void dnn_insert_bias_fwd(const dnn_bias_args *a, starpu_data_handle_t y, starpu_data_handle_t b)
+int dnn_insert_bias_fwd(const dnn_task_opts *o, const dnn_bias_args *a, starpu_data_handle_t y, starpu_data_handle_t b)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_bias_fwd, STARPU_RW, y, STARPU_R, b,
+	return DNN_TASK_INSERT(o, &cl_bias_fwd, "bias_fwd", STARPU_RW, y, STARPU_R, b,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_bias_args),
-					    STARPU_NAME, "bias_fwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
-					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }
 
-void dnn_insert_bias_bwd(const dnn_bias_args *a, starpu_data_handle_t dy, starpu_data_handle_t db, int db_mode)
+int dnn_insert_bias_bwd(const dnn_task_opts *o, const dnn_bias_args *a, starpu_data_handle_t dy, starpu_data_handle_t db, int db_mode)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_bias_bwd, STARPU_R, dy, db_mode, db,
+	return DNN_TASK_INSERT(o, &cl_bias_bwd, "bias_bwd", STARPU_R, dy, db_mode, db,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_bias_args),
-					    STARPU_NAME, "bias_bwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
-					    STARPU_FLOPS, (double)a->N * a->C * a->HW, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }

@@ -3,6 +3,8 @@
 #define DNN_BIAS_H
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	int N, C, HW;
 } dnn_bias_args;
@@ -12,6 +14,6 @@ void dnn_bias_backward_cpu(float *db, const float *dy, const dnn_bias_args *a);
 
 /* fwd (RW y, R b); bwd (R dy, REDUX db) */
 extern struct starpu_codelet cl_bias_fwd, cl_bias_bwd;
-void dnn_insert_bias_fwd(const dnn_bias_args *a, starpu_data_handle_t y, starpu_data_handle_t b);
-void dnn_insert_bias_bwd(const dnn_bias_args *a, starpu_data_handle_t dy, starpu_data_handle_t db, int db_mode);
+int dnn_insert_bias_fwd(const dnn_task_opts *o, const dnn_bias_args *a, starpu_data_handle_t y, starpu_data_handle_t b);
+int dnn_insert_bias_bwd(const dnn_task_opts *o, const dnn_bias_args *a, starpu_data_handle_t dy, starpu_data_handle_t db, int db_mode);
 #endif

@@ -923,59 +923,56 @@ static dnn_conv2d_args *args_copy(const dnn_conv2d_args *a)
 	return c;
 }
 
-void dnn_insert_conv2d_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+int dnn_insert_conv2d_fwd(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			   starpu_data_handle_t y)
 {
 	STARPU_ASSERT_MSG(!a->bias, "conv2d with bias: dnn_insert_conv2d_bias_fwd");
 	dnn_conv2d_args *arg = args_copy(a);
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_fwd, STARPU_R, x, STARPU_R, w, STARPU_W, y,
-					    STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME, "conv_fwd",
+	return DNN_TASK_INSERT(o, &cl_conv2d_fwd, "conv_fwd", STARPU_R, x, STARPU_R, w, STARPU_W, y,
+					    STARPU_CL_ARGS, arg, sizeof(*arg), 
 					    STARPU_FLOPS, dnn_conv2d_flops_fwd(a), STARPU_TASK_COLOR,
-					    DNN_COLOR_CONV_FWD, 0));
+					    DNN_COLOR_CONV_FWD);
 }
 
-void dnn_insert_conv2d_bwd_data(const dnn_conv2d_args *a, starpu_data_handle_t dy,
+int dnn_insert_conv2d_bwd_data(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t dy,
 				starpu_data_handle_t w, starpu_data_handle_t dx)
 {
 	dnn_conv2d_args *arg = args_copy(a);
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_bwd_data, STARPU_R, dy, STARPU_R, w, dx_mode, dx,
-					    STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME,
-					    "conv_bwd_data", STARPU_FLOPS, dnn_conv2d_flops_fwd(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_DATA, 0));
+	return DNN_TASK_INSERT(o, &cl_conv2d_bwd_data, "conv_bwd_data", STARPU_R, dy, STARPU_R, w, dx_mode, dx,
+					    STARPU_CL_ARGS, arg, sizeof(*arg),  STARPU_FLOPS, dnn_conv2d_flops_fwd(a),
+					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_DATA);
 }
 
-void dnn_insert_conv2d_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
+int dnn_insert_conv2d_bwd_filter(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x,
 				  starpu_data_handle_t dy, starpu_data_handle_t dw, int dw_mode)
 {
 	STARPU_ASSERT_MSG(!a->bias, "conv2d with bias: dnn_insert_conv2d_bias_bwd_filter");
 	dnn_conv2d_args *arg = args_copy(a);
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_bwd_filter, STARPU_R, x, STARPU_R, dy, dw_mode,
-					    dw, STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME,
-					    "conv_bwd_filter", STARPU_FLOPS, dnn_conv2d_flops_fwd(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER, 0));
+	return DNN_TASK_INSERT(o, &cl_conv2d_bwd_filter, "conv_bwd_filter", STARPU_R, x, STARPU_R, dy, dw_mode,
+					    dw, STARPU_CL_ARGS, arg, sizeof(*arg),  STARPU_FLOPS, dnn_conv2d_flops_fwd(a),
+					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER);
 }
 
-void dnn_insert_conv2d_bias_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+int dnn_insert_conv2d_bias_fwd(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 				starpu_data_handle_t b, starpu_data_handle_t y)
 {
 	STARPU_ASSERT_MSG(a->bias, "dnn_insert_conv2d_bias_fwd needs a->bias = 1");
 	dnn_conv2d_args *arg = args_copy(a);
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_fwd, STARPU_R, x, STARPU_R, w, STARPU_W, y, STARPU_R, b,
-					    STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME, "conv_bias_fwd",
+	return DNN_TASK_INSERT(o, &cl_conv2d_fwd, "conv_bias_fwd", STARPU_R, x, STARPU_R, w, STARPU_W, y, STARPU_R, b,
+					    STARPU_CL_ARGS, arg, sizeof(*arg), 
 					    STARPU_FLOPS, dnn_conv2d_flops_fwd(a) + (double)y_count(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_FWD, 0));
+					    STARPU_TASK_COLOR, DNN_COLOR_CONV_FWD);
 }
 
-void dnn_insert_conv2d_bias_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
+int dnn_insert_conv2d_bias_bwd_filter(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x,
 				       starpu_data_handle_t dy, starpu_data_handle_t dw, starpu_data_handle_t db,
 				       int dw_mode)
 {
 	STARPU_ASSERT_MSG(a->bias, "dnn_insert_conv2d_bias_bwd_filter needs a->bias = 1");
 	dnn_conv2d_args *arg = args_copy(a);
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_conv2d_bwd_filter, STARPU_R, x, STARPU_R, dy, dw_mode, dw,
-					    dw_mode, db, STARPU_CL_ARGS, arg, sizeof(*arg), STARPU_NAME,
-					    "conv_bias_bwd_filter", STARPU_FLOPS,
+	return DNN_TASK_INSERT(o, &cl_conv2d_bwd_filter, "conv_bias_bwd_filter", STARPU_R, x, STARPU_R, dy, dw_mode, dw,
+					    dw_mode, db, STARPU_CL_ARGS, arg, sizeof(*arg),  STARPU_FLOPS,
 					    dnn_conv2d_flops_fwd(a) + (double)y_count(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER, 0));
+					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER);
 }

@@ -12,6 +12,8 @@
 #define DNN_CONV2D_H
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	int N, C, H, W;     // input
 	int K, R, S;        // output channels, kernel height, kernel width
@@ -49,16 +51,16 @@ extern struct starpu_codelet cl_conv2d_fwd, cl_conv2d_bwd_data, cl_conv2d_bwd_fi
 
 /* Insert helpers; the args struct is copied into the task. dw_mode is STARPU_REDUX (training)
  * or STARPU_RW (tests). dx's mode follows a->accumulate_dx. */
-void dnn_insert_conv2d_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+int dnn_insert_conv2d_fwd(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			   starpu_data_handle_t y);
-void dnn_insert_conv2d_bwd_data(const dnn_conv2d_args *a, starpu_data_handle_t dy,
+int dnn_insert_conv2d_bwd_data(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t dy,
 				starpu_data_handle_t w, starpu_data_handle_t dx);
-void dnn_insert_conv2d_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
+int dnn_insert_conv2d_bwd_filter(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x,
 				  starpu_data_handle_t dy, starpu_data_handle_t dw, int dw_mode);
 /* The same with the bias (a->bias must be 1): b (K) / db (K), db in dw_mode too. */
-void dnn_insert_conv2d_bias_fwd(const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+int dnn_insert_conv2d_bias_fwd(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 				starpu_data_handle_t b, starpu_data_handle_t y);
-void dnn_insert_conv2d_bias_bwd_filter(const dnn_conv2d_args *a, starpu_data_handle_t x,
+int dnn_insert_conv2d_bias_bwd_filter(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x,
 				       starpu_data_handle_t dy, starpu_data_handle_t dw, starpu_data_handle_t db,
 				       int dw_mode);
 #endif

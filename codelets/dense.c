@@ -127,30 +127,30 @@ static dnn_dense_args *args_copy(const dnn_dense_args *a)
 	return c;
 }
 
-void dnn_insert_dense_fwd(const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_dense_fwd, STARPU_R, x, STARPU_R, w, STARPU_R, b, STARPU_W, y,
+	return DNN_TASK_INSERT(o, &cl_dense_fwd, "dense_fwd", STARPU_R, x, STARPU_R, w, STARPU_R, b, STARPU_W, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_dense_args),
-					    STARPU_NAME, "dense_fwd", STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD,
-					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD,
+					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT);
 }
 
-void dnn_insert_dense_bwd_data(const dnn_dense_args *a, starpu_data_handle_t dy, starpu_data_handle_t w,
+int dnn_insert_dense_bwd_data(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t dy, starpu_data_handle_t w,
 			       starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_dense_bwd_data, STARPU_R, dy, STARPU_R, w, dx_mode, dx,
+	return DNN_TASK_INSERT(o, &cl_dense_bwd_data, "dense_bwd_data", STARPU_R, dy, STARPU_R, w, dx_mode, dx,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_dense_args),
-					    STARPU_NAME, "dense_bwd_data", STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD,
-					    STARPU_FLOPS, dnn_dense_flops_fwd(a), 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD,
+					    STARPU_FLOPS, dnn_dense_flops_fwd(a));
 }
 
-void dnn_insert_dense_bwd_weight(const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
+int dnn_insert_dense_bwd_weight(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
 				 starpu_data_handle_t dw, starpu_data_handle_t db, int grad_mode)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_dense_bwd_weight, STARPU_R, x, STARPU_R, dy, grad_mode, dw,
+	return DNN_TASK_INSERT(o, &cl_dense_bwd_weight, "dense_bwd_weight", STARPU_R, x, STARPU_R, dy, grad_mode, dw,
 					    grad_mode, db, STARPU_CL_ARGS, args_copy(a), sizeof(dnn_dense_args),
-					    STARPU_NAME, "dense_bwd_weight", STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD_WEIGHT,
-					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD_WEIGHT,
+					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT);
 }

@@ -4,6 +4,8 @@
 #define DNN_DENSE_H
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	int N, IN, OUT;
 	int accumulate_dx;
@@ -18,10 +20,10 @@ void dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const f
 /* fwd (R x, R w, R b, W y); bwd_data (R dy, R w, W|RW dx); bwd_weight (R x, R dy, REDUX dw, REDUX db) */
 extern struct starpu_codelet cl_dense_fwd, cl_dense_bwd_data, cl_dense_bwd_weight;
 
-void dnn_insert_dense_fwd(const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
+int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y);
-void dnn_insert_dense_bwd_data(const dnn_dense_args *a, starpu_data_handle_t dy, starpu_data_handle_t w,
+int dnn_insert_dense_bwd_data(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t dy, starpu_data_handle_t w,
 			       starpu_data_handle_t dx);
-void dnn_insert_dense_bwd_weight(const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
+int dnn_insert_dense_bwd_weight(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
 				 starpu_data_handle_t dw, starpu_data_handle_t db, int grad_mode);
 #endif

@@ -1,6 +1,9 @@
 /* dnn_codelet.c — shared codelet helpers: perf-model footprint and CPU scratch memory. */
 #include "dnn_codelet.h"
 
+#include <pthread.h>
+#include <stdarg.h>
+
 #include <string.h>
 
 uint32_t dnn_args_footprint(struct starpu_task *task)
@@ -31,4 +34,33 @@ void dnn_cpu_scratch_release(void)
 	free(scratch);
 	scratch = NULL;
 	scratch_len = 0;
+}
+
+/* ---------------------------------------------------------------- worker errors */
+static pthread_mutex_t worker_error_lock = PTHREAD_MUTEX_INITIALIZER;
+static char worker_error_msg[512];
+static int worker_error_set;
+
+void dnn_worker_error(const char *fmt, ...)
+{
+	pthread_mutex_lock(&worker_error_lock);
+	if (!worker_error_set) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(worker_error_msg, sizeof(worker_error_msg), fmt, ap);
+		va_end(ap);
+		worker_error_set = 1;
+		fprintf(stderr, "error: %s\n", worker_error_msg);
+	}
+	pthread_mutex_unlock(&worker_error_lock);
+}
+
+int dnn_worker_error_get(char *msg, size_t len)
+{
+	pthread_mutex_lock(&worker_error_lock);
+	int set = worker_error_set;
+	if (set && msg && len)
+		snprintf(msg, len, "%s", worker_error_msg);
+	pthread_mutex_unlock(&worker_error_lock);
+	return set;
 }

@@ -17,6 +17,9 @@
 #define DNN_CODELET_H
 
 #include <starpu.h>
+#ifndef __CUDACC__ /* the insert macro is for C files; .cu files only see the types */
+#include <starpu_mpi.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,41 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Where and how an insert helper submits its task: one path for one process and for MPI
+ * (Chameleon's submit macro). NULL = local starpu_task_insert, the helper's name, priority 0. */
+typedef struct {
+	int mpi;          /* 1: starpu_mpi_task_insert(MPI_COMM_WORLD, ...) */
+	int node;         /* with mpi: STARPU_EXECUTE_ON_NODE node; -1: owner computes */
+	int priority;     /* STARPU_PRIORITY */
+	const char *name; /* STARPU_NAME; NULL: the helper's default ("relu_fwd", ...) */
+	int color;        /* STARPU_TASK_COLOR where the helper supports it (grad_add); 0: default */
+} dnn_task_opts;
+
+static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt)
+{
+	return o && o->name ? o->name : dflt;
+}
+
+/* Every insert helper's one call: StarPU's return code (0 or a negative errno). NAME is the
+ * helper's default task name; the trailing arguments are starpu_task_insert's, without the 0. */
+#define DNN_TASK_INSERT(o, cl, NAME, ...)                                                           \
+	((o) && (o)->mpi                                                                            \
+		 ? ((o)->node >= 0 ? starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
+							     STARPU_EXECUTE_ON_NODE, (o)->node,       \
+							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
+							     dnn_task_name((o), (NAME)), 0)               \
+				   : starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
+							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
+							     dnn_task_name((o), (NAME)), 0))              \
+		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
+				      STARPU_NAME, dnn_task_name((o), (NAME)), 0))
+
+/* A task that cannot do its work (scratch allocation, a CUDA/cuBLAS/cuDNN error) records the
+ * first such error here (thread-safe; printed once to stderr) and returns; dnn_wait_step then
+ * ends the run with it. dnn_worker_error_get: 1 and the message when one happened. */
+void dnn_worker_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int dnn_worker_error_get(char *msg, size_t len);
 
 /* Footprint of a task = data footprint mixed with a CRC of its (zero-padded) argument struct. */
 uint32_t dnn_args_footprint(struct starpu_task *task);

@@ -173,22 +173,50 @@ void dnn_grad_set_redux(starpu_data_handle_t grad)
 	starpu_data_set_reduction_methods(grad, &cl_grad_accum, &cl_grad_zero);
 }
 
-void dnn_insert_grad_accum(starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src)
+int dnn_insert_grad_accum(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_grad_add, dst_mode, dst, STARPU_R, src,
-					    STARPU_NAME, "grad_accum", 0));
+	return DNN_TASK_INSERT(o, &cl_grad_add, "grad_accum", dst_mode, dst, STARPU_R, src);
 }
 
-void dnn_insert_grad_zero(starpu_data_handle_t dst)
+int dnn_insert_grad_zero(const dnn_task_opts *o, starpu_data_handle_t dst)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_grad_zero, STARPU_W, dst, STARPU_NAME, "grad_zero", 0));
+	return DNN_TASK_INSERT(o, &cl_grad_zero, "grad_zero", STARPU_W, dst);
 }
 
-void dnn_insert_grad_axpy(starpu_data_handle_t dst, float alpha, starpu_data_handle_t src)
+int dnn_insert_grad_axpy(const dnn_task_opts *o, starpu_data_handle_t dst, float alpha, starpu_data_handle_t src)
 {
 	float *arg = malloc(sizeof(float)); /* freed by StarPU (STARPU_CL_ARGS) */
-	STARPU_ASSERT(arg);
+	if (!arg)
+		return -ENOMEM;
 	*arg = alpha;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_grad_axpy, STARPU_RW, dst, STARPU_R, src, STARPU_CL_ARGS, arg,
-					    sizeof(float), STARPU_NAME, "grad_axpy", 0));
+	return DNN_TASK_INSERT(o, &cl_grad_axpy, "grad_axpy", STARPU_RW, dst, STARPU_R, src, STARPU_CL_ARGS, arg,
+					    sizeof(float));
+}
+
+int dnn_insert_grad_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src)
+{
+	if (o && o->color)
+		return DNN_TASK_INSERT(o, &cl_grad_add, "grad_add", dst_mode, dst, STARPU_R, src, STARPU_TASK_COLOR, o->color);
+	return DNN_TASK_INSERT(o, &cl_grad_add, "grad_add", dst_mode, dst, STARPU_R, src);
+}
+
+/* The slice codelets read their offset from a size_t cl_arg; each task gets its own copy. */
+static int insert_slice(const dnn_task_opts *o, struct starpu_codelet *cl, const char *name, int dst_mode,
+			starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
+{
+	size_t *arg = malloc(sizeof(size_t)); /* freed by StarPU (STARPU_CL_ARGS) */
+	if (!arg)
+		return -ENOMEM;
+	*arg = off;
+	return DNN_TASK_INSERT(o, cl, name, dst_mode, dst, STARPU_R, src, STARPU_CL_ARGS, arg, sizeof(size_t));
+}
+
+int dnn_insert_grad_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
+{
+	return insert_slice(o, &cl_grad_slice_get, "grad_slice_get", STARPU_W, dst, src, off);
+}
+
+int dnn_insert_grad_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
+{
+	return insert_slice(o, &cl_grad_slice_put, "grad_slice_put", STARPU_RW, dst, src, off);
 }

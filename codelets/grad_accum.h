@@ -2,6 +2,8 @@
 #ifndef DNN_GRAD_ACCUM_H
 #define DNN_GRAD_ACCUM_H
 #include <starpu.h>
+
+#include "dnn_codelet.h"
 #include <stddef.h>
 
 /* Plain kernels. */
@@ -23,10 +25,16 @@ extern struct starpu_codelet cl_grad_slice_put; // (RW full, R chunk): full[off 
 void dnn_grad_set_redux(starpu_data_handle_t grad);
 
 /* dst += src as a task; dst_mode is STARPU_RW, STARPU_REDUX or STARPU_RW|STARPU_COMMUTE. */
-void dnn_insert_grad_accum(starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
-void dnn_insert_grad_zero(starpu_data_handle_t dst);
+int dnn_insert_grad_accum(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
+int dnn_insert_grad_zero(const dnn_task_opts *o, starpu_data_handle_t dst);
 /* dst += alpha * src as a task (dst RW). */
-void dnn_insert_grad_axpy(starpu_data_handle_t dst, float alpha, starpu_data_handle_t src);
+int dnn_insert_grad_axpy(const dnn_task_opts *o, starpu_data_handle_t dst, float alpha, starpu_data_handle_t src);
+
+/* dst += src (cl_grad_add); dst_mode STARPU_RW or STARPU_RW|STARPU_COMMUTE; o->color honoured. */
+int dnn_insert_grad_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
+/* dst = src[off .. off + len(dst)) and src[off ..] = whole dst (STARPU_RW on the full vector). */
+int dnn_insert_grad_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off);
+int dnn_insert_grad_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off);
 
 #ifdef DNN_HAVE_CUDA
 void dnn_grad_zero_cuda(void *buffers[], void *cl_arg);

@@ -43,7 +43,7 @@ struct starpu_codelet cl_load_batch = {
 	.color = DNN_COLOR_DATA,
 };
 
-void dnn_insert_load_batch(const uint8_t *images, const int32_t *labels, const float *mean, const float *std,
+int dnn_insert_load_batch(const dnn_task_opts *o, const uint8_t *images, const int32_t *labels, const float *mean, const float *std,
 			   int C, int HW, const int *idx, int n, starpu_data_handle_t x, starpu_data_handle_t y)
 {
 	size_t sz = sizeof(dnn_load_batch_args) + (size_t)n * sizeof(int);
@@ -52,6 +52,5 @@ void dnn_insert_load_batch(const uint8_t *images, const int32_t *labels, const f
 	a->images = images, a->labels = labels, a->mean = mean, a->std = std;
 	a->C = C, a->HW = HW, a->n = n;
 	memcpy(a->idx, idx, (size_t)n * sizeof(int));
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_load_batch, STARPU_W, x, STARPU_W, y, STARPU_CL_ARGS, a, sz,
-					    STARPU_NAME, "load_batch", 0));
+	return DNN_TASK_INSERT(o, &cl_load_batch, "load_batch", STARPU_W, x, STARPU_W, y, STARPU_CL_ARGS, a, sz);
 }

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	const uint8_t *images; // (n_total, C, H, W) of the dataset
 	const int32_t *labels; // (n_total)
@@ -20,7 +22,7 @@ void dnn_load_batch_cpu(float *x, int32_t *y, const dnn_load_batch_args *a);
 /* (W x, W labels) */
 extern struct starpu_codelet cl_load_batch;
 /* Copies idx[0..n) into the task's argument block. */
-void dnn_insert_load_batch(const uint8_t *images, const int32_t *labels, const float *mean,
+int dnn_insert_load_batch(const dnn_task_opts *o, const uint8_t *images, const int32_t *labels, const float *mean,
 			   const float *std, int C, int HW, const int *idx, int n,
 			   starpu_data_handle_t x, starpu_data_handle_t y);
 #endif

@@ -304,12 +304,12 @@ struct starpu_codelet cl_load_images = {
 	.color = DNN_COLOR_DATA,
 };
 
-void dnn_insert_load_images(const dnn_load_images_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
+int dnn_insert_load_images(const dnn_task_opts *o, const dnn_load_images_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
 	size_t sz = sizeof(dnn_load_images_args) + (size_t)a->n * sizeof(int);
 	dnn_load_images_args *c = malloc(sz);
-	STARPU_ASSERT(c);
+	if (!c)
+		return -ENOMEM;
 	memcpy(c, a, sz);
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_load_images, STARPU_W, x, STARPU_W, y, STARPU_CL_ARGS, c, sz,
-					    STARPU_NAME, "load_images", 0));
+	return DNN_TASK_INSERT(o, &cl_load_images, "load_images", STARPU_W, x, STARPU_W, y, STARPU_CL_ARGS, c, sz);
 }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 /* Largest image accepted (pixels): bigger ones are reported as unreadable, not decoded. */
 #define DNN_IMAGE_MAX_PIXELS (64L << 20)
 /* Largest file read (bytes). */
@@ -57,5 +59,5 @@ int dnn_load_images_cpu(float *x, int32_t *y, const dnn_load_images_args *a);
 /* (W x, W labels) */
 extern struct starpu_codelet cl_load_images;
 /* a is copied (with its idx[0..a->n)) into the task's argument block. */
-void dnn_insert_load_images(const dnn_load_images_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
+int dnn_insert_load_images(const dnn_task_opts *o, const dnn_load_images_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
 #endif

@@ -209,22 +209,22 @@ static dnn_maxpool_args *args_copy(const dnn_maxpool_args *a)
 	return c;
 }
 
-void dnn_insert_maxpool_fwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
+int dnn_insert_maxpool_fwd(const dnn_task_opts *o, const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
 	double flops = (double)a->N * a->C * a->P * a->Q * a->k * a->k;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_maxpool_fwd, STARPU_R, x, STARPU_W, y,
+	return DNN_TASK_INSERT(o, &cl_maxpool_fwd, "maxpool_fwd", STARPU_R, x, STARPU_W, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, "maxpool_fwd", STARPU_FLOPS, flops,
-					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_FWD, 0));
+					     STARPU_FLOPS, flops,
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_FWD);
 }
 
-void dnn_insert_maxpool_bwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
+int dnn_insert_maxpool_bwd(const dnn_task_opts *o, const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
 			    starpu_data_handle_t dy, starpu_data_handle_t dx)
 {
 	double flops = (double)a->N * a->C * a->P * a->Q * (a->k * a->k + 1);
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_maxpool_bwd, STARPU_R, x, STARPU_R, y, STARPU_R, dy,
+	return DNN_TASK_INSERT(o, &cl_maxpool_bwd, "maxpool_bwd", STARPU_R, x, STARPU_R, y, STARPU_R, dy,
 					    dx_mode, dx, STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    STARPU_NAME, "maxpool_bwd", STARPU_FLOPS, flops,
-					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_BWD, 0));
+					     STARPU_FLOPS, flops,
+					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_BWD);
 }

@@ -5,6 +5,8 @@
 #define DNN_MAXPOOL_H
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	int N, C, H, W;
 	int k, stride, pad;
@@ -20,7 +22,7 @@ void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const f
 
 /* fwd (R x, W y); bwd (R x, R y, R dy, W|RW dx) */
 extern struct starpu_codelet cl_maxpool_fwd, cl_maxpool_bwd;
-void dnn_insert_maxpool_fwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
-void dnn_insert_maxpool_bwd(const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
+int dnn_insert_maxpool_fwd(const dnn_task_opts *o, const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
+int dnn_insert_maxpool_bwd(const dnn_task_opts *o, const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
 			    starpu_data_handle_t dy, starpu_data_handle_t dx);
 #endif

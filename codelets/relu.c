@@ -78,20 +78,20 @@ static dnn_relu_args *args_copy(const dnn_relu_args *a)
 	return c;
 }
 
-void dnn_insert_relu_fwd(const dnn_relu_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
+int dnn_insert_relu_fwd(const dnn_task_opts *o, const dnn_relu_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_relu_fwd, STARPU_R, x, STARPU_W, y,
+	return DNN_TASK_INSERT(o, &cl_relu_fwd, "relu_fwd", STARPU_R, x, STARPU_W, y,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_relu_args),
-					    STARPU_NAME, "relu_fwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
-					    STARPU_FLOPS, (double)a->n, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+					    STARPU_FLOPS, (double)a->n);
 }
 
-void dnn_insert_relu_bwd(const dnn_relu_args *a, starpu_data_handle_t y, starpu_data_handle_t dy,
+int dnn_insert_relu_bwd(const dnn_task_opts *o, const dnn_relu_args *a, starpu_data_handle_t y, starpu_data_handle_t dy,
 			 starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_relu_bwd, STARPU_R, y, STARPU_R, dy, dx_mode, dx,
+	return DNN_TASK_INSERT(o, &cl_relu_bwd, "relu_bwd", STARPU_R, y, STARPU_R, dy, dx_mode, dx,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_relu_args),
-					    STARPU_NAME, "relu_bwd", STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
-					    STARPU_FLOPS, (double)a->n, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+					    STARPU_FLOPS, (double)a->n);
 }

@@ -2,6 +2,8 @@
 #ifndef DNN_RELU_H
 #define DNN_RELU_H
 #include <starpu.h>
+
+#include "dnn_codelet.h"
 #include <stddef.h>
 
 typedef struct {
@@ -14,7 +16,7 @@ void dnn_relu_backward_cpu(float *dx, const float *y, const float *dy, long n, i
 
 /* fwd (R x, W y); bwd (R y, R dy, W|RW dx) */
 extern struct starpu_codelet cl_relu_fwd, cl_relu_bwd;
-void dnn_insert_relu_fwd(const dnn_relu_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
-void dnn_insert_relu_bwd(const dnn_relu_args *a, starpu_data_handle_t y, starpu_data_handle_t dy,
+int dnn_insert_relu_fwd(const dnn_task_opts *o, const dnn_relu_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
+int dnn_insert_relu_bwd(const dnn_task_opts *o, const dnn_relu_args *a, starpu_data_handle_t y, starpu_data_handle_t dy,
 			 starpu_data_handle_t dx);
 #endif

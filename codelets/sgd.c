@@ -72,24 +72,24 @@ static dnn_sgd_args *args_copy(const dnn_sgd_args *a)
 	return c;
 }
 
-void dnn_insert_sgd_update(const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+int dnn_insert_sgd_update(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_sgd_update, STARPU_RW, w, STARPU_RW, v,
+	return DNN_TASK_INSERT(o, &cl_sgd_update, "sgd_update", STARPU_RW, w, STARPU_RW, v,
 					    a->keep_grad ? STARPU_R : STARPU_RW, grad,
 					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_sgd_args),
-					    STARPU_NAME, "sgd_update", STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
-					    STARPU_FLOPS, 6.0 * a->n, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
+					    STARPU_FLOPS, 6.0 * a->n);
 }
 
-void dnn_insert_sgd_update_delta(const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+int dnn_insert_sgd_update_delta(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 				 starpu_data_handle_t grad, starpu_data_handle_t delta)
 {
 	dnn_sgd_args *c = args_copy(a);
 	c->write_delta = 1;
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_sgd_update, STARPU_RW, w, STARPU_RW, v,
+	return DNN_TASK_INSERT(o, &cl_sgd_update, "sgd_update", STARPU_RW, w, STARPU_RW, v,
 					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_W, delta,
 					    STARPU_CL_ARGS, c, sizeof(dnn_sgd_args),
-					    STARPU_NAME, "sgd_update", STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
-					    STARPU_FLOPS, 7.0 * a->n, 0));
+					     STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
+					    STARPU_FLOPS, 7.0 * a->n);
 }

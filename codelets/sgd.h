@@ -10,6 +10,8 @@
 #define DNN_SGD_H
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	long n;
 	float lr, momentum, weight_decay, scale;
@@ -23,9 +25,9 @@ void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, con
 
 /* (RW w, RW v, RW grad) — or R grad with keep_grad */
 extern struct starpu_codelet cl_sgd_update;
-void dnn_insert_sgd_update(const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+int dnn_insert_sgd_update(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad);
 /* With write_delta: (RW w, RW v, RW|R grad, W delta). */
-void dnn_insert_sgd_update_delta(const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+int dnn_insert_sgd_update_delta(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 				 starpu_data_handle_t grad, starpu_data_handle_t delta);
 #endif

@@ -99,13 +99,13 @@ static dnn_softmax_xent_args *args_copy(const dnn_softmax_xent_args *a)
 	return c;
 }
 
-void dnn_insert_softmax_xent(const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
+int dnn_insert_softmax_xent(const dnn_task_opts *o, const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
 			     starpu_data_handle_t labels, starpu_data_handle_t dlogits,
 			     starpu_data_handle_t stats)
 {
-	DNN_CHECK_STARPU(starpu_task_insert(&cl_softmax_xent, STARPU_R, logits, STARPU_R, labels, STARPU_W, dlogits,
+	return DNN_TASK_INSERT(o, &cl_softmax_xent, "softmax_xent", STARPU_R, logits, STARPU_R, labels, STARPU_W, dlogits,
 					    STARPU_W, stats, STARPU_CL_ARGS, args_copy(a),
-					    sizeof(dnn_softmax_xent_args), STARPU_NAME, "softmax_xent",
+					    sizeof(dnn_softmax_xent_args), 
 					    STARPU_TASK_COLOR, DNN_COLOR_LOSS,
-					    STARPU_FLOPS, 5.0 * a->N * a->CLS, 0));
+					    STARPU_FLOPS, 5.0 * a->N * a->CLS);
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <starpu.h>
 
+#include "dnn_codelet.h"
+
 typedef struct {
 	int N, CLS;
 } dnn_softmax_xent_args;
@@ -20,7 +22,7 @@ void dnn_softmax_cpu(float *probs, const float *logits, int N, int CLS);
 
 /* (R logits, R labels, W dlogits, W stats) */
 extern struct starpu_codelet cl_softmax_xent;
-void dnn_insert_softmax_xent(const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
+int dnn_insert_softmax_xent(const dnn_task_opts *o, const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
 			     starpu_data_handle_t labels, starpu_data_handle_t dlogits,
 			     starpu_data_handle_t stats);
 #endif

@@ -1,8 +1,10 @@
-/* dist.c — training across ranks with StarPU-MPI (DESIGN.md "Across nodes").
+/* dist.c — training across ranks with StarPU-MPI (docs/ARCHITECTURE.md "Across nodes").
  *
- * Every rank runs the same per-chunk tasks on its own shard with plain starpu_task_insert (all
- * their data is rank-local). Only the handles that cross ranks are registered with StarPU-MPI,
- * and every rank submits the same cross-rank tasks in the same order, as StarPU-MPI requires:
+ * Every rank runs the same per-chunk tasks on its own shard through the codelets' insert helpers
+ * with no options (all their data is rank-local). The cross-rank tasks go through the same
+ * helpers, given MPI options (dnn_task_opts: starpu_mpi_task_insert on a node): one insertion
+ * path, Chameleon style. Only the handles that cross ranks are registered with StarPU-MPI, and
+ * every rank submits the same cross-rank tasks in the same order, as StarPU-MPI requires:
  *
  * sync   per parameter p:  zero(G_p) on rank 0
  *                          for each rank j: G_p += g_p[j]  (STARPU_MPI_REDUX, executed on j)
@@ -51,8 +53,19 @@
 #include <string.h>
 
 #include "dnn_codelet.h"
+#include "errline.h"
 #include "grad_accum.h"
 #include "sgd.h"
+
+/* Options of a cross-rank task: executed on `node` (-1: where the written data is owned). */
+#define ON_NODE(node_, name_) (&(dnn_task_opts){.mpi = 1, .node = (node_), .name = (name_)})
+/* Return a negative errno from a helper or a StarPU-MPI call to the caller. */
+#define TRY(call)                          \
+	do {                               \
+		int dnn_try_rc_ = (call);  \
+		if (dnn_try_rc_ != 0)      \
+			return dnn_try_rc_; \
+	} while (0)
 
 /* Ring all-reduce: below this many elements per chunk a tensor takes the tree (its 2(N-1) hops
  * of a few hundred bytes each cost latency and tasks, and save no bandwidth worth having). */
@@ -79,24 +92,47 @@ static int shard_of(const dnn_model *m, int p)
 	return layer % m->dist->nranks;
 }
 
-void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
-			   int nslots)
+static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness,
+		       int nslots);
+
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
+			  int nslots, char *err, size_t errlen)
 {
-	int rank, nranks;
-	starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank);
-	starpu_mpi_comm_size(MPI_COMM_WORLD, &nranks);
+	int rank, nranks, rc;
+	if ((rc = starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank)) != 0 ||
+	    (rc = starpu_mpi_comm_size(MPI_COMM_WORLD, &nranks)) != 0) {
+		dnn_set_err(err, errlen, "StarPU-MPI", "cannot read the communicator's rank or size (error %d)", rc);
+		return -1;
+	}
 	if (nranks < 2)
-		return;
+		return 0;
 	dnn_dist *d = calloc(1, sizeof(*d));
-	STARPU_ASSERT(d);
+	if (!d) {
+		dnn_set_err(err, errlen, m->g->source, "out of memory setting up %d ranks", nranks);
+		return -1;
+	}
 	d->rank = rank, d->nranks = nranks, d->mode = mode, d->staleness = staleness, d->nslots = nslots;
 	d->allreduce = allreduce;
 	d->lookahead = mode == DNN_MODE_ASYNC && lookahead && staleness > 0;
 	d->next_tag = 1;
 	m->dist = d;
-	const int P = m->nparams;
+	if (enable_dist(m, d, mode, allreduce, staleness, nslots) != 0) {
+		dnn_set_err(err, errlen, m->g->source, "out of memory setting up the cross-rank handles of %d ranks", nranks);
+		dnn_dist_destroy(m);
+		return -1;
+	}
+	return 0;
+}
+
+/* The handles of dnn_model_enable_dist; -1 when an allocation fails (dnn_dist_destroy frees). */
+static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness,
+		       int nslots)
+{
+	const int P = m->nparams, rank = d->rank, nranks = d->nranks;
 	/* Every rank's local gradient; ours is the REDUX handle the backward tasks already use. */
 	d->g_local = calloc((size_t)nranks * P, sizeof(starpu_data_handle_t));
+	if (!d->g_local)
+		return -1;
 	for (int j = 0; j < nranks && mode == DNN_MODE_SYNC; j++)
 		for (int p = 0; p < P; p++) {
 			starpu_data_handle_t *h = &d->g_local[j * P + p];
@@ -112,7 +148,8 @@ void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allre
 		d->g_global = calloc((size_t)P, sizeof(starpu_data_handle_t));
 		d->ring_chunk = calloc((size_t)P * N * N, sizeof(starpu_data_handle_t));
 		d->ring_off = calloc((size_t)P * (N + 1), sizeof(size_t));
-		STARPU_ASSERT(d->g_global && d->ring_chunk && d->ring_off);
+		if (!d->g_global || !d->ring_chunk || !d->ring_off)
+			return -1;
 		for (int p = 0; p < P; p++) {
 			const size_t n = (size_t)m->params[p].n;
 			if (allreduce == DNN_ALLREDUCE_RING && n >= (size_t)N * DNN_RING_MIN_CHUNK) {
@@ -135,13 +172,15 @@ void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allre
 		d->delta = calloc((size_t)nranks * K * P, sizeof(starpu_data_handle_t));
 		d->w_server_mem = calloc((size_t)P, sizeof(float *));
 		d->shard = calloc((size_t)P, sizeof(int));
-		STARPU_ASSERT(d->shard);
+		if (!d->w_server || !d->snap || !d->delta || !d->w_server_mem || !d->shard)
+			return -1;
 		for (int p = 0; p < P; p++) {
 			int s = d->shard[p] = shard_of(m, p);
 			if (s == rank) {
 				/* The server starts from the same initial parameters as every replica. */
 				d->w_server_mem[p] = malloc(sizeof(float) * (size_t)m->params[p].n);
-				STARPU_ASSERT(d->w_server_mem[p]);
+				if (!d->w_server_mem[p])
+					return -1;
 				memcpy(d->w_server_mem[p], m->params[p].w, sizeof(float) * (size_t)m->params[p].n);
 			}
 			d->w_server[p] = reg_vector(d, d->w_server_mem[p], (size_t)m->params[p].n, s);
@@ -157,43 +196,50 @@ void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allre
 	d->stats_local = calloc((size_t)nranks * nslots, sizeof(starpu_data_handle_t));
 	d->stats_global_mem = calloc(2 * (size_t)nslots, sizeof(float));
 	d->stats_local_mem = calloc(2 * (size_t)nslots, sizeof(float));
+	if (!d->stats_global || !d->stats_local || !d->stats_global_mem || !d->stats_local_mem)
+		return -1;
 	for (int s = 0; s < nslots; s++) {
 		d->stats_global[s] = reg_vector(d, rank == 0 ? d->stats_global_mem + 2 * s : NULL, 2, 0);
 		dnn_grad_set_redux(d->stats_global[s]);
 		for (int j = 0; j < nranks; j++)
 			d->stats_local[j * nslots + s] = reg_vector(d, j == rank ? d->stats_local_mem + 2 * s : NULL, 2, j);
 	}
+	return 0;
 }
 
-/* dst <- src, with the gradient codelets: zero then accumulate (no extra codelet needed). */
-static void mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, int node)
+/* dst <- src on `node`, with the gradient codelets: zero then accumulate (no extra codelet needed). */
+static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, int node)
 {
-	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, dst, STARPU_EXECUTE_ON_NODE,
-						node, STARPU_NAME, "ps_snapshot_zero", 0));
-	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_add, STARPU_RW, dst, STARPU_R, src,
-						STARPU_EXECUTE_ON_NODE, node, STARPU_NAME, "ps_snapshot", 0));
+	TRY(dnn_insert_grad_zero(ON_NODE(node, "ps_snapshot_zero"), dst));
+	return dnn_insert_grad_add(ON_NODE(node, "ps_snapshot"), dst, STARPU_RW, src);
 }
 
 /* G <- the sum over ranks j of local[j * stride], into G's owner: zero G, one STARPU_MPI_REDUX
  * contribution executed on each rank, then StarPU-MPI's reduction tree. The task names are
  * <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
-static void mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
-			 const char *zero_name, const char *contrib_name)
+static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
+			const char *zero_name, const char *contrib_name)
 {
-	DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_zero, STARPU_W, G, STARPU_NAME, zero_name, 0));
+	TRY(dnn_insert_grad_zero(ON_NODE(-1, zero_name), G));
 	for (int j = 0; j < nranks; j++)
-		DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_accum, STARPU_MPI_REDUX, G, STARPU_R,
-							local[(size_t)j * stride], STARPU_EXECUTE_ON_NODE, j,
-							STARPU_NAME, contrib_name, 0));
-	DNN_CHECK_STARPU(starpu_mpi_redux_data(MPI_COMM_WORLD, G));
+		TRY(dnn_insert_grad_accum(ON_NODE(j, contrib_name), G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
+	return starpu_mpi_redux_data(MPI_COMM_WORLD, G);
 }
 
-void dnn_dist_before_forward(dnn_plan *p, long step)
+/* Every rank takes part in every transfer of h to every rank (the owner posts the sends). */
+static int mpi_broadcast(starpu_data_handle_t h, int nranks, int first)
+{
+	for (int j = first; j < nranks; j++)
+		TRY(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, j, NULL, NULL));
+	return 0;
+}
+
+int dnn_dist_before_forward(dnn_plan *p, long step)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
 	if (!d || d->mode != DNN_MODE_ASYNC || !p->train)
-		return;
+		return 0;
 	long version = step - 1 - d->staleness; /* server version (step index) this step may use */
 	long used = version >= 0 ? version : -1; /* -1: the initial parameters */
 	long stale = step - 1 - used;
@@ -202,7 +248,7 @@ void dnn_dist_before_forward(dnn_plan *p, long step)
 	if (stale > d->staleness_max)
 		d->staleness_max = stale;
 	if (version < 0)
-		return;
+		return 0;
 	const int P = m->nparams, K = d->staleness + 1;
 	/* Lookahead: the snapshot lacks every rank's changes of steps version+1 .. step-1. This
 	 * rank adds its own; the other ranks' are estimated by its own too (all replicas train the
@@ -212,121 +258,122 @@ void dnn_dist_before_forward(dnn_plan *p, long step)
 	const float own_weight = d->lookahead ? (float)d->nranks : 1.0f;
 	for (int q = 0; q < P; q++) {
 		starpu_data_handle_t snap = d->snap[(version % K) * P + q];
-		/* Every rank takes part in every transfer (the owner posts the sends); then a local copy
-		 * into this rank's replica plus this rank's own changes that the snapshot lacks. */
-		for (int j = 0; j < d->nranks; j++)
-			DNN_CHECK_STARPU(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, snap, j, NULL, NULL));
-		dnn_insert_grad_zero(m->params[q].hw);
-		dnn_insert_grad_accum(m->params[q].hw, STARPU_RW, snap);
+		/* The snapshot to every rank, then a local copy into this rank's replica plus this
+		 * rank's own changes that the snapshot lacks. */
+		TRY(mpi_broadcast(snap, d->nranks, 0));
+		TRY(dnn_insert_grad_zero(NULL, m->params[q].hw));
+		TRY(dnn_insert_grad_accum(NULL, m->params[q].hw, STARPU_RW, snap));
 		for (long k = version + 1; k < step; k++)
-			dnn_insert_grad_axpy(m->params[q].hw, own_weight, d->delta[((size_t)d->rank * K + k % K) * P + q]);
+			TRY(dnn_insert_grad_axpy(NULL, m->params[q].hw, own_weight,
+						 d->delta[((size_t)d->rank * K + k % K) * P + q]));
 	}
+	return 0;
 }
 
 /* The sync step of parameter q with the ring (header comment): all ranks submit every task. */
-static void ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
 	const int N = d->nranks, P = m->nparams;
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
 	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
-	const size_t SZ = sizeof(size_t);
 	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
 	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
-	const int prio = STARPU_MAX_PRIO;
+	dnn_task_opts o = {.mpi = 1, .priority = STARPU_MAX_PRIO};
+	o.name = "ring_copy_in";
 	for (int j = 0; j < N; j++)
-		for (int c = 0; c < N; c++)
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(
-				MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[j * N + c], STARPU_R, d->g_local[j * P + q],
-				STARPU_CL_ARGS_NFREE, &off[c], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, j,
-				STARPU_NAME, "ring_copy_in", 0));
+		for (int c = 0; c < N; c++) {
+			o.node = j;
+			TRY(dnn_insert_grad_slice_get(&o, A[j * N + c], d->g_local[j * P + q], off[c]));
+		}
+	o.name = "ring_reduce_scatter";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r - s) % N + N) % N, to = (r + 1) % N;
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(
-				MPI_COMM_WORLD, &cl_grad_add, STARPU_RW, A[to * N + c], STARPU_R, A[r * N + c],
-				STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, to, STARPU_NAME, "ring_reduce_scatter", 0));
+			o.node = to;
+			TRY(dnn_insert_grad_add(&o, A[to * N + c], STARPU_RW, A[r * N + c]));
 		}
+	o.name = "ring_all_gather";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r + 1 - s) % N + N) % N, to = (r + 1) % N;
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(
-				MPI_COMM_WORLD, &cl_grad_slice_get, STARPU_W, A[to * N + c], STARPU_R, A[r * N + c],
-				STARPU_CL_ARGS_NFREE, &off[0], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, to,
-				STARPU_NAME, "ring_all_gather", 0));
+			o.node = to;
+			TRY(dnn_insert_grad_slice_get(&o, A[to * N + c], A[r * N + c], 0));
 		}
+	o.name = "ring_copy_out";
 	for (int j = 0; j < N; j++)
-		for (int c = 0; c < N; c++)
-			DNN_CHECK_STARPU(starpu_mpi_task_insert(
-				MPI_COMM_WORLD, &cl_grad_slice_put, STARPU_RW, d->g_local[j * P + q], STARPU_R, A[j * N + c],
-				STARPU_CL_ARGS_NFREE, &off[c], SZ, STARPU_PRIORITY, prio, STARPU_EXECUTE_ON_NODE, j,
-				STARPU_NAME, "ring_copy_out", 0));
+		for (int c = 0; c < N; c++) {
+			o.node = j;
+			TRY(dnn_insert_grad_slice_put(&o, d->g_local[j * P + q], A[j * N + c], off[c]));
+		}
 	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
 	dnn_param *pr = &m->params[q];
-	dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
-			  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay,
-			  .scale = 1.0f / (float)p->global_batch};
-	dnn_insert_sgd_update(&a, pr->hw, pr->hv, pr->hg);
+	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+	return dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
 }
 
-void dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_sgd_config *sgd)
+/* The sync step of parameter q with the tree: the sum into rank 0, sent to every rank, and the
+ * same update on every replica with it (read-only); then the local gradient is zeroed. */
+static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 {
-	(void)slot;
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
-	const int P = m->nparams;
-	if (d->mode == DNN_MODE_SYNC) {
-		for (int q = 0; q < P; q++) {
-			if (!d->g_global[q]) {
-				ring_allreduce_step(p, q, sgd);
-				continue;
-			}
-			starpu_data_handle_t G = d->g_global[q];
-			mpi_sum_into(G, d->g_local + q, (size_t)P, d->nranks, "allreduce_zero", "allreduce_contrib");
-			for (int j = 1; j < d->nranks; j++)
-				DNN_CHECK_STARPU(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, G, j, NULL, NULL));
-			dnn_param *pr = &m->params[q];
-			dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
-					  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay,
-					  .scale = 1.0f / (float)p->global_batch, .keep_grad = 1};
-			dnn_insert_sgd_update(&a, pr->hw, pr->hv, G);
-			dnn_insert_grad_zero(pr->hg);
-		}
-	} else {
-		const int K = d->staleness + 1;
-		for (int q = 0; q < P; q++) {
-			dnn_param *pr = &m->params[q];
-			int s = d->shard[q];
-			/* Local step; weight decay split over the ranks so that the pushed changes add up. */
-			dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
-					  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay / (float)d->nranks,
-					  .scale = 1.0f / (float)p->global_batch};
-			dnn_insert_sgd_update_delta(&a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]);
-			for (int j = 0; j < d->nranks; j++)
-				DNN_CHECK_STARPU(starpu_mpi_task_insert(MPI_COMM_WORLD, &cl_grad_add, STARPU_RW | STARPU_COMMUTE,
-									d->w_server[q], STARPU_R,
-									d->delta[((size_t)j * K + step % K) * P + q],
-									STARPU_EXECUTE_ON_NODE, s, STARPU_NAME, "ps_push",
-									STARPU_TASK_COLOR, DNN_COLOR_UPDATE, 0));
-			/* D is rewritten next time by a rank-local task the server never sees: drop the
-			 * server's received copy from StarPU-MPI's cache, or it would reuse the stale one. */
-			for (int j = 0; j < d->nranks; j++)
-				starpu_mpi_cache_flush(MPI_COMM_WORLD, d->delta[((size_t)j * K + step % K) * P + q]);
-			mpi_insert_copy(d->snap[(step % K) * P + q], d->w_server[q], s);
-		}
-	}
+	starpu_data_handle_t G = d->g_global[q];
+	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib"));
+	TRY(mpi_broadcast(G, d->nranks, 1));
+	dnn_param *pr = &m->params[q];
+	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+	a.keep_grad = 1;
+	TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, G));
+	return dnn_insert_grad_zero(NULL, pr->hg);
 }
 
-void dnn_dist_reduce_stats(dnn_plan *p, int slot)
+/* The async step of parameter q: a local step that also writes the applied change, pushed to
+ * the parameter's server shard, which then snapshots its copy for the pulls of later steps. */
+static int async_push_step(dnn_plan *p, int q, long step, const dnn_sgd_config *sgd)
+{
+	dnn_model *m = p->m;
+	dnn_dist *d = m->dist;
+	const int K = d->staleness + 1, P = m->nparams, s = d->shard[q];
+	dnn_param *pr = &m->params[q];
+	/* Weight decay split over the ranks so that the pushed changes add up. */
+	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, d->nranks);
+	TRY(dnn_insert_sgd_update_delta(NULL, &a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]));
+	dnn_task_opts push = {.mpi = 1, .node = s, .name = "ps_push", .color = DNN_COLOR_UPDATE};
+	for (int j = 0; j < d->nranks; j++)
+		TRY(dnn_insert_grad_add(&push, d->w_server[q], STARPU_RW | STARPU_COMMUTE,
+					d->delta[((size_t)j * K + step % K) * P + q]));
+	/* D is rewritten next time by a rank-local task the server never sees: drop the server's
+	 * received copy from StarPU-MPI's cache, or it would reuse the stale one. */
+	for (int j = 0; j < d->nranks; j++)
+		starpu_mpi_cache_flush(MPI_COMM_WORLD, d->delta[((size_t)j * K + step % K) * P + q]);
+	return mpi_insert_copy(d->snap[(step % K) * P + q], d->w_server[q], s);
+}
+
+int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd)
+{
+	dnn_dist *d = p->m->dist;
+	for (int q = 0; q < p->m->nparams; q++) {
+		if (d->mode == DNN_MODE_ASYNC)
+			TRY(async_push_step(p, q, step, sgd));
+		else if (d->g_global[q])
+			TRY(tree_allreduce_step(p, q, sgd));
+		else
+			TRY(ring_allreduce_step(p, q, sgd));
+	}
+	return 0;
+}
+
+int dnn_dist_reduce_stats(dnn_plan *p, int slot)
 {
 	dnn_dist *d = p->m->dist;
 	starpu_data_handle_t mine = d->stats_local[d->rank * d->nslots + slot];
-	dnn_insert_grad_zero(mine);
+	TRY(dnn_insert_grad_zero(NULL, mine));
 	for (int c = 0; c < p->nchunks; c++)
-		dnn_insert_grad_accum(mine, STARPU_RW, p->stats[slot * p->nchunks + c]);
-	starpu_data_handle_t G = d->stats_global[slot];
-	mpi_sum_into(G, d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero", "stats_contrib");
+		TRY(dnn_insert_grad_accum(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
+	return mpi_sum_into(d->stats_global[slot], d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero",
+			    "stats_contrib");
 }
 
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host)
@@ -340,37 +387,56 @@ starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host)
 	return d->stats_local[d->rank * d->nslots + slot];
 }
 
-void dnn_dist_pull_final(dnn_model *m)
+static int report(int rc, const char *what, char *err, size_t errlen)
+{
+	if (rc != 0)
+		dnn_set_err(err, errlen, "StarPU-MPI", "%s failed: %s", what, strerror(rc < 0 ? -rc : rc));
+	return rc != 0 ? -1 : 0;
+}
+
+static int pull_final(dnn_model *m)
+{
+	dnn_dist *d = m->dist;
+	for (int q = 0; q < m->nparams; q++) {
+		TRY(mpi_broadcast(d->w_server[q], d->nranks, 0));
+		TRY(dnn_insert_grad_zero(NULL, m->params[q].hw));
+		TRY(dnn_insert_grad_accum(NULL, m->params[q].hw, STARPU_RW, d->w_server[q]));
+	}
+	return starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+}
+
+int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen)
 {
 	dnn_dist *d = m->dist;
 	if (!d || d->mode != DNN_MODE_ASYNC)
-		return;
-	for (int q = 0; q < m->nparams; q++) {
-		for (int j = 0; j < d->nranks; j++)
-			DNN_CHECK_STARPU(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, d->w_server[q], j, NULL, NULL));
-		dnn_insert_grad_zero(m->params[q].hw);
-		dnn_insert_grad_accum(m->params[q].hw, STARPU_RW, d->w_server[q]);
-	}
-	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+		return 0;
+	return report(pull_final(m), "pulling the server's parameters", err, errlen);
 }
 
-void dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n)
+int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char *err, size_t errlen)
 {
 	dnn_dist *d = m->dist;
-	STARPU_ASSERT(d && n > 0 && n <= UINT32_MAX);
+	if (!d || n == 0 || n > UINT32_MAX) {
+		dnn_set_err(err, errlen, "dnn_dist_sum_to_root", "needs a multi-rank model and 1 to 2^32-1 floats (got %zu)", n);
+		return -1;
+	}
+	starpu_data_handle_t *L = calloc((size_t)d->nranks, sizeof(*L));
+	if (!L) {
+		dnn_set_err(err, errlen, "dnn_dist_sum_to_root", "out of memory");
+		return -1;
+	}
 	starpu_data_handle_t G = reg_vector(d, d->rank == 0 ? out : NULL, n, 0);
 	dnn_grad_set_redux(G);
-	starpu_data_handle_t *L = calloc((size_t)d->nranks, sizeof(*L));
-	STARPU_ASSERT(L);
 	for (int j = 0; j < d->nranks; j++)
 		L[j] = reg_vector(d, j == d->rank ? local : NULL, n, j);
-	mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib");
-	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib");
+	int wrc = starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	/* Unregistering brings the sum back into rank 0's `out`. */
 	starpu_data_unregister(G);
 	for (int j = 0; j < d->nranks; j++)
 		starpu_data_unregister(L[j]);
 	free(L);
+	return report(rc ? rc : wrc, "summing over the ranks", err, errlen);
 }
 
 static void unreg_all(starpu_data_handle_t *h, size_t n)
@@ -385,25 +451,30 @@ void dnn_dist_destroy(dnn_model *m)
 	dnn_dist *d = m->dist;
 	if (!d)
 		return;
-	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
+	/* Tear-down: a failed wait has nothing left to report to (the run is ending either way). */
+	(void)starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	const int P = m->nparams;
 	/* Our own g_local entries are the model's hg handles: the model unregisters those. */
-	for (int p = 0; p < P && d->mode == DNN_MODE_SYNC; p++)
+	for (int p = 0; p < P && d->mode == DNN_MODE_SYNC && d->g_local; p++)
 		d->g_local[d->rank * P + p] = NULL;
-	unreg_all(d->g_local, (size_t)d->nranks * P);
+	if (d->g_local)
+		unreg_all(d->g_local, (size_t)d->nranks * P);
 	if (d->g_global)
 		unreg_all(d->g_global, (size_t)P);
 	if (d->ring_chunk)
 		unreg_all(d->ring_chunk, (size_t)P * d->nranks * d->nranks);
-	if (d->w_server) {
+	if (d->w_server)
 		unreg_all(d->w_server, (size_t)P);
+	if (d->snap)
 		unreg_all(d->snap, (size_t)(d->staleness + 1) * P);
+	if (d->delta)
 		unreg_all(d->delta, (size_t)d->nranks * (d->staleness + 1) * P);
-		for (int p = 0; p < P; p++)
-			free(d->w_server_mem[p]);
-	}
-	unreg_all(d->stats_global, (size_t)d->nslots);
-	unreg_all(d->stats_local, (size_t)d->nranks * d->nslots);
+	for (int p = 0; p < P && d->w_server_mem; p++)
+		free(d->w_server_mem[p]);
+	if (d->stats_global)
+		unreg_all(d->stats_global, (size_t)d->nslots);
+	if (d->stats_local)
+		unreg_all(d->stats_local, (size_t)d->nranks * d->nslots);
 	free(d->g_local), free(d->g_global), free(d->ring_chunk), free(d->ring_off);
 	free(d->w_server), free(d->snap), free(d->delta);
 	free(d->w_server_mem), free(d->shard);

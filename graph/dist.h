@@ -1,16 +1,29 @@
-/* dist.h — the cross-rank parts of a training step (StarPU-MPI), used by model.c. */
+/* dist.h — training across ranks with StarPU-MPI (docs/ARCHITECTURE.md "Across nodes"): the
+ * cross-rank parts of a training step, which model.c calls, and the set-up and collectives
+ * that runtime/ calls. Every rank calls each of these in the same order (StarPU-MPI's rule). */
 #ifndef DNN_DIST_H
 #define DNN_DIST_H
 #include "model.h"
 
+/* Turn on multi-rank training (call on every rank, after dnn_model_create, before any plan;
+ * nslots = the window). No-op for one rank. -1 with err on failure. */
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
+			  int nslots, char *err, size_t errlen);
+/* Async mode: the server's current parameters into this rank's replica (the end of a run). */
+int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen);
+/* Collective over the ranks: rank 0's `out` receives the element-wise sum of every rank's
+ * `local` (n floats; `out` is ignored elsewhere). */
+int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char *err, size_t errlen);
+
+/* ---- for model.c; each returns 0 or a negative errno (a task StarPU refused) */
 /* Before the step's forward (async: pull parameters from the server snapshot of step t-1-S, add
  * this rank's own later changes and, with lookahead, the same again for each other rank). */
-void dnn_dist_before_forward(dnn_plan *p, long step);
+int dnn_dist_before_forward(dnn_plan *p, long step);
 /* After the step's backward: sync = all-reduce + identical update on every rank; async = push
  * the local gradient to the parameter server (and snapshot it). */
-void dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_sgd_config *sgd);
+int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd);
 /* Sum the step's loss/correct statistics over the ranks into rank 0. */
-void dnn_dist_reduce_stats(dnn_plan *p, int slot);
+int dnn_dist_reduce_stats(dnn_plan *p, int slot);
 /* The statistics handle to wait for in dnn_wait_step. */
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host);
 void dnn_dist_destroy(dnn_model *m);

@@ -1,4 +1,5 @@
-/* graph.c — net-file parser, validation, shape inference, fingerprint and summary. */
+/* graph.c — net-file parser, validation, shape inference, fingerprint and summary. What each op
+ * accepts and computes is its descriptor's (op.h, graph/ops/); this file only drives them. */
 #include "graph.h"
 
 #include <ctype.h>
@@ -10,31 +11,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fuse.h"
+#include "op.h"
+
 #define MAX_NODES 10000
 #define MAX_LINE 4096
-/* "Absurd size" limits: generous for real nets, small enough that no product overflows. */
-#define MAX_CHANNELS 65536
-#define MAX_SPATIAL 16384
-#define MAX_KERNEL 64
-#define MAX_STRIDE 64
+/* Limits of net files (graph.h has the per-attribute ones). */
+#define MAX_CHANNELS DNN_MAX_CHANNELS
+#define MAX_SPATIAL DNN_MAX_SPATIAL
 #define MAX_SAMPLE_FLOATS (1LL << 28) /* one activation of one sample: 1 GiB of float32 */
 
-static const char *op_names[DNN_OP_COUNT] = {"input", "conv", "dense", "relu", "maxpool",
-					     "avgpool", "batchnorm", "add", "softmax_xent"};
-
-const char *dnn_op_name(dnn_op op) { return op < DNN_OP_COUNT ? op_names[op] : "?"; }
-
-static int fail(char *err, size_t errlen, const char *source, int line, const char *fmt, ...)
-{
-	va_list ap;
-	int n = line > 0 ? snprintf(err, errlen, "%s:%d: ", source, line) : snprintf(err, errlen, "%s: ", source);
-	if (n < 0 || (size_t)n >= errlen)
-		return -1;
-	va_start(ap, fmt);
-	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-	va_end(ap);
-	return -1;
-}
+#define fail dnn_op_fail
 
 /* Strict integer: whole token, in [lo, hi]. */
 static int parse_int(const char *s, long lo, long hi, int *out)
@@ -83,30 +70,9 @@ static int find_node(const dnn_node *nodes, int n, const char *name)
 	return -1;
 }
 
-typedef struct {
-	const char *key;
-	long lo, hi;
-	size_t offset; /* into dnn_node, an int field */
-} int_key;
-
-#define KEY(k, lo, hi, field) {k, lo, hi, offsetof(dnn_node, field)}
-static const int_key conv_keys[] = {KEY("out", 1, MAX_CHANNELS, out), KEY("k", 1, MAX_KERNEL, k),
-				    KEY("stride", 1, MAX_STRIDE, stride), KEY("pad", 0, MAX_KERNEL, pad),
-				    KEY("dilation", 1, MAX_KERNEL, dilation), KEY("bias", 0, 1, bias)};
-static const int_key dense_keys[] = {KEY("out", 1, 1 << 20, out)};
-static const int_key pool_keys[] = {KEY("k", 1, MAX_KERNEL, k), KEY("stride", 1, MAX_STRIDE, stride),
-				    KEY("pad", 0, MAX_KERNEL, pad)};
-
 static int parse_keys(dnn_node *nd, char **tok, int ntok, const char *src, int line, char *err, size_t errlen)
 {
-	const int_key *keys = NULL;
-	int nkeys = 0;
-	switch (nd->op) {
-	case DNN_OP_CONV: keys = conv_keys; nkeys = 6; break;
-	case DNN_OP_DENSE: keys = dense_keys; nkeys = 1; break;
-	case DNN_OP_MAXPOOL: keys = pool_keys; nkeys = 3; break;
-	default: break;
-	}
+	const dnn_op_desc *d = dnn_op_get(nd->op);
 	for (int t = 0; t < ntok; t++) {
 		char *eq = strchr(tok[t], '=');
 		if (!eq)
@@ -114,23 +80,17 @@ static int parse_keys(dnn_node *nd, char **tok, int ntok, const char *src, int l
 		*eq = '\0';
 		const char *key = tok[t], *val = eq + 1;
 		int done = 0;
-		for (int k = 0; k < nkeys; k++) {
-			if (strcmp(key, keys[k].key) != 0)
+		for (int k = 0; k < d->nkeys && !done; k++) {
+			const dnn_op_key *ky = &d->keys[k];
+			if (strcmp(key, ky->key) != 0)
 				continue;
-			int *field = (int *)((char *)nd + keys[k].offset);
-			if (parse_int(val, keys[k].lo, keys[k].hi, field) != 0)
-				return fail(err, errlen, src, line, "%s: %s=%s is not an integer in [%ld, %ld]",
-					    nd->name, key, val, keys[k].lo, keys[k].hi);
-			done = 1;
-		}
-		if (!done && nd->op == DNN_OP_BATCHNORM && strcmp(key, "eps") == 0) {
-			if (parse_float(val, 1e-12, 1.0, &nd->eps) != 0)
-				return fail(err, errlen, src, line, "%s: eps=%s is not a number in [1e-12, 1]", nd->name, val);
-			done = 1;
-		}
-		if (!done && nd->op == DNN_OP_BATCHNORM && strcmp(key, "momentum") == 0) {
-			if (parse_float(val, 0.0, 1.0, &nd->momentum) != 0)
-				return fail(err, errlen, src, line, "%s: momentum=%s is not a number in [0, 1]", nd->name, val);
+			void *field = (char *)nd + ky->offset;
+			if (ky->type == 'i' && parse_int(val, (long)ky->lo, (long)ky->hi, field) != 0)
+				return fail(err, errlen, src, line, "%s: %s=%s is not an integer in [%ld, %ld]", nd->name, key,
+					    val, (long)ky->lo, (long)ky->hi);
+			if (ky->type == 'f' && parse_float(val, ky->lo, ky->hi, field) != 0)
+				return fail(err, errlen, src, line, "%s: %s=%s is not a number in [%g, %g]", nd->name, key, val,
+					    ky->lo, ky->hi);
 			done = 1;
 		}
 		if (!done)
@@ -139,96 +99,15 @@ static int parse_keys(dnn_node *nd, char **tok, int ntok, const char *src, int l
 	return 0;
 }
 
-/* Shape inference for one node whose inputs already have shapes. */
+/* Shape inference for one node whose inputs already have shapes: the op's, plus the size bound. */
 static int infer_node(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 {
-	const char *src = g->source;
-	const dnn_node *in = nd->ninputs > 0 ? &g->nodes[nd->inputs[0]] : NULL;
-	long long C = in ? in->C : 0, H = in ? in->H : 0, W = in ? in->W : 0;
-	long long chw = C * H * W;
 	nd->params = 0;
 	nd->flops = 0;
-	switch (nd->op) {
-	case DNN_OP_INPUT:
-		return 0;
-	case DNN_OP_CONV: {
-		long long eff = (long long)nd->dilation * (nd->k - 1) + 1;
-		long long P = (H + 2LL * nd->pad - eff) / nd->stride + 1;
-		long long Q = (W + 2LL * nd->pad - eff) / nd->stride + 1;
-		if (H + 2LL * nd->pad < eff || W + 2LL * nd->pad < eff || P < 1 || Q < 1)
-			return fail(err, errlen, src, nd->line,
-				    "%s: kernel %d (dilation %d) does not fit its %lldx%lld input with pad %d",
-				    nd->name, nd->k, nd->dilation, H, W, nd->pad);
-		if (nd->pad >= eff)
-			return fail(err, errlen, src, nd->line, "%s: pad=%d must be smaller than the kernel extent %lld",
-				    nd->name, nd->pad, eff);
-		nd->C = nd->out, nd->H = (int)P, nd->W = (int)Q;
-		double macs = (double)nd->out * P * Q * C * nd->k * nd->k;
-		nd->params = (long long)nd->out * C * nd->k * nd->k + (nd->bias ? nd->out : 0);
-		nd->flops = 2 * macs + (nd->bias ? (double)nd->out * P * Q : 0);
-		break;
-	}
-	case DNN_OP_DENSE:
-		nd->C = nd->out, nd->H = 1, nd->W = 1;
-		nd->params = (long long)nd->out * chw + nd->out;
-		nd->flops = 2.0 * nd->out * chw + nd->out;
-		break;
-	case DNN_OP_RELU:
-		nd->C = (int)C, nd->H = (int)H, nd->W = (int)W;
-		nd->flops = (double)chw;
-		break;
-	case DNN_OP_MAXPOOL: {
-		if (nd->stride == 0)
-			nd->stride = nd->k;
-		if (nd->pad * 2 > nd->k)
-			return fail(err, errlen, src, nd->line, "%s: pad=%d must be at most half of k=%d", nd->name,
-				    nd->pad, nd->k);
-		long long P = (H + 2LL * nd->pad - nd->k) / nd->stride + 1;
-		long long Q = (W + 2LL * nd->pad - nd->k) / nd->stride + 1;
-		if (H + 2LL * nd->pad < nd->k || W + 2LL * nd->pad < nd->k || P < 1 || Q < 1)
-			return fail(err, errlen, src, nd->line, "%s: window %d does not fit its %lldx%lld input",
-				    nd->name, nd->k, H, W);
-		nd->C = (int)C, nd->H = (int)P, nd->W = (int)Q;
-		nd->flops = (double)C * P * Q * nd->k * nd->k;
-		break;
-	}
-	case DNN_OP_AVGPOOL:
-		nd->C = (int)C, nd->H = 1, nd->W = 1;
-		nd->flops = (double)chw;
-		break;
-	case DNN_OP_BATCHNORM:
-		nd->C = (int)C, nd->H = (int)H, nd->W = (int)W;
-		nd->params = 2 * C;
-		nd->flops = 4.0 * chw;
-		break;
-	case DNN_OP_ADD:
-		for (int i = 1; i < nd->ninputs; i++) {
-			const dnn_node *o = &g->nodes[nd->inputs[i]];
-			if (o->C != C || o->H != H || o->W != W)
-				return fail(err, errlen, src, nd->line,
-					    "%s: inputs have different shapes: %s is %lldx%lldx%lld but %s is %dx%dx%d",
-					    nd->name, in->name, C, H, W, o->name, o->C, o->H, o->W);
-		}
-		nd->C = (int)C, nd->H = (int)H, nd->W = (int)W;
-		nd->flops = (double)chw * (nd->ninputs - 1);
-		break;
-	case DNN_OP_SOFTMAX_XENT:
-		if (H != 1 || W != 1)
-			return fail(err, errlen, src, nd->line,
-				    "%s: the loss needs a flat input (C x 1 x 1, e.g. a dense layer), but %s is %lldx%lldx%lld",
-				    nd->name, in->name, C, H, W);
-		if (C < 2)
-			return fail(err, errlen, src, nd->line, "%s: the loss needs at least 2 classes, got %lld",
-				    nd->name, C);
-		nd->C = 1, nd->H = 1, nd->W = 1;
-		nd->flops = 5.0 * C;
-		g->classes = (int)C;
-		break;
-	default:
-		return fail(err, errlen, src, nd->line, "internal: unknown op");
-	}
+	if (dnn_op_get(nd->op)->infer(g, nd, err, errlen) != 0)
+		return -1;
 	if ((long long)nd->C * nd->H * nd->W > MAX_SAMPLE_FLOATS)
-		return fail(err, errlen, src, nd->line, "%s: output %dx%dx%d is absurdly large", nd->name, nd->C,
+		return fail(err, errlen, g->source, nd->line, "%s: output %dx%dx%d is absurdly large", nd->name, nd->C,
 			    nd->H, nd->W);
 	return 0;
 }
@@ -310,14 +189,16 @@ int dnn_graph_parse(dnn_graph *g, const char *text, const char *source, char *er
 		nd->line = lineno;
 		nd->op = DNN_OP_COUNT;
 		for (int o = 0; o < DNN_OP_COUNT; o++)
-			if (strcmp(tok[0], op_names[o]) == 0)
+			if (strcmp(tok[0], dnn_op_name((dnn_op)o)) == 0)
 				nd->op = (dnn_op)o;
 		if (nd->op == DNN_OP_COUNT) {
-			fail(err, errlen, src, lineno,
-			     "unknown op '%s' (ops: input conv dense relu maxpool avgpool batchnorm add softmax_xent)",
-			     tok[0]);
+			char ops[512] = "";
+			for (int o = 0; o < DNN_OP_COUNT; o++)
+				snprintf(ops + strlen(ops), sizeof(ops) - strlen(ops), "%s%s", o ? " " : "", dnn_op_name((dnn_op)o));
+			fail(err, errlen, src, lineno, "unknown op '%s' (ops: %s)", tok[0], ops);
 			goto out;
 		}
+		const dnn_op_desc *desc = dnn_op_get(nd->op);
 		if (ntok < 2) {
 			fail(err, errlen, src, lineno, "%s: missing node name", tok[0]);
 			goto out;
@@ -369,27 +250,18 @@ int dnn_graph_parse(dnn_graph *g, const char *text, const char *source, char *er
 				}
 				snprintf(pend[n].names[nd->ninputs++], DNN_NAME_MAX, "%s", in);
 			}
-			int want_min = nd->op == DNN_OP_ADD ? 2 : 1, want_max = nd->op == DNN_OP_ADD ? DNN_MAX_INPUTS : 1;
+			const int want_min = desc->min_inputs, want_max = desc->max_inputs;
 			if (nd->ninputs < want_min || nd->ninputs > want_max) {
 				fail(err, errlen, src, lineno, "%s: op %s takes %s input%s, got %d", nd->name, tok[0],
-				     nd->op == DNN_OP_ADD ? "two or more" : "one", nd->op == DNN_OP_ADD ? "s" : "",
-				     nd->ninputs);
+				     want_max > 1 ? "two or more" : "one", want_max > 1 ? "s" : "", nd->ninputs);
 				goto out;
 			}
-			if (nd->op == DNN_OP_MAXPOOL)
-				nd->stride = 0; /* default: = k, set after keys */
-			if (nd->op == DNN_OP_DENSE)
-				nd->bias = 1;
+			if (desc->defaults)
+				desc->defaults(nd);
 			if (parse_keys(nd, tok + 3, ntok - 3, src, lineno, err, errlen) != 0)
 				goto out;
-			if ((nd->op == DNN_OP_CONV || nd->op == DNN_OP_DENSE) && nd->out == 0) {
-				fail(err, errlen, src, lineno, "%s: %s needs out=N", nd->name, tok[0]);
+			if (desc->check && desc->check(nd, src, err, errlen) != 0)
 				goto out;
-			}
-			if ((nd->op == DNN_OP_CONV || nd->op == DNN_OP_MAXPOOL) && nd->k == 0) {
-				fail(err, errlen, src, lineno, "%s: %s needs k=N", nd->name, tok[0]);
-				goto out;
-			}
 		}
 		n++;
 	}
@@ -508,13 +380,6 @@ int dnn_graph_parse(dnn_graph *g, const char *text, const char *source, char *er
 		     nodes[nodes[n - 1].inputs[0]].name);
 		goto out_g;
 	}
-	for (int i = 1; i < n; i++)
-		if (nodes[i].op == DNN_OP_BATCHNORM && nodes[i].inputs[0] == 0) {
-			/* Its backward task writes dx too; the data has no gradient handle. */
-			fail(err, errlen, src, nodes[i].line, "%s: batchnorm directly on the input is not supported "
-			     "(put a conv or dense layer first)", nodes[i].name);
-			goto out_g;
-		}
 	if (infer_all(g, err, errlen) != 0)
 		goto out_g;
 	nodes = NULL;
@@ -666,33 +531,6 @@ static void fmt_count(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.0f", v);
 }
 
-int dnn_fuse_level(void)
-{
-	const char *e = getenv("DNN_FUSE");
-	if (!e || !*e)
-		return 1;
-	if ((e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0')
-		return e[0] - '0';
-	/* Like DNN_CONV_ALGO: an experiment knob, so warn once and keep the default. */
-	static int warned;
-	if (!warned) {
-		fprintf(stderr, "DNN_FUSE=%s is not 0, 1 or 2; using 1\n", e);
-		warned = 1;
-	}
-	return 1;
-}
-
-int dnn_graph_bn_relu(const dnn_graph *g, int i)
-{
-	if (i <= 0 || i >= g->nnodes || g->nodes[i].op != DNN_OP_BATCHNORM || g->nodes[i].nconsumers != 1)
-		return -1;
-	for (int j = i + 1; j < g->nnodes; j++)
-		for (int k = 0; k < g->nodes[j].ninputs; k++)
-			if (g->nodes[j].inputs[k] == i)
-				return g->nodes[j].op == DNN_OP_RELU ? j : -1;
-	return -1;
-}
-
 void dnn_graph_print_summary(const dnn_graph *g, FILE *out)
 {
 	fprintf(out, "%-4s %-16s %-12s %-22s %-16s %12s %10s\n", "#", "name", "op", "inputs", "output (CxHxW)",
@@ -715,13 +553,5 @@ void dnn_graph_print_summary(const dnn_graph *g, FILE *out)
 	fmt_count(tr, sizeof(tr), dnn_graph_flops_train(g));
 	fprintf(out, "total: %d nodes, %lld parameters (%.2f MB), %s FLOPs forward / %s FLOPs training per sample, %d classes\n",
 		g->nnodes, dnn_graph_params(g), dnn_graph_params(g) * 4.0 / 1e6, fl, tr, g->classes);
-	/* Execution, not shape: the layers above are all computed, some in a shared task. */
-	const int level = dnn_fuse_level();
-	int bn_relu = 0, conv_bias = 0;
-	for (int i = 0; level >= 1 && i < g->nnodes; i++)
-		bn_relu += dnn_graph_bn_relu(g, i) >= 0;
-	for (int i = 0; level >= 2 && i < g->nnodes; i++)
-		conv_bias += g->nodes[i].op == DNN_OP_CONV && g->nodes[i].bias;
-	fprintf(out, "fused tasks (DNN_FUSE=%d): %d batchnorm+relu (the batchnorm's output is not stored), %d conv+bias\n",
-		level, bn_relu, conv_bias);
+	dnn_fuse_print_summary(g, out);
 }

@@ -14,18 +14,21 @@
 #define DNN_MAX_INPUTS 8
 #define DNN_NAME_MAX 64
 
+/* The ops, in the order of graph/ops/ops.def (DNN_OP_CONV, ...); each is described once, by its
+ * descriptor in graph/ops/<name>.c (op.h). */
 typedef enum {
-	DNN_OP_INPUT,
-	DNN_OP_CONV,
-	DNN_OP_DENSE,
-	DNN_OP_RELU,
-	DNN_OP_MAXPOOL,
-	DNN_OP_AVGPOOL,
-	DNN_OP_BATCHNORM,
-	DNN_OP_ADD,
-	DNN_OP_SOFTMAX_XENT,
+#define DNN_OP(name, ENUM) DNN_OP_##ENUM,
+#include "ops/ops.def"
+#undef DNN_OP
 	DNN_OP_COUNT
 } dnn_op;
+
+/* "Absurd size" limits of net files: generous for real nets, small enough that no product overflows. */
+#define DNN_MAX_CHANNELS 65536
+#define DNN_MAX_SPATIAL 16384
+#define DNN_MAX_KERNEL 64
+#define DNN_MAX_STRIDE 64
+#define DNN_NODE_FATTRS 4
 
 typedef struct {
 	dnn_op op;
@@ -38,6 +41,7 @@ typedef struct {
 	int k, stride, pad, dilation;  // conv, maxpool (k = kernel size, square)
 	int bias;                      // conv (default 0), dense (always 1)
 	float eps, momentum;           // batchnorm
+	float fattr[DNN_NODE_FATTRS];  // further float keys of an op (its descriptor names them)
 	/* inferred per-sample output shape */
 	int C, H, W;
 	long long params;              // number of trainable parameters
@@ -70,14 +74,6 @@ double dnn_graph_flops_train(const dnn_graph *g); // per sample: forward + backw
 uint64_t dnn_graph_fingerprint(const dnn_graph *g);
 void dnn_graph_print_summary(const dnn_graph *g, FILE *out);
 const char *dnn_op_name(dnn_op op);
-
-/* Fusion level (graph/model.c), from the environment's DNN_FUSE: 0 = none; 1 (the default) =
- * batchnorm+relu in one task and residual-add gradients in the add's handle; 2 = also a conv's
- * bias in the conv's tasks (off by default: traces then have no bias_fwd/bias_bwd tasks). */
-int dnn_fuse_level(void);
-/* For a batchnorm node whose only consumer is a relu: that relu's index (the two run as one
- * task per chunk when fusion is on); -1 otherwise. */
-int dnn_graph_bn_relu(const dnn_graph *g, int i);
 
 /* Built-in nets: names and their text. */
 int dnn_builtin_net_count(void);

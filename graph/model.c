@@ -1,106 +1,90 @@
-/* model.c — parameters, activation plans and the submission of one training step as tasks. */
+/* model.c — parameters, activation plans and the submission of one training step as tasks.
+ * What each node submits is its op descriptor's (op.h, graph/ops/); this file owns the handles
+ * and walks the nodes: forward in topological order, backward in reverse, then the update. */
 #include "model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "add.h"
-#include "avgpool.h"
-#include "batchnorm.h"
-#include "bias.h"
-#include "conv2d.h"
-#include "dense.h"
 #include "dist.h"
 #include "dnn_codelet.h"
+#include "dnn_rng.h"
+#include "errline.h"
+#include "fuse.h"
 #include "grad_accum.h"
-#include "imagefolder.h"
-#include "load_batch.h"
-#include "maxpool.h"
-#include "relu.h"
+#include "op.h"
 #include "sgd.h"
-#include "softmax_xent.h"
-
-/* ---------------------------------------------------------------- RNG (splitmix64) */
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static double uniform01(uint64_t *s) { return ((splitmix(s) >> 11) + 0.5) / 9007199254740992.0; }
 
 /* ---------------------------------------------------------------- model */
-static int add_param(dnn_model *m, const char *node, const char *what, long n, int no_decay)
+int dnn_model_add_param(dnn_model *m, int node, const char *what, long n, int no_decay, char *err, size_t errlen)
 {
 	dnn_param *p = &m->params[m->nparams];
 	memset(p, 0, sizeof(*p));
-	snprintf(p->name, sizeof(p->name), "%s.%s", node, what);
+	snprintf(p->name, sizeof(p->name), "%s.%s", m->g->nodes[node].name, what);
 	p->n = n;
 	p->no_decay = no_decay;
 	p->w = calloc((size_t)n, sizeof(float));
 	p->v = calloc((size_t)n, sizeof(float));
 	p->g = calloc((size_t)n, sizeof(float));
+	m->nparams++; /* counted even when incomplete: dnn_model_destroy frees what there is */
 	if (!p->w || !p->v || !p->g) {
-		fprintf(stderr, "error: out of memory allocating parameter %s (%ld floats)\n", p->name, n);
-		exit(1);
+		dnn_set_err(err, errlen, m->g->source, "out of memory allocating parameter %s (%ld floats)", p->name, n);
+		return -1;
 	}
-	return m->nparams++;
+	if (m->param_of[node] < 0)
+		m->param_of[node] = m->nparams - 1;
+	return m->nparams - 1;
 }
 
-int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed)
+float *dnn_model_add_running(dnn_model *m, int node, size_t n, char *err, size_t errlen)
+{
+	m->running[node] = calloc(n, sizeof(float));
+	m->running_n[node] = n;
+	if (!m->running[node])
+		dnn_set_err(err, errlen, m->g->source, "out of memory allocating the running statistics of %s",
+			    m->g->nodes[node].name);
+	return m->running[node];
+}
+
+dnn_sgd_args dnn_param_sgd_args(const dnn_param *pr, const dnn_sgd_config *sgd, int global_batch, int decay_share)
+{
+	return (dnn_sgd_args){.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
+			      .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay / (float)decay_share,
+			      .scale = 1.0f / (float)global_batch};
+}
+
+int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_t errlen)
 {
 	memset(m, 0, sizeof(*m));
 	m->g = g;
+	m->seed = seed;
+	/* At most two parameter tensors per node (weight + bias, gamma + beta). */
 	m->params = calloc((size_t)g->nnodes * 2, sizeof(dnn_param));
 	m->param_of = malloc((size_t)g->nnodes * sizeof(int));
 	m->running = calloc((size_t)g->nnodes, sizeof(float *));
+	m->running_n = calloc((size_t)g->nnodes, sizeof(size_t));
 	m->hrunning = calloc((size_t)g->nnodes, sizeof(starpu_data_handle_t));
 	int C0 = g->nodes[0].C;
 	m->in_mean = malloc((size_t)C0 * sizeof(float));
 	m->in_std = malloc((size_t)C0 * sizeof(float));
-	if (!m->params || !m->param_of || !m->running || !m->hrunning || !m->in_mean || !m->in_std) {
-		fprintf(stderr, "error: out of memory creating the model\n");
-		exit(1);
+	if (!m->params || !m->param_of || !m->running || !m->running_n || !m->hrunning || !m->in_mean || !m->in_std) {
+		dnn_set_err(err, errlen, g->source, "out of memory creating the model");
+		dnn_model_destroy(m);
+		return -1;
 	}
 	for (int c = 0; c < C0; c++)
 		m->in_mean[c] = 0.0f, m->in_std[c] = 1.0f;
 	uint64_t rng = seed * 0x2545f4914f6cdd1dull + 1;
-	for (int i = 0; i < g->nnodes; i++) {
-		dnn_node *nd = &g->nodes[i];
-		const dnn_node *in = nd->ninputs ? &g->nodes[nd->inputs[0]] : NULL;
+	for (int i = 0; i < g->nnodes; i++)
 		m->param_of[i] = -1;
-		if (nd->op == DNN_OP_CONV || nd->op == DNN_OP_DENSE) {
-			long fan_in = nd->op == DNN_OP_CONV ? (long)in->C * nd->k * nd->k : (long)in->C * in->H * in->W;
-			long nw = nd->op == DNN_OP_CONV ? (long)nd->out * fan_in : (long)nd->out * fan_in;
-			int pw = add_param(m, nd->name, "weight", nw, 0);
-			m->param_of[i] = pw;
-			/* PyTorch's default for Conv2d/Linear (kaiming_uniform with a=sqrt(5)): weights and
-			 * biases uniform in +-1/sqrt(fan_in). Same init as the side-by-side PyTorch nets. */
-			float bound = 1.0f / sqrtf((float)fan_in);
-			for (long j = 0; j < nw; j++)
-				m->params[pw].w[j] = bound * (float)(2.0 * uniform01(&rng) - 1.0);
-			if (nd->bias) {
-				int pb = add_param(m, nd->name, "bias", nd->out, 1);
-				for (long j = 0; j < nd->out; j++)
-					m->params[pb].w[j] = bound * (float)(2.0 * uniform01(&rng) - 1.0);
-			}
-		} else if (nd->op == DNN_OP_BATCHNORM) {
-			int pg = add_param(m, nd->name, "gamma", nd->C, 1);
-			add_param(m, nd->name, "beta", nd->C, 1);
-			m->param_of[i] = pg;
-			for (int c = 0; c < nd->C; c++)
-				m->params[pg].w[c] = 1.0f;
-			m->running[i] = calloc(2 * (size_t)nd->C, sizeof(float));
-			if (!m->running[i]) {
-				fprintf(stderr, "error: out of memory\n");
-				exit(1);
-			}
-			for (int c = 0; c < nd->C; c++)
-				m->running[i][nd->C + c] = 1.0f; /* running var */
+	for (int i = 0; i < g->nnodes; i++) {
+		const dnn_op_desc *d = dnn_op_get(g->nodes[i].op);
+		if (d->create_params && d->create_params(m, i, &rng, err, errlen) != 0) {
+			dnn_model_destroy(m);
+			return -1;
 		}
 	}
 	for (int i = 0; i < m->nparams; i++) {
@@ -114,24 +98,33 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed)
 	for (int i = 0; i < g->nnodes; i++)
 		if (m->running[i])
 			starpu_vector_data_register(&m->hrunning[i], STARPU_MAIN_RAM, (uintptr_t)m->running[i],
-						    2 * (uint32_t)g->nodes[i].C, sizeof(float));
+						    (uint32_t)m->running_n[i], sizeof(float));
 	m->registered = 1;
 	return 0;
 }
 
-void dnn_model_sync_to_host(dnn_model *m)
+/* Acquire-and-release: waits for the tasks that write h, and brings it home. */
+static int fetch_home(starpu_data_handle_t h, const char *what, char *err, size_t errlen)
 {
-	for (int i = 0; i < m->nparams; i++) {
-		starpu_data_acquire(m->params[i].hw, STARPU_R);
-		starpu_data_release(m->params[i].hw);
-		starpu_data_acquire(m->params[i].hv, STARPU_R);
-		starpu_data_release(m->params[i].hv);
+	int rc = starpu_data_acquire(h, STARPU_R);
+	if (rc != 0) {
+		dnn_set_err(err, errlen, what, "starpu_data_acquire failed: %s", strerror(-rc));
+		return -1;
 	}
+	starpu_data_release(h);
+	return 0;
+}
+
+int dnn_model_sync_to_host(dnn_model *m, char *err, size_t errlen)
+{
+	for (int i = 0; i < m->nparams; i++)
+		if (fetch_home(m->params[i].hw, m->params[i].name, err, errlen) != 0 ||
+		    fetch_home(m->params[i].hv, m->params[i].name, err, errlen) != 0)
+			return -1;
 	for (int i = 0; i < m->g->nnodes; i++)
-		if (m->hrunning[i]) {
-			starpu_data_acquire(m->hrunning[i], STARPU_R);
-			starpu_data_release(m->hrunning[i]);
-		}
+		if (m->hrunning[i] && fetch_home(m->hrunning[i], m->g->nodes[i].name, err, errlen) != 0)
+			return -1;
+	return 0;
 }
 
 void dnn_model_destroy(dnn_model *m)
@@ -146,110 +139,57 @@ void dnn_model_destroy(dnn_model *m)
 		}
 		free(p->w), free(p->v), free(p->g);
 	}
-	for (int i = 0; m->g && i < m->g->nnodes; i++) {
-		if (m->hrunning[i] && m->registered)
+	for (int i = 0; m->g && m->running && i < m->g->nnodes; i++) {
+		if (m->hrunning && m->hrunning[i] && m->registered)
 			starpu_data_unregister(m->hrunning[i]);
 		free(m->running[i]);
 	}
-	free(m->params), free(m->param_of), free(m->running), free(m->hrunning);
+	free(m->params), free(m->param_of), free(m->running), free(m->running_n), free(m->hrunning);
 	free(m->in_mean), free(m->in_std);
 	memset(m, 0, sizeof(*m));
 }
 
 /* ---------------------------------------------------------------- plan */
-static starpu_data_handle_t lazy_vector(size_t n, size_t elemsize)
+/* A vector with home node -1: StarPU allocates the buffer where a task first needs it (a GPU's
+ * memory for GPU-only activations), no host copy. NULL (and err) when it is too large. */
+static starpu_data_handle_t lazy_vector(size_t n, size_t elemsize, char *err, size_t errlen)
 {
-	/* Home node -1: StarPU allocates the buffer where a task first needs it (a GPU's memory for
-	 * GPU-only activations), no host copy. */
 	starpu_data_handle_t h;
-	if (n > UINT32_MAX) {
-		/* StarPU vectors hold at most 2^32 - 1 elements. */
-		fprintf(stderr, "error: one chunk's activation has %zu elements (more than 2^32 - 1): use more --chunks "
-				"or a smaller --batch\n", n);
-		exit(1);
+	if (n > UINT32_MAX) { /* StarPU vectors hold at most 2^32 - 1 elements */
+		snprintf(err, errlen, "one chunk's activation has %zu elements (more than 2^32 - 1): use more --chunks "
+				      "or a smaller --batch", n);
+		return NULL;
 	}
 	starpu_vector_data_register(&h, -1, 0, (uint32_t)n, elemsize);
 	return h;
 }
 
-/* The fusions of a plan (model.h): p->bn_relu and p->grad_of. (The third, a conv's bias in
- * the conv's forward and backward-filter tasks, needs no plan: submit_* test p->fuse >= 2.)
- *
- * Residual-add gradients. The add's backward gives each input's gradient its own dy. An input
- * ik joins the add's gradient handle (its "class": the handle of the add at the root of a chain
- * of single-consumer adds) instead, with no task, when that is exact under StarPU's sequential
- * consistency (backward tasks are submitted in decreasing node index):
- *   - ik has only this add as consumer: its backward reads the handle, which nobody writes
- *     between the add's consumers and the last reader, provided no accumulating writer (below)
- *     of the class comes before it: ik > maxw;
- *   - or ik has other consumers W (at most one such input per class): they accumulate their part
- *     into the shared handle (ik's gradient = the add's + theirs). This is exact only when every
- *     other reader of the handle is submitted before them (max W < every other member's index,
- *     the adds' included), and ik reads it after them (automatic: W > ik).
- * A relu fused with its batchnorm joins only as the input with other consumers: the fused
- * backward (at the batchnorm's index, below the relu's) masks its dy in place (CUDA), after
- * every other reader of the handle then (they all come after W). Inputs listed twice by one
- * add, and the net's input (no gradient), keep the copy task. */
-static void plan_fuse(dnn_plan *p)
+/* Register the handles of node i for every chunk: its output y (not for a batchnorm fused with
+ * its relu: it writes the relu's), its gradient dy (training, unless it shares an add's), and
+ * the op's saved buffer (training). */
+static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 {
 	const dnn_graph *g = p->m->g;
-	const int nn = g->nnodes;
-	p->bn_relu = malloc((size_t)nn * sizeof(int));
-	p->grad_of = malloc((size_t)nn * sizeof(int));
-	int *minr = malloc((size_t)nn * sizeof(int)), *maxw = calloc((size_t)nn, sizeof(int));
-	char *multi = calloc((size_t)nn, 1);
-	if (!p->bn_relu || !p->grad_of || !minr || !maxw || !multi) {
-		fprintf(stderr, "error: out of memory creating the activation plan\n");
-		exit(1);
+	const dnn_node *nd = &g->nodes[i];
+	const dnn_op_desc *d = dnn_op_get(nd->op);
+	const int logits = g->nodes[g->nnodes - 1].inputs[0];
+	const int fused_bn = nd->op == DNN_OP_BATCHNORM && dnn_fuse_bn_relu(p, i) >= 0;
+	const size_t per = (size_t)nd->C * nd->H * nd->W, saved = d->saved_floats ? d->saved_floats(nd) : 0;
+	for (int c = 0; c < p->nchunks; c++) {
+		const size_t n = per * (size_t)p->chunk_n[c], k = (size_t)i * p->nchunks + c;
+		if (!fused_bn && !(p->y[k] = lazy_vector(n, sizeof(float), err, errlen)))
+			return -1;
+		if (((p->train && !fused_bn && p->grad_of[i] == i) || i == logits) &&
+		    !(p->dy[k] = lazy_vector(n, sizeof(float), err, errlen)))
+			return -1;
+		if (p->train && saved && !(p->saved[k] = lazy_vector(saved, sizeof(float), err, errlen)))
+			return -1;
 	}
-	for (int i = 0; i < nn; i++)
-		p->bn_relu[i] = -1, p->grad_of[i] = i, minr[i] = nn;
-	p->fuse = dnn_fuse_level(); /* DNN_FUSE=0: off, for comparisons */
-	for (int i = 1; p->fuse && i < nn; i++) {
-		const int j = dnn_graph_bn_relu(g, i);
-		if (j >= 0)
-			p->bn_relu[i] = j, p->bn_relu[j] = i;
-	}
-	if (p->fuse && p->train)
-		for (int a = nn - 2; a >= 1; a--) {
-			const dnn_node *nd = &g->nodes[a];
-			if (nd->op != DNN_OP_ADD)
-				continue;
-			const int r = p->grad_of[a];
-			if (a < minr[r])
-				minr[r] = a; /* the add's own copy tasks, if any, read the handle here */
-			for (int pass = 0; pass < 2; pass++) /* single-consumer inputs first: they bound W */
-				for (int k = 0; k < nd->ninputs; k++) {
-					const int ik = nd->inputs[k];
-					int twice = 0;
-					for (int l = 0; l < nd->ninputs; l++)
-						twice |= l != k && nd->inputs[l] == ik;
-					if (ik == 0 || twice)
-						continue;
-					const int single = g->nodes[ik].nconsumers == 1;
-					const int fused_relu = g->nodes[ik].op == DNN_OP_RELU && p->bn_relu[ik] >= 0;
-					if (pass == 0 && single && !fused_relu && ik > maxw[r]) {
-						p->grad_of[ik] = r;
-						if (ik < minr[r])
-							minr[r] = ik;
-					} else if (pass == 1 && !single && !multi[r]) {
-						int w_max = 0;
-						for (int w = ik + 1; w < nn; w++)
-							for (int l = 0; w != a && l < g->nodes[w].ninputs; l++)
-								if (g->nodes[w].inputs[l] == ik && w > w_max)
-									w_max = w;
-						if (w_max < minr[r] && w_max < a) {
-							p->grad_of[ik] = r;
-							multi[r] = 1;
-							maxw[r] = w_max;
-						}
-					}
-				}
-		}
-	free(minr), free(maxw), free(multi);
+	return 0;
 }
 
-int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train)
+int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train, char *err,
+		    size_t errlen)
 {
 	const dnn_graph *g = m->g;
 	memset(p, 0, sizeof(*p));
@@ -267,56 +207,54 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 	p->labels = calloc(ns, sizeof(starpu_data_handle_t));
 	p->stats = calloc(ns, sizeof(starpu_data_handle_t));
 	p->stats_host = calloc(ns * 2, sizeof(float));
+	p->written = malloc((size_t)g->nnodes);
 	if (!p->chunk_n || !p->chunk_off || !p->y || !p->dy || !p->saved || !p->x || !p->labels || !p->stats ||
-	    !p->stats_host) {
-		fprintf(stderr, "error: out of memory creating the activation plan\n");
-		exit(1);
+	    !p->stats_host || !p->written) {
+		dnn_set_err(err, errlen, g->source, "out of memory creating the activation plan");
+		goto fail;
 	}
 	for (int c = 0, off = 0; c < nchunks; c++) {
 		p->chunk_n[c] = batch / nchunks + (c < batch % nchunks ? 1 : 0);
 		p->chunk_off[c] = off;
 		off += p->chunk_n[c];
 	}
-	plan_fuse(p);
-	const int loss = g->nnodes - 1, logits = g->nodes[loss].inputs[0];
-	for (int i = 1; i < loss; i++) {
-		const dnn_node *nd = &g->nodes[i];
-		size_t per = (size_t)nd->C * nd->H * nd->W;
-		/* A batchnorm fused with its relu writes the relu's y and reads the relu's dy. */
-		const int fused_bn = nd->op == DNN_OP_BATCHNORM && p->bn_relu[i] >= 0;
-		for (int c = 0; c < nchunks; c++) {
-			size_t n = per * (size_t)p->chunk_n[c];
-			if (!fused_bn)
-				p->y[i * nchunks + c] = lazy_vector(n, sizeof(float));
-			if ((train && !fused_bn && p->grad_of[i] == i) || i == logits)
-				p->dy[i * nchunks + c] = lazy_vector(n, sizeof(float));
-			if (train && nd->op == DNN_OP_BATCHNORM)
-				p->saved[i * nchunks + c] = lazy_vector(3 * (size_t)nd->C, sizeof(float));
-		}
-	}
+	if (dnn_fuse_plan(p, err, errlen) != 0)
+		goto fail;
+	for (int i = 1; i < g->nnodes - 1; i++)
+		if (plan_node_handles(p, i, err, errlen) != 0)
+			goto fail;
 	const dnn_node *in = &g->nodes[0];
 	for (int s = 0; s < nslots; s++)
 		for (int c = 0; c < nchunks; c++) {
 			size_t k = (size_t)s * nchunks + c;
-			p->x[k] = lazy_vector((size_t)in->C * in->H * in->W * p->chunk_n[c], sizeof(float));
-			p->labels[k] = lazy_vector((size_t)p->chunk_n[c], sizeof(int32_t));
+			if (!(p->x[k] = lazy_vector((size_t)in->C * in->H * in->W * p->chunk_n[c], sizeof(float), err, errlen)) ||
+			    !(p->labels[k] = lazy_vector((size_t)p->chunk_n[c], sizeof(int32_t), err, errlen)))
+				goto fail;
 			starpu_vector_data_register(&p->stats[k], STARPU_MAIN_RAM, (uintptr_t)(p->stats_host + 2 * k), 2,
 						    sizeof(float));
 		}
 	return 0;
+fail:
+	dnn_plan_destroy(p);
+	return -1;
 }
 
-int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots)
+int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots, char *err,
+			    size_t errlen)
 {
 	if (!m->dist)
-		return dnn_plan_create(p, m, global_batch, nchunks, nslots, 1);
+		return dnn_plan_create(p, m, global_batch, nchunks, nslots, 1, err, errlen);
 	/* Rank r's shard: contiguous, nearly equal (the first B % N ranks get one more sample). */
 	const int N = m->dist->nranks, r = m->dist->rank;
 	int shard = global_batch / N + (r < global_batch % N ? 1 : 0), off = 0;
 	for (int j = 0; j < r; j++)
 		off += global_batch / N + (j < global_batch % N ? 1 : 0);
-	STARPU_ASSERT_MSG(shard > 0, "global batch smaller than the number of ranks");
-	dnn_plan_create(p, m, shard, nchunks, nslots, 1);
+	if (shard <= 0) {
+		snprintf(err, errlen, "--batch %d is smaller than the number of ranks (%d)", global_batch, N);
+		return -1;
+	}
+	if (dnn_plan_create(p, m, shard, nchunks, nslots, 1, err, errlen) != 0)
+		return -1;
 	p->global_batch = global_batch;
 	p->batch_offset = off;
 	p->distributed = 1;
@@ -325,8 +263,10 @@ int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nch
 
 void dnn_plan_destroy(dnn_plan *p)
 {
+	if (!p->m)
+		return;
 	size_t nh = (size_t)p->m->g->nnodes * p->nchunks, ns = (size_t)p->nslots * p->nchunks;
-	for (size_t i = 0; i < nh; i++) {
+	for (size_t i = 0; i < nh && p->y && p->dy && p->saved; i++) {
 		if (p->y[i])
 			starpu_data_unregister_no_coherency(p->y[i]);
 		if (p->dy[i])
@@ -334,289 +274,149 @@ void dnn_plan_destroy(dnn_plan *p)
 		if (p->saved[i])
 			starpu_data_unregister_no_coherency(p->saved[i]);
 	}
-	for (size_t i = 0; i < ns; i++) {
-		starpu_data_unregister_no_coherency(p->x[i]);
-		starpu_data_unregister_no_coherency(p->labels[i]);
-		starpu_data_unregister(p->stats[i]);
+	for (size_t i = 0; i < ns && p->x && p->labels && p->stats; i++) {
+		if (p->x[i])
+			starpu_data_unregister_no_coherency(p->x[i]);
+		if (p->labels[i])
+			starpu_data_unregister_no_coherency(p->labels[i]);
+		if (p->stats[i])
+			starpu_data_unregister(p->stats[i]);
 	}
 	free(p->chunk_n), free(p->chunk_off), free(p->y), free(p->dy), free(p->saved);
-	free(p->bn_relu), free(p->grad_of);
+	free(p->bn_relu), free(p->grad_of), free(p->written);
 	free(p->x), free(p->labels), free(p->stats), free(p->stats_host);
 	memset(p, 0, sizeof(*p));
 }
 
 /* ---------------------------------------------------------------- submission */
-#define Y(i, c) (p->y[(i) * p->nchunks + (c)])
-#define DY(i, c) (p->dy[p->grad_of[i] * p->nchunks + (c)])
-/* Count the tasks of a step (dnn_plan.tasks_per_step). */
-#define TASK(call)                   \
-	do {                         \
-		call;                \
-		p->tasks_per_step++; \
-	} while (0)
-
-/* Output handle of node i for chunk c in the given slot (the input node's is the slot's x). */
-static starpu_data_handle_t out_handle(dnn_plan *p, int slot, int i, int c)
+static int submit_forward(dnn_op_ctx *ctx)
 {
-	return i == 0 ? p->x[slot * p->nchunks + c] : Y(i, c);
-}
-
-static void submit_forward(dnn_plan *p, int slot, int c)
-{
-	dnn_model *m = p->m;
-	const dnn_graph *g = m->g;
-	const int n = p->chunk_n[c];
-	for (int i = 1; i < g->nnodes; i++) {
-		const dnn_node *nd = &g->nodes[i];
-		const dnn_node *in = &g->nodes[nd->inputs[0]];
-		starpu_data_handle_t x = out_handle(p, slot, nd->inputs[0], c), y = Y(i, c);
-		const int pi = m->param_of[i];
-		switch (nd->op) {
-		case DNN_OP_CONV: {
-			dnn_conv2d_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k,
-					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation};
-			dnn_conv2d_args_finish(&a);
-			if (nd->bias && p->fuse >= 2) { /* conv + bias in one task */
-				a.bias = 1;
-				TASK(dnn_insert_conv2d_bias_fwd(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y));
-				break;
-			}
-			TASK(dnn_insert_conv2d_fwd(&a, x, m->params[pi].hw, y));
-			if (nd->bias) {
-				dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
-				TASK(dnn_insert_bias_fwd(&b, y, m->params[pi + 1].hw));
-			}
-			break;
-		}
-		case DNN_OP_DENSE: {
-			dnn_dense_args a = {.N = n, .IN = in->C * in->H * in->W, .OUT = nd->out};
-			TASK(dnn_insert_dense_fwd(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y));
-			break;
-		}
-		case DNN_OP_RELU: {
-			if (p->bn_relu[i] >= 0)
-				break; /* done by its batchnorm's fused task */
-			dnn_relu_args a = {.n = (long)n * nd->C * nd->H * nd->W};
-			TASK(dnn_insert_relu_fwd(&a, x, y));
-			break;
-		}
-		case DNN_OP_MAXPOOL: {
-			dnn_maxpool_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .k = nd->k, .stride = nd->stride,
-					      .pad = nd->pad};
-			dnn_maxpool_args_finish(&a);
-			TASK(dnn_insert_maxpool_fwd(&a, x, y));
-			break;
-		}
-		case DNN_OP_AVGPOOL: {
-			dnn_avgpool_args a = {.N = n, .C = in->C, .HW = in->H * in->W};
-			TASK(dnn_insert_avgpool_fwd(&a, x, y));
-			break;
-		}
-		case DNN_OP_BATCHNORM: {
-			dnn_batchnorm_args a = {.N = n, .C = nd->C, .HW = nd->H * nd->W, .eps = nd->eps,
-						.momentum = nd->momentum, .relu = p->bn_relu[i] >= 0};
-			if (a.relu)
-				y = Y(p->bn_relu[i], c); /* fused: straight into the relu's output */
-			if (p->train) {
-				starpu_data_handle_t saved = p->saved[i * p->nchunks + c];
-				TASK(dnn_insert_batchnorm_fwd_train(&a, x, m->params[pi].hw, m->params[pi + 1].hw, y, saved));
-				/* Running statistics follow chunk 0, as a DDP replica's follow its own shard. */
-				if (c == 0)
-					TASK(dnn_insert_batchnorm_running(&a, saved, m->hrunning[i]));
-			} else {
-				TASK(dnn_insert_batchnorm_fwd_eval(&a, x, m->params[pi].hw, m->params[pi + 1].hw,
-							      m->hrunning[i], y));
-			}
-			break;
-		}
-		case DNN_OP_ADD: {
-			dnn_add_args a = {.n = (long)n * nd->C * nd->H * nd->W};
-			TASK(dnn_insert_add_fwd(&a, x, out_handle(p, slot, nd->inputs[1], c), y));
-			for (int k = 2; k < nd->ninputs; k++)
-				TASK(dnn_insert_grad_accum(y, STARPU_RW, out_handle(p, slot, nd->inputs[k], c)));
-			break;
-		}
-		case DNN_OP_SOFTMAX_XENT: {
-			dnn_softmax_xent_args a = {.N = n, .CLS = g->classes};
-			size_t k = (size_t)slot * p->nchunks + c;
-			TASK(dnn_insert_softmax_xent(&a, x, p->labels[k], DY(nd->inputs[0], c), p->stats[k]));
-			break;
-		}
-		case DNN_OP_INPUT:
-		case DNN_OP_COUNT:
-			break;
-		}
+	for (int i = 1; i < ctx->g->nnodes; i++) {
+		int rc = dnn_op_get(ctx->g->nodes[i].op)->forward(ctx, i);
+		if (rc != 0)
+			return rc;
 	}
+	return 0;
 }
 
-static void submit_backward(dnn_plan *p, int slot, int c, char *written)
+static int submit_backward(dnn_op_ctx *ctx)
 {
-	dnn_model *m = p->m;
-	const dnn_graph *g = m->g;
-	const int n = p->chunk_n[c];
-	memset(written, 0, (size_t)g->nnodes);
-	for (int i = g->nnodes - 1; i >= 1; i--) {
-		const dnn_node *nd = &g->nodes[i];
-		const int i0 = nd->inputs[0];
-		const dnn_node *in = &g->nodes[i0];
-		starpu_data_handle_t x = out_handle(p, slot, i0, c), y = Y(i, c), dy = DY(i, c);
-		const int pi = m->param_of[i];
-		/* Gradient into input 0: overwrite for its first contributor, accumulate after. */
-		const int acc0 = written[i0];
-		const int need_dx = i0 != 0;
-		switch (nd->op) {
-		case DNN_OP_SOFTMAX_XENT:
-			break; /* dlogits was written by the forward task */
-		case DNN_OP_CONV: {
-			dnn_conv2d_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k,
-					     .S = nd->k, .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation,
-					     .accumulate_dx = acc0};
-			dnn_conv2d_args_finish(&a);
-			if (nd->bias && p->fuse >= 2) { /* the bias gradient in the filter gradient's task */
-				dnn_conv2d_args ab = a;
-				ab.bias = 1;
-				TASK(dnn_insert_conv2d_bias_bwd_filter(&ab, x, dy, m->params[pi].hg, m->params[pi + 1].hg,
-								       STARPU_REDUX));
-			} else {
-				if (nd->bias) {
-					dnn_bias_args b = {.N = n, .C = nd->out, .HW = nd->H * nd->W};
-					TASK(dnn_insert_bias_bwd(&b, dy, m->params[pi + 1].hg, STARPU_REDUX));
-				}
-				TASK(dnn_insert_conv2d_bwd_filter(&a, x, dy, m->params[pi].hg, STARPU_REDUX));
-			}
-			if (need_dx)
-				TASK(dnn_insert_conv2d_bwd_data(&a, dy, m->params[pi].hw, DY(i0, c)));
-			break;
-		}
-		case DNN_OP_DENSE: {
-			dnn_dense_args a = {.N = n, .IN = in->C * in->H * in->W, .OUT = nd->out, .accumulate_dx = acc0};
-			TASK(dnn_insert_dense_bwd_weight(&a, x, dy, m->params[pi].hg, m->params[pi + 1].hg, STARPU_REDUX));
-			if (need_dx)
-				TASK(dnn_insert_dense_bwd_data(&a, dy, m->params[pi].hw, DY(i0, c)));
-			break;
-		}
-		case DNN_OP_RELU:
-			if (need_dx && p->bn_relu[i] < 0) { /* else: in its batchnorm's fused backward */
-				dnn_relu_args a = {.n = (long)n * nd->C * nd->H * nd->W, .accumulate_dx = acc0};
-				TASK(dnn_insert_relu_bwd(&a, y, dy, DY(i0, c)));
-			}
-			break;
-		case DNN_OP_MAXPOOL:
-			if (need_dx) {
-				dnn_maxpool_args a = {.N = n, .C = in->C, .H = in->H, .W = in->W, .k = nd->k,
-						      .stride = nd->stride, .pad = nd->pad, .accumulate_dx = acc0};
-				dnn_maxpool_args_finish(&a);
-				TASK(dnn_insert_maxpool_bwd(&a, x, y, dy, DY(i0, c)));
-			}
-			break;
-		case DNN_OP_AVGPOOL:
-			if (need_dx) {
-				dnn_avgpool_args a = {.N = n, .C = in->C, .HW = in->H * in->W, .accumulate_dx = acc0};
-				TASK(dnn_insert_avgpool_bwd(&a, dy, DY(i0, c)));
-			}
-			break;
-		case DNN_OP_BATCHNORM: {
-			/* BN on the raw input still needs its dgamma/dbeta; dx then goes to a scratch-free
-			 * path: the input node has no gradient handle, so we require a real producer. */
-			dnn_batchnorm_args a = {.N = n, .C = nd->C, .HW = nd->H * nd->W, .eps = nd->eps,
-						.momentum = nd->momentum, .accumulate_dx = acc0};
-			STARPU_ASSERT_MSG(need_dx, "batchnorm directly on the input is not supported");
-			const int j = p->bn_relu[i];
-			if (j >= 0) {
-				a.relu = 1;
-				TASK(dnn_insert_batchnorm_relu_bwd(&a, x, m->params[pi].hw, p->saved[i * p->nchunks + c],
-								   DY(j, c), Y(j, c), DY(i0, c), m->params[pi].hg,
-								   m->params[pi + 1].hg, STARPU_REDUX));
-			} else {
-				TASK(dnn_insert_batchnorm_bwd(&a, x, m->params[pi].hw, p->saved[i * p->nchunks + c], dy,
-							      DY(i0, c), m->params[pi].hg, m->params[pi + 1].hg,
-							      STARPU_REDUX));
-			}
-			break;
-		}
-		case DNN_OP_ADD:
-			for (int k = 0; k < nd->ninputs; k++) {
-				int ik = nd->inputs[k];
-				if (ik == 0)
-					continue;
-				if (p->grad_of[ik] == p->grad_of[i]) {
-					/* Its gradient is this add's, in the same handle (plan_fuse): no task. */
-					STARPU_ASSERT(!written[ik]);
-					written[ik] = 1;
-					continue;
-				}
-				dnn_add_args a = {.n = (long)n * nd->C * nd->H * nd->W, .accumulate_dx = written[ik]};
-				TASK(dnn_insert_add_bwd(&a, dy, DY(ik, c)));
-				written[ik] = 1;
-			}
-			break;
-		case DNN_OP_INPUT:
-		case DNN_OP_COUNT:
-			break;
-		}
-		if (nd->op != DNN_OP_ADD)
-			written[i0] = 1;
+	memset(ctx->written, 0, (size_t)ctx->g->nnodes);
+	for (int i = ctx->g->nnodes - 1; i >= 1; i--) {
+		const dnn_node *nd = &ctx->g->nodes[i];
+		const dnn_op_desc *d = dnn_op_get(nd->op);
+		int rc = d->backward ? d->backward(ctx, i) : 0;
+		if (rc != 0)
+			return rc;
+		if (!d->routes_grads) /* its input 0's gradient now holds a contribution */
+			ctx->written[nd->inputs[0]] = 1;
 	}
+	return 0;
 }
 
-void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *idx, const dnn_sgd_config *sgd)
+static int submit_update(dnn_plan *p, const dnn_sgd_config *sgd)
 {
 	dnn_model *m = p->m;
-	const dnn_node *in = &m->g->nodes[0];
-	const long step = p->steps_submitted++;
+	for (int i = 0; i < m->nparams; i++) {
+		dnn_param *pr = &m->params[i];
+		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+		int rc = dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
+		if (rc != 0)
+			return rc;
+		p->tasks_per_step++;
+	}
+	return 0;
+}
+
+static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
+		       const dnn_sgd_config *sgd)
+{
+	dnn_model *m = p->m;
+	dnn_op_ctx ctx = {.p = p, .m = m, .g = m->g, .slot = slot, .step = step, .written = p->written};
+	int rc;
 	idx += p->batch_offset; /* this rank's shard of the global batch */
 	p->tasks_per_step = 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		size_t k = (size_t)slot * p->nchunks + c;
-		if (ds->folder) /* image files: decoded, resized, cropped (random when training) in the task */
-			TASK(dnn_imagefolder_insert_load(ds, idx + p->chunk_off[c], p->chunk_n[c], p->train, step, m->in_mean,
-						    m->in_std, p->x[k], p->labels[k]));
-		else
-			TASK(dnn_insert_load_batch(ds->images, ds->labels, m->in_mean, m->in_std, in->C, in->H * in->W,
-					      idx + p->chunk_off[c], p->chunk_n[c], p->x[k], p->labels[k]));
+		if ((rc = src->insert_load(src, idx + p->chunk_off[c], p->chunk_n[c], p->train, step, m->in_mean, m->in_std,
+					   p->x[k], p->labels[k])) != 0)
+			return rc;
+		p->tasks_per_step++;
 	}
-	if (p->distributed)
-		dnn_dist_before_forward(p, step);
-	for (int c = 0; c < p->nchunks; c++)
-		submit_forward(p, slot, c);
-	if (p->distributed)
-		dnn_dist_reduce_stats(p, slot);
+	/* The cross-rank DAG counts this process's steps (async server versions start at 0 in every
+	 * run, resumed or not); the data source and the ops get the global step. */
+	const long local_step = p->steps_submitted - 1;
+	if (p->distributed && (rc = dnn_dist_before_forward(p, local_step)) != 0)
+		return rc;
+	for (int c = 0; c < p->nchunks; c++) {
+		ctx.c = c, ctx.n = p->chunk_n[c], ctx.sample0 = p->batch_offset + p->chunk_off[c];
+		if ((rc = submit_forward(&ctx)) != 0)
+			return rc;
+	}
+	if (p->distributed && (rc = dnn_dist_reduce_stats(p, slot)) != 0)
+		return rc;
 	if (!p->train)
-		return;
-	char *written = malloc((size_t)m->g->nnodes);
-	STARPU_ASSERT(written);
-	for (int c = 0; c < p->nchunks; c++)
-		submit_backward(p, slot, c, written);
-	free(written);
-	if (p->distributed) {
-		dnn_dist_after_backward(p, slot, step, sgd);
-		return;
+		return 0;
+	for (int c = 0; c < p->nchunks; c++) {
+		ctx.c = c, ctx.n = p->chunk_n[c], ctx.sample0 = p->batch_offset + p->chunk_off[c];
+		if ((rc = submit_backward(&ctx)) != 0)
+			return rc;
 	}
-	for (int i = 0; i < m->nparams; i++) {
-		dnn_param *pr = &m->params[i];
-		dnn_sgd_args a = {.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
-				  .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay,
-				  .scale = 1.0f / (float)p->global_batch};
-		TASK(dnn_insert_sgd_update(&a, pr->hw, pr->hv, pr->hg));
-	}
+	if (p->distributed)
+		return dnn_dist_after_backward(p, local_step, sgd);
+	return submit_update(p, sgd);
 }
 
-void dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct)
+int dnn_submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
+		    const dnn_sgd_config *sgd, char *err, size_t errlen)
+{
+	p->steps_submitted++;
+	int rc = submit_step(p, slot, src, idx, step, sgd);
+	if (rc != 0) {
+		snprintf(err, errlen, "step %ld: StarPU refused a task: %s", step,
+			 rc == -ENODEV ? "no worker can run it (-ENODEV)" : strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
+
+/* A task that could not run (dnn_worker_error) ends the run with its message. */
+static int worker_failed(char *err, size_t errlen)
+{
+	char msg[512];
+	if (!dnn_worker_error_get(msg, sizeof(msg)))
+		return 0;
+	snprintf(err, errlen, "a task failed: %s", msg);
+	return 1;
+}
+
+static int read_stats(starpu_data_handle_t h, const float *host, double *loss_sum, double *correct, char *err,
+		      size_t errlen)
+{
+	int rc = starpu_data_acquire(h, STARPU_R);
+	if (rc != 0) {
+		snprintf(err, errlen, "waiting for a step: starpu_data_acquire failed: %s", strerror(-rc));
+		return -1;
+	}
+	*loss_sum += host[0], *correct += host[1];
+	starpu_data_release(h);
+	return 0;
+}
+
+int dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct, char *err, size_t errlen)
 {
 	*loss_sum = 0, *correct = 0;
 	if (p->distributed) {
 		float *host;
 		starpu_data_handle_t h = dnn_dist_stats_handle(p, slot, &host);
-		starpu_data_acquire(h, STARPU_R);
-		*loss_sum = host[0], *correct = host[1];
-		starpu_data_release(h);
-		return;
+		if (read_stats(h, host, loss_sum, correct, err, errlen) != 0)
+			return -1;
+	} else {
+		for (int c = 0; c < p->nchunks; c++) {
+			size_t k = (size_t)slot * p->nchunks + c;
+			if (read_stats(p->stats[k], p->stats_host + 2 * k, loss_sum, correct, err, errlen) != 0)
+				return -1;
+		}
 	}
-	for (int c = 0; c < p->nchunks; c++) {
-		size_t k = (size_t)slot * p->nchunks + c;
-		starpu_data_acquire(p->stats[k], STARPU_R);
-		*loss_sum += p->stats_host[2 * k];
-		*correct += p->stats_host[2 * k + 1];
-		starpu_data_release(p->stats[k]);
-	}
+	return worker_failed(err, errlen) ? -1 : 0;
 }

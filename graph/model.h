@@ -6,17 +6,30 @@
  * outputs, their gradients and batch-norm statistics, plus `nslots` sets of input/label/stats
  * handles so that up to nslots iterations can be in flight (the window).
  *
- * Submission follows DESIGN.md "The training DAG": per chunk, a load task, forward tasks in
- * topological order and backward tasks in reverse; then one SGD task per parameter tensor.
- * Nothing here waits: dependencies are StarPU's sequential data consistency.
+ * Submission follows docs/ARCHITECTURE.md "The training DAG": per chunk, the data source's load
+ * task, then each node's forward tasks in topological order and backward tasks in reverse (what
+ * one node submits is its op descriptor's: op.h, graph/ops/); then one SGD task per parameter
+ * tensor, or the cross-rank exchange of dist.h. Nothing here waits: dependencies are StarPU's
+ * sequential data consistency. Errors return -1 with one line in err; nothing here exits.
  */
 #ifndef DNN_MODEL_H
 #define DNN_MODEL_H
 #include <starpu.h>
 #include <stdint.h>
 
-#include "dataset.h"
 #include "graph.h"
+#include "sgd.h"
+
+/* Where a step's samples come from: graph/ knows no data set or file, runtime/ implements this
+ * (runtime/data_source.c) for in-memory sets and image folders. */
+typedef struct dnn_data_source {
+	void *ctx;
+	/* Insert the task(s) that fill x (n samples, C x H x W floats, normalised as (pixel/255 -
+	 * mean[c]) / std[c]) and labels (n int32) with samples idx[0..n) of the source. train: with
+	 * augmentation drawn from (seed, step, sample). Returns 0 or a negative errno. */
+	int (*insert_load)(const struct dnn_data_source *src, const int *idx, int n, int train, long step,
+			   const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t labels);
+} dnn_data_source;
 
 typedef struct {
 	char name[DNN_NAME_MAX + 16]; // "<node>.weight", "<node>.bias", "<node>.gamma", ...
@@ -30,8 +43,8 @@ typedef struct {
 	float lr, momentum, weight_decay;
 } dnn_sgd_config;
 
-/* Across ranks (StarPU-MPI). Each rank holds a replica of the parameters and a shard of every
- * global batch (DESIGN.md "Across nodes"); only the handles that cross ranks are registered
+/* Across ranks (StarPU-MPI, dist.h). Each rank holds a replica of the parameters and a shard of every
+ * global batch (docs/ARCHITECTURE.md "Across nodes"); only the handles that cross ranks are registered
  * with StarPU-MPI. */
 typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
 /* sync: how each gradient is all-reduced (graph/dist.c): starpu_mpi_redux_data's tree into rank
@@ -72,24 +85,33 @@ typedef struct {
 	int nparams;
 	dnn_param *params;
 	int *param_of;                 // per node: index of its first parameter, or -1
-	float **running;               // per node: BN running stats (2C) or NULL
+	float **running;               // per node: BN running stats (2C) or NULL (dnn_model_add_running)
+	size_t *running_n;             // per node: their float count
 	starpu_data_handle_t *hrunning;
 	float *in_mean, *in_std;       // per input channel: normalisation of pixels/255
 	char **class_names;            // borrowed, g->classes names or NULL: written into checkpoints
+	uint64_t seed;                 // of the run: initial weights, dropout masks
 	int registered;
 } dnn_model;
 
-/* Allocate and initialise (PyTorch-default uniform weights and biases from `seed`, BN gamma=1 beta=0,
- * running mean 0 var 1) and register every tensor with StarPU. */
-int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed);
+/* Allocate and initialise (each op's parameters: PyTorch-default uniform weights and biases from
+ * `seed`, BN gamma=1 beta=0, running mean 0 var 1) and register every tensor with StarPU.
+ * On failure everything is freed. */
+int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_t errlen);
 /* Bring every tensor back to host memory (waits for the tasks that write them). */
-void dnn_model_sync_to_host(dnn_model *m);
+int dnn_model_sync_to_host(dnn_model *m, char *err, size_t errlen);
 void dnn_model_destroy(dnn_model *m);
 
-/* Turn on multi-rank training (call on every rank, after dnn_model_create, before any plan;
- * nslots = the window). No-op for one rank. */
-void dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
-			   int nslots);
+/* For op descriptors' create_params: a new parameter tensor "<node>.<what>" of n floats
+ * (zeroed; no_decay: no weight decay, biases and BN parameters) -> its index, or -1. */
+int dnn_model_add_param(dnn_model *m, int node, const char *what, long n, int no_decay, char *err, size_t errlen);
+/* Node-owned state that is not trained but checkpointed (BN running statistics), n floats. */
+float *dnn_model_add_running(dnn_model *m, int node, size_t n, char *err, size_t errlen);
+
+/* The SGD arguments of parameter pr: the one place that applies the rules (no weight decay for
+ * biases and BN parameters, gradients summed over the global batch scaled by 1/global_batch).
+ * decay_share divides the weight decay (async: every rank pushes its share of it). */
+dnn_sgd_args dnn_param_sgd_args(const dnn_param *pr, const dnn_sgd_config *sgd, int global_batch, int decay_share);
 
 /* A chunked batch layout. The batch of `batch` samples is split into `nchunks` nearly equal
  * contiguous chunks (the first batch % nchunks chunks get one more sample). */
@@ -100,14 +122,15 @@ typedef struct {
 	int batch_offset;     // this rank's shard starts here in the global batch's index list
 	int distributed;      // a multi-rank training plan (cross-rank reduction of gradients/stats)
 	long steps_submitted;
+	char *written;        // backward scratch (op.h dnn_op_ctx.written), one byte per node
 	int *chunk_n, *chunk_off;
 	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
-	/* Fusion level (graph.h dnn_fuse_level: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
+	/* Fusion level (fuse.h dnn_fuse_level: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
 	 * bn_relu[i]: for a batchnorm whose only consumer is a relu, that relu's index, and for that
 	 *   relu, the batchnorm's; -1 elsewhere. One task per chunk does both (forward: y of the relu
 	 *   = max(BN(x), 0); backward: mask then BN backward); the batchnorm has no y/dy handles.
 	 * grad_of[i]: the node whose dy handle holds node i's gradient (i itself, or a residual add
-	 *   whose gradient is also i's: no add-backward copy task; see plan_fuse in model.c).
+	 *   whose gradient is also i's: no add-backward copy task; see fuse.c).
 	 * Level 2: a conv with bias=1 adds its bias in the conv's forward task and its bias gradient
 	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
 	int fuse;
@@ -118,20 +141,20 @@ typedef struct {
 	float *stats_host;                    // [slot][c][2]: loss sum, correct count
 } dnn_plan;
 
-int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train);
+int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train, char *err,
+		    size_t errlen);
 /* The same for this rank's shard of a global batch split over the model's ranks. */
-int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots);
+int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots, char *err,
+			    size_t errlen);
 void dnn_plan_destroy(dnn_plan *p);
 
-/* Submit one step in `slot`: load the samples idx[0..batch) of ds into the chunks, forward,
- * and when p->train, backward and the SGD update with `sgd` (gradients scaled by 1/batch). */
-void dnn_submit_step(dnn_plan *p, int slot, const dnn_dataset *ds, const int *idx, const dnn_sgd_config *sgd);
-/* Async mode: the server's current parameters into this rank's replica (the end of a run). */
-void dnn_dist_pull_final(dnn_model *m);
-/* Collective over the ranks (every rank calls it, in the same order): rank 0's `out` receives
- * the element-wise sum of every rank's `local` (n floats; `out` is ignored elsewhere). */
-void dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n);
-/* Wait for the step in `slot`; returns its summed loss and correct count over the batch (over
- * the global batch on rank 0 of a multi-rank run, over the rank's shard elsewhere). */
-void dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct);
+/* Submit global step `step` in `slot`: load the samples idx[0..batch) of src into the chunks,
+ * forward, and when p->train, backward and the SGD update with `sgd` (gradients scaled by
+ * 1/global batch). Returns 0, or -1 with err when StarPU refused a task. */
+int dnn_submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
+		    const dnn_sgd_config *sgd, char *err, size_t errlen);
+/* Wait for the step in `slot`; its summed loss and correct count over the batch (over the
+ * global batch on rank 0 of a multi-rank run, over the rank's shard elsewhere). -1 with err when
+ * the wait fails or a task reported an error (dnn_worker_error). */
+int dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct, char *err, size_t errlen);
 #endif

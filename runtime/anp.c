@@ -243,7 +243,11 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 		return 1;
 	}
 	dnn_model m;
-	dnn_model_create(&m, &g, o->seed);
+	if (dnn_model_create(&m, &g, o->seed, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_dataset_free(&ds), dnn_ckpt_free_names(&meta), dnn_graph_free(&g);
+		return 1;
+	}
 	m.class_names = meta.class_names;
 	if (dnn_model_load(&m, o->resume_path, NULL, NULL, NULL, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s (predict needs the --net and --input it was trained with)\n", err);

@@ -10,9 +10,7 @@ static int dataset_insert_load(const dnn_data_source *src, const int *idx, int n
 	const dnn_dataset *ds = src->ctx;
 	if (ds->folder) /* image files: decoded, resized, cropped (random when training) in the task */
 		return dnn_imagefolder_insert_load(ds, idx, n, train, step, mean, std, x, labels);
-	/* MERGE: dnn_insert_load_batch takes a first `const dnn_task_opts *` and returns int (codelets) */
-	dnn_insert_load_batch(ds->images, ds->labels, mean, std, ds->C, ds->H * ds->W, idx, n, x, labels);
-	return 0;
+	return dnn_insert_load_batch(NULL, ds->images, ds->labels, mean, std, ds->C, ds->H * ds->W, idx, n, x, labels);
 }
 
 void dnn_dataset_source(dnn_data_source *src, const dnn_dataset *ds)

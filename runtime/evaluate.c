@@ -1,5 +1,6 @@
 /* evaluate.c — forward-only passes over a data set, optionally reading the logits back (see evaluate.h). */
 #include "evaluate.h"
+#include "data_source.h"
 
 #include <pthread.h>
 #include <starpu.h>
@@ -96,6 +97,8 @@ int dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn
 		batch = ds->n;
 	const int full = batch > 0 ? ds->n / batch : 0, rest = batch > 0 ? ds->n % batch : 0;
 	dnn_sgd_config none = {0};
+	dnn_data_source src;
+	dnn_dataset_source(&src, ds);
 	/* Pass 0: the full batches, two in flight; pass 1: the rest, one smaller batch. */
 	for (int pass = 0; rc == 0 && pass < 2; pass++) {
 		const int nsteps = pass == 0 ? full : (rest > 0), bsz = pass == 0 ? batch : rest;
@@ -103,8 +106,9 @@ int dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn
 			continue;
 		const int slots = pass == 0 ? 2 : 1, off = pass == 0 ? 0 : full * batch;
 		dnn_plan p;
-		if (dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0) != 0) {
-			fprintf(stderr, "error: cannot create the evaluation plan (batch %d)\n", bsz);
+		char err[512];
+		if (dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0, err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: evaluation plan (batch %d): %s\n", bsz, err);
 			rc = -1;
 			break;
 		}
@@ -112,12 +116,19 @@ int dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn
 		for (; s < nsteps; s++) {
 			if (s >= slots) { /* at most `slots` batches in flight */
 				double l, c;
-				dnn_wait_step(&p, s % slots, &l, &c);
+				if (dnn_wait_step(&p, s % slots, &l, &c, err, sizeof(err)) != 0) {
+					fprintf(stderr, "error: %s\n", err);
+					rc = -1;
+					break;
+				}
 				lsum += l, csum += c;
 			}
 			const int *bidx = idx + off + (size_t)s * bsz;
-			/* MERGE: dnn_submit_step(&p, s % slots, &src, bidx, s, &none) with a dnn_dataset_source */
-			dnn_submit_step(&p, s % slots, ds, bidx, &none);
+			if (dnn_submit_step(&p, s % slots, &src, bidx, s, &none, err, sizeof(err)) != 0) {
+				fprintf(stderr, "error: %s\n", err);
+				rc = -1;
+				break;
+			}
 			if (sink && read_logits(&r, &p, bidx) != 0) {
 				rc = -1;
 				s++;
@@ -126,7 +137,11 @@ int dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn
 		}
 		for (int t = s > slots ? s - slots : 0; t < s; t++) {
 			double l, c;
-			dnn_wait_step(&p, t % slots, &l, &c);
+			if (dnn_wait_step(&p, t % slots, &l, &c, err, sizeof(err)) != 0) {
+				if (rc == 0)
+					fprintf(stderr, "error: %s\n", err);
+				rc = -1;
+			}
 			lsum += l, csum += c;
 		}
 		int w = starpu_task_wait_for_all();

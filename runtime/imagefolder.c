@@ -681,8 +681,7 @@ int dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, in
 				    .C = f->C, .H = f->H, .W = f->W, .augment = augment, .seed = dnn_splitmix64(&s),
 				    .on_bad = on_bad, .ctx = f, .n = n};
 	memcpy(a->idx, idx, sizeof(int) * (size_t)n);
-	/* MERGE: dnn_insert_load_images takes a first `const dnn_task_opts *` and returns int: return it */
-	dnn_insert_load_images(a, x, y);
+	int rc = dnn_insert_load_images(NULL, a, x, y);
 	free(a);
-	return 0;
+	return rc;
 }

@@ -59,7 +59,8 @@ static void free_names(char **names, int cap)
 int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch, uint64_t seed, char *err,
 		   size_t errlen)
 {
-	dnn_model_sync_to_host(m); /* MERGE: returns int with err (spec): check it */
+	if (dnn_model_sync_to_host(m, err, errlen) != 0)
+		return -1;
 	dnn_ckpt_tensor *t;
 	char **names;
 	int cap, n = model_tensors(m, &t, &names, &cap, path, err, errlen);

@@ -42,7 +42,8 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 	if (eval_batch > 0) {
 		// dnn_evaluate's plan, exactly as it will make it (registering allocates nothing).
 		dnn_plan ep;
-		dnn_plan_create(&ep, m, eval_batch, eval_chunks, 2, 0);
+		if (dnn_plan_create(&ep, m, eval_batch, eval_chunks, 2, 0, err, errlen) != 0)
+			return -1;
 		eval = dnn_plan_starpu_bytes(&ep);
 		eval_k = ep.nchunks;
 		dnn_plan_destroy(&ep);

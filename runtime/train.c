@@ -2,6 +2,8 @@
  * Options: opts.h; data: data.h; order and learning rate: schedule.h; checkpoints: model_ckpt.h;
  * evaluation: evaluate.h (and anp.h for image folders). */
 #include "train.h"
+#include "data_source.h"
+#include "dist.h"
 
 #include <errno.h>
 #include <math.h>
@@ -73,7 +75,9 @@ static void report_non_finite(dnn_model *m, uint64_t step)
 	int w = starpu_task_wait_for_all();
 	if (w != 0)
 		fprintf(stderr, "error: starpu_task_wait_for_all: %s\n", strerror(-w));
-	dnn_model_sync_to_host(m);
+	char err[512];
+	if (dnn_model_sync_to_host(m, err, sizeof(err)) != 0)
+		fprintf(stderr, "error: %s\n", err);
 	for (int i = 0; i < m->nparams; i++)
 		for (long j = 0; j < m->params[i].n; j++)
 			if (!isfinite(m->params[i].w[j])) {
@@ -184,8 +188,8 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		return -1;
 	}
 	r->chunks = dnn_opts_chunks(o);
-	if (dnn_model_create(&r->m, &r->g, o->seed) != 0) { /* MERGE: err, errlen (spec) */
-		fprintf(stderr, "error: cannot create the model of net %s\n", r->g.source);
+	if (dnn_model_create(&r->m, &r->g, o->seed, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
 	r->have_model = 1;
@@ -217,20 +221,17 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
 			return -1;
 		}
-		/* MERGE: returns int with err (spec): check it */
-		dnn_model_enable_dist(&r->m, o->mode, o->allreduce, o->staleness, o->async_lookahead, o->window);
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, o->staleness, o->async_lookahead, o->window, err,
+					  sizeof(err)) != 0) {
+			fprintf(stderr, "error: %s\n", err);
+			return -1;
+		}
 	}
-	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window) != 0) { /* MERGE: err */
-		fprintf(stderr, "error: cannot create the training plan (batch %d in %d chunks)\n", o->batch, r->chunks);
+	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
 	r->have_plan = 1;
-	/* MERGE: dnn_submit_step takes the global step (spec); drop this line then. Until then the
-	 * plan's own step counter (image-folder augmentation) restarts where the checkpoint stopped,
-	 * so a resumed run augments like the uninterrupted one. Async keeps counting its server
-	 * versions from 0 in every process. */
-	if (!(r->m.dist && o->mode == DNN_MODE_ASYNC))
-		r->p.steps_submitted = (long)r->step0;
 	if (dnn_preflight_memory(&r->m, &r->p, r->eval ? o->batch : 0, r->chunks, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
@@ -269,7 +270,10 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 	const dnn_train_opts *o = &r->o;
 	char err[512];
 	double l, c;
-	dnn_wait_step(&r->p, (int)((collected - 1) % o->window), &l, &c); /* MERGE: returns int with err */
+	if (dnn_wait_step(&r->p, (int)((collected - 1) % o->window), &l, &c, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	e->loss += l, e->correct += c, e->images += o->batch, e->done++;
 	r->last_loss = l / o->batch, r->last_acc = c / o->batch;
 	if (e->done == o->warmup && epoch == (int)r->epoch0) /* warm-up: first epoch only */
@@ -304,6 +308,7 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e)
 {
 	const dnn_train_opts *o = &r->o;
 	const int window = o->window;
+	char err[512];
 	dnn_epoch_permutation(r->perm, r->train.n, o->seed, epoch);
 	long first = (long)(r->step - (uint64_t)epoch * r->steps_per_epoch); /* resumed mid-epoch? */
 	if (first < 0 || first > r->steps_per_epoch)
@@ -323,8 +328,16 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e)
 		sgd.lr = dnn_scheduled_lr(o->sgd.lr, o->cosine, (long)r->step, r->total_steps);
 		/* Tag the step's tasks: traces (tasks.rec "Iteration:") can then tell steps apart. */
 		starpu_iteration_push((unsigned long)r->step);
-		/* MERGE: dnn_submit_step(&r->p, slot, &src, idx, (long)r->step, &sgd): the GLOBAL step */
-		dnn_submit_step(&r->p, (int)(s % window), &r->train, r->perm + (size_t)s * o->batch, &sgd);
+		dnn_data_source src;
+		dnn_dataset_source(&src, &r->train);
+		const int src_rc = dnn_submit_step(&r->p, (int)(s % window), &src, r->perm + (size_t)s * o->batch,
+						   (long)r->step, &sgd, err, sizeof(err));
+		if (src_rc != 0) {
+			starpu_iteration_pop();
+			fprintf(stderr, "error: %s\n", err);
+			rc = -1;
+			break;
+		}
 		starpu_iteration_pop();
 		r->step++;
 	}
@@ -339,7 +352,10 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 	const dnn_train_opts *o = &r->o;
 	char err[512];
 	/* Async: evaluation and checkpoints use the server's parameters (a pull on every rank). */
-	dnn_dist_pull_final(&r->m);
+	if (dnn_dist_pull_final(&r->m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	double t_end = dnn_now();
 	dnn_progress_end_line(&r->pr);
 	r->t_timed += t_end - e->t_warm;
@@ -397,11 +413,10 @@ static int merge_bad_files(train_run *r)
 	/* Every rank takes part in the collective, even one short of memory (it then contributes 0s). */
 	for (int i = 0; mine && i < n; i++)
 		mine[i] = (float)dnn_imagefolder_is_bad(r->train.folder, i);
-	if (mine && all)
-		dnn_dist_sum_to_root(&r->m, mine, all, (size_t)n);
-	int rc = mine && all ? 0 : -1;
+	char err[512] = "out of memory merging the ranks' unreadable files";
+	int rc = mine && all ? dnn_dist_sum_to_root(&r->m, mine, all, (size_t)n, err, sizeof(err)) : -1;
 	if (rc != 0)
-		fprintf(stderr, "error: out of memory merging the ranks' unreadable files\n");
+		fprintf(stderr, "error: %s\n", err);
 	else if (r->rank == 0)
 		dnn_imagefolder_merge_bad(r->train.folder, all, n);
 	free(mine), free(all);
@@ -507,8 +522,8 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 		return 1;
 	if (dnn_data_load(o, &g, 0, &test) != 0)
 		goto out;
-	if (dnn_model_create(&m, &g, o->seed) != 0) { /* MERGE: err, errlen (spec) */
-		fprintf(stderr, "error: cannot create the model of net %s\n", g.source);
+	if (dnn_model_create(&m, &g, o->seed, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
 		goto out;
 	}
 	have_model = 1;

@@ -87,11 +87,11 @@ static void check_shape(dnn_conv2d_args a)
 	/* dx (overwrite), dx (accumulate) and dw (RW), each one task. */
 	starpu_data_handle_t hx = reg_f(x, nx), hw = reg_f(w, nw), hr = reg_f(r, ny);
 	starpu_data_handle_t hdx = reg_f(dx, nx), hdx_acc = reg_f(dx_acc, nx), hdw = reg_f(dw, nw);
-	dnn_insert_conv2d_bwd_data(&a, hr, hw, hdx);
+	dnn_insert_conv2d_bwd_data(NULL, &a, hr, hw, hdx);
 	dnn_conv2d_args acc = a;
 	acc.accumulate_dx = 1;
-	dnn_insert_conv2d_bwd_data(&acc, hr, hw, hdx_acc);
-	dnn_insert_conv2d_bwd_filter(&a, hx, hr, hdw, STARPU_RW);
+	dnn_insert_conv2d_bwd_data(NULL, &acc, hr, hw, hdx_acc);
+	dnn_insert_conv2d_bwd_filter(NULL, &a, hx, hr, hdw, STARPU_RW);
 	starpu_data_unregister(hx);
 	starpu_data_unregister(hdx);
 	starpu_data_unregister(hdx_acc);
@@ -109,7 +109,7 @@ static void check_shape(dnn_conv2d_args a)
 		ca.N = n1 - n0;
 		hxc[c] = reg_f(x + (size_t)n0 * a.C * a.H * a.W, (size_t)ca.N * a.C * a.H * a.W);
 		hrc[c] = reg_f(r + (size_t)n0 * a.K * a.P * a.Q, (size_t)ca.N * a.K * a.P * a.Q);
-		dnn_insert_conv2d_bwd_filter(&ca, hxc[c], hrc[c], hdwr, STARPU_REDUX);
+		dnn_insert_conv2d_bwd_filter(NULL, &ca, hxc[c], hrc[c], hdwr, STARPU_REDUX);
 	}
 	starpu_data_acquire(hdwr, STARPU_R); /* forces the reduction */
 	starpu_data_release(hdwr);

@@ -98,11 +98,11 @@ static void check_dense(int N, int IN, int OUT)
 	dnn_grad_set_redux(hdw);
 	dnn_grad_set_redux(hdb);
 	dnn_dense_args a = {.N = N, .IN = IN, .OUT = OUT, .accumulate_dx = 0};
-	dnn_insert_dense_bwd_data(&a, hr, hw, hdx0);
+	dnn_insert_dense_bwd_data(NULL, &a, hr, hw, hdx0);
 	a.accumulate_dx = 1;
-	dnn_insert_dense_bwd_data(&a, hr, hw, hdx1);
-	dnn_insert_dense_bwd_weight(&a, hx, hr, hdw, hdb, STARPU_REDUX);
-	dnn_insert_dense_bwd_weight(&a, hx, hr, hdw_rw, hdb_rw, STARPU_RW);
+	dnn_insert_dense_bwd_data(NULL, &a, hr, hw, hdx1);
+	dnn_insert_dense_bwd_weight(NULL, &a, hx, hr, hdw, hdb, STARPU_REDUX);
+	dnn_insert_dense_bwd_weight(NULL, &a, hx, hr, hdw_rw, hdb_rw, STARPU_RW);
 	starpu_data_handle_t all[] = {hx, hw, hr, hdx0, hdx1, hdw, hdb, hdw_rw, hdb_rw};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		starpu_data_unregister(all[i]);
@@ -156,7 +156,7 @@ static void check_dense_redux_chunks(int K, int N, int IN, int OUT)
 	for (int k = 0; k < K; k++) {
 		hx[k] = reg_f(x + k * nx, nx);
 		hr[k] = reg_f(r + k * ny, ny);
-		dnn_insert_dense_bwd_weight(&a, hx[k], hr[k], hdw, hdb, STARPU_REDUX);
+		dnn_insert_dense_bwd_weight(NULL, &a, hx[k], hr[k], hdw, hdb, STARPU_REDUX);
 	}
 	starpu_data_acquire(hdw, STARPU_R);
 	starpu_data_acquire(hdb, STARPU_R);
@@ -214,8 +214,8 @@ static void check_bias(int N, int C, int HW)
 	starpu_data_handle_t hr = reg_f(r, n), hdb = reg_f(db, C), hdb_rw = reg_f(db_rw, C);
 	dnn_grad_set_redux(hdb);
 	dnn_bias_args a = {.N = N, .C = C, .HW = HW};
-	dnn_insert_bias_bwd(&a, hr, hdb, STARPU_REDUX);
-	dnn_insert_bias_bwd(&a, hr, hdb_rw, STARPU_RW);
+	dnn_insert_bias_bwd(NULL, &a, hr, hdb, STARPU_REDUX);
+	dnn_insert_bias_bwd(NULL, &a, hr, hdb_rw, STARPU_RW);
 	starpu_data_unregister(hr);
 	starpu_data_unregister(hdb);
 	starpu_data_unregister(hdb_rw);
@@ -263,10 +263,10 @@ static void check_relu(long n)
 	starpu_data_handle_t hx = reg_f(x, n), hy = reg_f(y, n), hr = reg_f(r, n), hdx0 = reg_f(dx0, n),
 			     hdx1 = reg_f(dx1, n);
 	dnn_relu_args a = {.n = n, .accumulate_dx = 0};
-	dnn_insert_relu_fwd(&a, hx, hy);
-	dnn_insert_relu_bwd(&a, hy, hr, hdx0);
+	dnn_insert_relu_fwd(NULL, &a, hx, hy);
+	dnn_insert_relu_bwd(NULL, &a, hy, hr, hdx0);
 	a.accumulate_dx = 1;
-	dnn_insert_relu_bwd(&a, hy, hr, hdx1);
+	dnn_insert_relu_bwd(NULL, &a, hy, hr, hdx1);
 	starpu_data_handle_t all[] = {hx, hy, hr, hdx0, hdx1};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		starpu_data_unregister(all[i]);
@@ -307,10 +307,10 @@ static void check_add(long n)
 
 	starpu_data_handle_t hx = reg_f(x, n), hy = reg_f(y, n), hr = reg_f(r, n), hdx = reg_f(dx, n);
 	dnn_add_args a = {.n = n, .accumulate_dx = 0};
-	dnn_insert_add_fwd(&a, hx, hx, hy);
-	dnn_insert_add_bwd(&a, hr, hdx);
+	dnn_insert_add_fwd(NULL, &a, hx, hx, hy);
+	dnn_insert_add_bwd(NULL, &a, hr, hdx);
 	a.accumulate_dx = 1;
-	dnn_insert_add_bwd(&a, hr, hdx);
+	dnn_insert_add_bwd(NULL, &a, hr, hdx);
 	starpu_data_handle_t all[] = {hx, hy, hr, hdx};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
 		starpu_data_unregister(all[i]);
@@ -356,9 +356,9 @@ static void check_avgpool(int N, int C, int HW)
 
 	starpu_data_handle_t hr = reg_f(r, ny), hdx0 = reg_f(dx0, nx), hdx1 = reg_f(dx1, nx);
 	dnn_avgpool_args a = {.N = N, .C = C, .HW = HW, .accumulate_dx = 0};
-	dnn_insert_avgpool_bwd(&a, hr, hdx0);
+	dnn_insert_avgpool_bwd(NULL, &a, hr, hdx0);
 	a.accumulate_dx = 1;
-	dnn_insert_avgpool_bwd(&a, hr, hdx1);
+	dnn_insert_avgpool_bwd(NULL, &a, hr, hdx1);
 	starpu_data_unregister(hr);
 	starpu_data_unregister(hdx0);
 	starpu_data_unregister(hdx1);
@@ -413,7 +413,7 @@ static void check_softmax_xent(int N, int CLS, float offset)
 	starpu_data_handle_t hl = reg_f(logits, n), hlab, hd = reg_f(dl, n), hs = reg_f(stats, 2);
 	starpu_vector_data_register(&hlab, STARPU_MAIN_RAM, (uintptr_t)labels, N, sizeof(int32_t));
 	dnn_softmax_xent_args a = {.N = N, .CLS = CLS};
-	dnn_insert_softmax_xent(&a, hl, hlab, hd, hs);
+	dnn_insert_softmax_xent(NULL, &a, hl, hlab, hd, hs);
 	starpu_data_unregister(hl);
 	starpu_data_unregister(hlab);
 	starpu_data_unregister(hd);

@@ -66,8 +66,8 @@ static void test_maxpool_bwd(int N, int C, int H, int W, int k, int stride, int 
 			dx[i] = NAN; // W mode: old contents must not leak through
 
 	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, ny), hr = reg_f(r, ny), hdx = reg_f(dx, nx);
-	dnn_insert_maxpool_fwd(&a, hx, hy);
-	dnn_insert_maxpool_bwd(&a, hx, hy, hr, hdx);
+	dnn_insert_maxpool_fwd(NULL, &a, hx, hy);
+	dnn_insert_maxpool_bwd(NULL, &a, hx, hy, hr, hdx);
 	starpu_data_handle_t all[] = {hx, hy, hr, hdx};
 	for (size_t i = 0; i < 4; i++)
 		starpu_data_unregister(all[i]);
@@ -218,11 +218,11 @@ static void test_bn_bwd(int N, int C, int HW)
 		hs[t] = reg_f(saved[t], 3 * C);
 		dnn_batchnorm_args at = a;
 		at.accumulate_dx = t & 1;
-		dnn_insert_batchnorm_fwd_train(&at, hx[t], hg, hb, hy[t], hs[t]);
+		dnn_insert_batchnorm_fwd_train(NULL, &at, hx[t], hg, hb, hy[t], hs[t]);
 		if (t == 0)
-			dnn_insert_batchnorm_bwd(&at, hx[t], hg, hs[t], hr[t], hdx[t], hdg_rw, hdb_rw, STARPU_RW);
+			dnn_insert_batchnorm_bwd(NULL, &at, hx[t], hg, hs[t], hr[t], hdx[t], hdg_rw, hdb_rw, STARPU_RW);
 		else
-			dnn_insert_batchnorm_bwd(&at, hx[t], hg, hs[t], hr[t], hdx[t], hdg, hdb, STARPU_REDUX);
+			dnn_insert_batchnorm_bwd(NULL, &at, hx[t], hg, hs[t], hr[t], hdx[t], hdg, hdb, STARPU_REDUX);
 	}
 	for (int t = 0; t < CHUNKS; t++) {
 		starpu_data_handle_t all[] = {hx[t], hy[t], hr[t], hdx[t], hs[t]};

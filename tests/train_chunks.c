@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data_source.h"
 #include "dataset.h"
 #include "graph.h"
 #include "model.h"
@@ -32,10 +33,18 @@ static float *run(const dnn_dataset *ds, int chunks, int window, double *losses,
 		exit(1);
 	}
 	dnn_model m;
-	dnn_model_create(&m, &g, 123);
+	if (dnn_model_create(&m, &g, 123, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		exit(1);
+	}
 	dnn_dataset_channel_stats(ds, m.in_mean, m.in_std);
 	dnn_plan p;
-	dnn_plan_create(&p, &m, BATCH, chunks, window, 1);
+	if (dnn_plan_create(&p, &m, BATCH, chunks, window, 1, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		exit(1);
+	}
+	dnn_data_source src;
+	dnn_dataset_source(&src, ds);
 	dnn_sgd_config sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
 	int *idx = malloc(sizeof(int) * STEPS * BATCH);
 	for (int i = 0; i < STEPS * BATCH; i++)
@@ -43,18 +52,30 @@ static float *run(const dnn_dataset *ds, int chunks, int window, double *losses,
 	for (int s = 0; s < STEPS; s++) {
 		if (s >= window) {
 			double l, c;
-			dnn_wait_step(&p, s % window, &l, &c);
+			if (dnn_wait_step(&p, s % window, &l, &c, err, sizeof(err)) != 0) {
+				fprintf(stderr, "%s\n", err);
+				exit(1);
+			}
 			losses[s - window] = l / BATCH;
 		}
-		dnn_submit_step(&p, s % window, ds, idx + s * BATCH, &sgd);
+		if (dnn_submit_step(&p, s % window, &src, idx + s * BATCH, s, &sgd, err, sizeof(err)) != 0) {
+			fprintf(stderr, "%s\n", err);
+			exit(1);
+		}
 	}
 	for (int s = STEPS - window; s < STEPS; s++) {
 		double l, c;
-		dnn_wait_step(&p, s % window, &l, &c);
+		if (dnn_wait_step(&p, s % window, &l, &c, err, sizeof(err)) != 0) {
+			fprintf(stderr, "%s\n", err);
+			exit(1);
+		}
 		losses[s] = l / BATCH;
 	}
 	starpu_task_wait_for_all();
-	dnn_model_sync_to_host(&m);
+	if (dnn_model_sync_to_host(&m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		exit(1);
+	}
 	long n = 0;
 	for (int i = 0; i < m.nparams; i++)
 		n += m.params[i].n;

@@ -31,7 +31,7 @@ static void check_shape(dnn_conv2d_args a)
 	starpu_vector_data_register(&hx, STARPU_MAIN_RAM, (uintptr_t)x, nx, sizeof(float));
 	starpu_vector_data_register(&hw, STARPU_MAIN_RAM, (uintptr_t)w, nw, sizeof(float));
 	starpu_vector_data_register(&hy, STARPU_MAIN_RAM, (uintptr_t)y, ny, sizeof(float));
-	dnn_insert_conv2d_fwd(&a, hx, hw, hy);
+	dnn_insert_conv2d_fwd(NULL, &a, hx, hw, hy);
 	starpu_data_unregister(hx);
 	starpu_data_unregister(hw);
 	starpu_data_unregister(hy);

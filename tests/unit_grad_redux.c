@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 	for (int t = 0; t < NTASKS; t++) {
 		starpu_vector_data_register(&hcontrib[t], STARPU_MAIN_RAM,
 					    (uintptr_t)(contrib + (size_t)t * N), N, sizeof(float));
-		dnn_insert_grad_accum(hgrad, STARPU_REDUX, hcontrib[t]);
+		dnn_insert_grad_accum(NULL, hgrad, STARPU_REDUX, hcontrib[t]);
 	}
 	/* Acquiring the handle forces the reduction of the per-worker copies. */
 	starpu_data_acquire(hgrad, STARPU_R);
@@ -101,9 +101,9 @@ int main(int argc, char **argv)
 	starpu_data_release(hgrad);
 
 	/* Second round on the same handle, after a zero task: the redux must restart from zero. */
-	dnn_insert_grad_zero(hgrad);
+	dnn_insert_grad_zero(NULL, hgrad);
 	for (int t = 0; t < NTASKS / 2; t++)
-		dnn_insert_grad_accum(hgrad, STARPU_REDUX, hcontrib[t]);
+		dnn_insert_grad_accum(NULL, hgrad, STARPU_REDUX, hcontrib[t]);
 	starpu_data_acquire(hgrad, STARPU_R);
 	for (int i = 0; i < N; i++) {
 		ref[i] = 0, absref[i] = 0;
@@ -121,7 +121,7 @@ int main(int argc, char **argv)
 	float *before = malloc(N * sizeof(float));
 	memcpy(before, grad, N * sizeof(float));
 	starpu_data_release(hgrad);
-	dnn_insert_grad_axpy(hgrad, -2.5f, hcontrib[0]);
+	dnn_insert_grad_axpy(NULL, hgrad, -2.5f, hcontrib[0]);
 	starpu_data_acquire(hgrad, STARPU_R);
 	for (int i = 0, bad = 0; i < N && bad < 5; i++) {
 		float want = before[i] + -2.5f * contrib[i];

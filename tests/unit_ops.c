@@ -28,7 +28,7 @@ static void check_dense(int N, int IN, int OUT)
 	test_fill_uniform(b, OUT, -1, 1);
 	fill_nan(y, ny);
 	starpu_data_handle_t hx = reg_f(x, nx), hw = reg_f(w, nw), hb = reg_f(b, OUT), hy = reg_f(y, ny);
-	dnn_insert_dense_fwd(&a, hx, hw, hb, hy);
+	dnn_insert_dense_fwd(NULL, &a, hx, hw, hb, hy);
 	starpu_data_unregister(hx);
 	starpu_data_unregister(hw);
 	starpu_data_unregister(hb);
@@ -65,7 +65,7 @@ static void check_bias(int N, int C, int HW)
 				ref[k] = (double)y[k] + b[c];
 			}
 	starpu_data_handle_t hy = reg_f(y, n), hb = reg_f(b, C);
-	dnn_insert_bias_fwd(&a, hy, hb);
+	dnn_insert_bias_fwd(NULL, &a, hy, hb);
 	starpu_data_unregister(hy);
 	starpu_data_unregister(hb);
 	char what[64];
@@ -85,7 +85,7 @@ static void check_relu(long n)
 		x[i] = 0.0f; /* exact zeros map to zero */
 	fill_nan(y, n);
 	starpu_data_handle_t hx = reg_f(x, n), hy = reg_f(y, n);
-	dnn_insert_relu_fwd(&a, hx, hy);
+	dnn_insert_relu_fwd(NULL, &a, hx, hy);
 	starpu_data_unregister(hx);
 	starpu_data_unregister(hy);
 	double *ref = alloc_d(n);
@@ -105,7 +105,7 @@ static void check_add(long n)
 	test_fill_uniform(x1, n, -1, 1);
 	fill_nan(y, n);
 	starpu_data_handle_t h0 = reg_f(x0, n), h1 = reg_f(x1, n), hy = reg_f(y, n);
-	dnn_insert_add_fwd(&a, h0, h1, hy);
+	dnn_insert_add_fwd(NULL, &a, h0, h1, hy);
 	starpu_data_unregister(h0);
 	starpu_data_unregister(h1);
 	starpu_data_unregister(hy);
@@ -128,7 +128,7 @@ static void check_avgpool(int N, int C, int HW)
 	test_fill_uniform(x, nx, -2, 2);
 	fill_nan(y, ny);
 	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, ny);
-	dnn_insert_avgpool_fwd(&a, hx, hy);
+	dnn_insert_avgpool_fwd(NULL, &a, hx, hy);
 	starpu_data_unregister(hx);
 	starpu_data_unregister(hy);
 	double *ref = alloc_d(ny);
@@ -160,7 +160,7 @@ static void check_softmax_xent_data(const char *name, const float *logits_in, co
 	fill_nan(dlogits, n);
 	starpu_data_handle_t hl = reg_f(logits, n), hlab = reg_i(labels, N), hd = reg_f(dlogits, n),
 			     hs = reg_f(stats, 2);
-	dnn_insert_softmax_xent(&a, hl, hlab, hd, hs);
+	dnn_insert_softmax_xent(NULL, &a, hl, hlab, hd, hs);
 	starpu_data_unregister(hl);
 	starpu_data_unregister(hlab);
 	starpu_data_unregister(hd);
@@ -246,7 +246,7 @@ static void check_softmax_xent_special(void)
 	dnn_softmax_xent_args a = {.N = 4, .CLS = 4};
 	starpu_data_handle_t hl = reg_f(logits, 16), hlab = reg_i(labels, 4), hd = reg_f(dl, 16),
 			     hs = reg_f(stats, 2);
-	dnn_insert_softmax_xent(&a, hl, hlab, hd, hs);
+	dnn_insert_softmax_xent(NULL, &a, hl, hlab, hd, hs);
 	starpu_data_unregister(hl);
 	starpu_data_unregister(hlab);
 	starpu_data_unregister(hd);
@@ -290,7 +290,7 @@ static void check_sgd(void)
 			wref[i] -= (double)a.lr * vref[i];
 		}
 		starpu_data_release(hg);
-		dnn_insert_sgd_update(&a, hw, hv, hg);
+		dnn_insert_sgd_update(NULL, &a, hw, hv, hg);
 
 		starpu_data_acquire(hw, STARPU_R);
 		starpu_data_acquire(hv, STARPU_R);

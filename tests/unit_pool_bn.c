@@ -47,7 +47,7 @@ static void test_maxpool_fwd(int N, int C, int H, int W, int k, int stride, int 
 	for (size_t i = 0; i < ny; i++)
 		y[i] = NAN;
 	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, ny);
-	dnn_insert_maxpool_fwd(&a, hx, hy);
+	dnn_insert_maxpool_fwd(NULL, &a, hx, hy);
 	starpu_data_unregister(hy);
 	starpu_data_unregister(hx);
 	ref_maxpool(ref, x, &a);
@@ -160,8 +160,8 @@ static void test_bn(int N, int C, int HW)
 		starpu_data_acquire(hx, STARPU_W);
 		fill_bn_input(x, &a);
 		starpu_data_release(hx);
-		dnn_insert_batchnorm_fwd_train(&a, hx, hg, hb, hy, hs);
-		dnn_insert_batchnorm_running(&a, hs, hr);
+		dnn_insert_batchnorm_fwd_train(NULL, &a, hx, hg, hb, hy, hs);
+		dnn_insert_batchnorm_running(NULL, &a, hs, hr);
 		starpu_data_acquire(hy, STARPU_R);
 		starpu_data_acquire(hs, STARPU_R);
 		starpu_data_acquire(hr, STARPU_R);
@@ -185,7 +185,7 @@ static void test_bn(int N, int C, int HW)
 	starpu_data_acquire(hx, STARPU_W);
 	fill_bn_input(x, &a);
 	starpu_data_release(hx);
-	dnn_insert_batchnorm_fwd_eval(&a, hx, hg, hb, hr, hy);
+	dnn_insert_batchnorm_fwd_eval(NULL, &a, hx, hg, hb, hr, hy);
 	starpu_data_acquire(hy, STARPU_R);
 	for (int n = 0; n < N; n++)
 		for (int c = 0; c < C; c++)

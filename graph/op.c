@@ -1,0 +1,93 @@
+/* op.c — the op table (built from ops/ops.def) and the helpers the op files share (op.h). */
+#include "op.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "dnn_rng.h"
+
+#define DNN_OP(name, ENUM) extern const dnn_op_desc dnn_op_##name;
+#include "ops/ops.def"
+#undef DNN_OP
+
+static const dnn_op_desc *const op_table[DNN_OP_COUNT] = {
+#define DNN_OP(name, ENUM) [DNN_OP_##ENUM] = &dnn_op_##name,
+#include "ops/ops.def"
+#undef DNN_OP
+};
+
+const dnn_op_desc *dnn_op_get(dnn_op op) { return (unsigned)op < DNN_OP_COUNT ? op_table[op] : NULL; }
+
+const char *dnn_op_name(dnn_op op) { return (unsigned)op < DNN_OP_COUNT ? op_table[op]->name : "?"; }
+
+int dnn_op_fail(char *err, size_t errlen, const char *src, int line, const char *fmt, ...)
+{
+	va_list ap;
+	int n = line > 0 ? snprintf(err, errlen, "%s:%d: ", src, line) : snprintf(err, errlen, "%s: ", src);
+	if (n < 0 || (size_t)n >= errlen)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
+{
+	(void)err, (void)errlen;
+	const dnn_node *in = &g->nodes[nd->inputs[0]];
+	nd->C = in->C, nd->H = in->H, nd->W = in->W;
+	nd->params = 0;
+	nd->flops = (double)in->C * in->H * in->W;
+	return 0;
+}
+
+int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64_t *rng, char *err, size_t errlen)
+{
+	const dnn_node *nd = &m->g->nodes[i];
+	int pw = dnn_model_add_param(m, i, "weight", nweights, 0, err, errlen);
+	if (pw < 0)
+		return -1;
+	/* PyTorch's default for Conv2d/Linear (kaiming_uniform with a=sqrt(5)): weights and biases
+	 * uniform in +-1/sqrt(fan_in). Same init as the side-by-side PyTorch nets. */
+	float bound = 1.0f / sqrtf((float)fan_in);
+	for (long j = 0; j < nweights; j++)
+		m->params[pw].w[j] = bound * (float)(2.0 * dnn_uniform01(rng) - 1.0);
+	if (nd->bias) {
+		int pb = dnn_model_add_param(m, i, "bias", nd->out, 1, err, errlen);
+		if (pb < 0)
+			return -1;
+		for (long j = 0; j < nd->out; j++)
+			m->params[pb].w[j] = bound * (float)(2.0 * dnn_uniform01(rng) - 1.0);
+	}
+	return 0;
+}
+
+starpu_data_handle_t dnn_op_out(const dnn_op_ctx *ctx, int j)
+{
+	const dnn_plan *p = ctx->p;
+	return j == 0 ? p->x[ctx->slot * p->nchunks + ctx->c] : p->y[j * p->nchunks + ctx->c];
+}
+
+starpu_data_handle_t dnn_op_dy(const dnn_op_ctx *ctx, int j)
+{
+	const dnn_plan *p = ctx->p;
+	return j == 0 ? NULL : p->dy[p->grad_of[j] * p->nchunks + ctx->c];
+}
+
+starpu_data_handle_t dnn_op_saved(const dnn_op_ctx *ctx, int j) { return ctx->p->saved[j * ctx->p->nchunks + ctx->c]; }
+
+int dnn_op_take_dx(dnn_op_ctx *ctx, int j)
+{
+	const int acc = ctx->written[j];
+	ctx->written[j] = 1;
+	return acc;
+}
+
+int dnn_op_count(dnn_op_ctx *ctx, int rc)
+{
+	if (rc == 0)
+		ctx->p->tasks_per_step++;
+	return rc;
+}

@@ -1,0 +1,91 @@
+/* op.h — the one description of an op (graph/ops/<name>.c), and what its functions are given.
+ *
+ * A descriptor says everything the rest of graph/ needs to know about an op: its keyword and
+ * keys (parser), how many inputs it takes, its shape inference, its trainable parameters and
+ * extra per-chunk buffers (model.c), and how one chunk's forward and backward become tasks.
+ * graph.c and model.c only loop over nodes and call these; no switch on the op elsewhere.
+ * The list of ops is graph/ops/ops.def (one line per op).
+ */
+#ifndef DNN_OP_H
+#define DNN_OP_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph.h"
+#include "model.h"
+
+/* A key=value attribute: an int or float field of dnn_node, with its accepted range. */
+typedef struct {
+	const char *key;
+	char type;        // 'i': int field, 'f': float field
+	double lo, hi;    // accepted range (inclusive)
+	size_t offset;    // offsetof(dnn_node, field)
+} dnn_op_key;
+#define DNN_KEY_INT(k, lo, hi, field) {k, 'i', lo, hi, offsetof(dnn_node, field)}
+#define DNN_KEY_FLOAT(k, lo, hi, field) {k, 'f', lo, hi, offsetof(dnn_node, field)}
+
+/* What a forward or backward function works on: one chunk of one step. */
+typedef struct {
+	dnn_plan *p;
+	dnn_model *m;
+	const dnn_graph *g;
+	int slot, c;      // window slot, chunk
+	int n;            // samples in the chunk
+	long step;        // global step number (dropout masks, augmentation)
+	int sample0;      // the chunk's first sample's position in the global batch
+	char *written;    // backward: written[j] = node j's gradient handle already holds a contribution
+} dnn_op_ctx;
+
+typedef struct {
+	const char *name;           // keyword in net files
+	int min_inputs, max_inputs; // 0, 0 for the input line
+	const dnn_op_key *keys;
+	int nkeys;
+	/* Defaults before the keys are read (optional; stride=1, dilation=1, eps, momentum are set
+	 * for every op), and checks after (optional: required keys). Errors: "src:line: message". */
+	void (*defaults)(dnn_node *nd);
+	int (*check)(const dnn_node *nd, const char *src, char *err, size_t errlen);
+	/* Shape inference: nd->C/H/W, params, flops from its inputs (already inferred). */
+	int (*infer)(dnn_graph *g, dnn_node *nd, char *err, size_t errlen);
+	/* Trainable parameters (dnn_model_add_param) and other model state; optional. */
+	int (*create_params)(dnn_model *m, int i, uint64_t *rng, char *err, size_t errlen);
+	/* Floats of a per-chunk buffer kept from forward to backward (training), 0: none; optional. */
+	size_t (*saved_floats)(const dnn_node *nd);
+	/* Submit node i's tasks for ctx's chunk; return 0 or a negative errno. backward may be
+	 * NULL (nothing to do). Backward writes input 0's gradient with dnn_op_take_dx. */
+	int (*forward)(dnn_op_ctx *ctx, int i);
+	int (*backward)(dnn_op_ctx *ctx, int i);
+	/* The op routes its inputs' gradients itself (add: one per input), so the loop does not
+	 * mark input 0's gradient as written after its backward. */
+	int routes_grads;
+} dnn_op_desc;
+
+const dnn_op_desc *dnn_op_get(dnn_op op);
+
+/* ---------------------------------------------------------------- helpers for op files */
+/* Handles of chunk ctx->c: node j's output (the slot's input tensor for the input node), its
+ * gradient (NULL for the input node; shared with a residual add per the plan's fusion), and
+ * its per-chunk saved buffer. */
+starpu_data_handle_t dnn_op_out(const dnn_op_ctx *ctx, int j);
+starpu_data_handle_t dnn_op_dy(const dnn_op_ctx *ctx, int j);
+starpu_data_handle_t dnn_op_saved(const dnn_op_ctx *ctx, int j);
+/* For a backward writing the gradient of input j: 1 when it must accumulate (+=) into it,
+ * 0 when it is the first writer of this step (=); marks it written. */
+int dnn_op_take_dx(dnn_op_ctx *ctx, int j);
+/* Count one more task of the step (dnn_plan.tasks_per_step); returns rc. */
+int dnn_op_count(dnn_op_ctx *ctx, int rc);
+#define DNN_OP_SUBMIT(ctx, call)                              \
+	do {                                                  \
+		int dnn_op_rc_ = dnn_op_count((ctx), (call)); \
+		if (dnn_op_rc_ != 0)                          \
+			return dnn_op_rc_;                    \
+	} while (0)
+
+/* "src:line: message" (line 0: "src: message"); returns -1. */
+int dnn_op_fail(char *err, size_t errlen, const char *src, int line, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* Output shape = input 0's shape (element-wise ops). */
+int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen);
+/* Weight (and bias) of a conv or dense layer: PyTorch's default uniform init in +-1/sqrt(fan_in). */
+int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64_t *rng, char *err, size_t errlen);
+#endif

@@ -1,0 +1,57 @@
+/* add.c — the residual add op: `add NAME IN1,IN2[,...]` (same shapes).
+ * Kernels and codelets: codelets/add.{c,h}; inputs beyond the second are accumulated with the
+ * gradient codelets. Backward gives each input its gradient, unless the plan's fusion (fuse.h)
+ * made that input's gradient handle the add's own (then no task at all). */
+#include "add.h"
+#include "fuse.h"
+#include "grad_accum.h"
+#include "op.h"
+
+static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
+{
+	const dnn_node *in = &g->nodes[nd->inputs[0]];
+	for (int k = 1; k < nd->ninputs; k++) {
+		const dnn_node *o = &g->nodes[nd->inputs[k]];
+		if (o->C != in->C || o->H != in->H || o->W != in->W)
+			return dnn_op_fail(err, errlen, g->source, nd->line,
+					   "%s: inputs have different shapes: %s is %dx%dx%d but %s is %dx%dx%d", nd->name,
+					   in->name, in->C, in->H, in->W, o->name, o->C, o->H, o->W);
+	}
+	dnn_op_infer_same_shape(g, nd, err, errlen);
+	nd->flops = (double)nd->C * nd->H * nd->W * (nd->ninputs - 1);
+	return 0;
+}
+
+static int forward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	starpu_data_handle_t y = dnn_op_out(ctx, i);
+	dnn_add_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W};
+	DNN_OP_SUBMIT(ctx, dnn_insert_add_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, nd->inputs[1]), y));
+	for (int k = 2; k < nd->ninputs; k++)
+		DNN_OP_SUBMIT(ctx, dnn_insert_grad_accum(NULL, y, STARPU_RW, dnn_op_out(ctx, nd->inputs[k])));
+	return 0;
+}
+
+static int backward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	for (int k = 0; k < nd->ninputs; k++) {
+		const int ik = nd->inputs[k];
+		if (ik == 0)
+			continue;
+		if (dnn_fuse_shares_grad(ctx->p, ik, i)) {
+			/* Its gradient is this add's, in the same handle: no task. */
+			ctx->written[ik] = 1;
+			continue;
+		}
+		dnn_add_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W, .accumulate_dx = dnn_op_take_dx(ctx, ik)};
+		DNN_OP_SUBMIT(ctx, dnn_insert_add_bwd(NULL, &a, dnn_op_dy(ctx, i), dnn_op_dy(ctx, ik)));
+	}
+	return 0;
+}
+
+const dnn_op_desc dnn_op_add = {
+	.name = "add", .min_inputs = 2, .max_inputs = DNN_MAX_INPUTS, .infer = infer, .forward = forward,
+	.backward = backward, .routes_grads = 1,
+};

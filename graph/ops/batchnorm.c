@@ -1,0 +1,92 @@
+/* batchnorm.c — the batchnorm op: `batchnorm NAME IN [eps=1e-5] [momentum=0.1]`, per-chunk
+ * statistics in training (as a DDP replica's), running statistics in eval mode.
+ * Kernels and codelets: codelets/batchnorm.{c,h}. When its only consumer is a relu (fuse.h),
+ * one task per chunk does both: forward into the relu's output, backward from the relu's
+ * gradient; the batchnorm's own output and gradient are never stored. */
+#include <stdlib.h>
+
+#include "batchnorm.h"
+#include "fuse.h"
+#include "op.h"
+
+static const dnn_op_key keys[] = {DNN_KEY_FLOAT("eps", 1e-12, 1.0, eps), DNN_KEY_FLOAT("momentum", 0.0, 1.0, momentum)};
+
+static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
+{
+	if (nd->inputs[0] == 0) /* its backward writes dx too; the data has no gradient handle */
+		return dnn_op_fail(err, errlen, g->source, nd->line,
+				   "%s: batchnorm directly on the input is not supported (put a conv or dense layer first)",
+				   nd->name);
+	dnn_op_infer_same_shape(g, nd, err, errlen);
+	nd->params = 2LL * nd->C;
+	nd->flops = 4.0 * nd->C * nd->H * nd->W;
+	return 0;
+}
+
+static int create_params(dnn_model *m, int i, uint64_t *rng, char *err, size_t errlen)
+{
+	(void)rng;
+	const dnn_node *nd = &m->g->nodes[i];
+	int pg = dnn_model_add_param(m, i, "gamma", nd->C, 1, err, errlen);
+	if (pg < 0 || dnn_model_add_param(m, i, "beta", nd->C, 1, err, errlen) < 0)
+		return -1;
+	for (int c = 0; c < nd->C; c++)
+		m->params[pg].w[c] = 1.0f;
+	/* running mean 0, running var 1 */
+	float *running = dnn_model_add_running(m, i, 2 * (size_t)nd->C, err, errlen);
+	if (!running)
+		return -1;
+	for (int c = 0; c < nd->C; c++)
+		running[nd->C + c] = 1.0f;
+	return 0;
+}
+
+static size_t saved_floats(const dnn_node *nd) { return 3 * (size_t)nd->C; }
+
+static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int relu)
+{
+	return (dnn_batchnorm_args){.N = ctx->n, .C = nd->C, .HW = nd->H * nd->W, .eps = nd->eps,
+				    .momentum = nd->momentum, .relu = relu};
+}
+
+static int forward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	const int relu = dnn_fuse_bn_relu(ctx->p, i);
+	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]);
+	starpu_data_handle_t y = dnn_op_out(ctx, relu >= 0 ? relu : i); /* fused: straight into the relu's output */
+	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
+	if (!ctx->p->train) {
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_eval(NULL, &a, x, w[0].hw, w[1].hw, ctx->m->hrunning[i], y));
+		return 0;
+	}
+	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(NULL, &a, x, w[0].hw, w[1].hw, y, saved));
+	/* Running statistics follow chunk 0, as a DDP replica's follow its own shard. */
+	if (ctx->c == 0)
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(NULL, &a, saved, ctx->m->hrunning[i]));
+	return 0;
+}
+
+static int backward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const int i0 = nd->inputs[0], relu = dnn_fuse_bn_relu(ctx->p, i);
+	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	starpu_data_handle_t x = dnn_op_out(ctx, i0), saved = dnn_op_saved(ctx, i), dx = dnn_op_dy(ctx, i0);
+	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
+	a.accumulate_dx = dnn_op_take_dx(ctx, i0); /* i0 is never the net's input (infer) */
+	if (relu >= 0)
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(NULL, &a, x, w[0].hw, saved, dnn_op_dy(ctx, relu),
+								 dnn_op_out(ctx, relu), dx, w[0].hg, w[1].hg, STARPU_REDUX));
+	else
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd(NULL, &a, x, w[0].hw, saved, dnn_op_dy(ctx, i), dx, w[0].hg,
+							    w[1].hg, STARPU_REDUX));
+	return 0;
+}
+
+const dnn_op_desc dnn_op_batchnorm = {
+	.name = "batchnorm", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 2, .infer = infer,
+	.create_params = create_params, .saved_floats = saved_floats, .forward = forward, .backward = backward,
+};

@@ -1,0 +1,109 @@
+/* conv.c — the conv op: `conv NAME IN out=K k=R [stride=1] [pad=0] [dilation=1] [bias=0]`.
+ * Kernels and codelets: codelets/conv2d.{c,h}; a bias is a separate bias task, or part of the
+ * conv's own tasks when fusion level 2 says so (fuse.h). */
+#include <stdio.h>
+
+#include "bias.h"
+#include "conv2d.h"
+#include "fuse.h"
+#include "op.h"
+
+static const dnn_op_key keys[] = {
+	DNN_KEY_INT("out", 1, DNN_MAX_CHANNELS, out),  DNN_KEY_INT("k", 1, DNN_MAX_KERNEL, k),
+	DNN_KEY_INT("stride", 1, DNN_MAX_STRIDE, stride), DNN_KEY_INT("pad", 0, DNN_MAX_KERNEL, pad),
+	DNN_KEY_INT("dilation", 1, DNN_MAX_KERNEL, dilation), DNN_KEY_INT("bias", 0, 1, bias),
+};
+
+static int check(const dnn_node *nd, const char *src, char *err, size_t errlen)
+{
+	if (nd->out == 0)
+		return dnn_op_fail(err, errlen, src, nd->line, "%s: conv needs out=N", nd->name);
+	if (nd->k == 0)
+		return dnn_op_fail(err, errlen, src, nd->line, "%s: conv needs k=N", nd->name);
+	return 0;
+}
+
+static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
+{
+	const dnn_node *in = &g->nodes[nd->inputs[0]];
+	long long C = in->C, H = in->H, W = in->W;
+	long long eff = (long long)nd->dilation * (nd->k - 1) + 1;
+	long long P = (H + 2LL * nd->pad - eff) / nd->stride + 1;
+	long long Q = (W + 2LL * nd->pad - eff) / nd->stride + 1;
+	if (H + 2LL * nd->pad < eff || W + 2LL * nd->pad < eff || P < 1 || Q < 1)
+		return dnn_op_fail(err, errlen, g->source, nd->line,
+				   "%s: kernel %d (dilation %d) does not fit its %lldx%lld input with pad %d", nd->name,
+				   nd->k, nd->dilation, H, W, nd->pad);
+	if (nd->pad >= eff)
+		return dnn_op_fail(err, errlen, g->source, nd->line, "%s: pad=%d must be smaller than the kernel extent %lld",
+				   nd->name, nd->pad, eff);
+	nd->C = nd->out, nd->H = (int)P, nd->W = (int)Q;
+	double macs = (double)nd->out * P * Q * C * nd->k * nd->k;
+	nd->params = (long long)nd->out * C * nd->k * nd->k + (nd->bias ? nd->out : 0);
+	nd->flops = 2 * macs + (nd->bias ? (double)nd->out * P * Q : 0);
+	return 0;
+}
+
+static int create_params(dnn_model *m, int i, uint64_t *rng, char *err, size_t errlen)
+{
+	const dnn_node *nd = &m->g->nodes[i], *in = &m->g->nodes[nd->inputs[0]];
+	long fan_in = (long)in->C * nd->k * nd->k;
+	return dnn_op_params_linear(m, i, fan_in, (long)nd->out * fan_in, rng, err, errlen);
+}
+
+static dnn_conv2d_args conv_args(const dnn_op_ctx *ctx, const dnn_node *nd)
+{
+	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
+	dnn_conv2d_args a = {.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k, .S = nd->k,
+			     .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation};
+	dnn_conv2d_args_finish(&a); /* cannot fail: infer() checked the output is not empty */
+	return a;
+}
+
+static int forward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]), y = dnn_op_out(ctx, i);
+	dnn_conv2d_args a = conv_args(ctx, nd);
+	if (dnn_fuse_conv_bias(ctx->p, i)) { /* conv + bias in one task */
+		a.bias = 1;
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(NULL, &a, x, w[0].hw, w[1].hw, y));
+		return 0;
+	}
+	DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_fwd(NULL, &a, x, w[0].hw, y));
+	if (nd->bias) {
+		dnn_bias_args b = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
+		DNN_OP_SUBMIT(ctx, dnn_insert_bias_fwd(NULL, &b, y, w[1].hw));
+	}
+	return 0;
+}
+
+static int backward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const int i0 = nd->inputs[0];
+	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	starpu_data_handle_t x = dnn_op_out(ctx, i0), dy = dnn_op_dy(ctx, i);
+	dnn_conv2d_args a = conv_args(ctx, nd);
+	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
+	if (dnn_fuse_conv_bias(ctx->p, i)) { /* the bias gradient in the filter gradient's task */
+		dnn_conv2d_args ab = a;
+		ab.bias = 1;
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(NULL, &ab, x, dy, w[0].hg, w[1].hg, STARPU_REDUX));
+	} else {
+		if (nd->bias) {
+			dnn_bias_args b = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
+			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(NULL, &b, dy, w[1].hg, STARPU_REDUX));
+		}
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(NULL, &a, x, dy, w[0].hg, STARPU_REDUX));
+	}
+	if (i0 != 0) /* the net's input has no gradient */
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_data(NULL, &a, dy, w[0].hw, dnn_op_dy(ctx, i0)));
+	return 0;
+}
+
+const dnn_op_desc dnn_op_conv = {
+	.name = "conv", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = sizeof(keys) / sizeof(keys[0]),
+	.check = check, .infer = infer, .create_params = create_params, .forward = forward, .backward = backward,
+};

@@ -1,0 +1,72 @@
+/* maxpool.c — the maxpool op: `maxpool NAME IN k=K [stride=K] [pad=0]`.
+ * Kernels and codelets: codelets/maxpool.{c,h}. */
+#include "maxpool.h"
+#include "op.h"
+
+static const dnn_op_key keys[] = {DNN_KEY_INT("k", 1, DNN_MAX_KERNEL, k),
+				  DNN_KEY_INT("stride", 1, DNN_MAX_STRIDE, stride),
+				  DNN_KEY_INT("pad", 0, DNN_MAX_KERNEL, pad)};
+
+static void defaults(dnn_node *nd) { nd->stride = 0; /* = k, set by infer */ }
+
+static int check(const dnn_node *nd, const char *src, char *err, size_t errlen)
+{
+	if (nd->k == 0)
+		return dnn_op_fail(err, errlen, src, nd->line, "%s: maxpool needs k=N", nd->name);
+	return 0;
+}
+
+static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
+{
+	const dnn_node *in = &g->nodes[nd->inputs[0]];
+	long long C = in->C, H = in->H, W = in->W;
+	if (nd->stride == 0)
+		nd->stride = nd->k;
+	if (nd->pad * 2 > nd->k)
+		return dnn_op_fail(err, errlen, g->source, nd->line, "%s: pad=%d must be at most half of k=%d", nd->name,
+				   nd->pad, nd->k);
+	long long P = (H + 2LL * nd->pad - nd->k) / nd->stride + 1;
+	long long Q = (W + 2LL * nd->pad - nd->k) / nd->stride + 1;
+	if (H + 2LL * nd->pad < nd->k || W + 2LL * nd->pad < nd->k || P < 1 || Q < 1)
+		return dnn_op_fail(err, errlen, g->source, nd->line, "%s: window %d does not fit its %lldx%lld input",
+				   nd->name, nd->k, H, W);
+	nd->C = (int)C, nd->H = (int)P, nd->W = (int)Q;
+	nd->params = 0;
+	nd->flops = (double)C * P * Q * nd->k * nd->k;
+	return 0;
+}
+
+static dnn_maxpool_args pool_args(const dnn_op_ctx *ctx, const dnn_node *nd)
+{
+	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
+	dnn_maxpool_args a = {.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .k = nd->k, .stride = nd->stride,
+			      .pad = nd->pad};
+	dnn_maxpool_args_finish(&a);
+	return a;
+}
+
+static int forward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	dnn_maxpool_args a = pool_args(ctx, nd);
+	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
+	return 0;
+}
+
+static int backward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const int i0 = nd->inputs[0];
+	dnn_maxpool_args a = pool_args(ctx, nd);
+	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
+	if (i0 == 0)
+		return 0;
+	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_bwd(NULL, &a, dnn_op_out(ctx, i0), dnn_op_out(ctx, i), dnn_op_dy(ctx, i),
+						  dnn_op_dy(ctx, i0)));
+	return 0;
+}
+
+const dnn_op_desc dnn_op_maxpool = {
+	.name = "maxpool", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 3, .defaults = defaults,
+	.check = check, .infer = infer, .forward = forward, .backward = backward,
+};

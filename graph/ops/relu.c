@@ -1,0 +1,32 @@
+/* relu.c — the relu op: `relu NAME IN`. Kernels and codelets: codelets/relu.{c,h}. A relu that
+ * is a batchnorm's only consumer runs inside the batchnorm's tasks (fuse.h): no task of its own. */
+#include "fuse.h"
+#include "op.h"
+#include "relu.h"
+
+static int forward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	if (dnn_fuse_bn_relu(ctx->p, i) >= 0)
+		return 0; /* done by its batchnorm's fused task */
+	dnn_relu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W};
+	DNN_OP_SUBMIT(ctx, dnn_insert_relu_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
+	return 0;
+}
+
+static int backward(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const int i0 = nd->inputs[0];
+	const int acc = dnn_op_take_dx(ctx, i0);
+	if (i0 == 0 || dnn_fuse_bn_relu(ctx->p, i) >= 0)
+		return 0; /* no gradient for the net's input; or in its batchnorm's fused backward */
+	dnn_relu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W, .accumulate_dx = acc};
+	DNN_OP_SUBMIT(ctx, dnn_insert_relu_bwd(NULL, &a, dnn_op_out(ctx, i), dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
+	return 0;
+}
+
+const dnn_op_desc dnn_op_relu = {
+	.name = "relu", .min_inputs = 1, .max_inputs = 1, .infer = dnn_op_infer_same_shape,
+	.forward = forward, .backward = backward,
+};
