@@ -20,13 +20,8 @@
 #define STBI_FAILURE_USERMSG
 #include <stb/stb_image.h>
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#include "dnn_rng.h"
+
 
 int dnn_image_short_side(int H, int W)
 {
@@ -190,9 +185,9 @@ int dnn_image_decode_crop_mem(float *dst, const unsigned char *buf, size_t len, 
 		rh = H;
 	int oy = (rh - H) / 2, ox = (rw - W) / 2, flip = 0;
 	if (augment) {
-		oy = (int)(splitmix(&rng) % (uint64_t)(rh - H + 1));
-		ox = (int)(splitmix(&rng) % (uint64_t)(rw - W + 1));
-		flip = (int)(splitmix(&rng) & 1);
+		oy = (int)(dnn_splitmix64(&rng) % (uint64_t)(rh - H + 1));
+		ox = (int)(dnn_splitmix64(&rng) % (uint64_t)(rw - W + 1));
+		flip = (int)(dnn_splitmix64(&rng) & 1);
 	}
 	dnn_image_resample(dst, px, h, w, C, C, rh, rw, oy, ox, H, W, flip);
 	stbi_image_free(px);
@@ -253,7 +248,7 @@ int dnn_load_images_cpu(float *x, int32_t *y, const dnn_load_images_args *a)
 		const int k = a->idx[i];
 		char why[256];
 		uint64_t rng = a->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(k + 1));
-		splitmix(&rng);
+		dnn_splitmix64(&rng);
 		y[i] = a->labels[k];
 		if (dnn_image_decode_crop(x + i * per, a->paths[k], a->C, a->H, a->W, a->augment, rng, a->mean, a->std,
 					  why, sizeof(why)) != 0) {
