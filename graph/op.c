@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "dnn_rng.h"
+#include "errline.h"
 
 #define DNN_OP(name, ENUM) extern const dnn_op_desc dnn_op_##name;
 #include "ops/ops.def"
@@ -23,12 +24,14 @@ const char *dnn_op_name(dnn_op op) { return (unsigned)op < DNN_OP_COUNT ? op_tab
 
 int dnn_op_fail(char *err, size_t errlen, const char *src, int line, const char *fmt, ...)
 {
+	char where[4352]; /* a path (PATH_MAX) and a line number */
+	if (line > 0)
+		snprintf(where, sizeof(where), "%s:%d", src, line);
+	else
+		snprintf(where, sizeof(where), "%s", src);
 	va_list ap;
-	int n = line > 0 ? snprintf(err, errlen, "%s:%d: ", src, line) : snprintf(err, errlen, "%s: ", src);
-	if (n < 0 || (size_t)n >= errlen)
-		return -1;
 	va_start(ap, fmt);
-	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+	dnn_vset_err(err, errlen, where, fmt, ap);
 	va_end(ap);
 	return -1;
 }

@@ -1,5 +1,6 @@
 /* imagefolder.c — image-folder datasets (see imagefolder.h). */
 #include "imagefolder.h"
+#include "errline.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -37,11 +38,9 @@ struct dnn_imagefolder {
 static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
-	if (!err || !errlen)
-		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
+	dnn_vset_err(err, errlen, NULL, fmt, ap);
 	va_end(ap);
 }
 

@@ -4,19 +4,24 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void dnn_set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+void dnn_vset_err(char *err, size_t errlen, const char *prefix, const char *fmt, va_list ap)
 {
 	if (!err || errlen == 0)
 		return;
-	int k = snprintf(err, errlen, "%s: ", path ? path : "(null)");
+	int k = prefix ? snprintf(err, errlen, "%s: ", prefix) : 0;
 	if (k < 0 || (size_t)k >= errlen)
 		return;
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-	va_end(ap);
 	// One line, whatever the path or a zlib message contained.
 	for (char *p = err; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
+}
+
+void dnn_set_err(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	dnn_vset_err(err, errlen, path ? path : "(null)", fmt, ap);
+	va_end(ap);
 }
