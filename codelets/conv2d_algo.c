@@ -1,0 +1,207 @@
+/* conv2d_algo.c — the CPU conv kernels of conv2d.h: which algorithm runs each pass.
+ *
+ * Forward: Winograd F(2x2, 3x3) (conv2d_winograd.c) where the algorithm choice allows it, else
+ * the direct AVX2 path (conv2d_direct.c) for stride-1 convs with few channels, else im2col +
+ * GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs as the
+ * forward conv of dy with the flipped kernel (so through the same choice); other backward data
+ * and the weight gradient run im2col, or Winograd for the weight gradient under its own rule.
+ * The scratch every kernel needs is the worker's (dnn_cpu_scratch); when it cannot be
+ * allocated the kernel records a worker error and returns.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv2d_impl.h"
+#include "conv2d_winograd.h"
+#include "dnn_codelet.h"
+
+/* Backward data of a stride-1 conv runs as a forward conv from this many input channels on. */
+#define CONV_FLIP_MIN_C 16
+
+float *dnn_conv_scratch(size_t nfloats)
+{
+	float *p = dnn_cpu_scratch(nfloats ? nfloats : 1);
+	if (!p)
+		dnn_worker_error("conv2d: out of memory for %zu floats of scratch", nfloats);
+	return p;
+}
+
+/* ------------------------------------------------------------------ Winograd dispatch
+ *
+ * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) (codelets/conv2d_winograd.c):
+ * forward, and backward data through its forward conv with the flipped kernel. Which one runs
+ * is dnn_conv2d_set_cpu_algo()'s choice, else the environment's DNN_CONV_ALGO (im2col,
+ * winograd or auto, read once), else auto: WINO_RULE below. */
+/* Auto rule, from forward-pass timings of 16 images, one core, im2col time / Winograd time
+ * (same run, best of 15-40 calls, thread CPU clock; the ratios moved by ~10% between runs):
+ *   ResNet stages  C16 32x32 K16: 2.0   C32 16x16 K32: 1.9   C64 8x8 K64: 1.4 (backward data
+ *                  1.9, 2.2, 1.3);
+ *   other shapes   C8 K16 32x32: 1.5   C16 K8: 1.4   C16 16x16 K16: 1.8   C64 K4 32x32: 2.0
+ *                  C8 K64: 1.2   C64 2x2 K64: 1.07   C128 4x4 K128: 1.15   C128 8x8/16x16 K128:
+ *                  1.3/1.6   C64 8x8 K256: 1.4;
+ *   not faster     C3/C4 32x32 K64: 0.9-1.1   C256 8x8 K256: 1.07   and where the direct path
+ *                  runs (C*K <= 128, e.g. C8 K8 16x16: 0.85, the C3 K16 stem: 1.08).
+ * So: Winograd from 8 to 128 input channels, unless the direct path takes the conv. */
+#define WINO_RULE(g) (!dnn_conv_direct_applies(g) && (g)->C >= 8 && (g)->C <= 128)
+
+/* The weight gradient has its own rule (16 images, same method): C16 32x32 K16: 1.66
+ * C32 16x16 K32: 1.34-1.46  C64 8x8 K64: 1.1-1.2  C8 32x32 K16: 1.39  C8 16x16 K8: 1.44-1.67
+ * C128 8x8 K64: 1.12  C3 32x32 K16 (the CIFAR stem): 1.23-1.29; but C64 8x8 K128 0.91,
+ * C64 16x16 K128 0.94, C128 8x8 K128 0.96, C3 32x32 K64 0.88-0.95, C1 28x28 K8 0.70-0.83.
+ * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
+#define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
+
+static int algo_set = -1; // dnn_conv_algo once chosen
+
+dnn_conv_algo dnn_conv2d_cpu_algo(void)
+{
+	int a = __atomic_load_n(&algo_set, __ATOMIC_RELAXED);
+	if (a >= 0)
+		return (dnn_conv_algo)a;
+	a = DNN_CONV_ALGO_AUTO;
+	const char *env = getenv("DNN_CONV_ALGO");
+	if (env && strcmp(env, "im2col") == 0)
+		a = DNN_CONV_ALGO_IM2COL;
+	else if (env && strcmp(env, "winograd") == 0)
+		a = DNN_CONV_ALGO_WINOGRAD;
+	else if (env && *env && strcmp(env, "auto") != 0)
+		fprintf(stderr, "conv2d: DNN_CONV_ALGO=%s is not im2col, winograd or auto; using auto\n", env);
+	int expected = -1;
+	__atomic_compare_exchange_n(&algo_set, &expected, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+	return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED);
+}
+
+void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo)
+{
+	__atomic_store_n(&algo_set, (int)algo, __ATOMIC_RELAXED);
+}
+
+static dnn_wino_shape wino_shape(const conv_geom *g)
+{
+	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w};
+	return s;
+}
+
+/* Whether the conv runs as Winograd, given the auto rule's verdict for it. */
+static int winograd_choice(const conv_geom *g, int rule)
+{
+	if (!(g->R == 3 && g->S == 3 && g->stride == 1 && g->dil == 1 && g->pad_h >= 0 &&
+	      g->pad_w >= 0 && dnn_wino_supported()))
+		return 0;
+	switch (dnn_conv2d_cpu_algo()) {
+	case DNN_CONV_ALGO_IM2COL:
+		return 0;
+	case DNN_CONV_ALGO_WINOGRAD:
+		return 1;
+	default:
+		return rule;
+	}
+}
+
+static int use_winograd(const conv_geom *g) { return winograd_choice(g, WINO_RULE(g)); }
+
+static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g)); }
+
+/* Floats of scratch that conv_forward needs. */
+static size_t forward_work(const conv_geom *g)
+{
+	if (use_winograd(g)) {
+		dnn_wino_shape s = wino_shape(g);
+		return dnn_wino_work(&s);
+	}
+	if (dnn_conv_direct_applies(g))
+		return dnn_conv_direct_work(g);
+	return dnn_conv_im2col_forward_work(g);
+}
+
+/* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: forward_work(g) floats. */
+static void conv_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
+			 float *work)
+{
+	if (use_winograd(g)) {
+		dnn_wino_shape s = wino_shape(g);
+		dnn_wino_forward(y, x, w, &s, beta, work);
+	} else if (dnn_conv_direct_applies(g)) {
+		dnn_conv_direct_forward(y, x, w, g, beta, work);
+	} else {
+		dnn_conv_im2col_forward(y, x, w, g, beta, work);
+	}
+}
+
+void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a)
+{
+	conv_geom g = conv_geom_of(a);
+	float *work = dnn_conv_scratch(forward_work(&g));
+	if (work)
+		conv_forward(y, x, w, &g, 0.0f, work);
+}
+
+/* Backward data of a stride-1 conv as a forward conv: dx = conv(dy, w'), w' (C, K, R, S) the
+ * flipped transpose of w, padding dilation*(R-1) - pad. Its GEMM has K*R*S as inner dimension
+ * instead of K, which OpenBLAS runs much faster when K is small, and it needs no col2im; but it
+ * has only C rows, hence the CONV_FLIP_MIN_C bound. */
+static conv_geom flipped_geom(const conv_geom *g)
+{
+	conv_geom t = {.N = g->N, .C = g->K, .H = g->P, .W = g->Q, .K = g->C, .R = g->R, .S = g->S,
+		       .P = g->H, .Q = g->W, .stride = 1, .dil = g->dil,
+		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w};
+	return t;
+}
+
+static int bwd_data_as_forward(const conv_geom *g)
+{
+	return g->stride == 1 && g->R * g->S > 1 && g->C >= CONV_FLIP_MIN_C;
+}
+
+int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
+{
+	conv_geom g = conv_geom_of(a);
+	if (pass != 1)
+		return pass == 0 ? use_winograd(&g) : use_winograd_filter(&g);
+	if (conv_is_pointwise(&g) || !bwd_data_as_forward(&g))
+		return 0;
+	conv_geom t = flipped_geom(&g);
+	return use_winograd(&t);
+}
+
+static void conv_backward_data_flipped(float *dx, const float *dy, const float *w,
+				       const conv_geom *g, float beta)
+{
+	conv_geom t = flipped_geom(g);
+	const int RS = g->R * g->S;
+	size_t nw = (size_t)g->K * g->C * RS;
+	float *wf = dnn_conv_scratch(nw + forward_work(&t)); // (C, K, R, S), then the forward's work
+	if (!wf)
+		return;
+	for (int k = 0; k < g->K; k++)
+		for (int c = 0; c < g->C; c++)
+			for (int i = 0; i < RS; i++)
+				wf[((size_t)c * g->K + k) * RS + (RS - 1 - i)] = w[((size_t)k * g->C + c) * RS + i];
+	conv_forward(dx, dy, wf, &t, beta, wf + nw);
+}
+
+void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_conv2d_args *a)
+{
+	// dx (N, C, H, W), dy (N, K, P, Q), w (K, CRS)
+	conv_geom g = conv_geom_of(a);
+	if (!conv_is_pointwise(&g) && bwd_data_as_forward(&g))
+		conv_backward_data_flipped(dx, dy, w, &g, a->accumulate_dx ? 1.0f : 0.0f);
+	else
+		dnn_conv_im2col_backward_data(dx, dy, w, &g, a->accumulate_dx);
+}
+
+void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, const dnn_conv2d_args *a)
+{
+	// dw (K, CRS) +=, x (N, C, H, W), dy (N, K, P, Q)
+	conv_geom g = conv_geom_of(a);
+	if (use_winograd_filter(&g)) {
+		dnn_wino_shape s = wino_shape(&g);
+		float *work = dnn_conv_scratch(dnn_wino_filter_work(&s));
+		if (work)
+			dnn_wino_backward_filter(dw, x, dy, &s, work);
+		return;
+	}
+	dnn_conv_im2col_backward_filter(dw, x, dy, &g);
+}

@@ -1,0 +1,154 @@
+/* conv2d_direct.c — the direct AVX2 CPU conv (forward only; see conv2d_impl.h).
+ *
+ * Convolutions with few channels (LeNet-5's 1->6 and 6->16, 5x5) make GEMMs with 6 or 16 rows,
+ * where OpenBLAS spends more time packing than multiplying and im2col copies every pixel R*S
+ * times. For stride 1, no dilation, C*K <= DIRECT_MAX_CK and output rows of at most 32 floats,
+ * on a CPU with AVX2+FMA, the kernels below run straight from a zero-padded copy of the image:
+ * an output row is held in up to four 8-float registers while the C*R*S taps are added into it
+ * (forward only: backward data and weight gradients measured slower this way at LeNet-5's
+ * shapes, so they stay GEMMs; backward data of a stride-1 conv with C >= 16 runs as a forward
+ * conv and so may take this path). */
+#include <string.h>
+
+#include "conv2d_impl.h"
+#include "dnn_codelet.h"
+
+#define DIRECT_MAX_CK 128
+#define DIRECT_MAX_S 8
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define DNN_CONV_DIRECT 1
+
+static int cpu_has_avx2_fma(void)
+{
+	static int cached = -1;
+	if (cached < 0) {
+		__builtin_cpu_init();
+		cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	}
+	return cached;
+}
+
+int dnn_conv_direct_applies(const conv_geom *g)
+{
+	return g->stride == 1 && g->dil == 1 && g->pad_h >= 0 && g->pad_w >= 0 && g->R * g->S > 1 &&
+	       g->S <= DIRECT_MAX_S && (long)g->C * g->K <= DIRECT_MAX_CK && g->Q <= 32 && cpu_has_avx2_fma();
+}
+
+/* Row stride of the padded copy: room for ceil(Q/8) 8-float loads at every tap offset. */
+static int direct_ld(const conv_geom *g)
+{
+	int wp = g->W + 2 * g->pad_w, need = (g->Q + 7) / 8 * 8 + g->S - 1;
+	return wp > need ? wp : need;
+}
+
+size_t dnn_conv_direct_work(const conv_geom *g)
+{
+	return (size_t)g->C * (g->H + 2 * g->pad_h) * direct_ld(g);
+}
+
+/* x (C, H, W) -> xp (C, H + 2 pad_h, ld), zeros around (and right of) the image. */
+static void pad_image(float *restrict xp, const float *restrict x, const conv_geom *g, int ld)
+{
+	const int Hp = g->H + 2 * g->pad_h;
+	memset(xp, 0, (size_t)g->C * Hp * ld * sizeof(float));
+	for (int c = 0; c < g->C; c++)
+		for (int i = 0; i < g->H; i++)
+			memcpy(xp + ((size_t)c * Hp + i + g->pad_h) * ld + g->pad_w,
+			       x + ((size_t)c * g->H + i) * g->W, (size_t)g->W * sizeof(float));
+}
+
+/* Output row p of KB consecutive output channels, each in NV 8-float registers (KB*NV
+ * independent FMA chains hide the FMA latency; each input load serves the KB channels):
+ * out[kb*32 ..] = sum over c, r, s of w[k0 + kb, c, r, s] * xp[c, p + r, s ..]. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+direct_rows(float *out, const float *xp, const float *wk, size_t wstride, int C, int R, int S, int Hp, int ld,
+	    int p, const int NV, const int KB)
+{
+	__m256 a[4][4];
+	for (int kb = 0; kb < KB; kb++)
+		for (int v = 0; v < NV; v++)
+			a[kb][v] = _mm256_setzero_ps();
+	for (int c = 0; c < C; c++)
+		for (int r = 0; r < R; r++) {
+			const float *row = xp + ((size_t)c * Hp + p + r) * ld;
+			const float *wr = wk + ((size_t)c * R + r) * S;
+			for (int t = 0; t < S; t++) {
+				__m256 xv[4];
+				for (int v = 0; v < NV; v++)
+					xv[v] = _mm256_loadu_ps(row + t + 8 * v);
+				for (int kb = 0; kb < KB; kb++) {
+					const __m256 b = _mm256_broadcast_ss(wr + kb * wstride + t);
+					for (int v = 0; v < NV; v++)
+						a[kb][v] = _mm256_fmadd_ps(b, xv[v], a[kb][v]);
+				}
+			}
+		}
+	for (int kb = 0; kb < KB; kb++)
+		for (int v = 0; v < NV; v++)
+			_mm256_storeu_ps(out + kb * 32 + 8 * v, a[kb][v]);
+}
+
+/* y (N, K, P, Q) = conv(x, w) (beta 0) or y += conv(x, w) (beta 1); work: dnn_conv_direct_work(g). */
+__attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const float *x, const float *w,
+								  const conv_geom *g, float beta, float *xp)
+{
+	const int C = g->C, K = g->K, R = g->R, S = g->S, P = g->P, Q = g->Q;
+	const int Hp = g->H + 2 * g->pad_h, ld = direct_ld(g), nv = (Q + 7) / 8;
+	const size_t ws = (size_t)C * R * S;
+	const int KB = nv >= 3 ? 2 : 4; // at most 8 accumulators
+	float out[4 * 32];
+	for (int n = 0; n < g->N; n++) {
+		pad_image(xp, x + (size_t)n * C * g->H * g->W, g, ld);
+		for (int k0 = 0; k0 < K;) {
+			const int kb = K - k0 >= KB ? KB : 1;
+			const float *wk = w + (size_t)k0 * ws;
+			for (int p = 0; p < P; p++) {
+#define DIRECT_CASE(NV_)                                                                          \
+	case NV_:                                                                                  \
+		if (kb > 1)                                                                        \
+			direct_rows(out, xp, wk, ws, C, R, S, Hp, ld, p, NV_, NV_ >= 3 ? 2 : 4);     \
+		else                                                                               \
+			direct_rows(out, xp, wk, ws, C, R, S, Hp, ld, p, NV_, 1);                     \
+		break
+				switch (nv) {
+					DIRECT_CASE(1);
+					DIRECT_CASE(2);
+					DIRECT_CASE(3);
+				default:
+					DIRECT_CASE(4);
+				}
+#undef DIRECT_CASE
+				for (int i = 0; i < kb; i++) {
+					float *yr = y + (((size_t)n * K + k0 + i) * P + p) * Q;
+					if (beta != 0.0f) // y += conv: the old y added last, as y0 + conv
+						for (int q = 0; q < Q; q++)
+							yr[q] += out[i * 32 + q];
+					else
+						memcpy(yr, out + i * 32, (size_t)Q * sizeof(float));
+				}
+			}
+			k0 += kb;
+		}
+	}
+}
+
+#else
+int dnn_conv_direct_applies(const conv_geom *g)
+{
+	(void)g;
+	return 0;
+}
+size_t dnn_conv_direct_work(const conv_geom *g)
+{
+	(void)g;
+	return 0;
+}
+void dnn_conv_direct_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *xp)
+{
+	(void)y, (void)x, (void)w, (void)g, (void)beta, (void)xp;
+	/* Unreachable: dnn_conv_direct_applies() is 0 on this CPU. */
+	dnn_worker_error("conv2d: the direct path needs an x86-64 CPU with AVX2 and FMA");
+}
+#endif

@@ -1,0 +1,64 @@
+/* conv2d_impl.h — what the CPU conv kernels share (private to codelets/conv2d*.c).
+ *
+ *   conv2d_algo.c    the public CPU kernels: which algorithm runs (DNN_CONV_ALGO, Winograd,
+ *                    direct, im2col) and the scratch they get;
+ *   conv2d_im2col.c  im2col + OpenBLAS sgemm (and the 1x1 convs' GEMMs without im2col);
+ *   conv2d_direct.c  the direct AVX2 path for stride-1 convs with few channels;
+ *   conv2d_winograd.c Winograd F(2x2, 3x3);
+ *   conv2d.c         the StarPU glue: shapes, codelets, perf models, insert helpers.
+ */
+#ifndef DNN_CONV2D_IMPL_H
+#define DNN_CONV2D_IMPL_H
+#include <stddef.h>
+
+#include "conv2d.h"
+
+/* The kernels' view of a conv: like dnn_conv2d_args but with separate row/column padding, which
+ * the transposed conv of the backward-data pass needs (its padding is dilation*(R-1) - pad
+ * vertically and dilation*(S-1) - pad horizontally, possibly negative, i.e. a crop). */
+typedef struct {
+	int N, C, H, W; // input (N, C, H, W)
+	int K, R, S;    // weights (K, C, R, S)
+	int P, Q;       // output (N, K, P, Q)
+	int stride, dil, pad_h, pad_w;
+} conv_geom;
+
+static inline conv_geom conv_geom_of(const dnn_conv2d_args *a)
+{
+	conv_geom g = {.N = a->N, .C = a->C, .H = a->H, .W = a->W, .K = a->K, .R = a->R, .S = a->S,
+		       .P = a->P, .Q = a->Q, .stride = a->stride, .dil = a->dilation, .pad_h = a->pad,
+		       .pad_w = a->pad};
+	return g;
+}
+
+/* 1x1 without padding: the column matrix is the input image, subsampled when stride > 1. */
+static inline int conv_is_pointwise(const conv_geom *g)
+{
+	return g->R == 1 && g->S == 1 && g->pad_h == 0 && g->pad_w == 0;
+}
+
+static inline int conv_imin(int a, int b) { return a < b ? a : b; }
+
+/* Per-thread scratch of the calling CPU worker (dnn_cpu_scratch), at least one float; NULL,
+ * with a worker error recorded (dnn_worker_error), when it cannot be allocated: the kernel then
+ * returns without computing. */
+float *dnn_conv_scratch(size_t nfloats);
+
+/* im2col + GEMM (conv2d_im2col.c), for every conv. Forward: y = conv(x, w) (beta = 0) or
+ * y += conv(x, w) (beta = 1) with dnn_conv_im2col_forward_work(g) floats of work; backward data:
+ * dx (=|+=) the input gradient; backward filter: dw += the weight gradient (these two take
+ * their own scratch). */
+size_t dnn_conv_im2col_forward_work(const conv_geom *g);
+void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
+			     float *work);
+void dnn_conv_im2col_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g,
+				   int accumulate_dx);
+void dnn_conv_im2col_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g);
+
+/* The direct AVX2 path (conv2d_direct.c), forward only: whether it takes the conv on this CPU,
+ * the floats of work it needs, and y = conv(x, w) (beta 0) or y += conv(x, w) (beta 1). */
+int dnn_conv_direct_applies(const conv_geom *g);
+size_t dnn_conv_direct_work(const conv_geom *g);
+void dnn_conv_direct_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
+			     float *work);
+#endif
