@@ -7,15 +7,20 @@ extern "C" {
 #include "dropout.h"
 }
 
+// Element i of the chunk (sample i / per, element i % per) is kept: dropout.h's mask.
+static __device__ int dropout_keep_at(const dnn_dropout_args &a, size_t i)
+{
+	const long s = (long)(i / (size_t)a.per_sample), e = (long)(i % (size_t)a.per_sample);
+	return !a.train || dnn_dropout_keep(dnn_dropout_key(a.seed, a.step, a.sample0 + s), e, a.p);
+}
+
 // y (N, per) = x * keep * scale
 static __global__ void dropout_fwd_kernel(float *y, const float *x, dnn_dropout_args a, float scale, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i >= n)
 		return;
-	const long s = (long)(i / (size_t)a.per_sample), e = (long)(i % (size_t)a.per_sample);
-	const int keep = !a.train || dnn_dropout_keep(dnn_dropout_key(a.seed, a.step, a.sample0 + s), e, a.p);
-	y[i] = keep ? x[i] * scale : 0.0f;
+	y[i] = dropout_keep_at(a, i) ? x[i] * scale : 0.0f;
 }
 
 // dx (N, per) =|+= dy * keep * scale
@@ -24,9 +29,7 @@ static __global__ void dropout_bwd_kernel(float *dx, const float *dy, dnn_dropou
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i >= n)
 		return;
-	const long s = (long)(i / (size_t)a.per_sample), e = (long)(i % (size_t)a.per_sample);
-	const int keep = !a.train || dnn_dropout_keep(dnn_dropout_key(a.seed, a.step, a.sample0 + s), e, a.p);
-	const float g = keep ? dy[i] * scale : 0.0f;
+	const float g = dropout_keep_at(a, i) ? dy[i] * scale : 0.0f;
 	dx[i] = a.accumulate_dx ? dx[i] + g : g;
 }
 

@@ -328,6 +328,13 @@ static int submit_update(dnn_plan *p, const dnn_sgd_config *sgd)
 	return 0;
 }
 
+/* Point ctx at chunk c of the plan: its size and its first sample's place in the global batch. */
+static void ctx_chunk(dnn_op_ctx *ctx, int c)
+{
+	const dnn_plan *p = ctx->p;
+	ctx->c = c, ctx->n = p->chunk_n[c], ctx->sample0 = p->batch_offset + p->chunk_off[c];
+}
+
 static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
 		       const dnn_sgd_config *sgd)
 {
@@ -349,7 +356,7 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 	if (p->distributed && (rc = dnn_dist_before_forward(p, local_step)) != 0)
 		return rc;
 	for (int c = 0; c < p->nchunks; c++) {
-		ctx.c = c, ctx.n = p->chunk_n[c], ctx.sample0 = p->batch_offset + p->chunk_off[c];
+		ctx_chunk(&ctx, c);
 		if ((rc = submit_forward(&ctx)) != 0)
 			return rc;
 	}
@@ -358,7 +365,7 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 	if (!p->train)
 		return 0;
 	for (int c = 0; c < p->nchunks; c++) {
-		ctx.c = c, ctx.n = p->chunk_n[c], ctx.sample0 = p->batch_offset + p->chunk_off[c];
+		ctx_chunk(&ctx, c);
 		if ((rc = submit_backward(&ctx)) != 0)
 			return rc;
 	}

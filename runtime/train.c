@@ -99,6 +99,7 @@ typedef struct {
 	dnn_train_opts o;          /* the options as this rank uses them */
 	int rank, nranks, bench, eval, chunks;
 	dnn_graph g;
+	dnn_data_source train_src; /* the training set as graph's input interface (run_setup) */
 	dnn_dataset train, test;
 	dnn_model m;
 	dnn_plan p;
@@ -193,6 +194,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		return -1;
 	}
 	r->have_model = 1;
+	dnn_dataset_source(&r->train_src, &r->train);
 	if (!r->bench && r->train.folder) /* image folders: measured on a sample of decoded images */
 		dnn_imagefolder_channel_stats(r->train.folder, r->m.in_mean, r->m.in_std);
 	else if (!r->bench)
@@ -328,9 +330,7 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e)
 		sgd.lr = dnn_scheduled_lr(o->sgd.lr, o->cosine, (long)r->step, r->total_steps);
 		/* Tag the step's tasks: traces (tasks.rec "Iteration:") can then tell steps apart. */
 		starpu_iteration_push((unsigned long)r->step);
-		dnn_data_source src;
-		dnn_dataset_source(&src, &r->train);
-		const int src_rc = dnn_submit_step(&r->p, (int)(s % window), &src, r->perm + (size_t)s * o->batch,
+		const int src_rc = dnn_submit_step(&r->p, (int)(s % window), &r->train_src, r->perm + (size_t)s * o->batch,
 						   (long)r->step, &sgd, err, sizeof(err));
 		if (src_rc != 0) {
 			starpu_iteration_pop();
