@@ -171,21 +171,8 @@ int main(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	cmd = argv[1];
-	if (!strcmp(cmd, "nets")) {
-		for (int i = 0; i < dnn_builtin_net_count(); i++) {
-			dnn_graph g;
-			char err[512];
-			if (dnn_graph_load(&g, dnn_builtin_net_name(i), err, sizeof(err)) != 0) {
-				fprintf(stderr, "error: %s\n", err);
-				return 1;
-			}
-			printf("%-10s input %dx%dx%d  %10lld params  %8.3f GFLOPs fwd/sample  %d classes\n",
-			       dnn_builtin_net_name(i), g.nodes[0].C, g.nodes[0].H, g.nodes[0].W, dnn_graph_params(&g),
-			       dnn_graph_flops_fwd(&g) / 1e9, g.classes);
-			dnn_graph_free(&g);
-		}
-		return 0;
-	}
+	if (!strcmp(cmd, "nets"))
+		return dnn_cmd_nets();
 	if (!strcmp(cmd, "trace-summary") || !strcmp(cmd, "sweep"))
 		return dnn_trace_tool_main(cmd, argc - 2, argv + 2);
 	int is_train = !strcmp(cmd, "train"), is_eval = !strcmp(cmd, "eval"), is_bench = !strcmp(cmd, "bench");
@@ -343,28 +330,14 @@ int main(int argc, char **argv)
 	}
 
 	/* Parse the net before starting StarPU: net-file errors come fast and alone. */
-	dnn_graph g;
-	char err[512];
-	if (dnn_graph_load(&g, o.net, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		return 1;
-	}
-	if (o.input && dnn_graph_set_input_hw(&g, o.input, o.input, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: --input %d: %s\n", o.input, err);
-		dnn_graph_free(&g);
-		return 1;
-	}
-	if (summary) {
-		dnn_graph_print_summary(&g, stdout);
-		dnn_graph_free(&g);
-		return 0;
-	}
+	int net_rc = dnn_cmd_check_net(&o, summary);
+	if (net_rc != 0 || summary)
+		return net_rc;
 	if (trace_dir) { /* FxT settings go into the environment before StarPU starts */
 		char terr[PATH_MAX + 256];
 		if (dnn_trace_setup(trace_dir, terr, sizeof(terr)) != 0)
 			usage_error("%s", terr);
 	}
-	dnn_graph_free(&g);
 
 	/* Under mpirun (Open MPI, or any PMI launcher) StarPU-MPI starts; otherwise plain StarPU. */
 	int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");

@@ -19,6 +19,7 @@
 
 #include "graph.h"
 #include "sgd.h"
+#include "starpu_anp.h" /* dnn_sgd_config, dnn_dist_mode, dnn_allreduce */
 
 /* Where a step's samples come from: graph/ knows no data set or file, runtime/ implements this
  * (runtime/data_source.c) for in-memory sets and image folders. */
@@ -39,17 +40,9 @@ typedef struct {
 	starpu_data_handle_t hw, hv, hg;
 } dnn_param;
 
-typedef struct {
-	float lr, momentum, weight_decay;
-} dnn_sgd_config;
-
-/* Across ranks (StarPU-MPI, dist.h). Each rank holds a replica of the parameters and a shard of every
- * global batch (docs/ARCHITECTURE.md "Across nodes"); only the handles that cross ranks are registered
- * with StarPU-MPI. */
-typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
-/* sync: how each gradient is all-reduced (graph/dist.c): starpu_mpi_redux_data's tree into rank
- * 0 then a send to every rank, or a ring of reduce-scatter/all-gather tasks over N chunks. */
-typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1 } dnn_allreduce;
+/* Across ranks (StarPU-MPI, dist.h): dnn_dist_mode and dnn_allreduce are in starpu_anp.h. Each rank
+ * holds a replica of the parameters and a shard of every global batch (docs/ARCHITECTURE.md "Across
+ * nodes"); only the handles that cross ranks are registered with StarPU-MPI. */
 
 typedef struct {
 	int rank, nranks;

@@ -1,13 +1,102 @@
-/* starpu_anp.h — the one public header for apps: StarPU start-up, the options, and the
- * train / bench / eval / predict commands, traces, and the net loader (for `nets` and --summary).
- * Library internals (codelets, plans, readers) stay private to their modules. */
+/* starpu_anp.h — the one public header of starpu-anp, and the only one an app includes.
+ *
+ * Self-contained: it includes system headers only, so an app needs nothing but include/ on its
+ * include path (apps/CMakeLists.txt links the library, not its internals). It holds the types
+ * a user's options are made of and the commands behind `starpu_anp train|bench|eval|predict|
+ * nets`, StarPU start-up and the trace hooks. The library's own modules include it for these
+ * types (it sits at the bottom of the include graph, with util/: scripts/check_includes.sh), and
+ * each module keeps everything else private.
+ */
 #ifndef STARPU_ANP_H
 #define STARPU_ANP_H
-#include "anp.h"         /* dnn_cmd_predict, the ANP metrics */
-#include "dnn_runtime.h" /* dnn_runtime_init / shutdown / rank */
-#include "graph.h"       /* dnn_graph_load, summaries, built-in nets */
-#include "opts.h"        /* dnn_train_opts, dnn_train_opts_default, DNN_FASHION_MNIST_DIR */
-#include "schedule.h"    /* dnn_scheduled_lr */
-#include "trace.h"       /* --trace, trace-summary, sweep */
-#include "train.h"       /* dnn_cmd_train, dnn_cmd_eval */
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Where Debian's dataset-fashion-mnist package puts its files (--data fashion-mnist). */
+#define DNN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* ---------------------------------------------------------------- options */
+typedef struct {
+	float lr, momentum, weight_decay;
+} dnn_sgd_config;
+
+/* Across ranks (StarPU-MPI, graph/dist.h): synchronous data parallelism, or asynchronous with
+ * parameter-server shards and bounded staleness (docs/ARCHITECTURE.md "Across nodes"). */
+typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
+/* sync: how each gradient is all-reduced (graph/dist.c): starpu_mpi_redux_data's tree into rank
+ * 0 then a send to every rank, or a ring of reduce-scatter/all-gather tasks over N chunks. */
+typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1 } dnn_allreduce;
+
+/* The options of `starpu_anp train|bench|eval|predict`. */
+typedef struct {
+	const char *cmd;          // "train" or "bench", for messages and the result line
+	const char *net;          // built-in name or .net path
+	const char *data_dir;     // --data: fashion-mnist | synthetic | DIR
+	int synthetic;            // bench: random inputs of the net's shape, no data loading
+	int epochs;
+	long max_steps;           // stop after this many steps in total (0 = no limit)
+	int warmup;               // bench: steps excluded from the timing
+	int batch, chunks, window;
+	dnn_sgd_config sgd;
+	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
+	uint64_t seed;
+	int seed_set;             // --seed was given (a resume then refuses a checkpoint of another seed)
+	int limit_train, limit_test; // 0 = whole set
+	int eval;                 // evaluate on the test set after each epoch
+	const char *metrics_path;
+	const char *checkpoint_path; // written after every epoch (and at the end)
+	long checkpoint_every;       // also every N steps (0 = only at epoch ends)
+	const char *resume_path;
+	int quiet;
+	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
+	dnn_allreduce allreduce;  // --allreduce tree|ring (sync, multi-rank runs)
+	int staleness;            // --staleness S (async)
+	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead
+	/* ANP app (anp.h, imagefolder.h) */
+	int input;                // --input N: the net's input is N x N (0 = as in the net file)
+	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]
+	const char *report_path;  // --report FILE: JSON metrics (image folders)
+} dnn_train_opts;
+
+/* The defaults of `starpu_anp train` (the values --help shows in brackets). */
+void dnn_train_opts_default(dnn_train_opts *o);
+
+/* ---------------------------------------------------------------- commands
+ * Each returns the process exit status (0, or 1 on a runtime error, whose one-line message is
+ * already printed). */
+
+/* `starpu_anp nets`: every built-in net with its input, parameters and GFLOPs. No StarPU. */
+int dnn_cmd_nets(void);
+/* Loads o->net (applying --input) before StarPU starts, so net-file errors come fast and alone;
+ * with print_summary, prints the per-layer summary (--summary). No StarPU. */
+int dnn_cmd_check_net(const dnn_train_opts *o, int print_summary);
+
+/* Start StarPU with our settings: OpenBLAS at one thread per worker, cuBLAS/cuDNN handles on
+ * every CUDA worker. With use_mpi, StarPU-MPI is started too (it initialises MPI).
+ * Returns 0, or -ENODEV when StarPU finds no worker at all (tests map that to exit 77);
+ * any other failure prints one line and exits 1. */
+int dnn_runtime_init(int *argc, char ***argv, int use_mpi);
+void dnn_runtime_shutdown(void);
+
+/* StarPU must be running for these. */
+int dnn_cmd_train(const dnn_train_opts *o); /* train and bench */
+int dnn_cmd_eval(const dnn_train_opts *o);
+/* The top-5 classes with probabilities of each image (1 when an image could not be read). */
+int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nimages);
+
+/* ---------------------------------------------------------------- traces (traces/trace.h)
+ * dnn_trace_setup before dnn_runtime_init: 0, or -1 with one line in err (no FxT in this
+ * StarPU, or DIR unusable). dnn_trace_finish after dnn_runtime_shutdown: 0, or 1 after printing
+ * one error line. dnn_trace_tool_main: `starpu_anp trace-summary|sweep ...`, the tool's status. */
+int dnn_trace_setup(const char *dir, char *err, size_t errlen);
+int dnn_trace_finish(void);
+int dnn_trace_tool_main(const char *tool, int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
 #endif

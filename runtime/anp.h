@@ -32,7 +32,5 @@ int dnn_anp_write_report(const char *path, const dnn_train_opts *o, const dnn_gr
 			 const dnn_dataset *test, const dnn_anp_metrics *mt, double images_per_s, double wall_s,
 			 char *err, size_t errlen);
 
-/* starpu_anp predict: the top-5 classes with probabilities of each image. StarPU must be running.
- * Returns the exit status (1 when an image could not be read or on a runtime error). */
-int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nimages);
+/* dnn_cmd_predict (starpu_anp predict) is declared in starpu_anp.h (via opts.h). */
 #endif

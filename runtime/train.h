@@ -4,8 +4,5 @@
 #include "model.h"
 #include "opts.h"
 
-/* StarPU must be running. Return the process exit status (0, or 1 on a runtime error; the
- * message is already printed). */
-int dnn_cmd_train(const dnn_train_opts *o);
-int dnn_cmd_eval(const dnn_train_opts *o);
+/* dnn_cmd_train and dnn_cmd_eval are declared in starpu_anp.h (via opts.h). */
 #endif

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # check_includes.sh [ROOT] — the include direction of docs/ARCHITECTURE.md / DESIGN.md "Layout":
 #
-#   apps  ->  include/starpu_anp.h  ->  runtime, traces  ->  graph  ->  codelets  ->  util
+#   apps  ->  runtime, traces  ->  graph  ->  codelets  ->  util, include
+#
+# include/starpu_anp.h is the public contract: apps include it alone, and it is self-contained
+# (system headers only), so every module may include it for the public types and prototypes.
 #
 # A file may include headers of its own layer or of a lower one, never of a higher one. Checked
 # over every `#include "..."` of the .c/.h/.cu/.cuh files in util/ codelets/ graph/ runtime/
@@ -10,7 +13,8 @@
 #   - an include that resolves to a header of a higher layer ("upward");
 #   - a relative path (`../` or `./`): a module names another module's header by its name, and the
 #     build's include directories decide where it comes from;
-#   - an app (apps/) including anything but "starpu_anp.h".
+#   - an app (apps/) including anything but "starpu_anp.h";
+#   - a file of include/ including any quoted header (the public header is self-contained).
 # A header is resolved in the including file's own folder first, then in the layer folders; one
 # that is in none of them (generated into the build tree, or a system header written with quotes)
 # is not a layering question and is listed on stderr only. runtime/ and traces/ are one layer.
@@ -21,8 +25,8 @@ cd "$ROOT" || { echo "check_includes: cannot enter $ROOT" >&2; exit 2; }
 
 layer_of() {
   case "$1" in
-    util) echo 0 ;; codelets) echo 1 ;; graph) echo 2 ;; runtime | traces) echo 3 ;;
-    include) echo 4 ;; apps) echo 5 ;; *) echo -1 ;;
+    util | include) echo 0 ;; codelets) echo 1 ;; graph) echo 2 ;; runtime | traces) echo 3 ;;
+    apps) echo 5 ;; *) echo -1 ;;
   esac
 }
 DIRS=(util codelets graph runtime traces include apps)
@@ -44,6 +48,10 @@ for dir in "${DIRS[@]}"; do
           echo "$where: absolute include \"$hdr\""
           BAD=$((BAD + 1)); continue ;;
       esac
+      if [ "$dir" = include ]; then
+        echo "$where: the public header includes \"$hdr\"; include/ is self-contained (system headers only)"
+        BAD=$((BAD + 1)); continue
+      fi
       if [ "$dir" = apps ] && [ "$hdr" != starpu_anp.h ]; then
         echo "$where: an app includes \"$hdr\"; apps include only \"starpu_anp.h\""
         BAD=$((BAD + 1)); continue

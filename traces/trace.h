@@ -17,18 +17,11 @@
 
 #include <stddef.h>
 
+#include "starpu_anp.h"
+
 /* 1 when the StarPU we were built against has FxT (STARPU_USE_FXT), else 0. */
 int dnn_trace_available(void);
 
-/* Returns 0, or -1 with one line (no newline) in err: no FxT in this StarPU, or DIR unusable. */
-int dnn_trace_setup(const char *dir, char *err, size_t errlen);
-
-/* No-op without a prior successful dnn_trace_setup() and on ranks other than 0.
- * Returns 0, or 1 after printing one error line (the conversion failed). */
-int dnn_trace_finish(void);
-
-/* tool: "trace-summary" (traces/trace_summary.py) or "sweep" (traces/sweep.sh); argv holds the
- * tool's own arguments (argc of them). Returns the tool's exit status. */
-int dnn_trace_tool_main(const char *tool, int argc, char **argv);
+/* dnn_trace_setup, dnn_trace_finish and dnn_trace_tool_main are public: include/starpu_anp.h. */
 
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # arch_includes_selftest — scripts/check_includes.sh (CTest arch_includes) can both pass and fail:
 # on a small made-up tree it accepts downward and sideways includes and flags, one line each with
-# file:line, an upward include, a relative include and an app including a module header.
+# file:line, an upward include, a relative include, an app including a module header and a public
+# header that is not self-contained.
 source "$(dirname "$0")/lib.sh"
 CHECK="${DNN_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/scripts/check_includes.sh"
 R="$TMP/tree"
@@ -11,7 +12,8 @@ printf '#include "u.h"\n'                              >"$R/codelets/c.h"
 printf '#include "c.h"\n#include "u.h"\n'              >"$R/graph/g.h"
 printf '#include "g.h"\n#include "t.h"\n#include "gen.h"\n' >"$R/runtime/r.h" # gen.h: generated
 printf '#include "r.h"\n'                              >"$R/traces/t.h"
-printf '#include "r.h"\n#include "t.h"\n'              >"$R/include/starpu_anp.h"
+printf '#include <stddef.h>\n'                         >"$R/include/starpu_anp.h" # self-contained
+printf '#include "u.h"\n#include "starpu_anp.h"\n'       >"$R/graph/g3.h"  # the public header: from any layer
 printf '#include "starpu_anp.h"\n'                     >"$R/apps/app.c"
 OUT="$(bash "$CHECK" "$R" 2>/dev/null)"; rc=$?
 [ "$rc" = 0 ] || fail "a clean tree fails (rc $rc): $OUT"
@@ -19,16 +21,18 @@ printf '#include "u.h"\n#include "r.h"\n'              >"$R/graph/g2.c"   # upwa
 printf '\n\n#include "../codelets/c.h"\n'              >"$R/runtime/r2.c" # relative at line 3
 printf '#include "starpu_anp.h"\n# include "g.h"\n'    >"$R/apps/app2.c"  # app: line 2
 printf '#include "g.h"\n'                              >"$R/util/u2.c"    # upward, two layers
+printf '#include <stdint.h>\n#include "u.h"\n'         >"$R/include/x.h"  # public header not self-contained
 OUT="$(bash "$CHECK" "$R" 2>/dev/null)"; rc=$?
 echo "$OUT"
 [ "$rc" = 1 ] || fail "a tree with bad includes exits $rc, want 1"
-[ "$(printf '%s\n' "$OUT" | wc -l)" = 4 ] || fail "want exactly 4 lines, got: $OUT"
+[ "$(printf '%s\n' "$OUT" | wc -l)" = 5 ] || fail "want exactly 5 lines, got: $OUT"
 grep -q '^graph/g2.c:2: upward' <<<"$OUT" || fail "upward graph -> runtime not flagged"
 grep -q '^runtime/r2.c:3: relative' <<<"$OUT" || fail "relative include not flagged"
 grep -q '^apps/app2.c:2: an app includes "g.h"' <<<"$OUT" || fail "app including a module header not flagged"
 grep -q '^util/u2.c:1: upward' <<<"$OUT" || fail "upward util -> graph not flagged"
+grep -q '^include/x.h:2: the public header includes "u.h"' <<<"$OUT" || fail "a public header including a module header not flagged"
 # Missing folders (util/, include/ before the merges) are fine.
-rm -rf "$R/util" "$R/include" "$R/graph/g2.c" "$R/runtime/r2.c" "$R/apps/app2.c"
+rm -rf "$R/util" "$R/include" "$R/graph/g2.c" "$R/graph/g3.h" "$R/runtime/r2.c" "$R/apps/app2.c"
 OUT="$(bash "$CHECK" "$R" 2>/dev/null)"; rc=$?
 [ "$rc" = 0 ] || fail "a tree without util/ and include/ fails (rc $rc): $OUT"
 finish

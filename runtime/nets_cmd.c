@@ -1,0 +1,42 @@
+/* nets_cmd.c — the commands that only read nets, before (or without) StarPU: `starpu_anp nets`
+ * and the net check (and --summary) that runs before StarPU starts. Declared in starpu_anp.h. */
+#include <stdio.h>
+
+#include "graph.h"
+#include "starpu_anp.h"
+
+int dnn_cmd_nets(void)
+{
+	for (int i = 0; i < dnn_builtin_net_count(); i++) {
+		dnn_graph g;
+		char err[512];
+		if (dnn_graph_load(&g, dnn_builtin_net_name(i), err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: %s\n", err);
+			return 1;
+		}
+		printf("%-10s input %dx%dx%d  %10lld params  %8.3f GFLOPs fwd/sample  %d classes\n",
+		       dnn_builtin_net_name(i), g.nodes[0].C, g.nodes[0].H, g.nodes[0].W, dnn_graph_params(&g),
+		       dnn_graph_flops_fwd(&g) / 1e9, g.classes);
+		dnn_graph_free(&g);
+	}
+	return 0;
+}
+
+int dnn_cmd_check_net(const dnn_train_opts *o, int print_summary)
+{
+	dnn_graph g;
+	char err[512];
+	if (dnn_graph_load(&g, o->net, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return 1;
+	}
+	int rc = 0;
+	if (o->input && dnn_graph_set_input_hw(&g, o->input, o->input, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: --input %d: %s\n", o->input, err);
+		rc = 1;
+	} else if (print_summary) {
+		dnn_graph_print_summary(&g, stdout);
+	}
+	dnn_graph_free(&g);
+	return rc;
+}
