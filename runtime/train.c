@@ -123,6 +123,22 @@ typedef struct {
 	long images, done, warm_done;
 } epoch_sums;
 
+/* Closes the metrics file: 0, or 1 after one line when a row could not be written (a full disk
+ * shows only here, since fprintf buffers). */
+static int close_metrics(train_run *r)
+{
+	if (!r->metrics)
+		return 0;
+	int bad = ferror(r->metrics);
+	bad |= fclose(r->metrics) != 0;
+	r->metrics = NULL;
+	if (bad) {
+		fprintf(stderr, "error: --metrics %s: writing failed: %s\n", r->o.metrics_path, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
 static void run_free(train_run *r)
 {
 	free(r->perm);
@@ -461,13 +477,14 @@ static void print_result(train_run *r)
  * reduction. The metrics rows since the last epoch are the diverging steps: flush them first. */
 static void abort_job(train_run *r)
 {
-	if (r->metrics) {
-		fflush(r->metrics);
-		fsync(fileno(r->metrics));
-	}
+	if (r->metrics && (fflush(r->metrics) != 0 || fsync(fileno(r->metrics)) != 0))
+		fprintf(stderr, "warning: --metrics %s: flushing failed: %s\n", r->o.metrics_path, strerror(errno));
 	fprintf(stderr, "error: rank %d stops the job\n", r->rank);
 	fflush(stderr);
-	MPI_Abort(MPI_COMM_WORLD, 1);
+	int arc = MPI_Abort(MPI_COMM_WORLD, 1);
+	/* MPI_Abort does not return; if it ever does, this rank still must not carry on. */
+	fprintf(stderr, "error: MPI_Abort returned %d; exiting\n", arc);
+	exit(1);
 }
 
 int dnn_cmd_train(const dnn_train_opts *opts)
@@ -495,6 +512,8 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	if (r.nranks > 1 && r.train.folder && r.train.n > 0 && merge_bad_files(&r) != 0)
 		goto out;
 	rc = 0;
+	if (close_metrics(&r) != 0)
+		rc = 1;
 	if (r.rank == 0) {
 		print_result(&r);
 		double wall = dnn_now() - r.t_begin, ips = r.t_timed > 0 ? r.timed_images / r.t_timed : 0;

@@ -92,10 +92,12 @@ int dnn_trace_setup(const char *dir, char *err, size_t errlen)
 	}
 	char prefix[PATH_MAX + 2];
 	snprintf(prefix, sizeof(prefix), "%s/", g_dir);
-	setenv("STARPU_FXT_TRACE", "1", 1);
-	setenv("STARPU_FXT_PREFIX", prefix, 1);
-	setenv("STARPU_FXT_SUFFIX", PROF_SUFFIX, 1);
-	unsetenv("STARPU_GENERATE_TRACE"); /* we convert ourselves, once, on rank 0 */
+	if (setenv("STARPU_FXT_TRACE", "1", 1) != 0 || setenv("STARPU_FXT_PREFIX", prefix, 1) != 0 ||
+	    setenv("STARPU_FXT_SUFFIX", PROF_SUFFIX, 1) != 0 ||
+	    unsetenv("STARPU_GENERATE_TRACE") != 0) { /* we convert ourselves, once, on rank 0 */
+		snprintf(err, errlen, "--trace: cannot set StarPU's FxT environment: %s", strerror(errno));
+		return -1;
+	}
 	g_start = time(NULL);
 	return 0;
 }
@@ -404,7 +406,10 @@ int dnn_trace_tool_main(const char *tool, int argc, char **argv)
 		ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		if (len > 0) {
 			exe[len] = '\0';
-			setenv("STARPU_ANP", exe, 1);
+			if (setenv("STARPU_ANP", exe, 1) != 0) {
+				fprintf(stderr, "starpu_anp %s: cannot set STARPU_ANP: %s\n", tool, strerror(errno));
+				return 1;
+			}
 		}
 	}
 	char **args = calloc((size_t)argc + 3, sizeof(char *));
