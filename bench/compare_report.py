@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tables of bench/compare_pytorch.sh's runs (runs.csv): medians, ratios, scaling, as markdown.
+"""Tables of bench/compare_frameworks.sh's runs (runs.csv): medians, ratios, scaling, as markdown.
 
   /usr/bin/python3 bench/compare_report.py --csv OUT/runs.csv [--sgemm GFLOPS] [--cores N]
                                            [--machine OUT/machine.txt]
@@ -13,6 +13,7 @@ from collections import defaultdict
 
 TARGET_RATIO = 1.5
 TARGET_SCALING = 1.9
+OTHERS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}  # column order
 
 
 def fmt(v, nd=0):
@@ -60,24 +61,43 @@ def main():
         out.append("")
     n = a.cores
     ceiling = a.sgemm * n if a.sgemm else None
-    out.append(f"Median images/s over {len(rounds)} rounds "
-               f"(starpu-anp with STARPU_NCPU={n}; PyTorch with 1 and 2 threads, the better one compared).")
+    present = [f for f in OTHERS if any(k[0] == f for k in ips)]
+    cols = [(f, t) for f in present for t in (1, 2)]
+    out.append(f"Median images/s over {len(rounds)} rounds, training steps (forward, backward, SGD "
+               f"update): starpu-anp with STARPU_NCPU={n}; "
+               + ", ".join(f"{OTHERS[f]} with 1 and 2 threads" for f in present)
+               + "; the ratio is starpu-anp / the best of those.")
     out.append("")
-    hdr = ("| net | batch | starpu-anp img/s | PyTorch 1 thread | PyTorch 2 threads | ratio vs best PyTorch "
-           f"| ≥ {TARGET_RATIO}× | starpu-anp GFLOP/s |")
+    hdr = ("| net | batch | starpu-anp img/s | "
+           + " | ".join(f"{OTHERS[f]} {t} thread{'s' if t > 1 else ''}" for f, t in cols)
+           + f" | best other | starpu-anp / best | ≥ {TARGET_RATIO}× |")
+    out.append(hdr)
+    out.append("|" + "---|" * (hdr.count("|") - 1))
+    extra = []  # (net, batch, ratio per framework, gflops)
+    for net, b in order:
+        s = med(ips, ("starpu-anp", net, b, n))
+        vals = {c: med(ips, (c[0], net, b, c[1])) for c in cols}
+        have = {c: v for c, v in vals.items() if v is not None}
+        best = max(have, key=have.get) if have else None
+        ratio = s / have[best] if s and best else None
+        line = (f"| {net} | {b} | {fmt(s)} | " + " | ".join(fmt(vals[c]) for c in cols)
+                + f" | {OTHERS[best[0]] + ' ' + str(best[1]) + 't' if best else '—'} | "
+                  f"**{fmt(ratio, 2)}×** | {'yes' if ratio and ratio >= TARGET_RATIO else 'no'} |")
+        out.append(line)
+        per = {}
+        for f in present:
+            bf = max([v for (g, _), v in have.items() if g == f], default=None)
+            per[f] = s / bf if s and bf else None
+        extra.append((net, b, per, med(gfl, ("starpu-anp", net, b, n))))
+    out.append("")
+    hdr = "| net | batch | " + " | ".join(f"starpu-anp / best {OTHERS[f]}" for f in present) + \
+          " | starpu-anp GFLOP/s |"
     if ceiling:
         hdr += f" % of {n}-core sgemm ({ceiling:.0f} GFLOP/s) |"
     out.append(hdr)
     out.append("|" + "---|" * (hdr.count("|") - 1))
-    for net, b in order:
-        s = med(ips, ("starpu-anp", net, b, n))
-        t1 = med(ips, ("pytorch", net, b, 1))
-        t2 = med(ips, ("pytorch", net, b, 2))
-        best = max([t for t in (t1, t2) if t is not None], default=None)
-        ratio = s / best if s and best else None
-        g = med(gfl, ("starpu-anp", net, b, n))
-        line = (f"| {net} | {b} | {fmt(s)} | {fmt(t1)} | {fmt(t2)} | {fmt(ratio, 2)}× | "
-                f"{'yes' if ratio and ratio >= TARGET_RATIO else 'no'} | {fmt(g, 1)} |")
+    for net, b, per, g in extra:
+        line = f"| {net} | {b} | " + " | ".join(f"{fmt(per[f], 2)}×" for f in present) + f" | {fmt(g, 1)} |"
         if ceiling:
             line += f" {fmt(100 * g / ceiling if g else None)}% |"
         out.append(line)

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The built-in starpu-anp nets written in PyTorch, and a training-throughput benchmark.
 
 The definitions mirror graph/nets/*.net (docs/net-format.md) layer for layer:
@@ -13,7 +13,8 @@ The definitions mirror graph/nets/*.net (docs/net-format.md) layer for layer:
   - loss: softmax cross-entropy averaged over the batch (starpu-anp scales the summed
     gradients by 1/B in its SGD task: the same update).
 
-Run:  /usr/bin/python3 bench/pytorch_nets.py --net resnet20 --batch 64 --threads 2 --steps 10
+Run (with the anchors venv of scripts/bootstrap.sh --with-anchors, or any python with torch):
+  ~/.cache/starpu-anp/anchors-venv/bin/python bench/pytorch_nets.py --net resnet20 --batch 64 --threads 2 --steps 10
 It prints one line like starpu_anp bench's:
   result: framework=pytorch net=resnet20 batch=64 threads=2 params=272474 steps=10 images_per_s=...
 `--params` prints only "NAME PARAMS" for every net (checked against `starpu_anp nets`).
@@ -151,7 +152,7 @@ def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1):
             break
     loss.item()
     wall = time.perf_counter() - t0
-    return batch * done / wall, wall, float(loss), done
+    return batch * done / wall, wall, float(loss.detach()), done
 
 
 def main():

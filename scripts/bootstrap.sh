@@ -8,18 +8,25 @@
 #      - otherwise the newest 1.4.x Debian *source* package is built into a cache prefix
 #        ($STARPU_ANP_CACHE, default ~/.cache/starpu-anp) and reused on later runs.
 #
-# Prints the prefix to use as its last line: "starpu prefix: DIR".
-# Options: --with-torch   also install python3-torch (only bench/compare_pytorch.sh needs it)
-#          --quiet        print only problems and the final line
+#   3. With --with-anchors: the comparison frameworks (current PyTorch, TensorFlow, NumPy from the
+#      Python package index, through pip) in a virtual environment outside the checkout,
+#      $CACHE/anchors-venv. Skipped when that venv already imports torch and tensorflow.
+#
+# Prints the prefix to use as its last line: "starpu prefix: DIR"; with --with-anchors, the line
+# before it is "anchors python: PATH" (the venv's interpreter).
+# Options: --with-anchors  also set up the anchors venv (only bench/compare_frameworks.sh needs it);
+#                          pip's own configuration (PIP_INDEX_URL, pip.conf, ...) is honoured
+#          --with-torch    old name of --with-anchors (it installed Debian's python3-torch 1.13)
+#          --quiet         print only problems and the final lines
 set -euo pipefail
 
-WITH_TORCH=0
+WITH_ANCHORS=0
 QUIET=0
 for a in "$@"; do
   case "$a" in
-    --with-torch) WITH_TORCH=1 ;;
+    --with-anchors|--with-torch) WITH_ANCHORS=1 ;;
     --quiet) QUIET=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "bootstrap.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -34,7 +41,6 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
       xz-utils file)
-[ "$WITH_TORCH" = 1 ] && PKGS+=(python3-torch python3-numpy)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -62,6 +68,53 @@ if [ "${#missing[@]}" -gt 0 ]; then
     || { tail -20 /tmp/starpu-anp-apt.log >&2; die "apt-get install failed; full log in /tmp/starpu-anp-apt.log"; }
 else
   say "Debian packages: all ${#PKGS[@]} present"
+fi
+
+# ---------------------------------------------------------------- 1b. anchors venv (PyTorch, TensorFlow)
+# A stamp written after a successful import check makes the second run instant (importing both
+# takes 10-20 s); without the stamp, or if a package has gone, the venv is checked by importing.
+ANCHORS_VENV="$CACHE/anchors-venv"
+ANCHORS_PY="$ANCHORS_VENV/bin/python"
+ANCHORS_STAMP="$ANCHORS_VENV/.anchors-ok"
+ANCHORS_PIP=(torch tensorflow-cpu numpy)
+anchors_find() { # cheap: are the packages still there?
+  "$ANCHORS_PY" -c "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in ('torch', 'tensorflow', 'numpy')) else 1)" 2>/dev/null
+}
+anchors_import() { # real: do they import? Writes the stamp (versions) when they do.
+  local v
+  v="$(TF_CPP_MIN_LOG_LEVEL=3 "$ANCHORS_PY" -c "import torch, tensorflow, numpy; print('torch', torch.__version__, 'tensorflow', tensorflow.__version__, 'numpy', numpy.__version__)" 2>/dev/null | tail -1)" || return 1
+  [ -n "$v" ] || return 1
+  printf '%s\n' "$v" >"$ANCHORS_STAMP"
+}
+if [ "$WITH_ANCHORS" = 1 ]; then
+  if [ -x "$ANCHORS_PY" ] && [ -f "$ANCHORS_STAMP" ] && anchors_find; then
+    say "anchors venv: $(cat "$ANCHORS_STAMP") in $ANCHORS_VENV"
+  elif [ -x "$ANCHORS_PY" ] && anchors_import; then
+    say "anchors venv: $(cat "$ANCHORS_STAMP") in $ANCHORS_VENV"
+  else
+    # python3 -m venv needs ensurepip, which Debian ships in python3-venv
+    if ! python3 -c "import venv, ensurepip" 2>/dev/null; then
+      apt_update
+      say "installing python3-venv"
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv \
+          >"/tmp/starpu-anp-apt.log" 2>&1 \
+        || die "apt-get install python3-venv failed (python3 -m venv is unavailable); log in /tmp/starpu-anp-apt.log"
+    fi
+    if [ ! -x "$ANCHORS_PY" ]; then
+      say "creating the venv $ANCHORS_VENV"
+      mkdir -p "$CACHE"
+      python3 -m venv "$ANCHORS_VENV" >/tmp/starpu-anp-venv.log 2>&1 \
+        || die "python3 -m venv $ANCHORS_VENV failed; log in /tmp/starpu-anp-venv.log"
+    fi
+    rm -f "$ANCHORS_STAMP"
+    piplog="$CACHE/anchors-pip.log"
+    say "pip install ${ANCHORS_PIP[*]} into $ANCHORS_VENV (a few GB the first time; log: $piplog)"
+    "$ANCHORS_PY" -m pip install --disable-pip-version-check -q "${ANCHORS_PIP[@]}" >"$piplog" 2>&1 \
+      || die "pip could not install ${ANCHORS_PIP[*]} into $ANCHORS_VENV (no network or no wheel for $(python3 -V 2>&1)?): last line: $(grep -v '^ *$' "$piplog" | tail -1); full log in $piplog"
+    anchors_import || die "the anchors venv $ANCHORS_VENV was installed but cannot import torch and tensorflow; see $piplog"
+    say "anchors venv: $(cat "$ANCHORS_STAMP") in $ANCHORS_VENV"
+  fi
+  echo "anchors python: $ANCHORS_PY"
 fi
 
 # ---------------------------------------------------------------- 2. StarPU
