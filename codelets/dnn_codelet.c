@@ -14,6 +14,18 @@ uint32_t dnn_args_footprint(struct starpu_task *task)
 	return fp;
 }
 
+/* The dnn_cuda_cl section (DNN_CUDA_DECLARED); weak: NULL when no codelet is registered. */
+extern struct starpu_codelet *__start_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
+extern struct starpu_codelet *__stop_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
+
+int dnn_codelet_declares_cuda(const struct starpu_codelet *cl)
+{
+	for (struct starpu_codelet **p = __start_dnn_cuda_cl; p && p < __stop_dnn_cuda_cl; p++)
+		if (*p == cl)
+			return 1;
+	return 0;
+}
+
 static _Thread_local float *scratch;
 static _Thread_local size_t scratch_len;
 

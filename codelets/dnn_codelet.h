@@ -75,6 +75,17 @@ uint32_t dnn_args_footprint(struct starpu_task *task);
 #define DNN_CUDA_FN(fn) NULL
 #endif
 
+/* The codelets that declare a CUDA implementation in source, in every build: DNN_CODELET and
+ * DNN_CODELET_FP register theirs; a codelet written out by hand with .cuda_funcs =
+ * {DNN_CUDA_FN(fn)} adds DNN_CUDA_DECLARED(its name); after it. Entries are pointers in the linker
+ * section dnn_cuda_cl (GNU ld and lld define __start_/__stop_ for it), so there is no list to keep.
+ * dnn_codelet_declares_cuda: 1 when cl is registered. A build without CUDA has NULL cuda_funcs;
+ * tests/unit_cuda_coverage.c asks this instead there. */
+#define DNN_CUDA_DECLARED(NAME)                                                    \
+	static struct starpu_codelet *NAME##_cuda_declared                         \
+		__attribute__((used, section("dnn_cuda_cl"))) = &NAME
+int dnn_codelet_declares_cuda(const struct starpu_codelet *cl);
+
 /* FOOTPRINT: a footprint function, or NULL for StarPU's default (data sizes only) — for ops whose
  * arguments change at every step without changing the cost (SGD's learning rate). */
 #define DNN_CODELET_FP(NAME, NBUF, CPU_FN, CUDA_FN, FOOTPRINT)                    \
@@ -91,7 +102,8 @@ uint32_t dnn_args_footprint(struct starpu_task *task);
 		.cuda_flags = {STARPU_CUDA_ASYNC},                                 \
 		.nbuffers = STARPU_VARIABLE_NBUFFERS, /* NBUF buffers, modes per insert */ \
 		.model = &NAME##_model,                                            \
-	}
+	};                                                                         \
+	DNN_CUDA_DECLARED(NAME)
 
 #define DNN_CODELET(NAME, NBUF, CPU_FN, CUDA_FN) DNN_CODELET_FP(NAME, NBUF, CPU_FN, CUDA_FN, dnn_args_footprint)
 

@@ -3,6 +3,7 @@
 #include <starpu_cublas_v2.h>
 
 #include "dnn_cuda.h"
+#include "dnn_staging.h"
 
 static cudnnHandle_t cudnn_handles[STARPU_NMAXWORKERS];
 static void *workspaces[STARPU_NMAXWORKERS];
@@ -20,6 +21,7 @@ static void destroy_cudnn(void *arg)
 {
 	(void)arg;
 	int w = starpu_worker_get_id_check();
+	dnn_cuda_staging_release(); /* the loaders' pinned blocks (dnn_staging.h) */
 	if (workspaces[w]) {
 		DNN_CUDA_CHECK(cudaStreamSynchronize(starpu_cuda_get_local_stream()));
 		DNN_CUDA_CHECK(cudaFree(workspaces[w]));

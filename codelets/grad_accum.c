@@ -72,6 +72,7 @@ struct starpu_codelet cl_grad_zero = {
 	.model = &grad_zero_model,
 	.color = DNN_COLOR_REDUX,
 };
+DNN_CUDA_DECLARED(cl_grad_zero);
 
 struct starpu_codelet cl_grad_accum = {
 	.name = "cl_grad_accum",
@@ -84,6 +85,7 @@ struct starpu_codelet cl_grad_accum = {
 	.model = &grad_accum_model,
 	.color = DNN_COLOR_REDUX,
 };
+DNN_CUDA_DECLARED(cl_grad_accum);
 
 /* Same kernel as cl_grad_accum but with modes chosen at insert time, for tasks that contribute
  * to a gradient (STARPU_REDUX) or add into an activation gradient (STARPU_RW). StarPU rejects a
@@ -98,6 +100,7 @@ struct starpu_codelet cl_grad_add = {
 	.model = &grad_accum_model,
 	.color = DNN_COLOR_REDUX,
 };
+DNN_CUDA_DECLARED(cl_grad_add);
 
 static struct starpu_perfmodel grad_axpy_model = {
 	.type = STARPU_HISTORY_BASED,
@@ -116,6 +119,7 @@ struct starpu_codelet cl_grad_axpy = {
 	.model = &grad_axpy_model,
 	.color = DNN_COLOR_UPDATE,
 };
+DNN_CUDA_DECLARED(cl_grad_axpy);
 
 static void grad_slice_get_cpu_task(void *buffers[], void *cl_arg)
 {
@@ -155,6 +159,7 @@ struct starpu_codelet cl_grad_slice_get = {
 	.model = &grad_slice_get_model,
 	.color = DNN_COLOR_REDUX,
 };
+DNN_CUDA_DECLARED(cl_grad_slice_get);
 
 struct starpu_codelet cl_grad_slice_put = {
 	.name = "cl_grad_slice_put",
@@ -167,6 +172,7 @@ struct starpu_codelet cl_grad_slice_put = {
 	.model = &grad_slice_put_model,
 	.color = DNN_COLOR_REDUX,
 };
+DNN_CUDA_DECLARED(cl_grad_slice_put);
 
 void dnn_grad_set_redux(starpu_data_handle_t grad)
 {

@@ -19,6 +19,17 @@ void dnn_load_batch_cpu(float *x, int32_t *y, const dnn_load_batch_args *a)
 	}
 }
 
+void dnn_load_batch_stage(uint8_t *px, int32_t *y, float *scale, float *shift, const dnn_load_batch_args *a)
+{
+	const size_t per = (size_t)a->C * a->HW;
+	for (int c = 0; c < a->C; c++)
+		scale[c] = 1.0f / (255.0f * a->std[c]), shift[c] = a->mean[c] / a->std[c];
+	for (int i = 0; i < a->n; i++) {
+		memcpy(px + (size_t)i * per, a->images + (size_t)a->idx[i] * per, per);
+		y[i] = a->labels[a->idx[i]];
+	}
+}
+
 static void load_batch_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_load_batch_args *a = cl_arg;
@@ -37,11 +48,14 @@ struct starpu_codelet cl_load_batch = {
 	.name = "cl_load_batch",
 	.cpu_funcs = {load_batch_cpu_task},
 	.cpu_funcs_name = {"load_batch_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_load_batch_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
 	.nbuffers = 2,
 	.modes = {STARPU_W, STARPU_W},
 	.model = &load_batch_model,
 	.color = DNN_COLOR_DATA,
 };
+DNN_CUDA_DECLARED(cl_load_batch);
 
 int dnn_insert_load_batch(const dnn_task_opts *o, const uint8_t *images, const int32_t *labels, const float *mean, const float *std,
 			   int C, int HW, const int *idx, int n, starpu_data_handle_t x, starpu_data_handle_t y)

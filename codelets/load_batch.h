@@ -1,6 +1,8 @@
 /* load_batch.h — input loading as a task: gathers samples of an in-memory dataset into a
  * chunk's input tensor (uint8 -> float, per-channel normalised) and its label vector.
- * CPU only (it reads host memory); the chunk's tensors then move to wherever they are used. */
+ * CPU and CUDA forms: the CUDA one gathers the samples on the host into the CUDA worker's pinned
+ * staging block (dnn_staging.h), copies it on the worker's stream and normalises on the device;
+ * its results are the CPU form's, bit for bit. */
 #ifndef DNN_LOAD_BATCH_H
 #define DNN_LOAD_BATCH_H
 #include <stdint.h>
@@ -18,6 +20,10 @@ typedef struct {
 } dnn_load_batch_args;
 
 void dnn_load_batch_cpu(float *x, int32_t *y, const dnn_load_batch_args *a);
+/* The CUDA form's host half: the chunk's pixels px (n, C, HW) and labels y (n) gathered from the
+ * data set, and the normalisation's factors, x = px * scale[c] - shift[c] (the CPU kernel's). */
+void dnn_load_batch_stage(uint8_t *px, int32_t *y, float *scale, float *shift, const dnn_load_batch_args *a);
+void dnn_load_batch_cuda(void *buffers[], void *cl_arg);
 
 /* (W x, W labels) */
 extern struct starpu_codelet cl_load_batch;

@@ -142,9 +142,10 @@ oom:
 }
 
 /* ---------------------------------------------------------------- decoding */
-int dnn_image_decode_crop_mem(float *dst, const unsigned char *buf, size_t len, int C, int H, int W,
-			      int augment, uint64_t rng, const float *mean, const float *std, char *why,
-			      size_t whylen)
+/* Decode, resize, crop: dst gets the crop in [0, 255]. apply_flip: mirror it when augmentation
+ * says so; else leave it unflipped and only say so in *flip. */
+static int decode_resample(float *dst, const unsigned char *buf, size_t len, int C, int H, int W, int augment,
+			   uint64_t rng, int apply_flip, int *flip_out, char *why, size_t whylen)
 {
 	if (C != 1 && C != 3) {
 		snprintf(why, whylen, "the net's input has %d channels (image folders need 1 or 3)", C);
@@ -189,8 +190,19 @@ int dnn_image_decode_crop_mem(float *dst, const unsigned char *buf, size_t len, 
 		ox = (int)(dnn_splitmix64(&rng) % (uint64_t)(rw - W + 1));
 		flip = (int)(dnn_splitmix64(&rng) & 1);
 	}
-	dnn_image_resample(dst, px, h, w, C, C, rh, rw, oy, ox, H, W, flip);
+	if (flip_out)
+		*flip_out = flip;
+	dnn_image_resample(dst, px, h, w, C, C, rh, rw, oy, ox, H, W, apply_flip ? flip : 0);
 	stbi_image_free(px);
+	return 0;
+}
+
+int dnn_image_decode_crop_mem(float *dst, const unsigned char *buf, size_t len, int C, int H, int W,
+			      int augment, uint64_t rng, const float *mean, const float *std, char *why,
+			      size_t whylen)
+{
+	if (decode_resample(dst, buf, len, C, H, W, augment, rng, 1, NULL, why, whylen) != 0)
+		return -1;
 	const size_t HW = (size_t)H * W;
 	for (int c = 0; c < C; c++) {
 		const float scale = 1.0f / (255.0f * std[c]), shift = mean[c] / std[c];
@@ -200,8 +212,8 @@ int dnn_image_decode_crop_mem(float *dst, const unsigned char *buf, size_t len, 
 	return 0;
 }
 
-int dnn_image_decode_crop(float *dst, const char *path, int C, int H, int W, int augment, uint64_t rng,
-			  const float *mean, const float *std, char *why, size_t whylen)
+/* The whole file in *buf (malloc'd), its length in *len; 0, or -1 with why. */
+static int read_file(const char *path, unsigned char **bufp, size_t *lenp, char *why, size_t whylen)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
@@ -233,7 +245,30 @@ int dnn_image_decode_crop(float *dst, const char *path, int C, int H, int W, int
 		free(buf);
 		return -1;
 	}
+	*bufp = buf, *lenp = len;
+	return 0;
+}
+
+int dnn_image_decode_crop(float *dst, const char *path, int C, int H, int W, int augment, uint64_t rng,
+			  const float *mean, const float *std, char *why, size_t whylen)
+{
+	unsigned char *buf;
+	size_t len;
+	if (read_file(path, &buf, &len, why, whylen) != 0)
+		return -1;
 	int rc = dnn_image_decode_crop_mem(dst, buf, len, C, H, W, augment, rng, mean, std, why, whylen);
+	free(buf);
+	return rc;
+}
+
+int dnn_image_decode_crop_raw(float *dst, const char *path, int C, int H, int W, int augment, uint64_t rng, int *flip,
+			      char *why, size_t whylen)
+{
+	unsigned char *buf;
+	size_t len;
+	if (read_file(path, &buf, &len, why, whylen) != 0)
+		return -1;
+	int rc = decode_resample(dst, buf, len, C, H, W, augment, rng, 0, flip, why, whylen);
 	free(buf);
 	return rc;
 }
@@ -247,8 +282,7 @@ int dnn_load_images_cpu(float *x, int32_t *y, const dnn_load_images_args *a)
 	for (int i = 0; i < a->n; i++) {
 		const int k = a->idx[i];
 		char why[256];
-		uint64_t rng = a->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(k + 1));
-		dnn_splitmix64(&rng);
+		uint64_t rng = dnn_image_sample_rng(a->seed, k);
 		y[i] = a->labels[k];
 		if (dnn_image_decode_crop(x + i * per, a->paths[k], a->C, a->H, a->W, a->augment, rng, a->mean, a->std,
 					  why, sizeof(why)) != 0) {
@@ -275,6 +309,44 @@ int dnn_load_images_cpu(float *x, int32_t *y, const dnn_load_images_args *a)
 	return nbad;
 }
 
+uint64_t dnn_image_sample_rng(uint64_t seed, int k)
+{
+	uint64_t rng = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(k + 1));
+	dnn_splitmix64(&rng);
+	return rng;
+}
+
+int dnn_load_images_stage(float *raw, int32_t *y, int32_t *map, float *scale, float *shift, const dnn_load_images_args *a)
+{
+	const size_t per = (size_t)a->C * a->H * a->W;
+	for (int c = 0; c < a->C; c++)
+		scale[c] = 1.0f / (255.0f * a->std[c]), shift[c] = a->mean[c] / a->std[c];
+	int nbad = 0, good = -1;
+	for (int i = 0; i < a->n; i++) {
+		const int k = a->idx[i];
+		char why[256];
+		int flip = 0;
+		y[i] = a->labels[k];
+		if (dnn_image_decode_crop_raw(raw + i * per, a->paths[k], a->C, a->H, a->W, a->augment,
+					      dnn_image_sample_rng(a->seed, k), &flip, why, sizeof(why)) != 0) {
+			map[i] = -1;
+			nbad++;
+			if (a->on_bad)
+				a->on_bad(a->ctx, k, why);
+		} else {
+			map[i] = (int32_t)(((uint32_t)i << 1) | (uint32_t)flip);
+			if (good < 0)
+				good = i;
+		}
+	}
+	/* As the CPU form: an unreadable sample is a copy of the chunk's first readable one (pixels
+	 * and label), or zeros when there is none (map stays -1). */
+	for (int i = 0; nbad && good >= 0 && i < a->n; i++)
+		if (map[i] < 0)
+			map[i] = map[good], y[i] = y[good];
+	return nbad;
+}
+
 static void load_images_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_load_images_args *a = cl_arg;
@@ -293,11 +365,14 @@ struct starpu_codelet cl_load_images = {
 	.name = "cl_load_images",
 	.cpu_funcs = {load_images_cpu_task},
 	.cpu_funcs_name = {"load_images_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_load_images_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
 	.nbuffers = 2,
 	.modes = {STARPU_W, STARPU_W},
 	.model = &load_images_model,
 	.color = DNN_COLOR_DATA,
 };
+DNN_CUDA_DECLARED(cl_load_images);
 
 int dnn_insert_load_images(const dnn_task_opts *o, const dnn_load_images_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {

@@ -1,0 +1,100 @@
+/* dnn_staging.cu — per-CUDA-worker pinned staging blocks (see dnn_staging.h). */
+#include <starpu.h>
+
+#include "dnn_cuda.h"
+#include "dnn_staging.h"
+
+extern "C" {
+#include "dnn_codelet.h"
+}
+
+typedef struct {
+	void *host, *dev;
+	size_t bytes;
+	cudaEvent_t copied; /* recorded after the last copy out of host */
+	int pending;
+} staging;
+
+static staging stages[STARPU_NMAXWORKERS];
+
+/* Waits for the copy queued by the worker's previous task. */
+static int wait_copy(staging *s, const char *what)
+{
+	if (!s->pending)
+		return 0;
+	cudaError_t e = cudaEventSynchronize(s->copied);
+	s->pending = 0;
+	if (e != cudaSuccess) {
+		dnn_worker_error("%s: waiting for the staging copy: %s", what, cudaGetErrorString(e));
+		return -1;
+	}
+	return 0;
+}
+
+extern "C" int dnn_cuda_staging(size_t bytes, void **host, void **dev, const char *what)
+{
+	staging *s = &stages[starpu_worker_get_id_check()];
+	if (wait_copy(s, what) != 0)
+		return -1;
+	if (bytes > s->bytes) {
+		size_t want = bytes + bytes / 2;
+		if (s->dev) { /* a kernel queued by an earlier task may still read it */
+			cudaStreamSynchronize(starpu_cuda_get_local_stream());
+			cudaFree(s->dev);
+		}
+		if (s->host)
+			cudaFreeHost(s->host);
+		s->host = s->dev = NULL;
+		s->bytes = 0;
+		cudaError_t e = cudaMallocHost(&s->host, want);
+		if (e != cudaSuccess) {
+			s->host = NULL;
+			dnn_worker_error("%s: cudaMallocHost of %zu bytes of staging failed: %s", what, want,
+					 cudaGetErrorString(e));
+			return -1;
+		}
+		e = cudaMalloc(&s->dev, want);
+		if (e != cudaSuccess) {
+			s->dev = NULL;
+			cudaFreeHost(s->host);
+			s->host = NULL;
+			dnn_worker_error("%s: cudaMalloc of %zu bytes of staging failed: %s", what, want,
+					 cudaGetErrorString(e));
+			return -1;
+		}
+		s->bytes = want;
+	}
+	*host = s->host, *dev = s->dev;
+	return 0;
+}
+
+extern "C" int dnn_cuda_staging_queued(const char *what)
+{
+	staging *s = &stages[starpu_worker_get_id_check()];
+	cudaError_t e = cudaSuccess;
+	if (!s->copied)
+		e = cudaEventCreateWithFlags(&s->copied, cudaEventDisableTiming);
+	if (e == cudaSuccess)
+		e = cudaEventRecord(s->copied, starpu_cuda_get_local_stream());
+	if (e != cudaSuccess) {
+		/* Without the event the next task cannot know when the block is free: wait now. */
+		cudaStreamSynchronize(starpu_cuda_get_local_stream());
+		dnn_worker_error("%s: recording the staging copy's event: %s", what, cudaGetErrorString(e));
+		return -1;
+	}
+	s->pending = 1;
+	return 0;
+}
+
+extern "C" void dnn_cuda_staging_release(void)
+{
+	staging *s = &stages[starpu_worker_get_id_check()];
+	cudaStreamSynchronize(starpu_cuda_get_local_stream());
+	if (s->copied)
+		cudaEventDestroy(s->copied);
+	if (s->dev)
+		cudaFree(s->dev);
+	if (s->host)
+		cudaFreeHost(s->host);
+	*s = staging{};
+}
