@@ -62,30 +62,18 @@ DNN_CODELET(cl_add_bwd, 2, add_bwd_cpu_task, dnn_add_bwd_cuda);
 
 // ------------------------------------------------------------------------------- insert helpers
 
-/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
-static dnn_add_args *args_copy(const dnn_add_args *a)
-{
-	dnn_add_args *c = calloc(1, sizeof(*c));
-	STARPU_ASSERT_MSG(c, "out of memory");
-	c->n = a->n;
-	c->accumulate_dx = a->accumulate_dx;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_add_args, sizeof(long) + 2 * sizeof(int));
 
 int dnn_insert_add_fwd(const dnn_task_opts *o, const dnn_add_args *a, starpu_data_handle_t x0, starpu_data_handle_t x1,
 			starpu_data_handle_t y)
 {
-	return DNN_TASK_INSERT(o, &cl_add_fwd, "add_fwd", STARPU_R, x0, STARPU_R, x1, STARPU_W, y,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_add_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_add_fwd, "add_fwd", a, STARPU_R, x0, STARPU_R, x1, STARPU_W, y, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
 					    STARPU_FLOPS, (double)a->n);
 }
 
 int dnn_insert_add_bwd(const dnn_task_opts *o, const dnn_add_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_add_bwd, "add_bwd", STARPU_R, dy, dx_mode, dx,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_add_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_add_bwd, "add_bwd", a, STARPU_R, dy, dx_mode, dx, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
 					    STARPU_FLOPS, a->accumulate_dx ? (double)a->n : 0.0);
 }

@@ -9,6 +9,7 @@
 typedef struct {
 	long n;
 	int accumulate_dx;
+	int pad_; // 0: no padding in the struct (the footprint hashes its bytes)
 } dnn_add_args;
 
 void dnn_add_forward_cpu(float *y, const float *a, const float *b, long n);

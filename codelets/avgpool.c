@@ -72,31 +72,17 @@ DNN_CODELET(cl_avgpool_bwd, 2, avgpool_bwd_cpu_task, dnn_avgpool_bwd_cuda);
 
 // ------------------------------------------------------------------------------- insert helpers
 
-/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
-static dnn_avgpool_args *args_copy(const dnn_avgpool_args *a)
-{
-	dnn_avgpool_args *c = calloc(1, sizeof(*c));
-	STARPU_ASSERT_MSG(c, "out of memory");
-	c->N = a->N;
-	c->C = a->C;
-	c->HW = a->HW;
-	c->accumulate_dx = a->accumulate_dx;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_avgpool_args, 4 * sizeof(int));
 
 int dnn_insert_avgpool_fwd(const dnn_task_opts *o, const dnn_avgpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
-	return DNN_TASK_INSERT(o, &cl_avgpool_fwd, "avgpool_fwd", STARPU_R, x, STARPU_W, y,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_avgpool_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_POOL_FWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_avgpool_fwd, "avgpool_fwd", a, STARPU_R, x, STARPU_W, y, STARPU_TASK_COLOR, DNN_COLOR_POOL_FWD,
 					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }
 
 int dnn_insert_avgpool_bwd(const dnn_task_opts *o, const dnn_avgpool_args *a, starpu_data_handle_t dy, starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_avgpool_bwd, "avgpool_bwd", STARPU_R, dy, dx_mode, dx,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_avgpool_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_POOL_BWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_avgpool_bwd, "avgpool_bwd", a, STARPU_R, dy, dx_mode, dx, STARPU_TASK_COLOR, DNN_COLOR_POOL_BWD,
 					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }

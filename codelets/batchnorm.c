@@ -271,13 +271,7 @@ DNN_CODELET(cl_batchnorm_running, 2, bn_running_cpu, dnn_batchnorm_running_cuda)
  * variable count (7, or 8 with the fused ReLU). */
 DNN_CODELET(cl_batchnorm_bwd, STARPU_VARIABLE_NBUFFERS, bn_bwd_cpu, dnn_batchnorm_bwd_cuda);
 
-static dnn_batchnorm_args *args_copy(const dnn_batchnorm_args *a)
-{
-	dnn_batchnorm_args *c = calloc(1, sizeof(*c)); // zeroed padding: the footprint hashes it
-	STARPU_ASSERT_MSG(c, "out of memory");
-	*c = *a;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 5 * sizeof(int) + 2 * sizeof(float));
 
 static double elems(const dnn_batchnorm_args *a) { return (double)a->N * a->C * a->HW; }
 
@@ -285,11 +279,8 @@ int dnn_insert_batchnorm_fwd_train(const dnn_task_opts *o, const dnn_batchnorm_a
 				    starpu_data_handle_t gamma, starpu_data_handle_t beta,
 				    starpu_data_handle_t y, starpu_data_handle_t saved)
 {
-	return DNN_TASK_INSERT(o, &cl_batchnorm_fwd_train, a->relu ? "bn_relu_fwd_train" : "bn_fwd_train", STARPU_R, x, STARPU_R, gamma,
-					    STARPU_R, beta, STARPU_W, y, STARPU_W, saved,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    
-					    STARPU_FLOPS, (a->relu ? 8.0 : 7.0) * elems(a),
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_fwd_train, a->relu ? "bn_relu_fwd_train" : "bn_fwd_train", a, STARPU_R, x, STARPU_R, gamma,
+					    STARPU_R, beta, STARPU_W, y, STARPU_W, saved, STARPU_FLOPS, (a->relu ? 8.0 : 7.0) * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
 }
 
@@ -297,20 +288,15 @@ int dnn_insert_batchnorm_fwd_eval(const dnn_task_opts *o, const dnn_batchnorm_ar
 				   starpu_data_handle_t gamma, starpu_data_handle_t beta,
 				   starpu_data_handle_t running, starpu_data_handle_t y)
 {
-	return DNN_TASK_INSERT(o, &cl_batchnorm_fwd_eval, a->relu ? "bn_relu_fwd_eval" : "bn_fwd_eval", STARPU_R, x, STARPU_R, gamma,
-					    STARPU_R, beta, STARPU_R, running, STARPU_W, y,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					    
-					    STARPU_FLOPS, (a->relu ? 4.0 : 3.0) * elems(a),
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_fwd_eval, a->relu ? "bn_relu_fwd_eval" : "bn_fwd_eval", a, STARPU_R, x, STARPU_R, gamma,
+					    STARPU_R, beta, STARPU_R, running, STARPU_W, y, STARPU_FLOPS, (a->relu ? 4.0 : 3.0) * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
 }
 
 int dnn_insert_batchnorm_running(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t saved,
 				  starpu_data_handle_t running)
 {
-	return DNN_TASK_INSERT(o, &cl_batchnorm_running, "bn_running", STARPU_R, saved, STARPU_RW, running,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					     STARPU_FLOPS, 7.0 * a->C,
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_running, "bn_running", a, STARPU_R, saved, STARPU_RW, running, STARPU_FLOPS, 7.0 * a->C,
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
 }
 
@@ -318,13 +304,12 @@ int dnn_insert_batchnorm_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a
 			      starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t dx,
 			      starpu_data_handle_t dgamma, starpu_data_handle_t dbeta, int grad_mode)
 {
-	STARPU_ASSERT_MSG(!a->relu, "the fused backward goes through dnn_insert_batchnorm_relu_bwd");
+	if (a->relu) // the fused backward: dnn_insert_batchnorm_relu_bwd
+		return -EINVAL;
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_batchnorm_bwd, "bn_bwd", STARPU_R, x, STARPU_R, gamma,
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_bwd, "bn_bwd", a, STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, saved, STARPU_R, dy, dx_mode, dx,
-					    grad_mode, dgamma, grad_mode, dbeta,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					     STARPU_FLOPS, 12.0 * elems(a),
+					    grad_mode, dgamma, grad_mode, dbeta, STARPU_FLOPS, 12.0 * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
 }
 
@@ -333,12 +318,11 @@ int dnn_insert_batchnorm_relu_bwd(const dnn_task_opts *o, const dnn_batchnorm_ar
 				   starpu_data_handle_t dx, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta,
 				   int grad_mode)
 {
-	STARPU_ASSERT_MSG(a->relu, "dnn_insert_batchnorm_relu_bwd needs a->relu = 1");
+	if (!a->relu)
+		return -EINVAL;
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_batchnorm_bwd, "bn_relu_bwd", STARPU_R, x, STARPU_R, gamma,
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_bwd, "bn_relu_bwd", a, STARPU_R, x, STARPU_R, gamma,
 					    STARPU_R, saved, STARPU_RW, dy, dx_mode, dx,
-					    grad_mode, dgamma, grad_mode, dbeta, STARPU_R, y,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					     STARPU_FLOPS, 13.0 * elems(a),
+					    grad_mode, dgamma, grad_mode, dbeta, STARPU_R, y, STARPU_FLOPS, 13.0 * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
 }

@@ -73,29 +73,16 @@ DNN_CODELET(cl_bias_bwd, 2, bias_bwd_cpu_task, dnn_bias_bwd_cuda);
 
 // ------------------------------------------------------------------------------- insert helpers
 
-/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
-static dnn_bias_args *args_copy(const dnn_bias_args *a)
-{
-	dnn_bias_args *c = calloc(1, sizeof(*c));
-	STARPU_ASSERT_MSG(c, "out of memory");
-	c->N = a->N;
-	c->C = a->C;
-	c->HW = a->HW;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_bias_args, 3 * sizeof(int));
 
 int dnn_insert_bias_fwd(const dnn_task_opts *o, const dnn_bias_args *a, starpu_data_handle_t y, starpu_data_handle_t b)
 {
-	return DNN_TASK_INSERT(o, &cl_bias_fwd, "bias_fwd", STARPU_RW, y, STARPU_R, b,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_bias_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_bias_fwd, "bias_fwd", a, STARPU_RW, y, STARPU_R, b, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
 					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }
 
 int dnn_insert_bias_bwd(const dnn_task_opts *o, const dnn_bias_args *a, starpu_data_handle_t dy, starpu_data_handle_t db, int db_mode)
 {
-	return DNN_TASK_INSERT(o, &cl_bias_bwd, "bias_bwd", STARPU_R, dy, db_mode, db,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_bias_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_bias_bwd, "bias_bwd", a, STARPU_R, dy, db_mode, db, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
 					    STARPU_FLOPS, (double)a->N * a->C * a->HW);
 }

@@ -110,68 +110,60 @@ DNN_CODELET(cl_conv2d_bwd_filter, 3, conv2d_bwd_filter_cpu_task, dnn_conv2d_bwd_
 
 /* ------------------------------------------------------------------ insert helpers */
 
-static dnn_conv2d_args *args_copy(const dnn_conv2d_args *a)
+DNN_ARGS_NO_PADDING(dnn_conv2d_args, 14 * sizeof(int));
+
+/* -EINVAL for arguments a helper cannot take: unfinished (dnn_conv2d_args_finish), or the bias
+ * flag not matching the helper (bias -1: either; the bias variants take a 4th buffer). */
+static int bad_args(const dnn_conv2d_args *a, int bias)
 {
-	STARPU_ASSERT_MSG(a->P > 0 && a->Q > 0, "conv2d: call dnn_conv2d_args_finish() first");
-	dnn_conv2d_args *c = malloc(sizeof(*c));
-	if (!c) {
-		fprintf(stderr, "%s:%d: conv2d: out of memory\n", __FILE__, __LINE__);
-		exit(1);
-	}
-	*c = *a;
-	return c;
+	return a->P <= 0 || a->Q <= 0 || (bias >= 0 && !a->bias != !bias);
 }
 
 int dnn_insert_conv2d_fwd(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			   starpu_data_handle_t y)
 {
-	STARPU_ASSERT_MSG(!a->bias, "conv2d with bias: dnn_insert_conv2d_bias_fwd");
-	dnn_conv2d_args *arg = args_copy(a);
-	return DNN_TASK_INSERT(o, &cl_conv2d_fwd, "conv_fwd", STARPU_R, x, STARPU_R, w, STARPU_W, y,
-					    STARPU_CL_ARGS, arg, sizeof(*arg), 
-					    STARPU_FLOPS, dnn_conv2d_flops_fwd(a), STARPU_TASK_COLOR,
-					    DNN_COLOR_CONV_FWD);
+	if (bad_args(a, 0))
+		return -EINVAL;
+	return DNN_TASK_INSERT_ARGS(o, &cl_conv2d_fwd, "conv_fwd", a, STARPU_R, x, STARPU_R, w, STARPU_W, y,
+				    STARPU_FLOPS, dnn_conv2d_flops_fwd(a), STARPU_TASK_COLOR, DNN_COLOR_CONV_FWD);
 }
 
 int dnn_insert_conv2d_bwd_data(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t dy,
 				starpu_data_handle_t w, starpu_data_handle_t dx)
 {
-	dnn_conv2d_args *arg = args_copy(a);
+	if (bad_args(a, -1)) // -1: with or without bias
+		return -EINVAL;
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_conv2d_bwd_data, "conv_bwd_data", STARPU_R, dy, STARPU_R, w, dx_mode, dx,
-					    STARPU_CL_ARGS, arg, sizeof(*arg),  STARPU_FLOPS, dnn_conv2d_flops_fwd(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_DATA);
+	return DNN_TASK_INSERT_ARGS(o, &cl_conv2d_bwd_data, "conv_bwd_data", a, STARPU_R, dy, STARPU_R, w, dx_mode, dx,
+				    STARPU_FLOPS, dnn_conv2d_flops_fwd(a), STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_DATA);
 }
 
 int dnn_insert_conv2d_bwd_filter(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x,
 				  starpu_data_handle_t dy, starpu_data_handle_t dw, int dw_mode)
 {
-	STARPU_ASSERT_MSG(!a->bias, "conv2d with bias: dnn_insert_conv2d_bias_bwd_filter");
-	dnn_conv2d_args *arg = args_copy(a);
-	return DNN_TASK_INSERT(o, &cl_conv2d_bwd_filter, "conv_bwd_filter", STARPU_R, x, STARPU_R, dy, dw_mode,
-					    dw, STARPU_CL_ARGS, arg, sizeof(*arg),  STARPU_FLOPS, dnn_conv2d_flops_fwd(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER);
+	if (bad_args(a, 0))
+		return -EINVAL;
+	return DNN_TASK_INSERT_ARGS(o, &cl_conv2d_bwd_filter, "conv_bwd_filter", a, STARPU_R, x, STARPU_R, dy, dw_mode, dw,
+				    STARPU_FLOPS, dnn_conv2d_flops_fwd(a), STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER);
 }
 
 int dnn_insert_conv2d_bias_fwd(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 				starpu_data_handle_t b, starpu_data_handle_t y)
 {
-	STARPU_ASSERT_MSG(a->bias, "dnn_insert_conv2d_bias_fwd needs a->bias = 1");
-	dnn_conv2d_args *arg = args_copy(a);
-	return DNN_TASK_INSERT(o, &cl_conv2d_fwd, "conv_bias_fwd", STARPU_R, x, STARPU_R, w, STARPU_W, y, STARPU_R, b,
-					    STARPU_CL_ARGS, arg, sizeof(*arg), 
-					    STARPU_FLOPS, dnn_conv2d_flops_fwd(a) + (double)y_count(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_FWD);
+	if (bad_args(a, 1))
+		return -EINVAL;
+	return DNN_TASK_INSERT_ARGS(o, &cl_conv2d_fwd, "conv_bias_fwd", a, STARPU_R, x, STARPU_R, w, STARPU_W, y, STARPU_R, b,
+				    STARPU_FLOPS, dnn_conv2d_flops_fwd(a) + (double)y_count(a),
+				    STARPU_TASK_COLOR, DNN_COLOR_CONV_FWD);
 }
 
 int dnn_insert_conv2d_bias_bwd_filter(const dnn_task_opts *o, const dnn_conv2d_args *a, starpu_data_handle_t x,
 				       starpu_data_handle_t dy, starpu_data_handle_t dw, starpu_data_handle_t db,
 				       int dw_mode)
 {
-	STARPU_ASSERT_MSG(a->bias, "dnn_insert_conv2d_bias_bwd_filter needs a->bias = 1");
-	dnn_conv2d_args *arg = args_copy(a);
-	return DNN_TASK_INSERT(o, &cl_conv2d_bwd_filter, "conv_bias_bwd_filter", STARPU_R, x, STARPU_R, dy, dw_mode, dw,
-					    dw_mode, db, STARPU_CL_ARGS, arg, sizeof(*arg),  STARPU_FLOPS,
-					    dnn_conv2d_flops_fwd(a) + (double)y_count(a),
-					    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER);
+	if (bad_args(a, 1))
+		return -EINVAL;
+	return DNN_TASK_INSERT_ARGS(o, &cl_conv2d_bwd_filter, "conv_bias_bwd_filter", a, STARPU_R, x, STARPU_R, dy,
+				    dw_mode, dw, dw_mode, db, STARPU_FLOPS, dnn_conv2d_flops_fwd(a) + (double)y_count(a),
+				    STARPU_TASK_COLOR, DNN_COLOR_CONV_BWD_FILTER);
 }

@@ -115,24 +115,12 @@ DNN_CODELET(cl_dense_bwd_weight, 4, dense_bwd_weight_cpu_task, dnn_dense_bwd_wei
 
 // ------------------------------------------------------------------------------- insert helpers
 
-/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
-static dnn_dense_args *args_copy(const dnn_dense_args *a)
-{
-	dnn_dense_args *c = calloc(1, sizeof(*c));
-	STARPU_ASSERT_MSG(c, "out of memory");
-	c->N = a->N;
-	c->IN = a->IN;
-	c->OUT = a->OUT;
-	c->accumulate_dx = a->accumulate_dx;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_dense_args, 4 * sizeof(int));
 
 int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y)
 {
-	return DNN_TASK_INSERT(o, &cl_dense_fwd, "dense_fwd", STARPU_R, x, STARPU_R, w, STARPU_R, b, STARPU_W, y,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_dense_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_dense_fwd, "dense_fwd", a, STARPU_R, x, STARPU_R, w, STARPU_R, b, STARPU_W, y, STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD,
 					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT);
 }
 
@@ -140,17 +128,14 @@ int dnn_insert_dense_bwd_data(const dnn_task_opts *o, const dnn_dense_args *a, s
 			       starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_dense_bwd_data, "dense_bwd_data", STARPU_R, dy, STARPU_R, w, dx_mode, dx,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_dense_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_dense_bwd_data, "dense_bwd_data", a, STARPU_R, dy, STARPU_R, w, dx_mode, dx, STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD,
 					    STARPU_FLOPS, dnn_dense_flops_fwd(a));
 }
 
 int dnn_insert_dense_bwd_weight(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
 				 starpu_data_handle_t dw, starpu_data_handle_t db, int grad_mode)
 {
-	return DNN_TASK_INSERT(o, &cl_dense_bwd_weight, "dense_bwd_weight", STARPU_R, x, STARPU_R, dy, grad_mode, dw,
-					    grad_mode, db, STARPU_CL_ARGS, args_copy(a), sizeof(dnn_dense_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD_WEIGHT,
+	return DNN_TASK_INSERT_ARGS(o, &cl_dense_bwd_weight, "dense_bwd_weight", a, STARPU_R, x, STARPU_R, dy, grad_mode, dw,
+					    grad_mode, db, STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD_WEIGHT,
 					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT);
 }

@@ -1,4 +1,5 @@
-/* dnn_codelet.c — shared codelet helpers: perf-model footprint and CPU scratch memory. */
+/* dnn_codelet.c — shared codelet helpers: perf-model footprint, argument copies, the MPI insert,
+ * worker errors and CPU scratch memory. */
 #include "dnn_codelet.h"
 
 #include <pthread.h>
@@ -24,6 +25,36 @@ int dnn_codelet_declares_cuda(const struct starpu_codelet *cl)
 		if (*p == cl)
 			return 1;
 	return 0;
+}
+
+void *dnn_args_dup(const void *args, size_t size)
+{
+	void *c = malloc(size ? size : 1);
+	if (c && size)
+		memcpy(c, args, size);
+	return c;
+}
+
+int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...)
+{
+	va_list ap;
+	va_start(ap, cl);
+	struct starpu_task *task = starpu_mpi_task_build_v(MPI_COMM_WORLD, cl, ap);
+	va_end(ap);
+	if (task) {
+		int rc = starpu_task_submit(task);
+		if (rc != 0) { /* as starpu_mpi_task_insert: no post-build after a failed submit */
+			task->destroy = 0;
+			starpu_task_destroy(task); /* frees args (STARPU_CL_ARGS sets cl_arg_free) */
+			return rc;
+		}
+	} else {
+		free(args); /* another rank runs the task, or the list was rejected (post_build says) */
+	}
+	va_start(ap, cl);
+	int rc = starpu_mpi_task_post_build_v(MPI_COMM_WORLD, cl, ap);
+	va_end(ap);
+	return rc;
 }
 
 static _Thread_local float *scratch;

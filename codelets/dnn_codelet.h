@@ -59,14 +59,52 @@ static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt
 		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
 				      STARPU_NAME, dnn_task_name((o), (NAME)), 0))
 
+/* Footprint of a task = data footprint mixed with a CRC of its argument struct, hashed byte for
+ * byte: argument structs are copied whole (dnn_args_dup), so each is laid out without padding
+ * (an explicit zero `pad_` field where needed; DNN_ARGS_NO_PADDING checks it at compile time). */
+uint32_t dnn_args_footprint(struct starpu_task *task);
+#define DNN_ARGS_NO_PADDING(T, FIELD_BYTES) \
+	_Static_assert(sizeof(T) == (FIELD_BYTES), #T " has padding: its footprint would hash it")
+
+/* A malloc'd copy of `size` bytes for STARPU_CL_ARGS (the task frees it); NULL when out of memory. */
+void *dnn_args_dup(const void *args, size_t size);
+
+#ifndef __CUDACC__
+/* DNN_TASK_INSERT with an argument block: ARGS (SIZE bytes, malloc'd; evaluated once) goes in as
+ * STARPU_CL_ARGS and belongs to the task from here on, on every path: StarPU frees it with the
+ * task, and under MPI a rank that does not run the task frees it (plain starpu_mpi_task_insert
+ * leaks it there). Evaluates to -ENOMEM when ARGS is NULL, else StarPU's return code. Under MPI a
+ * node of -1 is ignored by STARPU_EXECUTE_ON_NODE (the owner of the written data computes). */
+#define DNN_TASK_INSERT_CL_ARGS(o, cl, NAME, ARGS, SIZE, ...)                                       \
+	__extension__({                                                                             \
+		void *dnn_args_ = (ARGS);                                                           \
+		size_t dnn_argsz_ = (SIZE);                                                         \
+		!dnn_args_ ? -ENOMEM                                                                \
+		: (o) && (o)->mpi                                                                   \
+			? dnn_mpi_task_insert_(dnn_args_, (cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_,  \
+					       dnn_argsz_, STARPU_EXECUTE_ON_NODE, (o)->node,            \
+					       STARPU_PRIORITY, (o)->priority, STARPU_NAME,              \
+					       dnn_task_name((o), (NAME)), 0)                            \
+			: starpu_task_insert((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_,   \
+					     STARPU_PRIORITY, (o) ? (o)->priority : 0, STARPU_NAME,      \
+					     dnn_task_name((o), (NAME)), 0);                             \
+	})
+
+/* The usual case: a copy of the argument struct *A (so the helper's caller keeps its own). */
+#define DNN_TASK_INSERT_ARGS(o, cl, NAME, A, ...) \
+	DNN_TASK_INSERT_CL_ARGS(o, cl, NAME, dnn_args_dup((A), sizeof(*(A))), sizeof(*(A)), __VA_ARGS__)
+
+/* starpu_mpi_task_build + submit + post_build on MPI_COMM_WORLD with the 0-terminated list after
+ * cl, which passes `args` as STARPU_CL_ARGS; frees `args` where no task is built (another rank
+ * runs it). Returns StarPU's return code. For DNN_TASK_INSERT_CL_ARGS only. */
+int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...);
+#endif
+
 /* A task that cannot do its work (scratch allocation, a CUDA/cuBLAS/cuDNN error) records the
  * first such error here (thread-safe; printed once to stderr) and returns; dnn_wait_step then
  * ends the run with it. dnn_worker_error_get: 1 and the message when one happened. */
 void dnn_worker_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int dnn_worker_error_get(char *msg, size_t len);
-
-/* Footprint of a task = data footprint mixed with a CRC of its (zero-padded) argument struct. */
-uint32_t dnn_args_footprint(struct starpu_task *task);
 
 /* CUDA function pointer, or NULL in a build without CUDA. */
 #ifdef DNN_HAVE_CUDA
@@ -121,19 +159,6 @@ int dnn_codelet_declares_cuda(const struct starpu_codelet *cl);
 		.nbuffers = STARPU_VARIABLE_NBUFFERS, /* NBUF buffers, modes per insert */ \
 		.model = &NAME##_model,                                            \
 	}
-
-/* Abort with file:line on a StarPU error code (task submission failures are bugs, not user
- * errors: by then every user input has been validated). -ENODEV is reported distinctly. */
-#define DNN_CHECK_STARPU(expr)                                                     \
-	do {                                                                       \
-		int dnn_rc_ = (expr);                                              \
-		if (dnn_rc_ != 0) {                                                \
-			fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, \
-				#expr, dnn_rc_ == -ENODEV ? "no worker can run this task (-ENODEV)" \
-							  : strerror(-dnn_rc_)); \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
 
 /* Colours for ViTE: one hue family per op class, darker for backward phases. */
 enum {

@@ -61,26 +61,19 @@ DNN_CODELET_FP(cl_dropout_bwd, 2, dropout_bwd_cpu_task, dnn_dropout_bwd_cuda, NU
 
 // ------------------------------------------------------------------------------- insert helpers
 
+DNN_ARGS_NO_PADDING(dnn_dropout_args, 3 * sizeof(long) + 4 * sizeof(int) + sizeof(uint64_t));
+
 int dnn_insert_dropout_fwd(const dnn_task_opts *o, const dnn_dropout_args *a, starpu_data_handle_t x,
 			   starpu_data_handle_t y)
 {
-	dnn_dropout_args *c = malloc(sizeof(*c)); /* freed by StarPU (STARPU_CL_ARGS) */
-	if (!c)
-		return -ENOMEM;
-	*c = *a;
-	return DNN_TASK_INSERT(o, &cl_dropout_fwd, "dropout_fwd", STARPU_R, x, STARPU_W, y, STARPU_CL_ARGS, c,
-			       sizeof(*c), STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD, STARPU_FLOPS,
+	return DNN_TASK_INSERT_ARGS(o, &cl_dropout_fwd, "dropout_fwd", a, STARPU_R, x, STARPU_W, y, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD, STARPU_FLOPS,
 			       (double)a->N * a->per_sample);
 }
 
 int dnn_insert_dropout_bwd(const dnn_task_opts *o, const dnn_dropout_args *a, starpu_data_handle_t dy,
 			   starpu_data_handle_t dx)
 {
-	dnn_dropout_args *c = malloc(sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	*c = *a;
-	return DNN_TASK_INSERT(o, &cl_dropout_bwd, "dropout_bwd", STARPU_R, dy, a->accumulate_dx ? STARPU_RW : STARPU_W,
-			       dx, STARPU_CL_ARGS, c, sizeof(*c), STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD, STARPU_FLOPS,
+	return DNN_TASK_INSERT_ARGS(o, &cl_dropout_bwd, "dropout_bwd", a, STARPU_R, dy,
+				    a->accumulate_dx ? STARPU_RW : STARPU_W, dx, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD, STARPU_FLOPS,
 			       (double)a->N * a->per_sample);
 }

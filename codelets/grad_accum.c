@@ -191,12 +191,7 @@ int dnn_insert_grad_zero(const dnn_task_opts *o, starpu_data_handle_t dst)
 
 int dnn_insert_grad_axpy(const dnn_task_opts *o, starpu_data_handle_t dst, float alpha, starpu_data_handle_t src)
 {
-	float *arg = malloc(sizeof(float)); /* freed by StarPU (STARPU_CL_ARGS) */
-	if (!arg)
-		return -ENOMEM;
-	*arg = alpha;
-	return DNN_TASK_INSERT(o, &cl_grad_axpy, "grad_axpy", STARPU_RW, dst, STARPU_R, src, STARPU_CL_ARGS, arg,
-					    sizeof(float));
+	return DNN_TASK_INSERT_ARGS(o, &cl_grad_axpy, "grad_axpy", &alpha, STARPU_RW, dst, STARPU_R, src);
 }
 
 int dnn_insert_grad_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src)
@@ -210,11 +205,7 @@ int dnn_insert_grad_add(const dnn_task_opts *o, starpu_data_handle_t dst, int ds
 static int insert_slice(const dnn_task_opts *o, struct starpu_codelet *cl, const char *name, int dst_mode,
 			starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
 {
-	size_t *arg = malloc(sizeof(size_t)); /* freed by StarPU (STARPU_CL_ARGS) */
-	if (!arg)
-		return -ENOMEM;
-	*arg = off;
-	return DNN_TASK_INSERT(o, cl, name, dst_mode, dst, STARPU_R, src, STARPU_CL_ARGS, arg, sizeof(size_t));
+	return DNN_TASK_INSERT_ARGS(o, cl, name, &off, dst_mode, dst, STARPU_R, src);
 }
 
 int dnn_insert_grad_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)

@@ -61,10 +61,11 @@ int dnn_insert_load_batch(const dnn_task_opts *o, const uint8_t *images, const i
 			   int C, int HW, const int *idx, int n, starpu_data_handle_t x, starpu_data_handle_t y)
 {
 	size_t sz = sizeof(dnn_load_batch_args) + (size_t)n * sizeof(int);
-	dnn_load_batch_args *a = malloc(sz);
-	STARPU_ASSERT(a);
+	dnn_load_batch_args *a = malloc(sz); /* the task's from here on (DNN_TASK_INSERT_CL_ARGS) */
+	if (!a)
+		return -ENOMEM;
 	a->images = images, a->labels = labels, a->mean = mean, a->std = std;
 	a->C = C, a->HW = HW, a->n = n;
 	memcpy(a->idx, idx, (size_t)n * sizeof(int));
-	return DNN_TASK_INSERT(o, &cl_load_batch, "load_batch", STARPU_W, x, STARPU_W, y, STARPU_CL_ARGS, a, sz);
+	return DNN_TASK_INSERT_CL_ARGS(o, &cl_load_batch, "load_batch", a, sz, STARPU_W, x, STARPU_W, y);
 }

@@ -377,9 +377,5 @@ DNN_CUDA_DECLARED(cl_load_images);
 int dnn_insert_load_images(const dnn_task_opts *o, const dnn_load_images_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
 	size_t sz = sizeof(dnn_load_images_args) + (size_t)a->n * sizeof(int);
-	dnn_load_images_args *c = malloc(sz);
-	if (!c)
-		return -ENOMEM;
-	memcpy(c, a, sz);
-	return DNN_TASK_INSERT(o, &cl_load_images, "load_images", STARPU_W, x, STARPU_W, y, STARPU_CL_ARGS, c, sz);
+	return DNN_TASK_INSERT_CL_ARGS(o, &cl_load_images, "load_images", dnn_args_dup(a, sz), sz, STARPU_W, x, STARPU_W, y);
 }

@@ -201,20 +201,12 @@ static void maxpool_bwd_cpu(void *buffers[], void *cl_arg)
 DNN_CODELET(cl_maxpool_fwd, 2, maxpool_fwd_cpu, dnn_maxpool_fwd_cuda);
 DNN_CODELET(cl_maxpool_bwd, STARPU_VARIABLE_NBUFFERS, maxpool_bwd_cpu, dnn_maxpool_bwd_cuda);
 
-static dnn_maxpool_args *args_copy(const dnn_maxpool_args *a)
-{
-	dnn_maxpool_args *c = calloc(1, sizeof(*c)); // zeroed padding: the footprint hashes it
-	STARPU_ASSERT_MSG(c, "out of memory");
-	*c = *a;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_maxpool_args, 10 * sizeof(int));
 
 int dnn_insert_maxpool_fwd(const dnn_task_opts *o, const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
 	double flops = (double)a->N * a->C * a->P * a->Q * a->k * a->k;
-	return DNN_TASK_INSERT(o, &cl_maxpool_fwd, "maxpool_fwd", STARPU_R, x, STARPU_W, y,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					     STARPU_FLOPS, flops,
+	return DNN_TASK_INSERT_ARGS(o, &cl_maxpool_fwd, "maxpool_fwd", a, STARPU_R, x, STARPU_W, y, STARPU_FLOPS, flops,
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_FWD);
 }
 
@@ -223,8 +215,7 @@ int dnn_insert_maxpool_bwd(const dnn_task_opts *o, const dnn_maxpool_args *a, st
 {
 	double flops = (double)a->N * a->C * a->P * a->Q * (a->k * a->k + 1);
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_maxpool_bwd, "maxpool_bwd", STARPU_R, x, STARPU_R, y, STARPU_R, dy,
-					    dx_mode, dx, STARPU_CL_ARGS, args_copy(a), sizeof(*a),
-					     STARPU_FLOPS, flops,
+	return DNN_TASK_INSERT_ARGS(o, &cl_maxpool_bwd, "maxpool_bwd", a, STARPU_R, x, STARPU_R, y, STARPU_R, dy,
+					    dx_mode, dx, STARPU_FLOPS, flops,
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_POOL_BWD);
 }

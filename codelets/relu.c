@@ -68,21 +68,11 @@ DNN_CODELET(cl_relu_bwd, 3, relu_bwd_cpu_task, dnn_relu_bwd_cuda);
 
 // ------------------------------------------------------------------------------- insert helpers
 
-/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
-static dnn_relu_args *args_copy(const dnn_relu_args *a)
-{
-	dnn_relu_args *c = calloc(1, sizeof(*c));
-	STARPU_ASSERT_MSG(c, "out of memory");
-	c->n = a->n;
-	c->accumulate_dx = a->accumulate_dx;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_relu_args, sizeof(long) + 2 * sizeof(int));
 
 int dnn_insert_relu_fwd(const dnn_task_opts *o, const dnn_relu_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {
-	return DNN_TASK_INSERT(o, &cl_relu_fwd, "relu_fwd", STARPU_R, x, STARPU_W, y,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_relu_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_relu_fwd, "relu_fwd", a, STARPU_R, x, STARPU_W, y, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_FWD,
 					    STARPU_FLOPS, (double)a->n);
 }
 
@@ -90,8 +80,6 @@ int dnn_insert_relu_bwd(const dnn_task_opts *o, const dnn_relu_args *a, starpu_d
 			 starpu_data_handle_t dx)
 {
 	int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT(o, &cl_relu_bwd, "relu_bwd", STARPU_R, y, STARPU_R, dy, dx_mode, dx,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_relu_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
+	return DNN_TASK_INSERT_ARGS(o, &cl_relu_bwd, "relu_bwd", a, STARPU_R, y, STARPU_R, dy, dx_mode, dx, STARPU_TASK_COLOR, DNN_COLOR_ELTWISE_BWD,
 					    STARPU_FLOPS, (double)a->n);
 }

@@ -9,6 +9,7 @@
 typedef struct {
 	long n;
 	int accumulate_dx;
+	int pad_; // 0: no padding in the struct (the footprint hashes its bytes)
 } dnn_relu_args;
 
 void dnn_relu_forward_cpu(float *y, const float *x, long n);

@@ -57,39 +57,22 @@ DNN_CODELET_FP(cl_sgd_update, 3, sgd_update_cpu_task, dnn_sgd_update_cuda, NULL)
 
 // ------------------------------------------------------------------------------- insert helper
 
-/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
-static dnn_sgd_args *args_copy(const dnn_sgd_args *a)
-{
-	dnn_sgd_args *c = calloc(1, sizeof(*c));
-	STARPU_ASSERT_MSG(c, "out of memory");
-	c->n = a->n;
-	c->lr = a->lr;
-	c->momentum = a->momentum;
-	c->weight_decay = a->weight_decay;
-	c->scale = a->scale;
-	c->keep_grad = a->keep_grad;
-	c->write_delta = a->write_delta;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_sgd_args, sizeof(long) + 4 * sizeof(float) + 2 * sizeof(int));
 
 int dnn_insert_sgd_update(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad)
 {
-	return DNN_TASK_INSERT(o, &cl_sgd_update, "sgd_update", STARPU_RW, w, STARPU_RW, v,
-					    a->keep_grad ? STARPU_R : STARPU_RW, grad,
-					    STARPU_CL_ARGS, args_copy(a), sizeof(dnn_sgd_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
+	return DNN_TASK_INSERT_ARGS(o, &cl_sgd_update, "sgd_update", a, STARPU_RW, w, STARPU_RW, v,
+					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
 					    STARPU_FLOPS, 6.0 * a->n);
 }
 
 int dnn_insert_sgd_update_delta(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 				 starpu_data_handle_t grad, starpu_data_handle_t delta)
 {
-	dnn_sgd_args *c = args_copy(a);
-	c->write_delta = 1;
-	return DNN_TASK_INSERT(o, &cl_sgd_update, "sgd_update", STARPU_RW, w, STARPU_RW, v,
-					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_W, delta,
-					    STARPU_CL_ARGS, c, sizeof(dnn_sgd_args),
-					     STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
+	dnn_sgd_args c = *a;
+	c.write_delta = 1;
+	return DNN_TASK_INSERT_ARGS(o, &cl_sgd_update, "sgd_update", &c, STARPU_RW, w, STARPU_RW, v,
+					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_W, delta, STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
 					    STARPU_FLOPS, 7.0 * a->n);
 }

@@ -48,7 +48,9 @@ void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, con
 		const float *l = logits + (size_t)n * a->CLS;
 		float *d = dlogits + (size_t)n * a->CLS;
 		int label = labels[n];
-		STARPU_ASSERT_MSG(label >= 0 && label < a->CLS, "label %d out of [0,%d)", label, a->CLS);
+		int valid = label >= 0 && label < a->CLS; // else: a worker error and a NaN loss, as on CUDA
+		if (!valid)
+			dnn_worker_error("softmax_xent: label %d of sample %d is out of [0, %d)", label, n, a->CLS);
 		int argmax = 0;
 		for (int j = 1; j < a->CLS; j++)
 			if (l[j] > l[argmax])
@@ -62,6 +64,10 @@ void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, con
 		float inv = 1.0f / sum;
 		for (int j = 0; j < a->CLS; j++)
 			d[j] *= inv;
+		if (!valid) {
+			loss = NAN;
+			continue;
+		}
 		d[label] -= 1.0f;
 		loss += (double)(logf(sum) - (l[label] - maxv));
 		correct += argmax == label;
@@ -89,23 +95,13 @@ DNN_CODELET(cl_softmax_xent, 4, softmax_xent_cpu_task, dnn_softmax_xent_cuda);
 
 // ------------------------------------------------------------------------------- insert helper
 
-/* A zero-padded copy of the arguments: StarPU frees it, and the perf-model footprint hashes it. */
-static dnn_softmax_xent_args *args_copy(const dnn_softmax_xent_args *a)
-{
-	dnn_softmax_xent_args *c = calloc(1, sizeof(*c));
-	STARPU_ASSERT_MSG(c, "out of memory");
-	c->N = a->N;
-	c->CLS = a->CLS;
-	return c;
-}
+DNN_ARGS_NO_PADDING(dnn_softmax_xent_args, 2 * sizeof(int));
 
 int dnn_insert_softmax_xent(const dnn_task_opts *o, const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
 			     starpu_data_handle_t labels, starpu_data_handle_t dlogits,
 			     starpu_data_handle_t stats)
 {
-	return DNN_TASK_INSERT(o, &cl_softmax_xent, "softmax_xent", STARPU_R, logits, STARPU_R, labels, STARPU_W, dlogits,
-					    STARPU_W, stats, STARPU_CL_ARGS, args_copy(a),
-					    sizeof(dnn_softmax_xent_args), 
-					    STARPU_TASK_COLOR, DNN_COLOR_LOSS,
+	return DNN_TASK_INSERT_ARGS(o, &cl_softmax_xent, "softmax_xent", a, STARPU_R, logits, STARPU_R, labels,
+				    STARPU_W, dlogits, STARPU_W, stats, STARPU_TASK_COLOR, DNN_COLOR_LOSS,
 					    STARPU_FLOPS, 5.0 * a->N * a->CLS);
 }

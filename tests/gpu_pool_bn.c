@@ -22,11 +22,13 @@ static const char *dev_name[NDEV] = {"cuda", "cpu"};
 static void run_on(struct starpu_codelet *cl, int w, const void *args, size_t argsz,
 		   struct starpu_data_descr *d, int n, const char *name)
 {
-	void *copy = malloc(argsz);
-	STARPU_ASSERT(copy);
-	memcpy(copy, args, argsz);
-	DNN_CHECK_STARPU(starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, n, STARPU_CL_ARGS, copy, argsz,
-					    STARPU_EXECUTE_ON_WORKER, w, STARPU_NAME, name, 0));
+	void *copy = dnn_args_dup(args, argsz);
+	TEST_CHECK(copy, "%s: out of memory", name);
+	if (!copy)
+		return;
+	int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, n, STARPU_CL_ARGS, copy, argsz,
+				    STARPU_EXECUTE_ON_WORKER, w, STARPU_NAME, name, 0);
+	TEST_CHECK(rc == 0, "%s: starpu_task_insert: %s", name, strerror(-rc));
 }
 
 /* ------------------------------------------------------------------ maxpool */
