@@ -111,7 +111,10 @@ static void help_cmd(const char *c)
 		       "  --staleness S        async: step i uses server parameters of step i-S or newer [4]\n"
 		       "  --no-lookahead       async: compute gradients on the stale parameters as they are,\n"
 		       "                       without estimating the other ranks' last S steps by this\n"
-		       "                       rank's own (README, 'Across nodes')\n");
+		       "                       rank's own (README, 'Across nodes')\n"
+		       "  --step-timeout S     under mpirun: if no step completes for S seconds (a rank or\n"
+		       "                       host is unreachable), name the step and rank and stop the job\n"
+		       "                       (MPI_Abort after flushing --metrics); 0 = never [300]\n");
 	}
 	if (strcmp(c, "train") == 0)
 		printf("  --epochs E           epochs [1]\n"
@@ -136,7 +139,8 @@ static void help_cmd(const char *c)
 
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
-       O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD };
+       O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
+       O_STEP_TIMEOUT };
 enum { O_TRACE = 2000 };
 enum { O_INPUT = 2100, O_VAL_FRACTION, O_REPORT };
 
@@ -205,7 +209,7 @@ int main(int argc, char **argv)
 		{"quiet", no_argument, 0, O_QUIET}, {"lr-schedule", required_argument, 0, O_SCHEDULE},
 		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
 		{"mode", required_argument, 0, O_MODE}, {"staleness", required_argument, 0, O_STALENESS}, {"no-lookahead", no_argument, 0, O_NO_LOOKAHEAD},           {"help", no_argument, 0, 'h'},
-		{"allreduce", required_argument, 0, O_ALLREDUCE},
+		{"allreduce", required_argument, 0, O_ALLREDUCE}, {"step-timeout", required_argument, 0, O_STEP_TIMEOUT},
 		{"trace", required_argument, 0, O_TRACE},
 		{"input", required_argument, 0, O_INPUT}, {"val-fraction", required_argument, 0, O_VAL_FRACTION},
 		{"report", required_argument, 0, O_REPORT},
@@ -223,7 +227,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_DATA: ok = !is_bench && !is_predict; break;
 		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: case O_MODE: case O_STALENESS:
-		case O_NO_LOOKAHEAD: case O_ALLREDUCE:
+		case O_NO_LOOKAHEAD: case O_ALLREDUCE: case O_STEP_TIMEOUT:
 			ok = !is_eval && !is_predict;
 			break;
 		case O_VAL_FRACTION: case O_REPORT: ok = is_train || is_eval; break;
@@ -283,6 +287,7 @@ int main(int argc, char **argv)
 			break;
 		case O_STALENESS: o.staleness = (int)parse_long_opt(name, optarg, 0, 1000); break;
 		case O_NO_LOOKAHEAD: o.async_lookahead = 0; break;
+		case O_STEP_TIMEOUT: o.step_timeout = parse_float_opt(name, optarg, 0, 86400); break;
 		case O_SCHEDULE:
 			if (strcmp(optarg, "cosine") && strcmp(optarg, "constant"))
 				usage_error("--lr-schedule: '%s' is not cosine or constant", optarg);

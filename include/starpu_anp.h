@@ -56,6 +56,7 @@ typedef struct {
 	dnn_allreduce allreduce;  // --allreduce tree|ring (sync, multi-rank runs)
 	int staleness;            // --staleness S (async)
 	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead
+	double step_timeout;      // --step-timeout S: multi-rank runs stop when no step completes for S s (0 = off) [300]
 	/* ANP app (anp.h, imagefolder.h) */
 	int input;                // --input N: the net's input is N x N (0 = as in the net file)
 	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <starpu.h>
 #include <starpu_mpi.h>
 #include <stdio.h>
@@ -281,6 +283,100 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- --step-timeout
+ * Multi-rank runs only. A rank whose peer or host became unreachable (link down, partition)
+ * waits in StarPU-MPI for data that never comes, and Open MPI notices a lost TCP peer only
+ * after the kernel's retransmission timeout (~15 min). A watchdog thread ends such a run: when
+ * no step completes (and no evaluation or checkpoint ends) for step_timeout seconds, it names
+ * the rank, its host and the stalled step, flushes the metrics rows and calls MPI_Abort (with
+ * a SIGALRM backstop should MPI_Abort itself block). The last checkpoint is untouched: it is
+ * written atomically, so an abort mid-step leaves the previous one intact. */
+typedef struct {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int running, stop;
+	double timeout, last; /* seconds; dnn_now() of the last progress */
+	uint64_t done;        /* global steps completed */
+	FILE *metrics;
+	const char *metrics_path;
+	int rank, nranks;
+} step_watchdog;
+
+static step_watchdog g_wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* Progress: done = the global steps completed so far (or (uint64_t)-1: a phase ended, same count). */
+static void watchdog_progress(uint64_t done)
+{
+	if (!g_wd.running)
+		return;
+	pthread_mutex_lock(&g_wd.mu);
+	g_wd.last = dnn_now();
+	if (done != (uint64_t)-1)
+		g_wd.done = done;
+	pthread_mutex_unlock(&g_wd.mu);
+}
+
+static void *watchdog_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&g_wd.mu);
+	while (!g_wd.stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&g_wd.cv, &g_wd.mu, &ts);
+		if (g_wd.stop || dnn_now() - g_wd.last < g_wd.timeout)
+			continue;
+		uint64_t done = g_wd.done;
+		pthread_mutex_unlock(&g_wd.mu);
+		char host[256] = "?";
+		if (gethostname(host, sizeof(host)) != 0)
+			snprintf(host, sizeof(host), "?");
+		host[sizeof(host) - 1] = 0;
+		if (g_wd.metrics && (fflush(g_wd.metrics) != 0 || fsync(fileno(g_wd.metrics)) != 0))
+			fprintf(stderr, "warning: --metrics %s: flushing failed: %s\n", g_wd.metrics_path, strerror(errno));
+		fprintf(stderr, "error: rank %d of %d (host %s): step %llu has not completed in %g s (--step-timeout): "
+				"a rank or its host is unreachable or stopped; rank %d stops the job\n",
+			g_wd.rank, g_wd.nranks, host, (unsigned long long)done + 1, g_wd.timeout, g_wd.rank);
+		fflush(stderr);
+		alarm(10); /* should MPI_Abort block (its runtime unreachable too), SIGALRM ends the process */
+		MPI_Abort(MPI_COMM_WORLD, 1);
+		_exit(1);
+	}
+	pthread_mutex_unlock(&g_wd.mu);
+	return NULL;
+}
+
+static void watchdog_start(train_run *r)
+{
+	if (r->nranks < 2 || !(r->o.step_timeout > 0))
+		return;
+	g_wd.timeout = r->o.step_timeout;
+	g_wd.last = dnn_now();
+	g_wd.done = r->step0;
+	g_wd.metrics = r->metrics, g_wd.metrics_path = r->o.metrics_path;
+	g_wd.rank = r->rank, g_wd.nranks = r->nranks;
+	g_wd.stop = 0;
+	if (pthread_create(&g_wd.th, NULL, watchdog_main, NULL) != 0) {
+		fprintf(stderr, "warning: --step-timeout: cannot start the watchdog thread; running without it\n");
+		return;
+	}
+	g_wd.running = 1;
+}
+
+static void watchdog_stop(void)
+{
+	if (!g_wd.running)
+		return;
+	pthread_mutex_lock(&g_wd.mu);
+	g_wd.stop = 1;
+	pthread_cond_signal(&g_wd.cv);
+	pthread_mutex_unlock(&g_wd.mu);
+	pthread_join(g_wd.th, NULL);
+	g_wd.running = 0;
+}
+
 /* Step `collected` (1-based within the epoch) has been read back: progress, metrics row, the
  * non-finite check and the --checkpoint-every checkpoint. Returns 0 or -1 (message printed). */
 static int collect_step(train_run *r, int epoch, long collected, long nsteps, epoch_sums *e)
@@ -293,6 +389,8 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 		return -1;
 	}
 	e->loss += l, e->correct += c, e->images += o->batch, e->done++;
+	uint64_t gstep = (uint64_t)epoch * r->steps_per_epoch + collected;
+	watchdog_progress(gstep);
 	r->last_loss = l / o->batch, r->last_acc = c / o->batch;
 	if (e->done == o->warmup && epoch == (int)r->epoch0) /* warm-up: first epoch only */
 		e->t_warm = dnn_now(), e->warm_done = e->done;
@@ -300,7 +398,6 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 	double ips = el > 0 ? e->images / el : 0;
 	dnn_progress_step(&r->pr, epoch + 1, o->epochs, collected, nsteps, r->last_loss, r->last_acc, ips,
 			  ips > 0 ? (nsteps - collected) * o->batch / ips : -1);
-	uint64_t gstep = (uint64_t)epoch * r->steps_per_epoch + collected;
 	if (r->metrics)
 		fprintf(r->metrics, "train_step,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1, (unsigned long long)gstep,
 			r->last_loss, r->last_acc, ips, dnn_now() - r->t_begin);
@@ -316,6 +413,7 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
 		}
+		watchdog_progress((uint64_t)-1);
 	}
 	return 0;
 }
@@ -382,6 +480,7 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 	if (r->eval) {
 		if (evaluate_test(&r->m, &r->test, o->batch, r->chunks, &r->anp, &r->test_loss, &r->test_acc) != 0)
 			return -1;
+		watchdog_progress((uint64_t)-1);
 		if (!o->quiet)
 			fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s\n",
 				epoch + 1, r->train_loss, r->train_acc, r->test_loss, r->test_acc, ips);
@@ -402,6 +501,7 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
+	watchdog_progress((uint64_t)-1);
 	return 0;
 }
 
@@ -495,7 +595,10 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	if (run_setup(&r, opts) != 0)
 		goto out;
 	const dnn_train_opts *o = &r.o;
-	if (train_loop(&r) != 0) {
+	watchdog_start(&r);
+	const int loop_rc = train_loop(&r);
+	watchdog_stop();
+	if (loop_rc != 0) {
 		if (r.nranks > 1)
 			abort_job(&r);
 		goto out;

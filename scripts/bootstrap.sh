@@ -2,6 +2,7 @@
 # bootstrap.sh — install everything starpu-anp needs, idempotently.
 #
 #   1. Debian packages (build tools, Open MPI, OpenBLAS, hwloc, FxT, zlib, stb, ViTE, gnuplot,
+#      iproute2 + nftables for the network-namespace tests (tests/net),
 #      Fashion-MNIST, ...). Skipped when all are already installed.
 #   2. StarPU 1.4 with FxT + MPI (+ CUDA when nvcc exists):
 #      - a StarPU >= 1.4 already visible to pkg-config with those features is used as is;
@@ -40,7 +41,7 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
-      xz-utils file)
+      xz-utils file nftables iproute2)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

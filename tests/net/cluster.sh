@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# cluster.sh — a test cluster of N "hosts" on this machine: N network namespaces, each with its
+# own TCP/IP stack and one veth link to a bridge (in a namespace of its own), plus a link from
+# the launcher's (root) namespace to the same bridge, so that mpirun here reaches the hosts over
+# TCP only. Private addresses only: 10.213.ID.i/24 for host i, 10.213.ID.254 for the launcher.
+#
+#   cluster.sh up N         create hosts 1..N (cleaning leftovers of a crashed run first)
+#   cluster.sh down         remove everything (kills what still runs inside the namespaces)
+#   cluster.sh run N CMD..  up N, run CMD, down (also on failure, Ctrl-C, SIGTERM); CMD's status
+#   cluster.sh rate RATE    tbf RATE (e.g. 1gbit, 10gbit) on every host link, both directions;
+#                           "off" removes it
+#   cluster.sh loss PCT     nft in every host: drop PCT% of the packets in and out (0 removes)
+#   cluster.sh cut I        partition host I by nft (drop everything on its link)
+#   cluster.sh linkdown I   set host I's link down
+#   cluster.sh hosts        print "IP NAMESPACE" per host
+#   cluster.sh mpirun ARGS  mpirun over the hosts (one rank per host, TCP only: btl tcp,self,
+#                           pml ob1, interfaces restricted to the cluster subnet; tests/net/agent.sh
+#                           stands in for ssh and enters the host's namespace)
+#
+# ANP_NET_ID (1..250, default 1) picks the subnet and the names (namespaces anpnet<ID>br,
+# anpnet<ID>h<i>), so concurrent tests use distinct IDs. State (hostfile, map) lives in
+# /tmp/anpnet<ID>/. Exit 77 with one line when namespaces cannot be created (not root, ...).
+set -u
+ID="${ANP_NET_ID:-1}"
+case "$ID" in ''|*[!0-9]*) echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID'" >&2; exit 2 ;; esac
+[ "$ID" -ge 1 ] && [ "$ID" -le 250 ] || { echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID'" >&2; exit 2; }
+P="anpnet$ID"            # name prefix
+NET="10.213.$ID"         # the /24
+BR="${P}br"              # the bridge's namespace
+LIF="${P}l"              # the launcher's interface (root namespace)
+STATE="/tmp/$P"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+can_netns() {
+  [ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root (uid $(id -u))"; return 1; }
+  command -v ip >/dev/null || { echo "SKIP: iproute2 ('ip') is not installed"; return 1; }
+  local probe="${P}probe" msg
+  ip netns del "$probe" 2>/dev/null
+  if ! msg="$(ip netns add "$probe" 2>&1)"; then echo "SKIP: cannot create a network namespace: $msg"; return 1; fi
+  ip netns del "$probe" 2>/dev/null
+  return 0
+}
+
+# Namespaces of this ID (hosts and bridge), also those of a crashed run.
+our_netns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${P}(br|h[0-9]+)$"; }
+
+down() {
+  local ns pids
+  for ns in $(our_netns); do
+    # Whatever still runs in a host (orted, ranks of a killed job) goes with it: only the
+    # processes inside our own namespaces, by pid.
+    pids="$(ip netns pids "$ns" 2>/dev/null)"
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+  done
+  for ns in $(our_netns); do ip netns del "$ns" 2>/dev/null; done
+  ip link del "$LIF" 2>/dev/null
+  rm -rf "$STATE"
+  return 0
+}
+
+up() {
+  local n="$1" i ns
+  case "$n" in ''|*[!0-9]*) die "up: N must be a number 1..64, not '$n'" ;; esac
+  [ "$n" -ge 1 ] && [ "$n" -le 64 ] || die "up: N must be 1..64, not $n"
+  can_netns || exit 77
+  down
+  trap 'down; exit 130' INT TERM
+  trap 'down' ERR
+  set -e
+  mkdir -p "$STATE"
+  ip netns add "$BR"
+  ip -n "$BR" link set lo up
+  ip -n "$BR" link add br0 type bridge
+  ip -n "$BR" link set br0 up
+  # The launcher's side: one veth from the root namespace into the bridge.
+  ip link add "$LIF" type veth peer name launch netns "$BR"
+  ip -n "$BR" link set launch master br0 up
+  ip addr add "$NET.254/24" dev "$LIF"
+  ip link set "$LIF" up
+  : >"$STATE/hostfile"; : >"$STATE/hosts"
+  for i in $(seq 1 "$n"); do
+    ns="${P}h$i"
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$BR" link add "h$i" type veth peer name anp0 netns "$ns"
+    ip -n "$BR" link set "h$i" master br0 up
+    ip -n "$ns" addr add "$NET.$i/24" dev anp0
+    ip -n "$ns" link set anp0 up
+    echo "$NET.$i slots=1" >>"$STATE/hostfile"
+    echo "$NET.$i $ns" >>"$STATE/hosts"
+  done
+  set +e
+  trap - ERR INT TERM
+  # Wait (bounded) until every host reaches the launcher (the bridge ports start forwarding).
+  for i in $(seq 1 "$n"); do
+    local ok=0
+    for _ in $(seq 1 50); do
+      if ip netns exec "${P}h$i" timeout 1 bash -c "exec 3<>/dev/tcp/$NET.254/9" 2>/dev/null ||
+         ip netns exec "${P}h$i" timeout 1 bash -c "exec 3<>/dev/tcp/$NET.254/9" 2>&1 | grep -q refused; then
+        ok=1; break
+      fi
+      sleep 0.1
+    done
+    [ "$ok" = 1 ] || { [ -n "${ANP_NET_KEEP:-}" ] || down; die "host $i cannot reach the launcher ($NET.254)"; }
+  done
+  return 0
+}
+
+nhosts() { [ -f "$STATE/hosts" ] && wc -l <"$STATE/hosts" || echo 0; }
+need_up() { [ -f "$STATE/hosts" ] || die "no cluster $ID is up (cluster.sh up N first)"; }
+host_ns() {
+  local i="$1"
+  case "$i" in ''|*[!0-9]*) die "host index must be a number, not '$i'" ;; esac
+  [ "$i" -ge 1 ] && [ "$i" -le "$(nhosts)" ] || die "no host $i (cluster has $(nhosts))"
+  echo "${P}h$i"
+}
+
+rate() {
+  need_up
+  local r="$1" i ns
+  for i in $(seq 1 "$(nhosts)"); do
+    ns="${P}h$i"
+    ip -n "$ns" link set anp0 txqueuelen 1000
+    tc -n "$ns" qdisc del dev anp0 root 2>/dev/null
+    tc -n "$BR" qdisc del dev "h$i" root 2>/dev/null
+    [ "$r" = off ] && continue
+    # Host -> bridge (its uplink) and bridge -> host (its downlink): RATE each way.
+    tc -n "$ns" qdisc add dev anp0 root tbf rate "$r" burst 256kb latency 50ms || die "tc tbf $r on host $i failed"
+    tc -n "$BR" qdisc add dev "h$i" root tbf rate "$r" burst 256kb latency 50ms || die "tc tbf $r towards host $i failed"
+  done
+}
+
+loss() {
+  need_up
+  local pct="$1" i ns
+  command -v nft >/dev/null || die "nft is not installed (Debian package nftables)"
+  for i in $(seq 1 "$(nhosts)"); do
+    ns="${P}h$i"
+    ip netns exec "$ns" nft delete table inet anploss 2>/dev/null
+    [ "$pct" = 0 ] && continue
+    ip netns exec "$ns" nft -f - <<NFT || die "nft loss rule on host $i failed"
+table inet anploss {
+  chain in  { type filter hook input priority 0; iifname "anp0" meta random < $((pct * 42949673)) counter drop; }
+  chain out { type filter hook output priority 0; oifname "anp0" meta random < $((pct * 42949673)) counter drop; }
+}
+NFT
+  done
+}
+
+cut() {
+  need_up
+  local ns; ns="$(host_ns "$1")" || exit 1
+  command -v nft >/dev/null || die "nft is not installed (Debian package nftables)"
+  ip netns exec "$ns" nft -f - <<NFT || die "nft partition of host $1 failed"
+table inet anpcut {
+  chain in  { type filter hook input priority -10; iifname "anp0" counter drop; }
+  chain out { type filter hook output priority -10; oifname "anp0" counter drop; }
+}
+NFT
+}
+
+linkdown() { need_up; local ns; ns="$(host_ns "$1")" || exit 1; ip -n "$ns" link set anp0 down; }
+
+do_mpirun() {
+  need_up
+  exec mpirun --allow-run-as-root --hostfile "$STATE/hostfile" -np "$(nhosts)" --map-by node \
+    --mca plm_rsh_agent "$HERE/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
+    --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
+    --mca oob_tcp_keepalive_time "${ANP_NET_KEEPALIVE:-5}" --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
+    -x ANP_NET_ID="$ID" "$@"
+}
+
+cmd="${1:-}"; shift || true
+case "$cmd" in
+  up) up "${1:-}" ;;
+  down) down ;;
+  run)
+    n="${1:-}"; shift || true
+    [ "$#" -gt 0 ] || die "run N CMD...: no command"
+    up "$n"; r=$?; [ "$r" = 0 ] || exit "$r"
+    trap 'down' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    "$@"
+    ;;
+  rate) rate "${1:?rate RATE|off}" ;;
+  loss) loss "${1:?loss PCT}" ;;
+  cut) cut "${1:?cut HOST_INDEX}" ;;
+  linkdown) linkdown "${1:?linkdown HOST_INDEX}" ;;
+  hosts) need_up; cat "$STATE/hosts" ;;
+  mpirun) do_mpirun "$@" ;;
+  -h|--help|help) sed -n '2,26p' "$0" ;;
+  *) echo "cluster.sh: unknown command '$cmd' (try --help)" >&2; exit 2 ;;
+esac
