@@ -4,6 +4,7 @@
  *   starpu_anp eval  --checkpoint F [options]
  *   starpu_anp predict --checkpoint F [options] IMAGE...   top-5 classes of each image
  *   starpu_anp bench [options]     training throughput on synthetic data
+ *   starpu_anp export --checkpoint F --onnx M.onnx   the eval-mode net as an ONNX model
  *   starpu_anp nets                list the built-in nets with their sizes
  *
  * Exit status: 0 success, 1 runtime error, 2 usage error. Schedulers and worker counts come from
@@ -64,6 +65,7 @@ static void help_main(void)
 	       "  eval    evaluate a checkpoint on the test set\n"
 	       "  predict the top-5 classes (ANPs) of image files, with probabilities, from a checkpoint\n"
 	       "  bench   training throughput on synthetic data (images/s, GFLOP/s)\n"
+	       "  export  write a checkpoint's eval-mode net as an ONNX model (onnxruntime, ...)\n"
 	       "  nets    list the built-in nets\n"
 	       "  trace-summary DIR   summarise a --trace directory (traces/trace_summary.py)\n"
 	       "  sweep   scheduler x worker-count throughput sweep (traces/sweep.sh --help)\n\n"
@@ -72,10 +74,35 @@ static void help_main(void)
 	       prog, prog, prog);
 }
 
+static void help_export(void)
+{
+	printf("usage: %s export --checkpoint FILE --onnx MODEL.onnx [--net NAME|FILE] [--input N]\n\n"
+	       "Writes the checkpoint's net in eval mode as a standard ONNX model (opset 17): conv, batch\n"
+	       "norm, ReLU, pooling, dense (Gemm), add, dropout (identity), softmax.\n"
+	       "  input  'pixels': float32 N x C x H x W, pixel values 0-255 (the centre crop; the\n"
+	       "         normalisation is inside the model)\n"
+	       "  output 'probabilities': float32 N x classes (softmax)\n"
+	       "  metadata_props: class_names (a JSON list), input_mean, input_std, short_side, net\n\n"
+	       "  --checkpoint FILE    checkpoint to export (required; it carries its net)\n"
+	       "  --onnx FILE          the ONNX file to write (required)\n"
+	       "  --net, --input       only for a version-1 checkpoint, which does not carry its net;\n"
+	       "                       given for a newer one, they must be the checkpoint's\n"
+	       "  -h, --help           this help\n\n"
+	       "The last line of output is 'result: key=value ...'.\n", prog);
+}
+
 static void help_cmd(const char *c)
 {
+	if (!strcmp(c, "export")) {
+		help_export();
+		return;
+	}
 	printf("usage: %s %s [options]\n\n", prog, c);
-	printf("  --net NAME|FILE      built-in net (see '%s nets') or a .net file [lenet5]\n", prog);
+	if (!strcmp(c, "eval") || !strcmp(c, "predict"))
+		printf("  --net NAME|FILE      not needed: the checkpoint carries its net (given, it must be the\n"
+		       "                       checkpoint's); required for a version-1 checkpoint\n");
+	else
+		printf("  --net NAME|FILE      built-in net (see '%s nets') or a .net file [lenet5]\n", prog);
 	if (strcmp(c, "bench") != 0)
 		printf("  --data NAME|DIR      fashion-mnist (Debian's dataset-fashion-mnist), synthetic (seeded random\n"
 		       "                       samples of the net's shape), or a directory of IDX files, CIFAR-10\n"
@@ -84,7 +111,8 @@ static void help_cmd(const char *c)
 	printf("  --batch B            global batch size [64]\n"
 	       "  --chunks K           chunks (micro-batches) per batch [2 x workers]\n");
 	printf("  --input N            the net's input is N x N (rewrites its input line; image folders are\n"
-	       "                       resized and cropped to it) [as in the net file]\n");
+	       "                       resized and cropped to it) [as in the net file%s]\n",
+	       !strcmp(c, "eval") || !strcmp(c, "predict") ? "; eval, predict: the checkpoint's" : "");
 	if (strcmp(c, "train") == 0 || strcmp(c, "eval") == 0)
 		printf("  --val-fraction X     image folder without val/: hold out this fraction of each class,\n"
 		       "                       chosen by a hash of each file's path (the same in every run) [0.1]\n"
@@ -143,6 +171,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_STEP_TIMEOUT };
 enum { O_TRACE = 2000 };
 enum { O_INPUT = 2100, O_VAL_FRACTION, O_REPORT };
+enum { O_ONNX = 2200 };
 
 static void check_readable_file(const char *opt, const char *path)
 {
@@ -180,9 +209,9 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "trace-summary") || !strcmp(cmd, "sweep"))
 		return dnn_trace_tool_main(cmd, argc - 2, argv + 2);
 	int is_train = !strcmp(cmd, "train"), is_eval = !strcmp(cmd, "eval"), is_bench = !strcmp(cmd, "bench");
-	int is_predict = !strcmp(cmd, "predict");
-	if (!is_train && !is_eval && !is_bench && !is_predict) {
-		fprintf(stderr, "%s: unknown command '%s' (commands: train eval predict bench nets trace-summary sweep; see '%s --help')\n", prog, cmd,
+	int is_predict = !strcmp(cmd, "predict"), is_export = !strcmp(cmd, "export");
+	if (!is_train && !is_eval && !is_bench && !is_predict && !is_export) {
+		fprintf(stderr, "%s: unknown command '%s' (commands: train eval predict bench export nets trace-summary sweep; see '%s --help')\n", prog, cmd,
 			prog);
 		return 2;
 	}
@@ -195,6 +224,7 @@ int main(int argc, char **argv)
 	int summary = 0;
 	const char *checkpoint = NULL;
 	const char *trace_dir = NULL;
+	const char *onnx_path = NULL;
 	static const struct option longopts[] = {
 		{"net", required_argument, 0, O_NET},         {"data", required_argument, 0, O_DATA},
 		{"batch", required_argument, 0, O_BATCH},     {"chunks", required_argument, 0, O_CHUNKS},
@@ -213,6 +243,7 @@ int main(int argc, char **argv)
 		{"trace", required_argument, 0, O_TRACE},
 		{"input", required_argument, 0, O_INPUT}, {"val-fraction", required_argument, 0, O_VAL_FRACTION},
 		{"report", required_argument, 0, O_REPORT},
+		{"onnx", required_argument, 0, O_ONNX},
 		{0, 0, 0, 0}};
 	opterr = 0;
 	int c;
@@ -240,11 +271,14 @@ int main(int argc, char **argv)
 		case O_LIMIT: ok = is_eval; break;
 		default: break;
 		}
+		if (c == O_ONNX || is_export) /* export takes only these */
+			ok = c == O_ONNX ? is_export : c == O_NET || c == O_INPUT || c == O_CHECKPOINT || c == 'h' || c == ':' || c == '?';
 		if (!ok)
 			usage_error("option --%s does not apply to '%s'", name, cmd);
 		switch (c) {
 		case 'h': help_cmd(cmd); return 0;
-		case O_NET: o.net = optarg; break;
+		case O_NET: o.net = optarg, o.net_set = 1; break;
+		case O_ONNX: check_writable_parent(name, optarg); onnx_path = optarg; break;
 		case O_DATA: o.data_dir = optarg; break;
 		case O_BATCH: o.batch = (int)parse_long_opt(name, optarg, 1, 1 << 20); break;
 		case O_CHUNKS: o.chunks = (int)parse_long_opt(name, optarg, 1, 1 << 16); break;
@@ -313,6 +347,13 @@ int main(int argc, char **argv)
 			usage_error("no IMAGE given");
 		o.resume_path = checkpoint;
 	}
+	if (is_export) {
+		if (!checkpoint)
+			usage_error("--checkpoint FILE is required");
+		if (!onnx_path)
+			usage_error("--onnx FILE is required");
+		o.resume_path = checkpoint;
+	}
 	if (is_bench)
 		o.max_steps += o.warmup;
 	if (is_eval) {
@@ -324,7 +365,7 @@ int main(int argc, char **argv)
 		if (o.checkpoint_every && !checkpoint)
 			usage_error("--checkpoint-every needs --checkpoint FILE");
 	}
-	if (!is_bench && !is_predict && strcmp(o.data_dir, "synthetic") != 0) {
+	if (!is_bench && !is_predict && !is_export && strcmp(o.data_dir, "synthetic") != 0) {
 		const char *dir = strcmp(o.data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o.data_dir;
 		struct stat st;
 		if (stat(dir, &st) != 0)
@@ -346,13 +387,16 @@ int main(int argc, char **argv)
 
 	/* Under mpirun (Open MPI, or any PMI launcher) StarPU-MPI starts; otherwise plain StarPU. */
 	int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-	if (is_eval || is_predict)
+	if (is_eval || is_predict || is_export)
 		use_mpi = 0;
 	if (dnn_runtime_init(&argc, &argv, use_mpi) != 0) {
 		fprintf(stderr, "error: StarPU found no worker to run on (check STARPU_NCPU / STARPU_NCUDA)\n");
 		return 1;
 	}
-	int rc = is_eval ? dnn_cmd_eval(&o) : is_predict ? dnn_cmd_predict(&o, images, nimages) : dnn_cmd_train(&o);
+	int rc = is_eval      ? dnn_cmd_eval(&o)
+		 : is_predict ? dnn_cmd_predict(&o, images, nimages)
+		 : is_export  ? dnn_cmd_export(&o, onnx_path)
+			      : dnn_cmd_train(&o);
 	dnn_runtime_shutdown();
 	if (trace_dir && dnn_trace_finish() != 0 && rc == 0)
 		rc = 1;

@@ -495,6 +495,62 @@ int dnn_graph_set_classes(dnn_graph *g, int classes, char *err, size_t errlen)
 	return infer_all(g, err, errlen);
 }
 
+/* One node as a net-file line: every key of its op written out (floats with 9 significant
+ * digits, which read back as the same float), so the line parses to the same node. */
+int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
+{
+	const dnn_node *n = &g->nodes[i];
+	const dnn_op_desc *d = dnn_op_get(n->op);
+	size_t o = 0;
+#define OUT(...)                                                                    \
+	do {                                                                        \
+		int k_ = snprintf(buf + o, o < len ? len - o : 0, __VA_ARGS__);     \
+		if (k_ < 0)                                                         \
+			return -1;                                                  \
+		o += (size_t)k_;                                                    \
+	} while (0)
+	if (len)
+		buf[0] = '\0';
+	if (n->op == DNN_OP_INPUT) {
+		OUT("input %s %d %d %d", n->name, n->C, n->H, n->W);
+	} else {
+		OUT("%s %s ", dnn_op_name(n->op), n->name);
+		for (int j = 0; j < n->ninputs; j++)
+			OUT("%s%s", j ? "," : "", g->nodes[n->inputs[j]].name);
+		for (int k = 0; k < d->nkeys; k++) {
+			const void *field = (const char *)n + d->keys[k].offset;
+			if (d->keys[k].type == 'i')
+				OUT(" %s=%d", d->keys[k].key, *(const int *)field);
+			else
+				OUT(" %s=%.9g", d->keys[k].key, (double)*(const float *)field);
+		}
+	}
+#undef OUT
+	return o < len ? (int)o : -1;
+}
+
+char *dnn_graph_to_text(const dnn_graph *g, const char *comment)
+{
+	size_t cap = 256 + (comment ? strlen(comment) : 0) + (size_t)g->nnodes * 1024, o = 0;
+	char *t = malloc(cap);
+	if (!t)
+		return NULL;
+	t[0] = '\0';
+	if (comment)
+		o += (size_t)snprintf(t, cap, "# %s\n", comment);
+	for (int i = 0; i < g->nnodes; i++) {
+		int k = dnn_graph_node_line(g, i, t + o, cap - o - 1);
+		if (k < 0) {
+			free(t);
+			return NULL;
+		}
+		o += (size_t)k;
+		t[o++] = '\n';
+		t[o] = '\0';
+	}
+	return t;
+}
+
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;

@@ -68,6 +68,14 @@ int dnn_graph_set_input_hw(dnn_graph *g, int H, int W, char *err, size_t errlen)
  * folder); re-runs shape inference. Fails when the loss's input is not such a dense layer. */
 int dnn_graph_set_classes(dnn_graph *g, int classes, char *err, size_t errlen);
 
+/* Node i as one net-file line (no newline): "conv c1 x out=6 k=5 ..." with every key of its op.
+ * Returns its length, or -1 when it does not fit in len. */
+int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len);
+/* The whole net as net-file text (after every rewrite: --input, the class count), one line per
+ * node in topological order, after an optional "# comment" line; it parses back to a net with
+ * the same fingerprint. Allocated (free()), NULL when out of memory. */
+char *dnn_graph_to_text(const dnn_graph *g, const char *comment);
+
 long long dnn_graph_params(const dnn_graph *g);
 double dnn_graph_flops_fwd(const dnn_graph *g);   // per sample
 double dnn_graph_flops_train(const dnn_graph *g); // per sample: forward + backward (~3x fwd)

@@ -35,6 +35,7 @@ typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1 } dnn_allreduce;
 typedef struct {
 	const char *cmd;          // "train" or "bench", for messages and the result line
 	const char *net;          // built-in name or .net path
+	int net_set;              // --net was given (eval/predict/export: else the checkpoint's net)
 	const char *data_dir;     // --data: fashion-mnist | synthetic | DIR
 	int synthetic;            // bench: random inputs of the net's shape, no data loading
 	int epochs;
@@ -73,8 +74,11 @@ void dnn_train_opts_default(dnn_train_opts *o);
 /* `starpu_anp nets`: every built-in net with its input, parameters and GFLOPs. No StarPU. */
 int dnn_cmd_nets(void);
 /* Loads o->net (applying --input) before StarPU starts, so net-file errors come fast and alone;
- * with print_summary, prints the per-layer summary (--summary). No StarPU. */
-int dnn_cmd_check_net(const dnn_train_opts *o, int print_summary);
+ * with print_summary, prints the per-layer summary (--summary). No StarPU. For eval, predict
+ * and export (o->cmd) it reads the checkpoint o->resume_path instead: its net, checked against
+ * --net and --input when given; o->net then becomes the checkpoint's net name when --net was
+ * not given. Returns the exit status: 0, 1 (bad file) or 2 (usage error), the line printed. */
+int dnn_cmd_check_net(dnn_train_opts *o, int print_summary);
 
 /* Start StarPU with our settings: OpenBLAS at one thread per worker, cuBLAS/cuDNN handles on
  * every CUDA worker. With use_mpi, StarPU-MPI is started too (it initialises MPI).
@@ -88,6 +92,9 @@ int dnn_cmd_train(const dnn_train_opts *o); /* train and bench */
 int dnn_cmd_eval(const dnn_train_opts *o);
 /* The top-5 classes with probabilities of each image (1 when an image could not be read). */
 int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nimages);
+/* `starpu_anp export`: the eval-mode net of checkpoint o->resume_path as an ONNX model at
+ * onnx_path (runtime/onnx_export.c). */
+int dnn_cmd_export(const dnn_train_opts *o, const char *onnx_path);
 
 /* ---------------------------------------------------------------- traces (traces/trace.h)
  * dnn_trace_setup before dnn_runtime_init: 0, or -1 with one line in err (no FxT in this

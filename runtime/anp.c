@@ -222,13 +222,11 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 {
 	char err[1024];
 	dnn_graph g;
-	if (dnn_graph_load(&g, o->net, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		return 1;
-	}
+	int orc = dnn_ckpt_open_graph(&g, o, NULL); /* the checkpoint's net, or --net for an old one */
+	if (orc != 0)
+		return orc;
 	dnn_ckpt_meta meta;
-	if (dnn_anp_prepare_graph(&g, o->input, NULL, err, sizeof(err)) != 0 ||
-	    dnn_checkpoint_read_classes(o->resume_path, &meta, err, sizeof(err)) != 0 ||
+	if (dnn_checkpoint_read_classes(o->resume_path, &meta, err, sizeof(err)) != 0 ||
 	    (meta.nclasses > 0 && dnn_graph_set_classes(&g, (int)meta.nclasses, err, sizeof(err)) != 0)) {
 		fprintf(stderr, "error: %s\n", err);
 		dnn_graph_free(&g);

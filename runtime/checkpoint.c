@@ -12,12 +12,15 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_VERSION 1u
+#define CKPT_VERSION DNN_CKPT_VERSION
 #define CKPT_PREFIX 16u                 // magic + version + header_len
 #define CKPT_HDR_FIXED 36u              // fingerprint, step, epoch, ntensors, rng, nclasses
 #define MAX_NAME 4096u                  // tensor and class names
 #define MAX_CLASSES 100000u
 #define MAX_CLASS_BYTES ((uint64_t)1 << 20) // class-name section of the header
+#define MAX_NET_BYTES (16u << 20)         // net text (as net files: graph.c)
+#define MAX_TENSORS (1u << 20)
+#define MAX_INFO_HEADER ((uint64_t)64 << 20) // read_info: the largest header it reads
 #define STAGE_FLOATS 16384              // floats converted per write/read step
 
 static const unsigned char ckpt_magic[8] = {'A', 'N', 'P', 'C', 'K', 'P', 'T', '\0'};
@@ -160,6 +163,20 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 		dnn_set_err(err, errlen, path, "bad class-name list (%u classes)", meta->nclasses);
 		return -1;
 	}
+	const uint32_t version = meta->version ? meta->version : CKPT_VERSION;
+	const size_t net_len = meta->net_text ? strlen(meta->net_text) : 0;
+	if (version != 1 && version != CKPT_VERSION) {
+		dnn_set_err(err, errlen, path, "cannot write checkpoint version %u (1 or %u)", version, CKPT_VERSION);
+		return -1;
+	}
+	if (version == 1 && net_len > 0) {
+		dnn_set_err(err, errlen, path, "a version-1 checkpoint cannot carry the net text");
+		return -1;
+	}
+	if (net_len > MAX_NET_BYTES) {
+		dnn_set_err(err, errlen, path, "net text of %zu bytes (at most %u)", net_len, MAX_NET_BYTES);
+		return -1;
+	}
 
 	// Header, built in memory.
 	bytes h = {0};
@@ -187,6 +204,10 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 			(unsigned long long)class_bytes, (unsigned long long)MAX_CLASS_BYTES);
 		free(h.p);
 		return -1;
+	}
+	if (version >= 2) {
+		b_u32(&h, (uint32_t)net_len);
+		b_put(&h, meta->net_text ? meta->net_text : "", net_len);
 	}
 	for (int i = 0; i < ntensors; i++) {
 		size_t len = strlen(tensors[i].name);
@@ -239,7 +260,7 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
 	}
 	errno = 0;
 	memcpy(pre, ckpt_magic, 8);
-	put32(pre + 8, CKPT_VERSION);
+	put32(pre + 8, version);
 	put32(pre + 12, (uint32_t)h.len);
 	if (w(f, &crc, pre, sizeof(pre)) || w(f, &crc, h.p, h.len))
 		goto write_err;
@@ -313,11 +334,12 @@ out:
 
 /* ------------------------------------------------------------------ load */
 
-/* Parses and checks the header against the caller's tensors; fills *names (allocated) only
- * when names != NULL and everything matched. */
-static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen,
+/* Parses and checks the header of a checkpoint of this version against the caller's tensors
+ * (ntensors < 0: any tensors, their payload bytes into *payload). With alloc, fills
+ * got->class_names and got->net_text (allocated) once everything matched. */
+static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen, uint32_t version,
 			const dnn_ckpt_meta *want, const dnn_ckpt_tensor *tensors, int ntensors,
-			dnn_ckpt_meta *got, char ***names, char *err, size_t errlen)
+			dnn_ckpt_meta *got, int alloc, uint64_t *payload, char *err, size_t errlen)
 {
 	uint64_t o = 0;
 #define NEED(nb, what)                                                                            \
@@ -334,16 +356,23 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 	uint32_t nt = get32(hp + 20);
 	got->rng_state = get64(hp + 24);
 	got->nclasses = get32(hp + 32);
+	got->class_names = NULL;
+	got->net_text = NULL;
+	got->version = version;
 	o = CKPT_HDR_FIXED;
-	if (want->net_fingerprint != 0 && got->net_fingerprint != want->net_fingerprint) {
+	if (want && want->net_fingerprint != 0 && got->net_fingerprint != want->net_fingerprint) {
 		dnn_set_err(err, errlen, path,
 			"checkpoint is for another net (fingerprint %016llx, this net is %016llx)",
 			(unsigned long long)got->net_fingerprint,
 			(unsigned long long)want->net_fingerprint);
 		return -1;
 	}
-	if (nt != (uint32_t)ntensors) {
+	if (ntensors >= 0 && nt != (uint32_t)ntensors) {
 		dnn_set_err(err, errlen, path, "checkpoint holds %u tensors, this net has %d", nt, ntensors);
+		return -1;
+	}
+	if (nt > MAX_TENSORS) {
+		dnn_set_err(err, errlen, path, "absurd tensor count %u (corrupt header)", nt);
 		return -1;
 	}
 	if (got->nclasses > MAX_CLASSES) {
@@ -367,16 +396,49 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 		}
 		o += len;
 	}
-	for (int i = 0; i < ntensors; i++) {
+	uint64_t net_off = 0;
+	uint32_t net_len = 0;
+	if (version >= 2) {
+		NEED(4, "the net text's length");
+		net_len = get32(hp + o);
+		o += 4;
+		if (net_len > MAX_NET_BYTES) {
+			dnn_set_err(err, errlen, path, "net text of %u bytes (at most %u; corrupt header)", net_len,
+				MAX_NET_BYTES);
+			return -1;
+		}
+		NEED(net_len, "the net text");
+		if (memchr(hp + o, '\0', net_len)) {
+			dnn_set_err(err, errlen, path, "the net text contains a NUL byte (corrupt header)");
+			return -1;
+		}
+		net_off = o;
+		o += net_len;
+	}
+	uint64_t total = 0;
+	for (uint32_t i = 0; i < nt; i++) {
 		NEED(4, "a tensor name");
 		uint32_t len = get32(hp + o);
 		o += 4;
 		if (len > MAX_NAME) {
-			dnn_set_err(err, errlen, path, "tensor %d name is %u bytes long (corrupt header)", i, len);
+			dnn_set_err(err, errlen, path, "tensor %u name is %u bytes long (corrupt header)", i, len);
 			return -1;
 		}
 		NEED((uint64_t)len + 8, "a tensor entry");
 		const char *name = (const char *)hp + o;
+		o += len;
+		uint64_t n = get64(hp + o);
+		o += 8;
+		if (ntensors < 0) {
+			uint64_t b;
+			if (__builtin_mul_overflow(n, 4, &b) || __builtin_add_overflow(total, b, &total) ||
+			    total > (UINT64_MAX >> 2)) {
+				dnn_set_err(err, errlen, path, "tensor %u is absurdly large (%llu values; corrupt header)", i,
+					(unsigned long long)n);
+				return -1;
+			}
+			continue;
+		}
 		size_t wl = strlen(tensors[i].name);
 		if (len != wl || memcmp(name, tensors[i].name, wl) != 0) {
 			// The name comes from the file: show at most 64 bytes, printable ones only.
@@ -385,13 +447,10 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 			for (; k < len && k < 64; k++)
 				shown[k] = name[k] >= 0x20 && name[k] < 0x7f ? name[k] : '?';
 			strcpy(shown + k, len > 64 ? "..." : "");
-			dnn_set_err(err, errlen, path, "tensor %d is \"%s\" in the checkpoint, this net has \"%s\"",
+			dnn_set_err(err, errlen, path, "tensor %u is \"%s\" in the checkpoint, this net has \"%s\"",
 				i, shown, tensors[i].name);
 			return -1;
 		}
-		o += len;
-		uint64_t n = get64(hp + o);
-		o += 8;
 		if (n != tensors[i].n) {
 			dnn_set_err(err, errlen, path, "tensor \"%s\" has %llu values in the checkpoint, this net has %llu",
 				tensors[i].name, (unsigned long long)n, (unsigned long long)tensors[i].n);
@@ -404,14 +463,26 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 		return -1;
 	}
 #undef NEED
-	if (!names)
+	if (payload)
+		*payload = total;
+	if (!alloc)
 		return 0;
-	*names = NULL;
+	if (net_len > 0) {
+		got->net_text = malloc((size_t)net_len + 1);
+		if (!got->net_text) {
+			dnn_set_err(err, errlen, path, "out of memory");
+			return -1;
+		}
+		memcpy(got->net_text, hp + net_off, net_len);
+		got->net_text[net_len] = '\0';
+	}
 	if (got->nclasses == 0)
 		return 0;
 	char **nm = calloc(got->nclasses, sizeof(char *));
 	if (!nm) {
 		dnn_set_err(err, errlen, path, "out of memory");
+		free(got->net_text);
+		got->net_text = NULL;
 		return -1;
 	}
 	o = class_off;
@@ -423,6 +494,8 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 			for (uint32_t j = 0; j < i; j++)
 				free(nm[j]);
 			free(nm);
+			free(got->net_text);
+			got->net_text = NULL;
 			dnn_set_err(err, errlen, path, "out of memory");
 			return -1;
 		}
@@ -430,7 +503,7 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 		nm[i][len] = '\0';
 		o += len;
 	}
-	*names = nm;
+	got->class_names = nm;
 	return 0;
 }
 
@@ -506,12 +579,14 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 		return -1;
 	}
 	uint32_t version = get32(pre + 8), hlen = get32(pre + 12);
-	if (version != CKPT_VERSION) {
-		dnn_set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)",
+	if (version != 1 && version != CKPT_VERSION) {
+		dnn_set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads 1 and %u)",
 			version, CKPT_VERSION);
 		fclose(f);
 		return -1;
 	}
+	if (version >= 2)
+		hdr_cap += 4 + MAX_NET_BYTES;
 	if (hlen < CKPT_HDR_FIXED || hlen > hdr_cap || CKPT_PREFIX + (uint64_t)hlen + 4 > size) {
 		dnn_set_err(err, errlen, path,
 			"header length %u out of bounds (file is %llu bytes; corrupt or truncated)",
@@ -533,7 +608,7 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 		int r = read_all(f, path, hp, hlen, err, errlen);
 		fclose(f);
 		if (r == 0 &&
-		    parse_header(path, hp, hlen, meta, tensors, ntensors, &got, NULL, err, errlen) == 0)
+		    parse_header(path, hp, hlen, version, meta, tensors, ntensors, &got, 0, NULL, err, errlen) == 0)
 			dnn_set_err(err, errlen, path,
 				"file is %llu bytes, a checkpoint of these tensors is %llu (truncated or corrupt)",
 				(unsigned long long)size, (unsigned long long)want_size);
@@ -574,8 +649,7 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 		free(buf);
 		return -1;
 	}
-	char **names = NULL;
-	if (parse_header(path, buf + CKPT_PREFIX, hlen, meta, tensors, ntensors, &got, &names, err,
+	if (parse_header(path, buf + CKPT_PREFIX, hlen, version, meta, tensors, ntensors, &got, 1, NULL, err,
 			 errlen) != 0) {
 		free(buf);
 		return -1;
@@ -595,13 +669,19 @@ int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_te
 	meta->epoch = got.epoch;
 	meta->rng_state = got.rng_state;
 	meta->nclasses = got.nclasses;
-	meta->class_names = names;
+	meta->class_names = got.class_names;
+	meta->net_text = got.net_text;
+	meta->version = version;
 	return 0;
 }
 
 void dnn_ckpt_free_names(dnn_ckpt_meta *meta)
 {
-	if (!meta || !meta->class_names)
+	if (!meta)
+		return;
+	free(meta->net_text);
+	meta->net_text = NULL;
+	if (!meta->class_names)
 		return;
 	for (uint32_t i = 0; i < meta->nclasses; i++)
 		free(meta->class_names[i]);
@@ -610,9 +690,9 @@ void dnn_ckpt_free_names(dnn_ckpt_meta *meta)
 	meta->nclasses = 0;
 }
 
-/* ------------------------------------------------------------------ class names only */
+/* ------------------------------------------------------------------ header only */
 
-int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err, size_t errlen)
+int dnn_checkpoint_read_info(const char *path, dnn_ckpt_meta *meta, int verify, char *err, size_t errlen)
 {
 	if (err && errlen)
 		err[0] = '\0';
@@ -627,13 +707,17 @@ int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err
 		return -1;
 	}
 	struct stat st;
-	unsigned char pre[CKPT_PREFIX], *hp = NULL;
+	unsigned char pre[CKPT_PREFIX], *hp = NULL, *blk = NULL;
 	int rc = -1;
 	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		dnn_set_err(err, errlen, path, "not a regular file");
+		dnn_set_err(err, errlen, path, S_ISDIR(st.st_mode) ? "is a directory, not a checkpoint" : "not a regular file");
 		goto out;
 	}
 	uint64_t size = (uint64_t)st.st_size;
+	if (size == 0) {
+		dnn_set_err(err, errlen, path, "empty file (not a checkpoint)");
+		goto out;
+	}
 	if (size < CKPT_PREFIX + CKPT_HDR_FIXED + 4) {
 		dnn_set_err(err, errlen, path, "too short for a checkpoint (%llu bytes)", (unsigned long long)size);
 		goto out;
@@ -645,64 +729,75 @@ int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err
 		goto out;
 	}
 	uint32_t version = get32(pre + 8), hlen = get32(pre + 12);
-	if (version != CKPT_VERSION) {
-		dnn_set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads %u)", version,
-			CKPT_VERSION);
+	if (version != 1 && version != CKPT_VERSION) {
+		dnn_set_err(err, errlen, path, "checkpoint version %u is not supported (this build reads 1 and %u)",
+			version, CKPT_VERSION);
 		goto out;
 	}
-	if (hlen < CKPT_HDR_FIXED || CKPT_PREFIX + (uint64_t)hlen + 4 > size) {
-		dnn_set_err(err, errlen, path, "header length %u out of bounds (corrupt or truncated)", hlen);
+	if (hlen < CKPT_HDR_FIXED || hlen > MAX_INFO_HEADER || CKPT_PREFIX + (uint64_t)hlen + 4 > size) {
+		dnn_set_err(err, errlen, path,
+			"header length %u out of bounds (file is %llu bytes; corrupt or truncated)", hlen,
+			(unsigned long long)size);
 		goto out;
 	}
-	// Only the fixed fields and the class names are needed: never read more than they can take.
-	uint64_t want = hlen < CKPT_HDR_FIXED + 4 * (uint64_t)MAX_CLASSES + MAX_CLASS_BYTES
-				? hlen
-				: CKPT_HDR_FIXED + 4 * (uint64_t)MAX_CLASSES + MAX_CLASS_BYTES;
-	hp = malloc((size_t)want);
+	hp = malloc(hlen);
 	if (!hp) {
 		dnn_set_err(err, errlen, path, "out of memory");
 		goto out;
 	}
-	if (read_all(f, path, hp, (size_t)want, err, errlen) != 0)
+	if (read_all(f, path, hp, hlen, err, errlen) != 0)
 		goto out;
-	uint32_t n = get32(hp + 32);
-	if (n > MAX_CLASSES) {
-		dnn_set_err(err, errlen, path, "absurd class count %u (corrupt header)", n);
+	uint64_t payload = 0;
+	dnn_ckpt_meta got;
+	if (parse_header(path, hp, hlen, version, NULL, NULL, -1, &got, 1, &payload, err, errlen) != 0)
 		goto out;
-	}
-	meta->net_fingerprint = get64(hp);
-	meta->step = get64(hp + 8);
-	meta->epoch = get32(hp + 16);
-	meta->rng_state = get64(hp + 24);
-	if (n > 0) {
-		meta->class_names = calloc(n, sizeof(char *));
-		if (!meta->class_names) {
-			dnn_set_err(err, errlen, path, "out of memory");
-			goto out;
-		}
-		meta->nclasses = n;
-	}
-	uint64_t o = CKPT_HDR_FIXED;
-	for (uint32_t i = 0; i < n; i++) {
-		uint32_t len = want - o >= 4 ? get32(hp + o) : UINT32_MAX;
-		if (len > MAX_NAME || want - o - 4 < len || memchr(hp + o + 4, '\0', len)) {
-			dnn_set_err(err, errlen, path, "class name %u is corrupt", i);
+	*meta = got;
+	if (verify) {
+		uint64_t want = CKPT_PREFIX + (uint64_t)hlen + payload + 4;
+		if (size != want) {
+			dnn_set_err(err, errlen, path,
+				"file is %llu bytes, its header describes %llu (truncated or corrupt)",
+				(unsigned long long)size, (unsigned long long)want);
 			dnn_ckpt_free_names(meta);
 			goto out;
 		}
-		meta->class_names[i] = malloc((size_t)len + 1);
-		if (!meta->class_names[i]) {
+		uLong crc = crc32(0L, Z_NULL, 0);
+		crc = crc32(crc, pre, sizeof(pre));
+		crc = crc32(crc, hp, hlen);
+		const size_t B = 1 << 20;
+		if (!(blk = malloc(B))) {
 			dnn_set_err(err, errlen, path, "out of memory");
 			dnn_ckpt_free_names(meta);
 			goto out;
 		}
-		memcpy(meta->class_names[i], hp + o + 4, len);
-		meta->class_names[i][len] = '\0';
-		o += 4 + (uint64_t)len;
+		for (uint64_t left = payload; left > 0;) {
+			size_t k = left > B ? B : (size_t)left;
+			if (read_all(f, path, blk, k, err, errlen) != 0) {
+				dnn_ckpt_free_names(meta);
+				goto out;
+			}
+			crc = crc32(crc, blk, (uInt)k);
+			left -= k;
+		}
+		if (read_all(f, path, blk, 4, err, errlen) != 0) {
+			dnn_ckpt_free_names(meta);
+			goto out;
+		}
+		if ((uint32_t)crc != get32(blk)) {
+			dnn_set_err(err, errlen, path, "checksum mismatch (file is corrupt or truncated)");
+			dnn_ckpt_free_names(meta);
+			goto out;
+		}
 	}
 	rc = 0;
 out:
 	free(hp);
+	free(blk);
 	fclose(f);
 	return rc;
+}
+
+int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err, size_t errlen)
+{
+	return dnn_checkpoint_read_info(path, meta, 0, err, errlen);
 }

@@ -1,9 +1,13 @@
 /* checkpoint.h — model checkpoints, written atomically.
  *
- * Format (little-endian), version 1:
+ * Format (little-endian), version 2:
  *   magic "ANPCKPT\0" (8 bytes) | u32 version | u32 header_len | header | payload | u32 crc32
  *   header: u64 net_fingerprint, u64 step, u32 epoch, u32 ntensors, u64 rng_state,
- *           u32 nclasses, class names (u32 len + bytes each), per tensor: u32 name_len, name, u64 n
+ *           u32 nclasses, class names (u32 len + bytes each),
+ *           u32 net_len, net text (net_len bytes, no NUL; 0 = none): the net file that rebuilds
+ *           the model, after every rewrite (graph.h dnn_graph_to_text),
+ *           per tensor: u32 name_len, name, u64 n
+ *   Version 1 is the same without net_len and the net text; it still loads (net_text NULL).
  *   payload: for each tensor, n float32 values (parameters, then optimiser momentum, then
  *            batch-norm running statistics — whatever the caller registers, in order)
  *   crc32 (zlib) covers everything before it.
@@ -30,7 +34,10 @@ typedef struct {
 	uint64_t rng_state;
 	uint32_t nclasses;        // 0, or number of class names
 	char **class_names;       // on load: allocated (free with dnn_ckpt_free_names)
+	char *net_text;           // NULL or the net file text; on load: allocated (dnn_ckpt_free_names)
+	uint32_t version;         // save: 0 = current (2), or 1 (no net text); load: the file's
 } dnn_ckpt_meta;
+#define DNN_CKPT_VERSION 2u
 
 int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_ckpt_tensor *tensors,
 			int ntensors, char *err, size_t errlen);
@@ -38,8 +45,14 @@ int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_c
  * the file's fingerprint equals meta->net_fingerprint as passed in (0 = do not check). */
 int dnn_checkpoint_load(const char *path, dnn_ckpt_meta *meta, const dnn_ckpt_tensor *tensors,
 			int ntensors, char *err, size_t errlen);
+/* Frees what a load allocated: the class names and the net text. */
 void dnn_ckpt_free_names(dnn_ckpt_meta *meta);
-/* Reads only the header's fixed fields and class names (no CRC check, no tensors): what predict
- * needs to shape the net before loading. The full dnn_checkpoint_load still verifies the file. */
+/* Reads the header alone, whatever tensors it lists: the fixed fields, class names, version
+ * and net text into meta (free with dnn_ckpt_free_names). With verify, also checks that the file
+ * is as long as its header says and its CRC: a 0 then means dnn_checkpoint_load can fail only on
+ * a mismatch with the caller's tensors. What eval/predict/export read to rebuild the net. */
+int dnn_checkpoint_read_info(const char *path, dnn_ckpt_meta *meta, int verify, char *err, size_t errlen);
+/* dnn_checkpoint_read_info without verify (the header only, no CRC check): what --resume and
+ * predict read before loading; the full dnn_checkpoint_load still verifies the file. */
 int dnn_checkpoint_read_classes(const char *path, dnn_ckpt_meta *meta, char *err, size_t errlen);
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anp.h"
 #include "checkpoint.h"
 
 /* The model's tensors in checkpoint order; names[] holds the composed names (cap entries, NULL
@@ -66,9 +67,22 @@ int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch
 	int cap, n = model_tensors(m, &t, &names, &cap, path, err, errlen);
 	if (n < 0)
 		return -1;
+	char comment[400];
+	snprintf(comment, sizeof(comment), "net %s, as trained (written by starpu_anp into checkpoints)",
+		 m->g->source);
+	for (char *c = comment; *c; c++) /* one comment line, whatever the source's name holds */
+		if (*c == '\n' || *c == '\r' || (unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			*c = '?';
+	char *net_text = dnn_graph_to_text(m->g, comment);
+	if (!net_text) {
+		snprintf(err, errlen, "%s: out of memory for the net's text", path);
+		free(t);
+		free_names(names, cap);
+		return -1;
+	}
 	dnn_ckpt_meta meta = {.net_fingerprint = dnn_graph_fingerprint(m->g), .step = step, .epoch = epoch,
 			      .rng_state = seed, .nclasses = m->class_names ? (uint32_t)m->g->classes : 0,
-			      .class_names = m->class_names};
+			      .class_names = m->class_names, .net_text = net_text};
 	int rc = 0;
 	/* An update can make the parameters non-finite a step before the loss shows it: never let
 	 * such a state replace the last good checkpoint (it could not be resumed). */
@@ -83,6 +97,7 @@ int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch
 			}
 	if (rc == 0)
 		rc = dnn_checkpoint_save(path, &meta, t, n, err, errlen);
+	free(net_text);
 	free(t);
 	free_names(names, cap);
 	return rc;
@@ -153,4 +168,132 @@ int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epo
 	free(t);
 	free_names(names, cap);
 	return rc;
+}
+
+/* ---------------------------------------------------------------- the net of a checkpoint */
+
+/* "resnet18" from the comment line "# net resnet18.net, as trained ..." (else "checkpoint"). */
+static void net_name_of(const char *text, char *name, size_t len)
+{
+	snprintf(name, len, "checkpoint");
+	if (strncmp(text, "# net ", 6) != 0)
+		return;
+	const char *b = text + 6, *e = b;
+	while (*e && *e != ',' && *e != '\n' && *e != ' ')
+		e++;
+	const char *slash = b;
+	for (const char *c = b; c < e; c++)
+		if (*c == '/')
+			slash = c + 1;
+	size_t n = (size_t)(e - slash);
+	if (n > 4 && !strncmp(e - 4, ".net", 4))
+		n -= 4;
+	if (n > 0 && n < len)
+		snprintf(name, len, "%.*s", (int)n, slash);
+}
+
+/* The first node line where a and b differ: 0 when none. */
+static int first_difference(const dnn_graph *a, const dnn_graph *b, char *la, char *lb, size_t len)
+{
+	int n = a->nnodes > b->nnodes ? a->nnodes : b->nnodes;
+	for (int i = 0; i < n; i++) {
+		snprintf(la, len, "(no node)");
+		snprintf(lb, len, "(no node)");
+		if (i < a->nnodes)
+			dnn_graph_node_line(a, i, la, len);
+		if (i < b->nnodes)
+			dnn_graph_node_line(b, i, lb, len);
+		if (strcmp(la, lb) != 0)
+			return i + 1;
+	}
+	return 0;
+}
+
+int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t namelen, char *err, size_t errlen)
+{
+	const char *path = o->resume_path;
+	dnn_ckpt_meta info;
+	if (name && namelen)
+		snprintf(name, namelen, "%s", o->net);
+	if (dnn_checkpoint_read_info(path, &info, 1, err, errlen) != 0)
+		return 1;
+	if (!info.net_text) { /* version 1: the net comes from --net and --input, as before */
+		uint32_t v = info.version;
+		dnn_ckpt_free_names(&info);
+		if (!o->net_set) {
+			snprintf(err, errlen, "--checkpoint %s: a version-%u checkpoint does not carry its net: give the --net "
+				 "(and --input) it was trained with", path, v);
+			return 2;
+		}
+		if (dnn_graph_load(g, o->net, err, errlen) != 0)
+			return 1;
+		if (o->input && dnn_graph_set_input_hw(g, o->input, o->input, err, errlen) != 0) {
+			dnn_graph_free(g);
+			return 1;
+		}
+		return 0;
+	}
+	char src[300], perr[512];
+	snprintf(src, sizeof(src), "%s (its net)", path);
+	if (dnn_graph_parse(g, info.net_text, src, perr, sizeof(perr)) != 0) {
+		snprintf(err, errlen, "%s", perr);
+		dnn_ckpt_free_names(&info);
+		return 1;
+	}
+	if (name && namelen && !o->net_set)
+		net_name_of(info.net_text, name, namelen);
+	dnn_ckpt_free_names(&info);
+	const dnn_node *in = &g->nodes[0];
+	if (o->input && (o->input != in->H || o->input != in->W)) {
+		snprintf(err, errlen, "--input %d: %s was trained at %dx%d (leave --input out: the checkpoint carries its net)",
+			 o->input, path, in->H, in->W);
+		dnn_graph_free(g);
+		return 2;
+	}
+	if (!o->net_set)
+		return 0;
+	/* --net given: it must be the checkpoint's net, once given the checkpoint's input size and
+	 * class count (the rewrites that --input and an image folder make). */
+	dnn_graph u;
+	if (dnn_graph_load(&u, o->net, err, errlen) != 0) {
+		dnn_graph_free(g);
+		return 1;
+	}
+	char la[1100], lb[1100], e2[512];
+	int rc = 0;
+	if (u.nodes[0].C == in->C && (u.nodes[0].H != in->H || u.nodes[0].W != in->W) &&
+	    dnn_graph_set_input_hw(&u, in->H, in->W, e2, sizeof(e2)) != 0)
+		rc = 2;
+	if (rc == 0 && u.classes != g->classes && dnn_graph_set_classes(&u, g->classes, e2, sizeof(e2)) != 0)
+		rc = 2;
+	int line = rc == 0 ? first_difference(g, &u, la, lb, sizeof(la)) : 0;
+	if (rc != 0)
+		snprintf(err, errlen, "--net %s is not the net of %s (it cannot take its %dx%dx%d input and %d classes: %s)",
+			 o->net, path, in->C, in->H, in->W, g->classes, e2);
+	else if (line > 0) {
+		snprintf(err, errlen, "--net %s is not the net of %s: node %d is '%s' in --net, '%s' in the checkpoint "
+			 "(leave --net out: the checkpoint carries its net)", o->net, path, line, lb, la);
+		rc = 2;
+	}
+	dnn_graph_free(&u);
+	if (rc != 0)
+		dnn_graph_free(g);
+	return rc;
+}
+
+int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_dir)
+{
+	char err[2600];
+	int rc = dnn_ckpt_open_net(g, o, NULL, 0, err, sizeof(err));
+	if (rc != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return rc;
+	}
+	/* An image folder's classes (a mismatch with the checkpoint is dnn_model_load's to report). */
+	if (dnn_anp_prepare_graph(g, 0, data_dir, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_graph_free(g);
+		return 1;
+	}
+	return 0;
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "starpu_anp.h"
 
 /* Write m (parameters, momentum, batch-norm running statistics, input normalisation, class names)
  * with step, epoch and the run's seed (the checkpoint's rng_state). Refuses (-1, err) a model
@@ -18,4 +19,16 @@ int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch
  * Returns 0, or -1 with one line in err. */
 int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epoch, uint64_t *seed, char *err,
 		   size_t errlen);
+
+/* The net of checkpoint o->resume_path, for eval, predict and export. A checkpoint of version 2
+ * carries it (every rewrite included): then --net and --input are optional, and given, they must
+ * agree with it (--net once sized to the checkpoint's input and classes). A version-1 checkpoint
+ * needs --net (and --input), as before. The file is verified (size, CRC) first. name (may be
+ * NULL) gets the net's name for result lines: --net's, or the one the checkpoint records.
+ * Returns 0, 1 (runtime error: bad file) or 2 (usage error: missing or disagreeing --net or
+ * --input), with one line in err. */
+int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t namelen, char *err, size_t errlen);
+/* dnn_ckpt_open_net, then an image folder's class count (data_dir, may be NULL); prints the
+ * error line itself and returns the exit status (0, 1 or 2). */
+int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_dir);
 #endif

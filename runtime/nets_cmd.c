@@ -1,8 +1,10 @@
 /* nets_cmd.c — the commands that only read nets, before (or without) StarPU: `starpu_anp nets`
  * and the net check (and --summary) that runs before StarPU starts. Declared in starpu_anp.h. */
 #include <stdio.h>
+#include <string.h>
 
 #include "graph.h"
+#include "model_ckpt.h"
 #include "starpu_anp.h"
 
 int dnn_cmd_nets(void)
@@ -22,10 +24,22 @@ int dnn_cmd_nets(void)
 	return 0;
 }
 
-int dnn_cmd_check_net(const dnn_train_opts *o, int print_summary)
+int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 {
 	dnn_graph g;
 	char err[512];
+	if (o->resume_path && (!strcmp(o->cmd, "eval") || !strcmp(o->cmd, "predict") || !strcmp(o->cmd, "export"))) {
+		static char name[256];
+		char cerr[2600];
+		int rc = dnn_ckpt_open_net(&g, o, name, sizeof(name), cerr, sizeof(cerr));
+		if (rc != 0) {
+			fprintf(stderr, "error: %s\n", cerr);
+			return rc;
+		}
+		dnn_graph_free(&g);
+		o->net = name;
+		return 0;
+	}
 	if (dnn_graph_load(&g, o->net, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return 1;

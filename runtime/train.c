@@ -640,8 +640,9 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 	dnn_dataset test = {0};
 	dnn_model m;
 	int rc = 1, have_model = 0;
-	if (open_graph(&g, o, o->data_dir) != 0)
-		return 1;
+	if ((rc = dnn_ckpt_open_graph(&g, o, o->data_dir)) != 0) /* the checkpoint's net (model_ckpt.h) */
+		return rc;
+	rc = 1;
 	if (dnn_data_load(o, &g, 0, &test) != 0)
 		goto out;
 	if (dnn_model_create(&m, &g, o->seed, err, sizeof(err)) != 0) {

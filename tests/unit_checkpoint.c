@@ -1,6 +1,8 @@
 /* unit_checkpoint.c — checkpoint save/load round trip, atomic overwrite (no temporary files left,
  * the old checkpoint intact when a save fails), and rejection of truncated, corrupt, foreign and
- * absurd files with one clean line and the caller's buffers untouched. */
+ * absurd files with one clean line and the caller's buffers untouched. Format version 2 carries
+ * the net text; version-1 files still load; dnn_checkpoint_read_info reads and verifies the
+ * header alone. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <ftw.h>
@@ -9,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "checkpoint.h"
 #include "test_util.h"
@@ -20,6 +23,7 @@ static char tmpdir[4096];
 static const char *names[NT] = {"c1.weight", "c1.bias", "empty", "c1.weight.momentum"};
 static const uint64_t lens[NT] = {3000, 10, 0, 3000};
 static char *classes[3] = {"cat", "", "a class name with spaces"};
+static char net[] = "# net tiny.net\ninput x 1 8 8\ndense h x out=3\nsoftmax_xent loss h\n";
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -50,7 +54,8 @@ static void free_tensors(float **store)
 static dnn_ckpt_meta make_meta(uint64_t fp)
 {
 	return (dnn_ckpt_meta){.net_fingerprint = fp, .step = 12345678901ull, .epoch = 7,
-			       .rng_state = 0xfeedfacecafebeefull, .nclasses = 3, .class_names = classes};
+			       .rng_state = 0xfeedfacecafebeefull, .nclasses = 3, .class_names = classes,
+			       .net_text = net};
 }
 
 static void path_in_tmp(char *out, size_t n, const char *name)
@@ -123,7 +128,7 @@ static void expect_reject(const char *what, const char *path, const dnn_ckpt_ten
 	TEST_CHECK(strchr(err, '\n') == NULL, "%s: err is more than one line", what);
 	TEST_CHECK(want == NULL || strstr(err, want), "%s: err lacks \"%s\"", what, want);
 	TEST_CHECK(m.net_fingerprint == fp && m.step == 99 && m.epoch == 98 && m.rng_state == 97 &&
-			   m.nclasses == 0 && m.class_names == NULL,
+			   m.nclasses == 0 && m.class_names == NULL && m.net_text == NULL,
 		   "%s: meta was modified", what);
 	int touched = 0;
 	for (int i = 0; i < nt && i < NT; i++)
@@ -160,11 +165,13 @@ static void test_round_trip(const char *ck)
 	TEST_CHECK(rc != 0 || (l.net_fingerprint == FP && l.step == m.step && l.epoch == m.epoch &&
 			       l.rng_state == m.rng_state && l.nclasses == 3),
 		   "meta differs after load");
+	TEST_CHECK(rc != 0 || (l.version == DNN_CKPT_VERSION && l.net_text && strcmp(l.net_text, net) == 0),
+		   "version %u / net text '%s' after load", l.version, l.net_text ? l.net_text : "(null)");
 	for (uint32_t i = 0; rc == 0 && i < l.nclasses && l.nclasses == 3; i++)
 		TEST_CHECK(l.class_names && strcmp(l.class_names[i], classes[i]) == 0,
 			   "class name %u differs", i);
 	dnn_ckpt_free_names(&l);
-	TEST_CHECK(l.class_names == NULL && l.nclasses == 0, "free_names resets meta");
+	TEST_CHECK(l.class_names == NULL && l.nclasses == 0 && l.net_text == NULL, "free_names resets meta");
 	dnn_ckpt_free_names(&l);
 
 	// Fingerprint 0 on load means "do not check" and reports the file's fingerprint.
@@ -345,6 +352,136 @@ static void test_rejects(const char *ck)
 	free_tensors(s);
 }
 
+/* Rewrites the CRC trailer of a file image of n bytes. */
+static void fix_crc(unsigned char *b, size_t n)
+{
+	uLong c = crc32(0L, Z_NULL, 0);
+	c = crc32(c, b, (uInt)(n - 4));
+	for (int i = 0; i < 4; i++)
+		b[n - 4 + (size_t)i] = (unsigned char)(c >> (8 * i));
+}
+
+/* read_info on a file expected to be rejected: one line naming the file, meta left empty. */
+static void expect_info_reject(const char *what, const char *path, const char *want)
+{
+	dnn_ckpt_meta m;
+	char err[512];
+	int rc = dnn_checkpoint_read_info(path, &m, 1, err, sizeof(err));
+	printf("%-28s -> %s\n", what, err);
+	TEST_CHECK(rc == -1, "%s: read_info rc %d, want -1", what, rc);
+	TEST_CHECK(err[0] && strstr(err, path) == err && !strchr(err, '\n'), "%s: read_info err '%s'", what, err);
+	TEST_CHECK(want == NULL || strstr(err, want), "%s: read_info err lacks \"%s\"", what, want);
+	TEST_CHECK(m.net_text == NULL && m.class_names == NULL, "%s: read_info left allocations", what);
+}
+
+/* Version 2 with and without the net text, version 1 (no net text: an older starpu_anp's file),
+ * read_info, and a damaged net text. */
+static void test_versions(const char *ck)
+{
+	float *s[NT], *d[NT];
+	dnn_ckpt_tensor t[NT], td[NT];
+	make_tensors(t, s, 2.0f);
+	make_tensors(td, d, -3.0f);
+	char err[512], bad[4300];
+	path_in_tmp(bad, sizeof(bad), "bad2.ckpt");
+
+	// read_info: the header alone, verified.
+	dnn_ckpt_meta m = make_meta(FP), info;
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, t, NT, err, sizeof(err)) == 0, "save: %s", err);
+	int rc = dnn_checkpoint_read_info(ck, &info, 1, err, sizeof(err));
+	TEST_CHECK(rc == 0, "read_info: %s", err);
+	TEST_CHECK(rc != 0 || (info.version == 2 && info.net_fingerprint == FP && info.step == m.step &&
+			       info.nclasses == 3 && !strcmp(info.class_names[2], classes[2]) && info.net_text &&
+			       !strcmp(info.net_text, net)),
+		   "read_info fields");
+	dnn_ckpt_free_names(&info);
+	TEST_CHECK(dnn_checkpoint_read_classes(ck, &info, err, sizeof(err)) == 0 && info.net_text &&
+			   !strcmp(info.net_text, net),
+		   "read_classes: %s", err);
+	dnn_ckpt_free_names(&info);
+
+	size_t n = 0;
+	unsigned char *good = slurp(ck, &n);
+	TEST_CHECK(good != NULL, "read back");
+	if (!good)
+		return;
+	good[n - 50] ^= 4; // payload: read_info's CRC catches it
+	spit(bad, good, n);
+	good[n - 50] ^= 4;
+	expect_info_reject("info: payload bit", bad, "checksum mismatch");
+	spit(bad, good, n - 7);
+	expect_info_reject("info: truncated", bad, "truncated");
+	spit(bad, good, n / 2);
+	expect_info_reject("info: half", bad, NULL);
+	// A NUL inside the net text, CRC fixed: the header parser refuses it.
+	unsigned char *nt = memmem(good, n, "dense h", 7);
+	TEST_CHECK(nt != NULL, "net text in the file");
+	if (nt) {
+		nt[3] = 0;
+		fix_crc(good, n);
+		spit(bad, good, n);
+		expect_reject("NUL in the net text", bad, t, NT, FP, "NUL");
+		expect_info_reject("info: NUL in the net text", bad, "NUL");
+		nt[3] = 's';
+		fix_crc(good, n);
+	}
+	// An absurd net-text length (CRC fixed).
+	size_t lo = (size_t)(nt ? nt - good : 0);
+	unsigned char *len_at = NULL;
+	for (size_t o = 16; nt && o + 4 <= lo; o++) { // the u32 right before the text
+		uint32_t v = (uint32_t)good[o] | (uint32_t)good[o + 1] << 8 | (uint32_t)good[o + 2] << 16 |
+			     (uint32_t)good[o + 3] << 24;
+		if (v == strlen(net) && !memcmp(good + o + 4, "# net", 5))
+			len_at = good + o;
+	}
+	TEST_CHECK(len_at != NULL, "net text length field");
+	if (len_at) {
+		unsigned char keep[4];
+		memcpy(keep, len_at, 4);
+		memset(len_at, 0xff, 4);
+		fix_crc(good, n);
+		spit(bad, good, n);
+		expect_reject("net text length 0xffffffff", bad, t, NT, FP, "net text");
+		expect_info_reject("info: net text length", bad, "net text");
+		memcpy(len_at, keep, 4);
+		fix_crc(good, n);
+	}
+	free(good);
+
+	// No net text: version 2 with an empty section.
+	m.net_text = NULL;
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, t, NT, err, sizeof(err)) == 0, "save without net: %s", err);
+	dnn_ckpt_meta l = {.net_fingerprint = FP};
+	TEST_CHECK(dnn_checkpoint_load(ck, &l, td, NT, err, sizeof(err)) == 0 && l.version == 2 && l.net_text == NULL,
+		   "load without net: %s", err);
+	dnn_ckpt_free_names(&l);
+
+	// Version 1: written as an older build did; loads, with no net text; refuses a net text.
+	m.version = 1;
+	m.net_text = net;
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, t, NT, err, sizeof(err)) == -1 && strstr(err, "version-1"),
+		   "version 1 with a net text: '%s'", err);
+	m.net_text = NULL;
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, t, NT, err, sizeof(err)) == 0, "save version 1: %s", err);
+	unsigned char *v1 = slurp(ck, &n);
+	TEST_CHECK(v1 && v1[8] == 1 && v1[9] == 0, "version-1 file's version field");
+	free(v1);
+	l = (dnn_ckpt_meta){.net_fingerprint = FP};
+	rc = dnn_checkpoint_load(ck, &l, td, NT, err, sizeof(err));
+	TEST_CHECK(rc == 0 && l.version == 1 && l.net_text == NULL && l.nclasses == 3, "load version 1: %s", err);
+	for (int i = 0; i < NT && rc == 0; i++)
+		TEST_CHECK(memcmp(s[i], d[i], lens[i] * sizeof(float)) == 0, "v1 tensor %s differs", names[i]);
+	dnn_ckpt_free_names(&l);
+	rc = dnn_checkpoint_read_info(ck, &info, 1, err, sizeof(err));
+	TEST_CHECK(rc == 0 && info.version == 1 && info.net_text == NULL && info.nclasses == 3, "read_info v1: %s", err);
+	dnn_ckpt_free_names(&info);
+	m.version = 3;
+	TEST_CHECK(dnn_checkpoint_save(ck, &m, t, NT, err, sizeof(err)) == -1 && strstr(err, "version 3"),
+		   "version 3 save: '%s'", err);
+	free_tensors(s);
+	free_tensors(d);
+}
+
 int main(void)
 {
 	const char *b = getenv("DNN_BUILD_DIR");
@@ -358,6 +495,7 @@ int main(void)
 	test_round_trip(ck);
 	test_atomic_overwrite(ck);
 	test_rejects(ck);
+	test_versions(ck);
 	TEST_CHECK(count_tmp_files() == 0, "temporary files remain");
 	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
 		perror(tmpdir);

@@ -3,8 +3,11 @@
  * rewrites the CRC trailer, so mutated headers reach the parser instead of stopping at the
  * checksum. Properties:
  *   - a failed load names the file in one line and leaves the caller's buffers untouched;
- *   - a successful load is canonical: saving what was loaded gives back the very same bytes
- *     (so no two different files load as the same checkpoint, and nothing is silently dropped). */
+ *   - a successful load is canonical: saving what was loaded (its version, class names and net
+ *     text included) gives back the very same bytes (so no two different files load as the same
+ *     checkpoint, and nothing is silently dropped);
+ *   - dnn_checkpoint_read_info (the header alone, verified) never crashes, fails in one line
+ *     naming the file with nothing allocated, and agrees with a successful load. */
 #define FUZZ_WITH_ZLIB
 #include "fuzz_common.h"
 
@@ -76,10 +79,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	err[0] = '\0';
 	int rc = dnn_checkpoint_load(path, &meta, t, set->n, err, sizeof(err));
 	fuzz_note("checkpoint", rc, err);
+	dnn_ckpt_meta info;
+	char ierr[512];
+	int irc = dnn_checkpoint_read_info(path, &info, 1, ierr, sizeof(ierr));
+	if (irc != 0) {
+		CHECK(irc == -1);
+		CHECK(ierr[0] && strchr(ierr, '\n') == NULL && strncmp(ierr, path, strlen(path)) == 0);
+		CHECK(info.class_names == NULL && info.net_text == NULL);
+		CHECK(rc != 0); // what the header alone refuses, a full load refuses too
+	}
 	if (rc != 0) {
 		CHECK(rc == -1);
 		CHECK(err[0] && strchr(err, '\n') == NULL && strncmp(err, path, strlen(path)) == 0);
-		CHECK(meta.class_names == NULL);
+		CHECK(meta.class_names == NULL && meta.net_text == NULL);
+		if (irc == 0)
+			dnn_ckpt_free_names(&info);
 		for (int i = 0; i < set->n; i++)
 			for (uint64_t j = 0; j < set->lens[i]; j++) {
 				uint32_t u;
@@ -91,6 +105,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	CHECK(!(flags & FUZZ_CKPT_CHECK_FP) || meta.net_fingerprint == FUZZ_CKPT_FP);
 	CHECK(meta.nclasses == 0 || meta.class_names != NULL);
+	CHECK(meta.version == 1 || meta.version == DNN_CKPT_VERSION);
+	CHECK(meta.version >= 2 || meta.net_text == NULL);
+	// read_info saw the same header.
+	CHECK(irc == 0 && info.version == meta.version && info.net_fingerprint == meta.net_fingerprint &&
+	      info.step == meta.step && info.epoch == meta.epoch && info.rng_state == meta.rng_state &&
+	      info.nclasses == meta.nclasses);
+	CHECK((info.net_text == NULL) == (meta.net_text == NULL) &&
+	      (!info.net_text || strcmp(info.net_text, meta.net_text) == 0));
+	for (uint32_t i = 0; i < meta.nclasses; i++)
+		CHECK(strcmp(info.class_names[i], meta.class_names[i]) == 0);
+	dnn_ckpt_free_names(&info);
 	// Round trip: what was loaded saves back to the same bytes.
 	char out[256];
 	snprintf(out, sizeof(out), "%s/ckpt", save_dir());

@@ -133,7 +133,8 @@ static void cifar_seeds(void)
 }
 
 /* ------------------------------------------------------------------ checkpoints */
-static void ckpt_seed(int set_i, uint8_t flags, uint32_t nclasses)
+/* version: 0 (current, 2) or 1; net: the net text of a version-2 file, or NULL. */
+static void ckpt_seed_v(int set_i, uint8_t flags, uint32_t nclasses, uint32_t version, char *net)
 {
 	const fuzz_ckpt_set *set = &fuzz_ckpt_sets[set_i];
 	static float store[4][300];
@@ -145,7 +146,8 @@ static void ckpt_seed(int set_i, uint8_t flags, uint32_t nclasses)
 	}
 	char *classes[3] = {"cat", "", "dog with spaces"};
 	dnn_ckpt_meta meta = {.net_fingerprint = FUZZ_CKPT_FP, .step = 1234, .epoch = 3,
-			      .rng_state = 0xfeedfacecafebeefull, .nclasses = nclasses, .class_names = classes};
+			      .rng_state = 0xfeedfacecafebeefull, .nclasses = nclasses, .class_names = classes,
+			      .version = version, .net_text = net};
 	char path[4096], err[512];
 	snprintf(path, sizeof(path), "%s/seed.ckpt", outdir);
 	if (dnn_checkpoint_save(path, &meta, t, set->n, err, sizeof(err)) != 0) {
@@ -163,8 +165,14 @@ static void ckpt_seed(int set_i, uint8_t flags, uint32_t nclasses)
 	fclose(f);
 	remove(path);
 	char name[64];
-	snprintf(name, sizeof(name), "set%d-classes%u-flags%u", set_i, nclasses, flags);
+	snprintf(name, sizeof(name), "set%d-classes%u-flags%u-v%u%s", set_i, nclasses, flags, version ? version : 2,
+		 net ? "-net" : "");
 	put("checkpoint", name, buf, n + 1);
+}
+
+static void ckpt_seed(int set_i, uint8_t flags, uint32_t nclasses)
+{
+	ckpt_seed_v(set_i, flags, nclasses, 0, NULL);
 }
 
 static void ckpt_seeds(void)
@@ -175,6 +183,15 @@ static void ckpt_seeds(void)
 	}
 	ckpt_seed(2, FUZZ_CKPT_FIX_CRC, 0);
 	ckpt_seed(2, FUZZ_CKPT_CHECK_FP, 3);
+	// Version 2 with the net text (what starpu_anp writes), and version 1 (older files).
+	static char net[] = "# net mlp.net, as trained\ninput x 1 8 8\ndense h x out=16 \nrelu r h\n"
+			    "dense o r out=3\nsoftmax_xent loss o\n";
+	for (int s = 0; s < 4; s++) {
+		ckpt_seed_v(s, FUZZ_CKPT_FIX_CRC, 3, 0, net);
+		ckpt_seed_v(s, FUZZ_CKPT_FIX_CRC | FUZZ_CKPT_CHECK_FP, 0, 0, net);
+		ckpt_seed_v(s, FUZZ_CKPT_FIX_CRC, 3, 1, NULL);
+	}
+	ckpt_seed_v(1, 0, 3, 1, NULL);
 }
 
 int main(int argc, char **argv)

@@ -46,11 +46,37 @@ printf 'input x 1 28 28\ndense h x out=17\nrelu r h\ndense o r out=10\nsoftmax_x
 printf 'input x 1 28 28\ndense h x out=16\nrelu r h\ndense o r out=10\nsoftmax_xent loss o\n' >"$TMP/mlp16.net"
 "$A" train --net "$TMP/mlp17.net" --data synthetic --max-steps 1 --no-eval --checkpoint "$TMP/other.ckpt" --quiet >/dev/null 2>"$TMP/err" \
   || { cat "$TMP/err" >&2; fail "making the other net's checkpoint failed"; }
-expect_rc 1 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other.ckpt" --quiet \
-  && echo "other net: $ERR" && { [[ "$ERR" == *"other.ckpt"* && "$ERR" == *"another net"* ]] || fail "other net: $ERR"; }
+# The checkpoint carries its net: another --net is a usage error naming the node that differs.
+expect_rc 2 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other.ckpt" --quiet \
+  && echo "other net: $ERR" && { [[ "$ERR" == *"other.ckpt"* && "$ERR" == *"mlp16.net"* && "$ERR" == *"out=17"* \
+       && "$(printf '%s\n' "$ERR" | wc -l)" = 1 ]] || fail "other net: $ERR"; }
+# A version-1 checkpoint (no net inside) of another net: the load finds the mismatch (exit 1).
+python3 "$(dirname "$0")/ckpt_v1.py" "$TMP/other.ckpt" "$TMP/other-v1.ckpt" || fail "ckpt_v1.py"
+expect_rc 1 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
+  && echo "other net (v1): $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"another net"* ]] || fail "other net v1: $ERR"; }
+# ... and without --net it says that --net is needed (usage error).
+expect_rc 2 "$A" eval --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
+  && echo "v1 without --net: $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"--net"* ]] || fail "v1 without --net: $ERR"; }
+# Damage inside the net text (the header is CRC-checked before the net is read).
+python3 - "$GOOD" "$TMP/net-bit.ckpt" <<'PYEOF' || fail "making net-bit.ckpt"
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.index(b"conv c1")
+b[i + 2] ^= 0x20
+open(sys.argv[2], "wb").write(b)
+PYEOF
+expect_rc 1 "$A" eval --data synthetic --limit 64 --checkpoint "$TMP/net-bit.ckpt" --quiet \
+  && echo "net-bit: $ERR" && { [[ "$ERR" == *"net-bit.ckpt"* && "$ERR" == *"checksum mismatch"* ]] || fail "net-bit: $ERR"; }
 # Not a file: usage errors.
 expect_rc 2 "$A" train --data synthetic --resume "$TMP" --quiet && { [[ "$ERR" == *"is a directory"* ]] || fail "directory: $ERR"; }
 expect_rc 2 "$A" eval --data synthetic --checkpoint "$TMP/none.ckpt" --quiet && { [[ "$ERR" == *"none.ckpt"* ]] || fail "missing: $ERR"; }
 # The good one still loads (the checks above did not break it).
 expect_rc 0 "$A" eval --data synthetic --limit 64 --checkpoint "$GOOD" --quiet || fail "the good checkpoint does not load: $ERR"
+# An old (version-1) checkpoint still loads, given its --net, and evaluates alike.
+python3 "$(dirname "$0")/ckpt_v1.py" "$GOOD" "$TMP/good-v1.ckpt" || fail "ckpt_v1.py"
+E2="$("$A" eval --data synthetic --limit 64 --checkpoint "$GOOD" --quiet 2>&1 | tail -1)"
+E1="$("$A" eval --net lenet5 --data synthetic --limit 64 --checkpoint "$TMP/good-v1.ckpt" --quiet 2>&1 | tail -1)"
+echo "v2: $E2"; echo "v1: $E1"
+[ -n "$(result_field "$E1" test_loss)" ] && [ "$(result_field "$E1" test_loss)" = "$(result_field "$E2" test_loss)" ] \
+  || fail "version-1 checkpoint with --net: '$E1' vs '$E2'"
 finish

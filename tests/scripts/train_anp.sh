@@ -77,8 +77,20 @@ echo "predict: $RIGHT of ${#IMGS[@]} right; $(printf '%s\n' "$PRED" | head -1)"
 [ "$(printf '%s\n' "$PRED" | head -1 | wc -w)" = 6 ] || fail "predict line is not 'IMAGE: 5 x class=p'"
 expect_rc 1 "$STARPU_ANP" predict --net "$NET" --checkpoint "$TMP/anp.ckpt" "${IMGS[0]}" "$TMP/set/train/red_circle/garbage.jpg" \
   || fail "predict on an unreadable image"
-expect_rc 1 "$STARPU_ANP" predict --net "$NET" --input 40 --checkpoint "$TMP/anp.ckpt" "${IMGS[0]}" && [[ "$ERR" == *--input* ]] \
+# The checkpoint carries its net (with the class count): --net and --input may be left out, and
+# an --input that is not the checkpoint's is a usage error naming it.
+PRED2="$("$STARPU_ANP" predict --checkpoint "$TMP/anp.ckpt" "${IMGS[@]}" 2>"$TMP/err3b")" \
+  || { cat "$TMP/err3b" >&2; fail "predict without --net failed"; }
+[ "$(printf '%s\n' "$PRED2" | grep -v '^result:')" = "$(printf '%s\n' "$PRED" | grep -v '^result:')" ] \
+  || fail "predict without --net differs from predict with it"
+EVAL2="$("$STARPU_ANP" eval --data "$TMP/set" --checkpoint "$TMP/anp.ckpt" 2>/dev/null | tail -1)"
+[ "$(result_field "$EVAL2" test_accuracy)" = "$TOP1" ] || fail "eval without --net: $EVAL2"
+expect_rc 2 "$STARPU_ANP" predict --net "$NET" --input 40 --checkpoint "$TMP/anp.ckpt" "${IMGS[0]}" && [[ "$ERR" == *--input* ]] \
   || fail "predict with another --input: $ERR"
+expect_rc 2 "$STARPU_ANP" predict --input 40 --checkpoint "$TMP/anp.ckpt" "${IMGS[0]}" && [[ "$ERR" == *--input* ]] \
+  || fail "predict with another --input (no --net): $ERR"
+expect_rc 2 "$STARPU_ANP" eval --net lenet5 --data "$TMP/set" --checkpoint "$TMP/anp.ckpt" && [[ "$ERR" == *lenet5* ]] \
+  || fail "eval with another --net: $ERR"
 
 # a flat folder: --val-fraction split, the same in train and eval; --input resizes the net
 "$GEN" "$TMP/flat" --per-class 8 --seed 5 >/dev/null
