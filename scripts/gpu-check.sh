@@ -43,6 +43,7 @@ failed() { printf '%s\n' "$*" >>"$WORK/failures"; }
 is_finite() { [[ "$1" =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
 field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
 now() { date +%s; }
+smi_L() { if command -v nvidia-smi >/dev/null; then nvidia-smi -L 2>&1 | paste -sd ';'; else echo "no nvidia-smi on PATH"; fi; }
 stop() { printf '%s\n' "$2" | tee -a "$OUTDIR/summary.txt"; exit "$1"; } # the one line, then out
 
 # ------------------------------------------------------------------ outer: guard + finalize
@@ -152,15 +153,19 @@ PY
   fi
 fi
 note "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-note "pack: $(head -3 "$WORK/pack/MANIFEST" 2>/dev/null | paste -sd ';')"
+note "pack: $(head -4 "$WORK/pack/MANIFEST" 2>/dev/null | paste -sd ';')"
 
 # 2. the CUDA worker count (first StarPU start: bus calibration into the one STARPU_HOME)
-export STARPU_HOME="$WORK/starpu_home" STARPU_SILENT=1 STARPU_HOSTNAME="${GPU_CHECK_HOSTNAME:-h200}"
+GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+# The perf-model files are named after STARPU_HOSTNAME: the device's name (NVIDIA_H200), so the
+# simulation finds them with STARPU_HOSTNAME=NVIDIA_H200 whatever the lent machine was called.
+export STARPU_HOME="$WORK/starpu_home" STARPU_SILENT=1
+export STARPU_HOSTNAME="${GPU_CHECK_HOSTNAME:-$(printf '%s' "${GPU_NAME:-nogpu}" | tr -c 'A-Za-z0-9._-' '_')}"
 export DNN_TEST_DATA="$ROOT/tests/data"
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
-  echo "nvidia-smi -L: $(nvidia-smi -L 2>&1 | paste -sd ';')"
+  echo "device: $GPU_NAME"
+  echo "nvidia-smi -L: $(smi_L)"
   echo "driver, memory: $(nvidia-smi --query-gpu=driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
   echo "host: $(uname -n), $(nproc) cores; STARPU_HOSTNAME=$STARPU_HOSTNAME (the perf-model file suffix)"
 } >"$WORK/device.txt"
@@ -171,7 +176,7 @@ fi
 run_logged gpu_workers 60 env STARPU_BUS_CALIBRATE=1 "$B/gpu_workers"
 ncuda="$(sed -n 's/^workers: cuda=\([0-9][0-9]*\) .*/\1/p' "$LOG" | head -1)"
 if [ -z "$ncuda" ] || [ "$ncuda" = 0 ]; then
-  stop 3 "gpu-check: no CUDA worker exists (starpu_cuda_worker_get_count() = ${ncuda:-unknown}; gpu_workers exit $RC; nvidia-smi -L: $(nvidia-smi -L 2>&1 | head -1))"
+  stop 3 "gpu-check: no CUDA worker exists (starpu_cuda_worker_get_count() = ${ncuda:-unknown}; gpu_workers exit $RC; nvidia-smi -L: $(smi_L))"
 fi
 say "$(cat "$WORK/device.txt")"
 say "starpu_cuda_worker_get_count() = $ncuda ($(grep '^workers:' "$LOG"))"
@@ -242,7 +247,7 @@ torchrun() {
   local label="$1" net="$2" math="$3"
   if [ -z "$PY_TORCH" ]; then
     echo "| $label | pytorch | $net | $math | - | - | - | - | FAIL(no python with torch) | - |" >>"$TABLE"
-    NB_FAIL=$((NB_FAIL + 1)); failed "bench $label: no torch"; return
+    NB_FAIL=$((NB_FAIL + 1)); failed "bench $label: no torch"; say "bench $label: FAIL(no python with torch)"; return
   fi
   if [ "$(left)" -lt $((T_BENCH + 5)) ]; then
     echo "| $label | pytorch | $net | $math | - | - | - | - | NOT RUN (time) | - |" >>"$TABLE"
