@@ -13,6 +13,17 @@ The definitions mirror graph/nets/*.net (docs/net-format.md) layer for layer:
   - loss: softmax cross-entropy averaged over the batch (starpu-anp scales the summed
     gradients by 1/B in its SGD task: the same update).
 
+  - resnet18 / resnet50: graph/nets/resnet18.net / resnet50.net are torchvision's ResNet-18/-50
+    layer for layer (11,689,512 / 25,557,032 parameters, 3x224x224 -> 1000), so these are
+    torchvision.models.resnet18/resnet50 (weights=None); they need torchvision.
+
+On a GPU (scripts/gpu-check.sh):
+      python3 bench/pytorch_nets.py --net resnet50 --input 224 --batch 128 --device cuda --math tf32
+--math fp32 turns TF32 off in both cuBLAS and cuDNN (torch.backends.cuda.matmul.allow_tf32 and
+torch.backends.cudnn.allow_tf32 False), tf32 turns both on (starpu-anp: DNN_CUDA_MATH=fp32|tf32).
+On cuda, cudnn.benchmark is on (fixed shapes: cuDNN picks its fastest algorithms during the
+warm-up steps) and the timer waits for the GPU (torch.cuda.synchronize) before reading.
+
 Run (with the anchors venv of scripts/bootstrap.sh --with-anchors, or any python with torch):
   ~/.cache/starpu-anp/anchors-venv/bin/python bench/pytorch_nets.py --net resnet20 --batch 64 --threads 2 --steps 10
 It prints one line like starpu_anp bench's:
@@ -91,11 +102,23 @@ class CifarResNet(nn.Module):
         return self.fc(x)
 
 
-# name -> (constructor, input shape C, H, W), as `starpu_anp nets` lists them
+def _torchvision(name):
+    def make():
+        try:
+            import torchvision.models as tvm
+        except ImportError as e:
+            raise RuntimeError(f"--net {name} needs torchvision") from e
+        return getattr(tvm, name)(weights=None)
+    return make
+
+
+# name -> (constructor, input shape C, H, W, classes), as `starpu_anp nets` lists them
 NETS = {
-    "lenet5": (LeNet5, (1, 28, 28)),
-    "resnet8": (lambda: CifarResNet(1, 1), (1, 28, 28)),
-    "resnet20": (lambda: CifarResNet(3, 3), (3, 32, 32)),
+    "lenet5": (LeNet5, (1, 28, 28), 10),
+    "resnet8": (lambda: CifarResNet(1, 1), (1, 28, 28), 10),
+    "resnet20": (lambda: CifarResNet(3, 3), (3, 32, 32), 10),
+    "resnet18": (_torchvision("resnet18"), (3, 224, 224), 1000),
+    "resnet50": (_torchvision("resnet50"), (3, 224, 224), 1000),
 }
 
 
@@ -118,17 +141,32 @@ def make_optimizer(model, lr=0.05, momentum=0.9, weight_decay=5e-4):
                             {"params": no_decay, "weight_decay": 0.0}], lr=lr, momentum=momentum)
 
 
-def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1):
+def set_math(device, math):
+    """fp32: no TF32 anywhere; tf32: TF32 in cuBLAS matmuls and cuDNN convolutions."""
+    if device.type != "cuda":
+        return
+    on = math == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    torch.backends.cudnn.benchmark = True
+
+
+def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="cpu", math="fp32", input_hw=0):
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    ctor, shape = NETS[net]
-    model = ctor()
+    dev = torch.device(device)
+    set_math(dev, math)
+    ctor, shape, classes = NETS[net]
+    if input_hw:
+        shape = (shape[0], input_hw, input_hw)
+    model = ctor().to(dev)
     model.train()
     opt = make_optimizer(model)
     loss_fn = nn.CrossEntropyLoss()
     # A few distinct synthetic batches, made before timing (bench has no data loading either).
-    xs = [torch.randn(batch, *shape) for _ in range(4)]
-    ys = [torch.randint(0, 10, (batch,)) for _ in range(4)]
+    xs = [torch.randn(batch, *shape, device=dev) for _ in range(4)]
+    ys = [torch.randint(0, classes, (batch,), device=dev) for _ in range(4)]
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     def step(i):
         opt.zero_grad(set_to_none=True)
@@ -142,6 +180,7 @@ def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1):
         step(i)
         if max_seconds > 0 and time.perf_counter() - t0 > max_seconds / 2:
             break  # --max-seconds bounds the warm-up too (half of it)
+    sync()
     t0 = time.perf_counter()
     done = 0
     for i in range(steps):
@@ -151,6 +190,7 @@ def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1):
         if max_seconds > 0 and done >= 3 and time.perf_counter() - t0 > max_seconds:
             break
     loss.item()
+    sync()
     wall = time.perf_counter() - t0
     return batch * done / wall, wall, float(loss.detach()), done
 
@@ -164,20 +204,39 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     ap.add_argument("--max-seconds", type=float, default=0.0,
                     help="stop timing after this many seconds (at least 3 steps); 0: run all --steps")
+    ap.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
+    ap.add_argument("--math", choices=["fp32", "tf32"], default="fp32",
+                    help="on cuda: fp32 disables TF32 in cuBLAS and cuDNN, tf32 enables it [fp32]")
+    ap.add_argument("--input", type=int, default=0, help="input N x N (as starpu_anp --input) [the net's]")
     ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net and exit")
     a = ap.parse_args()
     if a.params:
         for name in sorted(NETS):
-            print(name, param_count(NETS[name][0]()))
+            try:
+                print(name, param_count(NETS[name][0]()))
+            except RuntimeError:  # resnet18/50 without torchvision: not listed
+                pass
         return 0
     if not a.net:
         ap.error("--net is required (or --params)")
     torch.set_num_interop_threads(1)
-    ips, wall, loss, done = bench(a.net, a.batch, a.threads, a.steps, a.warmup, a.max_seconds)
+    if a.device.startswith("cuda") and not torch.cuda.is_available():
+        sys.exit("error: --device cuda: torch sees no CUDA device")
+    try:
+        NETS[a.net][0]()
+    except RuntimeError as e:
+        sys.exit(f"error: {e}")
+    ips, wall, loss, done = bench(a.net, a.batch, a.threads, a.steps, a.warmup, a.max_seconds,
+                                  device=a.device, math=a.math, input_hw=a.input)
     params = param_count(NETS[a.net][0]())
+    extra = ""
+    if a.device != "cpu" or a.input:
+        gpu = torch.cuda.get_device_name(torch.device(a.device)).replace(" ", "_") if a.device.startswith("cuda") else "cpu"
+        extra = (f" device={a.device} gpu={gpu} math={a.math} input={a.input or NETS[a.net][1][1]}"
+                 f" cudnn={torch.backends.cudnn.version() if a.device.startswith('cuda') else 0}")
     print(f"result: framework=pytorch torch={torch.__version__} net={a.net} batch={a.batch} "
           f"threads={a.threads} params={params} steps={done} train_loss={loss:.6f} "
-          f"images_per_s={ips:.1f} wall_s={wall:.2f}")
+          f"images_per_s={ips:.1f} wall_s={wall:.2f}{extra}")
     return 0
 
 
