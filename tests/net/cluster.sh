@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cluster.sh — a test cluster of N "hosts" on this machine: N network namespaces, each with its
 # own TCP/IP stack and one veth link to a bridge (in a namespace of its own), plus a link from
-# the launcher's (root) namespace to the same bridge, so that mpirun here reaches the hosts over
-# TCP only. Private addresses only: 10.213.ID.i/24 for host i, 10.213.ID.254 for the launcher.
+# the launcher's namespace (where "cluster.sh mpirun" runs mpirun) to the same bridge, so that
+# mpirun reaches the hosts over TCP only; the root namespace is not touched. Private addresses only: 10.213.ID.i/24 for host i, 10.213.ID.254 for the launcher.
 #
 #   cluster.sh up N         create hosts 1..N (cleaning leftovers of a crashed run first)
 #   cluster.sh down         remove everything (kills what still runs inside the namespaces)
@@ -18,7 +18,9 @@
 #                           stands in for ssh and enters the host's namespace)
 #
 # ANP_NET_ID (1..250, default 1) picks the subnet and the names (namespaces anpnet<ID>br,
-# anpnet<ID>h<i>), so concurrent tests use distinct IDs. State (hostfile, map) lives in
+# anpnet<ID>l, anpnet<ID>h<i>), so concurrent tests use distinct IDs. In every namespace
+# net.ipv4.tcp_retries2 = ANP_NET_TCP_RETRIES (default 5: a dead peer fails a connection after
+# ~13 s, not ~15 min); mpirun gets oob_tcp keepalive 5 s (ANP_NET_KEEPALIVE; 0 = off). State (hostfile, map) lives in
 # /tmp/anpnet<ID>/. Exit 77 with one line when namespaces cannot be created (not root, ...).
 set -u
 ID="${ANP_NET_ID:-1}"
@@ -27,7 +29,8 @@ case "$ID" in ''|*[!0-9]*) echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID
 P="anpnet$ID"            # name prefix
 NET="10.213.$ID"         # the /24
 BR="${P}br"              # the bridge's namespace
-LIF="${P}l"              # the launcher's interface (root namespace)
+LNS="${P}l"              # the launcher's namespace (mpirun runs there)
+RETRIES="${ANP_NET_TCP_RETRIES:-5}" # net.ipv4.tcp_retries2 in the cluster's namespaces
 STATE="/tmp/$P"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
@@ -44,7 +47,7 @@ can_netns() {
 }
 
 # Namespaces of this ID (hosts and bridge), also those of a crashed run.
-our_netns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${P}(br|h[0-9]+)$"; }
+our_netns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${P}(br|l|h[0-9]+)$"; }
 
 down() {
   local ns pids
@@ -55,7 +58,6 @@ down() {
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null
   done
   for ns in $(our_netns); do ip netns del "$ns" 2>/dev/null; done
-  ip link del "$LIF" 2>/dev/null
   rm -rf "$STATE"
   return 0
 }
@@ -74,16 +76,24 @@ up() {
   ip -n "$BR" link set lo up
   ip -n "$BR" link add br0 type bridge
   ip -n "$BR" link set br0 up
-  # The launcher's side: one veth from the root namespace into the bridge.
-  ip link add "$LIF" type veth peer name launch netns "$BR"
+  # The launcher's side: a namespace of its own too (mpirun runs there), with one veth into the
+  # bridge, so that nothing of the cluster touches the root namespace.
+  ip netns add "$LNS"
+  ip -n "$LNS" link set lo up
+  ip -n "$BR" link add launch type veth peer name anp0 netns "$LNS"
   ip -n "$BR" link set launch master br0 up
-  ip addr add "$NET.254/24" dev "$LIF"
-  ip link set "$LIF" up
+  ip -n "$LNS" addr add "$NET.254/24" dev anp0
+  ip -n "$LNS" link set anp0 up
+  # A peer that stops answering fails a TCP connection after ~13 s of retransmissions (5
+  # retries) instead of the default ~15 min: mpirun's kill orders to a cut-off host then give
+  # up in time, and so do the ranks' connections. Per namespace: the machine's own is untouched.
+  ip netns exec "$LNS" sysctl -qw net.ipv4.tcp_retries2="$RETRIES"
   : >"$STATE/hostfile"; : >"$STATE/hosts"
   for i in $(seq 1 "$n"); do
     ns="${P}h$i"
     ip netns add "$ns"
     ip -n "$ns" link set lo up
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2="$RETRIES"
     ip -n "$BR" link add "h$i" type veth peer name anp0 netns "$ns"
     ip -n "$BR" link set "h$i" master br0 up
     ip -n "$ns" addr add "$NET.$i/24" dev anp0
@@ -97,8 +107,7 @@ up() {
   for i in $(seq 1 "$n"); do
     local ok=0
     for _ in $(seq 1 50); do
-      if ip netns exec "${P}h$i" timeout 1 bash -c "exec 3<>/dev/tcp/$NET.254/9" 2>/dev/null ||
-         ip netns exec "${P}h$i" timeout 1 bash -c "exec 3<>/dev/tcp/$NET.254/9" 2>&1 | grep -q refused; then
+      if ip netns exec "${P}h$i" timeout 1 bash -c "exec 3<>/dev/tcp/$NET.254/9" 2>&1 | grep -q refused; then
         ok=1; break
       fi
       sleep 0.1
@@ -165,7 +174,7 @@ linkdown() { need_up; local ns; ns="$(host_ns "$1")" || exit 1; ip -n "$ns" link
 
 do_mpirun() {
   need_up
-  exec mpirun --allow-run-as-root --hostfile "$STATE/hostfile" -np "$(nhosts)" --map-by node \
+  exec ip netns exec "$LNS" mpirun --allow-run-as-root --hostfile "$STATE/hostfile" -np "$(nhosts)" --map-by node \
     --mca plm_rsh_agent "$HERE/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
     --mca oob_tcp_keepalive_time "${ANP_NET_KEEPALIVE:-5}" --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
