@@ -3,7 +3,9 @@
 #
 #   1. Debian packages (build tools, Open MPI, OpenBLAS, hwloc, FxT, zlib, stb, ViTE, gnuplot,
 #      Fashion-MNIST, ...). Skipped when all are already installed.
-#   2. StarPU 1.4 with FxT + MPI (+ CUDA when nvcc exists):
+#   2. the tests' Python venv ($STARPU_ANP_CACHE/test-venv: numpy, onnx, onnxruntime from PyPI,
+#      for the ONNX export tests); a stamp file makes later runs instant.
+#   3. StarPU 1.4 with FxT + MPI (+ CUDA when nvcc exists):
 #      - a StarPU >= 1.4 already visible to pkg-config with those features is used as is;
 #      - otherwise the newest 1.4.x Debian *source* package is built into a cache prefix
 #        ($STARPU_ANP_CACHE, default ~/.cache/starpu-anp) and reused on later runs.
@@ -33,7 +35,7 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
-      xz-utils file)
+      xz-utils file libprotobuf-c-dev protobuf-c-compiler python3-venv)
 [ "$WITH_TORCH" = 1 ] && PKGS+=(python3-torch python3-numpy)
 
 SUDO=""
@@ -64,7 +66,30 @@ else
   say "Debian packages: all ${#PKGS[@]} present"
 fi
 
-# ---------------------------------------------------------------- 2. StarPU
+# ---------------------------------------------------------------- 2. the tests' Python venv
+# starpu_anp export writes ONNX; the tests run the model with onnxruntime and check it with
+# onnx.checker. A small venv of its own (not the system Python, not the heavy torch one).
+# The stamp names the packages: a change of the list rebuilds the venv.
+TEST_VENV="$CACHE/test-venv"
+TEST_PY_PKGS=(numpy onnx onnxruntime)
+TEST_STAMP="$TEST_VENV/.installed-${TEST_PY_PKGS[*]// /-}"
+TEST_STAMP="${TEST_STAMP// /-}"
+if [ -f "$TEST_STAMP" ] && [ -x "$TEST_VENV/bin/python" ]; then
+  say "test venv: $TEST_VENV"
+else
+  say "test venv: creating $TEST_VENV (${TEST_PY_PKGS[*]})"
+  mkdir -p "$CACHE"
+  rm -rf "$TEST_VENV"
+  /usr/bin/python3 -m venv "$TEST_VENV" >"/tmp/starpu-anp-venv.log" 2>&1 \
+    || { tail -5 /tmp/starpu-anp-venv.log >&2; die "python3 -m venv $TEST_VENV failed (python3-venv installed?)"; }
+  "$TEST_VENV/bin/pip" install -q --disable-pip-version-check "${TEST_PY_PKGS[@]}" >>"/tmp/starpu-anp-venv.log" 2>&1 \
+    || { tail -10 /tmp/starpu-anp-venv.log >&2; die "pip install ${TEST_PY_PKGS[*]} into $TEST_VENV failed; log in /tmp/starpu-anp-venv.log"; }
+  "$TEST_VENV/bin/python" -c "import numpy, onnx, onnxruntime" >>"/tmp/starpu-anp-venv.log" 2>&1 \
+    || die "the test venv cannot import numpy, onnx and onnxruntime; log in /tmp/starpu-anp-venv.log"
+  date -u +%FT%TZ >"$TEST_STAMP"
+fi
+
+# ---------------------------------------------------------------- 3. StarPU
 HAVE_NVCC=0
 NVCC="$(command -v nvcc || true)"
 [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
