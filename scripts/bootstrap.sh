@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bootstrap.sh — install everything starpu-anp needs, idempotently.
 #
-#   1. Debian packages (build tools, Open MPI, OpenBLAS, hwloc, FxT, zlib, stb, ViTE, gnuplot,
+#   1. Debian packages (build tools, Open MPI, OpenBLAS, hwloc, FxT, zlib, stb, protobuf-c, ViTE, gnuplot,
 #      Fashion-MNIST, ...). Skipped when all are already installed.
 #   2. the tests' Python venv ($STARPU_ANP_CACHE/test-venv: numpy, onnx, onnxruntime from PyPI,
 #      for the ONNX export tests); a stamp file makes later runs instant.
@@ -21,7 +21,7 @@ for a in "$@"; do
   case "$a" in
     --with-torch) WITH_TORCH=1 ;;
     --quiet) QUIET=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "bootstrap.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,15 +78,20 @@ if [ -f "$TEST_STAMP" ] && [ -x "$TEST_VENV/bin/python" ]; then
   say "test venv: $TEST_VENV"
 else
   say "test venv: creating $TEST_VENV (${TEST_PY_PKGS[*]})"
+  # A failure here does not stop bootstrap (the build and the other tests need none of it); the
+  # ONNX tests then fail, naming the missing venv.
+  venv_warn() { echo "bootstrap.sh: warning: $*; the ONNX tests (label onnx) will fail" >&2; }
   mkdir -p "$CACHE"
   rm -rf "$TEST_VENV"
-  /usr/bin/python3 -m venv "$TEST_VENV" >"/tmp/starpu-anp-venv.log" 2>&1 \
-    || { tail -5 /tmp/starpu-anp-venv.log >&2; die "python3 -m venv $TEST_VENV failed (python3-venv installed?)"; }
-  "$TEST_VENV/bin/pip" install -q --disable-pip-version-check "${TEST_PY_PKGS[@]}" >>"/tmp/starpu-anp-venv.log" 2>&1 \
-    || { tail -10 /tmp/starpu-anp-venv.log >&2; die "pip install ${TEST_PY_PKGS[*]} into $TEST_VENV failed; log in /tmp/starpu-anp-venv.log"; }
-  "$TEST_VENV/bin/python" -c "import numpy, onnx, onnxruntime" >>"/tmp/starpu-anp-venv.log" 2>&1 \
-    || die "the test venv cannot import numpy, onnx and onnxruntime; log in /tmp/starpu-anp-venv.log"
-  date -u +%FT%TZ >"$TEST_STAMP"
+  if ! /usr/bin/python3 -m venv "$TEST_VENV" >"/tmp/starpu-anp-venv.log" 2>&1; then
+    venv_warn "python3 -m venv $TEST_VENV failed (log: /tmp/starpu-anp-venv.log)"
+  elif ! "$TEST_VENV/bin/pip" install -q --disable-pip-version-check "${TEST_PY_PKGS[@]}" >>"/tmp/starpu-anp-venv.log" 2>&1; then
+    venv_warn "pip install ${TEST_PY_PKGS[*]} into $TEST_VENV failed (log: /tmp/starpu-anp-venv.log)"
+  elif ! "$TEST_VENV/bin/python" -c "import numpy, onnx, onnxruntime" >>"/tmp/starpu-anp-venv.log" 2>&1; then
+    venv_warn "the test venv cannot import numpy, onnx and onnxruntime (log: /tmp/starpu-anp-venv.log)"
+  else
+    date -u +%FT%TZ >"$TEST_STAMP"
+  fi
 fi
 
 # ---------------------------------------------------------------- 3. StarPU
