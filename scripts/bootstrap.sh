@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # bootstrap.sh — install everything starpu-anp needs, idempotently.
 #
-#   1. Debian packages (build tools, Open MPI, OpenBLAS, hwloc, FxT, zlib, stb, ViTE, gnuplot,
+#   1. Debian packages (build tools, Open MPI, OpenBLAS, hwloc, FxT, zlib, stb, protobuf-c, ViTE, gnuplot,
 #      iproute2 + nftables for the network-namespace tests (tests/net),
 #      Fashion-MNIST, ...). Skipped when all are already installed.
-#   2. StarPU 1.4 with FxT + MPI (+ CUDA when nvcc exists):
+#   2. the tests' Python venv ($STARPU_ANP_CACHE/test-venv: numpy, onnx, onnxruntime from PyPI,
+#      for the ONNX export tests); a stamp file makes later runs instant.
+#   3. StarPU 1.4 with FxT + MPI (+ CUDA when nvcc exists):
 #      - a StarPU >= 1.4 already visible to pkg-config with those features is used as is;
 #      - otherwise the newest 1.4.x Debian *source* package is built into a cache prefix
 #        ($STARPU_ANP_CACHE, default ~/.cache/starpu-anp) and reused on later runs.
 #
-#   3. With --with-anchors: the comparison frameworks (current PyTorch, TensorFlow, NumPy from the
+#   4. With --with-anchors: the comparison frameworks (current PyTorch, TensorFlow, NumPy from the
 #      Python package index, through pip) in a virtual environment outside the checkout,
 #      $CACHE/anchors-venv. Skipped when that venv already imports torch and tensorflow.
 #
@@ -27,7 +29,7 @@ for a in "$@"; do
   case "$a" in
     --with-anchors|--with-torch) WITH_ANCHORS=1 ;;
     --quiet) QUIET=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "bootstrap.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +43,7 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
-      xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler)
+      xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi

@@ -37,4 +37,4 @@ unset multiplot
 GP
   echo "[demo] plot: $OUT/training.png"
 fi
-echo "[demo] checkpoint: $OUT/model.ckpt  (evaluate: build/apps/starpu_anp eval --checkpoint $OUT/model.ckpt --net <same net>)"
+echo "[demo] checkpoint: $OUT/model.ckpt  (evaluate: build/apps/starpu_anp eval --checkpoint $OUT/model.ckpt; export to ONNX: build/apps/starpu_anp export --checkpoint $OUT/model.ckpt --onnx $OUT/model.onnx)"

@@ -2,6 +2,7 @@
  * definitions (torchvision for ResNet-18/50; LeNet-5's classic count). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
@@ -30,8 +31,63 @@ static void check_net(const char *name, long long want_params, double want_gmacs
 	dnn_graph_free(&g);
 }
 
+/* dnn_graph_to_text: every built-in net, rewritten (--input, classes) and not, parses back to a
+ * net with the same fingerprint and the same text (what checkpoints carry); so does a net with
+ * dropout, dilation, padded pooling and a 3-way add. */
+static void check_text_round_trip(dnn_graph *g, const char *what)
+{
+	char err[512];
+	char *t = dnn_graph_to_text(g, "net test, round trip");
+	TEST_CHECK(t != NULL, "%s: to_text", what);
+	if (!t)
+		return;
+	dnn_graph h;
+	TEST_CHECK(dnn_graph_parse(&h, t, "text", err, sizeof(err)) == 0, "%s: reparse: %s", what, err);
+	if (h.nodes) {
+		TEST_CHECK(dnn_graph_fingerprint(&h) == dnn_graph_fingerprint(g), "%s: fingerprint differs", what);
+		TEST_CHECK(h.classes == g->classes && h.nodes[0].H == g->nodes[0].H, "%s: shape differs", what);
+		char *t2 = dnn_graph_to_text(&h, "net test, round trip");
+		TEST_CHECK(t2 && strcmp(t, t2) == 0, "%s: text differs after a round trip", what);
+		for (int i = 0; i < h.nnodes && i < g->nnodes; i++)
+			TEST_CHECK(h.nodes[i].eps == g->nodes[i].eps && h.nodes[i].fattr[0] == g->nodes[i].fattr[0],
+				   "%s: float keys of %s differ", what, h.nodes[i].name);
+		free(t2);
+		dnn_graph_free(&h);
+	}
+	free(t);
+}
+
+static void test_text(void)
+{
+	char err[512];
+	dnn_graph g;
+	for (int i = 0; i < dnn_builtin_net_count(); i++) {
+		const char *name = dnn_builtin_net_name(i);
+		TEST_CHECK(dnn_graph_load(&g, name, err, sizeof(err)) == 0, "%s", err);
+		check_text_round_trip(&g, name);
+		if (g.nodes[0].H >= 32 && dnn_graph_set_input_hw(&g, 40, 40, err, sizeof(err)) == 0 &&
+		    dnn_graph_set_classes(&g, 7, err, sizeof(err)) == 0)
+			check_text_round_trip(&g, name);
+		dnn_graph_free(&g);
+	}
+	const char *odd = "input x 3 16 16\nconv c x out=4 k=3 pad=2 dilation=2 bias=1\nbatchnorm b c eps=3e-4 momentum=0.3\n"
+			  "relu r b\nmaxpool p r k=3 stride=2 pad=1\nconv d p out=4 k=1\nadd s p,d,p2\nconv p2 p out=4 k=1\n"
+			  "dropout q s p=0.37\navgpool a q\ndense f a out=5\nsoftmax_xent l f\n";
+	TEST_CHECK(dnn_graph_parse(&g, odd, "odd.net", err, sizeof(err)) == 0, "%s", err);
+	if (g.nodes) {
+		check_text_round_trip(&g, "odd.net");
+		char line[1100];
+		TEST_CHECK(dnn_graph_node_line(&g, 1, line, sizeof(line)) > 0 &&
+				   strcmp(line, "conv c x out=4 k=3 stride=1 pad=2 dilation=2 bias=1") == 0,
+			   "node line '%s'", line);
+		TEST_CHECK(dnn_graph_node_line(&g, 1, line, 10) == -1, "a short buffer is refused");
+		dnn_graph_free(&g);
+	}
+}
+
 int main(void)
 {
+	test_text();
 	check_net("lenet5", 61706, 0.000416520, 0.01);
 	/* ResNet-8/20 with projection shortcuts: 77,754 / 272,474 parameters
 	 * (the paper's zero-padding "option A" ResNet-20 has 269,722; ours adds 1x1 conv + BN). */

@@ -22,6 +22,11 @@ EVAL="$("$STARPU_ANP" eval --net lenet5 --checkpoint "$TMP/lenet5.ckpt" 2>"$TMP/
 echo "$EVAL"
 EACC="$(result_field "$EVAL" test_accuracy)"
 [ "$EACC" = "$ACC" ] || fail "eval test_accuracy $EACC != train's $ACC"
-# A checkpoint for another net is refused with a clean error.
-expect_rc 1 "$STARPU_ANP" eval --net resnet8 --checkpoint "$TMP/lenet5.ckpt" && [[ "$ERR" == *"lenet5.ckpt"* ]] || fail "wrong-net checkpoint: $ERR"
+# The checkpoint carries its net: eval needs no --net, and another --net is a usage error that
+# names the checkpoint and the first node that differs.
+EVAL2="$("$STARPU_ANP" eval --checkpoint "$TMP/lenet5.ckpt" 2>"$TMP/err3" | tail -1)" || { cat "$TMP/err3" >&2; fail "eval without --net failed"; }
+[ "$(result_field "$EVAL2" test_accuracy)" = "$ACC" ] && [ "$(result_field "$EVAL2" net)" = lenet5 ] \
+  || fail "eval without --net: $EVAL2"
+expect_rc 2 "$STARPU_ANP" eval --net resnet8 --checkpoint "$TMP/lenet5.ckpt" && [[ "$ERR" == *"lenet5.ckpt"* && "$ERR" == *"node 2"* ]] \
+  || fail "wrong-net checkpoint: $ERR"
 finish
