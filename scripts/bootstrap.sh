@@ -29,7 +29,7 @@ for a in "$@"; do
   case "$a" in
     --with-anchors|--with-torch) WITH_ANCHORS=1 ;;
     --quiet) QUIET=1 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "bootstrap.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
