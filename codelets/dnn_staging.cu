@@ -68,10 +68,14 @@ extern "C" int dnn_cuda_staging(size_t bytes, void **host, void **dev, const cha
 	return 0;
 }
 
-extern "C" int dnn_cuda_staging_queued(const char *what)
+extern "C" int dnn_cuda_staging_upload(size_t bytes, const char *what)
 {
 	staging *s = &stages[starpu_worker_get_id_check()];
-	cudaError_t e = cudaSuccess;
+	cudaError_t e = cudaMemcpyAsync(s->dev, s->host, bytes, cudaMemcpyHostToDevice, starpu_cuda_get_local_stream());
+	if (e != cudaSuccess) {
+		dnn_worker_error("%s: cudaMemcpyAsync of %zu bytes: %s", what, bytes, cudaGetErrorString(e));
+		return -1;
+	}
 	if (!s->copied)
 		e = cudaEventCreateWithFlags(&s->copied, cudaEventDisableTiming);
 	if (e == cudaSuccess)

@@ -5,7 +5,7 @@
  *
  * Both blocks are allocated at the worker's first use and grown (by half again) when a task needs
  * more, never per task. The host block is reused by the next task on the same worker while the
- * previous copy may still be queued (STARPU_CUDA_ASYNC): dnn_cuda_staging_queued records an event
+ * previous copy may still be queued (STARPU_CUDA_ASYNC): dnn_cuda_staging_upload records an event
  * after the copy and dnn_cuda_staging waits for that event (only that copy, not the stream).
  * Errors record dnn_worker_error() and return -1; nothing here exits. CUDA workers only.
  */
@@ -19,8 +19,10 @@ extern "C" {
 /* A host (pinned) and a device block of at least `bytes` for the calling CUDA worker, free to
  * overwrite. 0, or -1 with a worker error recorded (what: the task, for the message). */
 int dnn_cuda_staging(size_t bytes, void **host, void **dev, const char *what);
-/* The copy from the host block has been queued on starpu_cuda_get_local_stream(). */
-int dnn_cuda_staging_queued(const char *what);
+/* Queues the copy of the first `bytes` of the host block into the device block on
+ * starpu_cuda_get_local_stream() and records the event the next dnn_cuda_staging waits for.
+ * 0, or -1 with a worker error recorded. */
+int dnn_cuda_staging_upload(size_t bytes, const char *what);
 /* Frees the calling worker's blocks and event (dnn_cuda_shutdown, on every CUDA worker). */
 void dnn_cuda_staging_release(void);
 #ifdef __cplusplus

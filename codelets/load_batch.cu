@@ -46,17 +46,12 @@ extern "C" void dnn_load_batch_cuda(void *buffers[], void *cl_arg)
 	char *h = (char *)host, *d = (char *)dev;
 	dnn_load_batch_stage((uint8_t *)(h + off_px), (int32_t *)h, (float *)(h + off_scale), (float *)(h + off_shift), a);
 	cudaStream_t st = starpu_cuda_get_local_stream();
-	cudaError_t e = cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, st);
-	if (e != cudaSuccess) {
-		dnn_worker_error("load_batch: cudaMemcpyAsync of %zu bytes: %s", bytes, cudaGetErrorString(e));
-		return;
-	}
-	if (dnn_cuda_staging_queued("load_batch") != 0)
+	if (dnn_cuda_staging_upload(bytes, "load_batch") != 0)
 		return;
 	load_batch_kernel<<<DNN_CUDA_BLOCKS(total), 256, 0, st>>>(x, y, (const uint8_t *)(d + off_px), (const int32_t *)d,
 								  (const float *)(d + off_scale),
 								  (const float *)(d + off_shift), a->C, a->HW, a->n, total);
-	e = cudaGetLastError();
+	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
 		dnn_worker_error("load_batch: kernel launch: %s", cudaGetErrorString(e));
 }

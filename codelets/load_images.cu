@@ -60,17 +60,12 @@ extern "C" void dnn_load_images_cuda(void *buffers[], void *cl_arg)
 	dnn_load_images_stage((float *)(h + off_raw), (int32_t *)h, (int32_t *)(h + off_map), (float *)(h + off_scale),
 			      (float *)(h + off_shift), a);
 	cudaStream_t st = starpu_cuda_get_local_stream();
-	cudaError_t e = cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, st);
-	if (e != cudaSuccess) {
-		dnn_worker_error("load_images: cudaMemcpyAsync of %zu bytes: %s", bytes, cudaGetErrorString(e));
-		return;
-	}
-	if (dnn_cuda_staging_queued("load_images") != 0)
+	if (dnn_cuda_staging_upload(bytes, "load_images") != 0)
 		return;
 	load_images_kernel<<<DNN_CUDA_BLOCKS(total), 256, 0, st>>>(
 		x, y, (const float *)(d + off_raw), (const int32_t *)d, (const int32_t *)(d + off_map),
 		(const float *)(d + off_scale), (const float *)(d + off_shift), a->C, a->H, a->W, a->n, total);
-	e = cudaGetLastError();
+	cudaError_t e = cudaGetLastError();
 	if (e != cudaSuccess)
 		dnn_worker_error("load_images: kernel launch: %s", cudaGetErrorString(e));
 }

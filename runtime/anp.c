@@ -222,16 +222,10 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 {
 	char err[1024];
 	dnn_graph g;
-	int orc = dnn_ckpt_open_graph(&g, o, NULL); /* the checkpoint's net, or --net for an old one */
+	dnn_ckpt_meta meta; /* the checkpoint's net (or --net for an old one) and its classes */
+	int orc = dnn_ckpt_open_graph_classes(&g, o, &meta);
 	if (orc != 0)
 		return orc;
-	dnn_ckpt_meta meta;
-	if (dnn_checkpoint_read_classes(o->resume_path, &meta, err, sizeof(err)) != 0 ||
-	    (meta.nclasses > 0 && dnn_graph_set_classes(&g, (int)meta.nclasses, err, sizeof(err)) != 0)) {
-		fprintf(stderr, "error: %s\n", err);
-		dnn_graph_free(&g);
-		return 1;
-	}
 	dnn_dataset ds;
 	if (dnn_imagefolder_from_files(&ds, images, nimages, g.nodes[0].C, g.nodes[0].H, g.nodes[0].W, err,
 				       sizeof(err)) != 0) {

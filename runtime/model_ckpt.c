@@ -281,6 +281,21 @@ int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t 
 	return rc;
 }
 
+int dnn_ckpt_open_graph_classes(dnn_graph *g, const dnn_train_opts *o, dnn_ckpt_meta *meta)
+{
+	int rc = dnn_ckpt_open_graph(g, o, NULL);
+	if (rc != 0)
+		return rc;
+	char err[1024];
+	if (dnn_checkpoint_read_classes(o->resume_path, meta, err, sizeof(err)) != 0 ||
+	    (meta->nclasses > 0 && dnn_graph_set_classes(g, (int)meta->nclasses, err, sizeof(err)) != 0)) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_graph_free(g);
+		return 1;
+	}
+	return 0;
+}
+
 int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_dir)
 {
 	char err[2600];

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "checkpoint.h" /* dnn_ckpt_meta */
 #include "model.h"
 #include "starpu_anp.h"
 
@@ -31,4 +32,8 @@ int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t 
 /* dnn_ckpt_open_net, then an image folder's class count (data_dir, may be NULL); prints the
  * error line itself and returns the exit status (0, 1 or 2). */
 int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_dir);
+/* dnn_ckpt_open_graph without a data folder, then the checkpoint's class names into meta (freed
+ * with dnn_ckpt_free_names) and its class count into g: what predict and export start from.
+ * Prints the error line itself and returns the exit status (0, 1 or 2). */
+int dnn_ckpt_open_graph_classes(dnn_graph *g, const dnn_train_opts *o, dnn_ckpt_meta *meta);
 #endif

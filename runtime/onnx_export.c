@@ -585,16 +585,10 @@ int dnn_cmd_export(const dnn_train_opts *o, const char *onnx_path)
 	char err[2048];
 	double t0 = dnn_now();
 	dnn_graph g;
-	int rc = dnn_ckpt_open_graph(&g, o, NULL);
+	dnn_ckpt_meta meta;
+	int rc = dnn_ckpt_open_graph_classes(&g, o, &meta);
 	if (rc != 0)
 		return rc;
-	dnn_ckpt_meta meta;
-	if (dnn_checkpoint_read_classes(o->resume_path, &meta, err, sizeof(err)) != 0 ||
-	    (meta.nclasses > 0 && dnn_graph_set_classes(&g, (int)meta.nclasses, err, sizeof(err)) != 0)) {
-		fprintf(stderr, "error: %s\n", err);
-		dnn_graph_free(&g);
-		return 1;
-	}
 	dnn_model m;
 	if (dnn_model_create(&m, &g, o->seed, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
