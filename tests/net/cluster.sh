@@ -204,6 +204,6 @@ case "$cmd" in
   linkdown) linkdown "${1:?linkdown HOST_INDEX}" ;;
   hosts) need_up; cat "$STATE/hosts" ;;
   mpirun) do_mpirun "$@" ;;
-  -h|--help|help) sed -n '2,26p' "$0" ;;
+  -h|--help|help) sed -n '2,/^set -u/p' "$0" | sed '$d' ;;
   *) echo "cluster.sh: unknown command '$cmd' (try --help)" >&2; exit 2 ;;
 esac
