@@ -59,6 +59,10 @@ down() {
   done
   for ns in $(our_netns); do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$STATE"
+  # Open MPI's session directories of our hosts (/tmp/ompi.<hostname>.0: agent.sh names each
+  # host after its namespace). Left by a killed job, they made later jobs of the same hosts die
+  # of SIGKILL a second after launch (stale records of pids, which all namespaces share).
+  rm -rf /tmp/ompi."${P}"h[0-9]*.0
   return 0
 }
 
@@ -174,7 +178,7 @@ linkdown() { need_up; local ns; ns="$(host_ns "$1")" || exit 1; ip -n "$ns" link
 
 do_mpirun() {
   need_up
-  exec ip netns exec "$LNS" mpirun --allow-run-as-root --hostfile "$STATE/hostfile" -np "$(nhosts)" --map-by node \
+  exec ip netns exec "$LNS" mpirun --allow-run-as-root --hostfile "$STATE/hostfile" -np "$(nhosts)" --map-by node --wdir "$PWD" \
     --mca plm_rsh_agent "$HERE/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
     --mca oob_tcp_keepalive_time "${ANP_NET_KEEPALIVE:-5}" --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
@@ -200,6 +204,6 @@ case "$cmd" in
   linkdown) linkdown "${1:?linkdown HOST_INDEX}" ;;
   hosts) need_up; cat "$STATE/hosts" ;;
   mpirun) do_mpirun "$@" ;;
-  -h|--help|help) sed -n '2,26p' "$0" ;;
+  -h|--help|help) sed -n '2,/^set -u/p' "$0" | sed '$d' ;;
   *) echo "cluster.sh: unknown command '$cmd' (try --help)" >&2; exit 2 ;;
 esac

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 source "$DNN_SOURCE_DIR/tests/net/testlib.sh"
 export STARPU_NCPU=1
 net_up 2
-run() { net_mpirun 300 "$STARPU_ANP" train --net lenet5 --quiet "$@" 2>"$TMP/err" | tail -1; }
+run() { set -o pipefail; net_mpirun 300 "$STARPU_ANP" train --net lenet5 --quiet "$@" 2>"$TMP/err" | tail -1; }
 SYNC="$(run --mode sync)" || { tail -20 "$TMP/err" >&2; fail "sync run failed"; finish; }
 ASYNC="$(run --mode async)" || { tail -20 "$TMP/err" >&2; fail "async run failed"; finish; }
 SA="$(result_field "$SYNC" test_accuracy)"; AA="$(result_field "$ASYNC" test_accuracy)"

@@ -15,7 +15,7 @@ echo "1 process: train_loss=$REF"
 net_up 4
 bash "$NETC" loss 1 || { fail "cluster.sh loss 1 failed"; finish; }
 for ar in tree ring; do
-  LINE="$(net_mpirun 120 "$STARPU_ANP" "${COMMON[@]}" --allreduce "$ar" 2>"$TMP/err" | tail -1)" \
+  LINE="$(set -o pipefail; net_mpirun 120 "$STARPU_ANP" "${COMMON[@]}" --allreduce "$ar" 2>"$TMP/err" | tail -1)" \
     || { tail -20 "$TMP/err" >&2; fail "4 hosts, 1% loss ($ar) failed"; continue; }
   L="$(result_field "$LINE" train_loss)"
   echo "4 hosts, 1% loss, $ar: train_loss=$L ($(result_field "$LINE" images_per_s) img/s)"

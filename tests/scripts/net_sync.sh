@@ -21,7 +21,7 @@ for np in 2 4; do
   net_up "$np"
   for ar in tree ring; do
     before=(); for h in $(seq 1 "$np"); do before[$h]="$(tx_bytes "$h")"; done
-    LINE="$(net_mpirun 120 -x STARPU_MPI_STATS=1 "$STARPU_ANP" "${COMMON[@]}" --allreduce "$ar" 2>"$TMP/err" | tail -1)" \
+    LINE="$(set -o pipefail; net_mpirun 120 -x STARPU_MPI_STATS=1 "$STARPU_ANP" "${COMMON[@]}" --allreduce "$ar" 2>"$TMP/err" | tail -1)" \
       || { tail -20 "$TMP/err" >&2; fail "$np hosts ($ar) failed"; continue; }
     L="$(result_field "$LINE" train_loss)"
     echo "$np hosts, $ar all-reduce: train_loss=$L ($(result_field "$LINE" images_per_s) img/s)"
