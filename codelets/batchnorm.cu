@@ -1,9 +1,12 @@
 /* batchnorm.cu — CUDA side of batch normalisation: cuDNN spatial batch norm on the worker's stream.
  *
  * x is described to cuDNN as (N, C, HW, 1). cuDNN saves the batch mean and invstd =
- * 1/sqrt(biased var + eps); a small kernel fills the middle third of `saved` with the biased var
- * (1/invstd^2 - eps). The running statistics are updated by our own kernel (cuDNN's running
- * update is not used), so CPU and GPU follow the same formula.
+ * 1/sqrt(biased var + eps) into the first and last thirds of `saved`; our own kernel then
+ * computes the middle third, the biased variance, directly from x's deviations from that mean,
+ * summed in double with the CPU's correction for the mean's rounding (batchnorm.c), so it stays
+ * exact when var << eps (rebuilding it as 1/invstd^2 - eps would cancel there). The running statistics are updated by our own kernel
+ * (cuDNN's running update is not used), so CPU and GPU follow the same formula.
+ * Errors record a worker error and return (dnn_cuda.h).
  */
 #include <starpu.h>
 
@@ -11,6 +14,7 @@
 
 extern "C" {
 #include "batchnorm.h"
+#include "dnn_codelet.h"
 }
 
 struct bn_desc {
@@ -18,28 +22,61 @@ struct bn_desc {
 	cudnnTensorDescriptor_t bn; // (1, C, 1, 1)
 };
 
-static void bn_desc_create(bn_desc *d, const dnn_batchnorm_args *a)
+/* 0, or -1 after recording a worker error (d then holds nothing). */
+static int bn_desc_create(bn_desc *d, const dnn_batchnorm_args *a)
 {
-	DNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->x));
-	DNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->bn));
-	DNN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->C,
-						   a->HW, 1));
-	DNN_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(d->bn, d->x, CUDNN_BATCHNORM_SPATIAL));
+	*d = bn_desc{};
+	if (DNN_CUDA_FAILED(cudnnCreateTensorDescriptor(&d->x)) || DNN_CUDA_FAILED(cudnnCreateTensorDescriptor(&d->bn)) ||
+	    DNN_CUDA_FAILED(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->C, a->HW, 1)) ||
+	    DNN_CUDA_FAILED(cudnnDeriveBNTensorDescriptor(d->bn, d->x, CUDNN_BATCHNORM_SPATIAL))) {
+		if (d->bn)
+			(void)cudnnDestroyTensorDescriptor(d->bn);
+		if (d->x)
+			(void)cudnnDestroyTensorDescriptor(d->x);
+		*d = bn_desc{};
+		return -1;
+	}
+	return 0;
 }
 
+/* Host objects; a failure to destroy one is not worth ending a run for. */
 static void bn_desc_destroy(bn_desc *d)
 {
-	DNN_CUDNN_CHECK(cudnnDestroyTensorDescriptor(d->bn));
-	DNN_CUDNN_CHECK(cudnnDestroyTensorDescriptor(d->x));
+	(void)cudnnDestroyTensorDescriptor(d->bn);
+	(void)cudnnDestroyTensorDescriptor(d->x);
 }
 
-// saved (3C): var[c] = 1 / invstd[c]^2 - eps, clamped at 0
-static __global__ void bn_saved_var_kernel(float *saved, int C, float eps)
+#define BN_VAR_THREADS 256
+
+// saved (3C): var[c] = mean over (N, HW) of (x - m)^2 - (mean_d - m)^2, m = saved[c] (cuDNN's
+// float mean), mean_d the exact mean: the CPU's formula (batchnorm.c), summed in double.
+// One block per channel, shared-memory tree reduction of both sums.
+static __global__ void bn_var_kernel(float *saved, const float *x, int N, int C, int HW)
 {
-	int c = blockIdx.x * blockDim.x + threadIdx.x;
-	if (c < C) {
-		float invstd = saved[2 * C + c];
-		saved[C + c] = fmaxf(1.0f / (invstd * invstd) - eps, 0.0f);
+	__shared__ double s_dev[BN_VAR_THREADS], s_sq[BN_VAR_THREADS];
+	const int c = blockIdx.x;
+	const float m = saved[c];
+	const size_t count = (size_t)N * HW;
+	double dev = 0, sq = 0;
+	for (size_t j = threadIdx.x; j < count; j += blockDim.x) {
+		size_t n = j / (size_t)HW, i = j % (size_t)HW;
+		double d = (double)x[(n * C + c) * (size_t)HW + i] - (double)m;
+		dev += d;
+		sq += d * d;
+	}
+	s_dev[threadIdx.x] = dev;
+	s_sq[threadIdx.x] = sq;
+	__syncthreads();
+	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s) {
+			s_dev[threadIdx.x] += s_dev[threadIdx.x + s];
+			s_sq[threadIdx.x] += s_sq[threadIdx.x + s];
+		}
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		double M = (double)count, dm = s_dev[0] / M, var = s_sq[0] / M - dm * dm;
+		saved[C + c] = (float)(var > 0 ? var : 0);
 	}
 }
 
@@ -89,14 +126,17 @@ extern "C" void dnn_batchnorm_fwd_train_cuda(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == nx && NX(4) == 3 * C);
 	float *saved = PTR(4);
 	bn_desc d;
-	bn_desc_create(&d, a);
+	if (bn_desc_create(&d, a) != 0)
+		return;
 	const float one = 1.0f, zero = 0.0f;
-	DNN_CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+	const int bad = DNN_CUDA_FAILED(cudnnBatchNormalizationForwardTraining(
 		dnn_cudnn_handle(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, PTR(0), d.x, PTR(3), d.bn,
 		PTR(1), PTR(2), 0.0, NULL, NULL, (double)a->eps, saved, saved + 2 * C));
 	bn_desc_destroy(&d);
-	bn_saved_var_kernel<<<DNN_CUDA_BLOCKS(a->C), 256, 0, starpu_cuda_get_local_stream()>>>(saved, a->C,
-											      a->eps);
+	if (bad || a->C == 0)
+		return;
+	bn_var_kernel<<<(unsigned)a->C, BN_VAR_THREADS, 0, starpu_cuda_get_local_stream()>>>(saved, PTR(0), a->N, a->C,
+											       a->HW);
 	DNN_CUDA_CHECK(cudaGetLastError());
 	if (a->relu)
 		bn_relu_inplace(PTR(3), nx);
@@ -110,12 +150,15 @@ extern "C" void dnn_batchnorm_fwd_eval_cuda(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx);
 	const float *running = PTR(3);
 	bn_desc d;
-	bn_desc_create(&d, a);
+	if (bn_desc_create(&d, a) != 0)
+		return;
 	const float one = 1.0f, zero = 0.0f;
-	DNN_CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
+	const int bad = DNN_CUDA_FAILED(cudnnBatchNormalizationForwardInference(
 		dnn_cudnn_handle(), CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, PTR(0), d.x, PTR(4), d.bn,
 		PTR(1), PTR(2), running, running + C, (double)a->eps));
 	bn_desc_destroy(&d);
+	if (bad)
+		return;
 	if (a->relu)
 		bn_relu_inplace(PTR(4), nx);
 }
@@ -149,10 +192,13 @@ extern "C" void dnn_batchnorm_bwd_cuda(void *buffers[], void *cl_arg)
 	}
 	const float *saved = PTR(2);
 	bn_desc d;
-	bn_desc_create(&d, a);
+	if (bn_desc_create(&d, a) != 0)
+		return;
 	const float one = 1.0f, beta_dx = a->accumulate_dx ? 1.0f : 0.0f;
-	DNN_CUDNN_CHECK(cudnnBatchNormalizationBackward(
+	const int bad = DNN_CUDA_FAILED(cudnnBatchNormalizationBackward(
 		dnn_cudnn_handle(), CUDNN_BATCHNORM_SPATIAL, &one, &beta_dx, &one, &one, d.x, PTR(0), d.x,
 		PTR(3), d.x, PTR(4), d.bn, PTR(1), PTR(5), PTR(6), (double)a->eps, saved, saved + 2 * C));
 	bn_desc_destroy(&d);
+	if (bad)
+		return;
 }

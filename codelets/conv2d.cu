@@ -2,9 +2,12 @@
  *
  * Each CUDA worker keeps a small table of "plans", one per conv shape it has seen: the cuDNN
  * descriptors plus the algorithm and workspace size of each phase, chosen once with the v7
- * heuristics (deterministic, no benchmarking runs). Tasks then only look up their plan and
- * launch. Math mode is CUDNN_DEFAULT_MATH, so Ampere/Hopper may use TF32 tensor cores for
- * float convs, as PyTorch does by default; NVIDIA_TF32_OVERRIDE=0 forces plain FP32.
+ * heuristics (no benchmarking runs), among those whose workspace fits the worker's block
+ * (allocated once at start-up, DNN_CUDA_WORKSPACE_MB; dnn_cuda.h). Tasks then only look up
+ * their plan and launch. Math (DNN_CUDA_MATH, dnn_codelet.h): tf32, the default, sets
+ * CUDNN_DEFAULT_MATH, so Ampere/Hopper may use TF32 tensor cores for float convs, as PyTorch
+ * does by default; fp32 sets CUDNN_FMA_MATH (FP32 FMA kernels only).
+ * Errors record a worker error and return (dnn_cuda.h); nothing here exits.
  */
 #include <starpu.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 
 extern "C" {
 #include "bias.h"
+#include "dnn_codelet.h"
 #include "conv2d.h"
 void dnn_bias_fwd_cuda(void *buffers[], void *cl_arg);
 void dnn_bias_bwd_cuda(void *buffers[], void *cl_arg);
@@ -21,13 +25,11 @@ void dnn_conv2d_bwd_data_cuda(void *buffers[], void *cl_arg);
 void dnn_conv2d_bwd_filter_cuda(void *buffers[], void *cl_arg);
 }
 
-/* Largest cuDNN workspace a plan may ask for; algorithms needing more are skipped. */
-#define CONV_WORKSPACE_LIMIT ((size_t)512 << 20)
 #define CONV_PLANS_PER_WORKER 32
 
 struct conv_plan {
 	int used;
-	dnn_conv2d_args key; // the shape (accumulate_dx cleared)
+	dnn_conv2d_args key; // the shape (accumulate_dx and bias cleared)
 	cudnnTensorDescriptor_t xd, yd;
 	cudnnFilterDescriptor_t wd;
 	cudnnConvolutionDescriptor_t cd;
@@ -41,87 +43,130 @@ struct conv_plan {
 static conv_plan plans[STARPU_NMAXWORKERS][CONV_PLANS_PER_WORKER];
 static int plan_victim[STARPU_NMAXWORKERS];
 
-/* Index of the first returned algorithm that succeeded and fits the workspace limit, preferring
- * deterministic ones (the list is sorted by expected speed). */
-template <typename Perf> static int pick_algo(const Perf *perf, int count)
+/* Workspace sizes of one algorithm of each pass (the plan's descriptors; h is the worker's). */
+static cudnnStatus_t ws_size(cudnnHandle_t h, const conv_plan *p, cudnnConvolutionFwdAlgo_t algo, size_t *bytes)
 {
-	int any = -1;
-	for (int i = 0; i < count; i++) {
-		if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > CONV_WORKSPACE_LIMIT)
-			continue;
-		if (perf[i].determinism == CUDNN_DETERMINISTIC)
-			return i;
-		if (any < 0)
-			any = i;
-	}
-	if (any < 0) {
-		fprintf(stderr, "%s:%d: cuDNN offers no usable convolution algorithm\n", __FILE__, __LINE__);
-		exit(1);
-	}
-	return any;
+	return cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd, algo, bytes);
+}
+static cudnnStatus_t ws_size(cudnnHandle_t h, const conv_plan *p, cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes)
+{
+	return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wd, p->yd, p->cd, p->xd, algo, bytes);
+}
+static cudnnStatus_t ws_size(cudnnHandle_t h, const conv_plan *p, cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes)
+{
+	return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->xd, p->yd, p->cd, p->wd, algo, bytes);
 }
 
+/* The algorithm of one pass: among the heuristics' answers (sorted by expected speed) that
+ * succeeded, the first deterministic one whose workspace fits the worker's block (cap bytes,
+ * DNN_CUDA_WORKSPACE_MB), else the first non-deterministic one that fits, else `fallback` (the
+ * implicit GEMM of each pass, which needs no workspace on any shape we make) when it fits.
+ * 0 with *algo and *ws, or -1 after recording a worker error. */
+template <typename Perf, typename Algo>
+static int pick_algo(cudnnHandle_t h, const conv_plan *p, const Perf *perf, int count, Algo fallback, size_t cap,
+		     const char *pass, Algo *algo, size_t *ws)
+{
+	for (int want_det = 1; want_det >= 0; want_det--)
+		for (int i = 0; i < count; i++) {
+			if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > cap ||
+			    (want_det && perf[i].determinism != CUDNN_DETERMINISTIC))
+				continue;
+			size_t bytes;
+			if (ws_size(h, p, perf[i].algo, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= cap) {
+				*algo = perf[i].algo, *ws = bytes;
+				return 0;
+			}
+		}
+	size_t bytes = 0;
+	cudnnStatus_t s = ws_size(h, p, fallback, &bytes);
+	if (s == CUDNN_STATUS_SUCCESS && bytes <= cap) {
+		*algo = fallback, *ws = bytes;
+		return 0;
+	}
+	dnn_worker_error("conv2d %s (N=%d C=%d H=%d W=%d K=%d R=%d S=%d stride=%d pad=%d dilation=%d): cuDNN offers no "
+			 "algorithm within the %zu-byte workspace (DNN_CUDA_WORKSPACE_MB; the fallback needs %zu: %s)",
+			 pass, p->key.N, p->key.C, p->key.H, p->key.W, p->key.K, p->key.R, p->key.S, p->key.stride,
+			 p->key.pad, p->key.dilation, cap, bytes, cudnnGetErrorString(s));
+	return -1;
+}
+
+/* Destroys what the plan holds (each descriptor once, NULL-safe); errors are ignored, as
+ * nothing could be done about them and the descriptors are host objects. */
 static void plan_destroy(conv_plan *p)
 {
-	DNN_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->xd));
-	DNN_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->yd));
-	DNN_CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->wd));
-	DNN_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->cd));
-	p->used = 0;
+	if (p->xd)
+		(void)cudnnDestroyTensorDescriptor(p->xd);
+	if (p->yd)
+		(void)cudnnDestroyTensorDescriptor(p->yd);
+	if (p->wd)
+		(void)cudnnDestroyFilterDescriptor(p->wd);
+	if (p->cd)
+		(void)cudnnDestroyConvolutionDescriptor(p->cd);
+	*p = conv_plan{};
 }
 
-static void plan_create(conv_plan *p, const dnn_conv2d_args *key)
+/* Fills *p for the shape key: descriptors (math per DNN_CUDA_MATH), then each pass's algorithm
+ * and workspace. 0, or -1 after recording a worker error (p then holds nothing). */
+static int plan_create(conv_plan *p, const dnn_conv2d_args *key)
 {
 	cudnnHandle_t h = dnn_cudnn_handle();
 	const dnn_conv2d_args *a = key;
+	*p = conv_plan{};
 	p->key = *key;
-	DNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->xd));
-	DNN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->yd));
-	DNN_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->wd));
-	DNN_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->cd));
-	DNN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->C,
-						   a->H, a->W));
-	DNN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, a->K, a->C,
-						   a->R, a->S));
-	DNN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->cd, a->pad, a->pad, a->stride, a->stride,
-							a->dilation, a->dilation,
-							CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-	DNN_CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, CUDNN_DEFAULT_MATH));
-	int n, k, pp, q;
-	DNN_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &n, &k, &pp, &q));
-	if (n != a->N || k != a->K || pp != a->P || q != a->Q) {
-		fprintf(stderr, "%s:%d: cuDNN output shape (%d,%d,%d,%d) != args (%d,%d,%d,%d)\n", __FILE__,
-			__LINE__, n, k, pp, q, a->N, a->K, a->P, a->Q);
-		exit(1);
-	}
-	DNN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->K,
-						   a->P, a->Q));
-
-	int count;
+	const size_t cap = dnn_cuda_workspace_size();
+	int n, k, pp, q, count;
 	cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-	DNN_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-		h, p->xd, p->wd, p->cd, p->yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fperf));
-	p->fwd_algo = fperf[pick_algo(fperf, count)].algo;
-	DNN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, p->xd, p->wd, p->cd, p->yd,
-								p->fwd_algo, &p->fwd_ws));
-
 	cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-	DNN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-		h, p->wd, p->yd, p->cd, p->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, dperf));
-	p->bwd_data_algo = dperf[pick_algo(dperf, count)].algo;
-	DNN_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->wd, p->yd, p->cd, p->xd,
-								     p->bwd_data_algo, &p->bwd_data_ws));
-
 	cudnnConvolutionBwdFilterAlgoPerf_t wperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-	DNN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-		h, p->xd, p->yd, p->cd, p->wd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, wperf));
-	p->bwd_filter_algo = wperf[pick_algo(wperf, count)].algo;
-	DNN_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-		h, p->xd, p->yd, p->cd, p->wd, p->bwd_filter_algo, &p->bwd_filter_ws));
+#define PLAN_CHECK(expr)                     \
+	do {                                 \
+		if (DNN_CUDA_FAILED(expr))   \
+			goto fail;           \
+	} while (0)
+	PLAN_CHECK(cudnnCreateTensorDescriptor(&p->xd));
+	PLAN_CHECK(cudnnCreateTensorDescriptor(&p->yd));
+	PLAN_CHECK(cudnnCreateFilterDescriptor(&p->wd));
+	PLAN_CHECK(cudnnCreateConvolutionDescriptor(&p->cd));
+	PLAN_CHECK(cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->C, a->H, a->W));
+	PLAN_CHECK(cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, a->K, a->C, a->R, a->S));
+	PLAN_CHECK(cudnnSetConvolution2dDescriptor(p->cd, a->pad, a->pad, a->stride, a->stride, a->dilation,
+						   a->dilation, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+	/* fp32: CUDNN_FMA_MATH restricts cuDNN to FMA kernels (no TF32 tensor cores); tf32:
+	 * CUDNN_DEFAULT_MATH, which permits TF32 tensor cores on Ampere and later. */
+	PLAN_CHECK(cudnnSetConvolutionMathType(p->cd, dnn_cuda_math_fp32() ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+	PLAN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &n, &k, &pp, &q));
+	if (n != a->N || k != a->K || pp != a->P || q != a->Q) {
+		dnn_worker_error("conv2d: cuDNN's output shape (%d,%d,%d,%d) differs from ours (%d,%d,%d,%d)", n, k, pp,
+				 q, a->N, a->K, a->P, a->Q);
+		goto fail;
+	}
+	PLAN_CHECK(cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->K, a->P, a->Q));
+
+	PLAN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd,
+							  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fperf));
+	if (pick_algo(h, p, fperf, count, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, cap, "forward", &p->fwd_algo,
+		      &p->fwd_ws) != 0)
+		goto fail;
+	PLAN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->wd, p->yd, p->cd, p->xd,
+							       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, dperf));
+	if (pick_algo(h, p, dperf, count, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, cap, "backward data",
+		      &p->bwd_data_algo, &p->bwd_data_ws) != 0)
+		goto fail;
+	PLAN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->xd, p->yd, p->cd, p->wd,
+								 CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, wperf));
+	if (pick_algo(h, p, wperf, count, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, cap, "backward filter",
+		      &p->bwd_filter_algo, &p->bwd_filter_ws) != 0)
+		goto fail;
+#undef PLAN_CHECK
 	p->used = 1;
+	return 0;
+fail:
+	plan_destroy(p);
+	return -1;
 }
 
-/* The calling worker's plan for this shape, created on first use (evicting round-robin). */
+/* The calling worker's plan for this shape, created on first use (evicting round-robin);
+ * NULL after recording a worker error. */
 static conv_plan *plan_get(const dnn_conv2d_args *a)
 {
 	int w = starpu_worker_get_id_check();
@@ -143,8 +188,7 @@ static conv_plan *plan_get(const dnn_conv2d_args *a)
 		 * while kernels launched with them are still queued on the stream is safe. */
 		plan_destroy(p);
 	}
-	plan_create(p, &key);
-	return p;
+	return plan_create(p, &key) == 0 ? p : NULL;
 }
 
 /* The i-th buffer of the running task as a float vector of `expect` elements. */
@@ -178,7 +222,11 @@ extern "C" void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg)
 	const float *w = vec_ptr(buffers, 1, w_count(a)); // (K, C, R, S)
 	float *y = vec_ptr(buffers, 2, y_count(a));       // (N, K, P, Q)
 	conv_plan *p = plan_get(a);
-	void *ws = p->fwd_ws ? dnn_cuda_workspace(p->fwd_ws) : NULL;
+	if (!p)
+		return;
+	void *ws = dnn_cuda_workspace(p->fwd_ws);
+	if (p->fwd_ws && !ws)
+		return;
 	const float alpha = 1.0f, beta = 0.0f;
 	DNN_CUDNN_CHECK(cudnnConvolutionForward(dnn_cudnn_handle(), &alpha, p->xd, x, p->wd, w, p->cd,
 						p->fwd_algo, ws, p->fwd_ws, &beta, p->yd, y));
@@ -198,7 +246,11 @@ extern "C" void dnn_conv2d_bwd_data_cuda(void *buffers[], void *cl_arg)
 	const float *w = vec_ptr(buffers, 1, w_count(a));  // (K, C, R, S)
 	float *dx = vec_ptr(buffers, 2, x_count(a));       // (N, C, H, W)
 	conv_plan *p = plan_get(a);
-	void *ws = p->bwd_data_ws ? dnn_cuda_workspace(p->bwd_data_ws) : NULL;
+	if (!p)
+		return;
+	void *ws = dnn_cuda_workspace(p->bwd_data_ws);
+	if (p->bwd_data_ws && !ws)
+		return;
 	const float alpha = 1.0f, beta = a->accumulate_dx ? 1.0f : 0.0f;
 	DNN_CUDNN_CHECK(cudnnConvolutionBackwardData(dnn_cudnn_handle(), &alpha, p->wd, w, p->yd, dy,
 						     p->cd, p->bwd_data_algo, ws, p->bwd_data_ws,
@@ -213,7 +265,11 @@ extern "C" void dnn_conv2d_bwd_filter_cuda(void *buffers[], void *cl_arg)
 	const float *dy = vec_ptr(buffers, 1, y_count(a)); // (N, K, P, Q)
 	float *dw = vec_ptr(buffers, 2, w_count(a));       // (K, C, R, S), +=
 	conv_plan *p = plan_get(a);
-	void *ws = p->bwd_filter_ws ? dnn_cuda_workspace(p->bwd_filter_ws) : NULL;
+	if (!p)
+		return;
+	void *ws = dnn_cuda_workspace(p->bwd_filter_ws);
+	if (p->bwd_filter_ws && !ws)
+		return;
 	const float alpha = 1.0f, beta = 1.0f;
 	DNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dnn_cudnn_handle(), &alpha, p->xd, x, p->yd, dy,
 						       p->cd, p->bwd_filter_algo, ws,

@@ -2,9 +2,10 @@
  * worker errors and CPU scratch memory. */
 #include "dnn_codelet.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
-
+#include <stdlib.h>
 #include <string.h>
 
 uint32_t dnn_args_footprint(struct starpu_task *task)
@@ -106,4 +107,33 @@ int dnn_worker_error_get(char *msg, size_t len)
 		snprintf(msg, len, "%s", worker_error_msg);
 	pthread_mutex_unlock(&worker_error_lock);
 	return set;
+}
+
+/* ---------------------------------------------------------------- CUDA environment */
+int dnn_cuda_env_read(dnn_cuda_env *e, char *err, size_t errlen)
+{
+	e->fp32 = 0;
+	e->workspace_mb = -1;
+	const char *m = getenv("DNN_CUDA_MATH");
+	if (m && *m) {
+		if (strcmp(m, "fp32") == 0)
+			e->fp32 = 1;
+		else if (strcmp(m, "tf32") != 0) {
+			snprintf(err, errlen, "DNN_CUDA_MATH=%s: expected tf32 or fp32", m);
+			return -1;
+		}
+	}
+	const char *w = getenv("DNN_CUDA_WORKSPACE_MB");
+	if (w && *w) {
+		char *end;
+		errno = 0;
+		long v = strtol(w, &end, 10);
+		if (errno != 0 || end == w || *end != '\0' || v < 0 || v > DNN_CUDA_WORKSPACE_MAX_MB) {
+			snprintf(err, errlen, "DNN_CUDA_WORKSPACE_MB=%s: expected an integer from 0 to %ld (MiB)", w,
+				 DNN_CUDA_WORKSPACE_MAX_MB);
+			return -1;
+		}
+		e->workspace_mb = v;
+	}
+	return 0;
 }

@@ -1,17 +1,28 @@
-/* dnn_cuda.h — CUDA helpers shared by the .cu files: error checks and per-worker library handles.
+/* dnn_cuda.h — CUDA helpers shared by the .cu files: error checks, per-worker library handles
+ * and the per-worker cuDNN workspace.
  *
  * One cuBLAS handle (StarPU's, from starpu_cublas_init) and one cuDNN handle per CUDA worker,
- * both bound to the worker's stream, are created once at start-up by dnn_cuda_init(), never per
- * task. Include only from .cu files (and dnn_cuda.cu); C code uses dnn_cuda_init/shutdown.
+ * both bound to the worker's stream and set to the DNN_CUDA_MATH mode (dnn_codelet.h), and one
+ * cuDNN workspace block per CUDA worker (DNN_CUDA_WORKSPACE_MB), are created once at start-up by
+ * dnn_cuda_init(), never per task. Include only from .cu files (and dnn_cuda.cu); C code uses
+ * dnn_cuda_init/shutdown.
+ *
+ * Error policy: nothing here exits or aborts. A failing CUDA/cuBLAS/cuDNN call inside a task
+ * records a worker error (dnn_worker_error: "<file>:<line>: <call> failed: <the library's
+ * message> (task <name>)") and the task returns; dnn_wait_step then ends the run with it.
  */
 #ifndef DNN_CUDA_H
 #define DNN_CUDA_H
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Called after starpu_init(); no-op when there are no CUDA workers. Returns 0 or exits. */
-int dnn_cuda_init(void);
+/* Called after starpu_init(): reads DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB and, on every CUDA
+ * worker, creates the cuDNN handle, sets both libraries' math mode and allocates the workspace.
+ * 0 (also when there are no CUDA workers), or -1 with one line in err (what failed, on which
+ * worker); then dnn_cuda_shutdown still releases what was made. */
+int dnn_cuda_init(char *err, size_t errlen);
 void dnn_cuda_shutdown(void);
 #ifdef __cplusplus
 }
@@ -21,45 +32,41 @@ void dnn_cuda_shutdown(void);
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
-#include <stdio.h>
-#include <stdlib.h>
 
-#define DNN_CUDA_CHECK(expr)                                                                   \
-	do {                                                                                   \
-		cudaError_t dnn_e_ = (expr);                                                   \
-		if (dnn_e_ != cudaSuccess) {                                                   \
-			fprintf(stderr, "%s:%d: CUDA error in %s: %s\n", __FILE__, __LINE__, #expr, \
-				cudaGetErrorString(dnn_e_));                                   \
-			exit(1);                                                               \
-		}                                                                              \
+/* 1 when the call failed, after recording the worker error naming it (`call` is the call's
+ * text: its function name is kept), file:line and the library's message; 0 on success. */
+int dnn_cuda_failed_(cudaError_t e, const char *call, const char *file, int line);
+int dnn_cuda_failed_(cublasStatus_t s, const char *call, const char *file, int line);
+int dnn_cuda_failed_(cudnnStatus_t s, const char *call, const char *file, int line);
+#define DNN_CUDA_FAILED(expr) dnn_cuda_failed_((expr), #expr, __FILE__, __LINE__)
+
+/* In a function returning void (a codelet): on failure, record it and return. The three names
+ * say which library is called; they share one implementation (overloaded on the status type). */
+#define DNN_CUDA_CHECK(expr)                   \
+	do {                                   \
+		if (DNN_CUDA_FAILED(expr))     \
+			return;                \
 	} while (0)
-
-#define DNN_CUBLAS_CHECK(expr)                                                                 \
-	do {                                                                                   \
-		cublasStatus_t dnn_s_ = (expr);                                                \
-		if (dnn_s_ != CUBLAS_STATUS_SUCCESS) {                                         \
-			fprintf(stderr, "%s:%d: cuBLAS error in %s: %s\n", __FILE__, __LINE__, #expr, \
-				cublasGetStatusString(dnn_s_));                                \
-			exit(1);                                                               \
-		}                                                                              \
-	} while (0)
-
-#define DNN_CUDNN_CHECK(expr)                                                                  \
-	do {                                                                                   \
-		cudnnStatus_t dnn_s_ = (expr);                                                 \
-		if (dnn_s_ != CUDNN_STATUS_SUCCESS) {                                          \
-			fprintf(stderr, "%s:%d: cuDNN error in %s: %s\n", __FILE__, __LINE__, #expr, \
-				cudnnGetErrorString(dnn_s_));                                  \
-			exit(1);                                                               \
-		}                                                                              \
+#define DNN_CUBLAS_CHECK(expr) DNN_CUDA_CHECK(expr)
+#define DNN_CUDNN_CHECK(expr) DNN_CUDA_CHECK(expr)
+/* The same in a function returning a value: on failure, record it and return rv. */
+#define DNN_CUDA_CHECK_RET(expr, rv)           \
+	do {                                   \
+		if (DNN_CUDA_FAILED(expr))     \
+			return (rv);           \
 	} while (0)
 
 /* Handles of the calling CUDA worker, already bound to starpu_cuda_get_local_stream(). */
 cublasHandle_t dnn_cublas_handle(void);
 cudnnHandle_t dnn_cudnn_handle(void);
 
-/* Per-worker device workspace for cuDNN; grows on demand (synchronising the worker stream
- * before freeing the old block). */
+/* 1 when DNN_CUDA_MATH=fp32 (no TF32 anywhere), 0 for tf32 (the default). */
+int dnn_cuda_math_fp32(void);
+
+/* The calling worker's cuDNN workspace: its size (allocated once at start-up; algorithm choices
+ * must fit it) and the block. dnn_cuda_workspace(bytes) returns the block, NULL for 0 bytes, or
+ * NULL with a worker error when bytes exceeds the block (a plan that ignored the cap). */
+size_t dnn_cuda_workspace_size(void);
 void *dnn_cuda_workspace(size_t bytes);
 
 #define DNN_CUDA_BLOCKS(n) ((unsigned)(((n) + 255) / 256))

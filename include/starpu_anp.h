@@ -83,7 +83,9 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary);
 /* Start StarPU with our settings: OpenBLAS at one thread per worker, cuBLAS/cuDNN handles on
  * every CUDA worker. With use_mpi, StarPU-MPI is started too (it initialises MPI).
  * Returns 0, or -ENODEV when StarPU finds no worker at all (tests map that to exit 77);
- * any other failure prints one line and exits 1. */
+ * a bad DNN_CUDA_MATH or DNN_CUDA_WORKSPACE_MB prints one line and exits 2 (a usage error,
+ * checked before StarPU starts, with or without a GPU); any other failure (StarPU, or the
+ * cuBLAS/cuDNN set-up of a CUDA worker) prints one line and exits 1. */
 int dnn_runtime_init(int *argc, char ***argv, int use_mpi);
 void dnn_runtime_shutdown(void);
 

@@ -20,6 +20,14 @@ static int g_use_mpi, g_rank, g_nranks = 1;
 int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 {
 	openblas_set_num_threads(1);
+	/* DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB (dnn_codelet.h): a bad value is a usage error, in
+	 * every build and before StarPU starts, so it is caught on a machine without a GPU too. */
+	char err[512];
+	dnn_cuda_env env;
+	if (dnn_cuda_env_read(&env, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		exit(2);
+	}
 	struct starpu_conf conf;
 	int rc = starpu_conf_init(&conf);
 	if (rc != 0) {
@@ -48,9 +56,8 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 	}
 	g_use_mpi = use_mpi;
 #ifdef DNN_HAVE_CUDA
-	rc = dnn_cuda_init();
-	if (rc != 0) {
-		fprintf(stderr, "error: cuBLAS/cuDNN set-up on the CUDA workers failed (%d)\n", rc);
+	if (dnn_cuda_init(err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
 		exit(1);
 	}
 #endif

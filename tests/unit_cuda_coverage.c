@@ -263,8 +263,9 @@ int main(void)
 	if (rc != 0)
 		die("starpu_init", strerror(-rc));
 #ifdef DNN_HAVE_CUDA
-	if (dnn_cuda_init() != 0)
-		die("dnn_cuda_init", "failed");
+	char cerr[512];
+	if (dnn_cuda_init(cerr, sizeof(cerr)) != 0)
+		die("dnn_cuda_init", cerr);
 #endif
 	test_rng_seed(2024);
 	dnn_dataset mem, folder;
