@@ -9,6 +9,7 @@
 #include "conv2d.h"
 #include "bias.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 #include "dnn_codelet.h"
@@ -32,8 +33,12 @@ int dnn_conv2d_args_finish(dnn_conv2d_args *a)
 	long long ew = (long long)a->W + 2LL * a->pad - (long long)a->dilation * (a->S - 1) - 1;
 	if (eh < 0 || ew < 0)
 		return -1;
-	a->P = (int)(eh / a->stride + 1);
-	a->Q = (int)(ew / a->stride + 1);
+	long long P = eh / a->stride + 1, Q = ew / a->stride + 1;
+	/* cuDNN tensor descriptors take int sizes: x (N,C,H,W) and y (N,K,P,Q) */
+	if ((long long)a->N * a->C * a->H * a->W > INT_MAX || (long long)a->N * a->K * P * Q > INT_MAX)
+		return -1;
+	a->P = (int)P;
+	a->Q = (int)Q;
 	return 0;
 }
 

@@ -23,7 +23,9 @@ typedef struct {
 	int bias;           // fwd and bwd_filter take a 4th buffer: b (K) (R) / db (K) (+=, as dw)
 } dnn_conv2d_args;
 
-/* Computes P and Q; returns 0, or -1 when the shapes give an empty output. */
+/* Computes P and Q; returns 0, or -1 when the shapes give an empty output or when x or y holds
+ * more than INT_MAX elements (cuDNN's tensor descriptors take int sizes; graph/ops/conv.c
+ * rejects such a chunk at plan time with a message). */
 int dnn_conv2d_args_finish(dnn_conv2d_args *a);
 double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 

@@ -14,7 +14,8 @@ typedef struct {
 	int accumulate_dx;
 } dnn_maxpool_args;
 
-int dnn_maxpool_args_finish(dnn_maxpool_args *a); // 0, or -1 on an empty/invalid output
+/* 0, or -1 on an empty/invalid output or an x of more than INT_MAX elements (cuDNN's int sizes) */
+int dnn_maxpool_args_finish(dnn_maxpool_args *a);
 
 void dnn_maxpool_forward_cpu(float *y, const float *x, const dnn_maxpool_args *a);
 void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const float *dy,

@@ -193,8 +193,20 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 {
 	const dnn_graph *g = m->g;
 	memset(p, 0, sizeof(*p));
+	if (batch < 1 || nchunks < 1) {
+		snprintf(err, errlen, "a plan needs a batch and chunks of at least 1 (got %d in %d)", batch, nchunks);
+		return -1;
+	}
 	if (nchunks > batch)
 		nchunks = batch;
+	/* The ops' limits on one chunk (cuDNN's int sizes), for the largest chunk, before anything
+	 * is allocated or registered. */
+	const int max_chunk = batch / nchunks + (batch % nchunks ? 1 : 0);
+	for (int i = 1; i < g->nnodes; i++) {
+		const dnn_op_desc *d = dnn_op_get(g->nodes[i].op);
+		if (d->check_chunk && d->check_chunk(g, &g->nodes[i], max_chunk, err, errlen) != 0)
+			return -1;
+	}
 	p->m = m, p->batch = batch, p->nchunks = nchunks, p->nslots = nslots, p->train = train;
 	p->global_batch = batch;
 	p->chunk_n = malloc((size_t)nchunks * sizeof(int));

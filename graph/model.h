@@ -134,6 +134,9 @@ typedef struct {
 	float *stats_host;                    // [slot][c][2]: loss sum, correct count
 } dnn_plan;
 
+/* 0, or -1 with one line in err: among others, when a chunk is too large for an op's kernels
+ * (op.h check_chunk, e.g. a conv tensor over cuDNN's INT_MAX elements), checked first, before
+ * anything is allocated. */
 int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train, char *err,
 		    size_t errlen);
 /* The same for this rank's shard of a global batch split over the model's ranks. */

@@ -1,6 +1,7 @@
 /* op.c — the op table (built from ops/ops.def) and the helpers the op files share (op.h). */
 #include "op.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,18 @@ int dnn_op_fail(char *err, size_t errlen, const char *src, int line, const char 
 	dnn_vset_err(err, errlen, where, fmt, ap);
 	va_end(ap);
 	return -1;
+}
+
+int dnn_op_check_int_elems(const dnn_graph *g, const dnn_node *nd, const char *what, const dnn_node *t, int n,
+			   char *err, size_t errlen)
+{
+	const long long elems = (long long)n * t->C * t->H * t->W;
+	if (elems <= INT_MAX)
+		return 0;
+	return dnn_op_fail(err, errlen, g->source, nd->line,
+			   "%s: its %s for a chunk of %d samples, %dx%dx%dx%d = %lld floats, is more than the %d "
+			   "elements a cuDNN tensor takes: use more --chunks or a smaller --batch",
+			   nd->name, what, n, n, t->C, t->H, t->W, elems, INT_MAX);
 }
 
 int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)

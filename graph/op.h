@@ -49,6 +49,10 @@ typedef struct {
 	int (*infer)(dnn_graph *g, dnn_node *nd, char *err, size_t errlen);
 	/* Trainable parameters (dnn_model_add_param) and other model state; optional. */
 	int (*create_params)(dnn_model *m, int i, uint64_t *rng, char *err, size_t errlen);
+	/* Whether a chunk of n samples fits the op's kernels (cuDNN takes int tensor sizes:
+	 * dnn_op_check_int_elems); optional. dnn_plan_create calls it with its largest chunk before
+	 * it registers any handle. 0, or -1 with "src:line: name: message" in err. */
+	int (*check_chunk)(const dnn_graph *g, const dnn_node *nd, int n, char *err, size_t errlen);
 	/* Floats of a per-chunk buffer kept from forward to backward (training), 0: none; optional. */
 	size_t (*saved_floats)(const dnn_node *nd);
 	/* Submit node i's tasks for ctx's chunk; return 0 or a negative errno. backward may be
@@ -84,6 +88,11 @@ int dnn_op_count(dnn_op_ctx *ctx, int rc);
 /* "src:line: message" (line 0: "src: message"); returns -1. */
 int dnn_op_fail(char *err, size_t errlen, const char *src, int line, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+/* For check_chunk: 0 when `what` of node nd (the output of node t: nd itself or one of its
+ * inputs) for a chunk of n samples has at most INT_MAX elements, the most a cuDNN tensor
+ * descriptor takes; else -1 with "src:line: name: its <what> for a chunk of n samples ...". */
+int dnn_op_check_int_elems(const dnn_graph *g, const dnn_node *nd, const char *what, const dnn_node *t, int n,
+			   char *err, size_t errlen);
 /* Output shape = input 0's shape (element-wise ops). */
 int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen);
 /* Weight (and bias) of a conv or dense layer: PyTorch's default uniform init in +-1/sqrt(fan_in). */

@@ -41,6 +41,13 @@ static int create_params(dnn_model *m, int i, uint64_t *rng, char *err, size_t e
 	return 0;
 }
 
+/* cuDNN describes x (N, C, HW, 1) with int sizes: one chunk's input must hold at most INT_MAX
+ * elements. Checked at plan time. */
+static int check_chunk(const dnn_graph *g, const dnn_node *nd, int n, char *err, size_t errlen)
+{
+	return dnn_op_check_int_elems(g, nd, "input", &g->nodes[nd->inputs[0]], n, err, errlen);
+}
+
 static size_t saved_floats(const dnn_node *nd) { return 3 * (size_t)nd->C; }
 
 static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int relu)
@@ -88,5 +95,5 @@ static int backward(dnn_op_ctx *ctx, int i)
 
 const dnn_op_desc dnn_op_batchnorm = {
 	.name = "batchnorm", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 2, .infer = infer,
-	.create_params = create_params, .saved_floats = saved_floats, .forward = forward, .backward = backward,
+	.check_chunk = check_chunk, .create_params = create_params, .saved_floats = saved_floats, .forward = forward, .backward = backward,
 };

@@ -1,6 +1,7 @@
 /* conv.c — the conv op: `conv NAME IN out=K k=R [stride=1] [pad=0] [dilation=1] [bias=0]`.
  * Kernels and codelets: codelets/conv2d.{c,h}; a bias is a separate bias task, or part of the
  * conv's own tasks when fusion level 2 says so (fuse.h). */
+#include <errno.h>
 #include <stdio.h>
 
 #include "bias.h"
@@ -51,13 +52,24 @@ static int create_params(dnn_model *m, int i, uint64_t *rng, char *err, size_t e
 	return dnn_op_params_linear(m, i, fan_in, (long)nd->out * fan_in, rng, err, errlen);
 }
 
-static dnn_conv2d_args conv_args(const dnn_op_ctx *ctx, const dnn_node *nd)
+/* cuDNN describes x and y with int sizes (codelets/conv2d.h): one chunk's input and output must
+ * each hold at most INT_MAX elements. Checked at plan time for the largest chunk. */
+static int check_chunk(const dnn_graph *g, const dnn_node *nd, int n, char *err, size_t errlen)
+{
+	if (dnn_op_check_int_elems(g, nd, "input", &g->nodes[nd->inputs[0]], n, err, errlen) != 0 ||
+	    dnn_op_check_int_elems(g, nd, "output", nd, n, err, errlen) != 0)
+		return -1;
+	return 0;
+}
+
+/* The chunk's conv arguments; -EINVAL when dnn_conv2d_args_finish refuses them (not after
+ * infer() and check_chunk() passed: an empty output or a tensor over INT_MAX). */
+static int conv_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_conv2d_args *a)
 {
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
-	dnn_conv2d_args a = {.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k, .S = nd->k,
-			     .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation};
-	dnn_conv2d_args_finish(&a); /* cannot fail: infer() checked the output is not empty */
-	return a;
+	*a = (dnn_conv2d_args){.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k, .S = nd->k,
+			       .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation};
+	return dnn_conv2d_args_finish(a) == 0 ? 0 : -EINVAL;
 }
 
 static int forward(dnn_op_ctx *ctx, int i)
@@ -65,7 +77,9 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
 	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]), y = dnn_op_out(ctx, i);
-	dnn_conv2d_args a = conv_args(ctx, nd);
+	dnn_conv2d_args a;
+	if (conv_args(ctx, nd, &a) != 0)
+		return -EINVAL;
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* conv + bias in one task */
 		a.bias = 1;
 		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(NULL, &a, x, w[0].hw, w[1].hw, y));
@@ -85,7 +99,9 @@ static int backward(dnn_op_ctx *ctx, int i)
 	const int i0 = nd->inputs[0];
 	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
 	starpu_data_handle_t x = dnn_op_out(ctx, i0), dy = dnn_op_dy(ctx, i);
-	dnn_conv2d_args a = conv_args(ctx, nd);
+	dnn_conv2d_args a;
+	if (conv_args(ctx, nd, &a) != 0)
+		return -EINVAL;
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* the bias gradient in the filter gradient's task */
 		dnn_conv2d_args ab = a;
@@ -105,5 +121,6 @@ static int backward(dnn_op_ctx *ctx, int i)
 
 const dnn_op_desc dnn_op_conv = {
 	.name = "conv", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = sizeof(keys) / sizeof(keys[0]),
-	.check = check, .infer = infer, .create_params = create_params, .forward = forward, .backward = backward,
+	.check = check, .infer = infer, .check_chunk = check_chunk, .create_params = create_params, .forward = forward,
+	.backward = backward,
 };

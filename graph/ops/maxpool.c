@@ -1,5 +1,7 @@
 /* maxpool.c — the maxpool op: `maxpool NAME IN k=K [stride=K] [pad=0]`.
  * Kernels and codelets: codelets/maxpool.{c,h}. */
+#include <errno.h>
+
 #include "maxpool.h"
 #include "op.h"
 
@@ -36,19 +38,29 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 	return 0;
 }
 
-static dnn_maxpool_args pool_args(const dnn_op_ctx *ctx, const dnn_node *nd)
+/* cuDNN describes x and y with int sizes: one chunk's input (the larger) must hold at most
+ * INT_MAX elements (dnn_maxpool_args_finish refuses more). Checked at plan time. */
+static int check_chunk(const dnn_graph *g, const dnn_node *nd, int n, char *err, size_t errlen)
+{
+	return dnn_op_check_int_elems(g, nd, "input", &g->nodes[nd->inputs[0]], n, err, errlen);
+}
+
+/* The chunk's pooling arguments; -EINVAL when dnn_maxpool_args_finish refuses them (not after
+ * infer() and check_chunk() passed). */
+static int pool_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_maxpool_args *a)
 {
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
-	dnn_maxpool_args a = {.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .k = nd->k, .stride = nd->stride,
-			      .pad = nd->pad};
-	dnn_maxpool_args_finish(&a);
-	return a;
+	*a = (dnn_maxpool_args){.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .k = nd->k, .stride = nd->stride,
+				.pad = nd->pad};
+	return dnn_maxpool_args_finish(a) == 0 ? 0 : -EINVAL;
 }
 
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	dnn_maxpool_args a = pool_args(ctx, nd);
+	dnn_maxpool_args a;
+	if (pool_args(ctx, nd, &a) != 0)
+		return -EINVAL;
 	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
 	return 0;
 }
@@ -57,7 +69,9 @@ static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const int i0 = nd->inputs[0];
-	dnn_maxpool_args a = pool_args(ctx, nd);
+	dnn_maxpool_args a;
+	if (pool_args(ctx, nd, &a) != 0)
+		return -EINVAL;
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
 	if (i0 == 0)
 		return 0;
@@ -68,5 +82,5 @@ static int backward(dnn_op_ctx *ctx, int i)
 
 const dnn_op_desc dnn_op_maxpool = {
 	.name = "maxpool", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 3, .defaults = defaults,
-	.check = check, .infer = infer, .forward = forward, .backward = backward,
+	.check = check, .infer = infer, .check_chunk = check_chunk, .forward = forward, .backward = backward,
 };

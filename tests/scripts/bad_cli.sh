@@ -43,6 +43,23 @@ expect_rc 1 "$A" train --net "$TMP/random.net"
 # A net whose input shape does not fit the data: clean runtime error.
 printf 'input x 3 32 32\nconv c1 x out=4 k=3\nrelu r1 c1\navgpool p p1\ndense f p out=10\nsoftmax_xent loss f\n' | sed 's/avgpool p p1/avgpool p r1/' > "$TMP/cifar.net"
 expect_rc 1 "$A" train --net "$TMP/cifar.net" --quiet && [[ "$ERR" == *"expects 3x32x32"* ]] || fail "shape mismatch: $ERR"
+# The CUDA environment (codelets/dnn_codelet.h): a bad value is a usage error at start-up, one
+# line naming the variable, with or without a GPU; the good values run.
+for bad in DNN_CUDA_MATH=bogus DNN_CUDA_MATH=FP32 DNN_CUDA_WORKSPACE_MB=-1 DNN_CUDA_WORKSPACE_MB=12x \
+           DNN_CUDA_WORKSPACE_MB=99999999; do
+  expect_rc 2 env "$bad" "$A" bench --net lenet5 --batch 8 --steps 1 --warmup 0 --quiet &&
+    { [[ "$ERR" == *"error: ${bad}:"* ]] || fail "$bad: message lacks the variable: $ERR"; }
+  [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] || fail "$bad: error is not one line: $ERR"
+done
+for good in DNN_CUDA_MATH=tf32 DNN_CUDA_MATH=fp32 DNN_CUDA_WORKSPACE_MB=0; do
+  expect_rc 0 env "$good" "$A" bench --net lenet5 --batch 8 --steps 1 --warmup 0 --quiet
+done
+# A chunk whose conv output has more than INT_MAX elements (cuDNN's int sizes): refused when the
+# plan is made, before anything is allocated, with one line naming the file, line and layer.
+printf 'input x 1 64 64\nconv c x out=4096 k=3 pad=1\navgpool p c\ndense f p out=10\nsoftmax_xent l f\n' > "$TMP/big.net"
+expect_rc 1 "$A" bench --net "$TMP/big.net" --batch 128 --chunks 1 --steps 1 --warmup 0 --quiet &&
+  { [[ "$ERR" == *"big.net:2: c: its output for a chunk of 128 samples"* ]] || fail "conv over INT_MAX: $ERR"; }
+[ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] || fail "conv over INT_MAX: error is not one line: $ERR"
 # Data directory without data.
 mkdir -p "$TMP/empty"
 expect_rc 1 "$A" train --data "$TMP/empty" --quiet && [[ "$ERR" == *"$TMP/empty"* ]] || fail "empty data dir: $ERR"
