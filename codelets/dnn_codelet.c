@@ -83,7 +83,7 @@ void dnn_cpu_scratch_release(void)
 /* ---------------------------------------------------------------- worker errors */
 static pthread_mutex_t worker_error_lock = PTHREAD_MUTEX_INITIALIZER;
 static char worker_error_msg[512];
-static int worker_error_set;
+static int worker_error_set, worker_error_reported;
 
 void dnn_worker_error(const char *fmt, ...)
 {
@@ -94,7 +94,6 @@ void dnn_worker_error(const char *fmt, ...)
 		vsnprintf(worker_error_msg, sizeof(worker_error_msg), fmt, ap);
 		va_end(ap);
 		worker_error_set = 1;
-		fprintf(stderr, "error: %s\n", worker_error_msg);
 	}
 	pthread_mutex_unlock(&worker_error_lock);
 }
@@ -105,8 +104,22 @@ int dnn_worker_error_get(char *msg, size_t len)
 	int set = worker_error_set;
 	if (set && msg && len)
 		snprintf(msg, len, "%s", worker_error_msg);
+	if (set)
+		worker_error_reported = 1;
 	pthread_mutex_unlock(&worker_error_lock);
 	return set;
+}
+
+int dnn_worker_error_unreported(char *msg, size_t len)
+{
+	pthread_mutex_lock(&worker_error_lock);
+	int pending = worker_error_set && !worker_error_reported;
+	if (pending && msg && len)
+		snprintf(msg, len, "%s", worker_error_msg);
+	if (pending)
+		worker_error_reported = 1;
+	pthread_mutex_unlock(&worker_error_lock);
+	return pending;
 }
 
 /* ---------------------------------------------------------------- CUDA environment */

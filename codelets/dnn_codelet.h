@@ -101,10 +101,14 @@ int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...);
 #endif
 
 /* A task that cannot do its work (scratch allocation, a CUDA/cuBLAS/cuDNN error) records the
- * first such error here (thread-safe; printed once to stderr) and returns; dnn_wait_step then
- * ends the run with it. dnn_worker_error_get: 1 and the message when one happened. */
+ * first such error here (thread-safe; not printed) and returns; dnn_wait_step then ends the run
+ * with it, so the app prints it once, as its one error line. dnn_worker_error_get: 1 and the
+ * message when one happened (it then counts as reported). dnn_worker_error_unreported: the same
+ * for an error nobody has asked for yet (dnn_runtime_shutdown prints such a one, e.g. a test's
+ * task that failed outside a training step, so no failure goes unseen). */
 void dnn_worker_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int dnn_worker_error_get(char *msg, size_t len);
+int dnn_worker_error_unreported(char *msg, size_t len);
 
 /* The environment of the CUDA codelets, read once at start-up (dnn_runtime_init checks it in
  * every build, with or without CUDA workers, so a typo is caught on a CPU machine too):

@@ -75,6 +75,9 @@ void dnn_runtime_shutdown(void)
 	int rc = starpu_task_wait_for_all();
 	if (rc != 0)
 		fprintf(stderr, "error: starpu_task_wait_for_all at shutdown: %s\n", strerror(-rc));
+	char msg[512]; /* a task's error that no step reported (dnn_codelet.h) */
+	if (dnn_worker_error_unreported(msg, sizeof(msg)))
+		fprintf(stderr, "error: a task failed: %s\n", msg);
 	/* CPU kernels keep a per-thread scratch buffer (im2col columns): free the workers' ones. */
 	starpu_execute_on_each_worker(release_scratch, NULL, STARPU_CPU);
 	dnn_cpu_scratch_release();
