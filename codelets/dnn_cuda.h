@@ -9,7 +9,8 @@
  *
  * Error policy: nothing here exits or aborts. A failing CUDA/cuBLAS/cuDNN call inside a task
  * records a worker error (dnn_worker_error: "<file>:<line>: <call> failed: <the library's
- * message> (task <name>)") and the task returns; dnn_wait_step then ends the run with it.
+ * message> (<library>) in task <name>") and the task returns; dnn_wait_step then ends the run
+ * with it.
  */
 #ifndef DNN_CUDA_H
 #define DNN_CUDA_H
