@@ -59,8 +59,8 @@ static cudnnStatus_t ws_size(cudnnHandle_t h, const conv_plan *p, cudnnConvoluti
 
 /* The algorithm of one pass: among the heuristics' answers (sorted by expected speed) that
  * succeeded, the first deterministic one whose workspace fits the worker's block (cap bytes,
- * DNN_CUDA_WORKSPACE_MB), else the first non-deterministic one that fits, else `fallback` (the
- * implicit GEMM of each pass, which needs no workspace on any shape we make) when it fits.
+ * DNN_CUDA_WORKSPACE_MB), else the first non-deterministic one that fits, else `fallback`
+ * (IMPLICIT_GEMM forward, ALGO_0 backward data and filter: they need no workspace) when it fits.
  * 0 with *algo and *ws, or -1 after recording a worker error. */
 template <typename Perf, typename Algo>
 static int pick_algo(cudnnHandle_t h, const conv_plan *p, const Perf *perf, int count, Algo fallback, size_t cap,
