@@ -4,8 +4,9 @@
  * 1/sqrt(biased var + eps) into the first and last thirds of `saved`; our own kernel then
  * computes the middle third, the biased variance, directly from x's deviations from that mean,
  * summed in double with the CPU's correction for the mean's rounding (batchnorm.c), so it stays
- * exact when var << eps (rebuilding it as 1/invstd^2 - eps would cancel there). The running statistics are updated by our own kernel
- * (cuDNN's running update is not used), so CPU and GPU follow the same formula.
+ * exact when var << eps (rebuilding it as 1/invstd^2 - eps would cancel there). The running
+ * statistics are updated by our own kernel (cuDNN's running update is not used), so CPU and GPU
+ * follow the same formula.
  * Errors record a worker error and return (dnn_cuda.h).
  */
 #include <starpu.h>
