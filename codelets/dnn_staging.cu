@@ -38,15 +38,20 @@ extern "C" int dnn_cuda_staging(size_t bytes, void **host, void **dev, const cha
 		return -1;
 	if (bytes > s->bytes) {
 		size_t want = bytes + bytes / 2;
-		if (s->dev) { /* a kernel queued by an earlier task may still read it */
-			cudaStreamSynchronize(starpu_cuda_get_local_stream());
-			cudaFree(s->dev);
-		}
-		if (s->host)
-			cudaFreeHost(s->host);
+		cudaError_t e = cudaSuccess;
+		if (s->dev) /* a kernel queued by an earlier task may still read it */
+			e = cudaStreamSynchronize(starpu_cuda_get_local_stream());
+		if (e == cudaSuccess && s->dev)
+			e = cudaFree(s->dev);
+		if (e == cudaSuccess && s->host)
+			e = cudaFreeHost(s->host);
 		s->host = s->dev = NULL;
 		s->bytes = 0;
-		cudaError_t e = cudaMallocHost(&s->host, want);
+		if (e != cudaSuccess) {
+			dnn_worker_error("%s: releasing the old staging blocks: %s", what, cudaGetErrorString(e));
+			return -1;
+		}
+		e = cudaMallocHost(&s->host, want);
 		if (e != cudaSuccess) {
 			s->host = NULL;
 			dnn_worker_error("%s: cudaMallocHost of %zu bytes of staging failed: %s", what, want,
@@ -56,7 +61,7 @@ extern "C" int dnn_cuda_staging(size_t bytes, void **host, void **dev, const cha
 		e = cudaMalloc(&s->dev, want);
 		if (e != cudaSuccess) {
 			s->dev = NULL;
-			cudaFreeHost(s->host);
+			(void)cudaFreeHost(s->host); /* already failing: the first error is the one reported */
 			s->host = NULL;
 			dnn_worker_error("%s: cudaMalloc of %zu bytes of staging failed: %s", what, want,
 					 cudaGetErrorString(e));
@@ -93,12 +98,13 @@ extern "C" int dnn_cuda_staging_upload(size_t bytes, const char *what)
 extern "C" void dnn_cuda_staging_release(void)
 {
 	staging *s = &stages[starpu_worker_get_id_check()];
-	cudaStreamSynchronize(starpu_cuda_get_local_stream());
+	/* At shutdown: nothing is left to report an error to, and each call is independent. */
+	(void)cudaStreamSynchronize(starpu_cuda_get_local_stream());
 	if (s->copied)
-		cudaEventDestroy(s->copied);
+		(void)cudaEventDestroy(s->copied);
 	if (s->dev)
-		cudaFree(s->dev);
+		(void)cudaFree(s->dev);
 	if (s->host)
-		cudaFreeHost(s->host);
+		(void)cudaFreeHost(s->host);
 	*s = staging{};
 }
