@@ -163,12 +163,14 @@ static void test_conv(dnn_conv2d_args a, double tol)
 	snprintf(what, sizeof what, "conv N%d C%d %dx%d K%d k%d s%d p%d d%d (workspace %s MiB) fwd", a.N, a.C, a.H, a.W,
 		 a.K, a.R, a.stride, a.pad, a.dilation, getenv("DNN_CUDA_WORKSPACE_MB"));
 	gpu_close_scaled(what, y, ry, ny, tol);
+	/* The backward passes sum over more terms (and bwd filter's ALGO_0 fallback in another
+	 * order, with atomics): 5x the forward's tolerance, still far below a wrong algorithm's O(1). */
 	what[strlen(what) - 3] = '\0';
 	strcat(what, "bwd_data");
-	gpu_close_scaled(what, dx, rdx, nx, tol);
+	gpu_close_scaled(what, dx, rdx, nx, 5 * tol);
 	what[strlen(what) - 8] = '\0';
 	strcat(what, "bwd_filter");
-	gpu_close_scaled(what, dw, rdw, nw, tol);
+	gpu_close_scaled(what, dw, rdw, nw, 5 * tol);
 	free(x), free(w), free(dy), free(ry), free(rdx), free(rdw), free(y), free(dx), free(dw);
 }
 
