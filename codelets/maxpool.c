@@ -2,7 +2,9 @@
  *
  * Padding cells count as -inf, so they are never selected (dnn_maxpool_args_finish keeps
  * 2*pad <= k, so every window holds at least one real cell). Backward recomputes each window's
- * argmax from x and y, as cuDNN does, and routes dy to the first input equal to the window max.
+ * argmax from x and y and routes dy to the first input equal to the window max (the first
+ * largest one when none is: a window of NaNs); maxpool.cu's backward kernel applies this rule
+ * exactly (tests/gpu_cuda_policy.c checks it bit for bit).
  */
 #include "maxpool.h"
 #include "dnn_codelet.h"

@@ -1,6 +1,8 @@
 /* maxpool.h — max pooling, NCHW. x (N,C,H,W) -> y (N,C,P,Q), P = (H + 2*pad - k)/stride + 1.
- * Padding cells are -inf (never selected). Backward recomputes the argmax from x and y (as cuDNN
- * does), routing dy to the first maximal input of each window; dx (=|+=) per accumulate_dx. */
+ * Padding cells are -inf (never selected); NaNs are never the max. Backward recomputes the
+ * argmax from x and y, routing dy to the first input (row-major in the window) equal to y, or to
+ * the first largest one when none is; dx (=|+=) per accumulate_dx. The CUDA backward
+ * (maxpool.cu) applies the same rule and sums overlapping windows in the same order. */
 #ifndef DNN_MAXPOOL_H
 #define DNN_MAXPOOL_H
 #include <starpu.h>
