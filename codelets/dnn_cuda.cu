@@ -2,7 +2,6 @@
  * error recording of the check macros (dnn_cuda.h). */
 #include <pthread.h>
 #include <starpu.h>
-#include <starpu_cublas_v2.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -13,6 +12,7 @@ extern "C" {
 #include "dnn_codelet.h"
 }
 
+static cublasHandle_t cublas_handles[STARPU_NMAXWORKERS];
 static cudnnHandle_t cudnn_handles[STARPU_NMAXWORKERS];
 static void *workspaces[STARPU_NMAXWORKERS];
 static size_t workspace_bytes[STARPU_NMAXWORKERS];
@@ -102,13 +102,21 @@ static void set_up(void *arg)
 		init_fail(w, "%s failed: %s", "cudnnSetStream", cudnnGetErrorString(ds));
 		return;
 	}
-	/* cuBLAS: CUBLAS_DEFAULT_MATH computes SGEMM in FP32; TF32_TENSOR_OP allows TF32. */
-	cublasHandle_t bh = starpu_cublas_get_local_handle();
-	if (!bh) {
-		init_fail(w, "%s: %s", "starpu_cublas_init", "no cuBLAS handle for this worker");
+	/* Our own cuBLAS handle (starpu_cublas_init aborts the process when a handle cannot be
+	 * made): on the worker's stream; CUBLAS_DEFAULT_MATH computes SGEMM in FP32,
+	 * CUBLAS_TF32_TENSOR_OP_MATH allows TF32 tensor cores. */
+	cublasStatus_t bs = cublasCreate(&cublas_handles[w]);
+	if (bs != CUBLAS_STATUS_SUCCESS) {
+		cublas_handles[w] = NULL;
+		init_fail(w, "%s failed: %s", "cublasCreate", cublasGetStatusString(bs));
 		return;
 	}
-	cublasStatus_t bs = cublasSetMathMode(bh, math_fp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH);
+	bs = cublasSetStream(cublas_handles[w], starpu_cuda_get_local_stream());
+	if (bs != CUBLAS_STATUS_SUCCESS) {
+		init_fail(w, "%s failed: %s", "cublasSetStream", cublasGetStatusString(bs));
+		return;
+	}
+	bs = cublasSetMathMode(cublas_handles[w], math_fp32 ? CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH);
 	if (bs != CUBLAS_STATUS_SUCCESS) {
 		init_fail(w, "%s failed: %s", "cublasSetMathMode", cublasGetStatusString(bs));
 		return;
@@ -160,6 +168,10 @@ static void tear_down(void *arg)
 		(void)cudnnDestroy(cudnn_handles[w]);
 		cudnn_handles[w] = NULL;
 	}
+	if (cublas_handles[w]) {
+		(void)cublasDestroy(cublas_handles[w]);
+		cublas_handles[w] = NULL;
+	}
 }
 
 extern "C" int dnn_cuda_init(char *err, size_t errlen)
@@ -171,7 +183,6 @@ extern "C" int dnn_cuda_init(char *err, size_t errlen)
 	workspace_want = env.workspace_mb < 0 ? SIZE_MAX : (size_t)env.workspace_mb << 20;
 	if (starpu_cuda_worker_get_count() == 0)
 		return 0;
-	starpu_cublas_init(); /* StarPU's handles, one per CUDA worker, on the worker's stream */
 	init_err[0] = '\0';
 	starpu_execute_on_each_worker(set_up, NULL, STARPU_CUDA);
 	if (init_err[0]) {
@@ -186,13 +197,12 @@ extern "C" void dnn_cuda_shutdown(void)
 	if (starpu_cuda_worker_get_count() == 0)
 		return;
 	starpu_execute_on_each_worker(tear_down, NULL, STARPU_CUDA);
-	starpu_cublas_shutdown();
 }
 
 /* ---------------------------------------------------------------- in tasks */
 cublasHandle_t dnn_cublas_handle(void)
 {
-	return starpu_cublas_get_local_handle();
+	return cublas_handles[starpu_worker_get_id_check()];
 }
 
 cudnnHandle_t dnn_cudnn_handle(void)

@@ -1,11 +1,11 @@
 /* dnn_cuda.h — CUDA helpers shared by the .cu files: error checks, per-worker library handles
  * and the per-worker cuDNN workspace.
  *
- * One cuBLAS handle (StarPU's, from starpu_cublas_init) and one cuDNN handle per CUDA worker,
- * both bound to the worker's stream and set to the DNN_CUDA_MATH mode (dnn_codelet.h), and one
- * cuDNN workspace block per CUDA worker (DNN_CUDA_WORKSPACE_MB), are created once at start-up by
- * dnn_cuda_init(), never per task. Include only from .cu files (and dnn_cuda.cu); C code uses
- * dnn_cuda_init/shutdown.
+ * One cuBLAS handle and one cuDNN handle per CUDA worker (ours, not starpu_cublas_init's, which
+ * aborts when a handle cannot be made), both bound to the worker's stream and set to the
+ * DNN_CUDA_MATH mode (dnn_codelet.h), and one cuDNN workspace block per CUDA worker
+ * (DNN_CUDA_WORKSPACE_MB) are created once at start-up by dnn_cuda_init(), never per task.
+ * Include only from .cu files (and dnn_cuda.cu); C code uses dnn_cuda_init/shutdown.
  *
  * Error policy: nothing here exits or aborts. A failing CUDA/cuBLAS/cuDNN call inside a task
  * records a worker error (dnn_worker_error: "<file>:<line>: <call> failed: <the library's
@@ -20,7 +20,8 @@
 extern "C" {
 #endif
 /* Called after starpu_init(): reads DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB and, on every CUDA
- * worker, creates the cuDNN handle, sets both libraries' math mode and allocates the workspace.
+ * worker, creates the cuBLAS and cuDNN handles on its stream, sets their math mode and allocates
+ * the workspace.
  * 0 (also when there are no CUDA workers), or -1 with one line in err (what failed, on which
  * worker); then dnn_cuda_shutdown still releases what was made. */
 int dnn_cuda_init(char *err, size_t errlen);
