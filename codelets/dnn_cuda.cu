@@ -41,8 +41,9 @@ static void record(const char *lib, const char *msg, const char *call, const cha
 	fn[n] = '\0';
 	struct starpu_task *t = starpu_task_get_current();
 	const char *task = t && t->name ? t->name : NULL;
-	dnn_worker_error("%s:%d: %s failed: %s (%s)%s%s", short_file(file), line, fn, msg, lib, task ? " in task " : "",
-			 task ? task : "");
+	const int launch = strcmp(fn, "cudaGetLastError") == 0; /* checked right after a <<<...>>> */
+	dnn_worker_error("%s:%d: %s%s failed: %s (%s)%s%s", short_file(file), line, launch ? "kernel launch, " : "", fn,
+			 msg, lib, task ? " in task " : "", task ? task : "");
 }
 
 int dnn_cuda_failed_(cudaError_t e, const char *call, const char *file, int line)

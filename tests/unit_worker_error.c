@@ -1,0 +1,61 @@
+/* unit_worker_error — the worker-error record (codelets/dnn_codelet.h) that CUDA/cuBLAS/cuDNN
+ * failures and CPU scratch failures go through: the first error wins, nothing is printed when it
+ * is recorded (the run's end prints it once), dnn_worker_error_unreported hands it out once (what
+ * dnn_runtime_shutdown prints when no step reported it), dnn_worker_error_get always. Also
+ * dnn_cuda_env_read, which checks DNN_CUDA_MATH and DNN_CUDA_WORKSPACE_MB in every build. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dnn_codelet.h"
+#include "test_util.h"
+
+static void env_case(const char *math, const char *ws, int want_rc, int want_fp32, long want_mb, const char *want_err)
+{
+	if (math)
+		setenv("DNN_CUDA_MATH", math, 1);
+	else
+		unsetenv("DNN_CUDA_MATH");
+	if (ws)
+		setenv("DNN_CUDA_WORKSPACE_MB", ws, 1);
+	else
+		unsetenv("DNN_CUDA_WORKSPACE_MB");
+	dnn_cuda_env e;
+	char err[256] = "";
+	int rc = dnn_cuda_env_read(&e, err, sizeof err);
+	TEST_CHECK(rc == want_rc, "DNN_CUDA_MATH=%s DNN_CUDA_WORKSPACE_MB=%s: rc %d, want %d (%s)", math ? math : "(unset)",
+		   ws ? ws : "(unset)", rc, want_rc, err);
+	if (rc == 0 && want_rc == 0)
+		TEST_CHECK(e.fp32 == want_fp32 && e.workspace_mb == want_mb, "%s/%s: fp32 %d mb %ld, want %d %ld",
+			   math ? math : "-", ws ? ws : "-", e.fp32, e.workspace_mb, want_fp32, want_mb);
+	if (want_err)
+		TEST_CHECK(strstr(err, want_err) != NULL && !strchr(err, '\n'), "error '%s' lacks '%s'", err, want_err);
+}
+
+int main(void)
+{
+	char msg[512];
+	TEST_CHECK(!dnn_worker_error_get(msg, sizeof msg), "an error before any was recorded");
+	TEST_CHECK(!dnn_worker_error_unreported(msg, sizeof msg), "an unreported error before any was recorded");
+	dnn_worker_error("codelets/x.cu:%d: cudnnFoo failed: %s", 12, "CUDNN_STATUS_BAD_PARAM");
+	dnn_worker_error("a later error");
+	TEST_CHECK(dnn_worker_error_unreported(msg, sizeof msg) && strcmp(msg, "codelets/x.cu:12: cudnnFoo failed: "
+										 "CUDNN_STATUS_BAD_PARAM") == 0,
+		   "the first error is not the one kept: '%s'", msg);
+	TEST_CHECK(!dnn_worker_error_unreported(msg, sizeof msg), "an unreported error handed out twice");
+	msg[0] = '\0';
+	TEST_CHECK(dnn_worker_error_get(msg, sizeof msg) && strstr(msg, "cudnnFoo") != NULL, "get lost it: '%s'", msg);
+
+	env_case(NULL, NULL, 0, 0, -1, NULL);
+	env_case("", "", 0, 0, -1, NULL);
+	env_case("tf32", NULL, 0, 0, -1, NULL);
+	env_case("fp32", "0", 0, 1, 0, NULL);
+	env_case("tf32", "65536", 0, 0, 65536, NULL);
+	env_case("FP32", NULL, -1, 0, 0, "DNN_CUDA_MATH=FP32");
+	env_case("fp16", NULL, -1, 0, 0, "DNN_CUDA_MATH=fp16: expected tf32 or fp32");
+	env_case(NULL, "-1", -1, 0, 0, "DNN_CUDA_WORKSPACE_MB=-1");
+	env_case(NULL, "65537", -1, 0, 0, "DNN_CUDA_WORKSPACE_MB=65537");
+	env_case(NULL, "12x", -1, 0, 0, "DNN_CUDA_WORKSPACE_MB=12x");
+	env_case(NULL, "99999999999999999999999", -1, 0, 0, "DNN_CUDA_WORKSPACE_MB=9999");
+	return test_report("unit_worker_error");
+}
