@@ -107,3 +107,13 @@ int dnn_worker_error_get(char *msg, size_t len)
 	pthread_mutex_unlock(&worker_error_lock);
 	return set;
 }
+
+#ifdef DNN_SIMGRID
+void dnn_sim_cuda_placeholder(void *buffers[], void *cl_arg)
+{
+	(void)buffers, (void)cl_arg;
+	struct starpu_task *t = starpu_task_get_current();
+	dnn_worker_error("%s: a CUDA kernel was called in the simulation build, which has none",
+			 t && t->cl && t->cl->name ? t->cl->name : "task");
+}
+#endif

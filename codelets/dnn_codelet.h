@@ -106,9 +106,15 @@ int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...);
 void dnn_worker_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int dnn_worker_error_get(char *msg, size_t len);
 
-/* CUDA function pointer, or NULL in a build without CUDA. */
+/* CUDA function pointer, or NULL in a build without CUDA. The simulation build (DNN_SIMGRID)
+ * compiles no CUDA but must tell StarPU which codelets have a CUDA form, so that its simulated
+ * CUDA workers get them: it points them all at dnn_sim_cuda_placeholder, which StarPU never calls
+ * in SimGrid mode (kernels become delays); if it ever were called it records a worker error. */
 #ifdef DNN_HAVE_CUDA
 #define DNN_CUDA_FN(fn) fn
+#elif defined(DNN_SIMGRID)
+void dnn_sim_cuda_placeholder(void *buffers[], void *cl_arg);
+#define DNN_CUDA_FN(fn) dnn_sim_cuda_placeholder
 #else
 #define DNN_CUDA_FN(fn) NULL
 #endif
