@@ -108,8 +108,8 @@ int dnn_worker_error_get(char *msg, size_t len);
 
 /* CUDA function pointer, or NULL in a build without CUDA. The simulation build (DNN_SIMGRID)
  * compiles no CUDA but must tell StarPU which codelets have a CUDA form, so that its simulated
- * CUDA workers get them: it points them all at dnn_sim_cuda_placeholder, which StarPU never calls
- * in SimGrid mode (kernels become delays); if it ever were called it records a worker error. */
+ * CUDA workers get them: it points them all at dnn_sim_cuda_placeholder, which does nothing
+ * (kernels become delays; see dnn_codelet.c for the one call StarPU still makes). */
 #ifdef DNN_HAVE_CUDA
 #define DNN_CUDA_FN(fn) fn
 #elif defined(DNN_SIMGRID)

@@ -11,6 +11,7 @@
 
 #include "dnn_codelet.h"
 #include "dnn_cuda.h"
+#include "dnn_sim_model.h"
 
 /* OpenBLAS: one thread per StarPU worker, or the workers would oversubscribe the cores. */
 void openblas_set_num_threads(int num_threads);
@@ -47,6 +48,11 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 		exit(1);
 	}
 	g_use_mpi = use_mpi;
+	char err[1024];
+	if (dnn_sim_models_install(err, sizeof(err)) != 0) { /* the simulation build only */
+		fprintf(stderr, "error: %s\n", err);
+		exit(1);
+	}
 #ifdef DNN_HAVE_CUDA
 	rc = dnn_cuda_init();
 	if (rc != 0) {
