@@ -75,6 +75,19 @@ static double roofline_us(struct starpu_task *task)
 static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nimpl)
 {
 	sim_model *sm = (sim_model *)((char *)task->cl->model - offsetof(sim_model, worker_model));
+	/* StarPU's own STARPU_REDUX tasks (datawizard/reduction.c names them redux_task_*) are internal:
+	 * a real run does not time them, and SimGrid runs them in zero time whatever this says. Their
+	 * cost only steers the scheduler: the calibrated one when there is one, else 1 us. */
+	if (task->name && !strncmp(task->name, "redux_task", 10)) {
+		if (starpu_worker_get_type((int)workerid) == STARPU_CPU_WORKER && sm->have_cpu) {
+			struct starpu_perfmodel_arch *arch = starpu_worker_get_perf_archtype((int)workerid, task->sched_ctx);
+			double us = starpu_perfmodel_history_based_expected_perf(
+				&sm->cpu_hist, arch, starpu_task_footprint(&sm->cpu_hist, task, arch, nimpl));
+			if (us > 0)
+				return us;
+		}
+		return 1.0;
+	}
 	switch (starpu_worker_get_type((int)workerid)) {
 	case STARPU_CPU_WORKER:
 		return history(sm, &sm->cpu_hist, sm->have_cpu, sm->cpu_path, "CPU", task, workerid, nimpl);
