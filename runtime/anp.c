@@ -242,7 +242,11 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 	}
 	m.class_names = meta.class_names;
 	if (dnn_model_load(&m, o->resume_path, NULL, NULL, NULL, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s (predict needs the --net and --input it was trained with)\n", err);
+		/* Only a version-1 checkpoint takes its net from --net; a later one carries it. */
+		fprintf(stderr, "error: %s%s\n", err,
+			meta.version == 1 ? " (a version-1 checkpoint: predict needs the --net and --input it was "
+					    "trained with)"
+					  : "");
 		dnn_model_destroy(&m), dnn_dataset_free(&ds), dnn_ckpt_free_names(&meta), dnn_graph_free(&g);
 		return 1;
 	}
