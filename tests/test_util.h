@@ -1,4 +1,5 @@
-/* test_util.h — small helpers for the C tests: seeded RNG, comparisons, StarPU start-up. */
+/* test_util.h — small helpers for the C tests: seeded RNG, comparisons, StarPU start-up, one task on a
+ * worker, temporary image files, double-precision references (conv, batch norm). */
 #ifndef DNN_TEST_UTIL_H
 #define DNN_TEST_UTIL_H
 #include <starpu.h>
