@@ -36,7 +36,7 @@ void fill_nan(float *p, size_t n);
 double *to_double(const float *x, size_t n);
 
 /* One task of `cl` over the buffers and modes d[0..n), with a private copy of the argsz bytes
- * at args (StarPU frees it), named `name`, on worker `worker` (STARPU_EXECUTE_ON_WORKER; -1:
+ * at args (StarPU frees it, on every path), named `name`, on worker `worker` (STARPU_EXECUTE_ON_WORKER; -1:
  * wherever the scheduler puts it). No wait. Returns 0, or a negative errno (StarPU's, or -ENOMEM
  * when the copy cannot be made), which also counts as a failed check. */
 int test_task(struct starpu_codelet *cl, int worker, const void *args, size_t argsz, struct starpu_data_descr *d,
