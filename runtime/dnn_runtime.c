@@ -80,10 +80,13 @@ void dnn_runtime_shutdown(void)
 #ifdef DNN_HAVE_CUDA
 	dnn_cuda_shutdown();
 #endif
-	if (g_use_mpi)
-		starpu_mpi_shutdown();
-	else
+	if (g_use_mpi) {
+		int mrc = starpu_mpi_shutdown();
+		if (mrc != 0)
+			fprintf(stderr, "error: starpu_mpi_shutdown: %s\n", strerror(mrc < 0 ? -mrc : mrc));
+	} else {
 		starpu_shutdown();
+	}
 }
 
 int dnn_runtime_rank(void) { return g_rank; }

@@ -49,7 +49,7 @@ static int open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_di
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
-	if (dnn_anp_prepare_graph(g, o->input, data_dir, err, sizeof(err)) != 0) {
+	if (dnn_data_prepare_graph(g, o->input, data_dir, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		dnn_graph_free(g);
 		return -1;
