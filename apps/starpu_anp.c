@@ -20,6 +20,10 @@
 #include <sys/stat.h>
 
 #include "starpu_anp.h"
+#ifdef DNN_SIMGRID
+/* The simulation build (docs/SIMULATION.md): StarPU's libstarpu provides main() and calls ours. */
+#include <starpu_simgrid_wrap.h>
+#endif
 
 static const char *prog = "starpu_anp";
 static const char *cmd = "";
@@ -247,8 +251,13 @@ int main(int argc, char **argv)
 		{0, 0, 0, 0}};
 	opterr = 0;
 	int c;
-	optind = 2;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	/* The options after the command: parse argv + 1 (the command as its argv[0]). optind = 0 makes
+	 * glibc's getopt start afresh even if something before main() used it (SMPI, in the
+	 * simulation build, does: optind = 2 then resumed a stale permutation). */
+	char **sub = argv + 1;
+	const int subc = argc - 1;
+	optind = 0;
+	while ((c = getopt_long(subc, sub, ":h", longopts, NULL)) != -1) {
 		const char *name = "";
 		for (const struct option *lo = longopts; lo->name; lo++)
 			if (lo->val == c)
@@ -327,19 +336,19 @@ int main(int argc, char **argv)
 				usage_error("--lr-schedule: '%s' is not cosine or constant", optarg);
 			o.cosine = !strcmp(optarg, "cosine");
 			break;
-		case ':': usage_error("option %s needs a value", argv[optind - 1]);
+		case ':': usage_error("option %s needs a value", sub[optind - 1]);
 		case '?':
 		default:
 			if (optopt)
 				usage_error("unknown option '-%c'", optopt);
-			usage_error("unknown option '%s'", argv[optind - 1]);
+			usage_error("unknown option '%s'", sub[optind - 1]);
 		}
 	}
-	if (optind < argc && !is_predict)
-		usage_error("unexpected argument '%s'", argv[optind]);
+	if (optind < subc && !is_predict)
+		usage_error("unexpected argument '%s'", sub[optind]);
 	/* predict: the image files are the arguments after the options */
-	const char *const *images = (const char *const *)argv + optind;
-	const int nimages = argc - optind;
+	const char *const *images = (const char *const *)sub + optind;
+	const int nimages = subc - optind;
 	if (is_predict) {
 		if (!checkpoint)
 			usage_error("--checkpoint FILE is required");
@@ -365,6 +374,18 @@ int main(int argc, char **argv)
 		if (o.checkpoint_every && !checkpoint)
 			usage_error("--checkpoint-every needs --checkpoint FILE");
 	}
+#ifdef DNN_SIMGRID
+	/* No kernel runs in simulation: only the commands that measure time make sense. */
+	if (!is_train && !is_bench)
+		usage_error("this is the simulation build (docs/SIMULATION.md): only train and bench run here; "
+			    "use the real build for %s", cmd);
+	if (checkpoint)
+		usage_error("--checkpoint: a simulated run computes no values, so it has no checkpoint to write");
+	if (o.resume_path)
+		usage_error("--resume: a simulated run computes no values, so it cannot resume one");
+	if (trace_dir)
+		usage_error("--trace: the simulation StarPU is built without FxT (docs/SIMULATION.md)");
+#endif
 	if (!is_bench && !is_predict && !is_export && strcmp(o.data_dir, "synthetic") != 0) {
 		const char *dir = strcmp(o.data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o.data_dir;
 		struct stat st;
@@ -387,6 +408,9 @@ int main(int argc, char **argv)
 
 	/* Under mpirun (Open MPI, or any PMI launcher) StarPU-MPI starts; otherwise plain StarPU. */
 	int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+#ifdef DNN_SIMGRID
+	use_mpi = 1; /* starpu_smpirun (SMPI) runs every simulation, one rank or many */
+#endif
 	if (is_eval || is_predict || is_export)
 		use_mpi = 0;
 	if (dnn_runtime_init(&argc, &argv, use_mpi) != 0) {

@@ -32,13 +32,13 @@ It prints one line like starpu_anp bench's:
 Data are synthetic (random pixels and labels), generated once before timing, as in
 starpu_anp bench; no data loading is timed.
 """
-import argparse
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from bench_timing import common_parser, time_steps  # bench/bench_timing.py, beside this file
 
 
 class LeNet5(nn.Module):
@@ -175,35 +175,17 @@ def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="c
         opt.step()
         return loss
 
-    t0 = time.perf_counter()
-    for i in range(warmup):
-        step(i)
-        if max_seconds > 0 and time.perf_counter() - t0 > max_seconds / 2:
-            break  # --max-seconds bounds the warm-up too (half of it)
-    sync()
-    t0 = time.perf_counter()
-    done = 0
-    for i in range(steps):
-        loss = step(warmup + i)
-        done += 1
-        # --max-seconds: stop early (a slow configuration, e.g. 2 threads on a busy machine)
-        if max_seconds > 0 and done >= 3 and time.perf_counter() - t0 > max_seconds:
-            break
-    loss.item()
-    sync()
-    wall = time.perf_counter() - t0
-    return batch * done / wall, wall, float(loss.detach()), done
+    def wait(loss):
+        value = loss.item()
+        sync()
+        return value
+
+    wall, loss, done = time_steps(step, steps, warmup, max_seconds, wait)
+    return batch * done / wall, wall, loss, done
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--net", choices=sorted(NETS))
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    ap.add_argument("--steps", type=int, default=20, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
-    ap.add_argument("--max-seconds", type=float, default=0.0,
-                    help="stop timing after this many seconds (at least 3 steps); 0: run all --steps")
+    ap = common_parser(__doc__, NETS, "torch.set_num_threads", "untimed steps first")
     ap.add_argument("--device", default="cpu", help="torch device: cpu (default) or cuda[:N]")
     ap.add_argument("--math", choices=["fp32", "tf32"], default="fp32",
                     help="on cuda: fp32 disables TF32 in cuBLAS and cuDNN, tf32 enables it [fp32]")

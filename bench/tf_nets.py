@@ -28,16 +28,16 @@ Run:  python bench/tf_nets.py --net resnet20 --batch 64 --threads 2 --steps 10
 Data are synthetic (random pixels and labels), generated once before timing, as in
 starpu_anp bench; no data loading is timed.
 """
-import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 from keras import layers  # noqa: E402
+
+from bench_timing import common_parser, time_steps  # noqa: E402  (bench/bench_timing.py, beside this file)
 
 BN = dict(momentum=0.9, epsilon=1e-5)
 
@@ -126,34 +126,15 @@ def bench(net, batch, steps, warmup, max_seconds=0.0, seed=1, lr=0.05, momentum=
         opt.apply_gradients(zip(grads, tvars))
         return loss
 
-    t0 = time.perf_counter()
-    for i in range(max(warmup, 1)):  # the first call traces the graph: never timed
-        step(xs[i % 4], ys[i % 4]).numpy()
-        if max_seconds > 0 and i > 0 and time.perf_counter() - t0 > max_seconds / 2:
-            break
-    w = max(warmup, 1)
-    t0 = time.perf_counter()
-    done = 0
-    for i in range(steps):
-        loss = step(xs[(w + i) % 4], ys[(w + i) % 4])
-        done += 1
-        if max_seconds > 0 and done >= 3 and time.perf_counter() - t0 > max_seconds:
-            break
-    loss = float(loss.numpy())
-    wall = time.perf_counter() - t0
+    # the first call traces the graph: never timed
+    wall, loss, done = time_steps(lambda i: step(xs[i % 4], ys[i % 4]), steps, warmup, max_seconds,
+                                  lambda loss: float(loss.numpy()), min_warmup=1)
     return batch * done / wall, wall, loss, done, param_count(model)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--net", choices=sorted(NETS))
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1, help="intra-op threads")
+    ap = common_parser(__doc__, NETS, "intra-op threads", "untimed steps first (at least 1: tracing)")
     ap.add_argument("--inter-op", type=int, default=0, help="inter-op threads (default: --threads)")
-    ap.add_argument("--steps", type=int, default=20, help="timed steps")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first (at least 1: tracing)")
-    ap.add_argument("--max-seconds", type=float, default=0.0,
-                    help="stop timing after this many seconds (at least 3 steps); 0: run all --steps")
     ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net and exit")
     a = ap.parse_args()
     if a.params:

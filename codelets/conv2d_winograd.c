@@ -32,6 +32,7 @@
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */
 #include "conv2d_winograd.h"
+#include "dnn_codelet.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -596,13 +597,15 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			      float *work)
 {
 	(void)dw, (void)x, (void)dy, (void)s, (void)work;
-	abort();
+	/* Unreachable: dnn_wino_supported() is 0 on this CPU, and the choice requires it. */
+	dnn_worker_error("conv2d: the Winograd path needs an x86-64 CPU with AVX2 and FMA");
 }
 
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work)
 {
 	(void)y, (void)x, (void)w, (void)s, (void)beta, (void)work;
-	abort();
+	/* Unreachable: dnn_wino_supported() is 0 on this CPU, and the choice requires it. */
+	dnn_worker_error("conv2d: the Winograd path needs an x86-64 CPU with AVX2 and FMA");
 }
 #endif

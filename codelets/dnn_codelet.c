@@ -150,3 +150,13 @@ int dnn_cuda_env_read(dnn_cuda_env *e, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+#ifdef DNN_SIMGRID
+/* StarPU does not run codelets in SimGrid mode, with one exception: a STARPU_REDUX handle's
+ * per-worker copies are initialised by calling the init codelet's function directly
+ * (datawizard/reduction.c). There is no data to initialise in a simulation, so: nothing. */
+void dnn_sim_cuda_placeholder(void *buffers[], void *cl_arg)
+{
+	(void)buffers, (void)cl_arg;
+}
+#endif

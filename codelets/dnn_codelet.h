@@ -128,9 +128,15 @@ int dnn_cuda_env_read(dnn_cuda_env *e, char *err, size_t errlen);
 #define DNN_CUDA_WORKSPACE_DEFAULT_MB 512L
 #define DNN_CUDA_WORKSPACE_MAX_MB 65536L
 
-/* CUDA function pointer, or NULL in a build without CUDA. */
+/* CUDA function pointer, or NULL in a build without CUDA. The simulation build (DNN_SIMGRID)
+ * compiles no CUDA but must tell StarPU which codelets have a CUDA form, so that its simulated
+ * CUDA workers get them: it points them all at dnn_sim_cuda_placeholder, which does nothing
+ * (kernels become delays; see dnn_codelet.c for the one call StarPU still makes). */
 #ifdef DNN_HAVE_CUDA
 #define DNN_CUDA_FN(fn) fn
+#elif defined(DNN_SIMGRID)
+void dnn_sim_cuda_placeholder(void *buffers[], void *cl_arg);
+#define DNN_CUDA_FN(fn) dnn_sim_cuda_placeholder
 #else
 #define DNN_CUDA_FN(fn) NULL
 #endif

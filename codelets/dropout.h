@@ -7,7 +7,7 @@
  * `sample` is the sample's position in the global batch (chunk offset + rank shard offset), so
  * the mask does not depend on how the batch is cut into chunks, on the workers or on the ranks:
  * training with dropout stays chunk-invariant. u has 24 bits (exact in float): p is honoured to
- * 6e-8. The mask function is shared by the CPU and CUDA kernels (DNN_DROPOUT_HD). */
+ * 6e-8. The mask function is shared by the CPU and CUDA kernels (DNN_RNG_HD). */
 #ifndef DNN_DROPOUT_H
 #define DNN_DROPOUT_H
 #include <stddef.h>
@@ -15,6 +15,7 @@
 #include <starpu.h>
 
 #include "dnn_codelet.h"
+#include "dnn_rng.h" /* dnn_mix64: splitmix64's finaliser */
 
 typedef struct {
 	long per_sample;    // elements of one sample (C*H*W)
@@ -27,31 +28,17 @@ typedef struct {
 	long sample0;       // the chunk's first sample's position in the global batch
 } dnn_dropout_args;
 
-#ifdef __CUDACC__
-#define DNN_DROPOUT_HD __host__ __device__
-#else
-#define DNN_DROPOUT_HD
-#endif
-
-/* splitmix64's finaliser: a bijective 64-bit mix. */
-static inline DNN_DROPOUT_HD uint64_t dnn_dropout_mix(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* The key of one sample of one step; then element e is kept iff dnn_dropout_keep(key, e, p). */
-static inline DNN_DROPOUT_HD uint64_t dnn_dropout_key(uint64_t seed, long step, long sample)
+static inline DNN_RNG_HD uint64_t dnn_dropout_key(uint64_t seed, long step, long sample)
 {
-	uint64_t k = dnn_dropout_mix(seed + 0x9e3779b97f4a7c15ull);
-	k = dnn_dropout_mix(k ^ (uint64_t)step);
-	return dnn_dropout_mix(k ^ (uint64_t)sample);
+	uint64_t k = dnn_mix64(seed + DNN_RNG_GOLDEN);
+	k = dnn_mix64(k ^ (uint64_t)step);
+	return dnn_mix64(k ^ (uint64_t)sample);
 }
 
-static inline DNN_DROPOUT_HD int dnn_dropout_keep(uint64_t key, long e, float p)
+static inline DNN_RNG_HD int dnn_dropout_keep(uint64_t key, long e, float p)
 {
-	uint64_t h = dnn_dropout_mix(key + 0x9e3779b97f4a7c15ull * (uint64_t)(e + 1));
+	uint64_t h = dnn_mix64(key + DNN_RNG_GOLDEN * (uint64_t)(e + 1));
 	return (float)(h >> 40) * (1.0f / 16777216.0f) >= p;
 }
 

@@ -1,8 +1,9 @@
 /* grad_accum.c — the gradient-accumulation pair used as STARPU_REDUX methods.
  *
  * Every weight-gradient handle is registered with cl_grad_zero as its init method and
- * cl_grad_accum as its reduction method (DESIGN.md, "Backward"). Backward tasks += into a
- * per-worker zeroed copy; StarPU then reduces the copies, CPU or GPU, with these codelets.
+ * cl_grad_accum as its reduction method (docs/ARCHITECTURE.md, "The training DAG"). Backward
+ * tasks += into a per-worker zeroed copy; StarPU then reduces the copies, CPU or GPU, with these
+ * codelets.
  */
 #include "grad_accum.h"
 #include "dnn_codelet.h"

@@ -311,7 +311,7 @@ int dnn_load_images_cpu(float *x, int32_t *y, const dnn_load_images_args *a)
 
 uint64_t dnn_image_sample_rng(uint64_t seed, int k)
 {
-	uint64_t rng = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(k + 1));
+	uint64_t rng = seed ^ (DNN_RNG_GOLDEN * (uint64_t)(k + 1));
 	dnn_splitmix64(&rng);
 	return rng;
 }

@@ -1,4 +1,4 @@
-/* anp.c — image-folder nets, ANP evaluation and reports, and `starpu_anp predict` (see anp.h). */
+/* anp.c — ANP evaluation and reports, and `starpu_anp predict` (see anp.h). */
 #include "anp.h"
 
 #include <errno.h>
@@ -6,7 +6,6 @@
 #include <starpu.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -14,30 +13,6 @@
 #include "imagefolder.h"
 #include "model_ckpt.h"
 #include "progress.h"
-
-static int is_dir(const char *p)
-{
-	struct stat st;
-	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-int dnn_anp_prepare_graph(dnn_graph *g, int input, const char *data_dir, char *err, size_t errlen)
-{
-	if (input > 0 && dnn_graph_set_input_hw(g, input, input, err, errlen) != 0)
-		return -1;
-	/* "fashion-mnist" and "synthetic" are names of sets, not folders (as in dnn_data_load). */
-	if (!data_dir || !strcmp(data_dir, "fashion-mnist") || !strcmp(data_dir, "synthetic") || !is_dir(data_dir) ||
-	    !dnn_imagefolder_is_root(data_dir))
-		return 0;
-	char **names;
-	int n = dnn_imagefolder_classes(data_dir, &names, err, errlen);
-	if (n < 0)
-		return -1;
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	return dnn_graph_set_classes(g, n, err, errlen);
-}
 
 /* ---------------------------------------------------------------- evaluation */
 typedef struct {
@@ -242,7 +217,11 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 	}
 	m.class_names = meta.class_names;
 	if (dnn_model_load(&m, o->resume_path, NULL, NULL, NULL, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s (predict needs the --net and --input it was trained with)\n", err);
+		/* Only a version-1 checkpoint takes its net from --net; a later one carries it. */
+		fprintf(stderr, "error: %s%s\n", err,
+			meta.version == 1 ? " (a version-1 checkpoint: predict needs the --net and --input it was "
+					    "trained with)"
+					  : "");
 		dnn_model_destroy(&m), dnn_dataset_free(&ds), dnn_ckpt_free_names(&meta), dnn_graph_free(&g);
 		return 1;
 	}

@@ -1,6 +1,6 @@
-/* anp.h — the ANP app's parts of train / eval / predict: nets sized for an image folder,
- * evaluation with per-sample logits (top-5, adjective/noun accuracy, confusions), the result
- * fields, the JSON report (--report) and `starpu_anp predict`.
+/* anp.h — the ANP app's parts of train / eval / predict: evaluation with per-sample logits (top-5,
+ * adjective/noun accuracy, confusions), the result fields, the JSON report (--report) and
+ * `starpu_anp predict`. The net sized for an image folder is data.h's dnn_data_prepare_graph.
  */
 #ifndef DNN_ANP_H
 #define DNN_ANP_H
@@ -11,11 +11,6 @@
 #include "graph.h"
 #include "model.h"
 #include "opts.h"
-
-/* Size the net for the run: --input N rewrites the input line's H and W (0: keep the file's), and
- * with --data DIR an image folder's class count rewrites the out= of the dense layer before the
- * loss. Returns 0, or -1 with one line in err. */
-int dnn_anp_prepare_graph(dnn_graph *g, int input, const char *data_dir, char *err, size_t errlen);
 
 /* dnn_evaluate (evaluate.h) with every chunk's logits read back into the metrics (top-5,
  * adjective/noun accuracy, confusions). Samples whose file could not be decoded are left out of

@@ -18,6 +18,30 @@ static int file_exists(const char *dir, const char *name)
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+static int is_dir(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int dnn_data_prepare_graph(dnn_graph *g, int input, const char *data_dir, char *err, size_t errlen)
+{
+	if (input > 0 && dnn_graph_set_input_hw(g, input, input, err, errlen) != 0)
+		return -1;
+	/* "fashion-mnist" and "synthetic" are names of sets, not folders (as in dnn_data_load). */
+	if (!data_dir || !strcmp(data_dir, "fashion-mnist") || !strcmp(data_dir, "synthetic") || !is_dir(data_dir) ||
+	    !dnn_imagefolder_is_root(data_dir))
+		return 0;
+	char **names;
+	int n = dnn_imagefolder_classes(data_dir, &names, err, errlen);
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return dnn_graph_set_classes(g, n, err, errlen);
+}
+
 /* Random pixels and labels of the net's input shape (--data synthetic, and bench). */
 int dnn_data_synthetic(dnn_dataset *ds, const dnn_graph *g, int n, uint64_t seed)
 {

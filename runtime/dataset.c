@@ -112,6 +112,17 @@ static void input_close(input *in)
 	in->gz = NULL;
 }
 
+/* The line for a failed gzread: the system's error, or zlib's for corrupt data. */
+static void read_error(input *in, char *err, size_t errlen)
+{
+	int zerr = 0;
+	const char *msg = gz_msg(in->gz, &zerr);
+	if (zerr == Z_ERRNO)
+		dnn_set_err(err, errlen, in->path, "read error: %s", strerror(errno));
+	else
+		dnn_set_err(err, errlen, in->path, "corrupt gzip data (%s)", msg);
+}
+
 /* Reads up to n bytes; returns the count, or -1 on a read/gzip error (reported in err). */
 static long long input_read(input *in, void *buf, size_t n, char *err, size_t errlen)
 {
@@ -120,12 +131,7 @@ static long long input_read(input *in, void *buf, size_t n, char *err, size_t er
 		size_t want = n - done < GZ_CHUNK ? n - done : GZ_CHUNK;
 		int r = gzread(in->gz, (char *)buf + done, (unsigned)want);
 		if (r < 0) {
-			int zerr = 0;
-			const char *msg = gz_msg(in->gz, &zerr);
-			if (zerr == Z_ERRNO)
-				dnn_set_err(err, errlen, in->path, "read error: %s", strerror(errno));
-			else
-				dnn_set_err(err, errlen, in->path, "corrupt gzip data (%s)", msg);
+			read_error(in, err, errlen);
 			return -1;
 		}
 		if (r == 0)
@@ -193,12 +199,7 @@ static int input_finish(input *in, char *err, size_t errlen)
 	for (;;) {
 		int r = gzread(in->gz, sink, sizeof(sink));
 		if (r < 0) {
-			int zerr = 0;
-			const char *msg = gz_msg(in->gz, &zerr);
-			if (zerr == Z_ERRNO)
-				dnn_set_err(err, errlen, in->path, "read error: %s", strerror(errno));
-			else
-				dnn_set_err(err, errlen, in->path, "corrupt gzip data (%s)", msg);
+			read_error(in, err, errlen);
 			return -1;
 		}
 		if (r == 0)

@@ -11,6 +11,7 @@
 
 #include "dnn_codelet.h"
 #include "dnn_cuda.h"
+#include "dnn_sim_model.h"
 
 /* OpenBLAS: one thread per StarPU worker, or the workers would oversubscribe the cores. */
 void openblas_set_num_threads(int num_threads);
@@ -22,7 +23,7 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 	openblas_set_num_threads(1);
 	/* DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB (dnn_codelet.h): a bad value is a usage error, in
 	 * every build and before StarPU starts, so it is caught on a machine without a GPU too. */
-	char err[512];
+	char err[1024];
 	dnn_cuda_env env;
 	if (dnn_cuda_env_read(&env, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
@@ -55,6 +56,10 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 		exit(1);
 	}
 	g_use_mpi = use_mpi;
+	if (dnn_sim_models_install(err, sizeof(err)) != 0) { /* the simulation build only */
+		fprintf(stderr, "error: %s\n", err);
+		exit(1);
+	}
 #ifdef DNN_HAVE_CUDA
 	if (dnn_cuda_init(err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
@@ -84,10 +89,13 @@ void dnn_runtime_shutdown(void)
 #ifdef DNN_HAVE_CUDA
 	dnn_cuda_shutdown();
 #endif
-	if (g_use_mpi)
-		starpu_mpi_shutdown();
-	else
+	if (g_use_mpi) {
+		int mrc = starpu_mpi_shutdown();
+		if (mrc != 0)
+			fprintf(stderr, "error: starpu_mpi_shutdown: %s\n", strerror(mrc < 0 ? -mrc : mrc));
+	} else {
 		starpu_shutdown();
+	}
 }
 
 int dnn_runtime_rank(void) { return g_rank; }

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "anp.h"
 #include "checkpoint.h"
+#include "data.h"
 
 /* The model's tensors in checkpoint order; names[] holds the composed names (cap entries, NULL
  * where unused; free with free_names). Returns the count, or -1 (out of memory, err set). */
@@ -305,7 +305,7 @@ int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_
 		return rc;
 	}
 	/* An image folder's classes (a mismatch with the checkpoint is dnn_model_load's to report). */
-	if (dnn_anp_prepare_graph(g, 0, data_dir, err, sizeof(err)) != 0) {
+	if (dnn_data_prepare_graph(g, 0, data_dir, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		dnn_graph_free(g);
 		return 1;

@@ -28,6 +28,12 @@
 #include "progress.h"
 #include "schedule.h"
 
+#ifdef DNN_SIMGRID
+#define DNN_SIMULATED 1 /* the simulation build (docs/SIMULATION.md) */
+#else
+#define DNN_SIMULATED 0
+#endif
+
 static const char *sched_name(void)
 {
 	const char *s = getenv("STARPU_SCHED");
@@ -43,7 +49,7 @@ static int open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_di
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
-	if (dnn_anp_prepare_graph(g, o->input, data_dir, err, sizeof(err)) != 0) {
+	if (dnn_data_prepare_graph(g, o->input, data_dir, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		dnn_graph_free(g);
 		return -1;
@@ -193,6 +199,14 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	}
 	r->bench = o->synthetic;
 	r->eval = !r->bench && o->eval;
+#ifdef DNN_SIMGRID
+	/* Simulation: kernels are delays, so losses and weights are meaningless. Evaluation and the
+	 * non-finite stop read them: both are skipped (checkpoints are refused at the command line). */
+	if (r->eval && r->rank == 0 && !o->quiet)
+		fprintf(stderr, "simulation: no kernel runs, so evaluation, accuracy and the non-finite stop are "
+				"skipped\n");
+	r->eval = 0;
+#endif
 	if (o->resume_path && resume_seed(o) != 0)
 		return -1;
 	if (open_graph(&r->g, o, r->bench ? NULL : o->data_dir) != 0)
@@ -354,6 +368,10 @@ static void *watchdog_main(void *arg)
 
 static void watchdog_start(train_run *r)
 {
+#ifdef DNN_SIMGRID
+	(void)r; /* simulated time: a real-time watchdog thread would measure nothing */
+	return;
+#endif
 	if (r->nranks < 2 || !(r->o.step_timeout > 0))
 		return;
 	g_wd.timeout = r->o.step_timeout;
@@ -405,7 +423,7 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 	if (r->metrics)
 		fprintf(r->metrics, "train_step,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1, (unsigned long long)gstep,
 			r->last_loss, r->last_acc, ips, dnn_now() - r->t_begin);
-	if (!isfinite(l)) {
+	if (!DNN_SIMULATED && !isfinite(l)) { /* simulated losses are not computed (run_setup) */
 		report_non_finite(&r->m, gstep);
 		return -1;
 	}
@@ -543,6 +561,30 @@ static int merge_bad_files(train_run *r)
 	return rc;
 }
 
+#ifdef DNN_SIMGRID
+/* A simulated run's result line says so, names the platform and where each worker kind's perf
+ * models came from (scripts/simulate.sh sets ANP_SIM_PLATFORM and ANP_SIM_MODELS, e.g.
+ * "cpu=calibrated,cuda=estimated"); its images_per_s and wall_s are simulated time. */
+static void print_sim_fields(FILE *f)
+{
+	const char *plat = getenv("ANP_SIM_PLATFORM"), *models = getenv("ANP_SIM_MODELS");
+	if (!plat || !*plat)
+		plat = getenv("STARPU_HOSTNAME");
+	fprintf(f, " simulated=1 platform=");
+	for (const char *c = plat && *plat ? plat : "unnamed"; *c; c++) /* a value has no blanks */
+		fputc(*c == ' ' || *c == '=' ? '_' : *c, f);
+	if (models && *models) {
+		char buf[256];
+		snprintf(buf, sizeof(buf), "%s", models);
+		for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+			char *eq = strchr(kv, '=');
+			if (eq && eq > kv && eq[1] && !strpbrk(kv, " \t"))
+				fprintf(f, " models_%.*s=%s", (int)(eq - kv), kv, eq + 1);
+		}
+	}
+}
+#endif
+
 /* The machine-readable last line (README "Usage", the result line): key=value fields, unique keys, no
  * blanks in values. */
 static void print_result(train_run *r)
@@ -550,11 +592,12 @@ static void print_result(train_run *r)
 	const dnn_train_opts *o = &r->o;
 	double wall = dnn_now() - r->t_begin;
 	double ips = r->t_timed > 0 ? r->timed_images / r->t_timed : 0;
-	printf("result: cmd=%s net=%s batch=%d chunks=%d workers=%u ncpu=%u ncuda=%u sched=%s epochs=%d steps=%llu "
-	       "train_loss=%.6f train_accuracy=%.4f epoch_train_loss=%.6f epoch_train_accuracy=%.4f",
+	printf("result: cmd=%s net=%s batch=%d chunks=%d workers=%u ncpu=%u ncuda=%u sched=%s epochs=%d steps=%llu",
 	       o->cmd, o->net, o->batch, r->chunks, starpu_worker_get_count(), starpu_cpu_worker_get_count(),
-	       starpu_cuda_worker_get_count(), sched_name(), r->epoch, (unsigned long long)r->step, r->last_loss,
-	       r->last_acc, r->train_loss, r->train_acc);
+	       starpu_cuda_worker_get_count(), sched_name(), r->epoch, (unsigned long long)r->step);
+	if (!DNN_SIMULATED) /* a simulation computes no loss */
+		printf(" train_loss=%.6f train_accuracy=%.4f epoch_train_loss=%.6f epoch_train_accuracy=%.4f", r->last_loss,
+		       r->last_acc, r->train_loss, r->train_acc);
 	if (r->eval)
 		printf(" test_accuracy=%.4f test_loss=%.6f", r->test_acc, r->test_loss);
 	if (r->train.folder)
@@ -573,6 +616,9 @@ static void print_result(train_run *r)
 		       r->m.dist->staleness_count ? r->m.dist->staleness_sum / r->m.dist->staleness_count : 0.0,
 		       r->m.dist->staleness_max);
 	printf(" fuse=%d tasks_per_step=%ld", r->p.fuse, r->p.tasks_per_step);
+#ifdef DNN_SIMGRID
+	print_sim_fields(stdout);
+#endif
 	printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&r->g) / 1e9, wall);
 	fflush(stdout);
 }

@@ -11,25 +11,32 @@
 #      - otherwise the newest 1.4.x Debian *source* package is built into a cache prefix
 #        ($STARPU_ANP_CACHE, default ~/.cache/starpu-anp) and reused on later runs.
 #
-#   4. With --with-anchors: the comparison frameworks (current PyTorch, TensorFlow, NumPy from the
+#   4. With --sim: libsimgrid-dev + xsltproc, and a second StarPU built from the same source for
+#      StarPU's SimGrid mode ($CACHE/starpu-<ver>-simgrid: static, MPI through SMPI, no FxT), for
+#      scripts/simulate.sh. Printed as "starpu sim prefix: DIR" before the "starpu prefix:" line.
+#
+#   5. With --with-anchors: the comparison frameworks (current PyTorch, TensorFlow, NumPy from the
 #      Python package index, through pip) in a virtual environment outside the checkout,
 #      $CACHE/anchors-venv. Skipped when that venv already imports torch and tensorflow.
 #
 # Prints the prefix to use as its last line: "starpu prefix: DIR"; with --with-anchors, the line
 # before it is "anchors python: PATH" (the venv's interpreter).
-# Options: --with-anchors  also set up the anchors venv (only bench/compare_frameworks.sh needs it);
+# Options: --sim           also the SimGrid StarPU (section 4)
+#          --with-anchors  also set up the anchors venv (only bench/compare_frameworks.sh needs it);
 #                          pip's own configuration (PIP_INDEX_URL, pip.conf, ...) is honoured
 #          --with-torch    old name of --with-anchors (it installed Debian's python3-torch 1.13)
 #          --quiet         print only problems and the final lines
 set -euo pipefail
 
 WITH_ANCHORS=0
+WITH_SIM=0
 QUIET=0
 for a in "$@"; do
   case "$a" in
     --with-anchors|--with-torch) WITH_ANCHORS=1 ;;
+    --sim) WITH_SIM=1 ;;
     --quiet) QUIET=1 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "bootstrap.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,12 +51,15 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
       xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv)
+# --sim: SimGrid (with smpicc/smpirun) and xsltproc, which StarPU's SimGrid configure needs.
+SIM_PKGS=(libsimgrid-dev xsltproc)
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 # ---------------------------------------------------------------- 1. Debian packages
 missing=()
+[ "$WITH_SIM" = 0 ] || PKGS+=("${SIM_PKGS[@]}")
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
@@ -126,45 +136,25 @@ NVCC="$(command -v nvcc || true)"
 [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
 [ -n "$NVCC" ] && HAVE_NVCC=1
 
-# check_starpu PREFIX_INCLUDE_DIR -> 0 when starpu_config.h there has what we need
+# check_starpu_config KIND INCLUDE_DIR -> 0 when starpu_config.h there has what KIND needs:
+# real = FxT + MPI (+ CUDA when nvcc exists) and no SimGrid; sim = SimGrid + MPI.
 check_starpu_config() {
-  local cfg="$1/starpu_config.h" why=""
-  [ -f "$cfg" ] || { echo "no starpu_config.h in $1"; return 1; }
-  grep -q '^#define STARPU_USE_FXT 1' "$cfg" || why+=" FxT (STARPU_USE_FXT)"
+  local kind="$1" cfg="$2/starpu_config.h" why=""
+  [ -f "$cfg" ] || { echo "no starpu_config.h in $2"; return 1; }
   grep -q '^#define STARPU_USE_MPI 1' "$cfg" || why+=" MPI (STARPU_USE_MPI)"
-  if [ "$HAVE_NVCC" = 1 ]; then
-    grep -q '^#define STARPU_USE_CUDA 1' "$cfg" || why+=" CUDA (STARPU_USE_CUDA, nvcc is present)"
+  if [ "$kind" = sim ]; then
+    grep -q '^#define STARPU_SIMGRID 1' "$cfg" || why+=" SimGrid (STARPU_SIMGRID)"
+  else
+    grep -q '^#define STARPU_SIMGRID 1' "$cfg" && why+=" a real run (it is a SimGrid build)"
+    grep -q '^#define STARPU_USE_FXT 1' "$cfg" || why+=" FxT (STARPU_USE_FXT)"
+    if [ "$HAVE_NVCC" = 1 ]; then
+      grep -q '^#define STARPU_USE_CUDA 1' "$cfg" || why+=" CUDA (STARPU_USE_CUDA, nvcc is present)"
+    fi
   fi
   [ -z "$why" ] || { echo "$cfg lacks:$why"; return 1; }
   return 0
 }
 
-# (a) a site StarPU already found by pkg-config
-if [ -z "${STARPU_ANP_FORCE_BUILD:-}" ] && pkg-config --exists "starpu-$STARPU_SERIES starpumpi-$STARPU_SERIES" 2>/dev/null; then
-  inc="$(pkg-config --variable=includedir "starpu-$STARPU_SERIES")/starpu/$STARPU_SERIES"
-  if msg="$(check_starpu_config "$inc")"; then
-    say "using StarPU $(pkg-config --modversion starpu-$STARPU_SERIES) found by pkg-config"
-    echo "starpu prefix: $(pkg-config --variable=prefix starpu-$STARPU_SERIES)"
-    exit 0
-  else
-    say "ignoring the StarPU found by pkg-config: $msg"
-  fi
-fi
-
-# (b) our cached build
-STAMP_GLOB="$CACHE/starpu-$STARPU_SERIES.*-cuda$HAVE_NVCC/.installed"
-for stamp in $STAMP_GLOB; do
-  [ -f "$stamp" ] || continue
-  prefix="$(dirname "$stamp")"
-  if msg="$(check_starpu_config "$prefix/include/starpu/$STARPU_SERIES")"; then
-    say "StarPU cached in $prefix"
-    echo "starpu prefix: $prefix"
-    exit 0
-  fi
-done
-
-# (c) build from the newest 1.4.x Debian source package
-mkdir -p "$CACHE/src"
 ensure_deb_src() {
   # apt-get source needs deb-src entries. We copy the machine's own Debian sources entry (so no
   # mirror host is named here) and point it at the suites that carry StarPU 1.4.
@@ -186,56 +176,105 @@ ensure_deb_src() {
   fi
   apt_update
 }
-ensure_deb_src
-ver="$(apt-cache showsrc starpu 2>/dev/null | awk '/^Version: 1\.4\./{print $2}' | sort -V | tail -1)"
-[ -n "$ver" ] || die "no StarPU 1.4.x source package is available from the Debian sources"
-upver="${ver%%+*}"; upver="${upver%%-*}"
-prefix="$CACHE/starpu-$upver-cuda$HAVE_NVCC"
-srcdir="$CACHE/src/starpu-${ver%%-*}"
-say "building StarPU $ver from Debian source into $prefix (about 5 min on 2 cores)"
-if [ ! -d "$srcdir" ]; then
-  ( cd "$CACHE/src" && apt-get source --download-only "starpu=$ver" >/dev/null 2>&1 ) \
-    || die "apt-get source starpu=$ver failed"
-  orig="$(ls "$CACHE/src"/starpu_"${ver%%-*}".orig.tar.* | head -1)"
-  tar -C "$CACHE/src" -xf "$orig" || die "cannot unpack $orig"
-  [ -d "$srcdir" ] || srcdir="$(ls -d "$CACHE"/src/starpu-"$upver"*/ | head -1)"
-fi
-# CUDA 13 removed cudaDeviceProp::computeMode: read the compute mode through the attribute API.
-for f in "$srcdir/src/drivers/cuda/driver_cuda.c" "$srcdir/src/drivers/cuda/driver_cuda1.c"; do
-  [ -f "$f" ] || continue
-  perl -0pi -e 's/props\[devid\]\.computeMode == cudaComputeModeExclusive/({ int anp_cm_ = 0; cudaDeviceGetAttribute(&anp_cm_, cudaDevAttrComputeMode, devid); anp_cm_; }) == cudaComputeModeExclusive/g' "$f"
-done
 
-log="$CACHE/starpu-build-$upver.log"
-cfg=(--prefix="$prefix" --with-fxt --enable-mpi --disable-opencl --disable-build-doc
-     --disable-build-examples --disable-build-tests --disable-starpufft --disable-fortran
-     --disable-socl --disable-starpupy --disable-starpurm --disable-hip --disable-mlr
-     --enable-maxcpus=64 --disable-openmp)
-if [ "$HAVE_NVCC" = 1 ]; then
-  cudadir="$(dirname "$(dirname "$(readlink -f "$NVCC")")")"
-  cfg+=(--enable-cuda --with-cuda-dir="$cudadir")
-else
-  cfg+=(--disable-cuda)
-fi
-builddir="$CACHE/build-starpu-$upver-cuda$HAVE_NVCC"
-rm -rf "$builddir"; mkdir -p "$builddir"
-say "configure (log: $log)"
-( cd "$builddir" && PATH="$(dirname "${NVCC:-/bin/true}"):$PATH" "$srcdir/configure" "${cfg[@]}" ) >"$log" 2>&1 \
-  || { tail -15 "$log" >&2; die "StarPU configure failed; full log in $log"; }
-total=$(find "$srcdir/src" "$srcdir/mpi/src" -name '*.c' | wc -l)
-say "make -j$(nproc) ($total source files)"
-( cd "$builddir" && make -j"$(nproc)" ) >>"$log" 2>&1 &
-mpid=$!
-while kill -0 "$mpid" 2>/dev/null; do
-  sleep 10
-  n=$(find "$builddir" -name '*.lo' 2>/dev/null | wc -l)
-  [ "$QUIET" = 1 ] || printf '[bootstrap]   compiled %d/~%d objects\n' "$n" "$total"
-done
-wait "$mpid" || { tail -25 "$log" >&2; die "StarPU build failed; full log in $log"; }
-( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
-msg="$(check_starpu_config "$prefix/include/starpu/$STARPU_SERIES")" \
-  || die "StarPU built without a required feature: $msg (configure log: $log)"
-date -u +%FT%TZ > "$prefix/.installed"
-rm -rf "$builddir"
-say "StarPU $upver installed in $prefix"
-echo "starpu prefix: $prefix"
+# ensure_starpu KIND: finds or builds StarPU and prints "starpu prefix: DIR" (KIND=real) or
+# "starpu sim prefix: DIR" (KIND=sim: the SimGrid build of the same source, for scripts/simulate.sh).
+#   real: a site StarPU found by pkg-config is used as is when it has what we need; else the cache.
+#   sim:  always our cache build, $CACHE/starpu-<ver>-simgrid: static (SMPI requires it), with
+#         StarPU-MPI, without FxT (Debian's libfxt.a is not -fPIC, so the static link fails:
+#         simulated runs have no traces), up to 64 cores and 8 GPUs per simulated node.
+ensure_starpu() {
+  local kind="$1" tag label stamp prefix msg inc
+  if [ "$kind" = sim ]; then tag=simgrid; label="starpu sim prefix"; else tag="cuda$HAVE_NVCC"; label="starpu prefix"; fi
+
+  # (a) a site StarPU already found by pkg-config (real runs only)
+  if [ "$kind" = real ] && [ -z "${STARPU_ANP_FORCE_BUILD:-}" ] \
+     && pkg-config --exists "starpu-$STARPU_SERIES starpumpi-$STARPU_SERIES" 2>/dev/null; then
+    inc="$(pkg-config --variable=includedir "starpu-$STARPU_SERIES")/starpu/$STARPU_SERIES"
+    if msg="$(check_starpu_config real "$inc")"; then
+      say "using StarPU $(pkg-config --modversion starpu-$STARPU_SERIES) found by pkg-config"
+      echo "$label: $(pkg-config --variable=prefix starpu-$STARPU_SERIES)"
+      return 0
+    else
+      say "ignoring the StarPU found by pkg-config: $msg"
+    fi
+  fi
+
+  # (b) our cached build
+  for stamp in "$CACHE"/starpu-"$STARPU_SERIES".*-"$tag"/.installed; do
+    [ -f "$stamp" ] || continue
+    prefix="$(dirname "$stamp")"
+    if msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")"; then
+      say "StarPU ($kind) cached in $prefix"
+      echo "$label: $prefix"
+      return 0
+    fi
+  done
+
+  # (c) build from the newest 1.4.x Debian source package
+  mkdir -p "$CACHE/src"
+  ensure_deb_src
+  local ver upver srcdir orig log builddir total mpid n cudadir
+  ver="$(apt-cache showsrc starpu 2>/dev/null | awk '/^Version: 1\.4\./{print $2}' | sort -V | tail -1)"
+  [ -n "$ver" ] || die "no StarPU 1.4.x source package is available from the Debian sources"
+  upver="${ver%%+*}"; upver="${upver%%-*}"
+  prefix="$CACHE/starpu-$upver-$tag"
+  srcdir="$CACHE/src/starpu-${ver%%-*}"
+  say "building StarPU $ver ($kind) from Debian source into $prefix (about 5 min on 2 cores)"
+  if [ ! -d "$srcdir" ]; then
+    ( cd "$CACHE/src" && apt-get source --download-only "starpu=$ver" >/dev/null 2>&1 ) \
+      || die "apt-get source starpu=$ver failed"
+    orig="$(ls "$CACHE/src"/starpu_"${ver%%-*}".orig.tar.* | head -1)"
+    tar -C "$CACHE/src" -xf "$orig" || die "cannot unpack $orig"
+    [ -d "$srcdir" ] || srcdir="$(ls -d "$CACHE"/src/starpu-"$upver"*/ | head -1)"
+  fi
+  # CUDA 13 removed cudaDeviceProp::computeMode: read the compute mode through the attribute API.
+  for f in "$srcdir/src/drivers/cuda/driver_cuda.c" "$srcdir/src/drivers/cuda/driver_cuda1.c"; do
+    [ -f "$f" ] || continue
+    perl -0pi -e 's/props\[devid\]\.computeMode == cudaComputeModeExclusive/({ int anp_cm_ = 0; cudaDeviceGetAttribute(&anp_cm_, cudaDevAttrComputeMode, devid); anp_cm_; }) == cudaComputeModeExclusive/g' "$f"
+  done
+
+  log="$CACHE/starpu-build-$upver-$tag.log"
+  local cfg=(--prefix="$prefix" --enable-mpi --disable-opencl --disable-build-doc
+       --disable-build-examples --disable-build-tests --disable-starpufft --disable-fortran
+       --disable-socl --disable-starpupy --disable-starpurm --disable-hip --disable-mlr
+       --enable-maxcpus=64 --disable-openmp)
+  if [ "$kind" = sim ]; then
+    # configure picks smpicc/smpirun itself; CUDA devices are simulated (no CUDA is linked).
+    cfg+=(--enable-simgrid --disable-shared --without-fxt --enable-maxcudadev=8)
+  else
+    cfg+=(--with-fxt)
+    if [ "$HAVE_NVCC" = 1 ]; then
+      cudadir="$(dirname "$(dirname "$(readlink -f "$NVCC")")")"
+      cfg+=(--enable-cuda --with-cuda-dir="$cudadir")
+    else
+      cfg+=(--disable-cuda)
+    fi
+  fi
+  builddir="$CACHE/build-starpu-$upver-$tag"
+  rm -rf "$builddir"; mkdir -p "$builddir"
+  say "configure (log: $log)"
+  ( cd "$builddir" && PATH="$(dirname "${NVCC:-/bin/true}"):$PATH" "$srcdir/configure" "${cfg[@]}" ) >"$log" 2>&1 \
+    || { tail -15 "$log" >&2; die "StarPU configure failed; full log in $log"; }
+  total=$(find "$srcdir/src" "$srcdir/mpi/src" -name '*.c' | wc -l)
+  say "make -j$(nproc) ($total source files)"
+  ( cd "$builddir" && make -j"$(nproc)" ) >>"$log" 2>&1 &
+  mpid=$!
+  while kill -0 "$mpid" 2>/dev/null; do
+    sleep 10
+    n=$(find "$builddir" -name '*.lo' 2>/dev/null | wc -l)
+    [ "$QUIET" = 1 ] || printf '[bootstrap]   compiled %d/~%d objects\n' "$n" "$total"
+  done
+  wait "$mpid" || { tail -25 "$log" >&2; die "StarPU build failed; full log in $log"; }
+  ( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
+  msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")" \
+    || die "StarPU built without a required feature: $msg (configure log: $log)"
+  date -u +%FT%TZ > "$prefix/.installed"
+  rm -rf "$builddir"
+  say "StarPU $upver ($kind) installed in $prefix"
+  echo "$label: $prefix"
+}
+
+# The simulation build first, so that "starpu prefix:" stays the last line.
+if [ "$WITH_SIM" = 1 ]; then ensure_starpu sim; fi
+ensure_starpu real

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check_includes.sh [ROOT] — the include direction of docs/ARCHITECTURE.md / DESIGN.md "Layout":
+# check_includes.sh [ROOT] — the include direction of docs/ARCHITECTURE.md ("Layers"):
 #
 #   apps  ->  runtime, traces  ->  graph  ->  codelets  ->  util, include
 #

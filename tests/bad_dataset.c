@@ -4,7 +4,6 @@
  * naming the file, leave the set empty, and never attempt a huge allocation (the address space
  * is capped at 1 GiB above start-up, so such an attempt would show as "out of memory"). */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +22,6 @@ typedef struct {
 	size_t n;
 } buf;
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	if (remove(p) != 0)
-		perror(p);
-	return 0;
-}
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
@@ -396,7 +386,6 @@ int main(void)
 	idx_cases(&count);
 	cifar_cases(&count);
 	printf("%d bad inputs checked\n", count);
-	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		perror(tmpdir);
+	test_rmtree(tmpdir);
 	return test_report("bad_dataset");
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "conv2d.h"
+#include "gpu_util.h"
 #include "test_util.h"
 
 #define TOL 5e-3
@@ -20,41 +21,22 @@ static int cuda_worker = -1, cpu_worker = -1;
 static void submit(struct starpu_codelet *cl, const dnn_conv2d_args *a, starpu_data_handle_t b0,
 		   starpu_data_handle_t b1, int mode2, starpu_data_handle_t b2, int worker)
 {
-	dnn_conv2d_args *arg = malloc(sizeof(*arg));
-	if (!arg) {
-		fprintf(stderr, "out of memory\n");
-		exit(1);
-	}
-	*arg = *a;
-	int rc = starpu_task_insert(cl, STARPU_R, b0, STARPU_R, b1, mode2, b2, STARPU_CL_ARGS, arg,
-				    sizeof(*arg), STARPU_EXECUTE_ON_WORKER, worker, 0);
-	if (rc != 0) {
-		fprintf(stderr, "starpu_task_insert: %s\n", strerror(-rc));
-		exit(1);
-	}
+	struct starpu_data_descr d[] = {{b0, STARPU_R}, {b1, STARPU_R}, {b2, (enum starpu_data_access_mode)mode2}};
+	if (test_task(cl, worker, a, sizeof(*a), d, 3, cl->name) != 0)
+		exit(1); /* test_task said why */
 }
 
 static void compare(const char *what, starpu_data_handle_t hg, starpu_data_handle_t hc, size_t n)
 {
-	starpu_data_acquire(hg, STARPU_R);
-	starpu_data_acquire(hc, STARPU_R);
-	const float *g = (const float *)starpu_data_get_local_ptr(hg);
-	const float *c = (const float *)starpu_data_get_local_ptr(hc);
-	double scale = 1, worst = 0;
-	size_t wi = 0;
-	for (size_t i = 0; i < n; i++)
-		scale = fmax(scale, fabs(c[i]));
-	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)g[i] - c[i]);
-		if (!(d <= worst)) {
-			worst = isnan(d) ? INFINITY : d;
-			wi = i;
-		}
-	}
-	TEST_CHECK(worst / scale <= TOL, "%s: |gpu-cpu|/scale = %.3g at [%zu] (gpu %g, cpu %g)", what,
-		   worst / scale, wi, (double)g[wi], (double)c[wi]);
-	starpu_data_release(hg);
-	starpu_data_release(hc);
+	int rg = starpu_data_acquire(hg, STARPU_R), rc = starpu_data_acquire(hc, STARPU_R);
+	TEST_CHECK(rg == 0 && rc == 0, "%s: starpu_data_acquire: %d, %d", what, rg, rc);
+	if (rg == 0 && rc == 0)
+		gpu_close_scaled(what, (const float *)starpu_data_get_local_ptr(hg),
+				 (const float *)starpu_data_get_local_ptr(hc), n, TOL);
+	if (rg == 0)
+		starpu_data_release(hg);
+	if (rc == 0)
+		starpu_data_release(hc);
 }
 
 /* Mean time per task (ms) of `reps` tasks on `worker`, after one warm-up task. */

@@ -10,7 +10,6 @@
  * to be bit for bit: the count of differing values is printed), labels exactly. Skips (77)
  * without a CUDA and a CPU worker. */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <math.h>
 #include <starpu.h>
 #include <stdio.h>
@@ -21,9 +20,6 @@
 #include "load_batch.h"
 #include "load_images.h"
 #include "test_util.h"
-
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
 
 #define TOL 1e-6
 #define MAXT 8
@@ -46,14 +42,9 @@ static void submit(struct starpu_codelet *cl, const void *args, size_t sz, int n
 		o->y[i] = -7;
 	o->hx = reg_f(o->x, (size_t)n * per);
 	o->hy = reg_i(o->y, (size_t)n);
-	void *a = malloc(sz);
-	memcpy(a, args, sz);
-	int rc = starpu_task_insert(cl, STARPU_W, o->hx, STARPU_W, o->hy, STARPU_CL_ARGS, a, sz, STARPU_EXECUTE_ON_WORKER,
-				    worker, STARPU_NAME, cl->name, 0);
-	if (rc != 0) {
-		fprintf(stderr, "starpu_task_insert(%s) on worker %d: %d\n", cl->name, worker, rc);
-		exit(1);
-	}
+	struct starpu_data_descr d[] = {{o->hx, STARPU_W}, {o->hy, STARPU_W}};
+	if (test_task(cl, worker, args, sz, d, 2, cl->name) != 0)
+		exit(1); /* test_task said why */
 }
 
 static void finish(out_t *o)
@@ -93,12 +84,8 @@ static void compare(const char *what, struct starpu_codelet *cl, void *const *ar
 static void test_load_batch(void)
 {
 	enum { N = 40, C = 3, H = 9, W = 7 };
-	uint8_t *img = malloc((size_t)N * C * H * W);
 	int32_t lab[N];
-	for (size_t i = 0; i < (size_t)N * C * H * W; i++)
-		img[i] = (uint8_t)test_rng_int(0, 255);
-	for (int i = 0; i < N; i++)
-		lab[i] = test_rng_int(0, 9);
+	uint8_t *img = test_random_samples(N, (size_t)C * H * W, lab);
 	static const float mean[C] = {0.4914f, 0.4822f, 0.4465f}, std[C] = {0.247f, 0.2435f, 0.2616f};
 	const int ns[] = {5, 1, 13, 32};
 	void *args[4];
@@ -121,13 +108,6 @@ static void test_load_batch(void)
 /* ---------------------------------------------------------------- load_images */
 static char tmpdir[4096];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	remove(p);
-	return 0;
-}
-
 static int nbad_reports;
 static void on_bad(void *ctx, int index, const char *why)
 {
@@ -138,35 +118,14 @@ static void on_bad(void *ctx, int index, const char *why)
 static void test_load_images(void)
 {
 	enum { NF = 14, C = 3, H = 24, W = 20 };
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/dnn_gpu_loaders_XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		fprintf(stderr, "mkdtemp failed\n");
-		exit(1);
-	}
-	char *paths[NF];
 	int32_t lab[NF];
-	for (int i = 0; i < NF; i++) {
-		paths[i] = malloc(strlen(tmpdir) + 32);
-		sprintf(paths[i], "%s/f%02d.png", tmpdir, i);
-		lab[i] = i % 5;
-		if (i >= NF - 3) { /* the last three are not images */
-			FILE *f = fopen(paths[i], "wb");
-			fputs("not a png", f);
-			fclose(f);
-			continue;
-		}
-		/* sizes that shrink (box filter), enlarge (bilinear) and keep an axis 1:1 */
-		const int ws[] = {20, 47, 13, 64, 31}, hs[] = {24, 33, 11, 80, 29};
-		int w = ws[i % 5], h = hs[(i / 2) % 5];
-		unsigned char *px = malloc((size_t)w * h * C);
-		for (int k = 0; k < w * h * C; k++)
-			px[k] = (unsigned char)test_rng_int(0, 255);
-		if (!stbi_write_png(paths[i], w, h, C, px, w * C)) {
-			fprintf(stderr, "cannot write %s\n", paths[i]);
-			exit(1);
-		}
-		free(px);
-	}
+	/* sizes that shrink (box filter), enlarge (bilinear) and keep an axis 1:1; the last three
+	 * files are not images */
+	const int ws[] = {20, 47, 13, 64, 31}, hs[] = {24, 33, 11, 80, 29};
+	int fw[NF], fh[NF];
+	for (int i = 0; i < NF; i++)
+		lab[i] = i % 5, fw[i] = ws[i % 5], fh[i] = hs[(i / 2) % 5];
+	char **paths = test_image_files(tmpdir, sizeof(tmpdir), "/tmp/dnn_gpu_loaders_XXXXXX", NF, 3, C, fw, fh);
 	static const float mean[C] = {0.5f, 0.45f, 0.4f}, std[C] = {0.25f, 0.2f, 0.3f};
 	/* chunks: readable files; one unreadable among them; unreadable only; a big chunk */
 	const int ns[] = {6, 5, 3, 24};
@@ -192,9 +151,7 @@ static void test_load_images(void)
 		for (int t = 0; t < 4; t++)
 			free(args[t]);
 	}
-	for (int i = 0; i < NF; i++)
-		free(paths[i]);
-	nftw(tmpdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	test_image_files_free(paths, NF, tmpdir);
 }
 
 int main(int argc, char **argv)

@@ -44,14 +44,8 @@ static void run_on(struct starpu_codelet *cl, const void *args, size_t args_size
 					    bufs[i].elemsize);
 		descr[i].mode = bufs[i].mode;
 	}
-	void *arg_copy = malloc(args_size);
-	memcpy(arg_copy, args, args_size);
-	int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, descr, nbuf, STARPU_CL_ARGS, arg_copy, args_size,
-				    STARPU_EXECUTE_ON_WORKER, worker, STARPU_NAME, cl->name, 0);
-	if (rc != 0) {
-		fprintf(stderr, "starpu_task_insert(%s) on worker %d failed: %d\n", cl->name, worker, rc);
-		exit(1);
-	}
+	if (test_task(cl, worker, args, args_size, descr, nbuf, cl->name) != 0)
+		exit(1); /* test_task said why */
 	for (int i = 0; i < nbuf; i++)
 		starpu_data_unregister(descr[i].handle);
 }

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "batchnorm.h"
-#include "dnn_codelet.h"
 #include "grad_accum.h"
 #include "maxpool.h"
 #include "test_util.h"
@@ -17,19 +16,6 @@
 enum { GPU = 0, CPU = 1, NDEV = 2 };
 static int workers[NDEV];
 static const char *dev_name[NDEV] = {"cuda", "cpu"};
-
-/* One task of `cl` on worker `w`, buffers and modes in d[0..n). */
-static void run_on(struct starpu_codelet *cl, int w, const void *args, size_t argsz,
-		   struct starpu_data_descr *d, int n, const char *name)
-{
-	void *copy = dnn_args_dup(args, argsz);
-	TEST_CHECK(copy, "%s: out of memory", name);
-	if (!copy)
-		return;
-	int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, n, STARPU_CL_ARGS, copy, argsz,
-				    STARPU_EXECUTE_ON_WORKER, w, STARPU_NAME, name, 0);
-	TEST_CHECK(rc == 0, "%s: starpu_task_insert: %s", name, strerror(-rc));
-}
 
 /* ------------------------------------------------------------------ maxpool */
 
@@ -65,17 +51,17 @@ static void test_maxpool(int N, int C, int H, int W, int k, int stride, int pad)
 	}
 	for (int d = 0; d < NDEV; d++) {
 		struct starpu_data_descr f[] = {{hx, STARPU_R}, {hy[d], STARPU_W}};
-		run_on(&cl_maxpool_fwd, workers[d], &a, sizeof a, f, 2, "maxpool_fwd");
+		test_task(&cl_maxpool_fwd, workers[d], &a, sizeof a, f, 2, "maxpool_fwd");
 	}
 	for (int d = 0; d < NDEV; d++) {
 		dnn_maxpool_args b = a;
 		struct starpu_data_descr bw[] = {
 			{hx, STARPU_R}, {hy[CPU], STARPU_R}, {hdy, STARPU_R}, {hdxw[d], STARPU_W}};
-		run_on(&cl_maxpool_bwd, workers[d], &b, sizeof b, bw, 4, "maxpool_bwd");
+		test_task(&cl_maxpool_bwd, workers[d], &b, sizeof b, bw, 4, "maxpool_bwd");
 		b.accumulate_dx = 1;
 		struct starpu_data_descr ba[] = {
 			{hx, STARPU_R}, {hy[CPU], STARPU_R}, {hdy, STARPU_R}, {hdxa[d], STARPU_RW}};
-		run_on(&cl_maxpool_bwd, workers[d], &b, sizeof b, ba, 4, "maxpool_bwd");
+		test_task(&cl_maxpool_bwd, workers[d], &b, sizeof b, ba, 4, "maxpool_bwd");
 	}
 	starpu_data_unregister(hx);
 	starpu_data_unregister(hdy);
@@ -165,24 +151,24 @@ static void test_bn(int N, int C, int HW)
 	for (int d = 0; d < NDEV; d++) {
 		struct starpu_data_descr ft[] = {
 			{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hy[d], STARPU_W}, {hs[d], STARPU_W}};
-		run_on(&cl_batchnorm_fwd_train, workers[d], &a, sizeof a, ft, 5, "bn_fwd_train");
+		test_task(&cl_batchnorm_fwd_train, workers[d], &a, sizeof a, ft, 5, "bn_fwd_train");
 		struct starpu_data_descr ru[] = {{hs[d], STARPU_R}, {hr[d], STARPU_RW}};
-		run_on(&cl_batchnorm_running, workers[d], &a, sizeof a, ru, 2, "bn_running");
+		test_task(&cl_batchnorm_running, workers[d], &a, sizeof a, ru, 2, "bn_running");
 	}
 	for (int d = 0; d < NDEV; d++) {
 		struct starpu_data_descr fe[] = {
 			{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hr[CPU], STARPU_R}, {hye[d], STARPU_W}};
-		run_on(&cl_batchnorm_fwd_eval, workers[d], &a, sizeof a, fe, 5, "bn_fwd_eval");
+		test_task(&cl_batchnorm_fwd_eval, workers[d], &a, sizeof a, fe, 5, "bn_fwd_eval");
 		dnn_batchnorm_args b = a;
 		struct starpu_data_descr bw[] = {{hx, STARPU_R},       {hg, STARPU_R},    {hs[CPU], STARPU_R},
 						 {hdy, STARPU_R},      {hdxw[d], STARPU_W}, {hdg[d], STARPU_RW},
 						 {hdb[d], STARPU_RW}};
-		run_on(&cl_batchnorm_bwd, workers[d], &b, sizeof b, bw, 7, "bn_bwd");
+		test_task(&cl_batchnorm_bwd, workers[d], &b, sizeof b, bw, 7, "bn_bwd");
 		b.accumulate_dx = 1;
 		struct starpu_data_descr ba[] = {{hx, STARPU_R},     {hg, STARPU_R},       {hs[CPU], STARPU_R},
 						 {hdy, STARPU_R},    {hdxa[d], STARPU_RW}, {hrg, STARPU_REDUX},
 						 {hrb, STARPU_REDUX}};
-		run_on(&cl_batchnorm_bwd, workers[d], &b, sizeof b, ba, 7, "bn_bwd");
+		test_task(&cl_batchnorm_bwd, workers[d], &b, sizeof b, ba, 7, "bn_bwd");
 	}
 	starpu_data_handle_t shared[] = {hx, hdy, hg, hb, hrg, hrb};
 	for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)

@@ -7,8 +7,8 @@
  * is 0 (or, with need_cpu, when no CPU worker exists, e.g. STARPU_NCPU=0), or when the build has
  * no CUDA at all; scripts/gpu-check.sh treats 77 as a failure on the GPU machine.
  *
- * gpu_task(): one task of `cl` on one worker (STARPU_EXECUTE_ON_WORKER), buffers and modes
- * given as a starpu_data_descr array, a private copy of the arguments (StarPU frees it). */
+ * gpu_task(): test_util's test_task() on one worker, which exits 1 when the task cannot be
+ * inserted. */
 #ifndef DNN_GPU_UTIL_H
 #define DNN_GPU_UTIL_H
 #include <math.h>
@@ -64,20 +64,10 @@ static inline int gpu_setup(int *argc, char ***argv, const char *name, int need_
 }
 
 static inline void gpu_task(struct starpu_codelet *cl, int worker, const void *args, size_t argsz,
-		     struct starpu_data_descr *d, int n, const char *name)
+			    struct starpu_data_descr *d, int n, const char *name)
 {
-	void *copy = malloc(argsz ? argsz : 1);
-	if (!copy) {
-		fprintf(stderr, "out of memory\n");
-		exit(1);
-	}
-	memcpy(copy, args, argsz);
-	int rc = starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, n, STARPU_CL_ARGS, copy, argsz,
-				    STARPU_EXECUTE_ON_WORKER, worker, STARPU_NAME, name, 0);
-	if (rc != 0) {
-		fprintf(stderr, "FAIL: starpu_task_insert(%s) on worker %d: %d\n", name, worker, rc);
-		exit(1);
-	}
+	if (test_task(cl, worker, args, argsz, d, n, name) != 0)
+		exit(1); /* test_task said why */
 }
 
 /* max |got - ref| / max(1, max |ref|): the error relative to the tensor's scale (the form of

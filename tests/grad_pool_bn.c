@@ -98,31 +98,20 @@ static void test_maxpool_bwd(int N, int C, int H, int W, int k, int stride, int 
 
 /* ------------------------------------------------------------------ batchnorm */
 
-// L = sum(BN_train(x; gamma, beta) .* r), in double
+// L = sum(BN_train(x; gamma, beta) .* r), in double, summed channel by channel
 static double bn_loss(const double *x, const double *gamma, const double *beta, const float *r,
 		      const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
-	const double M = (double)N * HW;
-	double L = 0;
-	for (int c = 0; c < C; c++) {
-		double mean = 0, var = 0;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++)
-				mean += x[((size_t)n * C + c) * HW + i];
-		mean /= M;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++) {
-				double d = x[((size_t)n * C + c) * HW + i] - mean;
-				var += d * d;
-			}
-		double invstd = 1.0 / sqrt(var / M + (double)a->eps);
+	double *z = alloc_d((size_t)N * C * HW), L = 0;
+	bn_train_ref(z, NULL, NULL, NULL, x, gamma, beta, N, C, HW, a->eps);
+	for (int c = 0; c < C; c++)
 		for (int n = 0; n < N; n++)
 			for (int i = 0; i < HW; i++) {
 				size_t j = ((size_t)n * C + c) * HW + i;
-				L += (gamma[c] * (x[j] - mean) * invstd + beta[c]) * r[j];
+				L += z[j] * r[j];
 			}
-	}
+	free(z);
 	return L;
 }
 

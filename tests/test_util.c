@@ -1,11 +1,20 @@
+#define _GNU_SOURCE /* nftw */
 #include "test_util.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "dnn_codelet.h"
 #include "dnn_runtime.h"
+
+/* The one copy of stb's PNG writer in a test binary (test_image_files; unit_anp_images and
+ * unit_cuda_coverage call it too). */
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#include <stb/stb_image_write.h>
 
 int test_failures;
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -130,6 +139,130 @@ double *to_double(const float *x, size_t n)
 	for (size_t i = 0; i < n; i++)
 		d[i] = x[i];
 	return d;
+}
+
+int test_task(struct starpu_codelet *cl, int worker, const void *args, size_t argsz, struct starpu_data_descr *d,
+	      int n, const char *name)
+{
+	void *copy = dnn_args_dup(args, argsz);
+	TEST_CHECK(copy, "%s: out of memory for its arguments", name);
+	if (!copy)
+		return -ENOMEM;
+	int rc = worker >= 0 ? starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, n, STARPU_CL_ARGS, copy, argsz,
+						  STARPU_EXECUTE_ON_WORKER, worker, STARPU_NAME, name, 0)
+			     : starpu_task_insert(cl, STARPU_DATA_MODE_ARRAY, d, n, STARPU_CL_ARGS, copy, argsz,
+						  STARPU_NAME, name, 0);
+	/* The copy belongs to the task on every path (StarPU frees it with a refused task too). */
+	TEST_CHECK(rc == 0, "%s: starpu_task_insert on worker %d: %s", name, worker, strerror(-rc));
+	return rc;
+}
+
+uint8_t *test_random_samples(int N, size_t per, int32_t *labels)
+{
+	uint8_t *px = malloc((size_t)N * per + 1);
+	if (!px) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < (size_t)N * per; i++)
+		px[i] = (uint8_t)test_rng_int(0, 255);
+	for (int i = 0; i < N; i++)
+		labels[i] = test_rng_int(0, 9);
+	return px;
+}
+
+char **test_image_files(char *dir, size_t dirlen, const char *tmpl, int nf, int nbad, int C, const int *w,
+			const int *h)
+{
+	snprintf(dir, dirlen, "%s", tmpl);
+	if (!mkdtemp(dir)) {
+		fprintf(stderr, "mkdtemp %s: %s\n", tmpl, strerror(errno));
+		exit(1);
+	}
+	char **paths = malloc(sizeof(char *) * (size_t)(nf ? nf : 1));
+	if (!paths) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
+	for (int i = 0; i < nf; i++) {
+		size_t len = strlen(dir) + 32;
+		paths[i] = malloc(len);
+		if (!paths[i]) {
+			fprintf(stderr, "out of memory\n");
+			exit(1);
+		}
+		snprintf(paths[i], len, "%s/f%02d.png", dir, i);
+		if (i >= nf - nbad) { /* not an image */
+			FILE *f = fopen(paths[i], "wb");
+			if (!f || fputs("not a png", f) < 0 || fclose(f) != 0) {
+				fprintf(stderr, "cannot write %s: %s\n", paths[i], strerror(errno));
+				exit(1);
+			}
+			continue;
+		}
+		unsigned char *px = malloc((size_t)w[i] * h[i] * C);
+		if (!px) {
+			fprintf(stderr, "out of memory\n");
+			exit(1);
+		}
+		for (int k = 0; k < w[i] * h[i] * C; k++)
+			px[k] = (unsigned char)test_rng_int(0, 255);
+		if (!stbi_write_png(paths[i], w[i], h[i], C, px, w[i] * C)) {
+			fprintf(stderr, "cannot write %s\n", paths[i]);
+			exit(1);
+		}
+		free(px);
+	}
+	return paths;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb, (void)flag, (void)ftw;
+	if (remove(p) != 0)
+		fprintf(stderr, "warning: cannot remove %s: %s\n", p, strerror(errno));
+	return 0;
+}
+
+void test_rmtree(const char *dir)
+{
+	if (nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+		fprintf(stderr, "warning: cannot remove %s: %s\n", dir, strerror(errno));
+}
+
+void test_image_files_free(char **paths, int nf, const char *dir)
+{
+	for (int i = 0; i < nf; i++)
+		free(paths[i]);
+	free(paths);
+	if (dir)
+		test_rmtree(dir);
+}
+
+void bn_train_ref(double *z, double *mean, double *var, double *invstd, const double *x, const double *gamma,
+			 const double *beta, int N, int C, int HW, double eps)
+{
+	const double M = (double)N * HW;
+	for (int c = 0; c < C; c++) {
+		double s = 0, ss = 0;
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < HW; i++)
+				s += x[((size_t)n * C + c) * HW + i];
+		double m = s / M;
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < HW; i++) {
+				double d = x[((size_t)n * C + c) * HW + i] - m;
+				ss += d * d;
+			}
+		double v = ss / M, is = 1.0 / sqrt(v + eps);
+		if (mean)
+			mean[c] = m, var[c] = v, invstd[c] = is;
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < HW; i++) {
+				size_t j = ((size_t)n * C + c) * HW + i;
+				z[j] = gamma[c] * (x[j] - m) * is + beta[c];
+			}
+	}
 }
 
 dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,

@@ -1,4 +1,5 @@
-/* test_util.h — small helpers for the C tests: seeded RNG, comparisons, StarPU start-up. */
+/* test_util.h — small helpers for the C tests: seeded RNG, comparisons, StarPU start-up, one task on a
+ * worker, temporary image files, double-precision references (conv, batch norm). */
 #ifndef DNN_TEST_UTIL_H
 #define DNN_TEST_UTIL_H
 #include <starpu.h>
@@ -34,12 +35,40 @@ double *alloc_d(size_t n);
 void fill_nan(float *p, size_t n);
 double *to_double(const float *x, size_t n);
 
+/* One task of `cl` over the buffers and modes d[0..n), with a private copy of the argsz bytes
+ * at args (StarPU frees it, on every path), named `name`, on worker `worker` (STARPU_EXECUTE_ON_WORKER; -1:
+ * wherever the scheduler puts it). No wait. Returns 0, or a negative errno (StarPU's, or -ENOMEM
+ * when the copy cannot be made), which also counts as a failed check. */
+int test_task(struct starpu_codelet *cl, int worker, const void *args, size_t argsz, struct starpu_data_descr *d,
+	      int n, const char *name);
+
+/* N random samples of `per` bytes (malloc'd; exits 1 without memory) and their labels in [0, 9],
+ * drawn from test_rng_int in that order: the loaders' in-memory data sets. */
+uint8_t *test_random_samples(int N, size_t per, int32_t *labels);
+
+/* The loaders' image files: a fresh directory from mkdtemp(tmpl) (its path left in dir, of
+ * dirlen bytes) holding dir/fNN.png for NN in [0, nf); file i is a PNG of w[i] x h[i] pixels of C
+ * channels, random bytes from test_rng_int in file order, except the last nbad, which hold text
+ * and are not images. Returns the nf malloc'd paths; exits 1 when a step fails.
+ * test_image_files_free frees them and removes dir (NULL: leaves the files). */
+char **test_image_files(char *dir, size_t dirlen, const char *tmpl, int nf, int nbad, int C, const int *w,
+			const int *h);
+void test_image_files_free(char **paths, int nf, const char *dir);
+/* Removes dir and everything below it (a warning, not a failure, when it cannot). */
+void test_rmtree(const char *dir);
+
 /* Convolution test shapes (P, Q still to be computed by dnn_conv2d_args_finish) and the naive
  * double-precision forward reference: y (N, K, P, Q) = conv(x (N, C, H, W), w (K, C, R, S)). */
 dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,
 			   int dilation);
 void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_conv2d_args *a);
 void conv2d_forward_ref_d(double *y, const double *x, const double *w, const dnn_conv2d_args *a);
+
+/* Training-mode batch norm in double: z = gamma * (x - mean) * invstd + beta over x (N, C, HW),
+ * with the biased variance and invstd = 1 / sqrt(var + eps); mean, var, invstd (C each) out when
+ * mean is non-NULL. */
+void bn_train_ref(double *z, double *mean, double *var, double *invstd, const double *x, const double *gamma,
+		  const double *beta, int N, int C, int HW, double eps);
 
 /* Count of failed checks; tests exit with test_report(). */
 extern int test_failures;

@@ -1,8 +1,8 @@
-/* train_chunks — synchronous training is convergence-invariant (DESIGN.md): lenet5 (no batch
- * norm), same seed, 20 steps with K=1 chunk and with K=4 chunks (and K=3, which splits 64
- * unevenly) must give the same per-step losses within 1e-3 relative and the same parameters
- * within float-reassociation tolerance (relative, per tensor; bounds measured below). Also
- * checks that the window does not change results. */
+/* train_chunks — synchronous training is convergence-invariant (README, "How an iteration
+ * becomes tasks"): lenet5 (no batch norm), same seed, 20 steps with K=1 chunk and with K=4
+ * chunks (and K=3, which splits 64 unevenly) must give the same per-step losses within 1e-3
+ * relative and the same parameters within float-reassociation tolerance (relative, per tensor;
+ * bounds measured below). Also checks that the window does not change results. */
 #include <math.h>
 #include <starpu.h>
 #include <stdio.h>

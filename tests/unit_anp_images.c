@@ -8,7 +8,6 @@
  *   - folders: sorted classes, hidden/non-image files ignored, empty files counted, the held-out
  *     split is disjoint, complete, per class and the same in every call, --limit, DIR/train+val. */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,18 +20,13 @@
 #include "load_images.h"
 #include "test_util.h"
 
-#define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
+/* Defined with the rest of stb's writer in test_util.c; the header declares it only there. */
+unsigned char *stbi_write_png_to_mem(const unsigned char *pixels, int stride_bytes, int x, int y, int n, int *out_len);
 
 static char tmpdir[4096];
 static const float zero3[3] = {0, 0, 0}, one3[3] = {1, 1, 1};
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	remove(p);
-	return 0;
-}
 
 static void write_file(const char *path, const void *b, size_t n)
 {
@@ -377,6 +371,6 @@ int main(void)
 	test_decode();
 	test_load_kernel();
 	test_folders();
-	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	test_rmtree(tmpdir);
 	return test_report("unit_anp_images");
 }

@@ -5,7 +5,6 @@
  * header alone. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +24,6 @@ static const uint64_t lens[NT] = {3000, 10, 0, 3000};
 static char *classes[3] = {"cat", "", "a class name with spaces"};
 static char net[] = "# net tiny.net\ninput x 1 8 8\ndense h x out=3\nsoftmax_xent loss h\n";
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	if (remove(p) != 0)
-		perror(p);
-	return 0;
-}
 
 static void make_tensors(dnn_ckpt_tensor *t, float **store, float seed)
 {
@@ -497,7 +487,6 @@ int main(void)
 	test_rejects(ck);
 	test_versions(ck);
 	TEST_CHECK(count_tmp_files() == 0, "temporary files remain");
-	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		perror(tmpdir);
+	test_rmtree(tmpdir);
 	return test_report("unit_checkpoint");
 }

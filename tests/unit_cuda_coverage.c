@@ -23,7 +23,6 @@
  * must be recorded, among them the loaders, SGD, dropout and the evaluation-only batchnorm.
  */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <pthread.h>
 #include <starpu.h>
 #include <starpu_scheduler.h>
@@ -42,9 +41,6 @@
 #include "imagefolder.h"
 #include "model.h"
 #include "test_util.h"
-
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
 
 #define MIN_CODELETS 25
 #define MAX_CL 256
@@ -145,12 +141,6 @@ static struct starpu_sched_policy rec_policy = {
 /* ---------------------------------------------------------------- data */
 static char tmpdir[4096];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	remove(p);
-	return 0;
-}
 
 static void die(const char *what, const char *err)
 {
@@ -163,40 +153,25 @@ static void mem_set(dnn_dataset *ds, int n)
 {
 	memset(ds, 0, sizeof(*ds));
 	ds->n = n, ds->C = 1, ds->H = 28, ds->W = 28, ds->classes = 10;
-	ds->images = malloc((size_t)n * 28 * 28);
 	ds->labels = malloc(sizeof(int32_t) * (size_t)n);
-	if (!ds->images || !ds->labels)
+	if (!ds->labels)
 		die("mem_set", "out of memory");
-	for (int i = 0; i < n * 28 * 28; i++)
-		ds->images[i] = (uint8_t)test_rng_int(0, 255);
-	for (int i = 0; i < n; i++)
-		ds->labels[i] = test_rng_int(0, 9);
+	ds->images = test_random_samples(n, 28 * 28, ds->labels);
 }
 
 /* An image folder of n grey PNGs of assorted sizes (resized and cropped to 28x28 by the task). */
 static void folder_set(dnn_dataset *ds, int n)
 {
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/dnn_cuda_coverage_XXXXXX");
-	if (!mkdtemp(tmpdir))
-		die("mkdtemp", "cannot create a temporary directory");
-	char **paths = calloc((size_t)n, sizeof(char *));
-	for (int i = 0; i < n; i++) {
-		int w = 28 + 5 * (i % 4), h = 30 + 3 * (i % 3);
-		unsigned char *px = malloc((size_t)w * h);
-		for (int k = 0; k < w * h; k++)
-			px[k] = (unsigned char)test_rng_int(0, 255);
-		paths[i] = malloc(strlen(tmpdir) + 32);
-		sprintf(paths[i], "%s/img%02d.png", tmpdir, i);
-		if (!stbi_write_png(paths[i], w, h, 1, px, w))
-			die("stbi_write_png", paths[i]);
-		free(px);
-	}
+	int w[16], h[16];
+	if (n > 16)
+		die("folder_set", "at most 16 images");
+	for (int i = 0; i < n; i++)
+		w[i] = 28 + 5 * (i % 4), h[i] = 30 + 3 * (i % 3);
+	char **paths = test_image_files(tmpdir, sizeof(tmpdir), "/tmp/dnn_cuda_coverage_XXXXXX", n, 0, 1, w, h);
 	char err[512];
 	if (dnn_imagefolder_from_files(ds, (const char *const *)paths, n, 1, 28, 28, err, sizeof(err)) != 0)
 		die("dnn_imagefolder_from_files", err);
-	for (int i = 0; i < n; i++)
-		free(paths[i]);
-	free(paths);
+	test_image_files_free(paths, n, NULL); /* the files stay until the end */
 }
 
 /* ---------------------------------------------------------------- steps */
@@ -315,7 +290,7 @@ int main(void)
 
 	dnn_dataset_free(&mem);
 	dnn_dataset_free(&folder);
-	nftw(tmpdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	test_rmtree(tmpdir);
 	dnn_runtime_shutdown();
 	return test_report("unit_cuda_coverage");
 }

@@ -2,7 +2,6 @@
  * Fashion-MNIST directory loader, channel statistics, and the real Fashion-MNIST set when it is
  * installed. */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,15 +17,6 @@
 
 static char tmpdir[4096];
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	if (remove(p) != 0)
-		perror(p);
-	return 0;
-}
 
 static void make_tmpdir(void)
 {
@@ -308,7 +298,6 @@ int main(void)
 	test_stats();
 	test_cifar();
 	test_real_fashion();
-	if (nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
-		perror(tmpdir);
+	test_rmtree(tmpdir);
 	return test_report("unit_dataset");
 }

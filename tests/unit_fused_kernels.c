@@ -29,34 +29,6 @@
 
 /* ------------------------------------------------------------------ batch norm + ReLU */
 
-/* Training-mode batch norm in double: z = gamma * (x - mean) * invstd + beta (biased var);
- * mean, var, invstd (C) out when non-NULL. */
-static void bn_train_ref(double *z, double *mean, double *var, double *invstd, const double *x, const double *gamma,
-			 const double *beta, int N, int C, int HW, double eps)
-{
-	const double M = (double)N * HW;
-	for (int c = 0; c < C; c++) {
-		double s = 0, ss = 0;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++)
-				s += x[((size_t)n * C + c) * HW + i];
-		double m = s / M;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++) {
-				double d = x[((size_t)n * C + c) * HW + i] - m;
-				ss += d * d;
-			}
-		double v = ss / M, is = 1.0 / sqrt(v + eps);
-		if (mean)
-			mean[c] = m, var[c] = v, invstd[c] = is;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++) {
-				size_t j = ((size_t)n * C + c) * HW + i;
-				z[j] = gamma[c] * (x[j] - m) * is + beta[c];
-			}
-	}
-}
-
 typedef struct {
 	const double *gamma, *beta, *r;
 	double *x; // perturbed by the finite differences
@@ -279,18 +251,16 @@ static void test_bn_relu(int N, int C, int HW)
 
 /* ------------------------------------------------------------------ conv + bias (tasks) */
 
-/* One task of `cl` with 4 buffers and the conv arguments (copied; StarPU frees the copy). */
+/* One task of `cl` with 4 buffers and the conv arguments (test_task), then a wait. */
 static void conv_task(struct starpu_codelet *cl, const dnn_conv2d_args *a, int m0, starpu_data_handle_t b0, int m1,
 		      starpu_data_handle_t b1, int m2, starpu_data_handle_t b2, int m3, starpu_data_handle_t b3)
 {
-	dnn_conv2d_args *arg = malloc(sizeof(*arg));
-	TEST_CHECK(arg != NULL, "out of memory");
-	if (!arg)
+	struct starpu_data_descr d[] = {{b0, (enum starpu_data_access_mode)m0},
+					{b1, (enum starpu_data_access_mode)m1},
+					{b2, (enum starpu_data_access_mode)m2},
+					{b3, (enum starpu_data_access_mode)m3}};
+	if (test_task(cl, -1, a, sizeof(*a), d, 4, "test_conv_bias") != 0)
 		return;
-	*arg = *a;
-	int rc = starpu_task_insert(cl, m0, b0, m1, b1, m2, b2, m3, b3, STARPU_CL_ARGS, arg, sizeof(*arg),
-				    STARPU_NAME, "test_conv_bias", 0);
-	TEST_CHECK(rc == 0, "starpu_task_insert: %d", rc);
 	TEST_CHECK(starpu_task_wait_for_all() == 0, "starpu_task_wait_for_all failed");
 }
 

@@ -8,7 +8,6 @@
  *    by the chunk's first readable sample, a chunk of unreadable files only giving zeros, and
  *    each unreadable file reported once. gpu_loaders runs the kernels themselves. */
 #define _GNU_SOURCE
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +16,6 @@
 #include "load_batch.h"
 #include "load_images.h"
 #include "test_util.h"
-
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb/stb_image_write.h>
 
 /* load_batch.cu's kernel, element by element. */
 static void batch_kernel(float *x, int32_t *y, const uint8_t *px, const int32_t *labels, const float *scale,
@@ -68,12 +64,8 @@ static int same_bits(const char *what, const float *a, const float *b, size_t n)
 static void test_batch(void)
 {
 	enum { N = 30, C = 3, HW = 35, n = 11 };
-	uint8_t *img = malloc((size_t)N * C * HW);
 	int32_t lab[N];
-	for (size_t i = 0; i < (size_t)N * C * HW; i++)
-		img[i] = (uint8_t)test_rng_int(0, 255);
-	for (int i = 0; i < N; i++)
-		lab[i] = test_rng_int(0, 9);
+	uint8_t *img = test_random_samples(N, (size_t)C * HW, lab);
 	static const float mean[C] = {0.4914f, 0.4822f, 0.4465f}, std[C] = {0.247f, 0.2435f, 0.2616f};
 	dnn_load_batch_args *a = malloc(sizeof(*a) + sizeof(int) * n);
 	a->images = img, a->labels = lab, a->mean = mean, a->std = std, a->C = C, a->HW = HW, a->n = n;
@@ -92,12 +84,6 @@ static void test_batch(void)
 }
 
 static char tmpdir[4096];
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	(void)sb, (void)flag, (void)ftw;
-	remove(p);
-	return 0;
-}
 
 static int reports[32];
 static void on_bad(void *ctx, int index, const char *why)
@@ -109,32 +95,12 @@ static void on_bad(void *ctx, int index, const char *why)
 static void test_images(void)
 {
 	enum { NF = 10, C = 3, H = 16, W = 14 };
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/dnn_load_stage_XXXXXX");
-	if (!mkdtemp(tmpdir)) {
-		fprintf(stderr, "mkdtemp failed\n");
-		exit(1);
-	}
-	char *paths[NF];
 	int32_t lab[NF];
 	const int ws[] = {14, 41, 9, 60, 23}, hs[] = {16, 29, 7, 50, 17};
-	for (int i = 0; i < NF; i++) {
-		paths[i] = malloc(strlen(tmpdir) + 32);
-		sprintf(paths[i], "%s/f%02d.png", tmpdir, i);
-		lab[i] = i;
-		if (i >= NF - 2) {
-			FILE *f = fopen(paths[i], "wb");
-			fputs("garbage", f);
-			fclose(f);
-			continue;
-		}
-		int w = ws[i % 5], h = hs[(i * 3) % 5];
-		unsigned char *px = malloc((size_t)w * h * C);
-		for (int k = 0; k < w * h * C; k++)
-			px[k] = (unsigned char)test_rng_int(0, 255);
-		if (!stbi_write_png(paths[i], w, h, C, px, w * C))
-			exit(1);
-		free(px);
-	}
+	int fw[NF], fh[NF];
+	for (int i = 0; i < NF; i++)
+		lab[i] = i, fw[i] = ws[i % 5], fh[i] = hs[(i * 3) % 5];
+	char **paths = test_image_files(tmpdir, sizeof(tmpdir), "/tmp/dnn_load_stage_XXXXXX", NF, 2, C, fw, fh);
 	static const float mean[C] = {0.5f, 0.45f, 0.4f}, std[C] = {0.25f, 0.2f, 0.3f};
 	const int chunks[3][8] = {{0, 1, 2, 3, 4, 5, 6, 7}, {3, NF - 1, 5, 1, 0, 2, 4, 6}, {NF - 2, NF - 1, NF - 2}};
 	const int ns[3] = {8, 8, 3};
@@ -177,9 +143,7 @@ static void test_images(void)
 			}
 	TEST_CHECK(flips > 0, "augmentation never flipped a sample");
 	printf("load_images: %d augmented samples flipped\n", flips);
-	for (int i = 0; i < NF; i++)
-		free(paths[i]);
-	nftw(tmpdir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
+	test_image_files_free(paths, NF, tmpdir);
 }
 
 int main(void)

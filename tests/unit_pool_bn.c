@@ -95,34 +95,14 @@ static void test_maxpool_args(void)
 
 /* ------------------------------------------------------------------ batchnorm */
 
-// double reference of the training forward: y (N, C, HW), saved (3C)
+// double reference of the training forward: y (N, C, HW), saved (3C: mean, var, invstd)
 static void ref_bn_train(double *y, double *saved, const float *x, const float *gamma, const float *beta,
 			 const dnn_batchnorm_args *a)
 {
-	const int N = a->N, C = a->C, HW = a->HW;
-	const double M = (double)N * HW;
-	for (int c = 0; c < C; c++) {
-		double mean = 0, var = 0;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++)
-				mean += x[((size_t)n * C + c) * HW + i];
-		mean /= M;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++) {
-				double d = x[((size_t)n * C + c) * HW + i] - mean;
-				var += d * d;
-			}
-		var /= M;
-		double invstd = 1.0 / sqrt(var + (double)a->eps);
-		saved[c] = mean;
-		saved[C + c] = var;
-		saved[2 * C + c] = invstd;
-		for (int n = 0; n < N; n++)
-			for (int i = 0; i < HW; i++) {
-				size_t j = ((size_t)n * C + c) * HW + i;
-				y[j] = gamma[c] * (x[j] - mean) * invstd + beta[c];
-			}
-	}
+	double *xd = to_double(x, (size_t)a->N * a->C * a->HW), *gd = to_double(gamma, a->C),
+	       *bd = to_double(beta, a->C);
+	bn_train_ref(y, saved, saved + a->C, saved + 2 * a->C, xd, gd, bd, a->N, a->C, a->HW, a->eps);
+	free(xd), free(gd), free(bd);
 }
 
 static void fill_bn_input(float *x, const dnn_batchnorm_args *a)

@@ -1,0 +1,177 @@
+/* dnn_sim_model.c — see dnn_sim_model.h. */
+#include "dnn_sim_model.h"
+
+#ifndef DNN_SIMGRID
+int dnn_sim_models_install(char *err, size_t errlen)
+{
+	(void)err, (void)errlen;
+	return 0;
+}
+#else
+
+#include <math.h>
+#include <starpu.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dnn_codelet.h"
+
+#define DNN_SIM_MAX_CODELETS 64
+#define DNN_PERFMODEL_VERSION_DIR "codelets/45" /* StarPU 1.4's history file layout */
+
+typedef struct {
+	struct starpu_perfmodel worker_model; /* what the codelet now points at */
+	struct starpu_perfmodel cpu_hist, cuda_hist;
+	int have_cpu, have_cuda;
+	char cpu_path[1024], cuda_path[1024];
+	const char *symbol;
+} sim_model;
+
+static sim_model g_models[DNN_SIM_MAX_CODELETS];
+static int g_nmodels;
+static struct {
+	char name[64];
+	double peak_gflops, mem_gbs, eff_compute, eff_memory, launch_us;
+	int set;
+} g_gpu;
+
+static void missing(const sim_model *sm, const char *kind, const char *path, uint32_t fp, struct starpu_task *task)
+{
+	size_t bytes = 0;
+	for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
+		bytes += starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+	dnn_worker_error("simulation: no calibrated %s model for %s at this shape (footprint %08x, %zu bytes of "
+			 "data, %.3g MFLOP) in %s; calibrate these shapes first (scripts/simulate.sh does it for "
+			 "the CPU, docs/SIMULATION.md)",
+			 kind, sm->symbol, fp, bytes, task->flops / 1e6, path[0] ? path : "(no file)");
+}
+
+static double history(const sim_model *sm, struct starpu_perfmodel *hist, int have, const char *path,
+		      const char *kind, struct starpu_task *task, unsigned workerid, unsigned nimpl)
+{
+	struct starpu_perfmodel_arch *arch = starpu_worker_get_perf_archtype((int)workerid, task->sched_ctx);
+	uint32_t fp = have ? starpu_task_footprint(hist, task, arch, nimpl) : 0;
+	double us = have ? starpu_perfmodel_history_based_expected_perf(hist, arch, fp) : NAN;
+	if (!(us > 0)) {
+		missing(sm, kind, path, fp, task);
+		return 1.0; /* StarPU _exit()s on NaN or 0; the recorded error ends the run */
+	}
+	return us;
+}
+
+static double roofline_us(struct starpu_task *task)
+{
+	double bytes = 0;
+	for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
+		bytes += (double)starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+	/* peak in GFLOP/s = 1e3 FLOP/us; bandwidth in GB/s = 1e3 B/us */
+	const double compute = task->flops / (g_gpu.peak_gflops * 1e3 * g_gpu.eff_compute);
+	const double memory = bytes / (g_gpu.mem_gbs * 1e3 * g_gpu.eff_memory);
+	return g_gpu.launch_us + (compute > memory ? compute : memory);
+}
+
+static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nimpl)
+{
+	sim_model *sm = (sim_model *)((char *)task->cl->model - offsetof(sim_model, worker_model));
+	/* StarPU's own STARPU_REDUX tasks (datawizard/reduction.c names them redux_task_*) are internal:
+	 * a real run does not time them, and SimGrid runs them in zero time whatever this says. Their
+	 * cost only steers the scheduler: the calibrated one when there is one, else 1 us. */
+	if (task->name && !strncmp(task->name, "redux_task", 10)) {
+		if (starpu_worker_get_type((int)workerid) == STARPU_CPU_WORKER && sm->have_cpu) {
+			struct starpu_perfmodel_arch *arch = starpu_worker_get_perf_archtype((int)workerid, task->sched_ctx);
+			double us = starpu_perfmodel_history_based_expected_perf(
+				&sm->cpu_hist, arch, starpu_task_footprint(&sm->cpu_hist, task, arch, nimpl));
+			if (us > 0)
+				return us;
+		}
+		return 1.0;
+	}
+	switch (starpu_worker_get_type((int)workerid)) {
+	case STARPU_CPU_WORKER:
+		return history(sm, &sm->cpu_hist, sm->have_cpu, sm->cpu_path, "CPU", task, workerid, nimpl);
+	case STARPU_CUDA_WORKER:
+		if (g_gpu.set)
+			return roofline_us(task);
+		return history(sm, &sm->cuda_hist, sm->have_cuda, sm->cuda_path, "CUDA", task, workerid, nimpl);
+	default:
+		missing(sm, "(unsupported worker kind)", "", 0, task);
+		return 1.0;
+	}
+}
+
+/* path = DIR/codelets/45/SYMBOL.HOST; 1 when that file exists and loads. */
+static int load_history(struct starpu_perfmodel *hist, const struct starpu_perfmodel *orig, const char *dir,
+			const char *host, char *path, size_t pathlen)
+{
+	path[0] = 0;
+	if (!dir || !*dir || !host || !*host)
+		return 0;
+	snprintf(path, pathlen, "%s/%s/%s.%s", dir, DNN_PERFMODEL_VERSION_DIR, orig->symbol, host);
+	if (access(path, R_OK) != 0)
+		return 0;
+	memset(hist, 0, sizeof(*hist));
+	hist->type = STARPU_HISTORY_BASED;
+	if (starpu_perfmodel_load_file(path, hist) != 0)
+		return 0;
+	hist->footprint = orig->footprint; /* the same shapes hash the same way as in the real run */
+	return 1;
+}
+
+static int parse_gpu(const char *spec, char *err, size_t errlen)
+{
+	char name[64];
+	double v[5];
+	int n = sscanf(spec, "%63[^:]:%lf:%lf:%lf:%lf:%lf", name, &v[0], &v[1], &v[2], &v[3], &v[4]);
+	if (n != 6 || !(v[0] > 0) || !(v[1] > 0) || !(v[2] > 0 && v[2] <= 1) || !(v[3] > 0 && v[3] <= 1) || !(v[4] >= 0)) {
+		snprintf(err, errlen,
+			 "ANP_SIM_GPU='%s': expected name:peak_gflops:mem_gbs:eff_compute:eff_memory:launch_us "
+			 "(efficiencies in (0,1])",
+			 spec);
+		return -1;
+	}
+	snprintf(g_gpu.name, sizeof(g_gpu.name), "%s", name);
+	g_gpu.peak_gflops = v[0], g_gpu.mem_gbs = v[1], g_gpu.eff_compute = v[2], g_gpu.eff_memory = v[3];
+	g_gpu.launch_us = v[4];
+	g_gpu.set = 1;
+	return 0;
+}
+
+extern struct starpu_codelet *__start_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
+extern struct starpu_codelet *__stop_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
+
+int dnn_sim_models_install(char *err, size_t errlen)
+{
+	const char *cpu_dir = getenv("ANP_SIM_CPU_MODELS"), *cpu_host = getenv("ANP_SIM_CPU_HOST");
+	const char *cuda_dir = getenv("ANP_SIM_CUDA_MODELS"), *cuda_host = getenv("ANP_SIM_CUDA_HOST");
+	const char *gpu = getenv("ANP_SIM_GPU");
+	if (!cpu_dir || !*cpu_dir || !cpu_host || !*cpu_host) {
+		snprintf(err, errlen, "simulation: ANP_SIM_CPU_MODELS and ANP_SIM_CPU_HOST must name the calibrated CPU "
+				      "models (run through scripts/simulate.sh, which sets them)");
+		return -1;
+	}
+	if (gpu && *gpu && parse_gpu(gpu, err, errlen) != 0)
+		return -1;
+	for (struct starpu_codelet **p = __start_dnn_cuda_cl; p && p < __stop_dnn_cuda_cl; p++) {
+		struct starpu_codelet *cl = *p;
+		if (!cl->model || cl->model->type != STARPU_HISTORY_BASED)
+			continue;
+		if (g_nmodels == DNN_SIM_MAX_CODELETS) {
+			snprintf(err, errlen, "simulation: more than %d codelets (raise DNN_SIM_MAX_CODELETS)",
+				 DNN_SIM_MAX_CODELETS);
+			return -1;
+		}
+		sim_model *sm = &g_models[g_nmodels++];
+		sm->symbol = cl->model->symbol;
+		sm->have_cpu = load_history(&sm->cpu_hist, cl->model, cpu_dir, cpu_host, sm->cpu_path, sizeof(sm->cpu_path));
+		sm->have_cuda =
+			load_history(&sm->cuda_hist, cl->model, cuda_dir, cuda_host, sm->cuda_path, sizeof(sm->cuda_path));
+		sm->worker_model.type = STARPU_PER_WORKER;
+		sm->worker_model.worker_cost_function = sim_cost;
+		sm->worker_model.symbol = cl->model->symbol;
+		cl->model = &sm->worker_model;
+	}
+	return 0;
+}
+#endif

@@ -1,0 +1,25 @@
+/* dnn_sim_model.h — the perf models of the simulation build (docs/SIMULATION.md).
+ *
+ * Under SimGrid no kernel runs: each task lasts what its codelet's perf model says. The
+ * simulation build replaces every codelet's history model by a per-worker cost function:
+ *   - CPU workers: the mean measured on this machine for the task's exact shape (footprint), read
+ *     from the calibrated history files in $ANP_SIM_CPU_MODELS/codelets/45/<symbol>.<$ANP_SIM_CPU_HOST>;
+ *   - CUDA workers: the same from calibrated GPU files when $ANP_SIM_CUDA_MODELS and
+ *     $ANP_SIM_CUDA_HOST name them, else a roofline estimate from $ANP_SIM_GPU
+ *     ("name:peak_gflops:mem_gbs:eff_compute:eff_memory:launch_us"):
+ *       t = launch_us + max(flops / (peak x eff_compute), bytes / (bandwidth x eff_memory)),
+ *     flops being the task's STARPU_FLOPS and bytes the size of all its buffers.
+ * A task whose shape has no calibrated entry never runs on a guess: the first one records a
+ * worker error naming the codelet, the worker kind and the shape, and the run stops with it.
+ * The codelets covered are those of the dnn_cuda_cl registry (DNN_CUDA_DECLARED): all of them. */
+#ifndef DNN_SIM_MODEL_H
+#define DNN_SIM_MODEL_H
+
+#include <stddef.h>
+
+/* Installs the models; 0, or -1 with a one-line message (a malformed $ANP_SIM_GPU, no CPU model
+ * directory). Call after StarPU starts and before any task is submitted. No-op outside
+ * the simulation build. */
+int dnn_sim_models_install(char *err, size_t errlen);
+
+#endif

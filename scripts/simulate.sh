@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# simulate.sh — predict training throughput on machines you do not have: StarPU + SimGrid.
+#
+#   scripts/simulate.sh [options] [-- extra bench options]
+#
+# The scheduler, the task DAG and the MPI protocol run for real (the same code as a real run,
+# built with smpicc against the SimGrid StarPU); kernels and transfers become delays from perf
+# models, on a simulated platform (docs/SIMULATION.md). Builds what is missing first
+# (bootstrap --sim, build/ and build-sim/), calibrates this machine's CPU models on exactly the
+# shapes to be simulated (once; cached), writes the platform (sim/platform.py), runs
+# starpu_smpirun, prints the exact command, the result line, and appends a CSV row per run.
+#
+# Platform:  --nodes N        simulated nodes, one MPI rank each [1]
+#            --cores C        CPU cores per node [this machine's]
+#            --gpus G         GPUs per node [0]        --gpu KIND   k80 | h200 [k80 when --gpus]
+#            --pcie GBPS      host<->GPU bandwidth [the kind's]
+#            --network NET    fdr | edr | 10gbe | infinite [fdr]
+# Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
+#            --mode sync|async --allreduce tree|ring --staleness S   (as `starpu_anp bench`)
+#            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
+# Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
+#            runs, and a plot of images/s is written next to the CSV (gnuplot).
+# Output:    --csv FILE       append one row per run [sim-results.csv]
+#            --platform-dir D keep the generated platform files in D [$CACHE/sim/platforms/...]
+#            --calibrate-only calibrate the CPU models and stop
+#            --quiet          only the command lines and result lines
+#            -h, --help       this help
+# Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
+say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
+
+NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
+NET=lenet5 BATCH=64 CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
+SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0
+EXTRA=()
+posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || usage "$1 '$2': expected a positive integer"; }
+list_of() { local opt="$1" v="$2" re="$3" x; IFS=, read -ra _l <<<"$v"; [ "${#_l[@]}" -gt 0 ] || usage "$opt: empty"
+  for x in "${_l[@]}"; do [[ "$x" =~ $re ]] || usage "$opt '$x': not one of the allowed values"; done; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
+    --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
+    --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
+    --gpu) [[ "${2:-}" =~ ^(k80|h200)$ ]] || usage "--gpu '${2:-}': expected k80 or h200"; GPU="$2"; shift 2 ;;
+    --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
+    --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|infinite)$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe or infinite"; NETWORK="$2"; shift 2 ;;
+    --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
+    --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
+    --chunks) posint "$1" "${2:-}"; CHUNKS="$2"; shift 2 ;;
+    --input) posint "$1" "${2:-}"; INPUT="$2"; shift 2 ;;
+    --steps) posint "$1" "${2:-}"; STEPS="$2"; shift 2 ;;
+    --warmup) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--warmup '${2:-}': expected an integer"; WARMUP="$2"; shift 2 ;;
+    --mode) list_of "$1" "${2:-}" '^(sync|async)$'; MODE="$2"; shift 2 ;;
+    --allreduce) list_of "$1" "${2:-}" '^(tree|ring)$'; ALLREDUCE="$2"; shift 2 ;;
+    --staleness) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--staleness '${2:-}': expected an integer"; STALENESS="$2"; shift 2 ;;
+    --sched) list_of "$1" "${2:-}" '^[a-z_-]+$'; SCHED="$2"; shift 2 ;;
+    --ncpu) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--ncpu '${2:-}': expected an integer"; NCPU="$2"; shift 2 ;;
+    --csv) [ -n "${2:-}" ] || usage "--csv needs a file"; CSV="$2"; shift 2 ;;
+    --platform-dir) [ -n "${2:-}" ] || usage "--platform-dir needs a directory"; PDIR="$2"; shift 2 ;;
+    --calibrate-only) CALIBRATE_ONLY=1; shift ;;
+    --quiet) QUIET=1; shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) usage "unknown option '$1'" ;;
+  esac
+done
+[ "$CORES" -le 64 ] || usage "--cores $CORES: at most 64 (the simulation StarPU's --enable-maxcpus)"
+if [ -z "$GPU" ]; then GPU=k80; fi
+
+# ---------------------------------------------------------------- build what is missing
+set --
+# shellcheck source=env.sh
+source "$ROOT/scripts/env.sh" --sim --quiet
+[ -n "${STARPU_SIM_PREFIX:-}" ] || { echo "simulate.sh: bootstrap did not report the SimGrid StarPU" >&2; exit 1; }
+REAL_BUILD="${ANP_REAL_BUILD:-$ROOT/build}" SIM_BUILD="${ANP_SIM_BUILD:-$ROOT/build-sim}"
+build() { # DIR CMAKE-ARGS...: configure once, then an incremental build (quiet unless it fails)
+  local dir="$1"; shift
+  mkdir -p "$dir"
+  if [ ! -f "$dir/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$dir" "$@" >"$dir.cmake.log" 2>&1 || { tail -20 "$dir.cmake.log" >&2; exit 1; }
+  fi
+  cmake --build "$dir" -j"$(nproc)" --target starpu_anp >"$dir.build.log" 2>&1 \
+    || { grep -E 'error' "$dir.build.log" | head -20 >&2; echo "simulate.sh: building $dir failed (log: $dir.build.log)" >&2; exit 1; }
+}
+say "building $REAL_BUILD (real) and $SIM_BUILD (SimGrid)"
+build "$REAL_BUILD"
+( export STARPU_PREFIX="$STARPU_SIM_PREFIX" PKG_CONFIG_PATH="$STARPU_SIM_PREFIX/lib/pkgconfig"
+  CC=smpicc build "$SIM_BUILD" -DDNN_SIMGRID=ON )
+REAL_APP="$REAL_BUILD/apps/starpu_anp" SIM_APP="$SIM_BUILD/apps/starpu_anp"
+"$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/null 2>&1 || { "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary 2>&1 | tail -1 >&2; exit 2; }
+
+# ---------------------------------------------------------------- calibration (this machine's CPU)
+CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"
+HOST="$(hostname)"
+CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib}"  # STARPU_HOME of the calibration runs
+MODELS="$CALIB/.starpu/sampling"
+mkdir -p "$CALIB/stamps"
+# calibrate RANKS PER_RANK_BATCH CHUNKS MODE ALLREDUCE: the real binary, one CPU worker per rank,
+# STARPU_CALIBRATE=1, the exact shapes (net, input, per-rank batch, chunks; for several ranks the
+# reduction's). 12 timed steps give each shape >= 12 measurements (StarPU wants 10). Once per shape set.
+# STARPU_HISTORY_MAX_ERROR: StarPU drops a shape's whole history when one sample is 50% off its mean,
+# which a busy 2-core machine does all the time; keep every sample (the mean absorbs the noise).
+calibrate() {
+  local ranks="$1" rb="$2" k="$3" mode="$4" ar="$5"
+  local key="$NET-i${INPUT:-def}-b$rb-k$k-r$ranks-$mode-$ar"
+  key="${key//\//_}"
+  [ -f "$CALIB/stamps/$key" ] && return 0
+  local args=(bench --net "$NET" --batch $((rb * ranks)) --chunks "$k" --steps 12 --warmup 1 --quiet
+              --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
+  [ -z "$INPUT" ] || args+=(--input "$INPUT")
+  say "calibrating the CPU models: $ranks rank(s), per-rank batch $rb, $k chunks ($NET, $mode/$ar)"
+  local log="$CALIB/calibrate-$key.log" rc=0
+  if [ "$ranks" = 1 ]; then
+    STARPU_HOME="$CALIB" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
+      "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
+  else
+    STARPU_HOME="$CALIB" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
+      mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
+      -x STARPU_HOME -x STARPU_CALIBRATE -x STARPU_HISTORY_MAX_ERROR -x STARPU_SCHED -x STARPU_NCPU -x STARPU_NCUDA \
+      "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
+  fi
+  if [ "$rc" != 0 ]; then
+    echo "simulate.sh: the calibration run failed (exit $rc): $(grep -m1 'error' "$log" || tail -1 "$log") (log: $log)" >&2
+    exit 1
+  fi
+  date -u +%FT%TZ >"$CALIB/stamps/$key"
+}
+
+# ---------------------------------------------------------------- the runs
+IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_GPUS <<<"$GPUS"; IFS=, read -ra L_SCHED <<<"$SCHED"
+IFS=, read -ra L_MODE <<<"$MODE"; IFS=, read -ra L_AR <<<"$ALLREDUCE"
+[ -f "$CSV" ] || echo "platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s" >"$CSV"
+STARPU_MAXNODES="$(sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p' "$STARPU_SIM_PREFIX/include/starpu/1.4/starpu_config.h")"
+nruns=0 nfail=0
+RUNROWS="$(mktemp /tmp/anp-sim-rows-XXXXXX.csv)" # this invocation's rows, for the plot
+for nodes in "${L_NODES[@]}"; do
+for gpus in "${L_GPUS[@]}"; do
+for mode in "${L_MODE[@]}"; do
+for ar in "${L_AR[@]}"; do
+  if [ "$nodes" = 1 ] && [ "$ar" != "${L_AR[0]}" ]; then continue; fi # one rank: no all-reduce
+  if [ "$mode" = async ] && [ "$ar" != "${L_AR[0]}" ]; then continue; fi # async has no all-reduce
+  [ $((BATCH % nodes)) = 0 ] || usage "--batch $BATCH does not split over $nodes nodes"
+  rb=$((BATCH / nodes))
+  workers=$(( ${NCPU:-$((CORES - gpus))} + gpus )); [ "$workers" -ge 1 ] || workers=1
+  k="${CHUNKS:-$((2 * workers))}"
+  [ "$k" -le "$rb" ] || k="$rb"
+  calibrate 1 "$rb" "$k" sync tree
+  if [ "$nodes" -gt 1 ]; then
+    # The reduction's shapes: tree and async do not depend on the rank count; ring slices do.
+    cranks=2; [ "$mode" = sync ] && [ "$ar" = ring ] && cranks="$nodes"
+    calibrate "$cranks" "$rb" "$k" "$mode" "$ar"
+  fi
+  [ "$CALIBRATE_ONLY" = 0 ] || continue
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU")-$NETWORK}"
+  gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
+       --network "$NETWORK" --maxnodes "$STARPU_MAXNODES")
+  [ "$gpus" = 0 ] || gen+=(--gpu "$GPU")
+  [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
+  name="$("${gen[@]}")" || exit 2
+  spec="$(cat "$pdir/gpu.spec")"
+  models="cpu=calibrated"; [ "$gpus" = 0 ] || models+=",cuda=estimated"
+  for sched in "${L_SCHED[@]}"; do
+    args=(bench --net "$NET" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup "$WARMUP" --quiet
+          --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
+    [ -z "$INPUT" ] || args+=(--input "$INPUT")
+    args+=("${EXTRA[@]}")
+    envs=(STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$name" STARPU_SCHED="$sched"
+          STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
+          ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
+    [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
+    [ "$gpus" = 0 ] || envs+=(ANP_SIM_GPU="$spec")
+    cmd=(env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
+         -hostfile "$pdir/hostfile" -np "$nodes" "$SIM_APP" "${args[@]}")
+    echo "+ ${cmd[*]}"
+    log="$(mktemp /tmp/anp-sim-XXXXXX.log)"
+    t0=$(date +%s.%N); rc=0
+    "${cmd[@]}" >"$log" 2>&1 || rc=$?
+    t1=$(date +%s.%N)
+    nruns=$((nruns + 1))
+    line="$(grep -m1 '^result:' "$log" || true)"
+    if [ "$rc" != 0 ] || [ -z "$line" ]; then
+      nfail=$((nfail + 1))
+      why="$(grep -m1 -E '^error:|does not have a perfmodel|^simulation:' "$log" || grep -v '^\[' "$log" | grep -v '^$' | tail -1)"
+      echo "simulate.sh: the simulated run failed (exit $rc): $why (log: $log)" >&2
+      continue
+    fi
+    rm -f "$log"
+    echo "$line"
+    field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
+    ips="$(field images_per_s)"; wall="$(field wall_s)"
+    ncpu="$(field ncpu)"; ncuda="$(field ncuda)"
+    per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
+    simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,calibrated,$([ "$gpus" = 0 ] && echo - || echo estimated),$simw" | tee -a "$RUNROWS" >>"$CSV"
+  done
+done; done; done; done
+[ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in $MODELS"; exit 0; }
+say "$nruns run(s), $nfail failed; rows appended to $CSV"
+
+# A sweep: images/s against the swept axis (nodes, else GPUs per node), one line per
+# scheduler/mode/all-reduce, from this invocation's rows, as a PNG next to the CSV.
+if [ "$nruns" -gt 1 ] && command -v gnuplot >/dev/null; then
+  png="${CSV%.csv}.png"
+  col=2 axis=nodes; [ "${#L_NODES[@]}" -gt 1 ] || { col=4; axis="GPUs per node"; }
+  pd="$(mktemp -d /tmp/anp-sim-plot-XXXXXX)"
+  awk -F, -v c="$col" -v d="$pd" '{ s = $7 "-" $14 ($15 == "-" ? "" : "-" $15); print $c, $18 >> (d "/" s ".dat") }' "$RUNROWS"
+  plot=""
+  for f in "$pd"/*.dat; do
+    sort -n -o "$f" "$f"
+    plot+="${plot:+, }'$f' using 1:2 with linespoints lw 2 title '$(basename "$f" .dat)'"
+  done
+  if gnuplot -e "set terminal pngcairo size 900,560 font 'DejaVu Sans,10'; set output '$png'; set key left top; set grid; set xlabel '$axis'; set ylabel 'simulated images/s'; set title 'starpu-anp in simulation: $NET, batch $BATCH, $NETWORK (StarPU + SimGrid)'; plot $plot" 2>"$pd/gnuplot.err"; then
+    say "plot: $png"
+  else
+    say "gnuplot could not draw $png: $(head -1 "$pd/gnuplot.err")"
+  fi
+  rm -rf "$pd"
+fi
+rm -f "$RUNROWS"
+[ "$nfail" = 0 ]

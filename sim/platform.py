@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""platform.py — write a simulated cluster for StarPU + SimGrid (docs/SIMULATION.md).
+
+    sim/platform.py --out DIR --nodes N --cores C [--gpus G --gpu KIND] [--pcie GBPS]
+                    [--network NET] [--name NAME] [--maxnodes M]
+
+writes, for N identical nodes of C CPU cores and G GPUs of KIND:
+  DIR/cluster.xml            the SimGrid cluster: N hosts joined by NET (a star of links through
+                             one switch: each node's own link at NET's bandwidth and latency)
+  DIR/hostfile               the N host names, one per MPI rank
+  DIR/sampling/bus/NAME.*    each node's StarPU machine description (what StarPU would measure
+                             on a real node): .config, .platform.v4.xml (cores, GPUs with their
+                             memory, PCIe links), .bandwidth/.latency (MB/s, us), .affinity
+  DIR/platform.txt           the same in words, with every number's source
+  DIR/gpu.spec               the GPU's roofline numbers (name:peak_gflops:mem_gbs:eff_compute:
+                             eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
+
+--gpu k80 | h200 | none; --network fdr | edr | 10gbe | infinite (see GPUS / NETWORKS below).
+"""
+import argparse
+import os
+import sys
+
+# GPU kinds: peak FP32 and memory bandwidth from the vendors' data sheets; efficiencies are our
+# assumptions (stated in docs/SIMULATION.md): cuDNN/cuBLAS reach eff_compute of peak on convolutions
+# and GEMMs, element-wise kernels eff_memory of the bandwidth; launch_us is a task's fixed cost
+# (kernel launch + StarPU's CUDA worker overhead).
+GPUS = {
+    # One die of a Tesla K80 (GK210): 2496 cores x 2 FLOP x 875 MHz boost = 4.37 TFLOP/s FP32;
+    # 240 GB/s GDDR5 (480 GB/s per board of two dies); 12 GiB per die. The seed studies' GPU.
+    "k80": dict(model="Tesla K80 (one GK210 die)", peak_gflops=4370.0, mem_gbs=240.0,
+                eff_compute=0.55, eff_memory=0.70, launch_us=10.0, memsize=12 * 2**30,
+                pcie_gbs=10.0, peer_gbs=10.0),
+    # H200 SXM: 67 TFLOP/s FP32 without tensor cores (DNN_CUDA_MATH=fp32), 4.8 TB/s HBM3e,
+    # 141 GB; PCIe gen5 x16 to the host, NVLink 4 (450 GB/s per direction) between GPUs.
+    "h200": dict(model="NVIDIA H200 (SXM, FP32)", peak_gflops=67000.0, mem_gbs=4800.0,
+                 eff_compute=0.50, eff_memory=0.70, launch_us=5.0, memsize=141 * 10**9,
+                 pcie_gbs=50.0, peer_gbs=450.0),
+}
+
+# Networks: effective bandwidth per node link and one-way latency.
+NETWORKS = {
+    "fdr": dict(desc="InfiniBand FDR 4x (56 Gb/s signalling, 54.5 Gb/s data; the seeds' Minotauro)",
+                gbps=54.5, lat_us=0.7),
+    "edr": dict(desc="InfiniBand EDR 4x (100 Gb/s)", gbps=100.0, lat_us=0.6),
+    "10gbe": dict(desc="10 Gigabit Ethernet (TCP)", gbps=10.0, lat_us=15.0),
+    "infinite": dict(desc="an infinitely fast network (sanity checks)", gbps=8e6, lat_us=0.0),
+}
+
+
+def die(msg):
+    print(f"platform.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--cores", type=int, required=True)
+    ap.add_argument("--gpus", type=int, default=0)
+    ap.add_argument("--gpu", default="none", choices=sorted(GPUS) + ["none"])
+    ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
+    ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
+    ap.add_argument("--name", default=None, help="the nodes' StarPU host name [derived]")
+    ap.add_argument("--maxnodes", type=int, default=32, help="StarPU's STARPU_MAXNODES (starpu_config.h)")
+    a = ap.parse_args()
+    if a.nodes < 1 or a.nodes > 4096:
+        die(f"--nodes {a.nodes}: expected 1..4096")
+    if a.cores < 1 or a.cores > 64:
+        die(f"--cores {a.cores}: expected 1..64 (the simulation StarPU is built with --enable-maxcpus=64)")
+    if a.gpus < 0 or a.gpus > 8:
+        die(f"--gpus {a.gpus}: expected 0..8 (--enable-maxcudadev=8)")
+    if a.gpus and a.gpu == "none":
+        die("--gpus needs --gpu KIND (k80 or h200)")
+    gpu = GPUS.get(a.gpu) if a.gpus else None
+    pcie = a.pcie if a.pcie else (gpu["pcie_gbs"] if gpu else 0.0)
+    if gpu and not pcie > 0:
+        die(f"--pcie {a.pcie}: expected a bandwidth in GB/s > 0")
+    net = NETWORKS[a.network]
+    name = a.name or (f"sim-{a.cores}c" + (f"-{a.gpus}x{a.gpu}" if a.gpus else ""))
+    if not name.replace("-", "").replace("_", "").isalnum():
+        die(f"--name '{name}': letters, digits, - and _ only")
+
+    bus = os.path.join(a.out, "sampling", "bus")
+    os.makedirs(bus, exist_ok=True)
+    G, C = a.gpus, a.cores
+
+    # .config: what StarPU found on the node
+    write(os.path.join(bus, f"{name}.config"),
+          "# Current configuration\n"
+          f"{C} # Number of CPUs\n1 # Number of NUMA nodes\n{G} # Number of CUDA nodes\n"
+          "0 # Number of OpenCL nodes\n0 # Number of FPGA nodes\n0 # Number of Disk nodes\n"
+          "0 # Number of MPI_MS nodes\n0 # Number of TCPIP_MS nodes\n0 # Number of HIP nodes\n")
+    # .bandwidth (MB/s) and .latency (us) between memory nodes: 0 = RAM, 1..G = CUDA0..
+    M = a.maxnodes
+    def matrix(val):
+        rows = ["# " + "\t".join(f"to {j}" for j in range(M)) + "\t"]
+        for i in range(M):
+            rows.append("\t".join(val(i, j) for j in range(M)))
+        return "\n".join(rows) + "\n"
+    pcie_mbs, peer_mbs = pcie * 1e3, (gpu["peer_gbs"] * 1e3 if gpu else 0)
+    def bw(i, j):
+        if i > G or j > G:
+            return "nan"
+        if i == j:
+            return "0.000000e+00"
+        return f"{(pcie_mbs if 0 in (i, j) else peer_mbs):.6e}"
+    def lat(i, j):
+        if i > G or j > G:
+            return "nan"
+        if i == j:
+            return "0.000000e+00"
+        return f"{(10.0 if 0 in (i, j) else 12.0):.6e}"
+    write(os.path.join(bus, f"{name}.bandwidth"), matrix(bw))
+    write(os.path.join(bus, f"{name}.latency"), matrix(lat))
+    # .affinity: for each GPU, the NUMA nodes by affinity (one NUMA node here)
+    write(os.path.join(bus, f"{name}.affinity"),
+          "# GPU\tNUMA0\t\n" + "".join(f"{g}\t0\t\n" for g in range(G)))
+    # .platform.v4.xml: the node as SimGrid hosts and links (StarPU's own layout)
+    hosts = ['   <host id="MAIN" speed="1f"/>']
+    hosts += [f'   <host id="CPU{c}" speed="2000000000f"/>' for c in range(C)]
+    for g in range(G):
+        hosts.append(f'   <host id="CUDA{g}" speed="2000000000f">\n'
+                     f'     <prop id="model" value="{gpu["model"]}"/>\n'
+                     f'     <prop id="memsize" value="{int(gpu["memsize"])}"/>\n'
+                     '     <prop id="memcpy_peer" value="1"/>\n   </host>')
+    hosts.append('   <host id="RAM" speed="1f"/>')
+    links = [f'   <link id="Host" bandwidth="{pcie * 1e9 if G else 1e12:.1f}Bps" latency="0.000000s"/>']
+    routes = []
+    for g in range(G):
+        links.append(f'   <link id="RAM-CUDA{g}" bandwidth="{pcie * 1e9:.1f}Bps" latency="0.000010s"/>')
+        links.append(f'   <link id="CUDA{g}-RAM" bandwidth="{pcie * 1e9:.1f}Bps" latency="0.000010s"/>')
+        for src, dst in ((f"RAM", f"CUDA{g}"), (f"CUDA{g}", "RAM")):
+            routes.append(f'   <route src="{src}" dst="{dst}" symmetrical="NO">\n'
+                          f'     <link_ctn id="{src}-{dst}"/>\n     <link_ctn id="Host"/>\n   </route>')
+    for g in range(G):
+        for h in range(G):
+            if g == h:
+                continue
+            links.append(f'   <link id="CUDA{g}-CUDA{h}" bandwidth="{gpu["peer_gbs"] * 1e9:.1f}Bps" '
+                         'latency="0.000012s"/>')
+            routes.append(f'   <route src="CUDA{g}" dst="CUDA{h}" symmetrical="NO">\n'
+                          f'     <link_ctn id="CUDA{g}-CUDA{h}"/>\n   </route>')
+    write(os.path.join(bus, f"{name}.platform.v4.xml"),
+          "<?xml version='1.0'?>\n"
+          "<!DOCTYPE platform SYSTEM 'https://simgrid.org/simgrid.dtd'>\n"
+          ' <platform version="4">\n'
+          ' <config id="General">\n'
+          '   <prop id="network/TCP-gamma" value="-1"></prop>\n'
+          '   <prop id="network/latency-factor" value="1"></prop>\n'
+          '   <prop id="network/bandwidth-factor" value="1"></prop>\n'
+          '   <prop id="network/crosstraffic" value="0"></prop>\n'
+          '   <prop id="network/weight-S" value="0.0"></prop>\n'
+          ' </config>\n'
+          ' <AS  id="AS0"  routing="Full">\n' + "\n".join(hosts) + "\n\n" + "\n".join(links) + "\n\n"
+          + "\n".join(routes) + "\n </AS>\n </platform>\n")
+
+    # The cluster: N hosts, each with its own link to one switch (SimGrid's <cluster>).
+    bw_bps = net["gbps"] * 1e9 / 8
+    write(os.path.join(a.out, "cluster.xml"),
+          "<?xml version='1.0'?>\n"
+          "<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+          '<platform version="4.1">\n'
+          f'<!-- {a.nodes} nodes x ({C} cores, {G} x {a.gpu if G else "no GPU"}); network: {net["desc"]} -->\n'
+          '<zone id="AS0" routing="Full">\n'
+          f'  <cluster id="anp" prefix="node" suffix="" radical="0-{a.nodes - 1}" speed="1Gf"\n'
+          f'           bw="{bw_bps:.1f}Bps" lat="{net["lat_us"]}us" bb_bw="{bw_bps * a.nodes:.1f}Bps" '
+          f'bb_lat="0us"/>\n'
+          '</zone>\n</platform>\n')
+    write(os.path.join(a.out, "hostfile"), "".join(f"node{i}\n" for i in range(a.nodes)))
+    spec = (f"{a.gpu}:{gpu['peak_gflops']}:{gpu['mem_gbs']}:{gpu['eff_compute']}:{gpu['eff_memory']}:"
+            f"{gpu['launch_us']}" if gpu else "")
+    write(os.path.join(a.out, "gpu.spec"), spec + "\n")
+    write(os.path.join(a.out, "name"), name + "\n")
+    lines = [f"platform {name}: {a.nodes} node(s)",
+             f"  per node: {C} CPU cores (each timed by this machine's calibrated CPU models), "
+             f"{G} GPU(s)" + (f" {gpu['model']}" if G else ""),
+             f"  network: {net['desc']}: {net['gbps']} Gb/s per node link, {net['lat_us']} us"]
+    if G:
+        lines += [f"  host<->GPU: {pcie} GB/s each way (PCIe), GPU<->GPU {gpu['peer_gbs']} GB/s",
+                  f"  GPU models: roofline estimate, peak {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
+                  f"{gpu['mem_gbs']:.0f} GB/s x {gpu['eff_memory']}, + {gpu['launch_us']} us per task; "
+                  f"memory {gpu['memsize'] / 2**30:.1f} GiB"]
+    write(os.path.join(a.out, "platform.txt"), "\n".join(lines) + "\n")
+    print(name)
+
+
+if __name__ == "__main__":
+    main()
