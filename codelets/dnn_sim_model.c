@@ -21,11 +21,14 @@ int dnn_sim_models_install(char *err, size_t errlen)
 #define DNN_SIM_MAX_CODELETS 64
 #define DNN_PERFMODEL_VERSION_DIR "codelets/45" /* StarPU 1.4's history file layout */
 
+#define DNN_SIM_MAX_CPU_DIRS 4
+
 typedef struct {
 	struct starpu_perfmodel worker_model; /* what the codelet now points at */
-	struct starpu_perfmodel cpu_hist, cuda_hist;
-	int have_cpu, have_cuda;
-	char cpu_path[1024], cuda_path[1024];
+	/* CPU: one history per directory of ANP_SIM_CPU_MODELS, searched in order */
+	struct starpu_perfmodel cpu_hist[DNN_SIM_MAX_CPU_DIRS], cuda_hist;
+	int have_cpu[DNN_SIM_MAX_CPU_DIRS], have_cuda, ncpu_dirs;
+	char cpu_path[1024], cuda_path[1024]; /* for messages: the first directory's file */
 	const char *symbol;
 } sim_model;
 
@@ -48,14 +51,29 @@ static void missing(const sim_model *sm, const char *kind, const char *path, uin
 			 kind, sm->symbol, fp, bytes, task->flops / 1e6, path[0] ? path : "(no file)");
 }
 
-static double history(const sim_model *sm, struct starpu_perfmodel *hist, int have, const char *path,
-		      const char *kind, struct starpu_task *task, unsigned workerid, unsigned nimpl)
+/* The mean of the first of n histories that has the task's shape; NAN when none has. */
+static double lookup(struct starpu_perfmodel *hist, const int *have, int n, struct starpu_task *task,
+		     unsigned workerid, unsigned nimpl, uint32_t *fp)
 {
 	struct starpu_perfmodel_arch *arch = starpu_worker_get_perf_archtype((int)workerid, task->sched_ctx);
-	uint32_t fp = have ? starpu_task_footprint(hist, task, arch, nimpl) : 0;
-	double us = have ? starpu_perfmodel_history_based_expected_perf(hist, arch, fp) : NAN;
+	for (int i = 0; i < n; i++) {
+		if (!have[i])
+			continue;
+		*fp = starpu_task_footprint(&hist[i], task, arch, nimpl);
+		double us = starpu_perfmodel_history_based_expected_perf(&hist[i], arch, *fp);
+		if (us > 0)
+			return us;
+	}
+	return NAN;
+}
+
+static double history(const sim_model *sm, struct starpu_perfmodel *hist, const int *have, int n, const char *path,
+		      const char *kind, struct starpu_task *task, unsigned workerid, unsigned nimpl)
+{
+	uint32_t fp = 0;
+	double us = lookup(hist, have, n, task, workerid, nimpl, &fp);
 	if (!(us > 0)) {
-		missing(sm, kind, path, fp, task);
+		missing(sm, kind, path, fp ? fp : dnn_args_footprint(task), task);
 		return 1.0; /* StarPU _exit()s on NaN or 0; the recorded error ends the run */
 	}
 	return us;
@@ -79,22 +97,19 @@ static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nim
 	 * a real run does not time them, and SimGrid runs them in zero time whatever this says. Their
 	 * cost only steers the scheduler: the calibrated one when there is one, else 1 us. */
 	if (task->name && !strncmp(task->name, "redux_task", 10)) {
-		if (starpu_worker_get_type((int)workerid) == STARPU_CPU_WORKER && sm->have_cpu) {
-			struct starpu_perfmodel_arch *arch = starpu_worker_get_perf_archtype((int)workerid, task->sched_ctx);
-			double us = starpu_perfmodel_history_based_expected_perf(
-				&sm->cpu_hist, arch, starpu_task_footprint(&sm->cpu_hist, task, arch, nimpl));
-			if (us > 0)
-				return us;
-		}
-		return 1.0;
+		uint32_t fp;
+		double us = starpu_worker_get_type((int)workerid) == STARPU_CPU_WORKER
+				    ? lookup(sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, task, workerid, nimpl, &fp)
+				    : NAN;
+		return us > 0 ? us : 1.0;
 	}
 	switch (starpu_worker_get_type((int)workerid)) {
 	case STARPU_CPU_WORKER:
-		return history(sm, &sm->cpu_hist, sm->have_cpu, sm->cpu_path, "CPU", task, workerid, nimpl);
+		return history(sm, sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, sm->cpu_path, "CPU", task, workerid, nimpl);
 	case STARPU_CUDA_WORKER:
 		if (g_gpu.set)
 			return roofline_us(task);
-		return history(sm, &sm->cuda_hist, sm->have_cuda, sm->cuda_path, "CUDA", task, workerid, nimpl);
+		return history(sm, &sm->cuda_hist, &sm->have_cuda, 1, sm->cuda_path, "CUDA", task, workerid, nimpl);
 	default:
 		missing(sm, "(unsupported worker kind)", "", 0, task);
 		return 1.0;
@@ -164,7 +179,16 @@ int dnn_sim_models_install(char *err, size_t errlen)
 		}
 		sim_model *sm = &g_models[g_nmodels++];
 		sm->symbol = cl->model->symbol;
-		sm->have_cpu = load_history(&sm->cpu_hist, cl->model, cpu_dir, cpu_host, sm->cpu_path, sizeof(sm->cpu_path));
+		/* ANP_SIM_CPU_MODELS: DIR[:DIR...]; the first directory that has a shape wins */
+		char dirs[4096], *save = NULL, path[1024];
+		snprintf(dirs, sizeof(dirs), "%s", cpu_dir);
+		for (char *d = strtok_r(dirs, ":", &save); d && sm->ncpu_dirs < DNN_SIM_MAX_CPU_DIRS;
+		     d = strtok_r(NULL, ":", &save)) {
+			int i = sm->ncpu_dirs++;
+			sm->have_cpu[i] = load_history(&sm->cpu_hist[i], cl->model, d, cpu_host, path, sizeof(path));
+			if (i == 0)
+				snprintf(sm->cpu_path, sizeof(sm->cpu_path), "%s", path);
+		}
 		sm->have_cuda =
 			load_history(&sm->cuda_hist, cl->model, cuda_dir, cuda_host, sm->cuda_path, sizeof(sm->cuda_path));
 		sm->worker_model.type = STARPU_PER_WORKER;

@@ -3,7 +3,8 @@
  * Under SimGrid no kernel runs: each task lasts what its codelet's perf model says. The
  * simulation build replaces every codelet's history model by a per-worker cost function:
  *   - CPU workers: the mean measured on this machine for the task's exact shape (footprint), read
- *     from the calibrated history files in $ANP_SIM_CPU_MODELS/codelets/45/<symbol>.<$ANP_SIM_CPU_HOST>;
+ *     from the calibrated history files DIR/codelets/45/<symbol>.<$ANP_SIM_CPU_HOST>, for each DIR of
+ *     $ANP_SIM_CPU_MODELS (DIR[:DIR...], searched in order: the first that has the shape wins);
  *   - CUDA workers: the same from calibrated GPU files when $ANP_SIM_CUDA_MODELS and
  *     $ANP_SIM_CUDA_HOST name them, else a roofline estimate from $ANP_SIM_GPU
  *     ("name:peak_gflops:mem_gbs:eff_compute:eff_memory:launch_us"):

@@ -94,8 +94,12 @@ REAL_APP="$REAL_BUILD/apps/starpu_anp" SIM_APP="$SIM_BUILD/apps/starpu_anp"
 # ---------------------------------------------------------------- calibration (this machine's CPU)
 CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"
 HOST="$(hostname)"
-CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib}"  # STARPU_HOME of the calibration runs
-MODELS="$CALIB/.starpu/sampling"
+CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib}"  # STARPU_HOME of the one-process calibration runs
+# Multi-rank calibration runs (for the reduction's shapes) write to their own STARPU_HOME: they
+# also re-time the compute shapes, on an oversubscribed machine, and must not blur the clean
+# one-process means. The simulation searches the one-process models first (ANP_SIM_CPU_MODELS).
+CALIB_MPI="$CALIB/mpi"
+MODELS="$CALIB/.starpu/sampling:$CALIB_MPI/.starpu/sampling"
 mkdir -p "$CALIB/stamps"
 # calibrate RANKS PER_RANK_BATCH CHUNKS MODE ALLREDUCE: the real binary, one CPU worker per rank,
 # STARPU_CALIBRATE=1, the exact shapes (net, input, per-rank batch, chunks; for several ranks the
@@ -116,7 +120,8 @@ calibrate() {
     STARPU_HOME="$CALIB" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
       "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
   else
-    STARPU_HOME="$CALIB" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
+    mkdir -p "$CALIB_MPI"
+    STARPU_HOME="$CALIB_MPI" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
       mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
       -x STARPU_HOME -x STARPU_CALIBRATE -x STARPU_HISTORY_MAX_ERROR -x STARPU_SCHED -x STARPU_NCPU -x STARPU_NCUDA \
       "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
@@ -168,7 +173,11 @@ for ar in "${L_AR[@]}"; do
     args+=("${EXTRA[@]}")
     envs=(STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$name" STARPU_SCHED="$sched"
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
-          ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
+          ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1
+          STARPU_SIMGRID_CUDA_MALLOC_COST=0)
+    # STARPU_SIMGRID_CUDA_MALLOC_COST=0: with it on, StarPU 1.4.10 + SimGrid 3.32 deadlock under dmda
+    # when prefetches race simulated cudaMallocs (resnet20, batch >= 128, one GPU: every actor
+    # waits). StarPU's allocation cache makes those mallocs a one-off cost in a real run anyway.
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
     [ "$gpus" = 0 ] || envs+=(ANP_SIM_GPU="$spec")
     cmd=(env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
@@ -196,7 +205,7 @@ for ar in "${L_AR[@]}"; do
     echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,calibrated,$([ "$gpus" = 0 ] && echo - || echo estimated),$simw" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
-[ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in $MODELS"; exit 0; }
+[ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }
 say "$nruns run(s), $nfail failed; rows appended to $CSV"
 
 # A sweep: images/s against the swept axis (nodes, else GPUs per node), one line per

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# sim_validate.sh — does the simulation track reality? Simulate this machine from its own fresh
+# calibration and compare with real runs of the same configurations, side by side in one run.
+#
+#   bench/sim_validate.sh [--cases LIST] [--reps N] [--steps S] [--csv FILE]
+#
+# A case is NET:WORKERS:RANKS:MODE, e.g. lenet5:1:1:sync (one process, one CPU worker) or
+# resnet8:1:2:async (2 ranks x 1 worker, under mpirun / starpu_smpirun). Batch 64 (global).
+# For each case, in this order: calibrate the CPU models on its shapes (a fresh calibration
+# directory per invocation, so old noise does not leak in), run the real binary N times (median
+# images/s), simulate it (scripts/simulate.sh: nodes of WORKERS cores, ranks joined by the
+# --network below), and print
+#   case real_images_per_s sim_images_per_s ratio(sim/real)
+# plus a CSV (--csv). Exit 0 whatever the ratios: the tolerance is the caller's (tests/scripts/sim_*.sh).
+#   --cases   comma list [the issue's table: lenet5, resnet8, resnet20 x 1, 2 workers; 2 ranks x
+#             1 worker, sync and async, lenet5 and resnet8]
+#   --reps    real runs per case [3]      --steps  timed steps per run [30]
+#   --network the simulated network between ranks [infinite]
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+usage() { echo "sim_validate.sh: $*" >&2; exit 2; }
+CASES="lenet5:1:1:sync,lenet5:2:1:sync,resnet8:1:1:sync,resnet8:2:1:sync,resnet20:1:1:sync,resnet20:2:1:sync,lenet5:1:2:sync,lenet5:1:2:async,resnet8:1:2:sync,resnet8:1:2:async"
+REPS=3 STEPS=30 CSV="" NETWORK=infinite BATCH=64
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --cases) CASES="${2:?}"; shift 2 ;;
+    --reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--reps '${2:-}'"; REPS="$2"; shift 2 ;;
+    --steps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--steps '${2:-}'"; STEPS="$2"; shift 2 ;;
+    --csv) CSV="${2:?}"; shift 2 ;;
+    --network) NETWORK="${2:?}"; shift 2 ;;
+    *) usage "unknown option '$1'" ;;
+  esac
+done
+CALIB="$(mktemp -d /tmp/anp-sim-calib-XXXXXX)"
+export ANP_SIM_CALIB_DIR="$CALIB"
+trap 'rm -rf "$CALIB"' EXIT
+REAL_APP="${ANP_REAL_BUILD:-$ROOT/build}/apps/starpu_anp"
+[ -z "$CSV" ] || echo "case,net,workers,ranks,mode,batch,real_images_per_s,real_runs,sim_images_per_s,ratio" >"$CSV"
+printf '%-22s %14s %14s %8s\n' case real_img_s sim_img_s sim/real
+IFS=, read -ra L <<<"$CASES"
+for c in "${L[@]}"; do
+  IFS=: read -r net w r mode <<<"$c"
+  [[ "$w" =~ ^[1-9]$ && "$r" =~ ^[1-9]$ && "$mode" =~ ^(sync|async)$ ]] || usage "case '$c': expected NET:WORKERS:RANKS:sync|async"
+  k=$((2 * w))
+  # 1. calibrate these shapes (and build what is missing) — simulate.sh's own calibration
+  bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net "$net" --batch "$BATCH" --chunks "$k" \
+    --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" >/dev/null
+  # 2. real runs
+  ips=()
+  for _ in $(seq "$REPS"); do
+    args=(bench --net "$net" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup 5 --quiet --mode "$mode")
+    if [ "$r" = 1 ]; then
+      line="$(STARPU_NCPU="$w" STARPU_NCUDA=0 STARPU_SCHED=dmda "$REAL_APP" "${args[@]}" 2>/dev/null | grep '^result:')"
+    else
+      line="$(STARPU_NCPU="$w" STARPU_NCUDA=0 STARPU_SCHED=dmda mpirun --allow-run-as-root --oversubscribe -np "$r" \
+              -x STARPU_NCPU -x STARPU_NCUDA -x STARPU_SCHED "$REAL_APP" "${args[@]}" 2>/dev/null | grep '^result:' | head -1)"
+    fi
+    ips+=("$(sed -n 's/.* images_per_s=\([^ ]*\).*/\1/p' <<<"$line")")
+  done
+  real="$(printf '%s\n' "${ips[@]}" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')"
+  # 3. the simulation
+  simline="$(bash "$ROOT/scripts/simulate.sh" --quiet --net "$net" --batch "$BATCH" --chunks "$k" --nodes "$r" \
+             --cores "$w" --ncpu "$w" --mode "$mode" --steps "$STEPS" --warmup 5 --network "$NETWORK" \
+             --csv "$CALIB/sim.csv" | grep '^result:')" || { echo "sim_validate.sh: the simulation of $c failed" >&2; exit 1; }
+  sim="$(sed -n 's/.* images_per_s=\([^ ]*\).*/\1/p' <<<"$simline")"
+  ratio="$(awk -v s="$sim" -v r="$real" 'BEGIN{printf "%.3f", (r > 0 ? s / r : 0)}')"
+  printf '%-22s %14s %14s %8s\n' "$c" "$real" "$sim" "$ratio"
+  [ -z "$CSV" ] || echo "$c,$net,$w,$r,$mode,$BATCH,$real,$(IFS=' '; echo "${ips[*]}"),$sim,$ratio" >>"$CSV"
+done
