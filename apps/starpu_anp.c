@@ -424,5 +424,11 @@ int main(int argc, char **argv)
 	dnn_runtime_shutdown();
 	if (trace_dir && dnn_trace_finish() != 0 && rc == 0)
 		rc = 1;
+#ifdef DNN_SIMGRID
+	/* SMPI drops main()'s return value (starpu_smpirun would exit 0 after a failed run); exit()
+	 * carries it. */
+	fflush(stdout);
+	exit(rc);
+#endif
 	return rc;
 }

@@ -8,7 +8,8 @@
 # resnet8:1:2:async (2 ranks x 1 worker, under mpirun / starpu_smpirun). Batch 64 (global).
 # For each case, in this order: calibrate the CPU models on its shapes (a fresh calibration
 # directory per invocation, so old noise does not leak in), run the real binary N times (median
-# images/s), simulate it (scripts/simulate.sh: nodes of WORKERS cores, ranks joined by the
+# images/s; one-process runs calibrate too, so the models hold the very runs being compared),
+# simulate it (scripts/simulate.sh: nodes of WORKERS cores, ranks joined by the
 # --network below), and print
 #   case real_images_per_s sim_images_per_s ratio(sim/real)
 # plus a CSV (--csv). Exit 0 whatever the ratios: the tolerance is the caller's (tests/scripts/sim_*.sh).
@@ -51,7 +52,11 @@ for c in "${L[@]}"; do
   for _ in $(seq "$REPS"); do
     args=(bench --net "$net" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup 5 --quiet --mode "$mode")
     if [ "$r" = 1 ]; then
-      line="$(STARPU_NCPU="$w" STARPU_NCUDA=0 STARPU_SCHED=dmda "$REAL_APP" "${args[@]}" 2>/dev/null | grep '^result:')"
+      # The measured runs also calibrate (into the same fresh directory): the simulation then
+      # times each task as this machine did while it was being measured, so machine noise
+      # (a 2-core VM shared with other work) cancels instead of skewing the ratio.
+      line="$(STARPU_HOME="$CALIB" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_NCPU="$w" STARPU_NCUDA=0 \
+              STARPU_SCHED=dmda "$REAL_APP" "${args[@]}" 2>/dev/null | grep '^result:')"
     else
       line="$(STARPU_NCPU="$w" STARPU_NCUDA=0 STARPU_SCHED=dmda mpirun --allow-run-as-root --oversubscribe -np "$r" \
               -x STARPU_NCPU -x STARPU_NCUDA -x STARPU_SCHED "$REAL_APP" "${args[@]}" 2>/dev/null | grep '^result:' | head -1)"

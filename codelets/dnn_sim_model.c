@@ -30,6 +30,7 @@ typedef struct {
 	int have_cpu[DNN_SIM_MAX_CPU_DIRS], have_cuda, ncpu_dirs;
 	char cpu_path[1024], cuda_path[1024]; /* for messages: the first directory's file */
 	const char *symbol;
+	uint32_t (*footprint)(struct starpu_task *); /* the codelet's own (NULL: StarPU's data footprint) */
 } sim_model;
 
 static sim_model g_models[DNN_SIM_MAX_CODELETS];
@@ -73,7 +74,9 @@ static double history(const sim_model *sm, struct starpu_perfmodel *hist, const 
 	uint32_t fp = 0;
 	double us = lookup(hist, have, n, task, workerid, nimpl, &fp);
 	if (!(us > 0)) {
-		missing(sm, kind, path, fp ? fp : dnn_args_footprint(task), task);
+		if (!fp) /* no history to ask: hash the shape as the real run's model does */
+			fp = sm->footprint ? sm->footprint(task) : starpu_task_data_footprint(task);
+		missing(sm, kind, path, fp, task);
 		return 1.0; /* StarPU _exit()s on NaN or 0; the recorded error ends the run */
 	}
 	return us;
@@ -179,6 +182,7 @@ int dnn_sim_models_install(char *err, size_t errlen)
 		}
 		sim_model *sm = &g_models[g_nmodels++];
 		sm->symbol = cl->model->symbol;
+		sm->footprint = cl->model->footprint;
 		/* ANP_SIM_CPU_MODELS: DIR[:DIR...]; the first directory that has a shape wins */
 		char dirs[4096], *save = NULL, path[1024];
 		snprintf(dirs, sizeof(dirs), "%s", cpu_dir);

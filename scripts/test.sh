@@ -15,7 +15,8 @@ fi
 # shellcheck source=env.sh
 ctest_args=("$@")
 set --  # a sourced script sees our arguments: keep the ctest ones away from bootstrap.sh
-source "$ROOT/scripts/env.sh"
+# --sim: the SimGrid StarPU too (the `sim` tests simulate with it; about 6 min the first time)
+source "$ROOT/scripts/env.sh" --sim
 set -- "${ctest_args[@]}"
 echo "[test] configure + build in $BUILD"
 cmake -S "$ROOT" -B "$BUILD" "${CMAKE_EXTRA[@]}" >"$BUILD.cmake.log" 2>&1 \

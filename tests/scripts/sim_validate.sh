@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# sim_validate — the simulation tracks reality (issue 14's tolerance, one small case): lenet5,
+# batch 64, one CPU worker, one process. bench/sim_validate.sh calibrates this machine's CPU
+# models afresh on the case's shapes, runs the real binary 3 times (median images/s) and
+# simulates the same configuration (StarPU + SimGrid, scripts/simulate.sh); the simulated
+# images/s must be within +-15% of the measured. Also: the simulated result line says what it is
+# (simulated=1, the platform, models_cpu=calibrated), and a shape without a calibrated model
+# stops the run with one line naming it (it is never simulated on a guess).
+# Skipped (77) only where SimGrid is absent; scripts/bootstrap.sh --sim (scripts/test.sh) installs it.
+source "$(dirname "$0")/lib.sh"
+ROOT="${DNN_SOURCE_DIR:?}"
+command -v smpicc >/dev/null && [ -f /usr/include/smpi/smpi.h ] || { echo "SKIP: SimGrid (smpicc) is absent"; exit 77; }
+export ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"
+TOL=0.15
+# 1. measured vs simulated
+bash "$ROOT/bench/sim_validate.sh" --cases lenet5:1:1:sync --reps 3 --steps 30 --csv "$TMP/v.csv" >"$TMP/v.out" 2>"$TMP/v.err" \
+  || { cat "$TMP/v.err" >&2; fail "bench/sim_validate.sh failed"; finish; }
+cat "$TMP/v.out"
+IFS=, read -r _ _ _ _ _ _ real _ sim ratio < <(tail -1 "$TMP/v.csv")
+echo "real $real img/s, simulated $sim img/s, ratio $ratio"
+fcmp "$real > 0 && $sim > 0" || fail "no throughput measured (real '$real', simulated '$sim')"
+fcmp "$ratio >= 1 - $TOL && $ratio <= 1 + $TOL" || fail "simulated/measured = $ratio, outside 1 +- $TOL"
+# 2. the simulated result line
+LINE="$(bash "$ROOT/scripts/simulate.sh" --quiet --net lenet5 --batch 64 --chunks 2 --cores 1 --ncpu 1 --steps 10 --csv "$TMP/s.csv" 2>"$TMP/s.err" | grep '^result:')" \
+  || { cat "$TMP/s.err" >&2; fail "scripts/simulate.sh failed"; }
+[ "$(result_field "$LINE" simulated)" = 1 ] || fail "no simulated=1 in: $LINE"
+[ -n "$(result_field "$LINE" platform)" ] || fail "no platform= in: $LINE"
+[ "$(result_field "$LINE" models_cpu)" = calibrated ] || fail "no models_cpu=calibrated in: $LINE"
+[ -z "$(result_field "$LINE" train_loss)" ] || fail "a simulated run reports a loss it did not compute: $LINE"
+[ "$(tail -1 "$TMP/s.csv" | cut -d, -f21)" = calibrated ] || fail "the CSV row does not say the CPU models were calibrated"
+# 3. no calibrated model for a shape: one line naming it, exit 1
+CMD="$(bash "$ROOT/scripts/simulate.sh" --quiet --net lenet5 --batch 64 --chunks 2 --cores 1 --ncpu 1 --steps 2 --csv "$TMP/s.csv" 2>/dev/null | sed -n 's/^+ //p')"
+mkdir -p "$TMP/empty"
+CMD="$(sed "s|ANP_SIM_CPU_MODELS=[^ ]*|ANP_SIM_CPU_MODELS=$TMP/empty|" <<<"$CMD")"
+OUT="$(eval "$CMD" 2>&1)"; RC=$?
+# the error names the codelet and the model file it looked for
+echo "$OUT" | grep -q "no calibrated CPU model for dnn_cl_[a-z0-9_]* at this shape (footprint [0-9a-f]*" \
+  || fail "an uncalibrated shape did not stop the run with a one-line reason: $(echo "$OUT" | grep -v '^\[' | tail -3)"
+[ "$(echo "$OUT" | grep -c '^error: .*no calibrated CPU model')" -ge 1 ] || fail "no 'error:' line for the missing model"
+echo "$OUT" | grep -q "in $TMP/empty/codelets/45/dnn_cl_" || fail "the error does not name the model file it looked for"
+echo "$OUT" | grep -q '^result:' && fail "a run with a missing model still printed a result line"
+[ "$RC" = 1 ] || fail "a run stopped by a missing model exited $RC, want 1"
+echo "missing-model run: exit $RC: $(echo "$OUT" | grep -m1 '^error:')"
+finish
