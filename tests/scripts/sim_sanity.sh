@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# sim_sanity — what a simulation must show whatever its models (issue 14):
+#  1. two simulated nodes doing the same per-node work (batch 64 each, sync, tree all-reduce) give
+#     the same per-node images/s as one node when the network is infinitely fast: never more,
+#     and at most 10% less. A free network does not make the all-reduce free: its own tasks
+#     (StarPU-MPI's reduction into rank 0 for tree; 2(N-1) slice copies and sums per parameter
+#     for ring) run on each node's one CPU worker, on the step's critical path. Measured, lenet5:
+#     tree 96% of one node (resnet8 with 2 workers: 99.6%). Ring measured 89-92%, depending on
+#     its slice tasks' calibration, which only a 2-rank run on this 2-core machine can give (an
+#     oversubscribed one): not asserted here, docs/SIMULATION.md.
+#  2. more GPUs never lose throughput under dmda on a compute-bound net: resnet20, batch 256 in
+#     8 chunks, a node of 8 cores with 1, 2 and 4 K80 dies (roofline models).
+# Skipped (77) only where SimGrid is absent.
+source "$(dirname "$0")/lib.sh"
+ROOT="${DNN_SOURCE_DIR:?}"
+command -v smpicc >/dev/null && [ -f /usr/include/smpi/smpi.h ] || { echo "SKIP: SimGrid (smpicc) is absent"; exit 77; }
+export ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"
+export ANP_SIM_CALIB_DIR="$TMP/calib"
+sim() { bash "$ROOT/scripts/simulate.sh" --quiet --csv "$TMP/s.csv" "$@" 2>"$TMP/err" | grep '^result:' \
+  || { cat "$TMP/err" >&2; fail "scripts/simulate.sh $* failed"; }; }
+ips() { result_field "$1" images_per_s; }
+# 1.
+ONE="$(ips "$(sim --net lenet5 --batch 64 --chunks 2 --nodes 1 --cores 1 --ncpu 1 --network infinite --steps 20)")"
+for ar in tree; do
+  TWO="$(ips "$(sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 1 --ncpu 1 --network infinite --allreduce $ar --steps 20)")"
+  echo "per node: 1 node $ONE img/s, 2 nodes ($ar) $(awk -v t="$TWO" 'BEGIN{print t/2}') img/s"
+  fcmp "$ONE > 0 && $TWO / 2 >= 0.90 * $ONE && $TWO / 2 <= 1.01 * $ONE" \
+    || fail "2 nodes ($ar, infinitely fast network) give $TWO img/s: per node not within [0.90, 1.01] x $ONE"
+done
+# 2.
+PREV=0
+for g in 1 2 4; do
+  V="$(ips "$(sim --net resnet20 --batch 256 --chunks 8 --cores 8 --gpus $g --gpu k80 --steps 10)")"
+  echo "resnet20, $g K80 die(s): $V img/s"
+  fcmp "${V:-0} >= $PREV" || fail "$g GPUs give $V img/s, fewer than $PREV with fewer GPUs"
+  PREV="${V:-0}"
+done
+finish
