@@ -23,6 +23,7 @@
 # Output:    --csv FILE       append one row per run [sim-results.csv]
 #            --platform-dir D keep the generated platform files in D [$CACHE/sim/platforms/...]
 #            --calibrate-only calibrate the CPU models and stop
+#            --calib-steps N  timed steps per calibration run [12]; a big net needs fewer (ResNet-50: 5)
 #            --quiet          only the command lines and result lines
 #            -h, --help       this help
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
@@ -33,14 +34,14 @@ say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
 NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
 NET=lenet5 BATCH=64 CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
-SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0
+SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12
 EXTRA=()
 posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || usage "$1 '$2': expected a positive integer"; }
 list_of() { local opt="$1" v="$2" re="$3" x; IFS=, read -ra _l <<<"$v"; [ "${#_l[@]}" -gt 0 ] || usage "$opt: empty"
   for x in "${_l[@]}"; do [[ "$x" =~ $re ]] || usage "$opt '$x': not one of the allowed values"; done; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
@@ -61,6 +62,7 @@ while [ $# -gt 0 ]; do
     --csv) [ -n "${2:-}" ] || usage "--csv needs a file"; CSV="$2"; shift 2 ;;
     --platform-dir) [ -n "${2:-}" ] || usage "--platform-dir needs a directory"; PDIR="$2"; shift 2 ;;
     --calibrate-only) CALIBRATE_ONLY=1; shift ;;
+    --calib-steps) posint "$1" "${2:-}"; CALIB_STEPS="$2"; shift 2 ;;
     --quiet) QUIET=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     *) usage "unknown option '$1'" ;;
@@ -101,20 +103,25 @@ CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib}"  # STARPU_HOME of the one-process
 CALIB_MPI="$CALIB/mpi"
 MODELS="$CALIB/.starpu/sampling:$CALIB_MPI/.starpu/sampling"
 mkdir -p "$CALIB/stamps"
-# calibrate RANKS PER_RANK_BATCH CHUNKS MODE ALLREDUCE: the real binary, one CPU worker per rank,
-# STARPU_CALIBRATE=1, the exact shapes (net, input, per-rank batch, chunks; for several ranks the
-# reduction's). 12 timed steps give each shape >= 12 measurements (StarPU wants 10). Once per shape set.
+# calibrate RANKS CHUNK MODE ALLREDUCE: the real binary, one CPU worker per rank, STARPU_CALIBRATE=1,
+# on the shapes to be simulated. A task's shape is its chunk's (CHUNK samples) or a parameter's,
+# whatever the batch: so one process calibrates 2 chunks of CHUNK samples (2, so that the
+# chunks' gradient accumulation runs too) with --window 1 (the least memory: ResNet-50 at 224
+# needs ~3.5 GB per 16-sample chunk); several ranks calibrate the reduction's shapes (parameter
+# slices), with 1-sample chunks. $CALIB_STEPS timed steps (--calib-steps) give each shape at least
+# 2 x that many measurements (StarPU wants 10). Once per shape set (a stamp file).
 # STARPU_HISTORY_MAX_ERROR: StarPU drops a shape's whole history when one sample is 50% off its mean,
 # which a busy 2-core machine does all the time; keep every sample (the mean absorbs the noise).
 calibrate() {
-  local ranks="$1" rb="$2" k="$3" mode="$4" ar="$5"
-  local key="$NET-i${INPUT:-def}-b$rb-k$k-r$ranks-$mode-$ar"
+  local ranks="$1" c="$2" mode="$3" ar="$4"
+  [ "$ranks" = 1 ] || c=1
+  local key="$NET-i${INPUT:-def}-c$c-r$ranks-$mode-$ar"
   key="${key//\//_}"
   [ -f "$CALIB/stamps/$key" ] && return 0
-  local args=(bench --net "$NET" --batch $((rb * ranks)) --chunks "$k" --steps 12 --warmup 1 --quiet
-              --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
+  local args=(bench --net "$NET" --batch $((2 * c * ranks)) --chunks 2 --window 1 --steps "$CALIB_STEPS"
+              --warmup 1 --quiet --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
   [ -z "$INPUT" ] || args+=(--input "$INPUT")
-  say "calibrating the CPU models: $ranks rank(s), per-rank batch $rb, $k chunks ($NET, $mode/$ar)"
+  say "calibrating the CPU models: $ranks rank(s), chunks of $c sample(s) ($NET, $mode/$ar; $CALIB_STEPS steps)"
   local log="$CALIB/calibrate-$key.log" rc=0
   if [ "$ranks" = 1 ]; then
     STARPU_HOME="$CALIB" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
@@ -151,11 +158,12 @@ for ar in "${L_AR[@]}"; do
   workers=$(( ${NCPU:-$((CORES - gpus))} + gpus )); [ "$workers" -ge 1 ] || workers=1
   k="${CHUNKS:-$((2 * workers))}"
   [ "$k" -le "$rb" ] || k="$rb"
-  calibrate 1 "$rb" "$k" sync tree
+  [ $((rb % k)) = 0 ] || usage "the per-node batch ($rb) must be a multiple of --chunks ($k): chunks of one size keep the shapes to calibrate few"
+  calibrate 1 $((rb / k)) sync tree
   if [ "$nodes" -gt 1 ]; then
     # The reduction's shapes: tree and async do not depend on the rank count; ring slices do.
     cranks=2; [ "$mode" = sync ] && [ "$ar" = ring ] && cranks="$nodes"
-    calibrate "$cranks" "$rb" "$k" "$mode" "$ar"
+    calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
   pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU")-$NETWORK}"
