@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""sim_plot.py — plot rows of scripts/simulate.sh CSVs with gnuplot (docs/SIMULATION.md).
+
+    bench/sim_plot.py --x gpus --y images_per_s --series sched --title T --out F.png A.csv [B.csv ...]
+
+One line per distinct value of the --series columns (comma list, e.g. sched or mode,allreduce),
+x and y from the named columns; --ylabel/--xlabel override the axis names; --efficiency plots
+y / (x * y at the smallest x of that series) instead (scaling efficiency).
+"""
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("csv", nargs="+")
+    ap.add_argument("--x", required=True)
+    ap.add_argument("--y", default="images_per_s")
+    ap.add_argument("--series", default="sched")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--xlabel", default=None)
+    ap.add_argument("--ylabel", default=None)
+    ap.add_argument("--efficiency", action="store_true")
+    ap.add_argument("--logx", action="store_true")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    series = {}
+    for path in a.csv:
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                for col in [a.x, a.y] + a.series.split(","):
+                    if col not in r:
+                        sys.exit(f"sim_plot.py: {path}: no column '{col}'")
+                key = "-".join(r[c] for c in a.series.split(",") if r[c] not in ("", "-"))
+                try:
+                    series.setdefault(key, []).append((float(r[a.x]), float(r[a.y])))
+                except ValueError:
+                    continue
+    if not series:
+        sys.exit("sim_plot.py: no rows")
+    tmp = tempfile.mkdtemp(prefix="anp-sim-plot-")
+    plots = []
+    for key, pts in sorted(series.items()):
+        pts.sort()
+        if a.efficiency:
+            x0, y0 = pts[0]
+            pts = [(x, y / (x / x0 * y0)) for x, y in pts]
+        dat = os.path.join(tmp, f"{len(plots)}.dat")
+        with open(dat, "w") as f:
+            f.writelines(f"{x} {y}\n" for x, y in pts)
+        plots.append(f"'{dat}' using 1:2 with linespoints lw 2 pt 7 title '{key}'")
+    ylabel = a.ylabel or ("scaling efficiency" if a.efficiency else a.y.replace("_", " "))
+    script = (f"set terminal pngcairo size 900,540 font 'DejaVu Sans,10'; set output '{a.out}'; "
+              f"set key outside right; set grid; set xlabel '{a.xlabel or a.x}'; set ylabel '{ylabel}'; "
+              f"set title '{a.title}'; " + ("set logscale x 2; " if a.logx else "") +
+              ("set yrange [0:1.1]; " if a.efficiency else "set yrange [0:*]; ") + "plot " + ", ".join(plots))
+    rc = subprocess.run(["gnuplot", "-e", script]).returncode
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    main()
