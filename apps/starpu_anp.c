@@ -134,6 +134,9 @@ static void help_cmd(const char *c)
 		       "  --momentum X         SGD momentum [0.9]\n"
 		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
 		       "  --window W           iterations in flight at most [2]\n"
+		       "  --pin-chunks         run all of chunk c's tasks (load, forward, backward) on one\n"
+		       "                       worker: CUDA worker c mod n, or CPU worker c mod n without\n"
+		       "                       GPUs; the scheduler still places the rest [off]\n"
 		       "  --seed S             seed for initialisation and shuffling [1]\n"
 		       "  --mode M             under mpirun: sync (all-reduce every step) or async (sharded\n"
 		       "                       parameter server, bounded staleness) [sync]\n"
@@ -172,7 +175,7 @@ static void help_cmd(const char *c)
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
-       O_STEP_TIMEOUT };
+       O_STEP_TIMEOUT, O_PIN_CHUNKS };
 enum { O_TRACE = 2000 };
 enum { O_INPUT = 2100, O_VAL_FRACTION, O_REPORT };
 enum { O_ONNX = 2200 };
@@ -234,6 +237,7 @@ int main(int argc, char **argv)
 		{"batch", required_argument, 0, O_BATCH},     {"chunks", required_argument, 0, O_CHUNKS},
 		{"lr", required_argument, 0, O_LR},           {"momentum", required_argument, 0, O_MOM},
 		{"weight-decay", required_argument, 0, O_WD},           {"window", required_argument, 0, O_WINDOW},
+		{"pin-chunks", no_argument, 0, O_PIN_CHUNKS},
 		{"seed", required_argument, 0, O_SEED},       {"max-steps", required_argument, 0, O_STEPS}, {"steps", required_argument, 0, O_BSTEPS},
 		{"epochs", required_argument, 0, O_EPOCHS},   {"limit-train", required_argument, 0, O_LIMIT_TRAIN},
 		{"limit-test", required_argument, 0, O_LIMIT_TEST}, {"limit", required_argument, 0, O_LIMIT},
@@ -267,6 +271,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case O_DATA: ok = !is_bench && !is_predict; break;
 		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: case O_MODE: case O_STALENESS:
+		case O_PIN_CHUNKS:
 		case O_NO_LOOKAHEAD: case O_ALLREDUCE: case O_STEP_TIMEOUT:
 			ok = !is_eval && !is_predict;
 			break;
@@ -295,6 +300,7 @@ int main(int argc, char **argv)
 		case O_MOM: o.sgd.momentum = parse_float_opt(name, optarg, 0, 0.9999); break;
 		case O_WD: o.sgd.weight_decay = parse_float_opt(name, optarg, 0, 1); break;
 		case O_WINDOW: o.window = (int)parse_long_opt(name, optarg, 1, 64); break;
+		case O_PIN_CHUNKS: o.pin_chunks = 1; break;
 		case O_SEED: o.seed = (uint64_t)parse_long_opt(name, optarg, 0, LONG_MAX), o.seed_set = 1; break;
 		case O_STEPS: case O_BSTEPS: o.max_steps = parse_long_opt(name, optarg, 1, 1L << 40); break;
 		case O_EPOCHS: o.epochs = (int)parse_long_opt(name, optarg, 1, 100000); break;

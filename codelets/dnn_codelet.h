@@ -45,6 +45,11 @@ static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt
 	return o && o->name ? o->name : dflt;
 }
 
+/* The worker the next single-process inserts must run on (STARPU_EXECUTE_ON_WORKER), or -1: the
+ * scheduler chooses. graph/model.c sets it around a pinned chunk's tasks (--pin-chunks) and
+ * puts it back to -1; tasks are submitted from one thread. MPI inserts ignore it. */
+extern int dnn_insert_worker;
+
 /* Every insert helper's one call: StarPU's return code (0 or a negative errno). NAME is the
  * helper's default task name; the trailing arguments are starpu_task_insert's, without the 0. */
 #define DNN_TASK_INSERT(o, cl, NAME, ...)                                                           \
@@ -57,7 +62,8 @@ static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0))              \
 		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
-				      STARPU_NAME, dnn_task_name((o), (NAME)), 0))
+				      STARPU_EXECUTE_ON_WORKER, dnn_insert_worker, STARPU_NAME,                 \
+				      dnn_task_name((o), (NAME)), 0))
 
 /* Footprint of a task = data footprint mixed with a CRC of its argument struct, hashed byte for
  * byte: argument structs are copied whole (dnn_args_dup), so each is laid out without padding
@@ -86,7 +92,8 @@ void *dnn_args_dup(const void *args, size_t size);
 					       STARPU_PRIORITY, (o)->priority, STARPU_NAME,              \
 					       dnn_task_name((o), (NAME)), 0)                            \
 			: starpu_task_insert((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_,   \
-					     STARPU_PRIORITY, (o) ? (o)->priority : 0, STARPU_NAME,      \
+					     STARPU_PRIORITY, (o) ? (o)->priority : 0,                   \
+					     STARPU_EXECUTE_ON_WORKER, dnn_insert_worker, STARPU_NAME,   \
 					     dnn_task_name((o), (NAME)), 0);                             \
 	})
 

@@ -294,7 +294,7 @@ void dnn_plan_destroy(dnn_plan *p)
 		if (p->stats[i])
 			starpu_data_unregister(p->stats[i]);
 	}
-	free(p->chunk_n), free(p->chunk_off), free(p->y), free(p->dy), free(p->saved);
+	free(p->chunk_n), free(p->chunk_off), free(p->chunk_worker), free(p->y), free(p->dy), free(p->saved);
 	free(p->bn_relu), free(p->grad_of), free(p->written);
 	free(p->x), free(p->labels), free(p->stats), free(p->stats_host);
 	memset(p, 0, sizeof(*p));
@@ -347,6 +347,18 @@ static void ctx_chunk(dnn_op_ctx *ctx, int c)
 	ctx->c = c, ctx->n = p->chunk_n[c], ctx->sample0 = p->batch_offset + p->chunk_off[c];
 }
 
+/* --pin-chunks (dnn_plan_pin_chunks): the inserts that follow run on chunk c's worker. */
+static void pin_chunk(const dnn_plan *p, int c)
+{
+	dnn_insert_worker = p->chunk_worker ? p->chunk_worker[c] : -1;
+}
+
+static int unpin(int rc)
+{
+	dnn_insert_worker = -1;
+	return rc;
+}
+
 static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
 		       const dnn_sgd_config *sgd)
 {
@@ -357,11 +369,13 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 	p->tasks_per_step = 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		size_t k = (size_t)slot * p->nchunks + c;
+		pin_chunk(p, c);
 		if ((rc = src->insert_load(src, idx + p->chunk_off[c], p->chunk_n[c], p->train, step, m->in_mean, m->in_std,
 					   p->x[k], p->labels[k])) != 0)
-			return rc;
+			return unpin(rc);
 		p->tasks_per_step++;
 	}
+	unpin(0);
 	/* The cross-rank DAG counts this process's steps (async server versions start at 0 in every
 	 * run, resumed or not); the data source and the ops get the global step. */
 	const long local_step = p->steps_submitted - 1;
@@ -369,18 +383,22 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 		return rc;
 	for (int c = 0; c < p->nchunks; c++) {
 		ctx_chunk(&ctx, c);
+		pin_chunk(p, c);
 		if ((rc = submit_forward(&ctx)) != 0)
-			return rc;
+			return unpin(rc);
 	}
+	unpin(0);
 	if (p->distributed && (rc = dnn_dist_reduce_stats(p, slot)) != 0)
 		return rc;
 	if (!p->train)
 		return 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		ctx_chunk(&ctx, c);
+		pin_chunk(p, c);
 		if ((rc = submit_backward(&ctx)) != 0)
-			return rc;
+			return unpin(rc);
 	}
+	unpin(0);
 	if (p->distributed)
 		return dnn_dist_after_backward(p, local_step, sgd);
 	return submit_update(p, sgd);
@@ -438,4 +456,25 @@ int dnn_wait_step(dnn_plan *p, int slot, double *loss_sum, double *correct, char
 		}
 	}
 	return worker_failed(err, errlen) ? -1 : 0;
+}
+
+int dnn_plan_pin_chunks(dnn_plan *p, char *err, size_t errlen)
+{
+	int ids[STARPU_NMAXWORKERS];
+	int n = starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, STARPU_NMAXWORKERS);
+	if (n <= 0)
+		n = starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, ids, STARPU_NMAXWORKERS);
+	if (n <= 0) {
+		snprintf(err, errlen, "--pin-chunks: no CUDA or CPU worker to pin the chunks to");
+		return -1;
+	}
+	free(p->chunk_worker);
+	p->chunk_worker = malloc(sizeof(int) * (size_t)p->nchunks);
+	if (!p->chunk_worker) {
+		snprintf(err, errlen, "--pin-chunks: out of memory");
+		return -1;
+	}
+	for (int c = 0; c < p->nchunks; c++)
+		p->chunk_worker[c] = ids[c % n];
+	return 0;
 }

@@ -117,6 +117,7 @@ typedef struct {
 	long steps_submitted;
 	char *written;        // backward scratch (op.h dnn_op_ctx.written), one byte per node
 	int *chunk_n, *chunk_off;
+	int *chunk_worker;    // --pin-chunks: the worker of each chunk's tasks; NULL: the scheduler's
 	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
 	/* Fusion level (fuse.h dnn_fuse_level: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
 	 * bn_relu[i]: for a batchnorm whose only consumer is a relu, that relu's index, and for that
@@ -137,6 +138,11 @@ typedef struct {
 /* 0, or -1 with one line in err: among others, when a chunk is too large for an op's kernels
  * (op.h check_chunk, e.g. a conv tensor over cuDNN's INT_MAX elements), checked first, before
  * anything is allocated. */
+/* --pin-chunks: chunk c's load, forward and backward tasks all run on one worker, the CUDA
+ * workers' (c mod their count), or without GPUs the CPU workers'. The scheduler still places the
+ * updates and the reductions. Without it a scheduler may move a chunk between GPUs layer by
+ * layer, and its activations with it (docs/SIMULATION.md). 0, or -1 with a message. */
+int dnn_plan_pin_chunks(dnn_plan *p, char *err, size_t errlen);
 int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train, char *err,
 		    size_t errlen);
 /* The same for this rank's shard of a global batch split over the model's ranks. */

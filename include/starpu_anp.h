@@ -42,6 +42,7 @@ typedef struct {
 	long max_steps;           // stop after this many steps in total (0 = no limit)
 	int warmup;               // bench: steps excluded from the timing
 	int batch, chunks, window;
+	int pin_chunks;           // --pin-chunks: all of chunk c's tasks on one worker (dnn_plan_pin_chunks)
 	dnn_sgd_config sgd;
 	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
 	uint64_t seed;

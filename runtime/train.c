@@ -266,6 +266,10 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		return -1;
 	}
 	r->have_plan = 1;
+	if (o->pin_chunks && dnn_plan_pin_chunks(&r->p, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	if (dnn_preflight_memory(&r->m, &r->p, r->eval ? o->batch : 0, r->chunks, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
@@ -615,7 +619,7 @@ static void print_result(train_run *r)
 		       r->m.dist->lookahead,
 		       r->m.dist->staleness_count ? r->m.dist->staleness_sum / r->m.dist->staleness_count : 0.0,
 		       r->m.dist->staleness_max);
-	printf(" fuse=%d tasks_per_step=%ld", r->p.fuse, r->p.tasks_per_step);
+	printf(" fuse=%d pin_chunks=%d tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL, r->p.tasks_per_step);
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
 #endif
