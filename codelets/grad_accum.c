@@ -75,12 +75,25 @@ struct starpu_codelet cl_grad_zero = {
 };
 DNN_CUDA_DECLARED(cl_grad_zero);
 
+/* The simulation build declares the reduction method synchronous on CUDA workers. StarPU runs it
+ * as an internal task (datawizard/reduction.c: redux_task_*), and StarPU 1.4.10's SimGrid mode skips
+ * internal jobs (_starpu_simgrid_submit_job returns at once) without marking the CUDA pipeline slot
+ * finished or waking the worker: an asynchronous one leaves the CUDA worker asleep with the task in
+ * its pipeline, and the run ends in SimGrid's "Deadlock detected". A
+ * synchronous one is finished by the driver itself, right after it is "run". Real builds keep it
+ * asynchronous. */
+#ifdef DNN_SIMGRID
+#define DNN_REDUX_CUDA_FLAGS 0
+#else
+#define DNN_REDUX_CUDA_FLAGS STARPU_CUDA_ASYNC
+#endif
+
 struct starpu_codelet cl_grad_accum = {
 	.name = "cl_grad_accum",
 	.cpu_funcs = {grad_accum_cpu_task},
 	.cpu_funcs_name = {"grad_accum_cpu_task"},
 	.cuda_funcs = {DNN_CUDA_FN(dnn_grad_accum_cuda)},
-	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.cuda_flags = {DNN_REDUX_CUDA_FLAGS},
 	.nbuffers = 2,
 	.modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
 	.model = &grad_accum_model,
