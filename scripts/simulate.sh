@@ -143,7 +143,7 @@ calibrate() {
 # ---------------------------------------------------------------- the runs
 IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_GPUS <<<"$GPUS"; IFS=, read -ra L_SCHED <<<"$SCHED"
 IFS=, read -ra L_MODE <<<"$MODE"; IFS=, read -ra L_AR <<<"$ALLREDUCE"
-[ -f "$CSV" ] || echo "platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s" >"$CSV"
+[ -f "$CSV" ] || echo "platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks" >"$CSV"
 STARPU_MAXNODES="$(sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p' "$STARPU_SIM_PREFIX/include/starpu/1.4/starpu_config.h")"
 nruns=0 nfail=0
 RUNROWS="$(mktemp /tmp/anp-sim-rows-XXXXXX.csv)" # this invocation's rows, for the plot
@@ -181,11 +181,7 @@ for ar in "${L_AR[@]}"; do
     args+=("${EXTRA[@]}")
     envs=(STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$name" STARPU_SCHED="$sched"
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
-          ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1
-          STARPU_SIMGRID_CUDA_MALLOC_COST=0)
-    # STARPU_SIMGRID_CUDA_MALLOC_COST=0: with it on, StarPU 1.4.10 + SimGrid 3.32 deadlock under dmda
-    # when prefetches race simulated cudaMallocs (resnet20, batch >= 128, one GPU: every actor
-    # waits). StarPU's allocation cache makes those mallocs a one-off cost in a real run anyway.
+          ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
     [ "$gpus" = 0 ] || envs+=(ANP_SIM_GPU="$spec")
     cmd=(env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
@@ -207,10 +203,10 @@ for ar in "${L_AR[@]}"; do
     echo "$line"
     field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
     ips="$(field images_per_s)"; wall="$(field wall_s)"
-    ncpu="$(field ncpu)"; ncuda="$(field ncuda)"
+    ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,calibrated,$([ "$gpus" = 0 ] && echo - || echo estimated),$simw" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,calibrated,$([ "$gpus" = 0 ] && echo - || echo estimated),$simw,${pin:-0}" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }
