@@ -14,7 +14,7 @@
 #            --cores C        CPU cores per node [this machine's]
 #            --gpus G         GPUs per node [0]        --gpu KIND   k80 | h200 [k80 when --gpus]
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
-#            --network NET    fdr | edr | 10gbe | infinite [fdr]
+#            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr]
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --mode sync|async --allreduce tree|ring --staleness S   (as `starpu_anp bench`)
 #            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
@@ -47,7 +47,7 @@ while [ $# -gt 0 ]; do
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
     --gpu) [[ "${2:-}" =~ ^(k80|h200)$ ]] || usage "--gpu '${2:-}': expected k80 or h200"; GPU="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
-    --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|infinite)$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe or infinite"; NETWORK="$2"; shift 2 ;;
+    --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite)$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe or infinite"; NETWORK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
     --chunks) posint "$1" "${2:-}"; CHUNKS="$2"; shift 2 ;;

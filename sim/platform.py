@@ -15,7 +15,7 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
   DIR/gpu.spec               the GPU's roofline numbers (name:peak_gflops:mem_gbs:eff_compute:
                              eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
 
---gpu k80 | h200 | none; --network fdr | edr | 10gbe | infinite (see GPUS / NETWORKS below).
+--gpu k80 | h200 | none; --network fdr | edr | 10gbe | 1gbe | infinite (see GPUS / NETWORKS below).
 """
 import argparse
 import os
@@ -44,6 +44,7 @@ NETWORKS = {
                 gbps=54.5, lat_us=0.7),
     "edr": dict(desc="InfiniBand EDR 4x (100 Gb/s)", gbps=100.0, lat_us=0.6),
     "10gbe": dict(desc="10 Gigabit Ethernet (TCP)", gbps=10.0, lat_us=15.0),
+    "1gbe": dict(desc="1 Gigabit Ethernet (TCP)", gbps=1.0, lat_us=30.0),
     "infinite": dict(desc="an infinitely fast network (sanity checks)", gbps=8e6, lat_us=0.0),
 }
 
