@@ -91,7 +91,11 @@ build "$REAL_BUILD"
 ( export STARPU_PREFIX="$STARPU_SIM_PREFIX" PKG_CONFIG_PATH="$STARPU_SIM_PREFIX/lib/pkgconfig"
   CC=smpicc build "$SIM_BUILD" -DDNN_SIMGRID=ON )
 REAL_APP="$REAL_BUILD/apps/starpu_anp" SIM_APP="$SIM_BUILD/apps/starpu_anp"
-"$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/null 2>&1 || { "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary 2>&1 | tail -1 >&2; exit 2; }
+# A bad --net or --input is a usage error, found before anything is calibrated or simulated.
+if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/null 2>&1; then
+  { "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary 2>&1 || true; } | tail -1 >&2
+  exit 2
+fi
 
 # ---------------------------------------------------------------- calibration (this machine's CPU)
 CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"

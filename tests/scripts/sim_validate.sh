@@ -41,4 +41,10 @@ echo "$OUT" | grep -q "in $TMP/empty/codelets/45/dnn_cl_" || fail "the error doe
 echo "$OUT" | grep -q '^result:' && fail "a run with a missing model still printed a result line"
 [ "$RC" = 1 ] || fail "a run stopped by a missing model exited $RC, want 1"
 echo "missing-model run: exit $RC: $(echo "$OUT" | grep -m1 '^error:')"
+# 4. usage errors: exit 2 and one line naming the option
+for bad in "--net nosuch" "--nodes 0" "--gpu v100" "--network 5g" "--batch 63 --chunks 2"; do
+  # shellcheck disable=SC2086
+  expect_rc 2 bash "$ROOT/scripts/simulate.sh" --quiet --csv "$TMP/s.csv" $bad || continue
+  echo "$ERR" | grep -q "simulate.sh: \|error: " || fail "simulate.sh $bad: no one-line reason: $ERR"
+done
 finish
