@@ -14,6 +14,9 @@
 #            --cores C        CPU cores per node [this machine's]
 #            --gpus G         GPUs per node [0]        --gpu KIND   k80 | h200 [k80 when --gpus]
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
+#            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
+#            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
+#                             instead of the roofline estimate [estimated]
 #            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr]
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --mode sync|async --allreduce tree|ring --staleness S   (as `starpu_anp bench`)
@@ -34,6 +37,7 @@ say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
 NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
 NET=lenet5 BATCH=64 CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
+CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12
 EXTRA=()
 posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || usage "$1 '$2': expected a positive integer"; }
@@ -41,7 +45,7 @@ list_of() { local opt="$1" v="$2" re="$3" x; IFS=, read -ra _l <<<"$v"; [ "${#_l
   for x in "${_l[@]}"; do [[ "$x" =~ $re ]] || usage "$opt '$x': not one of the allowed values"; done; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
@@ -63,11 +67,15 @@ while [ $# -gt 0 ]; do
     --platform-dir) [ -n "${2:-}" ] || usage "--platform-dir needs a directory"; PDIR="$2"; shift 2 ;;
     --calibrate-only) CALIBRATE_ONLY=1; shift ;;
     --calib-steps) posint "$1" "${2:-}"; CALIB_STEPS="$2"; shift 2 ;;
+    --cuda-models) [ -d "${2:-}/codelets" ] || usage "--cuda-models '${2:-}': no codelets/ folder of StarPU history files there"; CUDA_MODELS="$(cd "$2" && pwd)"; shift 2 ;;
+    --cuda-host) [[ "${2:-}" =~ ^[A-Za-z0-9._-]+$ ]] || usage "--cuda-host '${2:-}': expected a host name"; CUDA_HOST="$2"; shift 2 ;;
     --quiet) QUIET=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     *) usage "unknown option '$1'" ;;
   esac
 done
+if [ -n "$CUDA_MODELS" ] && [ -z "$CUDA_HOST" ]; then usage "--cuda-models needs --cuda-host"; fi
+if [ -z "$CUDA_MODELS" ] && [ -n "$CUDA_HOST" ]; then usage "--cuda-host needs --cuda-models"; fi
 [ "$CORES" -le 64 ] || usage "--cores $CORES: at most 64 (the simulation StarPU's --enable-maxcpus)"
 if [ -z "$GPU" ]; then GPU=k80; fi
 
@@ -177,7 +185,10 @@ for ar in "${L_AR[@]}"; do
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")"
-  models="cpu=calibrated"; [ "$gpus" = 0 ] || models+=",cuda=estimated"
+  models="cpu=calibrated"
+  if [ "$gpus" != 0 ]; then
+    if [ -n "$CUDA_MODELS" ]; then models+=",cuda=calibrated"; else models+=",cuda=estimated"; fi
+  fi
   for sched in "${L_SCHED[@]}"; do
     args=(bench --net "$NET" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup "$WARMUP" --quiet
           --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
@@ -187,7 +198,11 @@ for ar in "${L_AR[@]}"; do
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
           ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
-    [ "$gpus" = 0 ] || envs+=(ANP_SIM_GPU="$spec")
+    if [ "$gpus" != 0 ] && [ -n "$CUDA_MODELS" ]; then
+      envs+=(ANP_SIM_CUDA_MODELS="$CUDA_MODELS" ANP_SIM_CUDA_HOST="$CUDA_HOST")
+    elif [ "$gpus" != 0 ]; then
+      envs+=(ANP_SIM_GPU="$spec")
+    fi
     cmd=(env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
          -hostfile "$pdir/hostfile" -np "$nodes" "$SIM_APP" "${args[@]}")
     echo "+ ${cmd[*]}"
@@ -210,7 +225,7 @@ for ar in "${L_AR[@]}"; do
     ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,calibrated,$([ "$gpus" = 0 ] && echo - || echo estimated),$simw,${pin:-0}" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,calibrated,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0}" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }

@@ -41,8 +41,25 @@ echo "$OUT" | grep -q "in $TMP/empty/codelets/45/dnn_cl_" || fail "the error doe
 echo "$OUT" | grep -q '^result:' && fail "a run with a missing model still printed a result line"
 [ "$RC" = 1 ] || fail "a run stopped by a missing model exited $RC, want 1"
 echo "missing-model run: exit $RC: $(echo "$OUT" | grep -m1 '^error:')"
+# 5. calibrated GPU models are used when given (--cuda-models/--cuda-host): a "GPU" whose history
+#    files are this CPU's calibration relabelled as CUDA device 0 must run the CPU's rate (one CPU
+#    worker vs one CUDA worker, lenet5; within 5%: the host<->GPU copies of the PCIe model, measured
+#    99%), and say models_cuda=calibrated.
+CAL="$(bash "$ROOT/scripts/simulate.sh" --quiet --net lenet5 --batch 64 --chunks 2 --cores 1 --ncpu 1 --steps 2 --csv "$TMP/s.csv" 2>/dev/null | sed -n 's/^+ .*ANP_SIM_CPU_MODELS=\([^: ]*\).*/\1/p')"
+mkdir -p "$TMP/gpu/codelets/45"
+for f in "$CAL"/codelets/45/*; do
+  b="$(basename "$f")"; b="${b%.*}"
+  awk 'prev ~ /# device type/ {print "1"; prev = $0; next} {print; prev = $0}' "$f" >"$TMP/gpu/codelets/45/$b.fakegpu"
+done
+CPU1="$(result_field "$(bash "$ROOT/scripts/simulate.sh" --quiet --net lenet5 --batch 64 --chunks 2 --cores 1 --ncpu 1 --steps 20 --csv "$TMP/s.csv" 2>/dev/null | grep '^result:')" images_per_s)"
+GL="$(bash "$ROOT/scripts/simulate.sh" --quiet --net lenet5 --batch 64 --chunks 2 --cores 2 --ncpu 0 --gpus 1 --cuda-models "$TMP/gpu" --cuda-host fakegpu --steps 20 --csv "$TMP/s.csv" 2>"$TMP/g.err" | grep '^result:')" \
+  || { cat "$TMP/g.err" >&2; fail "the run with calibrated CUDA models failed"; }
+G1="$(result_field "$GL" images_per_s)"
+echo "CPU worker $CPU1 img/s, CUDA worker timed by the same history $G1 img/s"
+[ "$(result_field "$GL" models_cuda)" = calibrated ] || fail "no models_cuda=calibrated in: $GL"
+fcmp "${CPU1:-0} > 0 && ${G1:-0} >= 0.95 * $CPU1 && ${G1:-0} <= 1.05 * $CPU1" || fail "calibrated CUDA models not used: $G1 vs $CPU1"
 # 4. usage errors: exit 2 and one line naming the option
-for bad in "--net nosuch" "--nodes 0" "--gpu v100" "--network 5g" "--batch 63 --chunks 2"; do
+for bad in "--net nosuch" "--nodes 0" "--gpu v100" "--network 5g" "--batch 63 --chunks 2" "--cuda-host x" "--cuda-models /nonexistent --cuda-host x"; do
   # shellcheck disable=SC2086
   expect_rc 2 bash "$ROOT/scripts/simulate.sh" --quiet --csv "$TMP/s.csv" $bad || continue
   echo "$ERR" | grep -q "simulate.sh: \|error: " || fail "simulate.sh $bad: no one-line reason: $ERR"
