@@ -22,10 +22,18 @@ uint32_t dnn_args_footprint(struct starpu_task *task)
 extern struct starpu_codelet *__start_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
 extern struct starpu_codelet *__stop_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
 
+struct starpu_codelet *const *dnn_cuda_codelets(size_t *n)
+{
+	*n = __start_dnn_cuda_cl ? (size_t)(__stop_dnn_cuda_cl - __start_dnn_cuda_cl) : 0;
+	return __start_dnn_cuda_cl;
+}
+
 int dnn_codelet_declares_cuda(const struct starpu_codelet *cl)
 {
-	for (struct starpu_codelet **p = __start_dnn_cuda_cl; p && p < __stop_dnn_cuda_cl; p++)
-		if (*p == cl)
+	size_t n;
+	struct starpu_codelet *const *all = dnn_cuda_codelets(&n);
+	for (size_t i = 0; i < n; i++)
+		if (all[i] == cl)
 			return 1;
 	return 0;
 }

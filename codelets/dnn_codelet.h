@@ -158,6 +158,8 @@ void dnn_sim_cuda_placeholder(void *buffers[], void *cl_arg);
 	static struct starpu_codelet *NAME##_cuda_declared                         \
 		__attribute__((used, section("dnn_cuda_cl"))) = &NAME
 int dnn_codelet_declares_cuda(const struct starpu_codelet *cl);
+/* The registered codelets (the dnn_cuda_cl section) and their count; NULL, 0 when none. */
+struct starpu_codelet *const *dnn_cuda_codelets(size_t *n);
 
 /* FOOTPRINT: a footprint function, or NULL for StarPU's default (data sizes only) — for ops whose
  * arguments change at every step without changing the cost (SGD's learning rate). */

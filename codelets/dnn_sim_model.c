@@ -156,8 +156,6 @@ static int parse_gpu(const char *spec, char *err, size_t errlen)
 	return 0;
 }
 
-extern struct starpu_codelet *__start_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
-extern struct starpu_codelet *__stop_dnn_cuda_cl[] __attribute__((weak, visibility("hidden")));
 
 int dnn_sim_models_install(char *err, size_t errlen)
 {
@@ -171,8 +169,10 @@ int dnn_sim_models_install(char *err, size_t errlen)
 	}
 	if (gpu && *gpu && parse_gpu(gpu, err, errlen) != 0)
 		return -1;
-	for (struct starpu_codelet **p = __start_dnn_cuda_cl; p && p < __stop_dnn_cuda_cl; p++) {
-		struct starpu_codelet *cl = *p;
+	size_t ncl;
+	struct starpu_codelet *const *all = dnn_cuda_codelets(&ncl);
+	for (size_t j = 0; j < ncl; j++) {
+		struct starpu_codelet *cl = all[j];
 		if (!cl->model || cl->model->type != STARPU_HISTORY_BASED)
 			continue;
 		if (g_nmodels == DNN_SIM_MAX_CODELETS) {

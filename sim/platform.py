@@ -106,18 +106,10 @@ def main():
             rows.append("\t".join(val(i, j) for j in range(M)))
         return "\n".join(rows) + "\n"
     pcie_mbs, peer_mbs = pcie * 1e3, (gpu["peer_gbs"] * 1e3 if gpu else 0)
-    def bw(i, j):
-        if i > G or j > G:
-            return "nan"
-        if i == j:
-            return "0.000000e+00"
-        return f"{(pcie_mbs if 0 in (i, j) else peer_mbs):.6e}"
-    def lat(i, j):
-        if i > G or j > G:
-            return "nan"
-        if i == j:
-            return "0.000000e+00"
-        return f"{(10.0 if 0 in (i, j) else 12.0):.6e}"
+    def cell(host, peer):  # host: RAM<->GPU value, peer: GPU<->GPU value; nan past the last node
+        return lambda i, j: ("nan" if i > G or j > G else "0.000000e+00" if i == j
+                             else f"{(host if 0 in (i, j) else peer):.6e}")
+    bw, lat = cell(pcie_mbs, peer_mbs), cell(10.0, 12.0)
     write(os.path.join(bus, f"{name}.bandwidth"), matrix(bw))
     write(os.path.join(bus, f"{name}.latency"), matrix(lat))
     # .affinity: for each GPU, the NUMA nodes by affinity (one NUMA node here)
