@@ -19,6 +19,7 @@
 #                             instead of the roofline estimate [estimated]
 #            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr]
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
+#            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
 #            --mode sync|async --allreduce tree|ring --staleness S   (as `starpu_anp bench`)
 #            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
 # Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
@@ -36,7 +37,7 @@ usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
 NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
-NET=lenet5 BATCH=64 CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
+NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12
 EXTRA=()
@@ -54,6 +55,7 @@ while [ $# -gt 0 ]; do
     --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite)$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe or infinite"; NETWORK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
+    --batch-per-node) posint "$1" "${2:-}"; BATCH_PER_NODE="$2"; shift 2 ;;
     --chunks) posint "$1" "${2:-}"; CHUNKS="$2"; shift 2 ;;
     --input) posint "$1" "${2:-}"; INPUT="$2"; shift 2 ;;
     --steps) posint "$1" "${2:-}"; STEPS="$2"; shift 2 ;;
@@ -165,14 +167,19 @@ for mode in "${L_MODE[@]}"; do
 for ar in "${L_AR[@]}"; do
   if [ "$nodes" = 1 ] && [ "$ar" != "${L_AR[0]}" ]; then continue; fi # one rank: no all-reduce
   if [ "$mode" = async ] && [ "$ar" != "${L_AR[0]}" ]; then continue; fi # async has no all-reduce
+  [ -z "$BATCH_PER_NODE" ] || BATCH=$((BATCH_PER_NODE * nodes))
   [ $((BATCH % nodes)) = 0 ] || usage "--batch $BATCH does not split over $nodes nodes"
   rb=$((BATCH / nodes))
   workers=$(( ${NCPU:-$((CORES - gpus))} + gpus )); [ "$workers" -ge 1 ] || workers=1
   k="${CHUNKS:-$((2 * workers))}"
   [ "$k" -le "$rb" ] || k="$rb"
   [ $((rb % k)) = 0 ] || usage "the per-node batch ($rb) must be a multiple of --chunks ($k): chunks of one size keep the shapes to calibrate few"
-  calibrate 1 $((rb / k)) sync tree
-  if [ "$nodes" -gt 1 ]; then
+  # GPU-only nodes (--ncpu 0) time every task with the CUDA models: no CPU shape is looked up, so
+  # none is calibrated (and a ring over N ranks needs no N-rank real run here).
+  cpu_models=calibrated
+  if [ "$gpus" != 0 ] && [ "${NCPU:-}" = 0 ]; then cpu_models=none; fi
+  [ "$cpu_models" = none ] || calibrate 1 $((rb / k)) sync tree
+  if [ "$cpu_models" != none ] && [ "$nodes" -gt 1 ]; then
     # The reduction's shapes: tree and async do not depend on the rank count; ring slices do.
     cranks=2; [ "$mode" = sync ] && [ "$ar" = ring ] && cranks="$nodes"
     calibrate "$cranks" 1 "$mode" "$ar"
@@ -185,7 +192,7 @@ for ar in "${L_AR[@]}"; do
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")"
-  models="cpu=calibrated"
+  models="cpu=$cpu_models"
   if [ "$gpus" != 0 ]; then
     if [ -n "$CUDA_MODELS" ]; then models+=",cuda=calibrated"; else models+=",cuda=estimated"; fi
   fi
@@ -225,7 +232,7 @@ for ar in "${L_AR[@]}"; do
     ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,calibrated,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0}" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0}" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }
@@ -235,6 +242,7 @@ say "$nruns run(s), $nfail failed; rows appended to $CSV"
 # scheduler/mode/all-reduce, from this invocation's rows, as a PNG next to the CSV.
 if [ "$nruns" -gt 1 ] && command -v gnuplot >/dev/null; then
   png="${CSV%.csv}.png"
+  btitle="$BATCH"; [ -z "$BATCH_PER_NODE" ] || btitle="$BATCH_PER_NODE per node"
   col=2 axis=nodes; [ "${#L_NODES[@]}" -gt 1 ] || { col=4; axis="GPUs per node"; }
   pd="$(mktemp -d /tmp/anp-sim-plot-XXXXXX)"
   awk -F, -v c="$col" -v d="$pd" '{ s = $7 "-" $14 ($15 == "-" ? "" : "-" $15); print $c, $18 >> (d "/" s ".dat") }' "$RUNROWS"
@@ -243,7 +251,7 @@ if [ "$nruns" -gt 1 ] && command -v gnuplot >/dev/null; then
     sort -n -o "$f" "$f"
     plot+="${plot:+, }'$f' using 1:2 with linespoints lw 2 title '$(basename "$f" .dat)'"
   done
-  if gnuplot -e "set terminal pngcairo size 900,560 font 'DejaVu Sans,10'; set output '$png'; set key left top; set grid; set xlabel '$axis'; set ylabel 'simulated images/s'; set title 'starpu-anp in simulation: $NET, batch $BATCH, $NETWORK (StarPU + SimGrid)'; plot $plot" 2>"$pd/gnuplot.err"; then
+  if gnuplot -e "set terminal pngcairo size 900,560 font 'DejaVu Sans,10'; set output '$png'; set key left top; set grid; set xlabel '$axis'; set ylabel 'simulated images/s'; set title 'starpu-anp in simulation: $NET, batch $btitle, $NETWORK (StarPU + SimGrid)'; plot $plot" 2>"$pd/gnuplot.err"; then
     say "plot: $png"
   else
     say "gnuplot could not draw $png: $(head -1 "$pd/gnuplot.err")"

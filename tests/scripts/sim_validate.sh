@@ -57,9 +57,12 @@ GL="$(bash "$ROOT/scripts/simulate.sh" --quiet --net lenet5 --batch 64 --chunks 
 G1="$(result_field "$GL" images_per_s)"
 echo "CPU worker $CPU1 img/s, CUDA worker timed by the same history $G1 img/s"
 [ "$(result_field "$GL" models_cuda)" = calibrated ] || fail "no models_cuda=calibrated in: $GL"
+# GPU-only nodes (--ncpu 0) look up no CPU model, and say so
+[ "$(result_field "$GL" models_cpu)" = none ] || fail "a GPU-only run does not say models_cpu=none: $GL"
+[ "$(tail -1 "$TMP/s.csv" | cut -d, -f21)" = none ] || fail "the GPU-only CSV row does not say the CPU models were not used"
 fcmp "${CPU1:-0} > 0 && ${G1:-0} >= 0.95 * $CPU1 && ${G1:-0} <= 1.05 * $CPU1" || fail "calibrated CUDA models not used: $G1 vs $CPU1"
 # 4. usage errors: exit 2 and one line naming the option
-for bad in "--net nosuch" "--nodes 0" "--gpu v100" "--network 5g" "--batch 63 --chunks 2" "--cuda-host x" "--cuda-models /nonexistent --cuda-host x"; do
+for bad in "--net nosuch" "--nodes 0" "--gpu v100" "--network 5g" "--batch 63 --chunks 2" "--cuda-host x" "--cuda-models /nonexistent --cuda-host x" "--batch-per-node 0" "--batch-per-node 63 --chunks 2"; do
   # shellcheck disable=SC2086
   expect_rc 2 bash "$ROOT/scripts/simulate.sh" --quiet --csv "$TMP/s.csv" $bad || continue
   echo "$ERR" | grep -q "simulate.sh: \|error: " || fail "simulate.sh $bad: no one-line reason: $ERR"
