@@ -11,6 +11,7 @@ extern "C" {
 typedef struct {
 	void *host, *dev;
 	size_t bytes;
+	unsigned dev_node; /* the StarPU memory node the device block was allocated on */
 	cudaEvent_t copied; /* recorded after the last copy out of host */
 	int pending;
 } staging;
@@ -42,7 +43,7 @@ extern "C" int dnn_cuda_staging(size_t bytes, void **host, void **dev, const cha
 		if (s->dev) /* a kernel queued by an earlier task may still read it */
 			e = cudaStreamSynchronize(starpu_cuda_get_local_stream());
 		if (e == cudaSuccess && s->dev)
-			e = cudaFree(s->dev);
+			starpu_free_on_node(s->dev_node, (uintptr_t)s->dev, s->bytes);
 		if (e == cudaSuccess && s->host)
 			e = cudaFreeHost(s->host);
 		s->host = s->dev = NULL;
@@ -58,13 +59,15 @@ extern "C" int dnn_cuda_staging(size_t bytes, void **host, void **dev, const cha
 					 cudaGetErrorString(e));
 			return -1;
 		}
-		e = cudaMalloc(&s->dev, want);
-		if (e != cudaSuccess) {
-			s->dev = NULL;
+		/* The device block through StarPU, so that its memory accounting knows it (and can evict
+		 * data to make room) rather than a full device failing here. */
+		s->dev_node = starpu_worker_get_memory_node(starpu_worker_get_id_check());
+		s->dev = (void *)starpu_malloc_on_node(s->dev_node, want);
+		if (!s->dev) {
 			(void)cudaFreeHost(s->host); /* already failing: the first error is the one reported */
 			s->host = NULL;
-			dnn_worker_error("%s: cudaMalloc of %zu bytes of staging failed: %s", what, want,
-					 cudaGetErrorString(e));
+			dnn_worker_error("%s: allocating %zu bytes of device staging failed: out of device memory", what,
+					 want);
 			return -1;
 		}
 		s->bytes = want;
@@ -103,7 +106,7 @@ extern "C" void dnn_cuda_staging_release(void)
 	if (s->copied)
 		(void)cudaEventDestroy(s->copied);
 	if (s->dev)
-		(void)cudaFree(s->dev);
+		starpu_free_on_node(s->dev_node, (uintptr_t)s->dev, s->bytes);
 	if (s->host)
 		(void)cudaFreeHost(s->host);
 	*s = staging{};

@@ -4,7 +4,8 @@
  * of the same size, and let a kernel write the task's buffers from there.
  *
  * Both blocks are allocated at the worker's first use and grown (by half again) when a task needs
- * more, never per task. The host block is reused by the next task on the same worker while the
+ * more, never per task; the device block through starpu_malloc_on_node, so StarPU's memory
+ * accounting counts it. The host block is reused by the next task on the same worker while the
  * previous copy may still be queued (STARPU_CUDA_ASYNC): dnn_cuda_staging_upload records an event
  * after the copy and dnn_cuda_staging waits for that event (only that copy, not the stream).
  * Errors record dnn_worker_error() and return -1; nothing here exits. CUDA workers only.

@@ -19,6 +19,34 @@
 #include "sgd.h"
 
 /* ---------------------------------------------------------------- model */
+#ifdef DNN_SIMGRID
+#include <smpi/smpi.h>
+/* In simulation no kernel reads a parameter, and SMPI holds every rank in one process: a big
+ * parameter's three host arrays are SMPI shared memory (one folded block for all ranks, so 16
+ * ResNet-50 ranks need no 16 x 300 MB), left uninitialised (op.c skips the random init). */
+static float *param_alloc(long n)
+{
+	return n >= DNN_SIM_SHARED_PARAM_MIN ? SMPI_SHARED_MALLOC((size_t)n * sizeof(float)) : calloc((size_t)n, sizeof(float));
+}
+static void param_free(float *a, long n)
+{
+	if (a && n >= DNN_SIM_SHARED_PARAM_MIN)
+		SMPI_SHARED_FREE(a);
+	else
+		free(a);
+}
+#else
+static float *param_alloc(long n)
+{
+	return calloc((size_t)n, sizeof(float));
+}
+static void param_free(float *a, long n)
+{
+	(void)n;
+	free(a);
+}
+#endif
+
 int dnn_model_add_param(dnn_model *m, int node, const char *what, long n, int no_decay, char *err, size_t errlen)
 {
 	dnn_param *p = &m->params[m->nparams];
@@ -26,9 +54,9 @@ int dnn_model_add_param(dnn_model *m, int node, const char *what, long n, int no
 	snprintf(p->name, sizeof(p->name), "%s.%s", m->g->nodes[node].name, what);
 	p->n = n;
 	p->no_decay = no_decay;
-	p->w = calloc((size_t)n, sizeof(float));
-	p->v = calloc((size_t)n, sizeof(float));
-	p->g = calloc((size_t)n, sizeof(float));
+	p->w = param_alloc(n);
+	p->v = param_alloc(n);
+	p->g = param_alloc(n);
 	m->nparams++; /* counted even when incomplete: dnn_model_destroy frees what there is */
 	if (!p->w || !p->v || !p->g) {
 		dnn_set_err(err, errlen, m->g->source, "out of memory allocating parameter %s (%ld floats)", p->name, n);
@@ -137,7 +165,7 @@ void dnn_model_destroy(dnn_model *m)
 			starpu_data_unregister(p->hv);
 			starpu_data_unregister(p->hg);
 		}
-		free(p->w), free(p->v), free(p->g);
+		param_free(p->w, p->n), param_free(p->v, p->n), param_free(p->g, p->n);
 	}
 	for (int i = 0; m->g && m->running && i < m->g->nnodes; i++) {
 		if (m->hrunning && m->hrunning[i] && m->registered)

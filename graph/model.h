@@ -32,6 +32,10 @@ typedef struct dnn_data_source {
 			   const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t labels);
 } dnn_data_source;
 
+/* Simulation build: parameters of at least this many floats live in SMPI shared memory, unread
+ * and uninitialised (model.c); smaller ones stay private (fewer mappings). */
+#define DNN_SIM_SHARED_PARAM_MIN (1L << 16)
+
 typedef struct {
 	char name[DNN_NAME_MAX + 16]; // "<node>.weight", "<node>.bias", "<node>.gamma", ...
 	long n;

@@ -68,6 +68,10 @@ int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64
 	/* PyTorch's default for Conv2d/Linear (kaiming_uniform with a=sqrt(5)): weights and biases
 	 * uniform in +-1/sqrt(fan_in). Same init as the side-by-side PyTorch nets. */
 	float bound = 1.0f / sqrtf((float)fan_in);
+#ifdef DNN_SIMGRID
+	if (nweights >= DNN_SIM_SHARED_PARAM_MIN) /* simulation: shared, unread storage (model.c); no init */
+		nweights = 0;
+#endif
 	for (long j = 0; j < nweights; j++)
 		m->params[pw].w[j] = bound * (float)(2.0 * dnn_uniform01(rng) - 1.0);
 	if (nd->bias) {
