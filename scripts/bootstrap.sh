@@ -144,6 +144,7 @@ check_starpu_config() {
   grep -q '^#define STARPU_USE_MPI 1' "$cfg" || why+=" MPI (STARPU_USE_MPI)"
   if [ "$kind" = sim ]; then
     grep -q '^#define STARPU_SIMGRID 1' "$cfg" || why+=" SimGrid (STARPU_SIMGRID)"
+    grep -q '^#define STARPU_MAXNODES 16$' "$cfg" || why+=" 16 memory nodes (STARPU_MAXNODES; an older cache has 32)"
   else
     grep -q '^#define STARPU_SIMGRID 1' "$cfg" && why+=" a real run (it is a SimGrid build)"
     grep -q '^#define STARPU_USE_FXT 1' "$cfg" || why+=" FxT (STARPU_USE_FXT)"
@@ -241,7 +242,10 @@ ensure_starpu() {
        --enable-maxcpus=64 --disable-openmp)
   if [ "$kind" = sim ]; then
     # configure picks smpicc/smpirun itself; CUDA devices are simulated (no CUDA is linked).
-    cfg+=(--enable-simgrid --disable-shared --without-fxt --enable-maxcudadev=8)
+    # --enable-maxnodes=16 (RAM + 8 simulated GPUs fit; configure's default counts OpenCL too and
+    # picks 32): every data handle carries one replicate per possible memory node, so halving
+    # them makes a 4-node x 4-GPU ResNet-50 simulation 23% faster (16.7 -> 12.9 s), same result.
+    cfg+=(--enable-simgrid --disable-shared --without-fxt --enable-maxcudadev=8 --enable-maxnodes=16)
   else
     cfg+=(--with-fxt)
     if [ "$HAVE_NVCC" = 1 ]; then
