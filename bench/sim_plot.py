@@ -5,7 +5,9 @@
 
 One line per distinct value of the --series columns (comma list, e.g. sched or mode,allreduce),
 x and y from the named columns; --ylabel/--xlabel override the axis names; --efficiency plots
-y / (x * y at the smallest x of that series) instead (scaling efficiency).
+y / (x * y at the smallest x of that series) instead (scaling efficiency); --speedup plots
+y / y at the smallest x of all rows (the one-node run every series starts from) with an ideal
+line, e.g. speedup over nodes for sync tree, ring and async.
 """
 import argparse
 import csv
@@ -25,6 +27,7 @@ def main():
     ap.add_argument("--xlabel", default=None)
     ap.add_argument("--ylabel", default=None)
     ap.add_argument("--efficiency", action="store_true")
+    ap.add_argument("--speedup", action="store_true")
     ap.add_argument("--logx", action="store_true")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -44,6 +47,14 @@ def main():
         sys.exit("sim_plot.py: no rows")
     tmp = tempfile.mkdtemp(prefix="anp-sim-plot-")
     plots = []
+    if a.speedup:
+        # the baseline: the first row at the smallest x (one node: every mode and all-reduce is
+        # the same run there); a series without a row at that x starts from it
+        bx, by = min((p for pts in series.values() for p in pts), key=lambda p: p[0])
+        base = [k for k, pts in series.items() if any(x == bx for x, _ in pts)]
+        series = {k: ([(bx, by)] if not any(x == bx for x, _ in pts) else []) + pts
+                  for k, pts in series.items() if k not in base or len(series[k]) > 1}
+        series = {k: [(x, y / by) for x, y in pts] for k, pts in series.items()}
     for key, pts in sorted(series.items()):
         pts.sort()
         if a.efficiency:
@@ -53,7 +64,10 @@ def main():
         with open(dat, "w") as f:
             f.writelines(f"{x} {y}\n" for x, y in pts)
         plots.append(f"'{dat}' using 1:2 with linespoints lw 2 pt 7 title '{key}'")
-    ylabel = a.ylabel or ("scaling efficiency" if a.efficiency else a.y.replace("_", " "))
+    if a.speedup:
+        plots.append(f"x / {bx} with lines dt 2 lc rgb 'gray' title 'ideal'")
+    ylabel = a.ylabel or ("scaling efficiency" if a.efficiency else
+                          "speedup" if a.speedup else a.y.replace("_", " "))
     script = (f"set terminal pngcairo size 900,540 font 'DejaVu Sans,10'; set output '{a.out}'; "
               f"set key outside right; set grid; set xlabel '{a.xlabel or a.x}'; set ylabel '{ylabel}'; "
               f"set title '{a.title}'; " + ("set logscale x 2; " if a.logx else "") +
