@@ -52,7 +52,9 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
       xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv)
 # --sim: SimGrid (with smpicc/smpirun) and xsltproc, which StarPU's SimGrid configure needs.
-SIM_PKGS=(libsimgrid-dev xsltproc)
+SIM_PKGS=(libsimgrid-dev xsltproc patch)
+# Applied to StarPU's source before the simulation build (section 4).
+SIM_PATCH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/third_party/starpu-smpi-vector-bytes.patch"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -83,7 +85,7 @@ else
   say "Debian packages: all ${#PKGS[@]} present"
 fi
 
-# ---------------------------------------------------------------- 1b. anchors venv (PyTorch, TensorFlow)
+# ---------------------------------------------------------------- 5. anchors venv (PyTorch, TensorFlow)
 # A stamp written after a successful import check makes the second run instant (importing both
 # takes 10-20 s); without the stamp, or if a package has gone, the venv is checked by importing.
 ANCHORS_VENV="$CACHE/anchors-venv"
@@ -130,7 +132,35 @@ if [ "$WITH_ANCHORS" = 1 ]; then
   echo "anchors python: $ANCHORS_PY"
 fi
 
-# ---------------------------------------------------------------- 2. StarPU
+# ---------------------------------------------------------------- 2. the tests' Python venv
+# starpu_anp export writes ONNX; the tests run the model with onnxruntime and check it with
+# onnx.checker. A small venv of its own (not the system Python, not the heavy anchors one).
+# The stamp names the packages: a change of the list rebuilds the venv.
+TEST_VENV="$CACHE/test-venv"
+TEST_PY_PKGS=(numpy onnx onnxruntime)
+TEST_STAMP="$TEST_VENV/.installed-${TEST_PY_PKGS[*]// /-}"
+TEST_STAMP="${TEST_STAMP// /-}"
+if [ -f "$TEST_STAMP" ] && [ -x "$TEST_VENV/bin/python" ]; then
+  say "test venv: $TEST_VENV"
+else
+  say "test venv: creating $TEST_VENV (${TEST_PY_PKGS[*]})"
+  # A failure here does not stop bootstrap (the build and the other tests need none of it); the
+  # ONNX tests then fail, naming the missing venv.
+  venv_warn() { echo "bootstrap.sh: warning: $*; the ONNX tests (label onnx) will fail" >&2; }
+  mkdir -p "$CACHE"
+  rm -rf "$TEST_VENV"
+  if ! /usr/bin/python3 -m venv "$TEST_VENV" >"/tmp/starpu-anp-venv.log" 2>&1; then
+    venv_warn "python3 -m venv $TEST_VENV failed (log: /tmp/starpu-anp-venv.log)"
+  elif ! "$TEST_VENV/bin/pip" install -q --disable-pip-version-check "${TEST_PY_PKGS[@]}" >>"/tmp/starpu-anp-venv.log" 2>&1; then
+    venv_warn "pip install ${TEST_PY_PKGS[*]} into $TEST_VENV failed (log: /tmp/starpu-anp-venv.log)"
+  elif ! "$TEST_VENV/bin/python" -c "import numpy, onnx, onnxruntime" >>"/tmp/starpu-anp-venv.log" 2>&1; then
+    venv_warn "the test venv cannot import numpy, onnx and onnxruntime (log: /tmp/starpu-anp-venv.log)"
+  else
+    date -u +%FT%TZ >"$TEST_STAMP"
+  fi
+fi
+
+# ---------------------------------------------------------------- 3. StarPU
 HAVE_NVCC=0
 NVCC="$(command -v nvcc || true)"
 [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
@@ -205,6 +235,10 @@ ensure_starpu() {
   for stamp in "$CACHE"/starpu-"$STARPU_SERIES".*-"$tag"/.installed; do
     [ -f "$stamp" ] || continue
     prefix="$(dirname "$stamp")"
+    if [ "$kind" = sim ] && ! grep -qx "patch: $(basename "$SIM_PATCH")" "$stamp"; then
+      say "the cached $prefix predates $(basename "$SIM_PATCH"): rebuilding it"
+      continue
+    fi
     if msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")"; then
       say "StarPU ($kind) cached in $prefix"
       echo "$label: $prefix"
@@ -234,6 +268,12 @@ ensure_starpu() {
     [ -f "$f" ] || continue
     perl -0pi -e 's/props\[devid\]\.computeMode == cudaComputeModeExclusive/({ int anp_cm_ = 0; cudaDeviceGetAttribute(&anp_cm_, cudaDevAttrComputeMode, devid); anp_cm_; }) == cudaComputeModeExclusive/g' "$f"
   done
+
+  # StarPU-MPI under SMPI sends vectors as bytes, not as a derived datatype that SMPI copies three
+  # times per message (third_party/; the real build behaves as the original, see the patch's head).
+  if [ "$kind" = sim ] && ! grep -q _starpu_mpi_datatype_count "$srcdir/mpi/src/starpu_mpi_datatype.h"; then
+    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH" || die "cannot apply $SIM_PATCH to $srcdir"
+  fi
 
   log="$CACHE/starpu-build-$upver-$tag.log"
   local cfg=(--prefix="$prefix" --enable-mpi --disable-opencl --disable-build-doc
@@ -273,7 +313,7 @@ ensure_starpu() {
   ( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
   msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")" \
     || die "StarPU built without a required feature: $msg (configure log: $log)"
-  date -u +%FT%TZ > "$prefix/.installed"
+  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")"; } > "$prefix/.installed"
   rm -rf "$builddir"
   say "StarPU $upver ($kind) installed in $prefix"
   echo "$label: $prefix"
