@@ -143,6 +143,9 @@ static void help_cmd(const char *c)
 		       "  --allreduce A        sync under mpirun: how gradients are summed over the ranks, tree\n"
 		       "                       (starpu_mpi_redux_data into rank 0, then sent to all) or ring\n"
 		       "                       (reduce-scatter/all-gather over N chunks) [tree]\n"
+		       "  --bucket-mb M        sync under mpirun: pack the gradients that take the tree and\n"
+		       "                       are smaller than M MiB, in backward order, into buckets of up\n"
+		       "                       to M MiB, one all-reduce each (fewer, bigger messages) [0: off]\n"
 		       "  --staleness S        async: step i uses server parameters of step i-S or newer [4]\n"
 		       "  --no-lookahead       async: compute gradients on the stale parameters as they are,\n"
 		       "                       without estimating the other ranks' last S steps by this\n"
@@ -175,7 +178,7 @@ static void help_cmd(const char *c)
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
-       O_STEP_TIMEOUT, O_PIN_CHUNKS };
+       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BUCKET_MB };
 enum { O_TRACE = 2000 };
 enum { O_INPUT = 2100, O_VAL_FRACTION, O_REPORT };
 enum { O_ONNX = 2200 };
@@ -248,6 +251,7 @@ int main(int argc, char **argv)
 		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
 		{"mode", required_argument, 0, O_MODE}, {"staleness", required_argument, 0, O_STALENESS}, {"no-lookahead", no_argument, 0, O_NO_LOOKAHEAD},           {"help", no_argument, 0, 'h'},
 		{"allreduce", required_argument, 0, O_ALLREDUCE}, {"step-timeout", required_argument, 0, O_STEP_TIMEOUT},
+		{"bucket-mb", required_argument, 0, O_BUCKET_MB},
 		{"trace", required_argument, 0, O_TRACE},
 		{"input", required_argument, 0, O_INPUT}, {"val-fraction", required_argument, 0, O_VAL_FRACTION},
 		{"report", required_argument, 0, O_REPORT},
@@ -272,7 +276,7 @@ int main(int argc, char **argv)
 		case O_DATA: ok = !is_bench && !is_predict; break;
 		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: case O_MODE: case O_STALENESS:
 		case O_PIN_CHUNKS:
-		case O_NO_LOOKAHEAD: case O_ALLREDUCE: case O_STEP_TIMEOUT:
+		case O_NO_LOOKAHEAD: case O_ALLREDUCE: case O_STEP_TIMEOUT: case O_BUCKET_MB:
 			ok = !is_eval && !is_predict;
 			break;
 		case O_VAL_FRACTION: case O_REPORT: ok = is_train || is_eval; break;
@@ -337,6 +341,7 @@ int main(int argc, char **argv)
 		case O_STALENESS: o.staleness = (int)parse_long_opt(name, optarg, 0, 1000); break;
 		case O_NO_LOOKAHEAD: o.async_lookahead = 0; break;
 		case O_STEP_TIMEOUT: o.step_timeout = parse_float_opt(name, optarg, 0, 86400); break;
+		case O_BUCKET_MB: o.bucket_mb = parse_float_opt(name, optarg, 0, 4096); break;
 		case O_SCHEDULE:
 			if (strcmp(optarg, "cosine") && strcmp(optarg, "constant"))
 				usage_error("--lr-schedule: '%s' is not cosine or constant", optarg);

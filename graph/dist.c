@@ -22,6 +22,10 @@
  *          all-gather, s = 0..N-2, every r:     A[r+1][c]  = A[r][c], c = r+1-s    on r+1
  *                          g_p[j][chunk c] = A[j][c]            on j (the sum, in place)
  *                          each rank's SGD step with its g_p, which it zeroes.
+ *        --bucket-mb M: the tensors that take the tree and are below M MiB are packed, in
+ *        backward order, into buckets of up to M MiB (slice_put on each rank), each bucket
+ *        all-reduced with the tree as one tensor and unpacked (slice_get) before the updates:
+ *        the same sums in fewer, bigger messages (ResNet-50 at 4 MiB: 161 all-reduces -> 22).
  *        Every chunk's sum is computed once and copied, so the replicas stay identical. Both
  *        send 2(N-1) gradients' worth of bytes per step in all; the ring spreads them, 2(N-1)/N
  *        per rank (the tree: rank 0 alone sends the N-1 copies of the sum), but in twice the
@@ -92,11 +96,10 @@ static int shard_of(const dnn_model *m, int p)
 	return layer % m->dist->nranks;
 }
 
-static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness,
-		       int nslots);
+static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int staleness, int nslots);
 
-int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
-			  int nslots, char *err, size_t errlen)
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, size_t bucket_elems,
+			  int staleness, int lookahead, int nslots, char *err, size_t errlen)
 {
 	int rank, nranks, rc;
 	if ((rc = starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank)) != 0 ||
@@ -113,10 +116,11 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 	}
 	d->rank = rank, d->nranks = nranks, d->mode = mode, d->staleness = staleness, d->nslots = nslots;
 	d->allreduce = allreduce;
+	d->bucket_elems = mode == DNN_MODE_SYNC ? bucket_elems : 0;
 	d->lookahead = mode == DNN_MODE_ASYNC && lookahead && staleness > 0;
 	d->next_tag = 1;
 	m->dist = d;
-	if (enable_dist(m, d, mode, allreduce, staleness, nslots) != 0) {
+	if (enable_dist(m, d, mode, staleness, nslots) != 0) {
 		dnn_set_err(err, errlen, m->g->source, "out of memory setting up the cross-rank handles of %d ranks", nranks);
 		dnn_dist_destroy(m);
 		return -1;
@@ -124,12 +128,87 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 	return 0;
 }
 
+/* Does parameter p take the ring (else the tree)? */
+static int takes_ring(const dnn_dist *d, long n)
+{
+	return d->allreduce == DNN_ALLREDUCE_RING && (size_t)n >= (size_t)d->nranks * DNN_RING_MIN_CHUNK;
+}
+
+/* Sync, --bucket-mb: group the tree's tensors smaller than a bucket, in backward order (the last
+ * parameter's gradient is complete first), into buckets of at most bucket_elems elements. A bucket
+ * of one tensor is no bucket (that tensor keeps its own all-reduce). Same result on every rank:
+ * it depends only on the parameter sizes. -1 when an allocation fails. */
+static int plan_buckets(const dnn_model *m, dnn_dist *d)
+{
+	const int P = m->nparams;
+	d->allreduces = P;
+	if (d->mode != DNN_MODE_SYNC || d->bucket_elems == 0)
+		return 0;
+	d->bucket_of = malloc((size_t)P * sizeof(int));
+	d->bucket_off = calloc((size_t)P, sizeof(size_t));
+	d->bucket_lead = malloc((size_t)P * sizeof(int));
+	d->bucket_len = calloc((size_t)P, sizeof(size_t));
+	int *members = calloc((size_t)P, sizeof(int));
+	if (!d->bucket_of || !d->bucket_off || !d->bucket_lead || !d->bucket_len || !members) {
+		free(members);
+		return -1;
+	}
+	int nb = 0; /* the open bucket is nb, when members[nb] > 0 */
+	for (int p = P - 1; p >= 0; p--) {
+		const size_t n = (size_t)m->params[p].n;
+		d->bucket_of[p] = -1;
+		if (takes_ring(d, m->params[p].n) || n >= d->bucket_elems)
+			continue;
+		if (members[nb] > 0 && d->bucket_len[nb] + n > d->bucket_elems)
+			nb++;
+		d->bucket_of[p] = nb, d->bucket_off[p] = d->bucket_len[nb], d->bucket_lead[nb] = p;
+		d->bucket_len[nb] += n, members[nb]++;
+	}
+	if (members[nb] > 0)
+		nb++;
+	/* Renumber, dropping the buckets of a single tensor. */
+	int *renum = malloc((size_t)(nb > 0 ? nb : 1) * sizeof(int));
+	if (!renum) {
+		free(members);
+		return -1;
+	}
+	int kept = 0;
+	for (int b = 0; b < nb; b++) {
+		renum[b] = members[b] > 1 ? kept : -1;
+		if (members[b] > 1) {
+			d->bucket_len[kept] = d->bucket_len[b], d->bucket_lead[kept] = d->bucket_lead[b];
+			kept++;
+		}
+	}
+	int bucketed = 0;
+	for (int p = 0; p < P; p++)
+		if (d->bucket_of[p] >= 0) {
+			d->bucket_of[p] = renum[d->bucket_of[p]];
+			if (d->bucket_of[p] < 0)
+				d->bucket_off[p] = 0;
+			else
+				bucketed++;
+		}
+	free(renum), free(members);
+	d->nbuckets = kept;
+	d->allreduces = P - bucketed + kept;
+	return 0;
+}
+
+/* Is parameter p's gradient all-reduced inside a bucket? */
+static int in_bucket(const dnn_dist *d, int p)
+{
+	return d->bucket_of && d->bucket_of[p] >= 0;
+}
+
 /* The handles of dnn_model_enable_dist; -1 when an allocation fails (dnn_dist_destroy frees). */
-static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness,
-		       int nslots)
+static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int staleness, int nslots)
 {
 	const int P = m->nparams, rank = d->rank, nranks = d->nranks;
-	/* Every rank's local gradient; ours is the REDUX handle the backward tasks already use. */
+	if (plan_buckets(m, d) != 0)
+		return -1;
+	/* Every rank's local gradient; ours is the REDUX handle the backward tasks already use. A
+	 * bucketed tensor crosses ranks only inside its bucket: no per-rank copies of it. */
 	d->g_local = calloc((size_t)nranks * P, sizeof(starpu_data_handle_t));
 	if (!d->g_local)
 		return -1;
@@ -139,10 +218,23 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, dnn_allred
 			if (j == rank) {
 				*h = m->params[p].hg;
 				starpu_mpi_data_register(*h, d->next_tag++, j);
-			} else {
+			} else if (!in_bucket(d, p)) {
 				*h = reg_vector(d, NULL, (size_t)m->params[p].n, j);
 			}
 		}
+	if (d->nbuckets > 0) {
+		const int NB = d->nbuckets;
+		d->bucket_local = calloc((size_t)nranks * NB, sizeof(starpu_data_handle_t));
+		d->bucket_global = calloc((size_t)NB, sizeof(starpu_data_handle_t));
+		if (!d->bucket_local || !d->bucket_global)
+			return -1;
+		for (int b = 0; b < NB; b++) {
+			for (int j = 0; j < nranks; j++)
+				d->bucket_local[j * NB + b] = reg_vector(d, NULL, d->bucket_len[b], j);
+			d->bucket_global[b] = reg_vector(d, NULL, d->bucket_len[b], 0);
+			dnn_grad_set_redux(d->bucket_global[b]);
+		}
+	}
 	if (mode == DNN_MODE_SYNC) {
 		const int N = nranks;
 		d->g_global = calloc((size_t)P, sizeof(starpu_data_handle_t));
@@ -152,7 +244,9 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, dnn_allred
 			return -1;
 		for (int p = 0; p < P; p++) {
 			const size_t n = (size_t)m->params[p].n;
-			if (allreduce == DNN_ALLREDUCE_RING && n >= (size_t)N * DNN_RING_MIN_CHUNK) {
+			if (in_bucket(d, p))
+				continue;
+			if (takes_ring(d, m->params[p].n)) {
 				size_t *off = &d->ring_off[(size_t)p * (N + 1)];
 				for (int c = 0; c <= N; c++) /* the first n % N chunks get one more element */
 					off[c] = (size_t)c * (n / N) + (size_t)(c < (int)(n % N) ? c : (int)(n % N));
@@ -351,11 +445,41 @@ static int async_push_step(dnn_plan *p, int q, long step, const dnn_sgd_config *
 	return mpi_insert_copy(d->snap[(step % K) * P + q], d->w_server[q], s);
 }
 
+/* The sync step of bucket b (tree): each rank packs its members' gradients into its bucket, the
+ * buckets are summed into rank 0 and sent to every rank as one tensor, and every rank unpacks the
+ * sum into its members' gradients, which their updates read and zero (as the ring does). */
+static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
+{
+	dnn_model *m = p->m;
+	dnn_dist *d = m->dist;
+	const int NB = d->nbuckets;
+	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b], G = d->bucket_global[b];
+	dnn_task_opts pack = {.name = "bucket_pack"}, unpack = {.name = "bucket_unpack"};
+	TRY(dnn_insert_grad_zero(&pack, mine));
+	for (int q = d->bucket_lead[b]; q < m->nparams; q++)
+		if (d->bucket_of[q] == b)
+			TRY(dnn_insert_grad_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
+	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib"));
+	TRY(mpi_broadcast(G, d->nranks, 1));
+	for (int q = d->bucket_lead[b]; q < m->nparams; q++) {
+		if (d->bucket_of[q] != b)
+			continue;
+		dnn_param *pr = &m->params[q];
+		TRY(dnn_insert_grad_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
+		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+		TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg));
+	}
+	return 0;
+}
+
 int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd)
 {
 	dnn_dist *d = p->m->dist;
 	for (int q = 0; q < p->m->nparams; q++) {
-		if (d->mode == DNN_MODE_ASYNC)
+		if (in_bucket(d, q)) {
+			if (d->bucket_lead[d->bucket_of[q]] == q)
+				TRY(bucket_allreduce_step(p, d->bucket_of[q], sgd));
+		} else if (d->mode == DNN_MODE_ASYNC)
 			TRY(async_push_step(p, q, step, sgd));
 		else if (d->g_global[q])
 			TRY(tree_allreduce_step(p, q, sgd));
@@ -471,11 +595,17 @@ void dnn_dist_destroy(dnn_model *m)
 		unreg_all(d->delta, (size_t)d->nranks * (d->staleness + 1) * P);
 	for (int p = 0; p < P && d->w_server_mem; p++)
 		free(d->w_server_mem[p]);
+	if (d->bucket_local)
+		unreg_all(d->bucket_local, (size_t)d->nranks * d->nbuckets);
+	if (d->bucket_global)
+		unreg_all(d->bucket_global, (size_t)d->nbuckets);
 	if (d->stats_global)
 		unreg_all(d->stats_global, (size_t)d->nslots);
 	if (d->stats_local)
 		unreg_all(d->stats_local, (size_t)d->nranks * d->nslots);
 	free(d->g_local), free(d->g_global), free(d->ring_chunk), free(d->ring_off);
+	free(d->bucket_of), free(d->bucket_off), free(d->bucket_lead), free(d->bucket_len);
+	free(d->bucket_local), free(d->bucket_global);
 	free(d->w_server), free(d->snap), free(d->delta);
 	free(d->w_server_mem), free(d->shard);
 	free(d->stats_global), free(d->stats_local), free(d->stats_global_mem), free(d->stats_local_mem);

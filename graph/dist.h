@@ -6,9 +6,10 @@
 #include "model.h"
 
 /* Turn on multi-rank training (call on every rank, after dnn_model_create, before any plan;
- * nslots = the window). No-op for one rank. -1 with err on failure. */
-int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int staleness, int lookahead,
-			  int nslots, char *err, size_t errlen);
+ * nslots = the window; bucket_elems: sync, the all-reduce bucket size in floats, 0 = no
+ * buckets). No-op for one rank. -1 with err on failure. */
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, size_t bucket_elems,
+			  int staleness, int lookahead, int nslots, char *err, size_t errlen);
 /* Async mode: the server's current parameters into this rank's replica (the end of a run). */
 int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen);
 /* Collective over the ranks: rank 0's `out` receives the element-wise sum of every rank's

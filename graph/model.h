@@ -62,6 +62,18 @@ typedef struct {
 	 * c's first element (c = N: the tensor's size). Tensors too small for the ring use the tree. */
 	starpu_data_handle_t *ring_chunk;
 	size_t *ring_off;
+	/* sync, --bucket-mb: the tensors that would take the tree and are below the bucket size are
+	 * packed, in backward order, into buckets of at most bucket_elems elements, each all-reduced
+	 * with the tree as one tensor (fewer, bigger messages, as PyTorch DDP's buckets). Per
+	 * parameter: bucket_of (-1: not bucketed) and bucket_off (its first element in the bucket);
+	 * per bucket b: bucket_len, bucket_lead (its lowest parameter index: where its tasks are
+	 * submitted), every rank j's packed gradient bucket_local[j * nbuckets + b] (owner j) and the
+	 * sum bucket_global[b] (owner 0). allreduces = collectives per step (buckets + the rest). */
+	size_t bucket_elems;
+	int nbuckets, allreduces;
+	int *bucket_of, *bucket_lead;
+	size_t *bucket_off, *bucket_len;
+	starpu_data_handle_t *bucket_local, *bucket_global;
 	/* async: per parameter, the server copy (owner: p's shard rank), S+1 snapshots of it, and
 	 * every rank's applied changes of the last S+1 steps ([(rank * (S+1) + k) * nparams + p]). */
 	starpu_data_handle_t *w_server, *snap, *delta; // snap[k * nparams + p], k in [0, S]

@@ -255,8 +255,9 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
 			return -1;
 		}
-		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, o->staleness, o->async_lookahead, o->window, err,
-					  sizeof(err)) != 0) {
+		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, bucket_elems, o->staleness, o->async_lookahead,
+					  o->window, err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
 		}
@@ -623,7 +624,8 @@ static void print_result(train_run *r)
 	if (r->nranks > 1) {
 		printf(" ranks=%d mode=%s", r->nranks, o->mode == DNN_MODE_ASYNC ? "async" : "sync");
 		if (r->m.dist && o->mode == DNN_MODE_SYNC)
-			printf(" allreduce=%s", o->allreduce == DNN_ALLREDUCE_RING ? "ring" : "tree");
+			printf(" allreduce=%s bucket_mb=%g allreduces=%d", o->allreduce == DNN_ALLREDUCE_RING ? "ring" : "tree",
+			       o->bucket_mb, r->m.dist->allreduces);
 	} else {
 		/* One process trains synchronously whatever --mode says. */
 		printf(" ranks=1 mode=sync%s", o->mode == DNN_MODE_ASYNC ? " requested_mode=async" : "");

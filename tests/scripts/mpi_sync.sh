@@ -36,6 +36,20 @@ for np in 2 4; do for ar in default ring; do
     || fail "$np ranks ($ar): result line says allreduce=$(result_field "$LINE" allreduce)"
   fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks ($ar): train_loss $L vs $REF (tolerance $TOL relative)"
 done; done
+# Gradient buckets (--bucket-mb) pack the tree's tensors into fewer all-reduces: the same sums,
+# so the same loss, with fewer collectives (lenet5: 10 tensors; 0.01 MiB packs the small ones,
+# 1 MiB all of them into one).
+for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01"; do
+  read -r np ar mb <<<"$spec"
+  LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --bucket-mb $mb 2>"$TMP/err" | tail -1)" \
+    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar --bucket-mb $mb failed"; continue; }
+  L="$(result_field "$LINE" train_loss)"; N="$(result_field "$LINE" allreduces)"
+  echo "$np ranks, $ar, buckets of $mb MiB: train_loss=$L, $N all-reduces per step"
+  [ "$(result_field "$LINE" bucket_mb)" = "$mb" ] || fail "--bucket-mb $mb: result line says bucket_mb=$(result_field "$LINE" bucket_mb)"
+  [ -n "$N" ] && [ "$N" -lt 10 ] || fail "--bucket-mb $mb: $N all-reduces per step, not fewer than lenet5's 10 tensors"
+  [ "$mb" != 1 ] || [ "$N" = 1 ] || fail "--bucket-mb 1: $N all-reduces, expected 1 bucket for all of lenet5"
+  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, buckets $mb: train_loss $L vs $REF (tolerance $TOL relative)"
+done
 # async with staleness 0 is the synchronous update, over ranks too.
 LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
   || { cat "$TMP/err" >&2; fail "async S=0 failed"; }
@@ -49,4 +63,6 @@ expect_rc 2 "$STARPU_ANP" bench --allreduce star
 expect_rc 2 "$STARPU_ANP" eval --allreduce ring
 expect_rc 2 "$STARPU_ANP" train --staleness -1
 expect_rc 2 "$STARPU_ANP" train --staleness x
+expect_rc 2 "$STARPU_ANP" train --bucket-mb -1
+expect_rc 2 "$STARPU_ANP" eval --bucket-mb 4
 finish
