@@ -134,64 +134,49 @@ static int takes_ring(const dnn_dist *d, long n)
 	return d->allreduce == DNN_ALLREDUCE_RING && (size_t)n >= (size_t)d->nranks * DNN_RING_MIN_CHUNK;
 }
 
+/* Close the open bucket b of `members` tensors: 1 when it is kept; a bucket of one tensor is no
+ * bucket (that tensor, its lead, keeps its own all-reduce) and b is reused. */
+static int close_bucket(dnn_dist *d, int b, int members)
+{
+	if (members > 1)
+		return 1;
+	d->bucket_of[d->bucket_lead[b]] = -1, d->bucket_off[d->bucket_lead[b]] = 0;
+	d->bucket_len[b] = 0;
+	return 0;
+}
+
 /* Sync, --bucket-mb: group the tree's tensors smaller than a bucket, in backward order (the last
- * parameter's gradient is complete first), into buckets of at most bucket_elems elements. A bucket
- * of one tensor is no bucket (that tensor keeps its own all-reduce). Same result on every rank:
- * it depends only on the parameter sizes. -1 when an allocation fails. */
+ * parameter's gradient is complete first), into buckets of at most bucket_elems elements. Same
+ * result on every rank: it depends only on the parameter sizes. -1 when an allocation fails. */
 static int plan_buckets(const dnn_model *m, dnn_dist *d)
 {
 	const int P = m->nparams;
 	d->allreduces = P;
-	if (d->mode != DNN_MODE_SYNC || d->bucket_elems == 0)
+	if (d->bucket_elems == 0)
 		return 0;
 	d->bucket_of = malloc((size_t)P * sizeof(int));
 	d->bucket_off = calloc((size_t)P, sizeof(size_t));
 	d->bucket_lead = malloc((size_t)P * sizeof(int));
 	d->bucket_len = calloc((size_t)P, sizeof(size_t));
-	int *members = calloc((size_t)P, sizeof(int));
-	if (!d->bucket_of || !d->bucket_off || !d->bucket_lead || !d->bucket_len || !members) {
-		free(members);
+	if (!d->bucket_of || !d->bucket_off || !d->bucket_lead || !d->bucket_len)
 		return -1;
-	}
-	int nb = 0; /* the open bucket is nb, when members[nb] > 0 */
+	int nb = 0, members = 0; /* the open bucket is nb, holding `members` tensors */
 	for (int p = P - 1; p >= 0; p--) {
 		const size_t n = (size_t)m->params[p].n;
 		d->bucket_of[p] = -1;
 		if (takes_ring(d, m->params[p].n) || n >= d->bucket_elems)
 			continue;
-		if (members[nb] > 0 && d->bucket_len[nb] + n > d->bucket_elems)
-			nb++;
+		if (members > 0 && d->bucket_len[nb] + n > d->bucket_elems)
+			nb += close_bucket(d, nb, members), members = 0;
 		d->bucket_of[p] = nb, d->bucket_off[p] = d->bucket_len[nb], d->bucket_lead[nb] = p;
-		d->bucket_len[nb] += n, members[nb]++;
+		d->bucket_len[nb] += n, members++;
 	}
-	if (members[nb] > 0)
-		nb++;
-	/* Renumber, dropping the buckets of a single tensor. */
-	int *renum = malloc((size_t)(nb > 0 ? nb : 1) * sizeof(int));
-	if (!renum) {
-		free(members);
-		return -1;
-	}
-	int kept = 0;
-	for (int b = 0; b < nb; b++) {
-		renum[b] = members[b] > 1 ? kept : -1;
-		if (members[b] > 1) {
-			d->bucket_len[kept] = d->bucket_len[b], d->bucket_lead[kept] = d->bucket_lead[b];
-			kept++;
-		}
-	}
-	int bucketed = 0;
+	if (members > 0)
+		nb += close_bucket(d, nb, members);
+	d->nbuckets = nb;
 	for (int p = 0; p < P; p++)
-		if (d->bucket_of[p] >= 0) {
-			d->bucket_of[p] = renum[d->bucket_of[p]];
-			if (d->bucket_of[p] < 0)
-				d->bucket_off[p] = 0;
-			else
-				bucketed++;
-		}
-	free(renum), free(members);
-	d->nbuckets = kept;
-	d->allreduces = P - bucketed + kept;
+		d->allreduces -= d->bucket_of[p] >= 0;
+	d->allreduces += nb;
 	return 0;
 }
 
