@@ -28,6 +28,7 @@
 #            --platform-dir D keep the generated platform files in D [$CACHE/sim/platforms/...]
 #            --calibrate-only calibrate the CPU models and stop
 #            --calib-steps N  timed steps per calibration run [12]; a big net needs fewer (ResNet-50: 5)
+#            --no-build       use build/ and build-sim/ as they are (they must exist)
 #            --quiet          only the command lines and result lines
 #            -h, --help       this help
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
@@ -39,14 +40,14 @@ say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
 NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
-SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12
+SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
 EXTRA=()
 posint() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || usage "$1 '$2': expected a positive integer"; }
 list_of() { local opt="$1" v="$2" re="$3" x; IFS=, read -ra _l <<<"$v"; [ "${#_l[@]}" -gt 0 ] || usage "$opt: empty"
   for x in "${_l[@]}"; do [[ "$x" =~ $re ]] || usage "$opt '$x': not one of the allowed values"; done; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
@@ -72,6 +73,7 @@ while [ $# -gt 0 ]; do
     --cuda-models) [ -d "${2:-}/codelets" ] || usage "--cuda-models '${2:-}': no codelets/ folder of StarPU history files there"; CUDA_MODELS="$(cd "$2" && pwd)"; shift 2 ;;
     --cuda-host) [[ "${2:-}" =~ ^[A-Za-z0-9._-]+$ ]] || usage "--cuda-host '${2:-}': expected a host name"; CUDA_HOST="$2"; shift 2 ;;
     --quiet) QUIET=1; shift ;;
+    --no-build) NO_BUILD=1; shift ;;
     --) shift; EXTRA=("$@"); break ;;
     *) usage "unknown option '$1'" ;;
   esac
@@ -96,11 +98,36 @@ build() { # DIR CMAKE-ARGS...: configure once, then an incremental build (quiet 
   cmake --build "$dir" -j"$(nproc)" --target starpu_anp >"$dir.build.log" 2>&1 \
     || { grep -E 'error' "$dir.build.log" | head -20 >&2; echo "simulate.sh: building $dir failed (log: $dir.build.log)" >&2; exit 1; }
 }
-say "building $REAL_BUILD (real) and $SIM_BUILD (SimGrid)"
-build "$REAL_BUILD"
-( export STARPU_PREFIX="$STARPU_SIM_PREFIX" PKG_CONFIG_PATH="$STARPU_SIM_PREFIX/lib/pkgconfig"
-  CC=smpicc build "$SIM_BUILD" -DDNN_SIMGRID=ON )
-REAL_APP="$REAL_BUILD/apps/starpu_anp" SIM_APP="$SIM_BUILD/apps/starpu_anp"
+# One build at a time (two sweeps started together must not link the same binary at once), and
+# this invocation runs snapshots of the binaries taken under that lock: a later invocation that
+# rebuilds after a source edit cannot pull the binary from under a sweep that is still running
+# (a sweep older than the 4 newest snapshots can still lose its own: its runs then fail).
+mkdir -p "$SIM_BUILD"
+exec 9>"$SIM_BUILD.lock"
+flock 9
+if [ "$NO_BUILD" = 0 ]; then
+  say "building $REAL_BUILD (real) and $SIM_BUILD (SimGrid)"
+  build "$REAL_BUILD"
+  ( export STARPU_PREFIX="$STARPU_SIM_PREFIX" PKG_CONFIG_PATH="$STARPU_SIM_PREFIX/lib/pkgconfig"
+    CC=smpicc build "$SIM_BUILD" -DDNN_SIMGRID=ON )
+fi
+for app in "$REAL_BUILD/apps/starpu_anp" "$SIM_BUILD/apps/starpu_anp"; do
+  [ -x "$app" ] || { echo "simulate.sh: $app is missing (run without --no-build to build it)" >&2; exit 1; }
+done
+# Content-addressed snapshots, kept (the 4 newest) so that the printed command can be rerun.
+SNAP="$(cat "$REAL_BUILD/apps/starpu_anp" "$SIM_BUILD/apps/starpu_anp" | sha256sum | cut -c1-12)"
+APPS="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}/sim/apps/$SNAP"
+if [ ! -x "$APPS/starpu_anp.sim" ]; then
+  mkdir -p "$APPS.tmp"
+  cp "$REAL_BUILD/apps/starpu_anp" "$APPS.tmp/starpu_anp.real"
+  cp "$SIM_BUILD/apps/starpu_anp" "$APPS.tmp/starpu_anp.sim"
+  rm -rf "$APPS"; mv "$APPS.tmp" "$APPS"
+fi
+touch "$APPS"
+# shellcheck disable=SC2012
+ls -1dt "$(dirname "$APPS")"/*/ 2>/dev/null | tail -n +5 | xargs -r rm -rf
+flock -u 9; exec 9>&-
+REAL_APP="$APPS/starpu_anp.real" SIM_APP="$APPS/starpu_anp.sim"
 # A bad --net or --input is a usage error, found before anything is calibrated or simulated.
 if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/null 2>&1; then
   { "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary 2>&1 || true; } | tail -1 >&2
