@@ -5,6 +5,8 @@
 #   net hosts rate allreduce images_per_s bytes_per_step(all ranks) busiest_rank_bytes_per_step link_bytes_per_step
 # bytes_per_step: StarPU-MPI's count (STARPU_MPI_STATS=1) over the run's steps (warm-up included).
 # Environment: NETS ("lenet5 resnet8 resnet20"), HOSTS ("2 4"), RATES ("off 10gbit 1gbit"),
+# ARS ("tree ring": the all-reduces to compare, each optionally with gradient buckets, e.g.
+# "tree tree+b4" for --allreduce tree and --allreduce tree --bucket-mb 4; run in turn per rep),
 # STEPS_lenet5 (60), STEPS_resnet8 (10), STEPS_resnet20 (5), REPS (1), ANP_NET_ID (40).
 # Needs root (namespaces). Run from the repository root after building.
 set -u
@@ -13,10 +15,12 @@ B="${STARPU_ANP:-$ROOT/build/apps/starpu_anp}"
 C="$ROOT/tests/net/cluster.sh"
 export ANP_NET_ID="${ANP_NET_ID:-40}"
 NETS="${NETS:-lenet5 resnet8 resnet20}"; HOSTS="${HOSTS:-2 4}"; RATES="${RATES:-off 10gbit 1gbit}"; REPS="${REPS:-1}"
+ARS="${ARS:-tree ring}"
+for v in $ARS; do [[ "$v" =~ ^(tree|ring)(\+b[0-9]+([.][0-9]+)?)?$ ]] || { echo "net_allreduce.sh: ARS item '$v': expected tree, ring, tree+bM or ring+bM" >&2; exit 2; }; done
 trap 'bash "$C" down' EXIT
 trap 'exit 130' INT
 TMP="$(mktemp -d)"; trap 'bash "$C" down; rm -rf "$TMP"' EXIT
-printf '%-9s %5s %6s %5s %10s %14s %14s %14s\n' net hosts rate ar img_per_s mpi_B_per_step busiest_B_step link_B_per_step
+printf '%-9s %5s %6s %8s %10s %14s %14s %14s\n' net hosts rate ar img_per_s mpi_B_per_step busiest_B_step link_B_per_step
 for n in $HOSTS; do
   bash "$C" up "$n" >/dev/null || exit $?
   for rate in $RATES; do
@@ -26,17 +30,18 @@ for n in $HOSTS; do
       [ "$net" = lenet5 ] && steps="${STEPS_lenet5:-60}"
       [ "$net" = resnet8 ] && steps="${STEPS_resnet8:-10}"
       [ "$net" = resnet20 ] && steps="${STEPS_resnet20:-5}"
-      for rep in $(seq 1 "$REPS"); do for ar in tree ring; do
+      for rep in $(seq 1 "$REPS"); do for arv in $ARS; do
+        ar="${arv%%+*}" bucket=0; [ "$ar" = "$arv" ] || bucket="${arv#*+b}"
         tx0=0; for h in $(seq 1 "$n"); do tx0=$((tx0 + $(ip netns exec "anpnet${ANP_NET_ID}h$h" cat /sys/class/net/anp0/statistics/tx_bytes))); done
         line="$(timeout -k 5 600 bash "$C" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_MPI_STATS=1 \
-          "$B" bench --net "$net" --steps "$steps" --allreduce "$ar" --quiet 2>"$TMP/err" | tail -1)" \
-          || { echo "run failed: $net $n $rate $ar" >&2; tail -5 "$TMP/err" >&2; continue; }
+          "$B" bench --net "$net" --steps "$steps" --allreduce "$ar" --bucket-mb "$bucket" --quiet 2>"$TMP/err" | tail -1)" \
+          || { echo "run failed: $net $n $rate $arv" >&2; tail -5 "$TMP/err" >&2; continue; }
         tx1=0; for h in $(seq 1 "$n"); do tx1=$((tx1 + $(ip netns exec "anpnet${ANP_NET_ID}h$h" cat /sys/class/net/anp0/statistics/tx_bytes))); done
         total_steps="$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^steps=//p')"
         ips="$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^images_per_s=//p')"
         read -r all max < <(sed -n 's/^\[starpu_comm_stats\]\[[0-9]*\] TOTAL:[[:space:]]*\([0-9]*\)\..*/\1/p' "$TMP/err" \
           | awk '{s += $1; if ($1 > m) m = $1} END {print s + 0, m + 0}')
-        printf '%-9s %5s %6s %5s %10s %14.0f %14.0f %14.0f\n' "$net" "$n" "$rate" "$ar" "$ips" \
+        printf '%-9s %5s %6s %8s %10s %14.0f %14.0f %14.0f\n' "$net" "$n" "$rate" "$arv" "$ips" \
           "$(awk -v a="$all" -v s="$total_steps" 'BEGIN{print a / s}')" "$(awk -v a="$max" -v s="$total_steps" 'BEGIN{print a / s}')" \
           "$(awk -v a=$((tx1 - tx0)) -v s="$total_steps" 'BEGIN{print a / s}')"
       done; done

@@ -103,7 +103,7 @@ build() { # DIR CMAKE-ARGS...: configure once, then an incremental build (quiet 
 # rebuilds after a source edit cannot pull the binary from under a sweep that is still running
 # (a sweep older than the 4 newest snapshots can still lose its own: its runs then fail).
 mkdir -p "$SIM_BUILD"
-exec 9>"$SIM_BUILD.lock"
+exec 9>"$SIM_BUILD/.simulate.lock"
 flock 9
 if [ "$NO_BUILD" = 0 ]; then
   say "building $REAL_BUILD (real) and $SIM_BUILD (SimGrid)"
@@ -184,7 +184,7 @@ calibrate() {
 # ---------------------------------------------------------------- the runs
 IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_GPUS <<<"$GPUS"; IFS=, read -ra L_SCHED <<<"$SCHED"
 IFS=, read -ra L_MODE <<<"$MODE"; IFS=, read -ra L_AR <<<"$ALLREDUCE"
-[ -f "$CSV" ] || echo "platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces" >"$CSV"
+CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces"
 STARPU_MAXNODES="$(sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p' "$STARPU_SIM_PREFIX/include/starpu/1.4/starpu_config.h")"
 nruns=0 nfail=0
 RUNROWS="$(mktemp /tmp/anp-sim-rows-XXXXXX.csv)" # this invocation's rows, for the plot
@@ -260,6 +260,7 @@ for ar in "${L_AR[@]}"; do
     bmb="$(field bucket_mb)"; nar="$(field allreduces)"
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
+    [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
     echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--}" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
