@@ -5,7 +5,7 @@
 #     and at most 10% less. A free network does not make the all-reduce free: its own tasks
 #     (StarPU-MPI's reduction into rank 0 for tree; 2(N-1) slice copies and sums per parameter
 #     for ring) run on each node's one CPU worker, on the step's critical path. Measured, lenet5:
-#     tree 96% of one node (resnet8 with 2 workers: 99.6%). Ring measured 89-92%, depending on
+#     tree 95.8% of one node (2026-12-04). Ring measured 89-92%, depending on
 #     its slice tasks' calibration, which only a 2-rank run on this 2-core machine can give (an
 #     oversubscribed one): not asserted here, docs/SIMULATION.md.
 #  2. more GPUs never lose throughput under dmda on a compute-bound net: resnet20, batch 256 in
@@ -13,13 +13,13 @@
 #     (dmda places everything) and pinned (--pin-chunks). GPU workers only: with this VM's CPU
 #     cores as workers too, dmda's choices hang on their noisy calibration (4 dies measured
 #     5.5k-8.9k images/s across calibrations, once below 2 dies' 6.9k); the GPU models are
-#     deterministic. Measured: 4.7k, 6.4k, 7.2k free; 4.8k, 9.0k, 12.5k pinned (with CPUs).
+#     deterministic. Measured: 4.9k, 6.0k, 7.7k free; 5.0k, 8.6k, 11.6k pinned.
 #  3. GPU-only nodes (--ncpu 0: nothing to calibrate, models_cpu=none) of a net whose big
 #     parameters live in SMPI shared memory in the simulation build (resnet18 at 32x32, 11.7 M
 #     parameters): 2 nodes on an infinitely fast network give more images/s than 1, with the tree
 #     and with the ring. Not per-node parity: the all-reduce stages every gradient and weight
 #     through host memory over PCIe, which an infinite network does not make free (measured:
-#     2266 img/s on 1 node, 3450 tree / 3144 ring on 2).
+#     4178 img/s on 1 node, 5359 tree / 5091 ring on 2).
 # Skipped (77) only where SimGrid is absent.
 source "$(dirname "$0")/lib.sh"
 ROOT="${DNN_SOURCE_DIR:?}"
