@@ -128,7 +128,7 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 	return 0;
 }
 
-/* Does parameter p take the ring (else the tree)? */
+/* Does a tensor of n elements take the ring (else the tree)? */
 static int takes_ring(const dnn_dist *d, long n)
 {
 	return d->allreduce == DNN_ALLREDUCE_RING && (size_t)n >= (size_t)d->nranks * DNN_RING_MIN_CHUNK;

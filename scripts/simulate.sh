@@ -89,6 +89,7 @@ set --
 source "$ROOT/scripts/env.sh" --sim --quiet
 [ -n "${STARPU_SIM_PREFIX:-}" ] || { echo "simulate.sh: bootstrap did not report the SimGrid StarPU" >&2; exit 1; }
 REAL_BUILD="${ANP_REAL_BUILD:-$ROOT/build}" SIM_BUILD="${ANP_SIM_BUILD:-$ROOT/build-sim}"
+CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"
 build() { # DIR CMAKE-ARGS...: configure once, then an incremental build (quiet unless it fails)
   local dir="$1"; shift
   mkdir -p "$dir"
@@ -116,7 +117,7 @@ for app in "$REAL_BUILD/apps/starpu_anp" "$SIM_BUILD/apps/starpu_anp"; do
 done
 # Content-addressed snapshots, kept (the 4 newest) so that the printed command can be rerun.
 SNAP="$(cat "$REAL_BUILD/apps/starpu_anp" "$SIM_BUILD/apps/starpu_anp" | sha256sum | cut -c1-12)"
-APPS="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}/sim/apps/$SNAP"
+APPS="$CACHE/sim/apps/$SNAP"
 if [ ! -x "$APPS/starpu_anp.sim" ]; then
   mkdir -p "$APPS.tmp"
   cp "$REAL_BUILD/apps/starpu_anp" "$APPS.tmp/starpu_anp.real"
@@ -135,7 +136,6 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
 fi
 
 # ---------------------------------------------------------------- calibration (this machine's CPU)
-CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"
 HOST="$(hostname)"
 CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib}"  # STARPU_HOME of the one-process calibration runs
 # Multi-rank calibration runs (for the reduction's shapes) write to their own STARPU_HOME: they
