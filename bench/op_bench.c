@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "conv2d.h"
+#include "cpu_kernels.h"
 #include "dense.h"
 
 void openblas_set_num_threads(int num_threads);
@@ -385,6 +386,12 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	char kerr[256], kline[1024];
+	if (dnn_cpu_kernels_init(argv, kerr, sizeof(kerr)) != 0) { /* may re-execute (cpu_kernels.h) */
+		fprintf(stderr, "error: %s\n", kerr);
+		return 2;
+	}
+	dnn_cpu_kernels_describe(kline, sizeof(kline));
 	openblas_set_num_threads(1);
 	/* The reference is measured before and after the ops and the faster kept, so that a
 	 * moment of contention on a shared machine does not inflate every percentage. */
@@ -395,6 +402,7 @@ int main(int argc, char **argv)
 	double sgemm_after = measure_sgemm(o.reps);
 	double sgemm = sgemm_before > sgemm_after ? sgemm_before : sgemm_after;
 
+	printf("%s\n", kline);
 	printf("single-core sgemm 256x1024x1152: %.1f GFLOP/s (%.1f before the ops, %.1f after; "
 	       "best of %d runs each, %s clock); batch %d, best of %d runs per row\n\n",
 	       sgemm, sgemm_before, sgemm_after, o.reps < 10 ? 10 : o.reps,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h"
 #include "dnn_codelet.h"
 #include "dnn_cuda.h"
 #include "dnn_sim_model.h"
@@ -20,10 +21,15 @@ static int g_use_mpi, g_rank, g_nranks = 1;
 
 int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 {
+	char err[1024];
+	/* First: the BLAS must run the CPU's kernels; this may re-execute the program (cpu_kernels.h). */
+	if (dnn_cpu_kernels_init(argv ? *argv : NULL, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		exit(2);
+	}
 	openblas_set_num_threads(1);
 	/* DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB (dnn_codelet.h): a bad value is a usage error, in
 	 * every build and before StarPU starts, so it is caught on a machine without a GPU too. */
-	char err[1024];
 	dnn_cuda_env env;
 	if (dnn_cuda_env_read(&env, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
@@ -56,6 +62,13 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 		exit(1);
 	}
 	g_use_mpi = use_mpi;
+	if (g_rank == 0 && dnn_cpu_kernels_short()) { /* one line, naming the fix */
+		char line[1024];
+		dnn_cpu_kernels_describe(line, sizeof(line));
+		const char *warn = strstr(line, "\nwarning: ");
+		if (warn)
+			fprintf(stderr, "%s\n", warn + 1);
+	}
 	if (dnn_sim_models_install(err, sizeof(err)) != 0) { /* the simulation build only */
 		fprintf(stderr, "error: %s\n", err);
 		exit(1);

@@ -18,6 +18,7 @@
 
 #include "anp.h"
 #include "checkpoint.h"
+#include "cpu_kernels.h"
 #include "data.h"
 #include "dnn_runtime.h"
 #include "evaluate.h"
@@ -281,6 +282,12 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 			o->cmd, r->g.source, dnn_graph_params(&r->g), r->train.n, o->batch, r->chunks,
 			starpu_worker_get_count(), starpu_cpu_worker_get_count(), starpu_cuda_worker_get_count(),
 			sched_name(), o->window);
+	if (!o->quiet && r->rank == 0 && !DNN_SIMULATED) { /* which CPU kernels run (cpu_kernels.h) */
+		char kern[1024];
+		dnn_cpu_kernels_describe(kern, sizeof(kern));
+		kern[strcspn(kern, "\n")] = 0; /* the warning, if any, was printed at start-up */
+		fprintf(stderr, "%s\n", kern);
+	}
 	r->perm = malloc(sizeof(int) * (size_t)r->train.n);
 	if (!r->perm) {
 		fprintf(stderr, "error: out of memory for the order of %d samples\n", r->train.n);
@@ -636,6 +643,9 @@ static void print_result(train_run *r)
 		       r->m.dist->staleness_count ? r->m.dist->staleness_sum / r->m.dist->staleness_count : 0.0,
 		       r->m.dist->staleness_max);
 	printf(" fuse=%d pin_chunks=%d tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL, r->p.tasks_per_step);
+	if (!DNN_SIMULATED)
+		printf(" blas=%s blas_isa=%s cpu_isa=%s", dnn_blas_field(), dnn_isa_name(dnn_blas_isa()),
+		       dnn_isa_name(dnn_cpu_isa()));
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
 #endif
