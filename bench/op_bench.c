@@ -19,6 +19,7 @@
 
 #include "conv2d.h"
 #include "dense.h"
+#include "knobs.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -322,6 +323,11 @@ static int parse_int(const char *opt, const char *s, int lo, int hi)
 int main(int argc, char **argv)
 {
 	bench_opts o = {.batch = 64, .reps = 5};
+	char kerr[512];
+	if (dnn_knobs_load(kerr, sizeof(kerr)) != 0) { /* DNN_CONV_ALGO: the default algorithm */
+		fprintf(stderr, "error: %s\n", kerr);
+		return 2;
+	}
 	const char *only = NULL;
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, 'b'},
