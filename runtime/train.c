@@ -508,20 +508,20 @@ static void print_result(train_run *r)
 		printf(" test_accuracy=%.4f test_loss=%.6f", r->test_acc, r->test_loss);
 	if (r->train.folder)
 		dnn_anp_print_fields(stdout, &r->train, r->eval ? &r->test : NULL, r->eval ? &r->anp : NULL);
+	dnn_dist_info di;
+	dnn_dist_get_info(r->m.dist, &di);
 	if (r->nranks > 1) {
 		printf(" ranks=%d mode=%s", r->nranks, o->mode == DNN_MODE_ASYNC ? "async" : "sync");
 		if (r->m.dist && o->mode == DNN_MODE_SYNC)
 			printf(" allreduce=%s bucket_mb=%g allreduces=%d", o->allreduce == DNN_ALLREDUCE_RING ? "ring" : "tree",
-			       o->bucket_mb, r->m.dist->allreduces);
+			       o->bucket_mb, di.allreduces);
 	} else {
 		/* One process trains synchronously whatever --mode says. */
 		printf(" ranks=1 mode=sync%s", o->mode == DNN_MODE_ASYNC ? " requested_mode=async" : "");
 	}
 	if (r->m.dist && o->mode == DNN_MODE_ASYNC)
-		printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness,
-		       r->m.dist->lookahead,
-		       r->m.dist->staleness_count ? r->m.dist->staleness_sum / r->m.dist->staleness_count : 0.0,
-		       r->m.dist->staleness_max);
+		printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness, di.lookahead,
+		       di.staleness_mean, di.staleness_max);
 	printf(" fuse=%d pin_chunks=%d tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL, r->p.tasks_per_step);
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
