@@ -171,6 +171,40 @@ static int resume_seed(dnn_train_opts *o)
 	return 0;
 }
 
+/* The multi-rank set-up (ranks > 1), the plan (pinned with --pin-chunks) and the memory check.
+ * Returns 0, or -1 after printing one error line. */
+static int setup_plan(train_run *r)
+{
+	char err[512];
+	const dnn_train_opts *o = &r->o;
+	if (r->nranks > 1) {
+		if (o->batch < r->nranks) {
+			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
+			return -1;
+		}
+		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, bucket_elems, o->staleness, o->async_lookahead,
+					  o->window, err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: %s\n", err);
+			return -1;
+		}
+	}
+	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	r->have_plan = 1;
+	if (o->pin_chunks && dnn_plan_pin_chunks(&r->p, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	if (dnn_preflight_memory(&r->m, &r->p, r->eval ? o->batch : 0, r->chunks, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Net, data, model (and its checkpoint), metrics file, multi-rank set-up, plan and memory check.
  * Returns 0, or -1 after printing one error line. */
 static int run_setup(train_run *r, const dnn_train_opts *opts)
@@ -239,31 +273,8 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		if (!o->resume_path)
 			fprintf(r->metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s\n");
 	}
-	if (r->nranks > 1) {
-		if (o->batch < r->nranks) {
-			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
-			return -1;
-		}
-		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, bucket_elems, o->staleness, o->async_lookahead,
-					  o->window, err, sizeof(err)) != 0) {
-			fprintf(stderr, "error: %s\n", err);
-			return -1;
-		}
-	}
-	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
+	if (setup_plan(r) != 0)
 		return -1;
-	}
-	r->have_plan = 1;
-	if (o->pin_chunks && dnn_plan_pin_chunks(&r->p, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		return -1;
-	}
-	if (dnn_preflight_memory(&r->m, &r->p, r->eval ? o->batch : 0, r->chunks, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		return -1;
-	}
 	if (!o->quiet)
 		fprintf(stderr, "%s: net %s (%lld params), %d train samples, batch %d in %d chunks, %u workers "
 				"(%u CPU, %u CUDA), scheduler %s, window %d\n",
