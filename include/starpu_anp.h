@@ -31,9 +31,9 @@ typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
  * 0 then a send to every rank, or a ring of reduce-scatter/all-gather tasks over N chunks. */
 typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1 } dnn_allreduce;
 
-/* The options of `starpu_anp train|bench|eval|predict`. */
+/* The options of `starpu_anp train|bench|eval|predict|export`. */
 typedef struct {
-	const char *cmd;          // "train" or "bench", for messages and the result line
+	const char *cmd;          // the command (train, bench, eval, predict, export), for messages and result lines
 	const char *net;          // built-in name or .net path
 	int net_set;              // --net was given (eval/predict/export: else the checkpoint's net)
 	const char *data_dir;     // --data: fashion-mnist | synthetic | DIR
