@@ -175,13 +175,80 @@ static void help_cmd(const char *c)
 	       "The last line of output is 'result: key=value ...'.\n");
 }
 
+/* ---------------------------------------------------------------- the commands */
+/* One bit per command that takes options; an option lists the commands it applies to (any other
+ * command refuses it as a usage error instead of ignoring it). */
+enum { C_TRAIN = 1, C_EVAL = 2, C_BENCH = 4, C_PREDICT = 8, C_EXPORT = 16 };
+#define C_ALL (C_TRAIN | C_EVAL | C_BENCH | C_PREDICT | C_EXPORT)
+#define C_RUNS (C_TRAIN | C_EVAL | C_BENCH | C_PREDICT) /* all but export */
+#define C_TRAINS (C_TRAIN | C_BENCH)                   /* the training loop */
+
+/* Everything the command line sets. */
+typedef struct {
+	int cmd;                 /* C_* */
+	dnn_train_opts o;
+	int summary;
+	const char *checkpoint;  /* --checkpoint: written (train) or read (eval, predict, export) */
+	const char *trace_dir, *onnx_path;
+	const char *const *images; /* predict: the arguments after the options */
+	int nimages;
+} cli;
+
+static const struct {
+	const char *name;
+	int bit;
+} commands[] = {{"train", C_TRAIN}, {"eval", C_EVAL}, {"bench", C_BENCH}, {"predict", C_PREDICT}, {"export", C_EXPORT}};
+
+/* ---------------------------------------------------------------- the options */
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
-       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BUCKET_MB };
-enum { O_TRACE = 2000 };
-enum { O_INPUT = 2100, O_VAL_FRACTION, O_REPORT };
-enum { O_ONNX = 2200 };
+       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX };
+
+/* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
+static const struct {
+	const char *name;
+	int has_arg, id, cmds;
+} options[] = {
+	{"net", 1, O_NET, C_ALL},
+	{"data", 1, O_DATA, C_TRAIN | C_EVAL},
+	{"batch", 1, O_BATCH, C_RUNS},
+	{"chunks", 1, O_CHUNKS, C_RUNS},
+	{"lr", 1, O_LR, C_TRAINS},
+	{"momentum", 1, O_MOM, C_TRAINS},
+	{"weight-decay", 1, O_WD, C_TRAINS},
+	{"window", 1, O_WINDOW, C_TRAINS},
+	{"pin-chunks", 0, O_PIN_CHUNKS, C_TRAINS},
+	{"seed", 1, O_SEED, C_RUNS},
+	{"max-steps", 1, O_STEPS, C_TRAIN},
+	{"steps", 1, O_BSTEPS, C_BENCH},
+	{"epochs", 1, O_EPOCHS, C_TRAIN},
+	{"limit-train", 1, O_LIMIT_TRAIN, C_TRAIN},
+	{"limit-test", 1, O_LIMIT_TEST, C_TRAIN},
+	{"limit", 1, O_LIMIT, C_EVAL},
+	{"no-eval", 0, O_NO_EVAL, C_TRAIN},
+	{"metrics", 1, O_METRICS, C_TRAIN},
+	{"checkpoint", 1, O_CHECKPOINT, C_TRAIN | C_EVAL | C_PREDICT | C_EXPORT},
+	{"resume", 1, O_RESUME, C_TRAIN},
+	{"summary", 0, O_SUMMARY, C_TRAIN},
+	{"warmup", 1, O_WARMUP, C_BENCH},
+	{"quiet", 0, O_QUIET, C_RUNS},
+	{"lr-schedule", 1, O_SCHEDULE, C_TRAINS},
+	{"checkpoint-every", 1, O_CKPT_EVERY, C_TRAIN},
+	{"mode", 1, O_MODE, C_TRAINS},
+	{"staleness", 1, O_STALENESS, C_TRAINS},
+	{"no-lookahead", 0, O_NO_LOOKAHEAD, C_TRAINS},
+	{"allreduce", 1, O_ALLREDUCE, C_TRAINS},
+	{"step-timeout", 1, O_STEP_TIMEOUT, C_TRAINS},
+	{"bucket-mb", 1, O_BUCKET_MB, C_TRAINS},
+	{"trace", 1, O_TRACE, C_RUNS},
+	{"input", 1, O_INPUT, C_ALL},
+	{"val-fraction", 1, O_VAL_FRACTION, C_TRAIN | C_EVAL},
+	{"report", 1, O_REPORT, C_TRAIN | C_EVAL},
+	{"onnx", 1, O_ONNX, C_EXPORT},
+	{"help", 0, 'h', C_ALL},
+};
+#define NOPTIONS (int)(sizeof(options) / sizeof(options[0]))
 
 static void check_readable_file(const char *opt, const char *path)
 {
@@ -207,234 +274,236 @@ static void check_writable_parent(const char *opt, const char *path)
 	}
 }
 
-int main(int argc, char **argv)
+/* One of the words, or a usage error naming the option and the words. */
+static int parse_word(const char *opt, const char *v, const char *a, const char *b)
 {
-	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-		help_main();
-		return argc < 2 ? 2 : 0;
+	if (strcmp(v, a) && strcmp(v, b))
+		usage_error("--%s: '%s' is not %s or %s", opt, v, a, b);
+	return strcmp(v, a) == 0 ? 0 : 1;
+}
+
+/* The value of option `id` (already known to apply to the command) into c. */
+static void set_option(cli *c, int id, const char *name, const char *v)
+{
+	dnn_train_opts *o = &c->o;
+	switch (id) {
+	case O_NET: o->net = v, o->net_set = 1; break;
+	case O_ONNX: check_writable_parent(name, v); c->onnx_path = v; break;
+	case O_DATA: o->data_dir = v; break;
+	case O_BATCH: o->batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
+	case O_CHUNKS: o->chunks = (int)parse_long_opt(name, v, 1, 1 << 16); break;
+	case O_LR: o->sgd.lr = parse_float_opt(name, v, 0, 100); break;
+	case O_MOM: o->sgd.momentum = parse_float_opt(name, v, 0, 0.9999); break;
+	case O_WD: o->sgd.weight_decay = parse_float_opt(name, v, 0, 1); break;
+	case O_WINDOW: o->window = (int)parse_long_opt(name, v, 1, 64); break;
+	case O_PIN_CHUNKS: o->pin_chunks = 1; break;
+	case O_SEED: o->seed = (uint64_t)parse_long_opt(name, v, 0, LONG_MAX), o->seed_set = 1; break;
+	case O_STEPS: case O_BSTEPS: o->max_steps = parse_long_opt(name, v, 1, 1L << 40); break;
+	case O_EPOCHS: o->epochs = (int)parse_long_opt(name, v, 1, 100000); break;
+	case O_LIMIT_TRAIN: o->limit_train = (int)parse_long_opt(name, v, 1, INT_MAX); break;
+	case O_LIMIT_TEST: case O_LIMIT: o->limit_test = (int)parse_long_opt(name, v, 1, INT_MAX); break;
+	case O_NO_EVAL: o->eval = 0; break;
+	case O_METRICS: check_writable_parent(name, v); o->metrics_path = v; break;
+	case O_CHECKPOINT:
+		if (c->cmd == C_TRAIN)
+			check_writable_parent(name, v);
+		else
+			check_readable_file(name, v);
+		c->checkpoint = v;
+		break;
+	case O_RESUME: check_readable_file(name, v); o->resume_path = v; break;
+	case O_SUMMARY: c->summary = 1; break;
+	case O_CKPT_EVERY: o->checkpoint_every = parse_long_opt(name, v, 1, 1L << 40); break;
+	case O_WARMUP: o->warmup = (int)parse_long_opt(name, v, 0, 1000000); break;
+	case O_QUIET: o->quiet = 1; break;
+	case O_TRACE: c->trace_dir = v; break;
+	case O_INPUT: o->input = (int)parse_long_opt(name, v, 1, 16384); break;
+	case O_VAL_FRACTION: o->val_fraction = parse_float_opt(name, v, 0, 0.9); break;
+	case O_REPORT: check_writable_parent(name, v); o->report_path = v; break;
+	case O_MODE: o->mode = parse_word(name, v, "sync", "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC; break;
+	case O_ALLREDUCE:
+		o->allreduce = parse_word(name, v, "tree", "ring") ? DNN_ALLREDUCE_RING : DNN_ALLREDUCE_TREE;
+		break;
+	case O_STALENESS: o->staleness = (int)parse_long_opt(name, v, 0, 1000); break;
+	case O_NO_LOOKAHEAD: o->async_lookahead = 0; break;
+	case O_STEP_TIMEOUT: o->step_timeout = parse_float_opt(name, v, 0, 86400); break;
+	case O_BUCKET_MB: o->bucket_mb = parse_float_opt(name, v, 0, 4096); break;
+	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
+	default: break;
 	}
-	cmd = argv[1];
-	if (!strcmp(cmd, "nets"))
-		return dnn_cmd_nets();
-	if (!strcmp(cmd, "trace-summary") || !strcmp(cmd, "sweep"))
-		return dnn_trace_tool_main(cmd, argc - 2, argv + 2);
-	int is_train = !strcmp(cmd, "train"), is_eval = !strcmp(cmd, "eval"), is_bench = !strcmp(cmd, "bench");
-	int is_predict = !strcmp(cmd, "predict"), is_export = !strcmp(cmd, "export");
-	if (!is_train && !is_eval && !is_bench && !is_predict && !is_export) {
-		fprintf(stderr, "%s: unknown command '%s' (commands: train eval predict bench export nets trace-summary sweep; see '%s --help')\n", prog, cmd,
-			prog);
-		return 2;
-	}
-	dnn_train_opts o;
-	dnn_train_opts_default(&o);
-	o.cmd = cmd;
-	if (is_bench) {
-		o.synthetic = 1, o.max_steps = 20, o.warmup = 3, o.eval = 0, o.epochs = 1000000;
-	}
-	int summary = 0;
-	const char *checkpoint = NULL;
-	const char *trace_dir = NULL;
-	const char *onnx_path = NULL;
-	static const struct option longopts[] = {
-		{"net", required_argument, 0, O_NET},         {"data", required_argument, 0, O_DATA},
-		{"batch", required_argument, 0, O_BATCH},     {"chunks", required_argument, 0, O_CHUNKS},
-		{"lr", required_argument, 0, O_LR},           {"momentum", required_argument, 0, O_MOM},
-		{"weight-decay", required_argument, 0, O_WD},           {"window", required_argument, 0, O_WINDOW},
-		{"pin-chunks", no_argument, 0, O_PIN_CHUNKS},
-		{"seed", required_argument, 0, O_SEED},       {"max-steps", required_argument, 0, O_STEPS}, {"steps", required_argument, 0, O_BSTEPS},
-		{"epochs", required_argument, 0, O_EPOCHS},   {"limit-train", required_argument, 0, O_LIMIT_TRAIN},
-		{"limit-test", required_argument, 0, O_LIMIT_TEST}, {"limit", required_argument, 0, O_LIMIT},
-		{"no-eval", no_argument, 0, O_NO_EVAL},       {"metrics", required_argument, 0, O_METRICS},
-		{"checkpoint", required_argument, 0, O_CHECKPOINT}, {"resume", required_argument, 0, O_RESUME},
-		{"summary", no_argument, 0, O_SUMMARY},       {"warmup", required_argument, 0, O_WARMUP},
-		{"quiet", no_argument, 0, O_QUIET}, {"lr-schedule", required_argument, 0, O_SCHEDULE},
-		{"checkpoint-every", required_argument, 0, O_CKPT_EVERY},
-		{"mode", required_argument, 0, O_MODE}, {"staleness", required_argument, 0, O_STALENESS}, {"no-lookahead", no_argument, 0, O_NO_LOOKAHEAD},           {"help", no_argument, 0, 'h'},
-		{"allreduce", required_argument, 0, O_ALLREDUCE}, {"step-timeout", required_argument, 0, O_STEP_TIMEOUT},
-		{"bucket-mb", required_argument, 0, O_BUCKET_MB},
-		{"trace", required_argument, 0, O_TRACE},
-		{"input", required_argument, 0, O_INPUT}, {"val-fraction", required_argument, 0, O_VAL_FRACTION},
-		{"report", required_argument, 0, O_REPORT},
-		{"onnx", required_argument, 0, O_ONNX},
-		{0, 0, 0, 0}};
+}
+
+/* The options after the command (argv[1] is the command: it serves as getopt's argv[0]); returns
+ * 1 when --help was shown. */
+static int parse_options(cli *c, int argc, char **argv)
+{
+	struct option longopts[NOPTIONS + 1];
+	for (int i = 0; i < NOPTIONS; i++)
+		longopts[i] = (struct option){options[i].name, options[i].has_arg ? required_argument : no_argument, 0,
+					      options[i].id};
+	longopts[NOPTIONS] = (struct option){0, 0, 0, 0};
 	opterr = 0;
-	int c;
-	/* The options after the command: parse argv + 1 (the command as its argv[0]). optind = 0 makes
-	 * glibc's getopt start afresh even if something before main() used it (SMPI, in the
-	 * simulation build, does: optind = 2 then resumed a stale permutation). */
+	/* optind = 0 makes glibc's getopt start afresh even if something before main() used it (SMPI,
+	 * in the simulation build, does: optind = 2 then resumed a stale permutation). */
 	char **sub = argv + 1;
 	const int subc = argc - 1;
 	optind = 0;
-	while ((c = getopt_long(subc, sub, ":h", longopts, NULL)) != -1) {
-		const char *name = "";
-		for (const struct option *lo = longopts; lo->name; lo++)
-			if (lo->val == c)
-				name = lo->name;
-		/* Options that make no sense for this command are usage errors, not silently ignored. */
-		int ok = 1;
-		switch (c) {
-		case O_DATA: ok = !is_bench && !is_predict; break;
-		case O_LR: case O_MOM: case O_WD: case O_WINDOW: case O_SCHEDULE: case O_MODE: case O_STALENESS:
-		case O_PIN_CHUNKS:
-		case O_NO_LOOKAHEAD: case O_ALLREDUCE: case O_STEP_TIMEOUT: case O_BUCKET_MB:
-			ok = !is_eval && !is_predict;
-			break;
-		case O_VAL_FRACTION: case O_REPORT: ok = is_train || is_eval; break;
-		case O_STEPS: ok = is_train; break;
-		case O_BSTEPS: ok = is_bench; break;
-		case O_EPOCHS: case O_LIMIT_TRAIN: case O_LIMIT_TEST: case O_NO_EVAL: case O_METRICS: case O_RESUME:
-		case O_SUMMARY: case O_CKPT_EVERY: ok = is_train; break;
-		case O_CHECKPOINT: ok = !is_bench; break;
-		case O_WARMUP: ok = is_bench; break;
-		case O_LIMIT: ok = is_eval; break;
-		default: break;
-		}
-		if (c == O_ONNX || is_export) /* export takes only these */
-			ok = c == O_ONNX ? is_export : c == O_NET || c == O_INPUT || c == O_CHECKPOINT || c == 'h' || c == ':' || c == '?';
-		if (!ok)
-			usage_error("option --%s does not apply to '%s'", name, cmd);
-		switch (c) {
-		case 'h': help_cmd(cmd); return 0;
-		case O_NET: o.net = optarg, o.net_set = 1; break;
-		case O_ONNX: check_writable_parent(name, optarg); onnx_path = optarg; break;
-		case O_DATA: o.data_dir = optarg; break;
-		case O_BATCH: o.batch = (int)parse_long_opt(name, optarg, 1, 1 << 20); break;
-		case O_CHUNKS: o.chunks = (int)parse_long_opt(name, optarg, 1, 1 << 16); break;
-		case O_LR: o.sgd.lr = parse_float_opt(name, optarg, 0, 100); break;
-		case O_MOM: o.sgd.momentum = parse_float_opt(name, optarg, 0, 0.9999); break;
-		case O_WD: o.sgd.weight_decay = parse_float_opt(name, optarg, 0, 1); break;
-		case O_WINDOW: o.window = (int)parse_long_opt(name, optarg, 1, 64); break;
-		case O_PIN_CHUNKS: o.pin_chunks = 1; break;
-		case O_SEED: o.seed = (uint64_t)parse_long_opt(name, optarg, 0, LONG_MAX), o.seed_set = 1; break;
-		case O_STEPS: case O_BSTEPS: o.max_steps = parse_long_opt(name, optarg, 1, 1L << 40); break;
-		case O_EPOCHS: o.epochs = (int)parse_long_opt(name, optarg, 1, 100000); break;
-		case O_LIMIT_TRAIN: o.limit_train = (int)parse_long_opt(name, optarg, 1, INT_MAX); break;
-		case O_LIMIT_TEST: case O_LIMIT: o.limit_test = (int)parse_long_opt(name, optarg, 1, INT_MAX); break;
-		case O_NO_EVAL: o.eval = 0; break;
-		case O_METRICS: check_writable_parent(name, optarg); o.metrics_path = optarg; break;
-		case O_CHECKPOINT:
-			if (is_train)
-				check_writable_parent(name, optarg);
-			else
-				check_readable_file(name, optarg);
-			checkpoint = optarg;
-			break;
-		case O_RESUME: check_readable_file(name, optarg); o.resume_path = optarg; break;
-		case O_SUMMARY: summary = 1; break;
-		case O_CKPT_EVERY: o.checkpoint_every = parse_long_opt(name, optarg, 1, 1L << 40); break;
-		case O_WARMUP: o.warmup = (int)parse_long_opt(name, optarg, 0, 1000000); break;
-		case O_QUIET: o.quiet = 1; break;
-		case O_TRACE: trace_dir = optarg; break;
-		case O_INPUT: o.input = (int)parse_long_opt(name, optarg, 1, 16384); break;
-		case O_VAL_FRACTION: o.val_fraction = parse_float_opt(name, optarg, 0, 0.9); break;
-		case O_REPORT: check_writable_parent(name, optarg); o.report_path = optarg; break;
-		case O_MODE:
-			if (strcmp(optarg, "sync") && strcmp(optarg, "async"))
-				usage_error("--mode: '%s' is not sync or async", optarg);
-			o.mode = !strcmp(optarg, "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC;
-			break;
-		case O_ALLREDUCE:
-			if (strcmp(optarg, "tree") && strcmp(optarg, "ring"))
-				usage_error("--allreduce: '%s' is not tree or ring", optarg);
-			o.allreduce = !strcmp(optarg, "ring") ? DNN_ALLREDUCE_RING : DNN_ALLREDUCE_TREE;
-			break;
-		case O_STALENESS: o.staleness = (int)parse_long_opt(name, optarg, 0, 1000); break;
-		case O_NO_LOOKAHEAD: o.async_lookahead = 0; break;
-		case O_STEP_TIMEOUT: o.step_timeout = parse_float_opt(name, optarg, 0, 86400); break;
-		case O_BUCKET_MB: o.bucket_mb = parse_float_opt(name, optarg, 0, 4096); break;
-		case O_SCHEDULE:
-			if (strcmp(optarg, "cosine") && strcmp(optarg, "constant"))
-				usage_error("--lr-schedule: '%s' is not cosine or constant", optarg);
-			o.cosine = !strcmp(optarg, "cosine");
-			break;
-		case ':': usage_error("option %s needs a value", sub[optind - 1]);
-		case '?':
-		default:
+	int id;
+	while ((id = getopt_long(subc, sub, ":h", longopts, NULL)) != -1) {
+		if (id == ':')
+			usage_error("option %s needs a value", sub[optind - 1]);
+		int k = 0;
+		while (k < NOPTIONS && options[k].id != id)
+			k++;
+		if (k == NOPTIONS) {
 			if (optopt)
 				usage_error("unknown option '-%c'", optopt);
 			usage_error("unknown option '%s'", sub[optind - 1]);
 		}
+		/* Options that make no sense for this command are usage errors, not silently ignored. */
+		if (!(options[k].cmds & c->cmd))
+			usage_error("option --%s does not apply to '%s'", options[k].name, cmd);
+		if (id == 'h') {
+			help_cmd(cmd);
+			return 1;
+		}
+		set_option(c, id, options[k].name, optarg);
 	}
-	if (optind < subc && !is_predict)
+	if (optind < subc && c->cmd != C_PREDICT)
 		usage_error("unexpected argument '%s'", sub[optind]);
-	/* predict: the image files are the arguments after the options */
-	const char *const *images = (const char *const *)sub + optind;
-	const int nimages = subc - optind;
-	if (is_predict) {
-		if (!checkpoint)
+	c->images = (const char *const *)sub + optind;
+	c->nimages = subc - optind;
+	return 0;
+}
+
+/* What the options imply together: required ones, the checkpoint's role, the data folder. */
+static void finish_options(cli *c)
+{
+	dnn_train_opts *o = &c->o;
+	if (c->cmd & (C_EVAL | C_PREDICT | C_EXPORT)) {
+		if (!c->checkpoint)
 			usage_error("--checkpoint FILE is required");
-		if (nimages == 0)
-			usage_error("no IMAGE given");
-		o.resume_path = checkpoint;
+		o->checkpoint_in = c->checkpoint;
 	}
-	if (is_export) {
-		if (!checkpoint)
-			usage_error("--checkpoint FILE is required");
-		if (!onnx_path)
-			usage_error("--onnx FILE is required");
-		o.resume_path = checkpoint;
-	}
-	if (is_bench)
-		o.max_steps += o.warmup;
-	if (is_eval) {
-		if (!checkpoint)
-			usage_error("--checkpoint FILE is required");
-		o.resume_path = checkpoint;
-	} else if (is_train) {
-		o.checkpoint_path = checkpoint;
-		if (o.checkpoint_every && !checkpoint)
+	if (c->cmd == C_PREDICT && c->nimages == 0)
+		usage_error("no IMAGE given");
+	if (c->cmd == C_EXPORT && !c->onnx_path)
+		usage_error("--onnx FILE is required");
+	if (c->cmd == C_BENCH)
+		o->max_steps += o->warmup;
+	if (c->cmd == C_TRAIN) {
+		o->checkpoint_out = c->checkpoint;
+		if (o->checkpoint_every && !c->checkpoint)
 			usage_error("--checkpoint-every needs --checkpoint FILE");
 	}
 #ifdef DNN_SIMGRID
 	/* No kernel runs in simulation: only the commands that measure time make sense. */
-	if (!is_train && !is_bench)
+	if (!(c->cmd & C_TRAINS))
 		usage_error("this is the simulation build (docs/SIMULATION.md): only train and bench run here; "
 			    "use the real build for %s", cmd);
-	if (checkpoint)
+	if (c->checkpoint)
 		usage_error("--checkpoint: a simulated run computes no values, so it has no checkpoint to write");
-	if (o.resume_path)
+	if (o->resume_path)
 		usage_error("--resume: a simulated run computes no values, so it cannot resume one");
-	if (trace_dir)
+	if (c->trace_dir)
 		usage_error("--trace: the simulation StarPU is built without FxT (docs/SIMULATION.md)");
 #endif
-	if (!is_bench && !is_predict && !is_export && strcmp(o.data_dir, "synthetic") != 0) {
-		const char *dir = strcmp(o.data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o.data_dir;
+	if ((c->cmd & (C_TRAIN | C_EVAL)) && strcmp(o->data_dir, "synthetic") != 0) {
+		const char *dir = strcmp(o->data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o->data_dir;
 		struct stat st;
 		if (stat(dir, &st) != 0)
 			usage_error("--data: '%s': %s%s", dir, strerror(errno),
-				    dir == o.data_dir ? "" : " (install Debian's dataset-fashion-mnist)");
+				    dir == o->data_dir ? "" : " (install Debian's dataset-fashion-mnist)");
 		if (!S_ISDIR(st.st_mode))
 			usage_error("--data: '%s' is not a directory", dir);
 	}
+}
 
-	/* Parse the net before starting StarPU: net-file errors come fast and alone. */
-	int net_rc = dnn_cmd_check_net(&o, summary);
-	if (net_rc != 0 || summary)
-		return net_rc;
-	if (trace_dir) { /* FxT settings go into the environment before StarPU starts */
-		char terr[PATH_MAX + 256];
-		if (dnn_trace_setup(trace_dir, terr, sizeof(terr)) != 0)
-			usage_error("%s", terr);
+/* The DNN_* environment variables: a bad value is a usage error (exit 2). */
+static void load_knobs(void)
+{
+	char err[PATH_MAX + 256];
+	if (dnn_knobs_load(err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		exit(2);
 	}
+}
 
+/* Start StarPU, run the command, stop StarPU: the command's exit status. */
+static int run_command(cli *c, int *argc, char ***argv)
+{
 	/* Under mpirun (Open MPI, or any PMI launcher) StarPU-MPI starts; otherwise plain StarPU. */
 	int use_mpi = getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
 #ifdef DNN_SIMGRID
 	use_mpi = 1; /* starpu_smpirun (SMPI) runs every simulation, one rank or many */
 #endif
-	if (is_eval || is_predict || is_export)
+	if (!(c->cmd & C_TRAINS))
 		use_mpi = 0;
-	if (dnn_runtime_init(&argc, &argv, use_mpi) != 0) {
-		fprintf(stderr, "error: StarPU found no worker to run on (check STARPU_NCPU / STARPU_NCUDA)\n");
+	char err[1024];
+	if (dnn_runtime_init(argc, argv, use_mpi, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
 		return 1;
 	}
-	int rc = is_eval      ? dnn_cmd_eval(&o)
-		 : is_predict ? dnn_cmd_predict(&o, images, nimages)
-		 : is_export  ? dnn_cmd_export(&o, onnx_path)
-			      : dnn_cmd_train(&o);
+	const dnn_train_opts *o = &c->o;
+	int rc = c->cmd == C_EVAL      ? dnn_cmd_eval(o)
+		 : c->cmd == C_PREDICT ? dnn_cmd_predict(o, c->images, c->nimages)
+		 : c->cmd == C_EXPORT  ? dnn_cmd_export(o, c->onnx_path)
+				       : dnn_cmd_train(o);
 	dnn_runtime_shutdown();
-	if (trace_dir && dnn_trace_finish() != 0 && rc == 0)
+	if (c->trace_dir && dnn_trace_finish() != 0 && rc == 0)
 		rc = 1;
+	return rc;
+}
+
+/* The command of argv[1] (nets, trace-summary and sweep run here): its C_* bit, or -1 with *rc
+ * set when it is done. */
+static int command_of(int argc, char **argv, int *rc)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		help_main();
+		*rc = argc < 2 ? 2 : 0;
+		return -1;
+	}
+	cmd = argv[1];
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(cmd, commands[i].name))
+			return commands[i].bit;
+	if (!strcmp(cmd, "nets") || !strcmp(cmd, "trace-summary") || !strcmp(cmd, "sweep")) {
+		load_knobs();
+		*rc = !strcmp(cmd, "nets") ? dnn_cmd_nets() : dnn_trace_tool_main(cmd, argc - 2, argv + 2);
+		return -1;
+	}
+	fprintf(stderr, "%s: unknown command '%s' (commands: train eval predict bench export nets trace-summary sweep; see '%s --help')\n", prog, cmd,
+		prog);
+	*rc = 2;
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = 0;
+	cli c = {0};
+	if ((c.cmd = command_of(argc, argv, &rc)) < 0)
+		return rc;
+	dnn_train_opts_default(&c.o);
+	c.o.cmd = cmd;
+	if (c.cmd == C_BENCH) {
+		c.o.bench = 1, c.o.max_steps = 20, c.o.warmup = 3, c.o.eval = 0, c.o.epochs = 1000000;
+	}
+	if (parse_options(&c, argc, argv))
+		return 0; /* --help */
+	finish_options(&c);
+	load_knobs();
+	/* Parse the net before starting StarPU: net-file errors come fast and alone. */
+	rc = dnn_cmd_check_net(&c.o, c.summary);
+	if (rc != 0 || c.summary)
+		return rc;
+	if (c.trace_dir) { /* FxT settings go into the environment before StarPU starts */
+		char terr[PATH_MAX + 256];
+		if (dnn_trace_setup(c.trace_dir, terr, sizeof(terr)) != 0)
+			usage_error("%s", terr);
+	}
+	rc = run_command(&c, &argc, &argv);
 #ifdef DNN_SIMGRID
 	/* SMPI drops main()'s return value (starpu_smpirun would exit 0 after a failed run); exit()
 	 * carries it. */

@@ -20,6 +20,7 @@
 #include "conv2d.h"
 #include "cpu_kernels.h"
 #include "dense.h"
+#include "knobs.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -323,6 +324,11 @@ static int parse_int(const char *opt, const char *s, int lo, int hi)
 int main(int argc, char **argv)
 {
 	bench_opts o = {.batch = 64, .reps = 5};
+	char kerr[512];
+	if (dnn_knobs_load(kerr, sizeof(kerr)) != 0) { /* DNN_CONV_ALGO: the default algorithm */
+		fprintf(stderr, "error: %s\n", kerr);
+		return 2;
+	}
 	const char *only = NULL;
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, 'b'},
@@ -386,8 +392,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	char kerr[256], kline[1024];
-	if (dnn_cpu_kernels_init(argv, kerr, sizeof(kerr)) != 0) { /* may re-execute (cpu_kernels.h) */
+	char kline[1024];
+	if (dnn_cpu_kernels_init(argv, dnn_knobs_blas_coretype(), kerr, sizeof(kerr)) != 0) { /* may re-execute (cpu_kernels.h) */
 		fprintf(stderr, "error: %s\n", kerr);
 		return 2;
 	}

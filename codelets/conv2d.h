@@ -38,8 +38,8 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 /* The CPU algorithm of 3x3, stride-1, undilated convs (forward, backward data through the
  * flipped forward conv, and backward filter): AUTO picks Winograd F(2x2, 3x3) where it measured faster than im2col,
  * IM2COL and WINOGRAD force one (Winograd needs an AVX2+FMA CPU; without one, im2col runs).
- * Unless set here, the first conv reads it from the environment: DNN_CONV_ALGO=im2col|winograd|auto
- * (default auto). Set it before tasks run, not while they do. */
+ * Default AUTO; the runtime sets the environment's DNN_CONV_ALGO=im2col|winograd|auto at start-up
+ * (runtime/knobs.c). Set it before tasks run, not while they do. */
 typedef enum { DNN_CONV_ALGO_AUTO, DNN_CONV_ALGO_IM2COL, DNN_CONV_ALGO_WINOGRAD } dnn_conv_algo;
 void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo);
 dnn_conv_algo dnn_conv2d_cpu_algo(void);

@@ -31,8 +31,8 @@ float *dnn_conv_scratch(size_t nfloats)
  *
  * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) (codelets/conv2d_winograd.c):
  * forward, and backward data through its forward conv with the flipped kernel. Which one runs
- * is dnn_conv2d_set_cpu_algo()'s choice, else the environment's DNN_CONV_ALGO (im2col,
- * winograd or auto, read once), else auto: WINO_RULE below. */
+ * is dnn_conv2d_set_cpu_algo()'s choice (at start-up, the environment's DNN_CONV_ALGO: im2col,
+ * winograd or auto, runtime/knobs.c), else auto: WINO_RULE below. */
 /* Auto rule, from forward-pass timings of 16 images, one core, im2col time / Winograd time
  * (same run, best of 15-40 calls, thread CPU clock; the ratios moved by ~10% between runs):
  *   ResNet stages  C16 32x32 K16: 2.0   C32 16x16 K32: 1.9   C64 8x8 K64: 1.4 (backward data
@@ -52,25 +52,9 @@ float *dnn_conv_scratch(size_t nfloats)
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
 
-static int algo_set = -1; // dnn_conv_algo once chosen
+static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
 
-dnn_conv_algo dnn_conv2d_cpu_algo(void)
-{
-	int a = __atomic_load_n(&algo_set, __ATOMIC_RELAXED);
-	if (a >= 0)
-		return (dnn_conv_algo)a;
-	a = DNN_CONV_ALGO_AUTO;
-	const char *env = getenv("DNN_CONV_ALGO");
-	if (env && strcmp(env, "im2col") == 0)
-		a = DNN_CONV_ALGO_IM2COL;
-	else if (env && strcmp(env, "winograd") == 0)
-		a = DNN_CONV_ALGO_WINOGRAD;
-	else if (env && *env && strcmp(env, "auto") != 0)
-		fprintf(stderr, "conv2d: DNN_CONV_ALGO=%s is not im2col, winograd or auto; using auto\n", env);
-	int expected = -1;
-	__atomic_compare_exchange_n(&algo_set, &expected, a, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-	return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED);
-}
+dnn_conv_algo dnn_conv2d_cpu_algo(void) { return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED); }
 
 void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo)
 {

@@ -133,33 +133,11 @@ int dnn_worker_error_unreported(char *msg, size_t len)
 }
 
 /* ---------------------------------------------------------------- CUDA environment */
-int dnn_cuda_env_read(dnn_cuda_env *e, char *err, size_t errlen)
-{
-	e->fp32 = 0;
-	e->workspace_mb = -1;
-	const char *m = getenv("DNN_CUDA_MATH");
-	if (m && *m) {
-		if (strcmp(m, "fp32") == 0)
-			e->fp32 = 1;
-		else if (strcmp(m, "tf32") != 0) {
-			snprintf(err, errlen, "DNN_CUDA_MATH=%s: expected tf32 or fp32", m);
-			return -1;
-		}
-	}
-	const char *w = getenv("DNN_CUDA_WORKSPACE_MB");
-	if (w && *w) {
-		char *end;
-		errno = 0;
-		long v = strtol(w, &end, 10);
-		if (errno != 0 || end == w || *end != '\0' || v < 0 || v > DNN_CUDA_WORKSPACE_MAX_MB) {
-			snprintf(err, errlen, "DNN_CUDA_WORKSPACE_MB=%s: expected an integer from 0 to %ld (MiB)", w,
-				 DNN_CUDA_WORKSPACE_MAX_MB);
-			return -1;
-		}
-		e->workspace_mb = v;
-	}
-	return 0;
-}
+static dnn_cuda_env cuda_env = {.fp32 = 0, .workspace_mb = -1};
+
+void dnn_cuda_env_set(const dnn_cuda_env *e) { cuda_env = *e; }
+
+const dnn_cuda_env *dnn_cuda_env_get(void) { return &cuda_env; }
 
 #ifdef DNN_SIMGRID
 /* StarPU does not run codelets in SimGrid mode, with one exception: a STARPU_REDUX handle's

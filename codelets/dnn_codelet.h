@@ -117,8 +117,9 @@ void dnn_worker_error(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 int dnn_worker_error_get(char *msg, size_t len);
 int dnn_worker_error_unreported(char *msg, size_t len);
 
-/* The environment of the CUDA codelets, read once at start-up (dnn_runtime_init checks it in
- * every build, with or without CUDA workers, so a typo is caught on a CPU machine too):
+/* The settings of the CUDA codelets, from the environment (parsed once at start-up by
+ * runtime/knobs.c, in every build, with or without CUDA workers, so a typo is caught on a CPU
+ * machine too):
  *   DNN_CUDA_MATH=tf32|fp32 (default tf32): tf32 lets cuDNN's convolutions (CUDNN_DEFAULT_MATH)
  *     and cuBLAS's SGEMMs (CUBLAS_TF32_TENSOR_OP_MATH) use TF32 tensor cores on Ampere and
  *     later, as PyTorch's cuDNN convolutions do by default; fp32 keeps both in plain FP32
@@ -126,12 +127,13 @@ int dnn_worker_error_unreported(char *msg, size_t len);
  *   DNN_CUDA_WORKSPACE_MB=N (0..65536; default: 512, at most 1/16 of the device's memory): the
  *     cuDNN workspace each CUDA worker allocates once at start-up; convolution algorithms that
  *     need more are not chosen (0: only algorithms without workspace).
- * dnn_cuda_env_read: 0 and *e, or -1 with one line naming the variable in err (a usage error). */
+ * dnn_cuda_env_set: before dnn_cuda_init (unset: tf32, the default cap); dnn_cuda_env_get: them. */
 typedef struct {
 	int fp32;          /* DNN_CUDA_MATH=fp32 */
 	long workspace_mb; /* DNN_CUDA_WORKSPACE_MB, -1 when unset (the default cap) */
 } dnn_cuda_env;
-int dnn_cuda_env_read(dnn_cuda_env *e, char *err, size_t errlen);
+void dnn_cuda_env_set(const dnn_cuda_env *e);
+const dnn_cuda_env *dnn_cuda_env_get(void);
 #define DNN_CUDA_WORKSPACE_DEFAULT_MB 512L
 #define DNN_CUDA_WORKSPACE_MAX_MB 65536L
 

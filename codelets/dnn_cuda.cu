@@ -177,9 +177,7 @@ static void tear_down(void *arg)
 
 extern "C" int dnn_cuda_init(char *err, size_t errlen)
 {
-	dnn_cuda_env env;
-	if (dnn_cuda_env_read(&env, err, errlen) != 0)
-		return -1;
+	const dnn_cuda_env env = *dnn_cuda_env_get(); /* runtime/knobs.c parsed it */
 	math_fp32 = env.fp32;
 	workspace_want = env.workspace_mb < 0 ? SIZE_MAX : (size_t)env.workspace_mb << 20;
 	if (starpu_cuda_worker_get_count() == 0)

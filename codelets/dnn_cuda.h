@@ -19,7 +19,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Called after starpu_init(): reads DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB and, on every CUDA
+/* Called after starpu_init(): takes DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB (dnn_cuda_env_get) and, on every CUDA
  * worker, creates the cuBLAS and cuDNN handles on its stream, sets their math mode and allocates
  * the workspace.
  * 0 (also when there are no CUDA workers), or -1 with one line in err (what failed, on which

@@ -75,6 +75,50 @@
  * of a few hundred bytes each cost latency and tasks, and save no bandwidth worth having). */
 #define DNN_RING_MIN_CHUNK 256
 
+/* The multi-rank state of a model (model.h: m->dist; opaque outside this file). Each rank
+ * holds a replica of the parameters and a shard of every global batch (docs/ARCHITECTURE.md "Across
+ * nodes"); only the handles that cross ranks are registered with StarPU-MPI. */
+
+struct dnn_dist {
+	int rank, nranks;
+	dnn_dist_mode mode;
+	int staleness;                     // async: pull for step i waits for server version i - S
+	int64_t next_tag;
+	/* sync: per parameter, the all-reduced gradient (owner rank 0) and every rank's local
+	 * REDUX gradient ([rank * nparams + p]; this rank's entry is params[p].hg). */
+	starpu_data_handle_t *g_global, *g_local;
+	dnn_allreduce allreduce;
+	/* sync ring: per parameter p that takes the ring (ring_chunk non-NULL at p * N * N), every
+	 * rank j's chunk c buffer, [(p * N + j) * N + c], owner j; ring_off[p * (N + 1) + c] is chunk
+	 * c's first element (c = N: the tensor's size). Tensors too small for the ring use the tree. */
+	starpu_data_handle_t *ring_chunk;
+	size_t *ring_off;
+	/* sync, --bucket-mb: the tensors that would take the tree and are below the bucket size are
+	 * packed, in backward order, into buckets of at most bucket_elems elements, each all-reduced
+	 * with the tree as one tensor (fewer, bigger messages, as PyTorch DDP's buckets). Per
+	 * parameter: bucket_of (-1: not bucketed) and bucket_off (its first element in the bucket);
+	 * per bucket b: bucket_len, bucket_lead (its lowest parameter index: where its tasks are
+	 * submitted), every rank j's packed gradient bucket_local[j * nbuckets + b] (owner j) and the
+	 * sum bucket_global[b] (owner 0). allreduces = collectives per step (buckets + the rest). */
+	size_t bucket_elems;
+	int nbuckets, allreduces;
+	int *bucket_of, *bucket_lead;
+	size_t *bucket_off, *bucket_len;
+	starpu_data_handle_t *bucket_local, *bucket_global;
+	/* async: per parameter, the server copy (owner: p's shard rank), S+1 snapshots of it, and
+	 * every rank's applied changes of the last S+1 steps ([(rank * (S+1) + k) * nparams + p]). */
+	starpu_data_handle_t *w_server, *snap, *delta; // snap[k * nparams + p], k in [0, S]
+	float **w_server_mem;
+	int *shard;                        // async: server rank of each parameter (by layer)
+	int lookahead;                     // async: estimate the others' missing steps by our own
+	/* step statistics: [slot] global (owner 0) and [rank * nslots + slot] per-rank sums */
+	starpu_data_handle_t *stats_global, *stats_local;
+	float *stats_global_mem, *stats_local_mem;
+	int nslots;
+	double staleness_sum;              // async bookkeeping, for the result line
+	long staleness_max, staleness_count;
+};
+
 static starpu_data_handle_t reg_vector(dnn_dist *d, float *home, size_t n, int owner)
 {
 	starpu_data_handle_t h;
@@ -596,4 +640,18 @@ void dnn_dist_destroy(dnn_model *m)
 	free(d->stats_global), free(d->stats_local), free(d->stats_global_mem), free(d->stats_local_mem);
 	free(d);
 	m->dist = NULL;
+}
+
+int dnn_dist_rank(const dnn_dist *d) { return d ? d->rank : 0; }
+int dnn_dist_nranks(const dnn_dist *d) { return d ? d->nranks : 1; }
+
+void dnn_dist_get_info(const dnn_dist *d, dnn_dist_info *info)
+{
+	*info = (dnn_dist_info){0};
+	if (!d)
+		return;
+	info->allreduces = d->allreduces;
+	info->lookahead = d->lookahead;
+	info->staleness_mean = d->staleness_count ? d->staleness_sum / (double)d->staleness_count : 0.0;
+	info->staleness_max = d->staleness_max;
 }

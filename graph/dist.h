@@ -28,4 +28,16 @@ int dnn_dist_reduce_stats(dnn_plan *p, int slot);
 /* The statistics handle to wait for in dnn_wait_step. */
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host);
 void dnn_dist_destroy(dnn_model *m);
+
+/* ---- what runtime/ reads of a model's multi-rank state (m->dist; NULL: one process) */
+int dnn_dist_rank(const dnn_dist *d);   /* 0 for NULL */
+int dnn_dist_nranks(const dnn_dist *d); /* 1 for NULL */
+/* For the result line: collectives per step (sync), lookahead and the staleness of the pulls
+ * (async). All 0 for NULL. */
+typedef struct {
+	int allreduces, lookahead;
+	double staleness_mean;
+	long staleness_max;
+} dnn_dist_info;
+void dnn_dist_get_info(const dnn_dist *d, dnn_dist_info *info);
 #endif

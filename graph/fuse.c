@@ -5,21 +5,11 @@
 
 #include "errline.h"
 
-int dnn_fuse_level(void)
-{
-	const char *e = getenv("DNN_FUSE");
-	if (!e || !*e)
-		return 1;
-	if ((e[0] == '0' || e[0] == '1' || e[0] == '2') && e[1] == '\0')
-		return e[0] - '0';
-	/* Like DNN_CONV_ALGO: an experiment knob, so warn once and keep the default. */
-	static int warned;
-	if (!warned) {
-		fprintf(stderr, "DNN_FUSE=%s is not 0, 1 or 2; using 1\n", e);
-		warned = 1;
-	}
-	return 1;
-}
+static int fuse_level = 1; /* runtime/knobs.c sets DNN_FUSE's */
+
+int dnn_fuse_level(void) { return fuse_level; }
+
+void dnn_fuse_set_level(int level) { fuse_level = level < 0 ? 0 : level > 2 ? 2 : level; }
 
 int dnn_graph_bn_relu(const dnn_graph *g, int i)
 {

@@ -1,6 +1,6 @@
 /* fuse.h — every fusion decision, in one place.
  *
- * Fusion level, from the environment's DNN_FUSE: 0 = none; 1 (the default) = batchnorm+relu in
+ * Fusion level (the runtime sets the environment's DNN_FUSE at start-up, runtime/knobs.c): 0 = none; 1 (the default) = batchnorm+relu in
  * one task and residual-add gradients in the add's handle; 2 = also a conv's bias in the conv's
  * tasks (off by default: traces then have no bias_fwd/bias_bwd tasks). The op files (graph/ops)
  * only ask these questions; the answers for a plan are computed once by dnn_fuse_plan. */
@@ -12,6 +12,7 @@
 #include "model.h"
 
 int dnn_fuse_level(void);
+void dnn_fuse_set_level(int level); /* 0, 1 or 2; before plans are made */
 /* For a batchnorm node whose only consumer is a relu: that relu's index; -1 otherwise. */
 int dnn_graph_bn_relu(const dnn_graph *g, int i);
 

@@ -285,7 +285,7 @@ int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nch
 	if (!m->dist)
 		return dnn_plan_create(p, m, global_batch, nchunks, nslots, 1, err, errlen);
 	/* Rank r's shard: contiguous, nearly equal (the first B % N ranks get one more sample). */
-	const int N = m->dist->nranks, r = m->dist->rank;
+	const int N = dnn_dist_nranks(m->dist), r = dnn_dist_rank(m->dist);
 	int shard = global_batch / N + (r < global_batch % N ? 1 : 0), off = 0;
 	for (int j = 0; j < r; j++)
 		off += global_batch / N + (j < global_batch % N ? 1 : 0);

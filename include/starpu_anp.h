@@ -31,13 +31,13 @@ typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
  * 0 then a send to every rank, or a ring of reduce-scatter/all-gather tasks over N chunks. */
 typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1 } dnn_allreduce;
 
-/* The options of `starpu_anp train|bench|eval|predict`. */
+/* The options of `starpu_anp train|bench|eval|predict|export`. */
 typedef struct {
-	const char *cmd;          // "train" or "bench", for messages and the result line
+	const char *cmd;          // the command (train, bench, eval, predict, export), for messages and result lines
 	const char *net;          // built-in name or .net path
 	int net_set;              // --net was given (eval/predict/export: else the checkpoint's net)
 	const char *data_dir;     // --data: fashion-mnist | synthetic | DIR
-	int synthetic;            // bench: random inputs of the net's shape, no data loading
+	int bench;                // the bench command: random inputs of the net's shape, no data loading
 	int epochs;
 	long max_steps;           // stop after this many steps in total (0 = no limit)
 	int warmup;               // bench: steps excluded from the timing
@@ -50,9 +50,10 @@ typedef struct {
 	int limit_train, limit_test; // 0 = whole set
 	int eval;                 // evaluate on the test set after each epoch
 	const char *metrics_path;
-	const char *checkpoint_path; // written after every epoch (and at the end)
+	const char *checkpoint_out;  // train --checkpoint: written after every epoch (and at the end)
 	long checkpoint_every;       // also every N steps (0 = only at epoch ends)
-	const char *resume_path;
+	const char *resume_path;     // train --resume: the checkpoint to continue from
+	const char *checkpoint_in;   // eval, predict, export --checkpoint: the checkpoint to read
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
 	dnn_allreduce allreduce;  // --allreduce tree|ring (sync, multi-rank runs)
@@ -77,18 +78,23 @@ void dnn_train_opts_default(dnn_train_opts *o);
 int dnn_cmd_nets(void);
 /* Loads o->net (applying --input) before StarPU starts, so net-file errors come fast and alone;
  * with print_summary, prints the per-layer summary (--summary). No StarPU. For eval, predict
- * and export (o->cmd) it reads the checkpoint o->resume_path instead: its net, checked against
+ * and export it reads the checkpoint o->checkpoint_in instead: its net, checked against
  * --net and --input when given; o->net then becomes the checkpoint's net name when --net was
  * not given. Returns the exit status: 0, 1 (bad file) or 2 (usage error), the line printed. */
 int dnn_cmd_check_net(dnn_train_opts *o, int print_summary);
 
+/* The DNN_* environment variables (README "Environment variables": DNN_FUSE, DNN_CONV_ALGO,
+ * DNN_CUDA_MATH, DNN_CUDA_WORKSPACE_MB, DNN_TRACES_DIR), parsed once, before StarPU starts, and
+ * handed to the layers that use them. 0, or -1 with one line in err naming the variable and the
+ * values it accepts (a usage error: exit 2). */
+int dnn_knobs_load(char *err, size_t errlen);
+
 /* Start StarPU with our settings: OpenBLAS at one thread per worker, cuBLAS/cuDNN handles on
- * every CUDA worker. With use_mpi, StarPU-MPI is started too (it initialises MPI).
- * Returns 0, or -ENODEV when StarPU finds no worker at all (tests map that to exit 77);
- * a bad DNN_CUDA_MATH or DNN_CUDA_WORKSPACE_MB prints one line and exits 2 (a usage error,
- * checked before StarPU starts, with or without a GPU); any other failure (StarPU, or the
- * cuBLAS/cuDNN set-up of a CUDA worker) prints one line and exits 1. */
-int dnn_runtime_init(int *argc, char ***argv, int use_mpi);
+ * every CUDA worker. With use_mpi, StarPU-MPI is started too (it initialises MPI). Loads the
+ * knobs first unless dnn_knobs_load already did. Returns 0; -ENODEV when StarPU finds no worker
+ * at all (tests map that to exit 77); or -1 (StarPU, a bad knob, the cuBLAS/cuDNN set-up of a
+ * CUDA worker), with one line in err for each. */
+int dnn_runtime_init(int *argc, char ***argv, int use_mpi, char *err, size_t errlen);
 void dnn_runtime_shutdown(void);
 
 /* StarPU must be running for these. */
@@ -96,7 +102,7 @@ int dnn_cmd_train(const dnn_train_opts *o); /* train and bench */
 int dnn_cmd_eval(const dnn_train_opts *o);
 /* The top-5 classes with probabilities of each image (1 when an image could not be read). */
 int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nimages);
-/* `starpu_anp export`: the eval-mode net of checkpoint o->resume_path as an ONNX model at
+/* `starpu_anp export`: the eval-mode net of checkpoint o->checkpoint_in as an ONNX model at
  * onnx_path (runtime/onnx_export.c). */
 int dnn_cmd_export(const dnn_train_opts *o, const char *onnx_path);
 

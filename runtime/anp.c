@@ -216,7 +216,7 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 		return 1;
 	}
 	m.class_names = meta.class_names;
-	if (dnn_model_load(&m, o->resume_path, NULL, NULL, NULL, err, sizeof(err)) != 0) {
+	if (dnn_model_load(&m, o->checkpoint_in, NULL, NULL, NULL, err, sizeof(err)) != 0) {
 		/* Only a version-1 checkpoint takes its net from --net; a later one carries it. */
 		fprintf(stderr, "error: %s%s\n", err,
 			meta.version == 1 ? " (a version-1 checkpoint: predict needs the --net and --input it was "
@@ -262,7 +262,7 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 	}
 	printf("result: cmd=predict net=%s checkpoint=%s images=%d predicted=%d skipped_images=%d images_per_s=%.1f "
 	       "wall_s=%.2f\n",
-	       o->net, o->resume_path, nimages, nimages - nbad, nbad, wall > 0 ? nimages / wall : 0, wall);
+	       o->net, o->checkpoint_in, nimages, nimages - nbad, nbad, wall > 0 ? nimages / wall : 0, wall);
 	fflush(stdout);
 	free(pc.cls), free(pc.prob);
 	dnn_model_destroy(&m);

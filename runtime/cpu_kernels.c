@@ -106,7 +106,7 @@ static int cpu_is_amd(void)
 	return __builtin_cpu_is("amd");
 }
 
-int dnn_cpu_kernels_init(char **argv, char *err, size_t errlen)
+int dnn_cpu_kernels_init(char **argv, const char *knob, char *err, size_t errlen)
 {
 	const char *from = getenv(REEXEC_ENV);
 	if (from) {
@@ -115,11 +115,11 @@ int dnn_cpu_kernels_init(char **argv, char *err, size_t errlen)
 	}
 #ifdef DNN_SIMGRID
 	(void)argv;
+	(void)knob;
 	(void)err;
 	(void)errlen;
 	return 0;
 #else
-	const char *knob = getenv("DNN_BLAS_CORETYPE");
 	const dnn_isa cpu = dnn_cpu_isa();
 	const char *core = openblas_get_corename();
 	dnn_blas_plan plan;

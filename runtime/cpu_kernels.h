@@ -7,7 +7,7 @@
  * library is loaded, so the fix is to set it from the CPU's features and re-execute the program
  * before anything else has started (dnn_cpu_kernels_init, called first by dnn_runtime_init).
  *
- * DNN_BLAS_CORETYPE (environment):
+ * DNN_BLAS_CORETYPE (environment, parsed with the other knobs: runtime/knobs.c):
  *   unset  fix automatically, unless the user set OPENBLAS_CORETYPE (then only warn, naming the fix)
  *   auto   fix automatically, even over a user's OPENBLAS_CORETYPE
  *   keep   never re-execute; warn when the kernels fall short of the CPU
@@ -38,9 +38,10 @@ int dnn_blas_plan_make(dnn_isa cpu, int amd, const char *corename, const char *k
 		       int reexeced, dnn_blas_plan *out);
 
 /* Checks the kernels and, when the plan says so, sets OPENBLAS_CORETYPE and re-executes argv
- * (does not return then). 0, or -1 with a one-line usage error in err (bad DNN_BLAS_CORETYPE).
- * A no-op in the simulation build (SMPI ranks are threads of one process). */
-int dnn_cpu_kernels_init(char **argv, char *err, size_t errlen);
+ * (does not return then). knob: DNN_BLAS_CORETYPE as parsed (knobs.h), NULL when unset. 0, or -1
+ * with one line in err (a knob value dnn_knobs_parse would have refused). A no-op in the
+ * simulation build (SMPI ranks are threads of one process). */
+int dnn_cpu_kernels_init(char **argv, const char *knob, char *err, size_t errlen);
 /* "openblas-0.3.21:skylakex" (the result line's blas=). */
 const char *dnn_blas_field(void);
 /* The start-up line: "cpu: <model>, isa=avx512; blas: openblas-0.3.21:skylakex (avx512 kernels...)". */

@@ -84,11 +84,11 @@ int dnn_data_load(const dnn_train_opts *o, const dnn_graph *g, int train, dnn_da
 	char err[1024];
 	const dnn_node *in = &g->nodes[0];
 	int limit = train ? o->limit_train : o->limit_test;
-	if (o->synthetic || strcmp(o->data_dir, "synthetic") == 0) {
+	if (o->bench || strcmp(o->data_dir, "synthetic") == 0) {
 		/* bench: enough distinct samples for all its steps in one epoch (up to 64 MiB of
 		 * pixels), so the step pipeline never drains at an epoch end inside the timing. */
 		int n = train ? 8192 : 2048;
-		if (o->synthetic) {
+		if (o->bench) {
 			long per = (long)in->C * in->H * in->W, cap = (64L << 20) / (per > 0 ? per : 1);
 			long want = (o->max_steps > 0 ? o->max_steps : 4) * (long)o->batch;
 			n = (int)(want < cap ? want : cap);

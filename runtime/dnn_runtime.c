@@ -13,53 +13,67 @@
 #include "dnn_codelet.h"
 #include "dnn_cuda.h"
 #include "dnn_sim_model.h"
+#include "knobs.h"
 
 /* OpenBLAS: one thread per StarPU worker, or the workers would oversubscribe the cores. */
 void openblas_set_num_threads(int num_threads);
 
 static int g_use_mpi, g_rank, g_nranks = 1;
 
-int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
+/* After StarPU started, a set-up step failed: one process stops StarPU again; a rank of an MPI
+ * job leaves it running (starpu_mpi_shutdown waits for the other ranks) and its caller exits. */
+static int started_failed(int use_mpi)
 {
-	char err[1024];
-	/* First: the BLAS must run the CPU's kernels; this may re-execute the program (cpu_kernels.h). */
-	if (dnn_cpu_kernels_init(argv ? *argv : NULL, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		exit(2);
+#ifdef DNN_HAVE_CUDA
+	dnn_cuda_shutdown();
+#endif
+	if (!use_mpi)
+		starpu_shutdown();
+	return -1;
+}
+
+static int start_mpi(int *argc, char ***argv, struct starpu_conf *conf, char *err, size_t errlen)
+{
+	int rc = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, conf);
+	if (rc != 0)
+		return rc;
+	int r1 = starpu_mpi_comm_rank(MPI_COMM_WORLD, &g_rank);
+	int r2 = starpu_mpi_comm_size(MPI_COMM_WORLD, &g_nranks);
+	if (r1 != 0 || r2 != 0) {
+		snprintf(err, errlen, "starpu_mpi_comm_%s failed (%d)", r1 != 0 ? "rank" : "size", r1 != 0 ? r1 : r2);
+		return -EPROTO;
 	}
+	return 0;
+}
+
+int dnn_runtime_init(int *argc, char ***argv, int use_mpi, char *err, size_t errlen)
+{
+	/* The DNN_* knobs (knobs.h), if the caller has not loaded them: checked before StarPU starts,
+	 * in every build, so a bad value is caught on a machine without a GPU too. */
+	if (!dnn_knobs_loaded() && dnn_knobs_load(err, errlen) != 0)
+		return -1;
+	/* Then the BLAS must run the CPU's kernels: this may re-execute the program (cpu_kernels.h),
+	 * so it comes before anything is started. */
+	if (dnn_cpu_kernels_init(argv ? *argv : NULL, dnn_knobs_blas_coretype(), err, errlen) != 0)
+		return -1;
 	openblas_set_num_threads(1);
-	/* DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB (dnn_codelet.h): a bad value is a usage error, in
-	 * every build and before StarPU starts, so it is caught on a machine without a GPU too. */
-	dnn_cuda_env env;
-	if (dnn_cuda_env_read(&env, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		exit(2);
-	}
 	struct starpu_conf conf;
 	int rc = starpu_conf_init(&conf);
 	if (rc != 0) {
-		fprintf(stderr, "error: starpu_conf_init failed: %s\n", strerror(-rc));
-		exit(1);
+		snprintf(err, errlen, "starpu_conf_init failed: %s", strerror(-rc));
+		return -1;
 	}
-	if (use_mpi) {
-		rc = starpu_mpi_init_conf(argc, argv, 1, MPI_COMM_WORLD, &conf);
-		if (rc == 0) {
-			int r1 = starpu_mpi_comm_rank(MPI_COMM_WORLD, &g_rank);
-			int r2 = starpu_mpi_comm_size(MPI_COMM_WORLD, &g_nranks);
-			if (r1 != 0 || r2 != 0) {
-				fprintf(stderr, "error: starpu_mpi_comm_%s failed (%d)\n", r1 != 0 ? "rank" : "size",
-					r1 != 0 ? r1 : r2);
-				exit(1);
-			}
-		}
-	} else {
-		rc = starpu_init(&conf);
-	}
-	if (rc == -ENODEV)
+	err[0] = '\0';
+	rc = use_mpi ? start_mpi(argc, argv, &conf, err, errlen) : starpu_init(&conf);
+	if (rc == -EPROTO) /* MPI started but cannot say who we are */
+		return -1;
+	if (rc == -ENODEV) {
+		snprintf(err, errlen, "StarPU found no worker to run on (check STARPU_NCPU / STARPU_NCUDA)");
 		return -ENODEV;
+	}
 	if (rc != 0) {
-		fprintf(stderr, "error: StarPU failed to start: %s\n", strerror(-rc));
-		exit(1);
+		snprintf(err, errlen, "StarPU failed to start: %s", strerror(-rc));
+		return -1;
 	}
 	g_use_mpi = use_mpi;
 	if (g_rank == 0 && dnn_cpu_kernels_short()) { /* one line, naming the fix */
@@ -69,15 +83,11 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi)
 		if (warn)
 			fprintf(stderr, "%s\n", warn + 1);
 	}
-	if (dnn_sim_models_install(err, sizeof(err)) != 0) { /* the simulation build only */
-		fprintf(stderr, "error: %s\n", err);
-		exit(1);
-	}
+	if (dnn_sim_models_install(err, errlen) != 0) /* the simulation build only */
+		return started_failed(use_mpi);
 #ifdef DNN_HAVE_CUDA
-	if (dnn_cuda_init(err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		exit(1);
-	}
+	if (dnn_cuda_init(err, errlen) != 0)
+		return started_failed(use_mpi);
 #endif
 	return 0;
 }
@@ -113,4 +123,3 @@ void dnn_runtime_shutdown(void)
 
 int dnn_runtime_rank(void) { return g_rank; }
 int dnn_runtime_nranks(void) { return g_nranks; }
-int dnn_runtime_uses_mpi(void) { return g_use_mpi; }

@@ -211,7 +211,7 @@ static int first_difference(const dnn_graph *a, const dnn_graph *b, char *la, ch
 
 int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t namelen, char *err, size_t errlen)
 {
-	const char *path = o->resume_path;
+	const char *path = o->checkpoint_in;
 	dnn_ckpt_meta info;
 	if (name && namelen)
 		snprintf(name, namelen, "%s", o->net);
@@ -287,7 +287,7 @@ int dnn_ckpt_open_graph_classes(dnn_graph *g, const dnn_train_opts *o, dnn_ckpt_
 	if (rc != 0)
 		return rc;
 	char err[1024];
-	if (dnn_checkpoint_read_classes(o->resume_path, meta, err, sizeof(err)) != 0 ||
+	if (dnn_checkpoint_read_classes(o->checkpoint_in, meta, err, sizeof(err)) != 0 ||
 	    (meta->nclasses > 0 && dnn_graph_set_classes(g, (int)meta->nclasses, err, sizeof(err)) != 0)) {
 		fprintf(stderr, "error: %s\n", err);
 		dnn_graph_free(g);

@@ -21,7 +21,7 @@ int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch
 int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epoch, uint64_t *seed, char *err,
 		   size_t errlen);
 
-/* The net of checkpoint o->resume_path, for eval, predict and export. A checkpoint of version 2
+/* The net of checkpoint o->checkpoint_in, for eval, predict and export. A checkpoint of version 2
  * carries it (every rewrite included): then --net and --input are optional, and given, they must
  * agree with it (--net once sized to the checkpoint's input and classes). A version-1 checkpoint
  * needs --net (and --input), as before. The file is verified (size, CRC) first. name (may be

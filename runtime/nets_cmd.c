@@ -28,7 +28,7 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 {
 	dnn_graph g;
 	char err[512];
-	if (o->resume_path && (!strcmp(o->cmd, "eval") || !strcmp(o->cmd, "predict") || !strcmp(o->cmd, "export"))) {
+	if (o->checkpoint_in) { /* eval, predict, export */
 		static char name[256];
 		char cerr[2600];
 		int rc = dnn_ckpt_open_net(&g, o, name, sizeof(name), cerr, sizeof(cerr));

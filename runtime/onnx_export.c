@@ -598,7 +598,7 @@ int dnn_cmd_export(const dnn_train_opts *o, const char *onnx_path)
 	m.class_names = meta.class_names;
 	dnn_onnx_stats st = {0};
 	rc = 1;
-	if (dnn_model_load(&m, o->resume_path, NULL, NULL, NULL, err, sizeof(err)) != 0 ||
+	if (dnn_model_load(&m, o->checkpoint_in, NULL, NULL, NULL, err, sizeof(err)) != 0 ||
 	    dnn_model_sync_to_host(&m, err, sizeof(err)) != 0)
 		fprintf(stderr, "error: %s\n", err);
 	else if (dnn_onnx_export(&m, onnx_path, meta.class_names, err, sizeof(err), &st) != 0)
@@ -608,7 +608,7 @@ int dnn_cmd_export(const dnn_train_opts *o, const char *onnx_path)
 	if (rc == 0) {
 		printf("result: cmd=export net=%s checkpoint=%s onnx=%s opset=%d onnx_nodes=%d initializers=%d "
 		       "params=%lld classes=%d bytes=%zu wall_s=%.2f\n",
-		       o->net, o->resume_path, onnx_path, st.opset, st.nodes, st.initializers, dnn_graph_params(&g),
+		       o->net, o->checkpoint_in, onnx_path, st.opset, st.nodes, st.initializers, dnn_graph_params(&g),
 		       g.classes, st.bytes, dnn_now() - t0);
 		fflush(stdout);
 	}

@@ -1,14 +1,12 @@
-/* train.c — `starpu_anp train|bench` (the training loop) and `starpu_anp eval` (see train.h).
+/* train.c — `starpu_anp train|bench`: the training loop (see train.h).
  * Options: opts.h; data: data.h; order and learning rate: schedule.h; checkpoints: model_ckpt.h;
- * evaluation: evaluate.h (and anp.h for image folders). */
+ * evaluation: eval.h (and anp.h for image folders); --step-timeout: watchdog.h. */
 #include "train.h"
 #include "data_source.h"
 #include "dist.h"
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
-#include <signal.h>
 #include <starpu.h>
 #include <starpu_mpi.h>
 #include <stdio.h>
@@ -21,13 +19,14 @@
 #include "cpu_kernels.h"
 #include "data.h"
 #include "dnn_runtime.h"
-#include "evaluate.h"
+#include "eval.h"
 #include "graph.h"
 #include "imagefolder.h"
 #include "model_ckpt.h"
 #include "preflight.h"
 #include "progress.h"
 #include "schedule.h"
+#include "watchdog.h"
 
 #ifdef DNN_SIMGRID
 #define DNN_SIMULATED 1 /* the simulation build (docs/SIMULATION.md) */
@@ -56,16 +55,6 @@ static int open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_di
 		return -1;
 	}
 	return 0;
-}
-
-/* The test-set evaluation: image folders with the ANP metrics (per-sample logits), others by the
- * step statistics. anp may be NULL for the latter. Returns 0 or -1 (message printed). */
-static int evaluate_test(dnn_model *m, const dnn_dataset *test, int batch, int chunks, dnn_anp_metrics *anp,
-			 double *loss, double *acc)
-{
-	if (test->folder && anp)
-		return dnn_anp_evaluate(m, test, batch, chunks, anp, loss, acc);
-	return dnn_evaluate(m, test, batch, chunks, NULL, NULL, loss, acc);
 }
 
 static int wait_all(int nranks)
@@ -183,6 +172,40 @@ static int resume_seed(dnn_train_opts *o)
 	return 0;
 }
 
+/* The multi-rank set-up (ranks > 1), the plan (pinned with --pin-chunks) and the memory check.
+ * Returns 0, or -1 after printing one error line. */
+static int setup_plan(train_run *r)
+{
+	char err[512];
+	const dnn_train_opts *o = &r->o;
+	if (r->nranks > 1) {
+		if (o->batch < r->nranks) {
+			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
+			return -1;
+		}
+		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, bucket_elems, o->staleness, o->async_lookahead,
+					  o->window, err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: %s\n", err);
+			return -1;
+		}
+	}
+	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	r->have_plan = 1;
+	if (o->pin_chunks && dnn_plan_pin_chunks(&r->p, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	if (dnn_preflight_memory(&r->m, &r->p, r->eval ? o->batch : 0, r->chunks, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
 /* Net, data, model (and its checkpoint), metrics file, multi-rank set-up, plan and memory check.
  * Returns 0, or -1 after printing one error line. */
 static int run_setup(train_run *r, const dnn_train_opts *opts)
@@ -195,10 +218,10 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	if (r->rank != 0) {
 		o->quiet = 1;
 		o->metrics_path = NULL;
-		o->checkpoint_path = NULL;
+		o->checkpoint_out = NULL;
 		o->eval = 0;
 	}
-	r->bench = o->synthetic;
+	r->bench = o->bench;
 	r->eval = !r->bench && o->eval;
 #ifdef DNN_SIMGRID
 	/* Simulation: kernels are delays, so losses and weights are meaningless. Evaluation and the
@@ -251,31 +274,8 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		if (!o->resume_path)
 			fprintf(r->metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s\n");
 	}
-	if (r->nranks > 1) {
-		if (o->batch < r->nranks) {
-			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
-			return -1;
-		}
-		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, bucket_elems, o->staleness, o->async_lookahead,
-					  o->window, err, sizeof(err)) != 0) {
-			fprintf(stderr, "error: %s\n", err);
-			return -1;
-		}
-	}
-	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
+	if (setup_plan(r) != 0)
 		return -1;
-	}
-	r->have_plan = 1;
-	if (o->pin_chunks && dnn_plan_pin_chunks(&r->p, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		return -1;
-	}
-	if (dnn_preflight_memory(&r->m, &r->p, r->eval ? o->batch : 0, r->chunks, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		return -1;
-	}
 	if (!o->quiet)
 		fprintf(stderr, "%s: net %s (%lld params), %d train samples, batch %d in %d chunks, %u workers "
 				"(%u CPU, %u CUDA), scheduler %s, window %d\n",
@@ -309,108 +309,6 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	return 0;
 }
 
-/* ---------------------------------------------------------------- --step-timeout
- * Multi-rank runs only. A rank whose peer or host became unreachable (link down, partition)
- * waits in StarPU-MPI for data that never comes, and Open MPI notices a lost TCP peer only
- * after the kernel's retransmission timeout (~15 min). A watchdog thread ends such a run: when
- * no step completes (and no evaluation or checkpoint ends) for step_timeout seconds, it names
- * the rank, its host and the stalled step, flushes the metrics rows and calls MPI_Abort (with
- * a SIGALRM backstop should MPI_Abort itself block). The last checkpoint is untouched: it is
- * written atomically, so an abort mid-step leaves the previous one intact. */
-typedef struct {
-	pthread_t th;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	int running, stop;
-	double timeout, last; /* seconds; dnn_now() of the last progress */
-	uint64_t done;        /* global steps completed */
-	FILE *metrics;
-	const char *metrics_path;
-	int rank, nranks;
-} step_watchdog;
-
-static step_watchdog g_wd = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-
-/* Progress: done = the global steps completed so far (or (uint64_t)-1: a phase ended, same count). */
-static void watchdog_progress(uint64_t done)
-{
-	if (!g_wd.running)
-		return;
-	pthread_mutex_lock(&g_wd.mu);
-	g_wd.last = dnn_now();
-	if (done != (uint64_t)-1)
-		g_wd.done = done;
-	pthread_mutex_unlock(&g_wd.mu);
-}
-
-static void *watchdog_main(void *arg)
-{
-	(void)arg;
-	pthread_mutex_lock(&g_wd.mu);
-	while (!g_wd.stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&g_wd.cv, &g_wd.mu, &ts);
-		if (g_wd.stop || dnn_now() - g_wd.last < g_wd.timeout)
-			continue;
-		uint64_t done = g_wd.done;
-		pthread_mutex_unlock(&g_wd.mu);
-		/* ANP_HOST: set by launchers whose hosts share one hostname (tests/net/agent.sh). */
-		char host[256] = "?";
-		const char *env_host = getenv("ANP_HOST");
-		if (env_host && *env_host)
-			snprintf(host, sizeof(host), "%s", env_host);
-		else if (gethostname(host, sizeof(host)) != 0)
-			snprintf(host, sizeof(host), "?");
-		host[sizeof(host) - 1] = 0;
-		if (g_wd.metrics && (fflush(g_wd.metrics) != 0 || fsync(fileno(g_wd.metrics)) != 0))
-			fprintf(stderr, "warning: --metrics %s: flushing failed: %s\n", g_wd.metrics_path, strerror(errno));
-		fprintf(stderr, "error: rank %d of %d (host %s): step %llu has not completed in %g s (--step-timeout): "
-				"a rank or its host is unreachable or stopped; rank %d stops the job\n",
-			g_wd.rank, g_wd.nranks, host, (unsigned long long)done + 1, g_wd.timeout, g_wd.rank);
-		fflush(stderr);
-		alarm(10); /* should MPI_Abort block (its runtime unreachable too), SIGALRM ends the process */
-		MPI_Abort(MPI_COMM_WORLD, 1);
-		_exit(1);
-	}
-	pthread_mutex_unlock(&g_wd.mu);
-	return NULL;
-}
-
-static void watchdog_start(train_run *r)
-{
-#ifdef DNN_SIMGRID
-	(void)r; /* simulated time: a real-time watchdog thread would measure nothing */
-	return;
-#endif
-	if (r->nranks < 2 || !(r->o.step_timeout > 0))
-		return;
-	g_wd.timeout = r->o.step_timeout;
-	g_wd.last = dnn_now();
-	g_wd.done = r->step0;
-	g_wd.metrics = r->metrics, g_wd.metrics_path = r->o.metrics_path;
-	g_wd.rank = r->rank, g_wd.nranks = r->nranks;
-	g_wd.stop = 0;
-	if (pthread_create(&g_wd.th, NULL, watchdog_main, NULL) != 0) {
-		fprintf(stderr, "warning: --step-timeout: cannot start the watchdog thread; running without it\n");
-		return;
-	}
-	g_wd.running = 1;
-}
-
-static void watchdog_stop(void)
-{
-	if (!g_wd.running)
-		return;
-	pthread_mutex_lock(&g_wd.mu);
-	g_wd.stop = 1;
-	pthread_cond_signal(&g_wd.cv);
-	pthread_mutex_unlock(&g_wd.mu);
-	pthread_join(g_wd.th, NULL);
-	g_wd.running = 0;
-}
-
 /* Step `collected` (1-based within the epoch) has been read back: progress, metrics row, the
  * non-finite check and the --checkpoint-every checkpoint. Returns 0 or -1 (message printed). */
 static int collect_step(train_run *r, int epoch, long collected, long nsteps, epoch_sums *e)
@@ -424,7 +322,7 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 	}
 	e->loss += l, e->correct += c, e->images += o->batch, e->done++;
 	uint64_t gstep = (uint64_t)epoch * r->steps_per_epoch + collected;
-	watchdog_progress(gstep);
+	dnn_watchdog_progress(gstep);
 	r->last_loss = l / o->batch, r->last_acc = c / o->batch;
 	double el = dnn_now() - e->t_start;
 	double ips = el > 0 ? e->images / el : 0;
@@ -437,15 +335,15 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 		report_non_finite(&r->m, gstep);
 		return -1;
 	}
-	if (o->checkpoint_path && o->checkpoint_every > 0 && collected < nsteps &&
+	if (o->checkpoint_out && o->checkpoint_every > 0 && collected < nsteps &&
 	    gstep % (uint64_t)o->checkpoint_every == 0) {
 		/* Saves the state after every submitted step (it waits for their updates). */
-		if (dnn_model_save(&r->m, o->checkpoint_path, r->step, (uint32_t)(r->step / r->steps_per_epoch), o->seed,
+		if (dnn_model_save(&r->m, o->checkpoint_out, r->step, (uint32_t)(r->step / r->steps_per_epoch), o->seed,
 				   err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
 		}
-		watchdog_progress((uint64_t)-1);
+		dnn_watchdog_progress((uint64_t)-1);
 	}
 	return 0;
 }
@@ -526,9 +424,9 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 	r->train_acc = e->images ? e->correct / e->images : NAN;
 	double ips = (t_end - e->t_warm) > 0 ? (e->images - e->warm_done * o->batch) / (t_end - e->t_warm) : 0;
 	if (r->eval) {
-		if (evaluate_test(&r->m, &r->test, o->batch, r->chunks, &r->anp, &r->test_loss, &r->test_acc) != 0)
+		if (dnn_evaluate_test(&r->m, &r->test, o->batch, r->chunks, &r->anp, &r->test_loss, &r->test_acc) != 0)
 			return -1;
-		watchdog_progress((uint64_t)-1);
+		dnn_watchdog_progress((uint64_t)-1);
 		if (!o->quiet)
 			fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s\n",
 				epoch + 1, r->train_loss, r->train_acc, r->test_loss, r->test_acc, ips);
@@ -544,12 +442,12 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 				r->test_loss, r->test_acc, dnn_now() - r->t_begin);
 		fflush(r->metrics);
 	}
-	if (o->checkpoint_path &&
-	    dnn_model_save(&r->m, o->checkpoint_path, r->step, (uint32_t)(epoch + 1), o->seed, err, sizeof(err)) != 0) {
+	if (o->checkpoint_out &&
+	    dnn_model_save(&r->m, o->checkpoint_out, r->step, (uint32_t)(epoch + 1), o->seed, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
-	watchdog_progress((uint64_t)-1);
+	dnn_watchdog_progress((uint64_t)-1);
 	return 0;
 }
 
@@ -628,20 +526,20 @@ static void print_result(train_run *r)
 		printf(" test_accuracy=%.4f test_loss=%.6f", r->test_acc, r->test_loss);
 	if (r->train.folder)
 		dnn_anp_print_fields(stdout, &r->train, r->eval ? &r->test : NULL, r->eval ? &r->anp : NULL);
+	dnn_dist_info di;
+	dnn_dist_get_info(r->m.dist, &di);
 	if (r->nranks > 1) {
 		printf(" ranks=%d mode=%s", r->nranks, o->mode == DNN_MODE_ASYNC ? "async" : "sync");
 		if (r->m.dist && o->mode == DNN_MODE_SYNC)
 			printf(" allreduce=%s bucket_mb=%g allreduces=%d", o->allreduce == DNN_ALLREDUCE_RING ? "ring" : "tree",
-			       o->bucket_mb, r->m.dist->allreduces);
+			       o->bucket_mb, di.allreduces);
 	} else {
 		/* One process trains synchronously whatever --mode says. */
 		printf(" ranks=1 mode=sync%s", o->mode == DNN_MODE_ASYNC ? " requested_mode=async" : "");
 	}
 	if (r->m.dist && o->mode == DNN_MODE_ASYNC)
-		printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness,
-		       r->m.dist->lookahead,
-		       r->m.dist->staleness_count ? r->m.dist->staleness_sum / r->m.dist->staleness_count : 0.0,
-		       r->m.dist->staleness_max);
+		printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness, di.lookahead,
+		       di.staleness_mean, di.staleness_max);
 	printf(" fuse=%d pin_chunks=%d tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL, r->p.tasks_per_step);
 	if (!DNN_SIMULATED)
 		printf(" blas=%s blas_isa=%s cpu_isa=%s", dnn_blas_field(), dnn_isa_name(dnn_blas_isa()),
@@ -675,9 +573,11 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	if (run_setup(&r, opts) != 0)
 		goto out;
 	const dnn_train_opts *o = &r.o;
-	watchdog_start(&r);
+	const dnn_watchdog_cfg wcfg = {.timeout = r.o.step_timeout, .done = r.step0, .metrics = r.metrics,
+				       .metrics_path = r.o.metrics_path, .rank = r.rank, .nranks = r.nranks};
+	dnn_watchdog_start(&wcfg); /* multi-rank runs with --step-timeout only */
 	const int loop_rc = train_loop(&r);
-	watchdog_stop();
+	dnn_watchdog_stop();
 	if (loop_rc != 0) {
 		if (r.nranks > 1)
 			abort_job(&r);
@@ -689,7 +589,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			fprintf(stderr, "%s: the checkpoint has already done %llu steps; nothing left to train "
 					"(raise --epochs or --max-steps to continue)\n",
 				o->resume_path, (unsigned long long)r.step0);
-		if (r.eval && evaluate_test(&r.m, &r.test, o->batch, r.chunks, &r.anp, &r.test_loss, &r.test_acc) != 0)
+		if (r.eval && dnn_evaluate_test(&r.m, &r.test, o->batch, r.chunks, &r.anp, &r.test_loss, &r.test_acc) != 0)
 			goto out;
 	}
 	if (r.nranks > 1 && r.train.folder && r.train.n > 0 && merge_bad_files(&r) != 0)
@@ -709,61 +609,5 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	}
 out:
 	run_free(&r);
-	return rc;
-}
-
-/* ---------------------------------------------------------------- eval */
-int dnn_cmd_eval(const dnn_train_opts *o)
-{
-	char err[512];
-	dnn_graph g;
-	dnn_dataset test = {0};
-	dnn_model m;
-	int rc = 1, have_model = 0;
-	if ((rc = dnn_ckpt_open_graph(&g, o, o->data_dir)) != 0) /* the checkpoint's net (model_ckpt.h) */
-		return rc;
-	rc = 1;
-	if (dnn_data_load(o, &g, 0, &test) != 0)
-		goto out;
-	if (dnn_model_create(&m, &g, o->seed, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		goto out;
-	}
-	have_model = 1;
-	m.class_names = test.class_names; /* image folders: must match the checkpoint's */
-	uint64_t step;
-	uint32_t epoch;
-	if (dnn_model_load(&m, o->resume_path, &step, &epoch, NULL, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		goto out;
-	}
-	int chunks = dnn_opts_chunks(o);
-	if (dnn_preflight_memory(&m, NULL, o->batch, chunks, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		goto out;
-	}
-	double loss, acc, t0 = dnn_now();
-	dnn_anp_metrics anp = {0};
-	if (evaluate_test(&m, &test, o->batch, chunks, &anp, &loss, &acc) != 0)
-		goto out;
-	double wall = dnn_now() - t0;
-	printf("result: cmd=eval net=%s checkpoint=%s epoch=%u step=%llu samples=%d test_accuracy=%.4f test_loss=%.6f "
-	       "images_per_s=%.1f wall_s=%.2f",
-	       o->net, o->resume_path, epoch, (unsigned long long)step, test.n, acc, loss, wall > 0 ? test.n / wall : 0, wall);
-	if (test.folder)
-		dnn_anp_print_fields(stdout, NULL, &test, &anp);
-	printf("\n");
-	fflush(stdout);
-	rc = 0;
-	if (o->report_path && dnn_anp_write_report(o->report_path, o, &g, NULL, &test, test.folder ? &anp : NULL,
-						   wall > 0 ? test.n / wall : 0, wall, err, sizeof(err)) != 0) {
-		fprintf(stderr, "error: %s\n", err);
-		rc = 1;
-	}
-out:
-	if (have_model)
-		dnn_model_destroy(&m);
-	dnn_dataset_free(&test);
-	dnn_graph_free(&g);
 	return rc;
 }

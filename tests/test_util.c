@@ -21,9 +21,15 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 void test_starpu_init(int *argc, char ***argv)
 {
-	if (dnn_runtime_init(argc, argv, 0) == -ENODEV) {
+	char err[512];
+	int rc = dnn_runtime_init(argc, argv, 0, err, sizeof(err));
+	if (rc == -ENODEV) {
 		fprintf(stderr, "SKIP: no StarPU worker available\n");
 		exit(TEST_SKIP);
+	}
+	if (rc != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		exit(1);
 	}
 }
 

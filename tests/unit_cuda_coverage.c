@@ -36,6 +36,7 @@
 #include "dnn_codelet.h"
 #include "dnn_cuda.h"
 #include "dnn_runtime.h"
+#include "fuse.h"
 #include "grad_accum.h"
 #include "graph.h"
 #include "imagefolder.h"
@@ -184,9 +185,8 @@ static const char *mixed_net = "input x 1 28 28\n"
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks. */
 static void one_step(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train)
 {
-	char err[512], lvl[8];
-	snprintf(lvl, sizeof(lvl), "%d", fuse);
-	setenv("DNN_FUSE", lvl, 1);
+	char err[512];
+	dnn_fuse_set_level(fuse); /* what DNN_FUSE sets at start-up (runtime/knobs.c) */
 	dnn_graph g;
 	dnn_model m;
 	dnn_plan p;

@@ -2,12 +2,14 @@
  * failures and CPU scratch failures go through: the first error wins, nothing is printed when it
  * is recorded (the run's end prints it once), dnn_worker_error_unreported hands it out once (what
  * dnn_runtime_shutdown prints when no step reported it), dnn_worker_error_get always. Also
- * dnn_cuda_env_read, which checks DNN_CUDA_MATH and DNN_CUDA_WORKSPACE_MB in every build. */
+ * dnn_knobs_parse (runtime/knobs.h), which checks DNN_CUDA_MATH and DNN_CUDA_WORKSPACE_MB (and
+ * the other DNN_* knobs) in every build. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dnn_codelet.h"
+#include "knobs.h"
 #include "test_util.h"
 
 static void env_case(const char *math, const char *ws, int want_rc, int want_fp32, long want_mb, const char *want_err)
@@ -20,9 +22,10 @@ static void env_case(const char *math, const char *ws, int want_rc, int want_fp3
 		setenv("DNN_CUDA_WORKSPACE_MB", ws, 1);
 	else
 		unsetenv("DNN_CUDA_WORKSPACE_MB");
-	dnn_cuda_env e;
+	dnn_knobs k;
 	char err[256] = "";
-	int rc = dnn_cuda_env_read(&e, err, sizeof err);
+	int rc = dnn_knobs_parse(&k, err, sizeof err);
+	const dnn_cuda_env e = k.cuda;
 	TEST_CHECK(rc == want_rc, "DNN_CUDA_MATH=%s DNN_CUDA_WORKSPACE_MB=%s: rc %d, want %d (%s)", math ? math : "(unset)",
 		   ws ? ws : "(unset)", rc, want_rc, err);
 	if (rc == 0 && want_rc == 0)
@@ -30,6 +33,34 @@ static void env_case(const char *math, const char *ws, int want_rc, int want_fp3
 			   math ? math : "-", ws ? ws : "-", e.fp32, e.workspace_mb, want_fp32, want_mb);
 	if (want_err)
 		TEST_CHECK(strstr(err, want_err) != NULL && !strchr(err, '\n'), "error '%s' lacks '%s'", err, want_err);
+}
+
+/* DNN_FUSE and DNN_CONV_ALGO: the values, the defaults, and one line naming what is accepted. */
+static void other_knobs(void)
+{
+	dnn_knobs k;
+	char err[256] = "";
+	unsetenv("DNN_FUSE"), unsetenv("DNN_CONV_ALGO"), unsetenv("DNN_TRACES_DIR");
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.fuse == 1 && k.conv_algo == DNN_CONV_ALGO_AUTO &&
+			   k.traces_dir == NULL,
+		   "defaults: fuse %d algo %d (%s)", k.fuse, (int)k.conv_algo, err);
+	setenv("DNN_FUSE", "2", 1), setenv("DNN_CONV_ALGO", "winograd", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.fuse == 2 && k.conv_algo == DNN_CONV_ALGO_WINOGRAD,
+		   "DNN_FUSE=2 DNN_CONV_ALGO=winograd: fuse %d algo %d", k.fuse, (int)k.conv_algo);
+	setenv("DNN_FUSE", "0", 1), setenv("DNN_CONV_ALGO", "im2col", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.fuse == 0 && k.conv_algo == DNN_CONV_ALGO_IM2COL,
+		   "DNN_FUSE=0 DNN_CONV_ALGO=im2col: fuse %d algo %d", k.fuse, (int)k.conv_algo);
+	setenv("DNN_FUSE", "3", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_FUSE=3: expected 0, 1 or 2") == 0,
+		   "DNN_FUSE=3: '%s'", err);
+	unsetenv("DNN_FUSE"), setenv("DNN_CONV_ALGO", "fast", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 &&
+			   strcmp(err, "DNN_CONV_ALGO=fast: expected auto, im2col or winograd") == 0,
+		   "DNN_CONV_ALGO=fast: '%s'", err);
+	unsetenv("DNN_CONV_ALGO"), setenv("DNN_TRACES_DIR", "/nonexistent-traces", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strstr(err, "DNN_TRACES_DIR=/nonexistent-traces: ") == err,
+		   "DNN_TRACES_DIR: '%s'", err);
+	unsetenv("DNN_TRACES_DIR");
 }
 
 int main(void)
@@ -57,5 +88,7 @@ int main(void)
 	env_case(NULL, "65537", -1, 0, 0, "DNN_CUDA_WORKSPACE_MB=65537");
 	env_case(NULL, "12x", -1, 0, 0, "DNN_CUDA_WORKSPACE_MB=12x");
 	env_case(NULL, "99999999999999999999999", -1, 0, 0, "DNN_CUDA_WORKSPACE_MB=9999");
+	unsetenv("DNN_CUDA_MATH"), unsetenv("DNN_CUDA_WORKSPACE_MB");
+	other_knobs();
 	return test_report("unit_worker_error");
 }

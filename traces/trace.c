@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "dnn_runtime.h"
+#include "knobs.h"
 
 #ifndef DNN_STARPU_BINDIR
 #define DNN_STARPU_BINDIR ""
@@ -191,7 +192,7 @@ static int find_exec(const char *name, int in_starpu, char *out, size_t n)
 static int find_traces_dir(char *out, size_t n)
 {
 	char probe[PATH_MAX + 32];
-	const char *env = getenv("DNN_TRACES_DIR");
+	const char *env = dnn_knobs_traces_dir(); /* DNN_TRACES_DIR, checked at start-up */
 	char exe[PATH_MAX];
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[len > 0 ? len : 0] = '\0';

@@ -50,9 +50,12 @@ for pair in "im2col winograd" "im2col auto" "winograd auto"; do
     END { if (n == 0) print "no train_step rows" }')"
   [ -z "$BAD" ] || fail "$1 vs $2: step losses differ by more than $TOL_L relative: $BAD"
 done
-# A value that is not an algorithm: one warning, auto, and the run still trains.
+# A value that is not an algorithm: a usage error at start-up (exit 2, one line naming the
+# variable and the algorithms; runtime/knobs.c), as for every DNN_* knob (bad_env).
 DNN_CONV_ALGO=bogus "$STARPU_ANP" train --net resnet8 --batch 32 --chunks 2 --max-steps 1 --limit-train 256 \
-  --limit-test 64 --quiet >/dev/null 2>"$TMP/bogus.err" || fail "DNN_CONV_ALGO=bogus: the run failed: $(cat "$TMP/bogus.err")"
-grep -q 'DNN_CONV_ALGO=bogus is not im2col, winograd or auto' "$TMP/bogus.err" \
-  || fail "DNN_CONV_ALGO=bogus: no warning (stderr: $(head -3 "$TMP/bogus.err"))"
+  --limit-test 64 --quiet >/dev/null 2>"$TMP/bogus.err"
+rc=$?
+[ "$rc" = 2 ] || fail "DNN_CONV_ALGO=bogus: exit $rc, want 2 (stderr: $(head -3 "$TMP/bogus.err"))"
+[ "$(cat "$TMP/bogus.err")" = "error: DNN_CONV_ALGO=bogus: expected auto, im2col or winograd" ] \
+  || fail "DNN_CONV_ALGO=bogus: not the one line (stderr: $(head -3 "$TMP/bogus.err"))"
 finish

@@ -1,0 +1,116 @@
+/* knobs.c — the DNN_* environment variables, parsed once (knobs.h). */
+#include "knobs.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fuse.h"
+#include "starpu_anp.h"
+
+static dnn_knobs g_knobs = {.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1}};
+static int g_loaded;
+
+/* The variable's value, or NULL when unset or empty (both mean: the default). */
+static const char *knob(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+/* The index of v in the NULL-terminated words, or -1 with the one line in err. */
+static int one_of(const char *name, const char *v, const char *const *words, char *err, size_t errlen)
+{
+	for (int i = 0; words[i]; i++)
+		if (strcmp(v, words[i]) == 0)
+			return i;
+	int n = 0;
+	while (words[n])
+		n++;
+	int len = snprintf(err, errlen, "%s=%s: expected ", name, v);
+	for (int i = 0; i < n && len >= 0 && (size_t)len < errlen; i++)
+		len += snprintf(err + len, errlen - (size_t)len, "%s%s", i == 0 ? "" : i == n - 1 ? " or " : ", ",
+				words[i]);
+	return -1;
+}
+
+static int parse_workspace(const char *v, long *mb, char *err, size_t errlen)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || x < 0 || x > DNN_CUDA_WORKSPACE_MAX_MB) {
+		snprintf(err, errlen, "DNN_CUDA_WORKSPACE_MB=%s: expected an integer from 0 to %ld (MiB)", v,
+			 DNN_CUDA_WORKSPACE_MAX_MB);
+		return -1;
+	}
+	*mb = x;
+	return 0;
+}
+
+int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
+{
+	static const char *const fuse[] = {"0", "1", "2", NULL};
+	static const char *const algo[] = {"auto", "im2col", "winograd", NULL}; /* dnn_conv_algo's order */
+	static const char *const math[] = {"tf32", "fp32", NULL};
+	static const char *const blas[] = {"auto", "keep", NULL};
+	const char *v;
+	int i;
+	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
+	k->traces_dir = NULL, k->blas_coretype = NULL;
+	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->fuse = i;
+	if ((v = knob("DNN_CONV_ALGO")) && (i = one_of("DNN_CONV_ALGO", v, algo, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->conv_algo = (dnn_conv_algo)i;
+	if ((v = knob("DNN_CUDA_MATH")) && (i = one_of("DNN_CUDA_MATH", v, math, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->cuda.fp32 = i;
+	if ((v = knob("DNN_CUDA_WORKSPACE_MB")) && parse_workspace(v, &k->cuda.workspace_mb, err, errlen) != 0)
+		return -1;
+	if ((v = knob("DNN_BLAS_CORETYPE")) && one_of("DNN_BLAS_CORETYPE", v, blas, err, errlen) < 0)
+		return -1;
+	k->blas_coretype = v;
+	if ((v = knob("DNN_TRACES_DIR"))) {
+		char probe[PATH_MAX + 32];
+		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
+		if (access(probe, R_OK) != 0) {
+			snprintf(err, errlen, "DNN_TRACES_DIR=%s: expected the traces/ folder of the sources "
+					      "(with trace_summary.py and sweep.sh)", v);
+			return -1;
+		}
+		k->traces_dir = v;
+	}
+	return 0;
+}
+
+void dnn_knobs_apply(const dnn_knobs *k)
+{
+	g_knobs = *k;
+	dnn_fuse_set_level(k->fuse);
+	dnn_conv2d_set_cpu_algo(k->conv_algo);
+	dnn_cuda_env_set(&k->cuda);
+}
+
+int dnn_knobs_load(char *err, size_t errlen)
+{
+	dnn_knobs k;
+	if (dnn_knobs_parse(&k, err, errlen) != 0)
+		return -1;
+	dnn_knobs_apply(&k);
+	g_loaded = 1;
+	return 0;
+}
+
+int dnn_knobs_loaded(void) { return g_loaded; }
+
+const char *dnn_knobs_traces_dir(void) { return g_knobs.traces_dir; }
+
+const char *dnn_knobs_blas_coretype(void) { return g_knobs.blas_coretype; }
