@@ -38,6 +38,9 @@ typedef struct {
 	int priority;     /* STARPU_PRIORITY */
 	const char *name; /* STARPU_NAME; NULL: the helper's default ("relu_fwd", ...) */
 	int color;        /* STARPU_TASK_COLOR where the helper supports it (grad_add); 0: default */
+	int pinned;       /* local inserts: 1 = run on `worker` (STARPU_EXECUTE_ON_WORKER; a chunk's
+			   * worker under --pin-chunks), 0 = the scheduler chooses. MPI inserts ignore it */
+	int worker;
 } dnn_task_opts;
 
 static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt)
@@ -45,10 +48,11 @@ static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt
 	return o && o->name ? o->name : dflt;
 }
 
-/* The worker the next single-process inserts must run on (STARPU_EXECUTE_ON_WORKER), or -1: the
- * scheduler chooses. graph/model.c sets it around a pinned chunk's tasks (--pin-chunks) and
- * puts it back to -1; tasks are submitted from one thread. MPI inserts ignore it. */
-extern int dnn_insert_worker;
+/* STARPU_EXECUTE_ON_WORKER's argument for a local insert: o's worker, or -1 (the scheduler's choice). */
+static inline int dnn_task_worker(const dnn_task_opts *o)
+{
+	return o && o->pinned ? o->worker : -1;
+}
 
 /* Every insert helper's one call: StarPU's return code (0 or a negative errno). NAME is the
  * helper's default task name; the trailing arguments are starpu_task_insert's, without the 0. */
@@ -62,7 +66,7 @@ extern int dnn_insert_worker;
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0))              \
 		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
-				      STARPU_EXECUTE_ON_WORKER, dnn_insert_worker, STARPU_NAME,                 \
+				      STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_NAME,                \
 				      dnn_task_name((o), (NAME)), 0))
 
 /* Footprint of a task = data footprint mixed with a CRC of its argument struct, hashed byte for
@@ -93,7 +97,7 @@ void *dnn_args_dup(const void *args, size_t size);
 					       dnn_task_name((o), (NAME)), 0)                            \
 			: starpu_task_insert((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_,   \
 					     STARPU_PRIORITY, (o) ? (o)->priority : 0,                   \
-					     STARPU_EXECUTE_ON_WORKER, dnn_insert_worker, STARPU_NAME,   \
+					     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_NAME,   \
 					     dnn_task_name((o), (NAME)), 0);                             \
 	})
 
