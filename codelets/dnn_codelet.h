@@ -10,8 +10,8 @@
  * time, Chameleon style, so one codelet serves R/W/RW/REDUX uses. That is why every codelet
  * is declared with STARPU_VARIABLE_NBUFFERS: with a fixed nbuffers and no .modes, StarPU stores
  * the modes of the first insert into the codelet and aborts when a later insert differs (e.g. a
- * dx written with STARPU_W by one task and accumulated with STARPU_RW by another). NBUF is kept
- * as documentation of the buffer count.
+ * dx written with STARPU_W by one task and accumulated with STARPU_RW by another). The macros'
+ * NBUF argument only documents the most buffers a task of the codelet takes.
  */
 #ifndef DNN_CODELET_H
 #define DNN_CODELET_H
@@ -185,21 +185,6 @@ struct starpu_codelet *const *dnn_cuda_codelets(size_t *n);
 	DNN_CUDA_DECLARED(NAME)
 
 #define DNN_CODELET(NAME, NBUF, CPU_FN, CUDA_FN) DNN_CODELET_FP(NAME, NBUF, CPU_FN, CUDA_FN, dnn_args_footprint)
-
-/* CPU-only variant, for codelets that have no sensible GPU form. */
-#define DNN_CODELET_CPU(NAME, NBUF, CPU_FN)                                        \
-	static struct starpu_perfmodel NAME##_model = {                            \
-		.type = STARPU_HISTORY_BASED,                                      \
-		.symbol = "dnn_" #NAME,                                           \
-		.footprint = dnn_args_footprint,                                   \
-	};                                                                         \
-	struct starpu_codelet NAME = {                                             \
-		.name = #NAME,                                                     \
-		.cpu_funcs = {CPU_FN},                                             \
-		.cpu_funcs_name = {#CPU_FN},                                       \
-		.nbuffers = STARPU_VARIABLE_NBUFFERS, /* NBUF buffers, modes per insert */ \
-		.model = &NAME##_model,                                            \
-	}
 
 /* Colours for ViTE: one hue family per op class, darker for backward phases. */
 enum {

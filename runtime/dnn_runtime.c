@@ -100,4 +100,3 @@ void dnn_runtime_shutdown(void)
 
 int dnn_runtime_rank(void) { return g_rank; }
 int dnn_runtime_nranks(void) { return g_nranks; }
-int dnn_runtime_uses_mpi(void) { return g_use_mpi; }

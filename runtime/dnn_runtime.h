@@ -6,5 +6,4 @@
 
 int dnn_runtime_rank(void);   /* 0 without MPI */
 int dnn_runtime_nranks(void); /* 1 without MPI */
-int dnn_runtime_uses_mpi(void);
 #endif

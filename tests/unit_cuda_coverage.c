@@ -16,7 +16,7 @@
  *  - build without CUDA (every cuda_funcs is NULL there): the codelet declares a CUDA function in
  *    source, i.e. it is in the registry of codelets/dnn_codelet.h (DNN_CUDA_DECLARED, a linker
  *    section filled by DNN_CODELET / DNN_CODELET_FP and by hand-written codelets that set
- *    .cuda_funcs = {DNN_CUDA_FN(fn)}; DNN_CODELET_CPU does not register). In a CUDA build the
+ *    .cuda_funcs = {DNN_CUDA_FN(fn)}). In a CUDA build the
  *    same registry is checked against the pointers too, so the registry itself is tested
  *    wherever CUDA is built (a registered codelet with no CUDA function fails it).
  * Offenders are printed by name. Against a vacuous pass: at least MIN_CODELETS distinct codelets
