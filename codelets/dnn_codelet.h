@@ -37,7 +37,7 @@ typedef struct {
 	int node;         /* with mpi: STARPU_EXECUTE_ON_NODE node; -1: owner computes */
 	int priority;     /* STARPU_PRIORITY */
 	const char *name; /* STARPU_NAME; NULL: the helper's default ("relu_fwd", ...) */
-	int color;        /* STARPU_TASK_COLOR where the helper supports it (grad_add); 0: default */
+	int color;        /* STARPU_TASK_COLOR where the helper supports it (vec_add); 0: default */
 	int pinned;       /* local inserts: 1 = run on `worker` (STARPU_EXECUTE_ON_WORKER; a chunk's
 			   * worker under --pin-chunks), 0 = the scheduler chooses. MPI inserts ignore it */
 	int worker;

@@ -14,7 +14,7 @@
 #include "dnn_rng.h"
 #include "errline.h"
 #include "fuse.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "op.h"
 #include "sgd.h"
 
@@ -121,7 +121,7 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_
 		starpu_vector_data_register(&p->hv, STARPU_MAIN_RAM, (uintptr_t)p->v, (uint32_t)p->n, sizeof(float));
 		starpu_vector_data_register(&p->hg, STARPU_MAIN_RAM, (uintptr_t)p->g, (uint32_t)p->n, sizeof(float));
 		starpu_data_set_name(p->hw, p->name);
-		dnn_grad_set_redux(p->hg);
+		dnn_vec_set_sum_redux(p->hg);
 	}
 	for (int i = 0; i < g->nnodes; i++)
 		if (m->running[i])

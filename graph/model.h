@@ -1,8 +1,8 @@
 /* model.h — a net's parameters and the StarPU submission of its iterations.
  *
  * dnn_model owns the trainable tensors (value, momentum, gradient) registered as StarPU vector
- * handles; gradients are STARPU_REDUX targets (grad_accum.h). dnn_plan owns the activation
- * handles of one way of splitting a batch into chunks: one handle per (node, chunk) for the
+ * handles; gradients are STARPU_REDUX targets (vec.h: dnn_vec_set_sum_redux). dnn_plan owns the
+ * activation handles of one way of splitting a batch into chunks: one handle per (node, chunk) for the
  * outputs, their gradients and batch-norm statistics, plus `nslots` sets of input/label/stats
  * handles so that up to nslots iterations can be in flight (the window).
  *
