@@ -254,7 +254,7 @@ static int roots(const char *dir, char **train_root, char **val_root, char *err,
 
 int dnn_imagefolder_is_root(const char *dir)
 {
-	/* The other readers' files win (as in train.c's load_data): IDX sets and CIFAR-10 batches. */
+	/* The other readers' files win (as in data.c's dnn_data_load): IDX sets and CIFAR-10 batches. */
 	static const char *other[] = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte",
 				      "t10k-images-idx3-ubyte.gz", "data_batch_1.bin", "test_batch.bin"};
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
