@@ -266,10 +266,9 @@ static void bn_bwd_cpu(void *buffers[], void *cl_arg)
 DNN_CODELET(cl_batchnorm_fwd_train, 5, bn_fwd_train_cpu, dnn_batchnorm_fwd_train_cuda);
 DNN_CODELET(cl_batchnorm_fwd_eval, 5, bn_fwd_eval_cpu, dnn_batchnorm_fwd_eval_cuda);
 DNN_CODELET(cl_batchnorm_running, 2, bn_running_cpu, dnn_batchnorm_running_cuda);
-/* The backward's modes (dx W or RW, dgamma/dbeta REDUX or RW) are chosen per task, and StarPU
- * pins the modes of a codelet with a fixed buffer count at its first insert, so it declares a
- * variable count (7, or 8 with the fused ReLU). */
-DNN_CODELET(cl_batchnorm_bwd, STARPU_VARIABLE_NBUFFERS, bn_bwd_cpu, dnn_batchnorm_bwd_cuda);
+/* The backward's modes (dx W or RW, dgamma/dbeta REDUX or RW) are chosen per task; 7 buffers, 8
+ * with the fused ReLU. */
+DNN_CODELET(cl_batchnorm_bwd, 8, bn_bwd_cpu, dnn_batchnorm_bwd_cuda);
 
 DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 5 * sizeof(int) + 2 * sizeof(float));
 

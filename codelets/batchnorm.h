@@ -8,10 +8,10 @@
  * Eval mode normalises with the running statistics.
  * Backward: dgamma, dbeta += (REDUX); dx (=|+=) per accumulate_dx.
  *
- * Fused ReLU (relu = 1, graph/model.c uses it when a batchnorm's only consumer is a relu): the
- * forward writes max(BN(x), 0) into y (the relu's output) in the same pass; the backward takes
- * the relu's output y and gradient dy and applies the mask dy * (y > 0) before the BN backward,
- * so the BN's own output and gradient are never materialised. */
+ * Fused ReLU (relu = 1, graph/ops/batchnorm.c uses it when graph/fuse.c fuses the batchnorm with
+ * its only consumer, a relu): the forward writes max(BN(x), 0) into y (the relu's output) in the
+ * same pass; the backward takes the relu's output y and gradient dy and applies the mask
+ * dy * (y > 0) before the BN backward, so the BN's own output and gradient are never materialised. */
 #ifndef DNN_BATCHNORM_H
 #define DNN_BATCHNORM_H
 #include <starpu.h>

@@ -109,9 +109,10 @@ static void conv2d_bwd_filter_cpu_task(void *buffers[], void *cl_arg)
 	}
 }
 
-DNN_CODELET(cl_conv2d_fwd, 3, conv2d_fwd_cpu_task, dnn_conv2d_fwd_cuda);
+/* fwd and bwd_filter: 3 buffers, 4 with the fused bias (DNN_FUSE=2). */
+DNN_CODELET(cl_conv2d_fwd, 4, conv2d_fwd_cpu_task, dnn_conv2d_fwd_cuda);
 DNN_CODELET(cl_conv2d_bwd_data, 3, conv2d_bwd_data_cpu_task, dnn_conv2d_bwd_data_cuda);
-DNN_CODELET(cl_conv2d_bwd_filter, 3, conv2d_bwd_filter_cpu_task, dnn_conv2d_bwd_filter_cuda);
+DNN_CODELET(cl_conv2d_bwd_filter, 4, conv2d_bwd_filter_cpu_task, dnn_conv2d_bwd_filter_cuda);
 
 /* ------------------------------------------------------------------ insert helpers */
 

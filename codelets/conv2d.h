@@ -1,7 +1,8 @@
 /* conv2d.h — 2-D convolution (groups=1), NCHW, float32, with an optional per-channel bias
  * (a->bias = 1: the forward then adds b (K) to y, as bias.h's forward, and the backward-filter
- * accumulates db += sum of dy over N, P, Q, as bias.h's backward, in the same task; graph/model.c
- * uses it for a conv with bias=1 when DNN_FUSE=2; otherwise such a conv is conv2d + bias_add tasks).
+ * accumulates db += sum of dy over N, P, Q, as bias.h's backward, in the same task;
+ * graph/ops/conv.c uses it for a conv with bias=1 when graph/fuse.c fuses them (DNN_FUSE=2);
+ * otherwise such a conv is conv2d + bias_fwd / bias_bwd tasks).
  *
  * Shapes: x (N,C,H,W), w (K,C,R,S), y (N,K,P,Q) with
  *   P = (H + 2*pad - dilation*(R-1) - 1)/stride + 1, Q likewise with W and S.

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dnn_insert_worker = -1;
-
 uint32_t dnn_args_footprint(struct starpu_task *task)
 {
 	uint32_t fp = starpu_task_data_footprint(task);

@@ -10,8 +10,8 @@
  * time, Chameleon style, so one codelet serves R/W/RW/REDUX uses. That is why every codelet
  * is declared with STARPU_VARIABLE_NBUFFERS: with a fixed nbuffers and no .modes, StarPU stores
  * the modes of the first insert into the codelet and aborts when a later insert differs (e.g. a
- * dx written with STARPU_W by one task and accumulated with STARPU_RW by another). NBUF is kept
- * as documentation of the buffer count.
+ * dx written with STARPU_W by one task and accumulated with STARPU_RW by another). The macros'
+ * NBUF argument only documents the most buffers a task of the codelet takes.
  */
 #ifndef DNN_CODELET_H
 #define DNN_CODELET_H
@@ -37,7 +37,10 @@ typedef struct {
 	int node;         /* with mpi: STARPU_EXECUTE_ON_NODE node; -1: owner computes */
 	int priority;     /* STARPU_PRIORITY */
 	const char *name; /* STARPU_NAME; NULL: the helper's default ("relu_fwd", ...) */
-	int color;        /* STARPU_TASK_COLOR where the helper supports it (grad_add); 0: default */
+	int color;        /* STARPU_TASK_COLOR where the helper supports it (vec_add); 0: default */
+	int pinned;       /* local inserts: 1 = run on `worker` (STARPU_EXECUTE_ON_WORKER; a chunk's
+			   * worker under --pin-chunks), 0 = the scheduler chooses. MPI inserts ignore it */
+	int worker;
 } dnn_task_opts;
 
 static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt)
@@ -45,10 +48,11 @@ static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt
 	return o && o->name ? o->name : dflt;
 }
 
-/* The worker the next single-process inserts must run on (STARPU_EXECUTE_ON_WORKER), or -1: the
- * scheduler chooses. graph/model.c sets it around a pinned chunk's tasks (--pin-chunks) and
- * puts it back to -1; tasks are submitted from one thread. MPI inserts ignore it. */
-extern int dnn_insert_worker;
+/* STARPU_EXECUTE_ON_WORKER's argument for a local insert: o's worker, or -1 (the scheduler's choice). */
+static inline int dnn_task_worker(const dnn_task_opts *o)
+{
+	return o && o->pinned ? o->worker : -1;
+}
 
 /* Every insert helper's one call: StarPU's return code (0 or a negative errno). NAME is the
  * helper's default task name; the trailing arguments are starpu_task_insert's, without the 0. */
@@ -62,7 +66,7 @@ extern int dnn_insert_worker;
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0))              \
 		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
-				      STARPU_EXECUTE_ON_WORKER, dnn_insert_worker, STARPU_NAME,                 \
+				      STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_NAME,                \
 				      dnn_task_name((o), (NAME)), 0))
 
 /* Footprint of a task = data footprint mixed with a CRC of its argument struct, hashed byte for
@@ -93,7 +97,7 @@ void *dnn_args_dup(const void *args, size_t size);
 					       dnn_task_name((o), (NAME)), 0)                            \
 			: starpu_task_insert((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_,   \
 					     STARPU_PRIORITY, (o) ? (o)->priority : 0,                   \
-					     STARPU_EXECUTE_ON_WORKER, dnn_insert_worker, STARPU_NAME,   \
+					     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_NAME,   \
 					     dnn_task_name((o), (NAME)), 0);                             \
 	})
 
@@ -183,21 +187,6 @@ struct starpu_codelet *const *dnn_cuda_codelets(size_t *n);
 	DNN_CUDA_DECLARED(NAME)
 
 #define DNN_CODELET(NAME, NBUF, CPU_FN, CUDA_FN) DNN_CODELET_FP(NAME, NBUF, CPU_FN, CUDA_FN, dnn_args_footprint)
-
-/* CPU-only variant, for codelets that have no sensible GPU form. */
-#define DNN_CODELET_CPU(NAME, NBUF, CPU_FN)                                        \
-	static struct starpu_perfmodel NAME##_model = {                            \
-		.type = STARPU_HISTORY_BASED,                                      \
-		.symbol = "dnn_" #NAME,                                           \
-		.footprint = dnn_args_footprint,                                   \
-	};                                                                         \
-	struct starpu_codelet NAME = {                                             \
-		.name = #NAME,                                                     \
-		.cpu_funcs = {CPU_FN},                                             \
-		.cpu_funcs_name = {#CPU_FN},                                       \
-		.nbuffers = STARPU_VARIABLE_NBUFFERS, /* NBUF buffers, modes per insert */ \
-		.model = &NAME##_model,                                            \
-	}
 
 /* Colours for ViTE: one hue family per op class, darker for backward phases. */
 enum {

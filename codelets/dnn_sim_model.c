@@ -119,7 +119,25 @@ static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nim
 	}
 }
 
-/* path = DIR/codelets/45/SYMBOL.HOST; 1 when that file exists and loads. */
+/* Perf models renamed with the vector codelets (codelets/vec.c, formerly grad_accum.c): a history
+ * file is named after its model's symbol only, so one calibrated under the old name is read when
+ * the new one has none, and saved calibrations (CPU and CUDA) stay usable. */
+static const char *const renamed_models[][2] = {
+	{"dnn_cl_vec_zero", "dnn_cl_grad_zero"},           {"dnn_cl_vec_add", "dnn_cl_grad_accum"},
+	{"dnn_cl_vec_axpy", "dnn_cl_grad_axpy"},           {"dnn_cl_vec_slice_get", "dnn_cl_grad_slice_get"},
+	{"dnn_cl_vec_slice_put", "dnn_cl_grad_slice_put"},
+};
+
+static const char *old_symbol(const char *symbol)
+{
+	for (size_t i = 0; i < sizeof(renamed_models) / sizeof(renamed_models[0]); i++)
+		if (strcmp(symbol, renamed_models[i][0]) == 0)
+			return renamed_models[i][1];
+	return NULL;
+}
+
+/* path = DIR/codelets/45/SYMBOL.HOST (or the symbol's old name's file when only that exists); 1
+ * when that file exists and loads. */
 static int load_history(struct starpu_perfmodel *hist, const struct starpu_perfmodel *orig, const char *dir,
 			const char *host, char *path, size_t pathlen)
 {
@@ -127,8 +145,16 @@ static int load_history(struct starpu_perfmodel *hist, const struct starpu_perfm
 	if (!dir || !*dir || !host || !*host)
 		return 0;
 	snprintf(path, pathlen, "%s/%s/%s.%s", dir, DNN_PERFMODEL_VERSION_DIR, orig->symbol, host);
-	if (access(path, R_OK) != 0)
-		return 0;
+	if (access(path, R_OK) != 0) {
+		const char *old = old_symbol(orig->symbol);
+		char alt[1024];
+		if (!old)
+			return 0;
+		snprintf(alt, sizeof(alt), "%s/%s/%s.%s", dir, DNN_PERFMODEL_VERSION_DIR, old, host);
+		if (access(alt, R_OK) != 0)
+			return 0;
+		snprintf(path, pathlen, "%s", alt);
+	}
 	memset(hist, 0, sizeof(*hist));
 	hist->type = STARPU_HISTORY_BASED;
 	if (starpu_perfmodel_load_file(path, hist) != 0)

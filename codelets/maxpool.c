@@ -198,10 +198,9 @@ static void maxpool_bwd_cpu(void *buffers[], void *cl_arg)
 				 (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a);
 }
 
-/* The backward's dx mode (W or RW) is chosen per task, and StarPU pins the modes of a codelet
- * with a fixed buffer count at its first insert, so it declares a variable count (always 4). */
+/* The backward's dx mode (W or RW) is chosen per task (every codelet's modes are: dnn_codelet.h). */
 DNN_CODELET(cl_maxpool_fwd, 2, maxpool_fwd_cpu, dnn_maxpool_fwd_cuda);
-DNN_CODELET(cl_maxpool_bwd, STARPU_VARIABLE_NBUFFERS, maxpool_bwd_cpu, dnn_maxpool_bwd_cuda);
+DNN_CODELET(cl_maxpool_bwd, 4, maxpool_bwd_cpu, dnn_maxpool_bwd_cuda);
 
 DNN_ARGS_NO_PADDING(dnn_maxpool_args, 10 * sizeof(int));
 

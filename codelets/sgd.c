@@ -52,8 +52,9 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 				 (float *)STARPU_VECTOR_GET_PTR(buffers[2]), delta, a);
 }
 
-/* Footprint from the data sizes only: the learning rate changes every step under a schedule. */
-DNN_CODELET_FP(cl_sgd_update, 3, sgd_update_cpu_task, dnn_sgd_update_cuda, NULL);
+/* Footprint from the data sizes only: the learning rate changes every step under a schedule.
+ * 3 buffers (w, v, grad), 4 with write_delta. */
+DNN_CODELET_FP(cl_sgd_update, 4, sgd_update_cpu_task, dnn_sgd_update_cuda, NULL);
 
 // ------------------------------------------------------------------------------- insert helper
 

@@ -8,7 +8,7 @@
  *
  * sync   per parameter p:  zero(G_p) on rank 0
  *                          for each rank j: G_p += g_p[j]  (STARPU_MPI_REDUX, executed on j)
- *                          starpu_mpi_redux_data(G_p)      (tree of cl_grad_accum tasks)
+ *                          starpu_mpi_redux_data(G_p)      (tree of cl_vec_redux_add tasks)
  *                          G_p sent to every rank; each rank applies the same SGD step to its
  *                          replica with G_p read-only, then zeroes its local g_p.
  *        A layer's reduction starts as soon as its local gradient is complete, while the
@@ -58,7 +58,7 @@
 
 #include "dnn_codelet.h"
 #include "errline.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "sgd.h"
 
 /* Options of a cross-rank task: executed on `node` (-1: where the written data is owned). */
@@ -261,7 +261,7 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int stalen
 			for (int j = 0; j < nranks; j++)
 				d->bucket_local[j * NB + b] = reg_vector(d, NULL, d->bucket_len[b], j);
 			d->bucket_global[b] = reg_vector(d, NULL, d->bucket_len[b], 0);
-			dnn_grad_set_redux(d->bucket_global[b]);
+			dnn_vec_set_sum_redux(d->bucket_global[b]);
 		}
 	}
 	if (mode == DNN_MODE_SYNC) {
@@ -285,7 +285,7 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int stalen
 							reg_vector(d, NULL, off[c + 1] - off[c], j);
 			} else {
 				d->g_global[p] = reg_vector(d, NULL, n, 0);
-				dnn_grad_set_redux(d->g_global[p]);
+				dnn_vec_set_sum_redux(d->g_global[p]);
 			}
 		}
 	} else {
@@ -323,18 +323,18 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int stalen
 		return -1;
 	for (int s = 0; s < nslots; s++) {
 		d->stats_global[s] = reg_vector(d, rank == 0 ? d->stats_global_mem + 2 * s : NULL, 2, 0);
-		dnn_grad_set_redux(d->stats_global[s]);
+		dnn_vec_set_sum_redux(d->stats_global[s]);
 		for (int j = 0; j < nranks; j++)
 			d->stats_local[j * nslots + s] = reg_vector(d, j == rank ? d->stats_local_mem + 2 * s : NULL, 2, j);
 	}
 	return 0;
 }
 
-/* dst <- src on `node`, with the gradient codelets: zero then accumulate (no extra codelet needed). */
+/* dst <- src on `node`, with the vector codelets: zero then add (no copy codelet needed). */
 static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, int node)
 {
-	TRY(dnn_insert_grad_zero(ON_NODE(node, "ps_snapshot_zero"), dst));
-	return dnn_insert_grad_add(ON_NODE(node, "ps_snapshot"), dst, STARPU_RW, src);
+	TRY(dnn_insert_vec_zero(ON_NODE(node, "ps_snapshot_zero"), dst));
+	return dnn_insert_vec_add(ON_NODE(node, "ps_snapshot"), dst, STARPU_RW, src);
 }
 
 /* G <- the sum over ranks j of local[j * stride], into G's owner: zero G, one STARPU_MPI_REDUX
@@ -343,9 +343,9 @@ static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, i
 static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
 			const char *zero_name, const char *contrib_name)
 {
-	TRY(dnn_insert_grad_zero(ON_NODE(-1, zero_name), G));
+	TRY(dnn_insert_vec_zero(ON_NODE(-1, zero_name), G));
 	for (int j = 0; j < nranks; j++)
-		TRY(dnn_insert_grad_accum(ON_NODE(j, contrib_name), G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
+		TRY(dnn_insert_vec_add(ON_NODE(j, contrib_name), G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
 	return starpu_mpi_redux_data(MPI_COMM_WORLD, G);
 }
 
@@ -384,11 +384,11 @@ int dnn_dist_before_forward(dnn_plan *p, long step)
 		/* The snapshot to every rank, then a local copy into this rank's replica plus this
 		 * rank's own changes that the snapshot lacks. */
 		TRY(mpi_broadcast(snap, d->nranks, 0));
-		TRY(dnn_insert_grad_zero(NULL, m->params[q].hw));
-		TRY(dnn_insert_grad_accum(NULL, m->params[q].hw, STARPU_RW, snap));
+		TRY(dnn_insert_vec_zero(NULL, m->params[q].hw));
+		TRY(dnn_insert_vec_add(NULL, m->params[q].hw, STARPU_RW, snap));
 		for (long k = version + 1; k < step; k++)
-			TRY(dnn_insert_grad_axpy(NULL, m->params[q].hw, own_weight,
-						 d->delta[((size_t)d->rank * K + k % K) * P + q]));
+			TRY(dnn_insert_vec_axpy(NULL, m->params[q].hw, own_weight,
+						d->delta[((size_t)d->rank * K + k % K) * P + q]));
 	}
 	return 0;
 }
@@ -408,27 +408,27 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
 			o.node = j;
-			TRY(dnn_insert_grad_slice_get(&o, A[j * N + c], d->g_local[j * P + q], off[c]));
+			TRY(dnn_insert_vec_slice_get(&o, A[j * N + c], d->g_local[j * P + q], off[c]));
 		}
 	o.name = "ring_reduce_scatter";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r - s) % N + N) % N, to = (r + 1) % N;
 			o.node = to;
-			TRY(dnn_insert_grad_add(&o, A[to * N + c], STARPU_RW, A[r * N + c]));
+			TRY(dnn_insert_vec_add(&o, A[to * N + c], STARPU_RW, A[r * N + c]));
 		}
 	o.name = "ring_all_gather";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r + 1 - s) % N + N) % N, to = (r + 1) % N;
 			o.node = to;
-			TRY(dnn_insert_grad_slice_get(&o, A[to * N + c], A[r * N + c], 0));
+			TRY(dnn_insert_vec_slice_get(&o, A[to * N + c], A[r * N + c], 0));
 		}
 	o.name = "ring_copy_out";
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
 			o.node = j;
-			TRY(dnn_insert_grad_slice_put(&o, d->g_local[j * P + q], A[j * N + c], off[c]));
+			TRY(dnn_insert_vec_slice_put(&o, d->g_local[j * P + q], A[j * N + c], off[c]));
 		}
 	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
 	dnn_param *pr = &m->params[q];
@@ -449,7 +449,7 @@ static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
 	a.keep_grad = 1;
 	TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, G));
-	return dnn_insert_grad_zero(NULL, pr->hg);
+	return dnn_insert_vec_zero(NULL, pr->hg);
 }
 
 /* The async step of parameter q: a local step that also writes the applied change, pushed to
@@ -465,7 +465,7 @@ static int async_push_step(dnn_plan *p, int q, long step, const dnn_sgd_config *
 	TRY(dnn_insert_sgd_update_delta(NULL, &a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]));
 	dnn_task_opts push = {.mpi = 1, .node = s, .name = "ps_push", .color = DNN_COLOR_UPDATE};
 	for (int j = 0; j < d->nranks; j++)
-		TRY(dnn_insert_grad_add(&push, d->w_server[q], STARPU_RW | STARPU_COMMUTE,
+		TRY(dnn_insert_vec_add(&push, d->w_server[q], STARPU_RW | STARPU_COMMUTE,
 					d->delta[((size_t)j * K + step % K) * P + q]));
 	/* D is rewritten next time by a rank-local task the server never sees: drop the server's
 	 * received copy from StarPU-MPI's cache, or it would reuse the stale one. */
@@ -484,17 +484,17 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 	const int NB = d->nbuckets;
 	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b], G = d->bucket_global[b];
 	dnn_task_opts pack = {.name = "bucket_pack"}, unpack = {.name = "bucket_unpack"};
-	TRY(dnn_insert_grad_zero(&pack, mine));
+	TRY(dnn_insert_vec_zero(&pack, mine));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++)
 		if (d->bucket_of[q] == b)
-			TRY(dnn_insert_grad_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
+			TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
 	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib"));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++) {
 		if (d->bucket_of[q] != b)
 			continue;
 		dnn_param *pr = &m->params[q];
-		TRY(dnn_insert_grad_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
+		TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
 		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
 		TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg));
 	}
@@ -522,9 +522,9 @@ int dnn_dist_reduce_stats(dnn_plan *p, int slot)
 {
 	dnn_dist *d = p->m->dist;
 	starpu_data_handle_t mine = d->stats_local[d->rank * d->nslots + slot];
-	TRY(dnn_insert_grad_zero(NULL, mine));
+	TRY(dnn_insert_vec_zero(NULL, mine));
 	for (int c = 0; c < p->nchunks; c++)
-		TRY(dnn_insert_grad_accum(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
+		TRY(dnn_insert_vec_add(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
 	return mpi_sum_into(d->stats_global[slot], d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero",
 			    "stats_contrib");
 }
@@ -552,8 +552,8 @@ static int pull_final(dnn_model *m)
 	dnn_dist *d = m->dist;
 	for (int q = 0; q < m->nparams; q++) {
 		TRY(mpi_broadcast(d->w_server[q], d->nranks, 0));
-		TRY(dnn_insert_grad_zero(NULL, m->params[q].hw));
-		TRY(dnn_insert_grad_accum(NULL, m->params[q].hw, STARPU_RW, d->w_server[q]));
+		TRY(dnn_insert_vec_zero(NULL, m->params[q].hw));
+		TRY(dnn_insert_vec_add(NULL, m->params[q].hw, STARPU_RW, d->w_server[q]));
 	}
 	return starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 }
@@ -579,7 +579,7 @@ int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char 
 		return -1;
 	}
 	starpu_data_handle_t G = reg_vector(d, d->rank == 0 ? out : NULL, n, 0);
-	dnn_grad_set_redux(G);
+	dnn_vec_set_sum_redux(G);
 	for (int j = 0; j < d->nranks; j++)
 		L[j] = reg_vector(d, j == d->rank ? local : NULL, n, j);
 	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib");

@@ -14,7 +14,7 @@
 #include "dnn_rng.h"
 #include "errline.h"
 #include "fuse.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "op.h"
 #include "sgd.h"
 
@@ -121,7 +121,7 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_
 		starpu_vector_data_register(&p->hv, STARPU_MAIN_RAM, (uintptr_t)p->v, (uint32_t)p->n, sizeof(float));
 		starpu_vector_data_register(&p->hg, STARPU_MAIN_RAM, (uintptr_t)p->g, (uint32_t)p->n, sizeof(float));
 		starpu_data_set_name(p->hw, p->name);
-		dnn_grad_set_redux(p->hg);
+		dnn_vec_set_sum_redux(p->hg);
 	}
 	for (int i = 0; i < g->nnodes; i++)
 		if (m->running[i])
@@ -368,23 +368,23 @@ static int submit_update(dnn_plan *p, const dnn_sgd_config *sgd)
 	return 0;
 }
 
-/* Point ctx at chunk c of the plan: its size and its first sample's place in the global batch. */
-static void ctx_chunk(dnn_op_ctx *ctx, int c)
+/* The insert options of chunk c's tasks: with --pin-chunks (dnn_plan_pin_chunks) its worker, in
+ * *buf; else NULL (local inserts, the scheduler chooses). */
+static const dnn_task_opts *chunk_opts(const dnn_plan *p, int c, dnn_task_opts *buf)
+{
+	if (!p->chunk_worker)
+		return NULL;
+	*buf = (dnn_task_opts){.pinned = 1, .worker = p->chunk_worker[c]};
+	return buf;
+}
+
+/* Point ctx at chunk c of the plan: its size, its first sample's place in the global batch and
+ * its insert options (in *buf). */
+static void ctx_chunk(dnn_op_ctx *ctx, int c, dnn_task_opts *buf)
 {
 	const dnn_plan *p = ctx->p;
 	ctx->c = c, ctx->n = p->chunk_n[c], ctx->sample0 = p->batch_offset + p->chunk_off[c];
-}
-
-/* --pin-chunks (dnn_plan_pin_chunks): the inserts that follow run on chunk c's worker. */
-static void pin_chunk(const dnn_plan *p, int c)
-{
-	dnn_insert_worker = p->chunk_worker ? p->chunk_worker[c] : -1;
-}
-
-static int unpin(int rc)
-{
-	dnn_insert_worker = -1;
-	return rc;
+	ctx->opts = chunk_opts(p, c, buf);
 }
 
 static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
@@ -392,41 +392,36 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 {
 	dnn_model *m = p->m;
 	dnn_op_ctx ctx = {.p = p, .m = m, .g = m->g, .slot = slot, .step = step, .written = p->written};
+	dnn_task_opts pin;
 	int rc;
 	idx += p->batch_offset; /* this rank's shard of the global batch */
 	p->tasks_per_step = 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		size_t k = (size_t)slot * p->nchunks + c;
-		pin_chunk(p, c);
-		if ((rc = src->insert_load(src, idx + p->chunk_off[c], p->chunk_n[c], p->train, step, m->in_mean, m->in_std,
-					   p->x[k], p->labels[k])) != 0)
-			return unpin(rc);
+		if ((rc = src->insert_load(src, chunk_opts(p, c, &pin), idx + p->chunk_off[c], p->chunk_n[c], p->train,
+					   step, m->in_mean, m->in_std, p->x[k], p->labels[k])) != 0)
+			return rc;
 		p->tasks_per_step++;
 	}
-	unpin(0);
 	/* The cross-rank DAG counts this process's steps (async server versions start at 0 in every
 	 * run, resumed or not); the data source and the ops get the global step. */
 	const long local_step = p->steps_submitted - 1;
 	if (p->distributed && (rc = dnn_dist_before_forward(p, local_step)) != 0)
 		return rc;
 	for (int c = 0; c < p->nchunks; c++) {
-		ctx_chunk(&ctx, c);
-		pin_chunk(p, c);
+		ctx_chunk(&ctx, c, &pin);
 		if ((rc = submit_forward(&ctx)) != 0)
-			return unpin(rc);
+			return rc;
 	}
-	unpin(0);
 	if (p->distributed && (rc = dnn_dist_reduce_stats(p, slot)) != 0)
 		return rc;
 	if (!p->train)
 		return 0;
 	for (int c = 0; c < p->nchunks; c++) {
-		ctx_chunk(&ctx, c);
-		pin_chunk(p, c);
+		ctx_chunk(&ctx, c, &pin);
 		if ((rc = submit_backward(&ctx)) != 0)
-			return unpin(rc);
+			return rc;
 	}
-	unpin(0);
 	if (p->distributed)
 		return dnn_dist_after_backward(p, local_step, sgd);
 	return submit_update(p, sgd);

@@ -1,8 +1,8 @@
 /* model.h — a net's parameters and the StarPU submission of its iterations.
  *
  * dnn_model owns the trainable tensors (value, momentum, gradient) registered as StarPU vector
- * handles; gradients are STARPU_REDUX targets (grad_accum.h). dnn_plan owns the activation
- * handles of one way of splitting a batch into chunks: one handle per (node, chunk) for the
+ * handles; gradients are STARPU_REDUX targets (vec.h: dnn_vec_set_sum_redux). dnn_plan owns the
+ * activation handles of one way of splitting a batch into chunks: one handle per (node, chunk) for the
  * outputs, their gradients and batch-norm statistics, plus `nslots` sets of input/label/stats
  * handles so that up to nslots iterations can be in flight (the window).
  *
@@ -27,9 +27,11 @@ typedef struct dnn_data_source {
 	void *ctx;
 	/* Insert the task(s) that fill x (n samples, C x H x W floats, normalised as (pixel/255 -
 	 * mean[c]) / std[c]) and labels (n int32) with samples idx[0..n) of the source. train: with
-	 * augmentation drawn from (seed, step, sample). Returns 0 or a negative errno. */
-	int (*insert_load)(const struct dnn_data_source *src, const int *idx, int n, int train, long step,
-			   const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t labels);
+	 * augmentation drawn from (seed, step, sample). o: the chunk's insert options (its worker
+	 * under --pin-chunks) or NULL. Returns 0 or a negative errno. */
+	int (*insert_load)(const struct dnn_data_source *src, const dnn_task_opts *o, const int *idx, int n, int train,
+			   long step, const float *mean, const float *std, starpu_data_handle_t x,
+			   starpu_data_handle_t labels);
 } dnn_data_source;
 
 /* Simulation build: parameters of at least this many floats live in SMPI shared memory, unread

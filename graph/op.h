@@ -34,6 +34,7 @@ typedef struct {
 	long step;        // global step number (dropout masks, augmentation)
 	int sample0;      // the chunk's first sample's position in the global batch
 	char *written;    // backward: written[j] = node j's gradient handle already holds a contribution
+	const dnn_task_opts *opts; // the chunk's insert options (its worker under --pin-chunks) or NULL
 } dnn_op_ctx;
 
 typedef struct {

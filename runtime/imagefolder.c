@@ -254,7 +254,7 @@ static int roots(const char *dir, char **train_root, char **val_root, char *err,
 
 int dnn_imagefolder_is_root(const char *dir)
 {
-	/* The other readers' files win (as in train.c's load_data): IDX sets and CIFAR-10 batches. */
+	/* The other readers' files win (as in data.c's dnn_data_load): IDX sets and CIFAR-10 batches. */
 	static const char *other[] = {"train-images-idx3-ubyte", "train-images-idx3-ubyte.gz", "t10k-images-idx3-ubyte",
 				      "t10k-images-idx3-ubyte.gz", "data_batch_1.bin", "test_batch.bin"};
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
@@ -668,8 +668,9 @@ int dnn_imagefolder_from_files(dnn_dataset *ds, const char *const *paths, int n,
 	return 0;
 }
 
-int dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, int augment, long step,
-				const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t y)
+int dnn_imagefolder_insert_load(const dnn_task_opts *o, const dnn_dataset *ds, const int *idx, int n, int augment,
+				long step, const float *mean, const float *std, starpu_data_handle_t x,
+				starpu_data_handle_t y)
 {
 	dnn_imagefolder *f = ds->folder;
 	dnn_load_images_args *a = malloc(sizeof(*a) + sizeof(int) * (size_t)n);
@@ -680,7 +681,7 @@ int dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, in
 				    .C = f->C, .H = f->H, .W = f->W, .augment = augment, .seed = dnn_splitmix64(&s),
 				    .on_bad = on_bad, .ctx = f, .n = n};
 	memcpy(a->idx, idx, sizeof(int) * (size_t)n);
-	int rc = dnn_insert_load_images(NULL, a, x, y);
+	int rc = dnn_insert_load_images(o, a, x, y);
 	free(a);
 	return rc;
 }

@@ -23,6 +23,7 @@
 #include <starpu.h>
 
 #include "dataset.h"
+#include "dnn_codelet.h" /* dnn_task_opts */
 
 typedef struct dnn_imagefolder dnn_imagefolder;
 
@@ -63,8 +64,10 @@ int dnn_imagefolder_skipped_list(const dnn_imagefolder *f, const char **paths, i
 /* Insert the input-loading task of one chunk: samples idx[0..n) of ds into x (n, C, H, W) and
  * labels y (n). augment: random crops and flips (training) drawn from (seed, step, sample
  * index), so the result does not depend on chunks, workers or ranks; else centre crops.
- * step: the GLOBAL step number (so a resumed run augments as an uninterrupted one).
+ * step: the GLOBAL step number (so a resumed run augments as an uninterrupted one). o: the
+ * insert options (the chunk's worker under --pin-chunks) or NULL.
  * Returns 0 or a negative errno (-ENOMEM). */
-int dnn_imagefolder_insert_load(const dnn_dataset *ds, const int *idx, int n, int augment, long step,
-				const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t y);
+int dnn_imagefolder_insert_load(const dnn_task_opts *o, const dnn_dataset *ds, const int *idx, int n, int augment,
+				long step, const float *mean, const float *std, starpu_data_handle_t x,
+				starpu_data_handle_t y);
 #endif

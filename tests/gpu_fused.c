@@ -19,7 +19,7 @@
 
 #include "batchnorm.h"
 #include "conv2d.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "gpu_util.h"
 #include "test_util.h"
 
@@ -69,8 +69,8 @@ static void test_bn_relu(int N, int C, int HW)
 	}
 	float *rg = gpu_copy_f(g0, C), *rb = gpu_copy_f(g0, C);
 	starpu_data_handle_t hrg = reg_f(rg, C), hrb = reg_f(rb, C);
-	dnn_grad_set_redux(hrg);
-	dnn_grad_set_redux(hrb);
+	dnn_vec_set_sum_redux(hrg);
+	dnn_vec_set_sum_redux(hrb);
 
 	for (int d = 0; d < NDEV; d++) {
 		struct starpu_data_descr ft[] = {

@@ -12,7 +12,7 @@
 #include "avgpool.h"
 #include "bias.h"
 #include "dense.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "relu.h"
 #include "sgd.h"
 #include "softmax_xent.h"
@@ -151,8 +151,8 @@ static void check_eltwise(long n)
 	compare_cpu_cuda(what, &cl_sgd_update, &sa, sizeof(sa), sgd, 3);
 	float alpha = -1.5f;
 	buf_t axpy[] = {fb(x, n, STARPU_RW), fb(x1, n, STARPU_R)};
-	snprintf(what, sizeof(what), "grad_axpy n=%ld", n);
-	compare_cpu_cuda(what, &cl_grad_axpy, &alpha, sizeof(alpha), axpy, 2);
+	snprintf(what, sizeof(what), "vec_axpy n=%ld", n);
+	compare_cpu_cuda(what, &cl_vec_axpy, &alpha, sizeof(alpha), axpy, 2);
 	free(x), free(x1), free(y), free(dx);
 }
 
@@ -194,8 +194,8 @@ static void check_mixed_redux(int K, int N, int IN, int OUT)
 	starpu_data_handle_t hdw, hdb, *hx = malloc(K * sizeof(*hx)), *hdy = malloc(K * sizeof(*hdy));
 	starpu_vector_data_register(&hdw, STARPU_MAIN_RAM, (uintptr_t)dw, nw, sizeof(float));
 	starpu_vector_data_register(&hdb, STARPU_MAIN_RAM, (uintptr_t)db, OUT, sizeof(float));
-	dnn_grad_set_redux(hdw);
-	dnn_grad_set_redux(hdb);
+	dnn_vec_set_sum_redux(hdw);
+	dnn_vec_set_sum_redux(hdb);
 	for (int k = 0; k < K; k++) {
 		starpu_vector_data_register(&hx[k], STARPU_MAIN_RAM, (uintptr_t)(x + k * nx), nx, sizeof(float));
 		starpu_vector_data_register(&hdy[k], STARPU_MAIN_RAM, (uintptr_t)(dy + k * ny), ny, sizeof(float));

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "batchnorm.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "maxpool.h"
 #include "test_util.h"
 
@@ -145,8 +145,8 @@ static void test_bn(int N, int C, int HW)
 	memcpy(rg, g0, C * sizeof(float));
 	memcpy(rb, g0, C * sizeof(float));
 	starpu_data_handle_t hrg = reg_f(rg, C), hrb = reg_f(rb, C);
-	dnn_grad_set_redux(hrg);
-	dnn_grad_set_redux(hrb);
+	dnn_vec_set_sum_redux(hrg);
+	dnn_vec_set_sum_redux(hrb);
 
 	for (int d = 0; d < NDEV; d++) {
 		struct starpu_data_descr ft[] = {

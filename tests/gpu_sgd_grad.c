@@ -3,8 +3,8 @@
  *   - sgd_update with keep_grad (grad read-only, STARPU_R: two steps on the same worker, so the
  *     second step sees the device's copy of grad: it must be intact) and with write_delta (the
  *     async mode's 4th buffer, delta = -lr * v), alone and together;
- *   - grad_slice_get / grad_slice_put (the ring all-reduce's slices), at aligned and odd offsets;
- *   - grad_add (dst += src, modes RW and RW|COMMUTE) and grad_axpy (dst += alpha * src).
+ *   - vec_slice_get / vec_slice_put (the ring all-reduce's slices), at aligned and odd offsets;
+ *   - vec_add (dst += src, modes RW and RW|COMMUTE) and vec_axpy (dst += alpha * src).
  * Copies and additions must match exactly; the SGD and axpy results within 1e-6 (the CUDA
  * compiler contracts a*b+c into one FMA, the CPU build does not). Skipped (77) only without a
  * CUDA or a CPU worker. */
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grad_accum.h"
+#include "vec.h"
 #include "gpu_util.h"
 #include "sgd.h"
 #include "test_util.h"
@@ -91,11 +91,11 @@ static void test_slices(size_t n, size_t len, const size_t *offs, int noff)
 			fill_nan(chunk[d][k], len);
 			hc[k] = reg_f(chunk[d][k], len);
 			struct starpu_data_descr get[] = {{hc[k], STARPU_W}, {hf, STARPU_R}};
-			gpu_task(&cl_grad_slice_get, workers[d], &offs[k], sizeof offs[k], get, 2, "grad_slice_get");
+			gpu_task(&cl_vec_slice_get, workers[d], &offs[k], sizeof offs[k], get, 2, "vec_slice_get");
 		}
 		for (int k = noff - 1; k >= 0; k--) { /* put them back, into another vector, last first */
 			struct starpu_data_descr put[] = {{hdst, STARPU_RW}, {hc[k], STARPU_R}};
-			gpu_task(&cl_grad_slice_put, workers[d], &offs[k], sizeof offs[k], put, 2, "grad_slice_put");
+			gpu_task(&cl_vec_slice_put, workers[d], &offs[k], sizeof offs[k], put, 2, "vec_slice_put");
 		}
 		starpu_data_unregister(hf), starpu_data_unregister(hdst);
 		for (int k = 0; k < noff; k++)
@@ -107,18 +107,18 @@ static void test_slices(size_t n, size_t len, const size_t *offs, int noff)
 	char what[128];
 	for (int d = 0; d < NDEV; d++) {
 		for (int k = 0; k < noff; k++) {
-			snprintf(what, sizeof what, "grad_slice_get n=%zu len=%zu off=%zu %s", n, len, offs[k], dev_name[d]);
+			snprintf(what, sizeof what, "vec_slice_get n=%zu len=%zu off=%zu %s", n, len, offs[k], dev_name[d]);
 			test_close_f(what, chunk[d][k], full + offs[k], len, 0);
 			free(chunk[d][k]);
 		}
-		snprintf(what, sizeof what, "grad_slice_put n=%zu len=%zu %s", n, len, dev_name[d]);
+		snprintf(what, sizeof what, "vec_slice_put n=%zu len=%zu %s", n, len, dev_name[d]);
 		test_close_f(what, dst[d], ref, n, 0);
 		free(dst[d]);
 	}
 	free(full), free(dst0), free(ref);
 }
 
-/* ------------------------------------------------------------------ grad_add, grad_axpy */
+/* ------------------------------------------------------------------ vec_add, vec_axpy */
 
 static void test_add_axpy(long n)
 {
@@ -133,25 +133,25 @@ static void test_add_axpy(long n)
 		starpu_data_handle_t ha = reg_f(add[d], n), hx = reg_f(ax[d], n), h1 = reg_f(s1, n), h2 = reg_f(s2, n);
 		struct starpu_data_descr a1[] = {{ha, STARPU_RW}, {h1, STARPU_R}};
 		struct starpu_data_descr a2[] = {{ha, STARPU_RW | STARPU_COMMUTE}, {h2, STARPU_R}};
-		gpu_task(&cl_grad_add, workers[d], NULL, 0, a1, 2, "grad_add");
-		gpu_task(&cl_grad_add, workers[d], NULL, 0, a2, 2, "grad_add");
+		gpu_task(&cl_vec_add, workers[d], NULL, 0, a1, 2, "vec_add");
+		gpu_task(&cl_vec_add, workers[d], NULL, 0, a2, 2, "vec_add");
 		struct starpu_data_descr x1[] = {{hx, STARPU_RW}, {h1, STARPU_R}};
 		struct starpu_data_descr x2[] = {{hx, STARPU_RW}, {h2, STARPU_R}};
-		gpu_task(&cl_grad_axpy, workers[d], &alpha1, sizeof alpha1, x1, 2, "grad_axpy");
-		gpu_task(&cl_grad_axpy, workers[d], &alpha2, sizeof alpha2, x2, 2, "grad_axpy");
+		gpu_task(&cl_vec_axpy, workers[d], &alpha1, sizeof alpha1, x1, 2, "vec_axpy");
+		gpu_task(&cl_vec_axpy, workers[d], &alpha2, sizeof alpha2, x2, 2, "vec_axpy");
 		starpu_data_unregister(ha), starpu_data_unregister(hx), starpu_data_unregister(h1),
 			starpu_data_unregister(h2);
 	}
 	float *ra = gpu_copy_f(d0, n), *rx = gpu_copy_f(d0, n);
-	dnn_grad_accum_cpu(ra, s1, n);
-	dnn_grad_accum_cpu(ra, s2, n);
-	dnn_grad_axpy_cpu(rx, alpha1, s1, n);
-	dnn_grad_axpy_cpu(rx, alpha2, s2, n);
+	dnn_vec_add_cpu(ra, s1, n);
+	dnn_vec_add_cpu(ra, s2, n);
+	dnn_vec_axpy_cpu(rx, alpha1, s1, n);
+	dnn_vec_axpy_cpu(rx, alpha2, s2, n);
 	char what[96];
 	for (int d = 0; d < NDEV; d++) {
-		snprintf(what, sizeof what, "grad_add n=%ld %s", n, dev_name[d]);
+		snprintf(what, sizeof what, "vec_add n=%ld %s", n, dev_name[d]);
 		test_close_f(what, add[d], ra, n, 0);
-		snprintf(what, sizeof what, "grad_axpy n=%ld %s", n, dev_name[d]);
+		snprintf(what, sizeof what, "vec_axpy n=%ld %s", n, dev_name[d]);
 		test_close_f(what, ax[d], rx, n, 1e-6);
 		free(add[d]), free(ax[d]);
 	}

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "conv2d.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "test_util.h"
 
 #define FD_H 1e-3
@@ -100,7 +100,7 @@ static void check_shape(dnn_conv2d_args a)
 
 	/* dw in REDUX mode: one bwd_filter task per batch chunk, plus one for the whole batch. */
 	starpu_data_handle_t hdwr = reg_f(dw_redux, nw);
-	dnn_grad_set_redux(hdwr);
+	dnn_vec_set_sum_redux(hdwr);
 	int nchunks = a.N < NCHUNKS ? a.N : NCHUNKS;
 	starpu_data_handle_t hxc[NCHUNKS], hrc[NCHUNKS];
 	for (int c = 0; c < nchunks; c++) {

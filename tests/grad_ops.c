@@ -16,7 +16,7 @@
 #include "avgpool.h"
 #include "bias.h"
 #include "dense.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "relu.h"
 #include "softmax_xent.h"
 #include "test_util.h"
@@ -95,8 +95,8 @@ static void check_dense(int N, int IN, int OUT)
 	starpu_data_handle_t hdx0 = reg_f(dx0, nx), hdx1 = reg_f(dx1, nx);
 	starpu_data_handle_t hdw = reg_f(dw_redux, nw), hdb = reg_f(db_redux, OUT);
 	starpu_data_handle_t hdw_rw = reg_f(dw_rw, nw), hdb_rw = reg_f(db_rw, OUT);
-	dnn_grad_set_redux(hdw);
-	dnn_grad_set_redux(hdb);
+	dnn_vec_set_sum_redux(hdw);
+	dnn_vec_set_sum_redux(hdb);
 	dnn_dense_args a = {.N = N, .IN = IN, .OUT = OUT, .accumulate_dx = 0};
 	dnn_insert_dense_bwd_data(NULL, &a, hr, hw, hdx0);
 	a.accumulate_dx = 1;
@@ -150,8 +150,8 @@ static void check_dense_redux_chunks(int K, int N, int IN, int OUT)
 
 	starpu_data_handle_t hdw = reg_f(dw, nw), hdb = reg_f(db, OUT), *hx = malloc(K * sizeof(*hx)),
 			     *hr = malloc(K * sizeof(*hr));
-	dnn_grad_set_redux(hdw);
-	dnn_grad_set_redux(hdb);
+	dnn_vec_set_sum_redux(hdw);
+	dnn_vec_set_sum_redux(hdb);
 	dnn_dense_args a = {.N = N, .IN = IN, .OUT = OUT, .accumulate_dx = 0};
 	for (int k = 0; k < K; k++) {
 		hx[k] = reg_f(x + k * nx, nx);
@@ -212,7 +212,7 @@ static void check_bias(int N, int C, int HW)
 
 	/* Through a REDUX handle (as in training) and a plain RW one (which shows the += directly). */
 	starpu_data_handle_t hr = reg_f(r, n), hdb = reg_f(db, C), hdb_rw = reg_f(db_rw, C);
-	dnn_grad_set_redux(hdb);
+	dnn_vec_set_sum_redux(hdb);
 	dnn_bias_args a = {.N = N, .C = C, .HW = HW};
 	dnn_insert_bias_bwd(NULL, &a, hr, hdb, STARPU_REDUX);
 	dnn_insert_bias_bwd(NULL, &a, hr, hdb_rw, STARPU_RW);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "batchnorm.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "maxpool.h"
 #include "test_util.h"
 
@@ -177,8 +177,8 @@ static void test_bn_bwd(int N, int C, int HW)
 	starpu_data_handle_t hg = reg_f(gamma, C), hb = reg_f(beta, C);
 	starpu_data_handle_t hdg = reg_f(dgamma, C), hdb = reg_f(dbeta, C);
 	starpu_data_handle_t hdg_rw = reg_f(dgamma_rw, C), hdb_rw = reg_f(dbeta_rw, C);
-	dnn_grad_set_redux(hdg);
-	dnn_grad_set_redux(hdb);
+	dnn_vec_set_sum_redux(hdg);
+	dnn_vec_set_sum_redux(hdb);
 
 	// chunk 0 goes to the RW pair, chunks 1.. to the REDUX pair; odd chunks accumulate into dx
 	for (int t = 0; t < CHUNKS; t++) {

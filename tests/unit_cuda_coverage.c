@@ -3,8 +3,8 @@
  *
  * How: StarPU is started with a scheduling policy of this test's own (conf.sched_policy): an
  * eager central list whose push_task first records task->cl. Every task StarPU schedules passes
- * through it, including StarPU's REDUX reduction tasks (grad_accum); a task with a REDUX access
- * also records the handle's init method (grad_zero), which StarPU calls outside the scheduler. Then
+ * through it, including StarPU's REDUX reduction tasks (cl_vec_redux_add); a task with a REDUX access
+ * also records the handle's init method (cl_vec_zero), which StarPU calls outside the scheduler. Then
  * several nets that together cover every op (lenet5; resnet8; a net with conv+bias, batchnorm
  * with and without a following relu, maxpool, avgpool, add, dense and dropout) submit one
  * training step and one evaluation step at each fusion level (DNN_FUSE=0, 1, 2: they insert
@@ -16,7 +16,7 @@
  *  - build without CUDA (every cuda_funcs is NULL there): the codelet declares a CUDA function in
  *    source, i.e. it is in the registry of codelets/dnn_codelet.h (DNN_CUDA_DECLARED, a linker
  *    section filled by DNN_CODELET / DNN_CODELET_FP and by hand-written codelets that set
- *    .cuda_funcs = {DNN_CUDA_FN(fn)}; DNN_CODELET_CPU does not register). In a CUDA build the
+ *    .cuda_funcs = {DNN_CUDA_FN(fn)}). In a CUDA build the
  *    same registry is checked against the pointers too, so the registry itself is tested
  *    wherever CUDA is built (a registered codelet with no CUDA function fails it).
  * Offenders are printed by name. Against a vacuous pass: at least MIN_CODELETS distinct codelets
@@ -37,11 +37,11 @@
 #include "dnn_cuda.h"
 #include "dnn_runtime.h"
 #include "fuse.h"
-#include "grad_accum.h"
 #include "graph.h"
 #include "imagefolder.h"
 #include "model.h"
 #include "test_util.h"
+#include "vec.h"
 
 #define MIN_CODELETS 25
 #define MAX_CL 256
@@ -94,11 +94,11 @@ static int rec_push(struct starpu_task *task)
 		record(task->cl);
 		/* StarPU initialises a REDUX replica by calling the handle's init method on the worker
 		 * itself, not through the scheduler; the step's only reduction methods are those of
-		 * dnn_grad_set_redux (grad_accum.c), so a REDUX access records both. */
+		 * dnn_vec_set_sum_redux (vec.c), so a REDUX access records both. */
 		for (unsigned i = 0; i < (unsigned)STARPU_TASK_GET_NBUFFERS(task); i++)
 			if (STARPU_TASK_GET_MODE(task, i) & STARPU_REDUX) {
-				record(&cl_grad_zero);
-				record(&cl_grad_accum);
+				record(&cl_vec_zero);
+				record(&cl_vec_redux_add);
 			}
 	}
 	rec_sched *d = starpu_sched_ctx_get_policy_data(task->sched_ctx);
@@ -284,7 +284,7 @@ int main(void)
 	const char *must[] = {"cl_load_batch",    "cl_load_images",        "cl_conv2d_fwd",     "cl_conv2d_bwd_filter",
 			      "cl_sgd_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
 			      "cl_batchnorm_bwd", "cl_avgpool_bwd",        "cl_maxpool_bwd",    "cl_add_fwd",
-			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_grad_zero",      "cl_grad_accum"};
+			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
 		TEST_CHECK(recorded_named(must[i]), "%s was never scheduled: the nets do not cover it", must[i]);
 

@@ -7,7 +7,7 @@
  *   - conv + bias (a->bias = 1), forward and backward filter, through cl_conv2d_fwd /
  *     cl_conv2d_bwd_filter tasks with their 4th buffer (the bias is added only inside the task):
  *     y = conv(x, w) + b and dw += ..., db += sum(dy) against double references;
- *   - cl_grad_slice_get / cl_grad_slice_put (the ring all-reduce's slices), through tasks: exact;
+ *   - cl_vec_slice_get / cl_vec_slice_put (the ring all-reduce's slices), through tasks: exact;
  *   - dnn_sgd_update_delta_cpu (async push): against a double reference, w_new == w_old + delta
  *     exactly, grad zeroed (or kept with keep_grad), and the same as dnn_sgd_update_cpu.
  * Tolerances, relative to max(1, |ref|) as test_close measures, from the errors measured here
@@ -23,7 +23,7 @@
 
 #include "batchnorm.h"
 #include "conv2d.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "sgd.h"
 #include "test_util.h"
 
@@ -344,7 +344,7 @@ static void test_conv_bias(dnn_conv2d_args a)
 
 /* ------------------------------------------------------------------ gradient slices (tasks) */
 
-static void test_grad_slices(void)
+static void test_vec_slices(void)
 {
 	enum { NFULL = 1001, NCHUNK = 250 };
 	static const size_t offs[] = {0, 373, NFULL - NCHUNK}; /* outlive the tasks (CL_ARGS_NFREE) */
@@ -357,7 +357,7 @@ static void test_grad_slices(void)
 		TEST_CHECK(starpu_data_acquire(hchunk, STARPU_W) == 0, "acquire");
 		fill_nan(chunk, NCHUNK);
 		starpu_data_release(hchunk);
-		int rc = starpu_task_insert(&cl_grad_slice_get, STARPU_W, hchunk, STARPU_R, hfull, STARPU_CL_ARGS_NFREE,
+		int rc = starpu_task_insert(&cl_vec_slice_get, STARPU_W, hchunk, STARPU_R, hfull, STARPU_CL_ARGS_NFREE,
 					    &offs[o], sizeof(size_t), STARPU_NAME, "test_slice_get", 0);
 		TEST_CHECK(rc == 0, "insert slice_get: %d", rc);
 		TEST_CHECK(starpu_data_acquire(hchunk, STARPU_RW) == 0, "acquire");
@@ -365,14 +365,14 @@ static void test_grad_slices(void)
 		int bad = 0;
 		for (size_t i = 0; i < NCHUNK; i++)
 			bad += memcmp(&chunk[i], &full[off + i], sizeof(float)) != 0;
-		TEST_CHECK(bad == 0, "grad_slice_get off %zu: %d elements differ", off, bad);
+		TEST_CHECK(bad == 0, "vec_slice_get off %zu: %d elements differ", off, bad);
 		memcpy(before, full, NFULL * sizeof(float));
 		for (size_t i = 0; i < NCHUNK; i++)
 			chunk[i] = -7.0f - (float)i; /* what put must write back */
 		starpu_data_release(hfull);
 		starpu_data_release(hchunk);
 		/* put: full[off + i] = chunk[i], everything else untouched. */
-		rc = starpu_task_insert(&cl_grad_slice_put, STARPU_RW, hfull, STARPU_R, hchunk, STARPU_CL_ARGS_NFREE,
+		rc = starpu_task_insert(&cl_vec_slice_put, STARPU_RW, hfull, STARPU_R, hchunk, STARPU_CL_ARGS_NFREE,
 					&offs[o], sizeof(size_t), STARPU_NAME, "test_slice_put", 0);
 		TEST_CHECK(rc == 0, "insert slice_put: %d", rc);
 		TEST_CHECK(starpu_data_acquire(hfull, STARPU_RW) == 0, "acquire");
@@ -381,7 +381,7 @@ static void test_grad_slices(void)
 			float want = i >= off && i < off + NCHUNK ? -7.0f - (float)(i - off) : before[i];
 			bad += full[i] != want;
 		}
-		TEST_CHECK(bad == 0, "grad_slice_put off %zu: %d elements wrong", off, bad);
+		TEST_CHECK(bad == 0, "vec_slice_put off %zu: %d elements wrong", off, bad);
 		for (size_t i = 0; i < NFULL; i++)
 			full[i] = test_rng_uniform(-1, 1);
 		starpu_data_release(hfull);
@@ -456,7 +456,7 @@ int main(int argc, char **argv)
 	test_conv_bias(conv_shape(2, 6, 12, 12, 16, 5, 5, 1, 0, 1)); /* LeNet-5 c2-like */
 	test_conv_bias(conv_shape(1, 2, 11, 10, 3, 3, 3, 1, 2, 2));  /* dilation 2, batch 1 */
 
-	test_grad_slices();
+	test_vec_slices();
 
 	test_sgd_delta(1537, 0);
 	test_sgd_delta(1537, 1);

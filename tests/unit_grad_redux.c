@@ -1,6 +1,6 @@
 /* unit_grad_redux — the foundation's vertical slice: many tasks accumulate into one gradient
- * handle in STARPU_REDUX mode; StarPU reduces the per-worker copies with cl_grad_zero /
- * cl_grad_accum. The result must equal the double-precision sum of all contributions within the
+ * handle in STARPU_REDUX mode; StarPU reduces the per-worker copies with cl_vec_zero /
+ * cl_vec_redux_add. The result must equal the double-precision sum of all contributions within the
  * float32 summation bound: the order of the additions depends on the schedule, so each element
  * may differ from the exact sum by up to (n - 1) * FLT_EPSILON * sum of |terms| (Higham's bound for
  * recursive summation). A wrong reduction (a lost or doubled contribution, a missing zero) is off
@@ -11,31 +11,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "grad_accum.h"
+#include "vec.h"
 #include <string.h>
 #include "test_util.h"
 
 /* Counting twins of the reduction methods and of the contributing codelet, for the check that
  * the reduction really combined several workers' private copies: each calls the real kernel
- * (cl_grad_zero's, cl_grad_accum's, cl_grad_add's CPU function) after counting its call. */
+ * (cl_vec_zero's, cl_vec_redux_add's, cl_vec_add's CPU function) after counting its call. */
 static int n_init, n_redux;
 static int contrib_by_worker[STARPU_NMAXWORKERS];
 static void counting_zero(void *buffers[], void *arg)
 {
 	__atomic_add_fetch(&n_init, 1, __ATOMIC_RELAXED);
-	cl_grad_zero.cpu_funcs[0](buffers, arg);
+	cl_vec_zero.cpu_funcs[0](buffers, arg);
 }
 static void counting_accum(void *buffers[], void *arg)
 {
 	__atomic_add_fetch(&n_redux, 1, __ATOMIC_RELAXED);
-	cl_grad_accum.cpu_funcs[0](buffers, arg);
+	cl_vec_redux_add.cpu_funcs[0](buffers, arg);
 }
 static void counting_add(void *buffers[], void *arg)
 {
 	int w = starpu_worker_get_id();
 	if (w >= 0 && w < STARPU_NMAXWORKERS)
 		__atomic_add_fetch(&contrib_by_worker[w], 1, __ATOMIC_RELAXED);
-	cl_grad_add.cpu_funcs[0](buffers, arg);
+	cl_vec_add.cpu_funcs[0](buffers, arg);
 }
 static struct starpu_codelet cnt_zero, cnt_accum, cnt_add;
 static void counting_codelet(struct starpu_codelet *c, const struct starpu_codelet *real, starpu_cpu_func_t f,
@@ -89,11 +89,11 @@ int main(int argc, char **argv)
 
 	starpu_data_handle_t hgrad, hcontrib[NTASKS];
 	starpu_vector_data_register(&hgrad, STARPU_MAIN_RAM, (uintptr_t)grad, N, sizeof(float));
-	dnn_grad_set_redux(hgrad);
+	dnn_vec_set_sum_redux(hgrad);
 	for (int t = 0; t < NTASKS; t++) {
 		starpu_vector_data_register(&hcontrib[t], STARPU_MAIN_RAM,
 					    (uintptr_t)(contrib + (size_t)t * N), N, sizeof(float));
-		dnn_insert_grad_accum(NULL, hgrad, STARPU_REDUX, hcontrib[t]);
+		dnn_insert_vec_add(NULL, hgrad, STARPU_REDUX, hcontrib[t]);
 	}
 	/* Acquiring the handle forces the reduction of the per-worker copies. */
 	starpu_data_acquire(hgrad, STARPU_R);
@@ -101,9 +101,9 @@ int main(int argc, char **argv)
 	starpu_data_release(hgrad);
 
 	/* Second round on the same handle, after a zero task: the redux must restart from zero. */
-	dnn_insert_grad_zero(NULL, hgrad);
+	dnn_insert_vec_zero(NULL, hgrad);
 	for (int t = 0; t < NTASKS / 2; t++)
-		dnn_insert_grad_accum(NULL, hgrad, STARPU_REDUX, hcontrib[t]);
+		dnn_insert_vec_add(NULL, hgrad, STARPU_REDUX, hcontrib[t]);
 	starpu_data_acquire(hgrad, STARPU_R);
 	for (int i = 0; i < N; i++) {
 		ref[i] = 0, absref[i] = 0;
@@ -121,12 +121,12 @@ int main(int argc, char **argv)
 	float *before = malloc(N * sizeof(float));
 	memcpy(before, grad, N * sizeof(float));
 	starpu_data_release(hgrad);
-	dnn_insert_grad_axpy(NULL, hgrad, -2.5f, hcontrib[0]);
+	dnn_insert_vec_axpy(NULL, hgrad, -2.5f, hcontrib[0]);
 	starpu_data_acquire(hgrad, STARPU_R);
 	for (int i = 0, bad = 0; i < N && bad < 5; i++) {
 		float want = before[i] + -2.5f * contrib[i];
 		if (grad[i] != want) {
-			TEST_CHECK(0, "grad_axpy [%d]: got %.8g want %.8g", i, (double)grad[i], (double)want);
+			TEST_CHECK(0, "vec_axpy [%d]: got %.8g want %.8g", i, (double)grad[i], (double)want);
 			bad++;
 		}
 	}
@@ -146,9 +146,9 @@ int main(int argc, char **argv)
 	const int P = (int)starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, cpus, STARPU_NMAXWORKERS);
 	int several = P >= 2;
 	if (several) {
-		counting_codelet(&cnt_zero, &cl_grad_zero, counting_zero, "cnt_grad_zero");
-		counting_codelet(&cnt_accum, &cl_grad_accum, counting_accum, "cnt_grad_accum");
-		counting_codelet(&cnt_add, &cl_grad_add, counting_add, "cnt_grad_add");
+		counting_codelet(&cnt_zero, &cl_vec_zero, counting_zero, "cnt_vec_zero");
+		counting_codelet(&cnt_accum, &cl_vec_redux_add, counting_accum, "cnt_vec_redux_add");
+		counting_codelet(&cnt_add, &cl_vec_add, counting_add, "cnt_vec_add");
 		float *g2 = malloc(N * sizeof(float));
 		for (int i = 0; i < N; i++) {
 			g2[i] = test_rng_uniform(-1, 1);
@@ -163,7 +163,7 @@ int main(int argc, char **argv)
 		starpu_data_set_reduction_methods(h2, &cnt_accum, &cnt_zero);
 		for (int t = 0; t < NTASKS; t++) {
 			int rc = starpu_task_insert(&cnt_add, STARPU_REDUX, h2, STARPU_R, hcontrib[t],
-						    STARPU_EXECUTE_ON_WORKER, cpus[t % P], STARPU_NAME, "cnt_grad_add", 0);
+						    STARPU_EXECUTE_ON_WORKER, cpus[t % P], STARPU_NAME, "cnt_vec_add", 0);
 			TEST_CHECK(rc == 0, "task insert: %d", rc);
 		}
 		TEST_CHECK(starpu_data_acquire(h2, STARPU_R) == 0, "acquire failed");
@@ -180,8 +180,8 @@ int main(int argc, char **argv)
 		       "%d reduction tasks\n", P, ncontrib, used, ni, nr);
 		TEST_CHECK(ncontrib == NTASKS, "%d contributions ran, want %d", ncontrib, NTASKS);
 		TEST_CHECK(used == P, "contributions ran on %d workers, want all %d", used, P);
-		TEST_CHECK(ni >= P, "only %d per-worker copies were initialised (cl_grad_zero), want >= %d", ni, P);
-		TEST_CHECK(nr >= P - 1, "only %d reduction tasks (cl_grad_accum) ran, want >= %d to merge %d copies",
+		TEST_CHECK(ni >= P, "only %d per-worker copies were initialised (cl_vec_zero), want >= %d", ni, P);
+		TEST_CHECK(nr >= P - 1, "only %d reduction tasks (cl_vec_redux_add) ran, want >= %d to merge %d copies",
 			   nr, P - 1, P);
 		free(g2);
 	}

@@ -4,7 +4,7 @@
  * made that input's gradient handle the add's own (then no task at all). */
 #include "add.h"
 #include "fuse.h"
-#include "grad_accum.h"
+#include "vec.h"
 #include "op.h"
 
 static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
@@ -27,9 +27,9 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const dnn_node *nd = &ctx->g->nodes[i];
 	starpu_data_handle_t y = dnn_op_out(ctx, i);
 	dnn_add_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W};
-	DNN_OP_SUBMIT(ctx, dnn_insert_add_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, nd->inputs[1]), y));
+	DNN_OP_SUBMIT(ctx, dnn_insert_add_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, nd->inputs[1]), y));
 	for (int k = 2; k < nd->ninputs; k++)
-		DNN_OP_SUBMIT(ctx, dnn_insert_grad_accum(NULL, y, STARPU_RW, dnn_op_out(ctx, nd->inputs[k])));
+		DNN_OP_SUBMIT(ctx, dnn_insert_vec_add(ctx->opts, y, STARPU_RW, dnn_op_out(ctx, nd->inputs[k])));
 	return 0;
 }
 
@@ -46,7 +46,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 			continue;
 		}
 		dnn_add_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W, .accumulate_dx = dnn_op_take_dx(ctx, ik)};
-		DNN_OP_SUBMIT(ctx, dnn_insert_add_bwd(NULL, &a, dnn_op_dy(ctx, i), dnn_op_dy(ctx, ik)));
+		DNN_OP_SUBMIT(ctx, dnn_insert_add_bwd(ctx->opts, &a, dnn_op_dy(ctx, i), dnn_op_dy(ctx, ik)));
 	}
 	return 0;
 }

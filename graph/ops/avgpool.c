@@ -17,7 +17,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i], *in = &ctx->g->nodes[nd->inputs[0]];
 	dnn_avgpool_args a = {.N = ctx->n, .C = in->C, .HW = in->H * in->W};
-	DNN_OP_SUBMIT(ctx, dnn_insert_avgpool_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
+	DNN_OP_SUBMIT(ctx, dnn_insert_avgpool_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
 	return 0;
 }
 
@@ -28,7 +28,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 	dnn_avgpool_args a = {.N = ctx->n, .C = in->C, .HW = in->H * in->W, .accumulate_dx = dnn_op_take_dx(ctx, i0)};
 	if (i0 == 0)
 		return 0;
-	DNN_OP_SUBMIT(ctx, dnn_insert_avgpool_bwd(NULL, &a, dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
+	DNN_OP_SUBMIT(ctx, dnn_insert_avgpool_bwd(ctx->opts, &a, dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
 	return 0;
 }
 

@@ -65,14 +65,14 @@ static int forward(dnn_op_ctx *ctx, int i)
 	starpu_data_handle_t y = dnn_op_out(ctx, relu >= 0 ? relu : i); /* fused: straight into the relu's output */
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
 	if (!ctx->p->train) {
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_eval(NULL, &a, x, w[0].hw, w[1].hw, ctx->m->hrunning[i], y));
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_eval(ctx->opts, &a, x, w[0].hw, w[1].hw, ctx->m->hrunning[i], y));
 		return 0;
 	}
 	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
-	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(NULL, &a, x, w[0].hw, w[1].hw, y, saved));
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(ctx->opts, &a, x, w[0].hw, w[1].hw, y, saved));
 	/* Running statistics follow chunk 0, as a DDP replica's follow its own shard. */
 	if (ctx->c == 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(NULL, &a, saved, ctx->m->hrunning[i]));
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(ctx->opts, &a, saved, ctx->m->hrunning[i]));
 	return 0;
 }
 
@@ -85,10 +85,10 @@ static int backward(dnn_op_ctx *ctx, int i)
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0); /* i0 is never the net's input (infer) */
 	if (relu >= 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(NULL, &a, x, w[0].hw, saved, dnn_op_dy(ctx, relu),
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(ctx->opts, &a, x, w[0].hw, saved, dnn_op_dy(ctx, relu),
 								 dnn_op_out(ctx, relu), dx, w[0].hg, w[1].hg, STARPU_REDUX));
 	else
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd(NULL, &a, x, w[0].hw, saved, dnn_op_dy(ctx, i), dx, w[0].hg,
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd(ctx->opts, &a, x, w[0].hw, saved, dnn_op_dy(ctx, i), dx, w[0].hg,
 							    w[1].hg, STARPU_REDUX));
 	return 0;
 }

@@ -82,13 +82,13 @@ static int forward(dnn_op_ctx *ctx, int i)
 		return -EINVAL;
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* conv + bias in one task */
 		a.bias = 1;
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(NULL, &a, x, w[0].hw, w[1].hw, y));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(ctx->opts, &a, x, w[0].hw, w[1].hw, y));
 		return 0;
 	}
-	DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_fwd(NULL, &a, x, w[0].hw, y));
+	DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_fwd(ctx->opts, &a, x, w[0].hw, y));
 	if (nd->bias) {
 		dnn_bias_args b = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
-		DNN_OP_SUBMIT(ctx, dnn_insert_bias_fwd(NULL, &b, y, w[1].hw));
+		DNN_OP_SUBMIT(ctx, dnn_insert_bias_fwd(ctx->opts, &b, y, w[1].hw));
 	}
 	return 0;
 }
@@ -106,16 +106,16 @@ static int backward(dnn_op_ctx *ctx, int i)
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* the bias gradient in the filter gradient's task */
 		dnn_conv2d_args ab = a;
 		ab.bias = 1;
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(NULL, &ab, x, dy, w[0].hg, w[1].hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(ctx->opts, &ab, x, dy, w[0].hg, w[1].hg, STARPU_REDUX));
 	} else {
 		if (nd->bias) {
 			dnn_bias_args b = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
-			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(NULL, &b, dy, w[1].hg, STARPU_REDUX));
+			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(ctx->opts, &b, dy, w[1].hg, STARPU_REDUX));
 		}
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(NULL, &a, x, dy, w[0].hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(ctx->opts, &a, x, dy, w[0].hg, STARPU_REDUX));
 	}
 	if (i0 != 0) /* the net's input has no gradient */
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_data(NULL, &a, dy, w[0].hw, dnn_op_dy(ctx, i0)));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_data(ctx->opts, &a, dy, w[0].hw, dnn_op_dy(ctx, i0)));
 	return 0;
 }
 

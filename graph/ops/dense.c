@@ -43,7 +43,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
 	dnn_dense_args a = dense_args(ctx, nd);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dense_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), w[0].hw, w[1].hw,
+	DNN_OP_SUBMIT(ctx, dnn_insert_dense_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), w[0].hw, w[1].hw,
 						dnn_op_out(ctx, i)));
 	return 0;
 }
@@ -56,9 +56,9 @@ static int backward(dnn_op_ctx *ctx, int i)
 	starpu_data_handle_t dy = dnn_op_dy(ctx, i);
 	dnn_dense_args a = dense_args(ctx, nd);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(NULL, &a, dnn_op_out(ctx, i0), dy, w[0].hg, w[1].hg, STARPU_REDUX));
+	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(ctx->opts, &a, dnn_op_out(ctx, i0), dy, w[0].hg, w[1].hg, STARPU_REDUX));
 	if (i0 != 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_data(NULL, &a, dy, w[0].hw, dnn_op_dy(ctx, i0)));
+		DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_data(ctx->opts, &a, dy, w[0].hw, dnn_op_dy(ctx, i0)));
 	return 0;
 }
 

@@ -21,7 +21,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	dnn_dropout_args a = dropout_args(ctx, nd);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dropout_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
+	DNN_OP_SUBMIT(ctx, dnn_insert_dropout_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
 	return 0;
 }
 
@@ -33,7 +33,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
 	if (i0 == 0)
 		return 0; /* dropout on the net's input: no gradient to give */
-	DNN_OP_SUBMIT(ctx, dnn_insert_dropout_bwd(NULL, &a, dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
+	DNN_OP_SUBMIT(ctx, dnn_insert_dropout_bwd(ctx->opts, &a, dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
 	return 0;
 }
 

@@ -61,7 +61,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	dnn_maxpool_args a;
 	if (pool_args(ctx, nd, &a) != 0)
 		return -EINVAL;
-	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
+	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
 	return 0;
 }
 
@@ -75,7 +75,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
 	if (i0 == 0)
 		return 0;
-	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_bwd(NULL, &a, dnn_op_out(ctx, i0), dnn_op_out(ctx, i), dnn_op_dy(ctx, i),
+	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_bwd(ctx->opts, &a, dnn_op_out(ctx, i0), dnn_op_out(ctx, i), dnn_op_dy(ctx, i),
 						  dnn_op_dy(ctx, i0)));
 	return 0;
 }

@@ -10,7 +10,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	if (dnn_fuse_bn_relu(ctx->p, i) >= 0)
 		return 0; /* done by its batchnorm's fused task */
 	dnn_relu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W};
-	DNN_OP_SUBMIT(ctx, dnn_insert_relu_fwd(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
+	DNN_OP_SUBMIT(ctx, dnn_insert_relu_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
 	return 0;
 }
 
@@ -22,7 +22,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 	if (i0 == 0 || dnn_fuse_bn_relu(ctx->p, i) >= 0)
 		return 0; /* no gradient for the net's input; or in its batchnorm's fused backward */
 	dnn_relu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W, .accumulate_dx = acc};
-	DNN_OP_SUBMIT(ctx, dnn_insert_relu_bwd(NULL, &a, dnn_op_out(ctx, i), dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
+	DNN_OP_SUBMIT(ctx, dnn_insert_relu_bwd(ctx->opts, &a, dnn_op_out(ctx, i), dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
 	return 0;
 }
 

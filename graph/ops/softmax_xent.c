@@ -26,7 +26,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const dnn_node *nd = &ctx->g->nodes[i];
 	dnn_softmax_xent_args a = {.N = ctx->n, .CLS = ctx->g->classes};
 	size_t k = (size_t)ctx->slot * ctx->p->nchunks + ctx->c;
-	DNN_OP_SUBMIT(ctx, dnn_insert_softmax_xent(NULL, &a, dnn_op_out(ctx, nd->inputs[0]), ctx->p->labels[k],
+	DNN_OP_SUBMIT(ctx, dnn_insert_softmax_xent(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), ctx->p->labels[k],
 						   dnn_op_dy(ctx, nd->inputs[0]), ctx->p->stats[k]));
 	return 0;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # train_fusion — the fused task graph (batchnorm+relu in one task, residual-add gradients sharing
-# the add's handle, conv+bias in one task; graph/model.c plan_fuse) trains exactly as the unfused
+# the add's handle, conv+bias in one task; graph/fuse.c dnn_fuse_plan) trains exactly as the unfused
 # one (DNN_FUSE=0) and submits fewer tasks per step. On one CPU worker the two runs execute the
 # same float operations in the same order, so the losses must match to the printed digits; on
 # two workers only the gradient reductions' order may differ (1e-3, as train_schedulers).

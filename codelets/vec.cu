@@ -1,20 +1,20 @@
-/* grad_accum.cu — CUDA side of the gradient zero/accumulate pair. */
+/* vec.cu — CUDA side of the vector operations (vec.h). */
 #include <starpu.h>
 
 #include "dnn_cuda.h"
 
 extern "C" {
-#include "grad_accum.h"
+#include "vec.h"
 }
 
-static __global__ void grad_axpy_kernel(float *dst, float alpha, const float *src, size_t n)
+static __global__ void vec_axpy_kernel(float *dst, float alpha, const float *src, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n)
 		dst[i] += alpha * src[i];
 }
 
-extern "C" void dnn_grad_zero_cuda(void *buffers[], void *cl_arg)
+extern "C" void dnn_vec_zero_cuda(void *buffers[], void *cl_arg)
 {
 	(void)cl_arg;
 	float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
@@ -31,22 +31,22 @@ static void launch_axpy(void *buffers[], float alpha)
 	if (n == 0)
 		return;
 	unsigned blocks = (unsigned)((n + 255) / 256);
-	grad_axpy_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, alpha, src, n);
+	vec_axpy_kernel<<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(dst, alpha, src, n);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }
 
-extern "C" void dnn_grad_accum_cuda(void *buffers[], void *cl_arg)
+extern "C" void dnn_vec_add_cuda(void *buffers[], void *cl_arg)
 {
 	(void)cl_arg;
 	launch_axpy(buffers, 1.0f);
 }
 
-extern "C" void dnn_grad_axpy_cuda(void *buffers[], void *cl_arg)
+extern "C" void dnn_vec_axpy_cuda(void *buffers[], void *cl_arg)
 {
 	launch_axpy(buffers, *(const float *)cl_arg);
 }
 
-extern "C" void dnn_grad_slice_get_cuda(void *buffers[], void *cl_arg)
+extern "C" void dnn_vec_slice_get_cuda(void *buffers[], void *cl_arg)
 {
 	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[0]);
 	float *chunk = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
@@ -57,7 +57,7 @@ extern "C" void dnn_grad_slice_get_cuda(void *buffers[], void *cl_arg)
 				       starpu_cuda_get_local_stream()));
 }
 
-extern "C" void dnn_grad_slice_put_cuda(void *buffers[], void *cl_arg)
+extern "C" void dnn_vec_slice_put_cuda(void *buffers[], void *cl_arg)
 {
 	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[1]);
 	float *full = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);

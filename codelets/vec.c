@@ -1,0 +1,231 @@
+/* vec.c — element-wise operations on float vector handles (see vec.h).
+ *
+ * Every weight-gradient handle (and every other summed handle) is registered with cl_vec_zero as
+ * its init method and cl_vec_redux_add as its reduction method (docs/ARCHITECTURE.md, "The
+ * training DAG"). Backward tasks += into a per-worker zeroed copy; StarPU then reduces the
+ * copies, CPU or GPU, with these codelets. The same kernels, inserted as tasks, copy, add and
+ * slice vectors for graph/dist.c and the add op.
+ */
+#include "vec.h"
+#include "dnn_codelet.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void dnn_vec_zero_cpu(float *dst, size_t n)
+{
+	memset(dst, 0, n * sizeof(float));
+}
+
+void dnn_vec_add_cpu(float *dst, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i];
+}
+
+void dnn_vec_axpy_cpu(float *dst, float alpha, const float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += alpha * src[i];
+}
+
+static void vec_zero_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	dnn_vec_zero_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), STARPU_VECTOR_GET_NX(buffers[0]));
+}
+
+static void vec_add_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
+	dnn_vec_add_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+}
+
+static void vec_axpy_cpu_task(void *buffers[], void *cl_arg)
+{
+	const float alpha = *(const float *)cl_arg;
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
+	dnn_vec_axpy_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), alpha,
+			  (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+}
+
+static struct starpu_perfmodel vec_zero_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_zero",
+};
+static struct starpu_perfmodel vec_add_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_add",
+};
+
+/* Reduction methods are called by StarPU itself, so their modes are fixed here (cl_vec_zero is
+ * also inserted as a plain task: dnn_insert_vec_zero). */
+struct starpu_codelet cl_vec_zero = {
+	.name = "cl_vec_zero",
+	.cpu_funcs = {vec_zero_cpu_task},
+	.cpu_funcs_name = {"vec_zero_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_zero_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 1,
+	.modes = {STARPU_W},
+	.model = &vec_zero_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_zero);
+
+/* The simulation build declares the reduction method synchronous on CUDA workers. StarPU runs it
+ * as an internal task (datawizard/reduction.c: redux_task_*), and StarPU 1.4.10's SimGrid mode skips
+ * internal jobs (_starpu_simgrid_submit_job returns at once) without marking the CUDA pipeline slot
+ * finished or waking the worker: an asynchronous one leaves the CUDA worker asleep with the task in
+ * its pipeline, and the run ends in SimGrid's "Deadlock detected". A
+ * synchronous one is finished by the driver itself, right after it is "run". Real builds keep it
+ * asynchronous. */
+#ifdef DNN_SIMGRID
+#define DNN_REDUX_CUDA_FLAGS 0
+#else
+#define DNN_REDUX_CUDA_FLAGS STARPU_CUDA_ASYNC
+#endif
+
+struct starpu_codelet cl_vec_redux_add = {
+	.name = "cl_vec_redux_add",
+	.cpu_funcs = {vec_add_cpu_task},
+	.cpu_funcs_name = {"vec_add_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_add_cuda)},
+	.cuda_flags = {DNN_REDUX_CUDA_FLAGS},
+	.nbuffers = 2,
+	.modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
+	.model = &vec_add_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_redux_add);
+
+/* Same kernel as cl_vec_redux_add but with modes chosen at insert time, for tasks that contribute
+ * to a REDUX handle (STARPU_REDUX, STARPU_MPI_REDUX) or add into a vector (STARPU_RW, with or
+ * without STARPU_COMMUTE). StarPU rejects a
+ * REDUX access through a codelet whose static mode is RW|COMMUTE, hence the twin. */
+struct starpu_codelet cl_vec_add = {
+	.name = "cl_vec_add",
+	.cpu_funcs = {vec_add_cpu_task},
+	.cpu_funcs_name = {"vec_add_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_add_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = STARPU_VARIABLE_NBUFFERS, /* 2 buffers; see dnn_codelet.h */
+	.model = &vec_add_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_add);
+
+static struct starpu_perfmodel vec_axpy_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_axpy",
+};
+
+/* Scaled add, for the async mode's staleness compensation (graph/dist.c). */
+struct starpu_codelet cl_vec_axpy = {
+	.name = "cl_vec_axpy",
+	.cpu_funcs = {vec_axpy_cpu_task},
+	.cpu_funcs_name = {"vec_axpy_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_axpy_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_RW, STARPU_R},
+	.model = &vec_axpy_model,
+	.color = DNN_COLOR_UPDATE,
+};
+DNN_CUDA_DECLARED(cl_vec_axpy);
+
+static void vec_slice_get_cpu_task(void *buffers[], void *cl_arg)
+{
+	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(off + n <= STARPU_VECTOR_GET_NX(buffers[1]));
+	memcpy((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]) + off,
+	       n * sizeof(float));
+}
+
+static void vec_slice_put_cpu_task(void *buffers[], void *cl_arg)
+{
+	const size_t off = *(const size_t *)cl_arg, n = STARPU_VECTOR_GET_NX(buffers[1]);
+	STARPU_ASSERT(off + n <= STARPU_VECTOR_GET_NX(buffers[0]));
+	memcpy((float *)STARPU_VECTOR_GET_PTR(buffers[0]) + off, (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+	       n * sizeof(float));
+}
+
+static struct starpu_perfmodel vec_slice_get_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_slice_get",
+};
+static struct starpu_perfmodel vec_slice_put_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_slice_put",
+};
+
+/* Ring all-reduce: a rank's chunk of its local gradient, a chunk forwarded along the ring
+ * (offset 0, same length), and the reduced chunks written back into the full gradient. */
+struct starpu_codelet cl_vec_slice_get = {
+	.name = "cl_vec_slice_get",
+	.cpu_funcs = {vec_slice_get_cpu_task},
+	.cpu_funcs_name = {"vec_slice_get_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_slice_get_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_W, STARPU_R},
+	.model = &vec_slice_get_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_slice_get);
+
+struct starpu_codelet cl_vec_slice_put = {
+	.name = "cl_vec_slice_put",
+	.cpu_funcs = {vec_slice_put_cpu_task},
+	.cpu_funcs_name = {"vec_slice_put_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_slice_put_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_RW, STARPU_R},
+	.model = &vec_slice_put_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_slice_put);
+
+void dnn_vec_set_sum_redux(starpu_data_handle_t h)
+{
+	starpu_data_set_reduction_methods(h, &cl_vec_redux_add, &cl_vec_zero);
+}
+
+int dnn_insert_vec_zero(const dnn_task_opts *o, starpu_data_handle_t dst)
+{
+	return DNN_TASK_INSERT(o, &cl_vec_zero, "vec_zero", STARPU_W, dst);
+}
+
+int dnn_insert_vec_axpy(const dnn_task_opts *o, starpu_data_handle_t dst, float alpha, starpu_data_handle_t src)
+{
+	return DNN_TASK_INSERT_ARGS(o, &cl_vec_axpy, "vec_axpy", &alpha, STARPU_RW, dst, STARPU_R, src);
+}
+
+int dnn_insert_vec_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src)
+{
+	if (o && o->color)
+		return DNN_TASK_INSERT(o, &cl_vec_add, "vec_add", dst_mode, dst, STARPU_R, src, STARPU_TASK_COLOR, o->color);
+	return DNN_TASK_INSERT(o, &cl_vec_add, "vec_add", dst_mode, dst, STARPU_R, src);
+}
+
+/* The slice codelets read their offset from a size_t cl_arg; each task gets its own copy. */
+static int insert_slice(const dnn_task_opts *o, struct starpu_codelet *cl, const char *name, int dst_mode,
+			starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
+{
+	return DNN_TASK_INSERT_ARGS(o, cl, name, &off, dst_mode, dst, STARPU_R, src);
+}
+
+int dnn_insert_vec_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
+{
+	return insert_slice(o, &cl_vec_slice_get, "vec_slice_get", STARPU_W, dst, src, off);
+}
+
+int dnn_insert_vec_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
+{
+	return insert_slice(o, &cl_vec_slice_put, "vec_slice_put", STARPU_RW, dst, src, off);
+}

@@ -1,0 +1,51 @@
+/* vec.h — element-wise operations on float vector handles (zero, add, scaled add, slices).
+ *
+ * They serve whatever is a plain vector: the STARPU_REDUX methods of every summed handle (weight
+ * gradients, the cross-rank sums of graph/dist.c, the loss statistics), the parameter server's
+ * copies and weight pulls, the ring all-reduce's slices, the async mode's staleness compensation
+ * and the add op's inputs beyond the second.
+ */
+#ifndef DNN_VEC_H
+#define DNN_VEC_H
+#include <starpu.h>
+
+#include "dnn_codelet.h"
+#include <stddef.h>
+
+/* Plain kernels. */
+void dnn_vec_zero_cpu(float *dst, size_t n);                                // dst[n] = 0
+void dnn_vec_add_cpu(float *dst, const float *src, size_t n);               // dst[n] += src[n]
+void dnn_vec_axpy_cpu(float *dst, float alpha, const float *src, size_t n); // dst[n] += alpha*src[n]
+
+extern struct starpu_codelet cl_vec_zero;      // (W dst); also the REDUX init method
+extern struct starpu_codelet cl_vec_redux_add; // (RW|COMMUTE dst, R src): the REDUX reduction method
+extern struct starpu_codelet cl_vec_add;       // same kernel, modes given at insert time
+extern struct starpu_codelet cl_vec_axpy;      // (RW dst, R src), cl_arg a float alpha: dst += alpha*src
+/* Slices of a vector, for the ring all-reduce and the gradient buckets (graph/dist.c). cl_arg: a
+ * size_t offset (in elements); the slice's length is the chunk's. */
+extern struct starpu_codelet cl_vec_slice_get; // (W chunk, R full): chunk[i] = full[off + i]
+extern struct starpu_codelet cl_vec_slice_put; // (RW full, R chunk): full[off + i] = chunk[i]
+
+/* Make h (a float vector handle) a REDUX target whose copies are summed: StarPU gives each
+ * worker a private copy zeroed by cl_vec_zero and sums the copies with cl_vec_redux_add. */
+void dnn_vec_set_sum_redux(starpu_data_handle_t h);
+
+/* dst = 0 as a task (dst W). */
+int dnn_insert_vec_zero(const dnn_task_opts *o, starpu_data_handle_t dst);
+/* dst += src as a task (cl_vec_add); dst_mode STARPU_RW, STARPU_RW|STARPU_COMMUTE, STARPU_REDUX
+ * or STARPU_MPI_REDUX; o->color honoured. */
+int dnn_insert_vec_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
+/* dst += alpha * src as a task (dst RW). */
+int dnn_insert_vec_axpy(const dnn_task_opts *o, starpu_data_handle_t dst, float alpha, starpu_data_handle_t src);
+/* dst = src[off .. off + len(dst)) and src[off ..] = whole dst (STARPU_RW on the full vector). */
+int dnn_insert_vec_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off);
+int dnn_insert_vec_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off);
+
+#ifdef DNN_HAVE_CUDA
+void dnn_vec_zero_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_add_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_axpy_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_slice_get_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_slice_put_cuda(void *buffers[], void *cl_arg);
+#endif
+#endif
