@@ -47,13 +47,49 @@ static void param_free(float *a, long n)
 }
 #endif
 
-int dnn_model_add_param(dnn_model *m, int node, const char *what, long n, int no_decay, char *err, size_t errlen)
+/* The contract of op.h param_slots: node's next slot is `slot`, and node's tensors are consecutive. */
+static int check_slot(const dnn_model *m, int node, int slot, char *err, size_t errlen)
 {
+	const dnn_node *nd = &m->g->nodes[node];
+	const dnn_op_desc *d = dnn_op_get(nd->op);
+	const int have = m->param_of[node] < 0 ? 0 : m->nparams - m->param_of[node];
+	if (slot < 0 || slot >= d->nparam_slots) {
+		dnn_set_err(err, errlen, m->g->source, "node %s: op %s has %d parameter tensor(s), no tensor %d", nd->name,
+			    d->name, d->nparam_slots, slot);
+		return -1;
+	}
+	const char *what = d->param_slots[slot].name;
+	if (have > 0 && m->params[m->nparams - 1].node != node) {
+		dnn_set_err(err, errlen, m->g->source,
+			    "node %s: op %s adds its parameter '%s' after another node's (a node's tensors are consecutive)",
+			    nd->name, d->name, what);
+		return -1;
+	}
+	if (slot != have) {
+		dnn_set_err(err, errlen, m->g->source,
+			    "node %s: op %s adds its parameter '%s' (tensor %d) when it has %d: slots go in order, once each",
+			    nd->name, d->name, what, slot, have);
+		return -1;
+	}
+	if (m->nparams >= m->params_cap) { /* not reachable after the checks above */
+		dnn_set_err(err, errlen, m->g->source, "node %s: no room for parameter '%s' (%d tensors)", nd->name, what,
+			    m->params_cap);
+		return -1;
+	}
+	return 0;
+}
+
+int dnn_model_add_param(dnn_model *m, int node, int slot, long n, char *err, size_t errlen)
+{
+	if (check_slot(m, node, slot, err, errlen) != 0)
+		return -1;
+	const dnn_op_param_slot *s = &dnn_op_get(m->g->nodes[node].op)->param_slots[slot];
 	dnn_param *p = &m->params[m->nparams];
 	memset(p, 0, sizeof(*p));
-	snprintf(p->name, sizeof(p->name), "%s.%s", m->g->nodes[node].name, what);
+	snprintf(p->name, sizeof(p->name), "%s.%s", m->g->nodes[node].name, s->name);
 	p->n = n;
-	p->no_decay = no_decay;
+	p->no_decay = s->no_decay;
+	p->node = node, p->slot = slot;
 	p->w = param_alloc(n);
 	p->v = param_alloc(n);
 	p->g = param_alloc(n);
@@ -67,13 +103,20 @@ int dnn_model_add_param(dnn_model *m, int node, const char *what, long n, int no
 	return m->nparams - 1;
 }
 
-float *dnn_model_add_running(dnn_model *m, int node, size_t n, char *err, size_t errlen)
+float *dnn_model_add_running(dnn_model *m, int node, char *err, size_t errlen)
 {
+	const dnn_node *nd = &m->g->nodes[node];
+	const dnn_op_desc *d = dnn_op_get(nd->op);
+	if (d->nrunning_blocks <= 0 || m->running[node]) {
+		dnn_set_err(err, errlen, m->g->source, "node %s: op %s declares no running statistics%s", nd->name, d->name,
+			    m->running[node] ? " beyond the ones it has" : "");
+		return NULL;
+	}
+	size_t n = (size_t)d->nrunning_blocks * (size_t)nd->C;
 	m->running[node] = calloc(n, sizeof(float));
 	m->running_n[node] = n;
 	if (!m->running[node])
-		dnn_set_err(err, errlen, m->g->source, "out of memory allocating the running statistics of %s",
-			    m->g->nodes[node].name);
+		dnn_set_err(err, errlen, m->g->source, "out of memory allocating the running statistics of %s", nd->name);
 	return m->running[node];
 }
 
@@ -89,8 +132,9 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_
 	memset(m, 0, sizeof(*m));
 	m->g = g;
 	m->seed = seed;
-	/* At most two parameter tensors per node (weight + bias, gamma + beta). */
-	m->params = calloc((size_t)g->nnodes * 2, sizeof(dnn_param));
+	for (int i = 0; i < g->nnodes; i++) /* the tensors each op may add (op.h param_slots) */
+		m->params_cap += dnn_op_get(g->nodes[i].op)->nparam_slots;
+	m->params = calloc((size_t)(m->params_cap > 0 ? m->params_cap : 1), sizeof(dnn_param));
 	m->param_of = malloc((size_t)g->nnodes * sizeof(int));
 	m->running = calloc((size_t)g->nnodes, sizeof(float *));
 	m->running_n = calloc((size_t)g->nnodes, sizeof(size_t));

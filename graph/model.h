@@ -42,6 +42,7 @@ typedef struct {
 	char name[DNN_NAME_MAX + 16]; // "<node>.weight", "<node>.bias", "<node>.gamma", ...
 	long n;
 	int no_decay;                 // biases and BN parameters skip weight decay
+	int node, slot;               // its node and its slot in the node's op (op.h param_slots)
 	float *w, *v, *g;             // value, momentum buffer, gradient (host homes)
 	starpu_data_handle_t hw, hv, hg;
 } dnn_param;
@@ -53,10 +54,10 @@ typedef struct dnn_dist dnn_dist;
 typedef struct {
 	dnn_graph *g;
 	dnn_dist *dist;                // NULL in a single-process run
-	int nparams;
+	int nparams, params_cap;       // params_cap: the ops' slots (op.h param_slots) summed over the nodes
 	dnn_param *params;
-	int *param_of;                 // per node: index of its first parameter, or -1
-	float **running;               // per node: BN running stats (2C) or NULL (dnn_model_add_running)
+	int *param_of;                 // per node: index of its first parameter, or -1 (dnn_op_param reads them)
+	float **running;               // per node: running statistics (op.h running_blocks) or NULL
 	size_t *running_n;             // per node: their float count
 	starpu_data_handle_t *hrunning;
 	float *in_mean, *in_std;       // per input channel: normalisation of pixels/255
@@ -73,11 +74,15 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_
 int dnn_model_sync_to_host(dnn_model *m, char *err, size_t errlen);
 void dnn_model_destroy(dnn_model *m);
 
-/* For op descriptors' create_params: a new parameter tensor "<node>.<what>" of n floats
- * (zeroed; no_decay: no weight decay, biases and BN parameters) -> its index, or -1. */
-int dnn_model_add_param(dnn_model *m, int node, const char *what, long n, int no_decay, char *err, size_t errlen);
-/* Node-owned state that is not trained but checkpointed (BN running statistics), n floats. */
-float *dnn_model_add_running(dnn_model *m, int node, size_t n, char *err, size_t errlen);
+/* For op descriptors' create_params: node's parameter tensor `slot` of its op's param_slots
+ * (op.h), "<node>.<slot name>", n floats (zeroed; the slot says whether weight decay applies)
+ * -> its index, or -1 with one line in err. Slots are added in order (0, 1, ...), each at most
+ * once, one node's consecutively: anything else is refused. */
+int dnn_model_add_param(dnn_model *m, int node, int slot, long n, char *err, size_t errlen);
+/* Node-owned state that is not trained but checkpointed (running statistics): the op's
+ * running_blocks x C floats, zeroed, or NULL with err (an op without running_blocks, a second
+ * call, out of memory). */
+float *dnn_model_add_running(dnn_model *m, int node, char *err, size_t errlen);
 
 /* The SGD arguments of parameter pr: the one place that applies the rules (no weight decay for
  * biases and BN parameters, gradients summed over the global batch scaled by 1/global_batch).

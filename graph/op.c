@@ -59,10 +59,20 @@ int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen
 	return 0;
 }
 
+const dnn_op_param_slot dnn_op_linear_slots[2] = {[DNN_SLOT_WEIGHT] = {"weight", 0}, [DNN_SLOT_BIAS] = {"bias", 1}};
+
+dnn_param *dnn_op_param(const dnn_model *m, int i, int slot)
+{
+	const int p = m->param_of[i] + slot;
+	if (m->param_of[i] < 0 || slot < 0 || p >= m->nparams || m->params[p].node != i || m->params[p].slot != slot)
+		return NULL;
+	return &m->params[p];
+}
+
 int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64_t *rng, char *err, size_t errlen)
 {
 	const dnn_node *nd = &m->g->nodes[i];
-	int pw = dnn_model_add_param(m, i, "weight", nweights, 0, err, errlen);
+	int pw = dnn_model_add_param(m, i, DNN_SLOT_WEIGHT, nweights, err, errlen);
 	if (pw < 0)
 		return -1;
 	/* PyTorch's default for Conv2d/Linear (kaiming_uniform with a=sqrt(5)): weights and biases
@@ -75,7 +85,7 @@ int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64
 	for (long j = 0; j < nweights; j++)
 		m->params[pw].w[j] = bound * (float)(2.0 * dnn_uniform01(rng) - 1.0);
 	if (nd->bias) {
-		int pb = dnn_model_add_param(m, i, "bias", nd->out, 1, err, errlen);
+		int pb = dnn_model_add_param(m, i, DNN_SLOT_BIAS, nd->out, err, errlen);
 		if (pb < 0)
 			return -1;
 		for (long j = 0; j < nd->out; j++)

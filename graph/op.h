@@ -3,7 +3,8 @@
  * A descriptor says everything the rest of graph/ needs to know about an op: its keyword and
  * keys (parser), how many inputs it takes, its shape inference, its trainable parameters and
  * extra per-chunk buffers (model.c), and how one chunk's forward and backward become tasks.
- * graph.c and model.c only loop over nodes and call these; no switch on the op elsewhere.
+ * graph.c and model.c only loop over nodes and call these, and so does the ONNX export
+ * (onnx_emit.h); no switch on the op elsewhere.
  * The list of ops is graph/ops/ops.def (one line per op).
  */
 #ifndef DNN_OP_H
@@ -37,6 +38,17 @@ typedef struct {
 	const dnn_task_opts *opts; // the chunk's insert options (its worker under --pin-chunks) or NULL
 } dnn_op_ctx;
 
+struct dnn_onnx_ctx; /* onnx_emit.h */
+
+/* A trainable parameter tensor of an op: node i's tensor `slot` is "<node>.<name>". */
+typedef struct {
+	const char *name; // "weight", "bias", "gamma", ...
+	int no_decay;     // no weight decay (biases, batch-norm parameters)
+} dnn_op_param_slot;
+/* The slots of conv and dense (dnn_op_params_linear): the weight, then the bias (bias=1). */
+enum { DNN_SLOT_WEIGHT, DNN_SLOT_BIAS };
+extern const dnn_op_param_slot dnn_op_linear_slots[2];
+
 typedef struct {
 	const char *name;           // keyword in net files
 	int min_inputs, max_inputs; // 0, 0 for the input line
@@ -48,7 +60,17 @@ typedef struct {
 	int (*check)(const dnn_node *nd, const char *src, char *err, size_t errlen);
 	/* Shape inference: nd->C/H/W, params, flops from its inputs (already inferred). */
 	int (*infer)(dnn_graph *g, dnn_node *nd, char *err, size_t errlen);
-	/* Trainable parameters (dnn_model_add_param) and other model state; optional. */
+	/* Trainable parameters: the tensors a node may have, in the order create_params adds them
+	 * (dnn_model_add_param(m, i, slot, ...) with slot 0, 1, ...; trailing ones may be left out,
+	 * as conv's bias). Read them with dnn_op_param(m, i, slot), never by position. */
+	const dnn_op_param_slot *param_slots;
+	int nparam_slots;
+	/* Running statistics (state that is not trained but checkpointed, as batch norm's): blocks of
+	 * C floats each (C = the node's channels), named running_blocks[k] ("mean", "var"), in that
+	 * order in m->running[i] (m->running_n[i] = nrunning_blocks x C: dnn_model_add_running). */
+	const char *const *running_blocks;
+	int nrunning_blocks;
+	/* Create the parameters and the running statistics (and initialise them); optional. */
 	int (*create_params)(dnn_model *m, int i, uint64_t *rng, char *err, size_t errlen);
 	/* Whether a chunk of n samples fits the op's kernels (cuDNN takes int tensor sizes:
 	 * dnn_op_check_int_elems); optional. dnn_plan_create calls it with its largest chunk before
@@ -60,6 +82,9 @@ typedef struct {
 	 * NULL (nothing to do). Backward writes input 0's gradient with dnn_op_take_dx. */
 	int (*forward)(dnn_op_ctx *ctx, int i);
 	int (*backward)(dnn_op_ctx *ctx, int i);
+	/* Write node i's ONNX node(s), eval mode, and set x->v[i] (onnx_emit.h); 0, or -1 with
+	 * dnn_onnx_fail. NULL: the op cannot be exported (the export fails naming it). */
+	int (*export_onnx)(struct dnn_onnx_ctx *x, int i);
 	/* The op routes its inputs' gradients itself (add: one per input), so the loop does not
 	 * mark input 0's gradient as written after its backward. */
 	int routes_grads;
@@ -96,6 +121,9 @@ int dnn_op_check_int_elems(const dnn_graph *g, const dnn_node *nd, const char *w
 			   char *err, size_t errlen);
 /* Output shape = input 0's shape (element-wise ops). */
 int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen);
-/* Weight (and bias) of a conv or dense layer: PyTorch's default uniform init in +-1/sqrt(fan_in). */
+/* Parameter `slot` of node i (param_slots), or NULL when the node has no such tensor. */
+dnn_param *dnn_op_param(const dnn_model *m, int i, int slot);
+/* Weight (and bias) of a conv or dense layer (dnn_op_linear_slots): PyTorch's default uniform
+ * init in +-1/sqrt(fan_in). */
 int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64_t *rng, char *err, size_t errlen);
 #endif

@@ -4,7 +4,10 @@
  *
  * The model: input "pixels" (float32 N x C x H x W, pixel values 0-255 of the centre crop, as
  * load_images.h makes it), the input normalisation as Mul + Sub, then one ONNX node per net
- * node (Flatten / Reshape where the ranks need it), and "probabilities" (Softmax) at the end. */
+ * node (Flatten / Reshape where the ranks need it), and "probabilities" (Softmax) at the end.
+ * What each net node becomes is its op descriptor's (graph/ops/<op>.c export_onnx, through the
+ * emitter of graph/onnx_emit.h); this file implements that emitter over protobuf-c, wraps the
+ * nodes in a model with its metadata, and writes the file. */
 #include "onnx_export.h"
 
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include "load_images.h"
 #include "model_ckpt.h"
 #include "onnx.pb-c.h"
+#include "onnx_emit.h"
 #include "progress.h"
 
 #define OPSET 17
@@ -101,20 +105,21 @@ static int push(ox *x, void ***arr, size_t *n, size_t *cap, void *p)
 }
 
 /* ---------------------------------------------------------------- nodes, attributes, tensors */
-static Onnx__NodeProto *node(ox *x, const char *op, const char *name, int nin, const char *const *in,
-			     const char *out)
+static Onnx__NodeProto *node(ox *x, const char *op, const char *name, int nin, const char *const *in, int nout,
+			     const char *const *out)
 {
 	Onnx__NodeProto *nd = ar(x, sizeof(*nd));
 	char **ins = ar(x, sizeof(char *) * (size_t)(nin > 0 ? nin : 1));
-	char **outs = ar(x, sizeof(char *));
+	char **outs = ar(x, sizeof(char *) * (size_t)(nout > 0 ? nout : 1));
 	if (!nd || !ins || !outs)
 		return NULL;
 	onnx__node_proto__init(nd);
 	for (int i = 0; i < nin; i++)
 		ins[i] = (char *)in[i];
-	outs[0] = (char *)out;
+	for (int i = 0; i < nout; i++)
+		outs[i] = (char *)out[i];
 	nd->n_input = (size_t)nin, nd->input = ins;
-	nd->n_output = 1, nd->output = outs;
+	nd->n_output = (size_t)nout, nd->output = outs;
 	nd->op_type = (char *)op;
 	nd->name = (char *)name;
 	if (push(x, (void ***)&x->nodes, &x->nnodes, &x->capnodes, nd) != 0)
@@ -155,14 +160,14 @@ static void attr_float(ox *x, Onnx__NodeProto *nd, const char *name, float v)
 		a->has_f = 1, a->f = v;
 }
 
-static void attr_ints(ox *x, Onnx__NodeProto *nd, const char *name, int n, int64_t v0, int64_t v1)
+static void attr_ints(ox *x, Onnx__NodeProto *nd, const char *name, int n, const int64_t *vals)
 {
 	Onnx__AttributeProto *a = attr(x, nd, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
-	int64_t *v = a ? ar(x, sizeof(int64_t) * (size_t)n) : NULL;
+	int64_t *v = a ? ar(x, sizeof(int64_t) * (size_t)(n > 0 ? n : 1)) : NULL;
 	if (!v)
 		return;
 	for (int i = 0; i < n; i++)
-		v[i] = i % 2 ? v1 : v0;
+		v[i] = vals[i];
 	a->n_ints = (size_t)n, a->ints = v;
 }
 
@@ -288,234 +293,87 @@ static char *float_list(ox *x, const float *v, int n)
 	return s;
 }
 
-/* ---------------------------------------------------------------- the net */
-typedef struct {
-	const char *val; // the ONNX value holding the node's output
-	const char *v4;  // the same as N x C x 1 x 1, once made (for a 2-D value)
-	int rank;        // 2 (N x C) or 4 (N x C x H x W)
-} out_t;
-
-/* The output of node j as a 4-D value (Reshape of a 2-D one to N x C x 1 x 1). */
-static const char *as4d(ox *x, const dnn_graph *g, out_t *o, int j)
+/* ---------------------------------------------------------------- the emitter (onnx_emit.h) */
+static dnn_onnx_node *em_node(void *impl, const char *op_type, const char *name, int nin, const char *const *in,
+			      int nout, const char *const *out)
 {
-	if (o[j].rank == 4)
-		return o[j].val;
-	if (o[j].v4)
-		return o[j].v4;
-	int64_t dims[1] = {4}, shape[4] = {0, g->nodes[j].C, 1, 1};
-	const char *sname = tensor(x, str(x, "%s.shape4d", g->nodes[j].name), dims, 1, NULL, shape, 4);
-	const char *out = str(x, "%s.4d", g->nodes[j].name);
-	const char *in[2] = {o[j].val, sname};
-	node(x, "Reshape", str(x, "%s.reshape", g->nodes[j].name), 2, in, out);
-	return o[j].v4 = out;
+	return (dnn_onnx_node *)node(impl, op_type, name, nin, in, nout, out);
 }
 
-/* The output of node j as a 2-D value (Flatten of a 4-D one). */
-static const char *as2d(ox *x, const dnn_graph *g, out_t *o, int j)
+static void em_attr_int(void *impl, dnn_onnx_node *nd, const char *key, int64_t v)
 {
-	if (o[j].rank == 2)
-		return o[j].val;
-	const char *out = str(x, "%s.flat", g->nodes[j].name);
-	Onnx__NodeProto *nd = node(x, "Flatten", str(x, "%s.flatten", g->nodes[j].name), 1, &o[j].val, out);
-	attr_int(x, nd, "axis", 1);
-	return out;
+	attr_int(impl, (Onnx__NodeProto *)nd, key, v);
 }
 
-static int param_check(const dnn_model *m, int p, long want, const char *node, char *err, size_t errlen)
+static void em_attr_float(void *impl, dnn_onnx_node *nd, const char *key, float v)
 {
-	if (p < 0 || p >= m->nparams || m->params[p].n != want) {
-		snprintf(err, errlen, "node '%s': parameter %d has %ld values, the ONNX node needs %ld", node, p,
-			 p >= 0 && p < m->nparams ? m->params[p].n : -1L, want);
-		return -1;
-	}
-	return 0;
+	attr_float(impl, (Onnx__NodeProto *)nd, key, v);
 }
 
-int dnn_onnx_export(const dnn_model *m, const char *path, char *const *class_names, char *err, size_t errlen,
-		    dnn_onnx_stats *stats)
+static void em_attr_ints(void *impl, dnn_onnx_node *nd, const char *key, int n, const int64_t *v)
+{
+	attr_ints(impl, (Onnx__NodeProto *)nd, key, n, v);
+}
+
+static size_t numel(int ndims, const int64_t *dims)
+{
+	size_t n = 1;
+	for (int k = 0; k < ndims; k++)
+		n *= (size_t)dims[k];
+	return n;
+}
+
+static const char *em_init_float(void *impl, const char *name, int ndims, const int64_t *dims, const float *v)
+{
+	return tensor(impl, name, dims, ndims, v, NULL, numel(ndims, dims));
+}
+
+static const char *em_init_int64(void *impl, const char *name, int ndims, const int64_t *dims, const int64_t *v)
+{
+	return tensor(impl, name, dims, ndims, NULL, v, numel(ndims, dims));
+}
+
+static const char *em_name(void *impl, const char *s) { return s ? str(impl, "%s", s) : NULL; }
+
+/* ---------------------------------------------------------------- the model and the file */
+/* The ModelProto around x's nodes and initializers: input, output, opset, metadata. NULL when
+ * out of memory. */
+static Onnx__ModelProto *model_proto(ox *x, const dnn_model *m, char *const *class_names)
 {
 	const dnn_graph *g = m->g;
-	ox x = {0};
-	int rc = -1;
-	out_t *o = calloc((size_t)g->nnodes, sizeof(*o));
-	uint8_t *buf = NULL;
-	if (!o) {
-		snprintf(err, errlen, "%s: out of memory", path);
-		return -1;
-	}
-	const char *detail = NULL; /* set when a node cannot be exported (err already written) */
-	for (int i = 0; i < g->nnodes && !detail; i++) {
-		const dnn_node *nd = &g->nodes[i];
-		const char *name = nd->name;
-		const int p = m->param_of[i];
-		o[i].rank = 4;
-		o[i].val = name;
-		const char *in0 = nd->ninputs > 0 ? o[nd->inputs[0]].val : NULL;
-		switch (nd->op) {
-		case DNN_OP_INPUT: {
-			float *scale = ar(&x, sizeof(float) * (size_t)nd->C), *shift = ar(&x, sizeof(float) * (size_t)nd->C);
-			if (!scale || !shift)
-				break;
-			/* As load_images.c: x = pixel * (1 / (255 std)) - mean / std. */
-			for (int c = 0; c < nd->C; c++)
-				scale[c] = 1.0f / (255.0f * m->in_std[c]), shift[c] = m->in_mean[c] / m->in_std[c];
-			int64_t dims[4] = {1, nd->C, 1, 1};
-			const char *ts = tensor(&x, "input.scale", dims, 4, scale, NULL, (size_t)nd->C);
-			const char *tsh = tensor(&x, "input.shift", dims, 4, shift, NULL, (size_t)nd->C);
-			const char *a[2] = {"pixels", ts}, *scaled = str(&x, "%s.scaled", name);
-			node(&x, "Mul", str(&x, "%s.scale", name), 2, a, scaled);
-			const char *b[2] = {scaled, tsh};
-			node(&x, "Sub", str(&x, "%s.normalise", name), 2, b, name);
-			break;
-		}
-		case DNN_OP_CONV: {
-			const dnn_node *in = &g->nodes[nd->inputs[0]];
-			if (param_check(m, p, (long)nd->out * in->C * nd->k * nd->k, name, err, errlen) != 0 ||
-			    (nd->bias && param_check(m, p + 1, nd->out, name, err, errlen) != 0)) {
-				detail = err;
-				break;
-			}
-			int64_t wd[4] = {nd->out, in->C, nd->k, nd->k}, bd[1] = {nd->out};
-			const char *ins[3] = {as4d(&x, g, o, nd->inputs[0]),
-					      tensor(&x, m->params[p].name, wd, 4, m->params[p].w, NULL, (size_t)m->params[p].n),
-					      nd->bias ? tensor(&x, m->params[p + 1].name, bd, 1, m->params[p + 1].w, NULL,
-								(size_t)nd->out)
-						       : NULL};
-			Onnx__NodeProto *n = node(&x, "Conv", name, nd->bias ? 3 : 2, ins, name);
-			attr_ints(&x, n, "kernel_shape", 2, nd->k, nd->k);
-			attr_ints(&x, n, "strides", 2, nd->stride, nd->stride);
-			attr_ints(&x, n, "pads", 4, nd->pad, nd->pad);
-			attr_ints(&x, n, "dilations", 2, nd->dilation, nd->dilation);
-			attr_int(&x, n, "group", 1);
-			break;
-		}
-		case DNN_OP_BATCHNORM: {
-			if (param_check(m, p, nd->C, name, err, errlen) != 0 || param_check(m, p + 1, nd->C, name, err, errlen) != 0 ||
-			    !m->running[i] || m->running_n[i] != 2 * (size_t)nd->C) {
-				if (!err[0])
-					snprintf(err, errlen, "node '%s': no running statistics of %d channels", name, nd->C);
-				detail = err;
-				break;
-			}
-			int64_t d[1] = {nd->C};
-			const char *ins[5] = {in0,
-					      tensor(&x, m->params[p].name, d, 1, m->params[p].w, NULL, (size_t)nd->C),
-					      tensor(&x, m->params[p + 1].name, d, 1, m->params[p + 1].w, NULL, (size_t)nd->C),
-					      tensor(&x, str(&x, "%s.running_mean", name), d, 1, m->running[i], NULL, (size_t)nd->C),
-					      tensor(&x, str(&x, "%s.running_var", name), d, 1, m->running[i] + nd->C, NULL,
-						     (size_t)nd->C)};
-			Onnx__NodeProto *n = node(&x, "BatchNormalization", name, 5, ins, name);
-			attr_float(&x, n, "epsilon", nd->eps);
-			o[i].rank = o[nd->inputs[0]].rank;
-			break;
-		}
-		case DNN_OP_RELU:
-			node(&x, "Relu", name, 1, &in0, name);
-			o[i].rank = o[nd->inputs[0]].rank;
-			break;
-		case DNN_OP_DROPOUT: /* eval mode: the identity */
-			node(&x, "Identity", name, 1, &in0, name);
-			o[i].rank = o[nd->inputs[0]].rank;
-			break;
-		case DNN_OP_MAXPOOL: {
-			const char *in = as4d(&x, g, o, nd->inputs[0]);
-			Onnx__NodeProto *n = node(&x, "MaxPool", name, 1, &in, name);
-			attr_ints(&x, n, "kernel_shape", 2, nd->k, nd->k);
-			attr_ints(&x, n, "strides", 2, nd->stride, nd->stride);
-			attr_ints(&x, n, "pads", 4, nd->pad, nd->pad);
-			break;
-		}
-		case DNN_OP_AVGPOOL: { /* the global average pool */
-			const char *in = as4d(&x, g, o, nd->inputs[0]);
-			node(&x, "GlobalAveragePool", name, 1, &in, name);
-			break;
-		}
-		case DNN_OP_DENSE: {
-			const dnn_node *in = &g->nodes[nd->inputs[0]];
-			long fan_in = (long)in->C * in->H * in->W;
-			if (param_check(m, p, (long)nd->out * fan_in, name, err, errlen) != 0 ||
-			    param_check(m, p + 1, nd->out, name, err, errlen) != 0) {
-				detail = err;
-				break;
-			}
-			int64_t wd[2] = {nd->out, fan_in}, bd[1] = {nd->out};
-			const char *ins[3] = {as2d(&x, g, o, nd->inputs[0]),
-					      tensor(&x, m->params[p].name, wd, 2, m->params[p].w, NULL, (size_t)m->params[p].n),
-					      tensor(&x, m->params[p + 1].name, bd, 1, m->params[p + 1].w, NULL, (size_t)nd->out)};
-			Onnx__NodeProto *n = node(&x, "Gemm", name, 3, ins, name); /* y = x W^T + b */
-			attr_int(&x, n, "transB", 1);
-			o[i].rank = 2;
-			break;
-		}
-		case DNN_OP_ADD: {
-			int any4 = 0;
-			for (int j = 0; j < nd->ninputs; j++)
-				any4 |= o[nd->inputs[j]].rank == 4;
-			const char *ins[DNN_MAX_INPUTS];
-			for (int j = 0; j < nd->ninputs; j++)
-				ins[j] = any4 ? as4d(&x, g, o, nd->inputs[j]) : o[nd->inputs[j]].val;
-			node(&x, nd->ninputs == 2 ? "Add" : "Sum", name, nd->ninputs, ins, name);
-			o[i].rank = any4 ? 4 : 2;
-			break;
-		}
-		case DNN_OP_SOFTMAX_XENT: { /* eval: the class probabilities */
-			const char *in = as2d(&x, g, o, nd->inputs[0]);
-			Onnx__NodeProto *n = node(&x, "Softmax", name, 1, &in, "probabilities");
-			attr_int(&x, n, "axis", 1);
-			o[i].val = "probabilities";
-			o[i].rank = 2;
-			break;
-		}
-		default:
-			snprintf(err, errlen, "node '%s' (%s line %d): op %s has no ONNX equivalent in this exporter", name,
-				 g->source, nd->line, dnn_op_name(nd->op));
-			detail = err;
-			break;
-		}
-	}
-	if (detail) {
-		char tmp[1024];
-		snprintf(tmp, sizeof(tmp), "%s: cannot export: %s", path, detail);
-		snprintf(err, errlen, "%s", tmp);
-		goto out;
-	}
 	const dnn_node *in = &g->nodes[0];
 	int64_t idims[4] = {-1, in->C, in->H, in->W}, odims[2] = {-1, g->classes};
-	Onnx__ValueInfoProto *vin = value_info(&x, "pixels", 4, idims);
-	Onnx__ValueInfoProto *vout = value_info(&x, "probabilities", 2, odims);
-	Onnx__ValueInfoProto **vins = ar(&x, sizeof(*vins)), **vouts = ar(&x, sizeof(*vouts));
-	Onnx__GraphProto *gp = ar(&x, sizeof(*gp));
-	Onnx__ModelProto *mp = ar(&x, sizeof(*mp));
-	Onnx__OperatorSetIdProto *ops = ar(&x, sizeof(*ops)), **opsl = ar(&x, sizeof(*opsl));
+	Onnx__ValueInfoProto *vin = value_info(x, DNN_ONNX_INPUT, 4, idims);
+	Onnx__ValueInfoProto *vout = value_info(x, DNN_ONNX_OUTPUT, 2, odims);
+	Onnx__ValueInfoProto **vins = ar(x, sizeof(*vins)), **vouts = ar(x, sizeof(*vouts));
+	Onnx__GraphProto *gp = ar(x, sizeof(*gp));
+	Onnx__ModelProto *mp = ar(x, sizeof(*mp));
+	Onnx__OperatorSetIdProto *ops = ar(x, sizeof(*ops)), **opsl = ar(x, sizeof(*opsl));
 	char *net_text = dnn_graph_to_text(g, NULL);
-	char *net_copy = net_text ? str(&x, "%s", net_text) : NULL;
+	char *net_copy = net_text ? str(x, "%s", net_text) : NULL;
 	free(net_text);
 	Onnx__StringStringEntryProto *props[6] = {
-		prop(&x, "class_names", json_names(&x, class_names, g->classes)),
-		prop(&x, "input_mean", float_list(&x, m->in_mean, in->C)),
-		prop(&x, "input_std", float_list(&x, m->in_std, in->C)),
-		prop(&x, "short_side", str(&x, "%d", dnn_image_short_side(in->H, in->W))),
-		prop(&x, "input", str(&x, "pixels: float32 N x %d x %d x %d, %s values 0-255: resize the short side to %d, "
-				  "crop the centre %dx%d; the normalisation is in the model",
-				  in->C, in->H, in->W, in->C == 3 ? "RGB" : "grey", dnn_image_short_side(in->H, in->W),
-				  in->H, in->W)),
-		prop(&x, "net", net_copy)};
-	Onnx__StringStringEntryProto **propl = ar(&x, sizeof(props));
-	if (x.oom || !vin || !vout || !vins || !vouts || !gp || !mp || !ops || !opsl || !propl) {
-		snprintf(err, errlen, "%s: out of memory building the ONNX model", path);
-		goto out;
-	}
+		prop(x, "class_names", json_names(x, class_names, g->classes)),
+		prop(x, "input_mean", float_list(x, m->in_mean, in->C)),
+		prop(x, "input_std", float_list(x, m->in_std, in->C)),
+		prop(x, "short_side", str(x, "%d", dnn_image_short_side(in->H, in->W))),
+		prop(x, "input", str(x, "pixels: float32 N x %d x %d x %d, %s values 0-255: resize the short side to %d, "
+				 "crop the centre %dx%d; the normalisation is in the model",
+				 in->C, in->H, in->W, in->C == 3 ? "RGB" : "grey", dnn_image_short_side(in->H, in->W),
+				 in->H, in->W)),
+		prop(x, "net", net_copy)};
+	Onnx__StringStringEntryProto **propl = ar(x, sizeof(props));
+	if (x->oom || !vin || !vout || !vins || !vouts || !gp || !mp || !ops || !opsl || !propl)
+		return NULL;
 	for (int k = 0; k < 6; k++)
-		if (!props[k]) {
-			snprintf(err, errlen, "%s: out of memory building the ONNX model", path);
-			goto out;
-		}
+		if (!props[k])
+			return NULL;
 	memcpy(propl, props, sizeof(props));
 	vins[0] = vin, vouts[0] = vout;
 	onnx__graph_proto__init(gp);
-	gp->name = str(&x, "%s", g->source);
-	gp->n_node = x.nnodes, gp->node = x.nodes;
-	gp->n_initializer = x.ninits, gp->initializer = x.inits;
+	gp->name = str(x, "%s", g->source);
+	gp->n_node = x->nnodes, gp->node = x->nodes;
+	gp->n_initializer = x->ninits, gp->initializer = x->inits;
 	gp->n_input = 1, gp->input = vins;
 	gp->n_output = 1, gp->output = vouts;
 	onnx__operator_set_id_proto__init(ops);
@@ -529,24 +387,18 @@ int dnn_onnx_export(const dnn_model *m, const char *path, char *const *class_nam
 	mp->doc_string = "Eval-mode net exported from a starpu_anp checkpoint (starpu_anp export)";
 	mp->graph = gp;
 	mp->n_metadata_props = 6, mp->metadata_props = propl;
-	if (x.oom || !gp->name) {
-		snprintf(err, errlen, "%s: out of memory building the ONNX model", path);
-		goto out;
-	}
-	size_t len = onnx__model_proto__get_packed_size(mp);
-	buf = malloc(len ? len : 1);
-	if (!buf) {
-		snprintf(err, errlen, "%s: out of memory for %zu bytes of ONNX model", path, len);
-		goto out;
-	}
-	onnx__model_proto__pack(mp, buf);
-	/* Atomically, as checkpoints: PATH.tmp.<pid>, fsync, rename. */
+	return x->oom || !gp->name ? NULL : mp;
+}
+
+/* Atomically, as checkpoints: PATH.tmp.<pid>, fsync, rename. 0, or -1 with err. */
+static int write_atomic(const char *path, const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
 	char tmp[4200];
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-		goto out;
+		return -1;
 	}
 	size_t done = 0;
 	while (done < len) {
@@ -563,8 +415,39 @@ int dnn_onnx_export(const dnn_model *m, const char *path, char *const *class_nam
 	if (bad || rename(tmp, path) != 0) {
 		snprintf(err, errlen, "%s: write failed: %s", path, strerror(bad ? e : errno));
 		unlink(tmp);
+		return -1;
+	}
+	return 0;
+}
+
+int dnn_onnx_export(const dnn_model *m, const char *path, char *const *class_names, char *err, size_t errlen,
+		    dnn_onnx_stats *stats)
+{
+	ox x = {0};
+	const dnn_onnx_emitter e = {.impl = &x, .node = em_node, .attr_int = em_attr_int, .attr_float = em_attr_float,
+				    .attr_ints = em_attr_ints, .init_float = em_init_float, .init_int64 = em_init_int64,
+				    .name = em_name};
+	int rc = -1;
+	uint8_t *buf = NULL;
+	char detail[1024];
+	Onnx__ModelProto *mp = NULL;
+	if (dnn_onnx_emit_net(m, &e, detail, sizeof(detail)) != 0) {
+		snprintf(err, errlen, "%s: cannot export: %s", path, detail);
 		goto out;
 	}
+	if (!(mp = model_proto(&x, m, class_names))) {
+		snprintf(err, errlen, "%s: out of memory building the ONNX model", path);
+		goto out;
+	}
+	size_t len = onnx__model_proto__get_packed_size(mp);
+	buf = malloc(len ? len : 1);
+	if (!buf) {
+		snprintf(err, errlen, "%s: out of memory for %zu bytes of ONNX model", path, len);
+		goto out;
+	}
+	onnx__model_proto__pack(mp, buf);
+	if (write_atomic(path, buf, len, err, errlen) != 0)
+		goto out;
 	if (stats) {
 		stats->nodes = (int)x.nnodes;
 		stats->initializers = (int)x.ninits;
@@ -574,7 +457,6 @@ int dnn_onnx_export(const dnn_model *m, const char *path, char *const *class_nam
 	rc = 0;
 out:
 	free(buf);
-	free(o);
 	ar_free(&x);
 	return rc;
 }

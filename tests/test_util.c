@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data_source.h"
 #include "dnn_codelet.h"
 #include "dnn_runtime.h"
 
@@ -145,6 +146,64 @@ double *to_double(const float *x, size_t n)
 	for (size_t i = 0; i < n; i++)
 		d[i] = x[i];
 	return d;
+}
+
+float *test_model_params(dnn_model *m, long *n)
+{
+	char err[512];
+	if (dnn_model_sync_to_host(m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "FAIL: test_model_params: %s\n", err);
+		exit(1);
+	}
+	long total = 0;
+	for (int i = 0; i < m->nparams; i++)
+		total += m->params[i].n;
+	float *out = alloc_f((size_t)total);
+	for (long i = 0, o = 0; i < m->nparams; o += m->params[i].n, i++)
+		memcpy(out + o, m->params[i].w, sizeof(float) * (size_t)m->params[i].n);
+	*n = total;
+	return out;
+}
+
+float *test_train_net(const dnn_dataset *ds, const char *text, const char *source, int chunks, int train,
+		      int steps, int batch, double *losses, long *nparams)
+{
+	char err[512];
+	dnn_graph g;
+	dnn_model m;
+	dnn_plan p;
+	int *idx = malloc(sizeof(int) * (size_t)(batch > 0 ? batch : 1));
+	if (!idx || dnn_graph_parse(&g, text, source, err, sizeof(err)) != 0 ||
+	    dnn_model_create(&m, &g, 123, err, sizeof(err)) != 0) {
+		fprintf(stderr, "FAIL: %s: %s\n", source, idx ? err : "out of memory");
+		exit(1);
+	}
+	dnn_dataset_channel_stats(ds, m.in_mean, m.in_std);
+	if (dnn_plan_create(&p, &m, batch, chunks, 1, train, err, sizeof(err)) != 0) {
+		fprintf(stderr, "FAIL: %s: plan: %s\n", source, err);
+		exit(1);
+	}
+	dnn_data_source src;
+	dnn_dataset_source(&src, ds);
+	dnn_sgd_config sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	for (int s = 0; s < steps; s++) {
+		for (int i = 0; i < batch; i++)
+			idx[i] = ((s * batch + i) * 7919) % ds->n;
+		double l, c;
+		if (dnn_submit_step(&p, 0, &src, idx, s, &sgd, err, sizeof(err)) != 0 ||
+		    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0) {
+			fprintf(stderr, "FAIL: %s: step %d: %s\n", source, s, err);
+			exit(1);
+		}
+		losses[s] = l / batch;
+	}
+	starpu_task_wait_for_all();
+	float *out = test_model_params(&m, nparams);
+	free(idx);
+	dnn_plan_destroy(&p);
+	dnn_model_destroy(&m);
+	dnn_graph_free(&g);
+	return out;
 }
 
 int test_task(struct starpu_codelet *cl, int worker, const void *args, size_t argsz, struct starpu_data_descr *d,

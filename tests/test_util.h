@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "conv2d.h"
+#include "dataset.h"
+#include "model.h"
 
 #define TEST_SKIP 77
 
@@ -34,6 +36,17 @@ float *alloc_f(size_t n);
 double *alloc_d(size_t n);
 void fill_nan(float *p, size_t n);
 double *to_double(const float *x, size_t n);
+/* Every parameter tensor of m brought home (dnn_model_sync_to_host) and concatenated in order
+ * into one malloc'd array, of *n floats: what the training tests compare between runs. Exits 1
+ * when a step fails. */
+float *test_model_params(dnn_model *m, long *n);
+/* The training tests' run: the net `text` (named `source` in messages), seed 123, the input
+ * normalised by ds's channel statistics, batches of `batch` samples ((s * batch + i) * 7919 mod
+ * ds->n for step s) in `chunks` chunks, one slot, SGD lr 0.05 momentum 0.9 weight decay 5e-4.
+ * train = 1: `steps` training steps; 0: `steps` evaluation steps. losses[s]: step s's mean loss.
+ * Returns the parameters afterwards (test_model_params, *nparams floats). Exits 1 on failure. */
+float *test_train_net(const dnn_dataset *ds, const char *text, const char *source, int chunks, int train,
+		      int steps, int batch, double *losses, long *nparams);
 
 /* One task of `cl` over the buffers and modes d[0..n), with a private copy of the argsz bytes
  * at args (StarPU frees it, on every path), named `name`, on worker `worker` (STARPU_EXECUTE_ON_WORKER; -1:

@@ -72,19 +72,7 @@ static float *run(const dnn_dataset *ds, int chunks, int window, double *losses,
 		losses[s] = l / BATCH;
 	}
 	starpu_task_wait_for_all();
-	if (dnn_model_sync_to_host(&m, err, sizeof(err)) != 0) {
-		fprintf(stderr, "%s\n", err);
-		exit(1);
-	}
-	long n = 0;
-	for (int i = 0; i < m.nparams; i++)
-		n += m.params[i].n;
-	float *out = malloc(sizeof(float) * (size_t)n);
-	for (int i = 0, o = 0; i < m.nparams; i++) {
-		memcpy(out + o, m.params[i].w, sizeof(float) * (size_t)m.params[i].n);
-		o += (int)m.params[i].n;
-	}
-	*nparams_out = n;
+	float *out = test_model_params(&m, nparams_out);
 	ntensors = m.nparams < MAXT ? m.nparams : MAXT;
 	tensor_off[0] = 0;
 	for (int i = 0; i < ntensors; i++)

@@ -12,10 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data_source.h"
 #include "dataset.h"
-#include "graph.h"
-#include "model.h"
 #include "test_util.h"
 
 #define STEPS 12
@@ -31,54 +28,11 @@ static const char *net_text(int dropout)
 			 "dense f2 r3 out=84\nrelu r4 f2\ndense f3 r4 out=10\nsoftmax_xent loss f3\n";
 }
 
-static void die(const char *what, const char *err)
-{
-	fprintf(stderr, "FAIL: %s: %s\n", what, err);
-	exit(1);
-}
-
 /* Trains (train=1, STEPS steps) or evaluates one batch (train=0); returns the parameters. */
 static float *run(const dnn_dataset *ds, int dropout, int chunks, int train, double *losses, long *nparams)
 {
-	char err[512];
-	dnn_graph g;
-	dnn_model m;
-	dnn_plan p;
-	if (dnn_graph_parse(&g, net_text(dropout), dropout ? "lenet5_dropout.net" : "lenet5_plain.net", err,
-			    sizeof(err)) != 0)
-		die("parse", err);
-	if (dnn_model_create(&m, &g, 123, err, sizeof(err)) != 0)
-		die("model", err);
-	dnn_dataset_channel_stats(ds, m.in_mean, m.in_std);
-	if (dnn_plan_create(&p, &m, BATCH, chunks, 1, train, err, sizeof(err)) != 0)
-		die("plan", err);
-	dnn_data_source src;
-	dnn_dataset_source(&src, ds);
-	dnn_sgd_config sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
-	int idx[BATCH];
-	for (int s = 0; s < (train ? STEPS : 1); s++) {
-		for (int i = 0; i < BATCH; i++)
-			idx[i] = ((s * BATCH + i) * 7919) % ds->n;
-		double l, c;
-		if (dnn_submit_step(&p, 0, &src, idx, s, &sgd, err, sizeof(err)) != 0 ||
-		    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0)
-			die("step", err);
-		losses[s] = l / BATCH;
-	}
-	starpu_task_wait_for_all();
-	if (dnn_model_sync_to_host(&m, err, sizeof(err)) != 0)
-		die("sync", err);
-	long n = 0;
-	for (int i = 0; i < m.nparams; i++)
-		n += m.params[i].n;
-	float *out = malloc(sizeof(float) * (size_t)n);
-	for (int i = 0, o = 0; i < m.nparams; o += (int)m.params[i].n, i++)
-		memcpy(out + o, m.params[i].w, sizeof(float) * (size_t)m.params[i].n);
-	*nparams = n;
-	dnn_plan_destroy(&p);
-	dnn_model_destroy(&m);
-	dnn_graph_free(&g);
-	return out;
+	return test_train_net(ds, net_text(dropout), dropout ? "lenet5_dropout.net" : "lenet5_plain.net", chunks, train,
+			      train ? STEPS : 1, BATCH, losses, nparams);
 }
 
 int main(int argc, char **argv)

@@ -4,8 +4,9 @@
  * made that input's gradient handle the add's own (then no task at all). */
 #include "add.h"
 #include "fuse.h"
-#include "vec.h"
+#include "onnx_emit.h"
 #include "op.h"
+#include "vec.h"
 
 static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 {
@@ -51,7 +52,23 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+/* Add (two inputs) or Sum, in 4-D when any input is. */
+static int export_onnx(dnn_onnx_ctx *x, int i)
+{
+	const dnn_node *nd = &x->g->nodes[i];
+	int any4 = 0;
+	for (int j = 0; j < nd->ninputs; j++)
+		any4 |= x->v[nd->inputs[j]].rank == 4;
+	const char *ins[DNN_MAX_INPUTS];
+	for (int j = 0; j < nd->ninputs; j++)
+		ins[j] = any4 ? dnn_onnx_as4d(x, nd->inputs[j]) : x->v[nd->inputs[j]].val;
+	dnn_onnx_node1(x, nd->ninputs == 2 ? "Add" : "Sum", nd->name, nd->ninputs, ins, nd->name);
+	x->v[i].rank = any4 ? 4 : 2;
+	return 0;
+}
+
 const dnn_op_desc dnn_op_add = {
 	.name = "add", .min_inputs = 2, .max_inputs = DNN_MAX_INPUTS, .infer = infer, .forward = forward,
 	.backward = backward, .routes_grads = 1,
+	.export_onnx = export_onnx,
 };

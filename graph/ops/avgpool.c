@@ -1,6 +1,7 @@
 /* avgpool.c — the global average pool op: `avgpool NAME IN` (C x H x W -> C x 1 x 1).
  * Kernels and codelets: codelets/avgpool.{c,h}. */
 #include "avgpool.h"
+#include "onnx_emit.h"
 #include "op.h"
 
 static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
@@ -32,6 +33,15 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+static int export_onnx(dnn_onnx_ctx *x, int i)
+{
+	const dnn_node *nd = &x->g->nodes[i];
+	const char *in = dnn_onnx_as4d(x, nd->inputs[0]);
+	dnn_onnx_node1(x, "GlobalAveragePool", nd->name, 1, &in, nd->name);
+	return 0;
+}
+
 const dnn_op_desc dnn_op_avgpool = {
 	.name = "avgpool", .min_inputs = 1, .max_inputs = 1, .infer = infer, .forward = forward, .backward = backward,
+	.export_onnx = export_onnx,
 };

@@ -7,6 +7,7 @@
 
 #include "batchnorm.h"
 #include "fuse.h"
+#include "onnx_emit.h"
 #include "op.h"
 
 static const dnn_op_key keys[] = {DNN_KEY_FLOAT("eps", 1e-12, 1.0, eps), DNN_KEY_FLOAT("momentum", 0.0, 1.0, momentum)};
@@ -23,21 +24,26 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 	return 0;
 }
 
+enum { GAMMA, BETA };
+static const dnn_op_param_slot slots[] = {[GAMMA] = {"gamma", 1}, [BETA] = {"beta", 1}};
+enum { MEAN, VAR };
+static const char *const running_blocks[] = {[MEAN] = "mean", [VAR] = "var"};
+
 static int create_params(dnn_model *m, int i, uint64_t *rng, char *err, size_t errlen)
 {
 	(void)rng;
 	const dnn_node *nd = &m->g->nodes[i];
-	int pg = dnn_model_add_param(m, i, "gamma", nd->C, 1, err, errlen);
-	if (pg < 0 || dnn_model_add_param(m, i, "beta", nd->C, 1, err, errlen) < 0)
+	int pg = dnn_model_add_param(m, i, GAMMA, nd->C, err, errlen);
+	if (pg < 0 || dnn_model_add_param(m, i, BETA, nd->C, err, errlen) < 0)
 		return -1;
 	for (int c = 0; c < nd->C; c++)
 		m->params[pg].w[c] = 1.0f;
 	/* running mean 0, running var 1 */
-	float *running = dnn_model_add_running(m, i, 2 * (size_t)nd->C, err, errlen);
+	float *running = dnn_model_add_running(m, i, err, errlen);
 	if (!running)
 		return -1;
 	for (int c = 0; c < nd->C; c++)
-		running[nd->C + c] = 1.0f;
+		running[VAR * nd->C + c] = 1.0f;
 	return 0;
 }
 
@@ -59,17 +65,17 @@ static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	const int relu = dnn_fuse_bn_relu(ctx->p, i);
 	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]);
 	starpu_data_handle_t y = dnn_op_out(ctx, relu >= 0 ? relu : i); /* fused: straight into the relu's output */
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
 	if (!ctx->p->train) {
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_eval(ctx->opts, &a, x, w[0].hw, w[1].hw, ctx->m->hrunning[i], y));
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_eval(ctx->opts, &a, x, gamma->hw, beta->hw, ctx->m->hrunning[i], y));
 		return 0;
 	}
 	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
-	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(ctx->opts, &a, x, w[0].hw, w[1].hw, y, saved));
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(ctx->opts, &a, x, gamma->hw, beta->hw, y, saved));
 	/* Running statistics follow chunk 0, as a DDP replica's follow its own shard. */
 	if (ctx->c == 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(ctx->opts, &a, saved, ctx->m->hrunning[i]));
@@ -80,20 +86,36 @@ static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const int i0 = nd->inputs[0], relu = dnn_fuse_bn_relu(ctx->p, i);
-	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	starpu_data_handle_t x = dnn_op_out(ctx, i0), saved = dnn_op_saved(ctx, i), dx = dnn_op_dy(ctx, i0);
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0); /* i0 is never the net's input (infer) */
 	if (relu >= 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(ctx->opts, &a, x, w[0].hw, saved, dnn_op_dy(ctx, relu),
-								 dnn_op_out(ctx, relu), dx, w[0].hg, w[1].hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, relu),
+								 dnn_op_out(ctx, relu), dx, gamma->hg, beta->hg, STARPU_REDUX));
 	else
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd(ctx->opts, &a, x, w[0].hw, saved, dnn_op_dy(ctx, i), dx, w[0].hg,
-							    w[1].hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, i), dx, gamma->hg,
+							    beta->hg, STARPU_REDUX));
+	return 0;
+}
+
+/* Eval mode: BatchNormalization with the running statistics. */
+static int export_onnx(dnn_onnx_ctx *x, int i)
+{
+	const dnn_node *nd = &x->g->nodes[i];
+	int64_t d[1] = {nd->C};
+	const char *in[5] = {x->v[nd->inputs[0]].val};
+	if (!(in[1] = dnn_onnx_param(x, i, GAMMA, 1, d)) || !(in[2] = dnn_onnx_param(x, i, BETA, 1, d)) ||
+	    !(in[3] = dnn_onnx_running(x, i, MEAN)) || !(in[4] = dnn_onnx_running(x, i, VAR)))
+		return -1;
+	dnn_onnx_attr_float(x, dnn_onnx_node1(x, "BatchNormalization", nd->name, 5, in, nd->name), "epsilon", nd->eps);
+	x->v[i].rank = x->v[nd->inputs[0]].rank;
 	return 0;
 }
 
 const dnn_op_desc dnn_op_batchnorm = {
 	.name = "batchnorm", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 2, .infer = infer,
-	.check_chunk = check_chunk, .create_params = create_params, .saved_floats = saved_floats, .forward = forward, .backward = backward,
+	.param_slots = slots, .nparam_slots = 2, .running_blocks = running_blocks, .nrunning_blocks = 2,
+	.check_chunk = check_chunk, .create_params = create_params, .saved_floats = saved_floats, .forward = forward,
+	.backward = backward, .export_onnx = export_onnx,
 };

@@ -7,6 +7,7 @@
 #include "bias.h"
 #include "conv2d.h"
 #include "fuse.h"
+#include "onnx_emit.h"
 #include "op.h"
 
 static const dnn_op_key keys[] = {
@@ -75,20 +76,20 @@ static int conv_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_conv2d_args 
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	const dnn_param *w = dnn_op_param(ctx->m, i, DNN_SLOT_WEIGHT), *b = dnn_op_param(ctx->m, i, DNN_SLOT_BIAS);
 	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]), y = dnn_op_out(ctx, i);
 	dnn_conv2d_args a;
 	if (conv_args(ctx, nd, &a) != 0)
 		return -EINVAL;
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* conv + bias in one task */
 		a.bias = 1;
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(ctx->opts, &a, x, w[0].hw, w[1].hw, y));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(ctx->opts, &a, x, w->hw, b->hw, y));
 		return 0;
 	}
-	DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_fwd(ctx->opts, &a, x, w[0].hw, y));
-	if (nd->bias) {
-		dnn_bias_args b = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
-		DNN_OP_SUBMIT(ctx, dnn_insert_bias_fwd(ctx->opts, &b, y, w[1].hw));
+	DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_fwd(ctx->opts, &a, x, w->hw, y));
+	if (b) {
+		dnn_bias_args ba = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
+		DNN_OP_SUBMIT(ctx, dnn_insert_bias_fwd(ctx->opts, &ba, y, b->hw));
 	}
 	return 0;
 }
@@ -97,7 +98,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const int i0 = nd->inputs[0];
-	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	const dnn_param *w = dnn_op_param(ctx->m, i, DNN_SLOT_WEIGHT), *b = dnn_op_param(ctx->m, i, DNN_SLOT_BIAS);
 	starpu_data_handle_t x = dnn_op_out(ctx, i0), dy = dnn_op_dy(ctx, i);
 	dnn_conv2d_args a;
 	if (conv_args(ctx, nd, &a) != 0)
@@ -106,21 +107,39 @@ static int backward(dnn_op_ctx *ctx, int i)
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* the bias gradient in the filter gradient's task */
 		dnn_conv2d_args ab = a;
 		ab.bias = 1;
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(ctx->opts, &ab, x, dy, w[0].hg, w[1].hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(ctx->opts, &ab, x, dy, w->hg, b->hg, STARPU_REDUX));
 	} else {
-		if (nd->bias) {
-			dnn_bias_args b = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
-			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(ctx->opts, &b, dy, w[1].hg, STARPU_REDUX));
+		if (b) {
+			dnn_bias_args ba = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
+			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(ctx->opts, &ba, dy, b->hg, STARPU_REDUX));
 		}
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(ctx->opts, &a, x, dy, w[0].hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(ctx->opts, &a, x, dy, w->hg, STARPU_REDUX));
 	}
 	if (i0 != 0) /* the net's input has no gradient */
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_data(ctx->opts, &a, dy, w[0].hw, dnn_op_dy(ctx, i0)));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_data(ctx->opts, &a, dy, w->hw, dnn_op_dy(ctx, i0)));
+	return 0;
+}
+
+static int export_onnx(dnn_onnx_ctx *x, int i)
+{
+	const dnn_node *nd = &x->g->nodes[i], *in = &x->g->nodes[nd->inputs[0]];
+	int64_t wd[4] = {nd->out, in->C, nd->k, nd->k}, bd[1] = {nd->out};
+	const char *ins[3] = {dnn_onnx_as4d(x, nd->inputs[0])};
+	if (!(ins[1] = dnn_onnx_param(x, i, DNN_SLOT_WEIGHT, 4, wd)) ||
+	    (nd->bias && !(ins[2] = dnn_onnx_param(x, i, DNN_SLOT_BIAS, 1, bd))))
+		return -1;
+	dnn_onnx_node *n = dnn_onnx_node1(x, "Conv", nd->name, nd->bias ? 3 : 2, ins, nd->name);
+	dnn_onnx_attr_ints2(x, n, "kernel_shape", 2, nd->k, nd->k);
+	dnn_onnx_attr_ints2(x, n, "strides", 2, nd->stride, nd->stride);
+	dnn_onnx_attr_ints2(x, n, "pads", 4, nd->pad, nd->pad);
+	dnn_onnx_attr_ints2(x, n, "dilations", 2, nd->dilation, nd->dilation);
+	dnn_onnx_attr_int(x, n, "group", 1);
 	return 0;
 }
 
 const dnn_op_desc dnn_op_conv = {
 	.name = "conv", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = sizeof(keys) / sizeof(keys[0]),
-	.check = check, .infer = infer, .check_chunk = check_chunk, .create_params = create_params, .forward = forward,
-	.backward = backward,
+	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
+	.check_chunk = check_chunk, .create_params = create_params, .forward = forward, .backward = backward,
+	.export_onnx = export_onnx,
 };

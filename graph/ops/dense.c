@@ -1,6 +1,7 @@
 /* dense.c — the dense (fully connected) op: `dense NAME IN out=N`, always with a bias.
  * Kernels and codelets: codelets/dense.{c,h}. */
 #include "dense.h"
+#include "onnx_emit.h"
 #include "op.h"
 
 static const dnn_op_key keys[] = {DNN_KEY_INT("out", 1, 1 << 20, out)};
@@ -41,9 +42,9 @@ static dnn_dense_args dense_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	const dnn_param *w = dnn_op_param(ctx->m, i, DNN_SLOT_WEIGHT), *b = dnn_op_param(ctx->m, i, DNN_SLOT_BIAS);
 	dnn_dense_args a = dense_args(ctx, nd);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dense_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), w[0].hw, w[1].hw,
+	DNN_OP_SUBMIT(ctx, dnn_insert_dense_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), w->hw, b->hw,
 						dnn_op_out(ctx, i)));
 	return 0;
 }
@@ -52,17 +53,32 @@ static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const int i0 = nd->inputs[0];
-	const dnn_param *w = &ctx->m->params[ctx->m->param_of[i]];
+	const dnn_param *w = dnn_op_param(ctx->m, i, DNN_SLOT_WEIGHT), *b = dnn_op_param(ctx->m, i, DNN_SLOT_BIAS);
 	starpu_data_handle_t dy = dnn_op_dy(ctx, i);
 	dnn_dense_args a = dense_args(ctx, nd);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(ctx->opts, &a, dnn_op_out(ctx, i0), dy, w[0].hg, w[1].hg, STARPU_REDUX));
+	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(ctx->opts, &a, dnn_op_out(ctx, i0), dy, w->hg, b->hg, STARPU_REDUX));
 	if (i0 != 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_data(ctx->opts, &a, dy, w[0].hw, dnn_op_dy(ctx, i0)));
+		DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_data(ctx->opts, &a, dy, w->hw, dnn_op_dy(ctx, i0)));
+	return 0;
+}
+
+/* Gemm: y = x W^T + b, on the flattened input. */
+static int export_onnx(dnn_onnx_ctx *x, int i)
+{
+	const dnn_node *nd = &x->g->nodes[i], *in = &x->g->nodes[nd->inputs[0]];
+	int64_t wd[2] = {nd->out, (long)in->C * in->H * in->W}, bd[1] = {nd->out};
+	const char *ins[3] = {NULL};
+	if (!(ins[1] = dnn_onnx_param(x, i, DNN_SLOT_WEIGHT, 2, wd)) || !(ins[2] = dnn_onnx_param(x, i, DNN_SLOT_BIAS, 1, bd)))
+		return -1;
+	ins[0] = dnn_onnx_as2d(x, nd->inputs[0]);
+	dnn_onnx_attr_int(x, dnn_onnx_node1(x, "Gemm", nd->name, 3, ins, nd->name), "transB", 1);
+	x->v[i].rank = 2;
 	return 0;
 }
 
 const dnn_op_desc dnn_op_dense = {
 	.name = "dense", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .defaults = defaults,
-	.check = check, .infer = infer, .create_params = create_params, .forward = forward, .backward = backward,
+	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
+	.create_params = create_params, .forward = forward, .backward = backward, .export_onnx = export_onnx,
 };

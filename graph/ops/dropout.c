@@ -3,6 +3,7 @@
  * position in the global batch), so it is the same whatever the chunks, workers or ranks, and
  * backward draws it again instead of storing it. Kernels and codelets: codelets/dropout.{c,h}. */
 #include "dropout.h"
+#include "onnx_emit.h"
 #include "op.h"
 
 #define RATE(nd) ((nd)->fattr[0]) /* key p */
@@ -37,7 +38,10 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+/* Eval mode: the identity. */
+static int export_onnx(dnn_onnx_ctx *x, int i) { return dnn_onnx_unary(x, i, "Identity"); }
+
 const dnn_op_desc dnn_op_dropout = {
 	.name = "dropout", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .defaults = defaults,
-	.infer = dnn_op_infer_same_shape, .forward = forward, .backward = backward,
+	.infer = dnn_op_infer_same_shape, .forward = forward, .backward = backward, .export_onnx = export_onnx,
 };

@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "maxpool.h"
+#include "onnx_emit.h"
 #include "op.h"
 
 static const dnn_op_key keys[] = {DNN_KEY_INT("k", 1, DNN_MAX_KERNEL, k),
@@ -80,7 +81,19 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+static int export_onnx(dnn_onnx_ctx *x, int i)
+{
+	const dnn_node *nd = &x->g->nodes[i];
+	const char *in = dnn_onnx_as4d(x, nd->inputs[0]);
+	dnn_onnx_node *n = dnn_onnx_node1(x, "MaxPool", nd->name, 1, &in, nd->name);
+	dnn_onnx_attr_ints2(x, n, "kernel_shape", 2, nd->k, nd->k);
+	dnn_onnx_attr_ints2(x, n, "strides", 2, nd->stride, nd->stride);
+	dnn_onnx_attr_ints2(x, n, "pads", 4, nd->pad, nd->pad);
+	return 0;
+}
+
 const dnn_op_desc dnn_op_maxpool = {
 	.name = "maxpool", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 3, .defaults = defaults,
 	.check = check, .infer = infer, .check_chunk = check_chunk, .forward = forward, .backward = backward,
+	.export_onnx = export_onnx,
 };

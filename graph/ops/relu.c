@@ -1,6 +1,7 @@
 /* relu.c — the relu op: `relu NAME IN`. Kernels and codelets: codelets/relu.{c,h}. A relu that
  * is a batchnorm's only consumer runs inside the batchnorm's tasks (fuse.h): no task of its own. */
 #include "fuse.h"
+#include "onnx_emit.h"
 #include "op.h"
 #include "relu.h"
 
@@ -26,7 +27,9 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+static int export_onnx(dnn_onnx_ctx *x, int i) { return dnn_onnx_unary(x, i, "Relu"); }
+
 const dnn_op_desc dnn_op_relu = {
 	.name = "relu", .min_inputs = 1, .max_inputs = 1, .infer = dnn_op_infer_same_shape,
-	.forward = forward, .backward = backward,
+	.forward = forward, .backward = backward, .export_onnx = export_onnx,
 };

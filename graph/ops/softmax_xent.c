@@ -1,6 +1,7 @@
 /* softmax_xent.c — the loss: `softmax_xent NAME LOGITS`, softmax + cross-entropy over the
  * classes; its forward task also writes dlogits and the chunk's loss sum and correct count.
  * Kernels and codelets: codelets/softmax_xent.{c,h}. */
+#include "onnx_emit.h"
 #include "op.h"
 #include "softmax_xent.h"
 
@@ -31,7 +32,19 @@ static int forward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+/* Eval mode: the class probabilities, the model's output. */
+static int export_onnx(dnn_onnx_ctx *x, int i)
+{
+	const dnn_node *nd = &x->g->nodes[i];
+	const char *in = dnn_onnx_as2d(x, nd->inputs[0]);
+	dnn_onnx_attr_int(x, dnn_onnx_node1(x, "Softmax", nd->name, 1, &in, DNN_ONNX_OUTPUT), "axis", 1);
+	x->v[i].val = DNN_ONNX_OUTPUT;
+	x->v[i].rank = 2;
+	return 0;
+}
+
 const dnn_op_desc dnn_op_softmax_xent = {
 	.name = "softmax_xent", .min_inputs = 1, .max_inputs = 1, .infer = infer,
 	.forward = forward, /* backward: dlogits was written by the forward task */
+	.export_onnx = export_onnx,
 };
