@@ -82,7 +82,7 @@ static void help_export(void)
 {
 	printf("usage: %s export --checkpoint FILE --onnx MODEL.onnx [--net NAME|FILE] [--input N]\n\n"
 	       "Writes the checkpoint's net in eval mode as a standard ONNX model (opset 17): conv, batch\n"
-	       "norm, ReLU, pooling, dense (Gemm), add, dropout (identity), softmax.\n"
+	       "norm, ReLU, LeakyReLU, pooling, dense (Gemm), add, dropout (identity), softmax.\n"
 	       "  input  'pixels': float32 N x C x H x W, pixel values 0-255 (the centre crop; the\n"
 	       "         normalisation is inside the model)\n"
 	       "  output 'probabilities': float32 N x classes (softmax)\n"
