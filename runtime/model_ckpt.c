@@ -34,7 +34,7 @@ static int model_tensors(dnn_model *m, dnn_ckpt_tensor **out, char ***names_out,
 			if (!(names[n] = malloc(strlen(g->nodes[i].name) + 10)))
 				goto oom;
 			sprintf(names[n], "%s.running", g->nodes[i].name);
-			t[n].name = names[n], t[n].data = m->running[i], t[n].n = 2 * (uint64_t)g->nodes[i].C, n++;
+			t[n].name = names[n], t[n].data = m->running[i], t[n].n = (uint64_t)m->running_n[i], n++;
 		}
 	t[n].name = "input.mean", t[n].data = m->in_mean, t[n].n = (uint64_t)g->nodes[0].C, n++;
 	t[n].name = "input.std", t[n].data = m->in_std, t[n].n = (uint64_t)g->nodes[0].C, n++;
