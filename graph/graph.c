@@ -1,5 +1,6 @@
-/* graph.c — net-file parser, validation, shape inference, fingerprint and summary. What each op
- * accepts and computes is its descriptor's (op.h, graph/ops/); this file only drives them. */
+/* graph.c — net-file parser, validation, shape inference, the canonical text (what "the same net"
+ * means: compare, fingerprint) and summary. What each op accepts and computes is its
+ * descriptor's (op.h, graph/ops/); this file only drives them. */
 #include "graph.h"
 
 #include <ctype.h>
@@ -17,6 +18,7 @@
 #define MAX_NODES 10000
 #define MAX_LINE 4096
 #define MAX_TOKENS 64
+#define NODE_LINE_MAX DNN_DIFF_TEXT
 /* Limits of net files (graph.h has the per-attribute ones). */
 #define MAX_CHANNELS DNN_MAX_CHANNELS
 #define MAX_SPATIAL DNN_MAX_SPATIAL
@@ -545,12 +547,38 @@ int dnn_graph_set_classes(dnn_graph *g, int classes, char *err, size_t errlen)
 	return infer_all(g, err, errlen);
 }
 
-/* One node as a net-file line: every key of its op written out (floats with 9 significant
- * digits, which read back as the same float), so the line parses to the same node. */
+/* The text of one key of node n: an int, or a float with 9 significant digits (which reads back
+ * as the same float). What the canonical text, the comparison and the fingerprint all use. */
+static int key_text(const dnn_node *n, const dnn_op_key *ky, char *buf, size_t len)
+{
+	const void *field = (const char *)n + ky->offset;
+	if (ky->type == 'i')
+		return snprintf(buf, len, "%d", *(const int *)field);
+	return snprintf(buf, len, "%.9g", (double)*(const float *)field);
+}
+
+/* Node i's inputs, comma-separated ("c1,r1"). */
+static int inputs_text(const dnn_graph *g, const dnn_node *n, char *buf, size_t len)
+{
+	size_t o = 0;
+	if (len)
+		buf[0] = '\0';
+	for (int j = 0; j < n->ninputs; j++) {
+		int k = snprintf(buf + o, o < len ? len - o : 0, "%s%s", j ? "," : "", g->nodes[n->inputs[j]].name);
+		if (k < 0)
+			return -1;
+		o += (size_t)k;
+	}
+	return (int)o;
+}
+
+/* One node as a net-file line: every key of its op written out (key_text), so the line parses to
+ * the same node. The canonical text of a net is these lines, in topological order. */
 int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
 {
 	const dnn_node *n = &g->nodes[i];
 	const dnn_op_desc *d = dnn_op_get(n->op);
+	char val[DNN_DIFF_TEXT];
 	size_t o = 0;
 #define OUT(...)                                                                    \
 	do {                                                                        \
@@ -564,15 +592,11 @@ int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
 	if (n->op == DNN_OP_INPUT) {
 		OUT("input %s %d %d %d", n->name, n->C, n->H, n->W);
 	} else {
-		OUT("%s %s ", dnn_op_name(n->op), n->name);
-		for (int j = 0; j < n->ninputs; j++)
-			OUT("%s%s", j ? "," : "", g->nodes[n->inputs[j]].name);
+		inputs_text(g, n, val, sizeof(val));
+		OUT("%s %s %s", dnn_op_name(n->op), n->name, val);
 		for (int k = 0; k < d->nkeys; k++) {
-			const void *field = (const char *)n + d->keys[k].offset;
-			if (d->keys[k].type == 'i')
-				OUT(" %s=%d", d->keys[k].key, *(const int *)field);
-			else
-				OUT(" %s=%.9g", d->keys[k].key, (double)*(const float *)field);
+			key_text(n, &d->keys[k], val, sizeof(val));
+			OUT(" %s=%s", d->keys[k].key, val);
 		}
 	}
 #undef OUT
@@ -581,7 +605,7 @@ int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
 
 char *dnn_graph_to_text(const dnn_graph *g, const char *comment)
 {
-	size_t cap = 256 + (comment ? strlen(comment) : 0) + (size_t)g->nnodes * 1024, o = 0;
+	size_t cap = 256 + (comment ? strlen(comment) : 0) + (size_t)g->nnodes * NODE_LINE_MAX, o = 0;
 	char *t = malloc(cap);
 	if (!t)
 		return NULL;
@@ -601,6 +625,80 @@ char *dnn_graph_to_text(const dnn_graph *g, const char *comment)
 	return t;
 }
 
+/* ---------------------------------------------------------------- the same net */
+
+/* d's fields for a difference at node i (0-based) in key `key`; returns 1. */
+static int differ(dnn_graph_diff *d, int i, const char *name, const char *key, const char *va, const char *vb)
+{
+	d->node = i + 1;
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	snprintf(d->key, sizeof(d->key), "%s", key);
+	snprintf(d->a, sizeof(d->a), "%s", va);
+	snprintf(d->b, sizeof(d->b), "%s", vb);
+	return 1;
+}
+
+/* Node i of a and of b (both exist): the first field of its line that differs, in the line's order. */
+static int compare_node(const dnn_graph *a, const dnn_graph *b, int i, dnn_graph_diff *d)
+{
+	const dnn_node *x = &a->nodes[i], *y = &b->nodes[i];
+	char va[DNN_DIFF_TEXT], vb[DNN_DIFF_TEXT];
+	if (x->op != y->op)
+		return differ(d, i, x->name, "op", dnn_op_name(x->op), dnn_op_name(y->op));
+	if (strcmp(x->name, y->name) != 0)
+		return differ(d, i, x->name, "name", x->name, y->name);
+	if (x->op == DNN_OP_INPUT) {
+		const int xs[3] = {x->C, x->H, x->W}, ys[3] = {y->C, y->H, y->W};
+		static const char *const dim[3] = {"C", "H", "W"};
+		for (int k = 0; k < 3; k++)
+			if (xs[k] != ys[k]) {
+				snprintf(va, sizeof(va), "%d", xs[k]);
+				snprintf(vb, sizeof(vb), "%d", ys[k]);
+				return differ(d, i, x->name, dim[k], va, vb);
+			}
+		return 0;
+	}
+	inputs_text(a, x, va, sizeof(va));
+	inputs_text(b, y, vb, sizeof(vb));
+	if (strcmp(va, vb) != 0)
+		return differ(d, i, x->name, "inputs", va, vb);
+	const dnn_op_desc *desc = dnn_op_get(x->op);
+	for (int k = 0; k < desc->nkeys; k++) {
+		key_text(x, &desc->keys[k], va, sizeof(va));
+		key_text(y, &desc->keys[k], vb, sizeof(vb));
+		if (strcmp(va, vb) != 0)
+			return differ(d, i, x->name, desc->keys[k].key, va, vb);
+	}
+	return 0;
+}
+
+int dnn_graph_compare(const dnn_graph *a, const dnn_graph *b, dnn_graph_diff *d)
+{
+	memset(d, 0, sizeof(*d));
+	const int n = a->nnodes < b->nnodes ? a->nnodes : b->nnodes;
+	for (int i = 0; i < n; i++)
+		if (compare_node(a, b, i, d))
+			return 1;
+	if (a->nnodes == b->nnodes)
+		return 0;
+	const dnn_graph *longer = a->nnodes > n ? a : b;
+	char line[NODE_LINE_MAX];
+	if (dnn_graph_node_line(longer, n, line, sizeof(line)) < 0)
+		snprintf(line, sizeof(line), "%s %s", dnn_op_name(longer->nodes[n].op), longer->nodes[n].name);
+	return differ(d, n, longer->nodes[n].name, "node", longer == a ? line : "(none)", longer == b ? line : "(none)");
+}
+
+void dnn_graph_diff_line(const dnn_graph_diff *d, const char *a_label, const char *b_label, char *buf, size_t len)
+{
+	if (d->node == 0)
+		snprintf(buf, len, "the same net");
+	else if (!strcmp(d->key, "node"))
+		snprintf(buf, len, "node %d is '%s' in %s, '%s' in %s", d->node, d->a, a_label, d->b, b_label);
+	else
+		snprintf(buf, len, "node %d (%s): %s=%s in %s, %s=%s in %s", d->node, d->name, d->key, d->a, a_label,
+			 d->key, d->b, b_label);
+}
+
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;
@@ -611,8 +709,22 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-/* Structure only (ops, names, wiring, attributes, shapes): a checkpoint fits a net iff equal. */
+/* FNV-1a of the canonical text, line by line. */
 uint64_t dnn_graph_fingerprint(const dnn_graph *g)
+{
+	uint64_t h = 1469598103934665603ull;
+	char line[NODE_LINE_MAX];
+	for (int i = 0; i < g->nnodes; i++) {
+		int k = dnn_graph_node_line(g, i, line, sizeof(line));
+		if (k < 0) /* cannot happen within the parser's limits; still hash something of the node */
+			k = snprintf(line, sizeof(line), "%s %s ...", dnn_op_name(g->nodes[i].op), g->nodes[i].name);
+		h = fnv1a(h, line, (size_t)k);
+		h = fnv1a(h, "\n", 1);
+	}
+	return h;
+}
+
+uint64_t dnn_graph_structure_hash(const dnn_graph *g)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (int i = 0; i < g->nnodes; i++) {

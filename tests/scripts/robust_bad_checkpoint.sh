@@ -50,10 +50,13 @@ printf 'input x 1 28 28\ndense h x out=16\nrelu r h\ndense o r out=10\nsoftmax_x
 expect_rc 2 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other.ckpt" --quiet \
   && echo "other net: $ERR" && { [[ "$ERR" == *"other.ckpt"* && "$ERR" == *"mlp16.net"* && "$ERR" == *"out=17"* \
        && "$(printf '%s\n' "$ERR" | wc -l)" = 1 ]] || fail "other net: $ERR"; }
-# A version-1 checkpoint (no net inside) of another net: the load finds the mismatch (exit 1).
+# A version-1 checkpoint (no net inside) of another net: its structure hash tells, the same usage
+# error (exit 2) as any other net (model_ckpt.h dnn_ckpt_check_net), for eval and train --resume.
 python3 "$(dirname "$0")/ckpt_v1.py" "$TMP/other.ckpt" "$TMP/other-v1.ckpt" || fail "ckpt_v1.py"
-expect_rc 1 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
-  && echo "other net (v1): $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"another net"* ]] || fail "other net v1: $ERR"; }
+expect_rc 2 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
+  && echo "other net (v1): $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"is not the net of"* ]] || fail "other net v1: $ERR"; }
+expect_rc 2 "$A" train --net "$TMP/mlp16.net" --data synthetic --max-steps 2 --no-eval --resume "$TMP/other-v1.ckpt" --quiet \
+  && echo "other net (v1, train): $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"is not the net of"* ]] || fail "other net v1 train: $ERR"; }
 # ... and without --net it says that --net is needed (usage error).
 expect_rc 2 "$A" eval --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
   && echo "v1 without --net: $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"--net"* ]] || fail "v1 without --net: $ERR"; }
