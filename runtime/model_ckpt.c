@@ -231,8 +231,9 @@ static int same_net(const dnn_graph *ckpt_net, const dnn_graph *given, const cha
 	return 2;
 }
 
-int dnn_ckpt_check_net(const dnn_graph *g, const char *net, const char *path, const dnn_ckpt_meta *info,
-		       const char *hint, char *err, size_t errlen)
+/* dnn_ckpt_check_net, for a header already verified or not. */
+static int check_net(const dnn_graph *g, const char *net, const char *path, const dnn_ckpt_meta *info,
+		     const char *hint, char *err, size_t errlen)
 {
 	if (!info->net_text) { /* version 1 (or a file saved without it): the hash is all there is */
 		uint64_t want = info->version >= 3 ? dnn_graph_fingerprint(g) : dnn_graph_structure_hash(g);
@@ -254,6 +255,23 @@ int dnn_ckpt_check_net(const dnn_graph *g, const char *net, const char *path, co
 	}
 	int rc = same_net(&c, g, net, path, hint, err, errlen);
 	dnn_graph_free(&c);
+	return rc;
+}
+
+int dnn_ckpt_check_net(const dnn_graph *g, const char *net, const char *path, const dnn_ckpt_meta *info,
+		       const char *hint, char *err, size_t errlen)
+{
+	int rc = check_net(g, net, path, info, hint, err, errlen);
+	if (rc == 0)
+		return 0;
+	/* A refusal may come from damage (a flipped bit in the net text): then say that instead. */
+	dnn_ckpt_meta v;
+	char verr[1024];
+	if (dnn_checkpoint_read_info(path, &v, 1, verr, sizeof(verr)) != 0) {
+		snprintf(err, errlen, "%s", verr);
+		return 1;
+	}
+	dnn_ckpt_free_names(&v);
 	return rc;
 }
 

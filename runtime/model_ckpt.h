@@ -28,7 +28,8 @@ int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epo
  * (dnn_graph_structure_hash). Every command that pairs a net with a checkpoint calls it: train
  * --resume (dnn_cmd_check_net, before StarPU starts), eval, predict and export (dnn_ckpt_open_net
  * when --net is given; a version-1 checkpoint once the net is rewritten), and dnn_model_load. Returns
- * 0; 1 (the checkpoint's net text does not parse); 2, the usage error of every command, with
+ * 0; 1 (a damaged file: its CRC is checked before a refusal, or a net text that does not parse);
+ * 2, the usage error of every command, with
  * "--net NET is not the net of PATH: node 4 (d1): p=0.899999976 in --net, p=0.25 in the
  * checkpoint[ (hint)]" in err. */
 int dnn_ckpt_check_net(const dnn_graph *g, const char *net, const char *path, const dnn_ckpt_meta *info,

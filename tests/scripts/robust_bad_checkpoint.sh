@@ -70,6 +70,20 @@ open(sys.argv[2], "wb").write(b)
 PYEOF
 expect_rc 1 "$A" eval --data synthetic --limit 64 --checkpoint "$TMP/net-bit.ckpt" --quiet \
   && echo "net-bit: $ERR" && { [[ "$ERR" == *"net-bit.ckpt"* && "$ERR" == *"checksum mismatch"* ]] || fail "net-bit: $ERR"; }
+# ... and train --resume, which compares its --net with the net text before loading, says so too,
+# whether the damaged text no longer parses or reads as another net (out=6 -> out=7).
+python3 - "$GOOD" "$TMP/net-digit.ckpt" <<'PYEOF' || fail "making net-digit.ckpt"
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.index(b"conv c1")
+i = b.index(b"out=6", i)
+b[i + 4] ^= 0x01
+open(sys.argv[2], "wb").write(b)
+PYEOF
+for f in net-bit net-digit; do
+  expect_rc 1 "$A" train --data synthetic --max-steps 3 --no-eval --resume "$TMP/$f.ckpt" --quiet \
+    && echo "$f (train): $ERR" && { [[ "$ERR" == *"$f.ckpt"* && "$ERR" == *"checksum mismatch"* ]] || fail "$f (train): $ERR"; }
+done
 # Not a file: usage errors.
 expect_rc 2 "$A" train --data synthetic --resume "$TMP" --quiet && { [[ "$ERR" == *"is a directory"* ]] || fail "directory: $ERR"; }
 expect_rc 2 "$A" eval --data synthetic --checkpoint "$TMP/none.ckpt" --quiet && { [[ "$ERR" == *"none.ckpt"* ]] || fail "missing: $ERR"; }
