@@ -5,6 +5,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -38,14 +39,19 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 	return 0;
 }
 
+/* Strict float: whole token, in [lo, hi] once rounded to float like the bounds (so the canonical
+ * text of a bound, p=0.99 written as 0.99000001, reads back). */
 static int parse_float(const char *s, double lo, double hi, float *out)
 {
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || end == s || *end != '\0' || !(v >= lo && v <= hi))
+	if (errno || end == s || *end != '\0' || !(v >= -FLT_MAX && v <= FLT_MAX))
 		return -1;
-	*out = (float)v;
+	const float f = (float)v;
+	if (!(f >= (float)lo && f <= (float)hi))
+		return -1;
+	*out = f;
 	return 0;
 }
 

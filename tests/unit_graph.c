@@ -157,6 +157,17 @@ static void test_same_net(void)
 	}
 	for (int o = 0; o < DNN_OP_COUNT; o++)
 		TEST_CHECK(seen[o], "op %s is in no net checked (add it to tests/data/every_op.net)", dnn_op_name((dnn_op)o));
+	/* Float keys at their range's ends: the canonical text (%.9g of the float) reads back, p=0.99
+	 * included (written 0.99000001, above 0.99 as a double, not as a float). */
+	const char *ends = "input x 1 4 4\nconv c x out=2 k=1\nbatchnorm b c eps=1e-12 momentum=1\ndropout d b p=0.99\n"
+			   "batchnorm b2 d eps=1 momentum=0\ndense o b2 out=2\nsoftmax_xent l o\n";
+	TEST_CHECK(dnn_graph_parse(&g, ends, "ends.net", err, sizeof(err)) == 0, "%s", err);
+	if (g.nodes) {
+		check_text_round_trip(&g, "ends.net");
+		dnn_graph_free(&g);
+	}
+	TEST_CHECK(dnn_graph_parse(&g, "input x 1 4 4\ndropout d x p=0.991\ndense o d out=2\nsoftmax_xent l o\n", "p.net",
+				   err, sizeof(err)) != 0 && strstr(err, "p=0.991"), "p=0.991 accepted: %s", err);
 	/* The message: node, key, both values. */
 	dnn_graph a, b;
 	TEST_CHECK(dnn_graph_parse(&a, "input x 1 4 4\ndropout d x p=0.25\ndense o d out=2\nsoftmax_xent l o\n", "a.net",
