@@ -21,8 +21,9 @@ mkdir -p "$TMP/v"
 cat "$TMP/list"
 COVERED="$(sed -n 's/^covered \([0-9]*\) keys.*/\1/p' "$TMP/list")"
 VARIANTS="$(grep -vc "^covered " "$TMP/list" || true)"
-[ -n "$COVERED" ] && [ "$COVERED" -gt 0 ] && [ "$COVERED" = "$VARIANTS" ] \
-  || fail "netvariants covered '$COVERED' keys but wrote $VARIANTS variants"
+if [ -z "$COVERED" ] || [ "$COVERED" -eq 0 ] || [ "$COVERED" != "$VARIANTS" ]; then
+  fail "netvariants covered '$COVERED' keys but wrote $VARIANTS variants"
+fi
 
 CK="$TMP/every.ckpt"
 "$A" train --net "$BASE" --data synthetic --max-steps 1 --batch 8 --no-eval --checkpoint "$CK" --quiet >/dev/null 2>"$TMP/err" \
@@ -32,6 +33,7 @@ python3 "$(dirname "$0")/ckpt_v1.py" "$CK" "$TMP/every-v1.ckpt" 1 || fail "ckpt_
 printf 'P6\n8 8\n255\n' >"$TMP/img.ppm" && head -c 192 /dev/urandom >>"$TMP/img.ppm"
 
 # run CMD NET CKPT: the command given NET and CKPT (its output and status as expect_rc sees them).
+# shellcheck disable=SC2317 # called through expect_rc
 run() {
   case "$1" in
     train) "$A" train --net "$2" --data synthetic --batch 8 --max-steps 2 --no-eval --resume "$3" --quiet ;;
