@@ -1,9 +1,11 @@
-/* graph.c — net-file parser, validation, shape inference, fingerprint and summary. What each op
- * accepts and computes is its descriptor's (op.h, graph/ops/); this file only drives them. */
+/* graph.c — net-file parser, validation, shape inference, the canonical text (what "the same net"
+ * means: compare, fingerprint) and summary. What each op accepts and computes is its
+ * descriptor's (op.h, graph/ops/); this file only drives them. */
 #include "graph.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -16,6 +18,8 @@
 
 #define MAX_NODES 10000
 #define MAX_LINE 4096
+#define MAX_TOKENS 64
+#define NODE_LINE_MAX DNN_DIFF_TEXT
 /* Limits of net files (graph.h has the per-attribute ones). */
 #define MAX_CHANNELS DNN_MAX_CHANNELS
 #define MAX_SPATIAL DNN_MAX_SPATIAL
@@ -35,14 +39,19 @@ static int parse_int(const char *s, long lo, long hi, int *out)
 	return 0;
 }
 
+/* Strict float: whole token, in [lo, hi] once rounded to float like the bounds (so the canonical
+ * text of a bound, p=0.99 written as 0.99000001, reads back). */
 static int parse_float(const char *s, double lo, double hi, float *out)
 {
 	char *end;
 	errno = 0;
 	double v = strtod(s, &end);
-	if (errno || end == s || *end != '\0' || !(v >= lo && v <= hi))
+	if (errno || end == s || *end != '\0' || !(v >= -FLT_MAX && v <= FLT_MAX))
 		return -1;
-	*out = (float)v;
+	const float f = (float)v;
+	if (!(f >= (float)lo && f <= (float)hi))
+		return -1;
+	*out = f;
 	return 0;
 }
 
@@ -120,278 +129,327 @@ static int infer_all(dnn_graph *g, char *err, size_t errlen)
 	return 0;
 }
 
+/* One line of net-file text, copied into line (MAX_LINE + 2 bytes) and split into tokens (the
+ * comment cut off). *p advances past it. Returns the token count (0: blank or comment only), or
+ * -1 with "src:line: message". */
+static int tokenise_line(const char **p, char *line, char **tok, const char *src, int lineno, char *err,
+			 size_t errlen)
+{
+	const char *eol = strchr(*p, '\n');
+	size_t len = eol ? (size_t)(eol - *p) : strlen(*p);
+	if (len > MAX_LINE)
+		return fail(err, errlen, src, lineno, "line longer than %d characters", MAX_LINE);
+	memcpy(line, *p, len);
+	line[len] = '\0';
+	*p += len + (eol ? 1 : 0);
+	for (size_t i = 0; i < len; i++)
+		if (line[i] == '\0' || (!isprint((unsigned char)line[i]) && !isspace((unsigned char)line[i])))
+			return fail(err, errlen, src, lineno, "binary or non-ASCII character (0x%02x)",
+				    (unsigned char)line[i]);
+	char *hash = strchr(line, '#');
+	if (hash)
+		*hash = '\0';
+	int ntok = 0;
+	for (char *t = strtok(line, " \t\r\v\f"); t; t = strtok(NULL, " \t\r\v\f")) {
+		if (ntok == MAX_TOKENS)
+			return fail(err, errlen, src, lineno, "too many fields");
+		tok[ntok++] = t;
+	}
+	return ntok;
+}
+
+/* The op of keyword kw: DNN_OP_COUNT and "src:line: unknown op ..." when there is none. */
+static dnn_op lookup_op(const char *kw, const char *src, int lineno, char *err, size_t errlen)
+{
+	for (int o = 0; o < DNN_OP_COUNT; o++)
+		if (strcmp(kw, dnn_op_name((dnn_op)o)) == 0)
+			return (dnn_op)o;
+	char ops[512] = "";
+	for (int o = 0; o < DNN_OP_COUNT; o++)
+		snprintf(ops + strlen(ops), sizeof(ops) - strlen(ops), "%s%s", o ? " " : "", dnn_op_name((dnn_op)o));
+	fail(err, errlen, src, lineno, "unknown op '%s' (ops: %s)", kw, ops);
+	return DNN_OP_COUNT;
+}
+
+/* The input line's shape: input <name> C H W. */
+static int parse_input_shape(dnn_node *nd, char **tok, int ntok, const char *src, int lineno, char *err,
+			     size_t errlen)
+{
+	int c, h, w;
+	if (ntok != 5)
+		return fail(err, errlen, src, lineno, "input needs a shape: input <name> C H W");
+	if (parse_int(tok[2], 1, MAX_CHANNELS, &c) || parse_int(tok[3], 1, MAX_SPATIAL, &h) ||
+	    parse_int(tok[4], 1, MAX_SPATIAL, &w))
+		return fail(err, errlen, src, lineno,
+			    "input shape '%s %s %s' must be integers (C in [1, %d], H and W in [1, %d])", tok[2], tok[3],
+			    tok[4], MAX_CHANNELS, MAX_SPATIAL);
+	nd->C = c, nd->H = h, nd->W = w;
+	if ((long long)c * h * w > MAX_SAMPLE_FLOATS)
+		return fail(err, errlen, src, lineno, "input %dx%dx%d is absurdly large", c, h, w);
+	return 0;
+}
+
+/* An op line after its name: the input names (into pend), their count, the keys and the op's
+ * own checks. */
+static int parse_op_fields(dnn_node *nd, pending_inputs *pend, char **tok, int ntok, const char *src, int lineno,
+			   char *err, size_t errlen)
+{
+	const dnn_op_desc *desc = dnn_op_get(nd->op);
+	if (ntok < 3 || strchr(tok[2], '='))
+		return fail(err, errlen, src, lineno, "%s %s: missing input name(s)", tok[0], tok[1]);
+	char *save = NULL;
+	for (char *in = strtok_r(tok[2], ",", &save); in; in = strtok_r(NULL, ",", &save)) {
+		if (nd->ninputs == DNN_MAX_INPUTS)
+			return fail(err, errlen, src, lineno, "%s: more than %d inputs", nd->name, DNN_MAX_INPUTS);
+		if (!valid_name(in))
+			return fail(err, errlen, src, lineno, "%s: invalid input name '%s'", nd->name, in);
+		snprintf(pend->names[nd->ninputs++], DNN_NAME_MAX, "%s", in);
+	}
+	const int want_min = desc->min_inputs, want_max = desc->max_inputs;
+	if (nd->ninputs < want_min || nd->ninputs > want_max)
+		return fail(err, errlen, src, lineno, "%s: op %s takes %s input%s, got %d", nd->name, tok[0],
+			    want_max > 1 ? "two or more" : "one", want_max > 1 ? "s" : "", nd->ninputs);
+	if (desc->defaults)
+		desc->defaults(nd);
+	if (parse_keys(nd, tok + 3, ntok - 3, src, lineno, err, errlen) != 0)
+		return -1;
+	if (desc->check && desc->check(nd, src, err, errlen) != 0)
+		return -1;
+	return 0;
+}
+
+/* One node from the tokens of its line; nodes[0..n-1] are the nodes read so far (names must be
+ * new). Input names go into pend, resolved once every node is known. */
+static int parse_node(dnn_node *nodes, int n, pending_inputs *pend, char **tok, int ntok, const char *src,
+		      int lineno, char *err, size_t errlen)
+{
+	dnn_node *nd = &nodes[n];
+	memset(nd, 0, sizeof(*nd));
+	memset(pend, 0, sizeof(*pend));
+	nd->line = lineno;
+	nd->op = lookup_op(tok[0], src, lineno, err, errlen);
+	if (nd->op == DNN_OP_COUNT)
+		return -1;
+	if (ntok < 2)
+		return fail(err, errlen, src, lineno, "%s: missing node name", tok[0]);
+	if (!valid_name(tok[1]))
+		return fail(err, errlen, src, lineno, "invalid name '%s' (letters, digits, _ - . ; at most %d chars)",
+			    tok[1], DNN_NAME_MAX - 1);
+	int dup = find_node(nodes, n, tok[1]);
+	if (dup >= 0)
+		return fail(err, errlen, src, lineno, "duplicate name '%s' (first defined on line %d)", tok[1],
+			    nodes[dup].line);
+	snprintf(nd->name, sizeof(nd->name), "%s", tok[1]);
+	nd->stride = 1, nd->dilation = 1, nd->eps = 1e-5f, nd->momentum = 0.1f;
+	if (nd->op == DNN_OP_INPUT)
+		return parse_input_shape(nd, tok, ntok, src, lineno, err, errlen);
+	return parse_op_fields(nd, pend, tok, ntok, src, lineno, err, errlen);
+}
+
+/* The nodes of a net's text, in file order, with their input names still pending. */
+typedef struct {
+	dnn_node *nodes;
+	pending_inputs *pend;
+	int n, cap;
+} node_list;
+
+static int grow_nodes(node_list *l, const char *src, int lineno, char *err, size_t errlen)
+{
+	if (l->n < l->cap)
+		return 0;
+	int cap = l->cap * 2;
+	dnn_node *nn = realloc(l->nodes, (size_t)cap * sizeof(dnn_node));
+	if (nn)
+		l->nodes = nn;
+	pending_inputs *np = nn ? realloc(l->pend, (size_t)cap * sizeof(pending_inputs)) : NULL;
+	if (np)
+		l->pend = np;
+	if (!nn || !np)
+		return fail(err, errlen, src, lineno, "out of memory");
+	l->cap = cap;
+	return 0;
+}
+
+/* Every line of text into l (allocated: the caller frees l->nodes and l->pend either way). */
+static int tokenise(node_list *l, const char *text, const char *src, char *err, size_t errlen)
+{
+	l->cap = 64, l->n = 0;
+	l->nodes = calloc((size_t)l->cap, sizeof(dnn_node));
+	l->pend = calloc((size_t)l->cap, sizeof(pending_inputs));
+	char *line = malloc(MAX_LINE + 2);
+	int rc = -1, lineno = 0;
+	if (!l->nodes || !l->pend || !line) {
+		fail(err, errlen, src, 0, "out of memory");
+		goto out;
+	}
+	for (const char *p = text; *p;) {
+		char *tok[MAX_TOKENS];
+		int ntok = tokenise_line(&p, line, tok, src, ++lineno, err, errlen);
+		if (ntok < 0)
+			goto out;
+		if (ntok == 0)
+			continue;
+		if (l->n == MAX_NODES) {
+			fail(err, errlen, src, lineno, "more than %d nodes", MAX_NODES);
+			goto out;
+		}
+		if (grow_nodes(l, src, lineno, err, errlen) != 0 ||
+		    parse_node(l->nodes, l->n, &l->pend[l->n], tok, ntok, src, lineno, err, errlen) != 0)
+			goto out;
+		l->n++;
+	}
+	if (l->n == 0) {
+		fail(err, errlen, src, 0, "empty network (no nodes)");
+		goto out;
+	}
+	rc = 0;
+out:
+	free(line);
+	return rc;
+}
+
+/* Input names to node indices; then exactly one input line and one loss. */
+static int resolve(node_list *l, const char *src, char *err, size_t errlen)
+{
+	dnn_node *nodes = l->nodes;
+	const int n = l->n;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < nodes[i].ninputs; j++) {
+			int k = find_node(nodes, n, l->pend[i].names[j]);
+			if (k < 0)
+				return fail(err, errlen, src, nodes[i].line, "%s: unknown input '%s'", nodes[i].name,
+					    l->pend[i].names[j]);
+			if (k == i)
+				return fail(err, errlen, src, nodes[i].line, "%s: a node cannot be its own input (cycle)",
+					    nodes[i].name);
+			nodes[i].inputs[j] = k;
+		}
+	int ninput = 0, nloss = 0;
+	for (int i = 0; i < n; i++) {
+		if (nodes[i].op == DNN_OP_INPUT && ninput++ > 0)
+			return fail(err, errlen, src, nodes[i].line, "a net has exactly one input line ('%s' is a second)",
+				    nodes[i].name);
+		if (nodes[i].op == DNN_OP_SOFTMAX_XENT && nloss++ > 0)
+			return fail(err, errlen, src, nodes[i].line, "a net has exactly one loss ('%s' is a second)",
+				    nodes[i].name);
+	}
+	if (!ninput)
+		return fail(err, errlen, src, 0, "no input line (input <name> C H W)");
+	if (!nloss)
+		return fail(err, errlen, src, 0, "no loss node (softmax_xent) — the last node must be the loss");
+	return 0;
+}
+
+/* Kahn's order of the n nodes into order[] (ties by file order, so nets read top to bottom);
+ * -1 with "src:line: ... cycle" naming a node on a cycle. */
+static int kahn_order(const dnn_node *nodes, int n, int *order, const char *src, char *err, size_t errlen)
+{
+	int *indeg = calloc((size_t)n, sizeof(int));
+	char *done = calloc((size_t)n, 1);
+	if (!indeg || !done) {
+		free(indeg), free(done);
+		return fail(err, errlen, src, 0, "out of memory");
+	}
+	for (int i = 0; i < n; i++)
+		indeg[i] = nodes[i].ninputs;
+	int m = 0;
+	while (m < n) {
+		int pick = -1;
+		for (int i = 0; i < n && pick < 0; i++)
+			if (!done[i] && indeg[i] == 0)
+				pick = i;
+		if (pick < 0)
+			break;
+		done[pick] = 1;
+		order[m++] = pick;
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < nodes[i].ninputs; j++)
+				if (nodes[i].inputs[j] == pick)
+					indeg[i]--;
+	}
+	int rc = 0;
+	if (m < n) {
+		int bad = 0;
+		while (done[bad])
+			bad++;
+		rc = fail(err, errlen, src, nodes[bad].line, "%s: the net has a cycle through this node", nodes[bad].name);
+	}
+	free(indeg), free(done);
+	return rc;
+}
+
+/* l->nodes in topological order, inputs renumbered. */
+static int sort_nodes(node_list *l, const char *src, char *err, size_t errlen)
+{
+	const int n = l->n;
+	int *order = malloc((size_t)n * sizeof(int)), *newidx = malloc((size_t)n * sizeof(int));
+	dnn_node *sorted = malloc((size_t)n * sizeof(dnn_node));
+	int rc = -1;
+	if (!order || !newidx || !sorted)
+		fail(err, errlen, src, 0, "out of memory");
+	else if (kahn_order(l->nodes, n, order, src, err, errlen) == 0) {
+		for (int i = 0; i < n; i++)
+			newidx[order[i]] = i;
+		for (int i = 0; i < n; i++) {
+			sorted[i] = l->nodes[order[i]];
+			for (int j = 0; j < sorted[i].ninputs; j++)
+				sorted[i].inputs[j] = newidx[sorted[i].inputs[j]];
+		}
+		free(l->nodes);
+		l->nodes = sorted;
+		sorted = NULL;
+		rc = 0;
+	}
+	free(order), free(newidx), free(sorted);
+	return rc;
+}
+
+/* The sorted net's shape rules: the input first, the loss last and fed only by its input, every
+ * other output used. Counts the consumers. */
+static int check_wiring(dnn_node *nodes, int n, const char *src, char *err, size_t errlen)
+{
+	if (nodes[0].op != DNN_OP_INPUT)
+		return fail(err, errlen, src, nodes[0].line, "%s: only the input line may have no inputs", nodes[0].name);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < nodes[i].ninputs; j++)
+			nodes[nodes[i].inputs[j]].nconsumers++;
+	if (nodes[n - 1].op != DNN_OP_SOFTMAX_XENT) /* something else is last in topological order: unused */
+		return fail(err, errlen, src, nodes[n - 1].line, "%s: output is never used (the loss must come last)",
+			    nodes[n - 1].name);
+	for (int i = 0; i < n - 1; i++)
+		if (nodes[i].nconsumers == 0)
+			return fail(err, errlen, src, nodes[i].line, "%s: output is never used", nodes[i].name);
+	if (nodes[nodes[n - 1].inputs[0]].nconsumers != 1)
+		return fail(err, errlen, src, nodes[n - 1].line, "%s: its input '%s' must feed only the loss",
+			    nodes[n - 1].name, nodes[nodes[n - 1].inputs[0]].name);
+	return 0;
+}
+
+/* Three passes: tokenise (lines into nodes, each checked by its op's descriptor), resolve (input
+ * names, one input line and one loss), sort (topological order); then the wiring rules and shape
+ * inference. */
 int dnn_graph_parse(dnn_graph *g, const char *text, const char *source, char *err, size_t errlen)
 {
 	memset(g, 0, sizeof(*g));
 	snprintf(g->source, sizeof(g->source), "%s", source);
 	const char *src = g->source;
-	int cap = 64, n = 0;
-	dnn_node *nodes = calloc((size_t)cap, sizeof(dnn_node));
-	pending_inputs *pend = calloc((size_t)cap, sizeof(pending_inputs));
-	char *line = malloc(MAX_LINE + 2);
-	int rc = -1, lineno = 0;
-	if (!nodes || !pend || !line) {
-		fail(err, errlen, src, 0, "out of memory");
+	node_list l = {0};
+	int rc = -1;
+	if (tokenise(&l, text, src, err, errlen) != 0 || resolve(&l, src, err, errlen) != 0 ||
+	    sort_nodes(&l, src, err, errlen) != 0)
+		goto out;
+	g->nodes = l.nodes;
+	g->nnodes = l.n;
+	if (check_wiring(l.nodes, l.n, src, err, errlen) != 0 || infer_all(g, err, errlen) != 0) {
+		g->nodes = NULL;
+		g->nnodes = 0;
 		goto out;
 	}
-	const char *p = text;
-	while (*p) {
-		lineno++;
-		const char *eol = strchr(p, '\n');
-		size_t len = eol ? (size_t)(eol - p) : strlen(p);
-		if (len > MAX_LINE) {
-			fail(err, errlen, src, lineno, "line longer than %d characters", MAX_LINE);
-			goto out;
-		}
-		memcpy(line, p, len);
-		line[len] = '\0';
-		p += len + (eol ? 1 : 0);
-		for (size_t i = 0; i < len; i++)
-			if (line[i] == '\0' || (!isprint((unsigned char)line[i]) && !isspace((unsigned char)line[i]))) {
-				fail(err, errlen, src, lineno, "binary or non-ASCII character (0x%02x)",
-				     (unsigned char)line[i]);
-				goto out;
-			}
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = '\0';
-		char *tok[64];
-		int ntok = 0;
-		for (char *t = strtok(line, " \t\r\v\f"); t; t = strtok(NULL, " \t\r\v\f")) {
-			if (ntok == 64) {
-				fail(err, errlen, src, lineno, "too many fields");
-				goto out;
-			}
-			tok[ntok++] = t;
-		}
-		if (ntok == 0)
-			continue;
-		if (n == MAX_NODES) {
-			fail(err, errlen, src, lineno, "more than %d nodes", MAX_NODES);
-			goto out;
-		}
-		if (n == cap) {
-			cap *= 2;
-			dnn_node *nn = realloc(nodes, (size_t)cap * sizeof(dnn_node));
-			pending_inputs *np = nn ? realloc(pend, (size_t)cap * sizeof(pending_inputs)) : NULL;
-			if (nn)
-				nodes = nn;
-			if (np)
-				pend = np;
-			if (!nn || !np) {
-				fail(err, errlen, src, lineno, "out of memory");
-				goto out;
-			}
-		}
-		dnn_node *nd = &nodes[n];
-		memset(nd, 0, sizeof(*nd));
-		memset(&pend[n], 0, sizeof(pend[n]));
-		nd->line = lineno;
-		nd->op = DNN_OP_COUNT;
-		for (int o = 0; o < DNN_OP_COUNT; o++)
-			if (strcmp(tok[0], dnn_op_name((dnn_op)o)) == 0)
-				nd->op = (dnn_op)o;
-		if (nd->op == DNN_OP_COUNT) {
-			char ops[512] = "";
-			for (int o = 0; o < DNN_OP_COUNT; o++)
-				snprintf(ops + strlen(ops), sizeof(ops) - strlen(ops), "%s%s", o ? " " : "", dnn_op_name((dnn_op)o));
-			fail(err, errlen, src, lineno, "unknown op '%s' (ops: %s)", tok[0], ops);
-			goto out;
-		}
-		const dnn_op_desc *desc = dnn_op_get(nd->op);
-		if (ntok < 2) {
-			fail(err, errlen, src, lineno, "%s: missing node name", tok[0]);
-			goto out;
-		}
-		if (!valid_name(tok[1])) {
-			fail(err, errlen, src, lineno, "invalid name '%s' (letters, digits, _ - . ; at most %d chars)",
-			     tok[1], DNN_NAME_MAX - 1);
-			goto out;
-		}
-		if (find_node(nodes, n, tok[1]) >= 0) {
-			fail(err, errlen, src, lineno, "duplicate name '%s' (first defined on line %d)", tok[1],
-			     nodes[find_node(nodes, n, tok[1])].line);
-			goto out;
-		}
-		snprintf(nd->name, sizeof(nd->name), "%s", tok[1]);
-		nd->stride = 1, nd->dilation = 1, nd->eps = 1e-5f, nd->momentum = 0.1f;
-		if (nd->op == DNN_OP_INPUT) {
-			int c, h, w;
-			if (ntok != 5) {
-				fail(err, errlen, src, lineno, "input needs a shape: input <name> C H W");
-				goto out;
-			}
-			if (parse_int(tok[2], 1, MAX_CHANNELS, &c) || parse_int(tok[3], 1, MAX_SPATIAL, &h) ||
-			    parse_int(tok[4], 1, MAX_SPATIAL, &w)) {
-				fail(err, errlen, src, lineno,
-				     "input shape '%s %s %s' must be integers (C in [1, %d], H and W in [1, %d])", tok[2],
-				     tok[3], tok[4], MAX_CHANNELS, MAX_SPATIAL);
-				goto out;
-			}
-			nd->C = c, nd->H = h, nd->W = w;
-			if ((long long)c * h * w > MAX_SAMPLE_FLOATS) {
-				fail(err, errlen, src, lineno, "input %dx%dx%d is absurdly large", c, h, w);
-				goto out;
-			}
-		} else {
-			if (ntok < 3 || strchr(tok[2], '=')) {
-				fail(err, errlen, src, lineno, "%s %s: missing input name(s)", tok[0], tok[1]);
-				goto out;
-			}
-			char *save = NULL;
-			for (char *in = strtok_r(tok[2], ",", &save); in; in = strtok_r(NULL, ",", &save)) {
-				if (nd->ninputs == DNN_MAX_INPUTS) {
-					fail(err, errlen, src, lineno, "%s: more than %d inputs", nd->name, DNN_MAX_INPUTS);
-					goto out;
-				}
-				if (!valid_name(in)) {
-					fail(err, errlen, src, lineno, "%s: invalid input name '%s'", nd->name, in);
-					goto out;
-				}
-				snprintf(pend[n].names[nd->ninputs++], DNN_NAME_MAX, "%s", in);
-			}
-			const int want_min = desc->min_inputs, want_max = desc->max_inputs;
-			if (nd->ninputs < want_min || nd->ninputs > want_max) {
-				fail(err, errlen, src, lineno, "%s: op %s takes %s input%s, got %d", nd->name, tok[0],
-				     want_max > 1 ? "two or more" : "one", want_max > 1 ? "s" : "", nd->ninputs);
-				goto out;
-			}
-			if (desc->defaults)
-				desc->defaults(nd);
-			if (parse_keys(nd, tok + 3, ntok - 3, src, lineno, err, errlen) != 0)
-				goto out;
-			if (desc->check && desc->check(nd, src, err, errlen) != 0)
-				goto out;
-		}
-		n++;
-	}
-	if (n == 0) {
-		fail(err, errlen, src, 0, "empty network (no nodes)");
-		goto out;
-	}
-	/* Resolve input names. */
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < nodes[i].ninputs; j++) {
-			int k = find_node(nodes, n, pend[i].names[j]);
-			if (k < 0) {
-				fail(err, errlen, src, nodes[i].line, "%s: unknown input '%s'", nodes[i].name, pend[i].names[j]);
-				goto out;
-			}
-			if (k == i) {
-				fail(err, errlen, src, nodes[i].line, "%s: a node cannot be its own input (cycle)", nodes[i].name);
-				goto out;
-			}
-			nodes[i].inputs[j] = k;
-		}
-	/* Exactly one input node and one loss. */
-	int ninput = 0, nloss = 0;
-	for (int i = 0; i < n; i++) {
-		if (nodes[i].op == DNN_OP_INPUT && ninput++ > 0) {
-			fail(err, errlen, src, nodes[i].line, "a net has exactly one input line ('%s' is a second)", nodes[i].name);
-			goto out;
-		}
-		if (nodes[i].op == DNN_OP_SOFTMAX_XENT && nloss++ > 0) {
-			fail(err, errlen, src, nodes[i].line, "a net has exactly one loss ('%s' is a second)", nodes[i].name);
-			goto out;
-		}
-	}
-	if (!ninput) {
-		fail(err, errlen, src, 0, "no input line (input <name> C H W)");
-		goto out;
-	}
-	if (!nloss) {
-		fail(err, errlen, src, 0, "no loss node (softmax_xent) — the last node must be the loss");
-		goto out;
-	}
-	/* Topological sort (Kahn); order ties by file order so nets read top to bottom. */
-	{
-		int *indeg = calloc((size_t)n, sizeof(int)), *order = malloc((size_t)n * sizeof(int));
-		int *newidx = malloc((size_t)n * sizeof(int));
-		char *done = calloc((size_t)n, 1);
-		if (!indeg || !order || !newidx || !done) {
-			free(indeg), free(order), free(newidx), free(done);
-			fail(err, errlen, src, 0, "out of memory");
-			goto out;
-		}
-		for (int i = 0; i < n; i++)
-			indeg[i] = nodes[i].ninputs;
-		int m = 0;
-		while (m < n) {
-			int pick = -1;
-			for (int i = 0; i < n && pick < 0; i++)
-				if (!done[i] && indeg[i] == 0)
-					pick = i;
-			if (pick < 0)
-				break;
-			done[pick] = 1;
-			order[m++] = pick;
-			for (int i = 0; i < n; i++)
-				for (int j = 0; j < nodes[i].ninputs; j++)
-					if (nodes[i].inputs[j] == pick)
-						indeg[i]--;
-		}
-		if (m < n) {
-			int bad = 0;
-			while (done[bad])
-				bad++;
-			fail(err, errlen, src, nodes[bad].line, "%s: the net has a cycle through this node", nodes[bad].name);
-			free(indeg), free(order), free(newidx), free(done);
-			goto out;
-		}
-		dnn_node *sorted = malloc((size_t)n * sizeof(dnn_node));
-		if (!sorted) {
-			free(indeg), free(order), free(newidx), free(done);
-			fail(err, errlen, src, 0, "out of memory");
-			goto out;
-		}
-		for (int i = 0; i < n; i++)
-			newidx[order[i]] = i;
-		for (int i = 0; i < n; i++) {
-			sorted[i] = nodes[order[i]];
-			for (int j = 0; j < sorted[i].ninputs; j++)
-				sorted[i].inputs[j] = newidx[sorted[i].inputs[j]];
-		}
-		free(nodes);
-		nodes = sorted;
-		free(indeg), free(order), free(newidx), free(done);
-	}
-	g->nodes = nodes;
-	g->nnodes = n;
-	if (nodes[0].op != DNN_OP_INPUT) {
-		fail(err, errlen, src, nodes[0].line, "%s: only the input line may have no inputs", nodes[0].name);
-		goto out_g;
-	}
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < nodes[i].ninputs; j++)
-			nodes[nodes[i].inputs[j]].nconsumers++;
-	if (nodes[n - 1].op != DNN_OP_SOFTMAX_XENT) {
-		/* Something other than the loss is last in topological order: it is unused. */
-		fail(err, errlen, src, nodes[n - 1].line, "%s: output is never used (the loss must come last)",
-		     nodes[n - 1].name);
-		goto out_g;
-	}
-	for (int i = 0; i < n - 1; i++)
-		if (nodes[i].nconsumers == 0) {
-			fail(err, errlen, src, nodes[i].line, "%s: output is never used", nodes[i].name);
-			goto out_g;
-		}
-	if (nodes[nodes[n - 1].inputs[0]].nconsumers != 1) {
-		fail(err, errlen, src, nodes[n - 1].line, "%s: its input '%s' must feed only the loss", nodes[n - 1].name,
-		     nodes[nodes[n - 1].inputs[0]].name);
-		goto out_g;
-	}
-	if (infer_all(g, err, errlen) != 0)
-		goto out_g;
-	nodes = NULL;
+	l.nodes = NULL;
 	rc = 0;
-	goto out;
-out_g:
-	g->nodes = NULL;
-	g->nnodes = 0;
 out:
-	free(nodes);
-	free(pend);
-	free(line);
+	free(l.nodes);
+	free(l.pend);
 	return rc;
 }
 
@@ -495,12 +553,38 @@ int dnn_graph_set_classes(dnn_graph *g, int classes, char *err, size_t errlen)
 	return infer_all(g, err, errlen);
 }
 
-/* One node as a net-file line: every key of its op written out (floats with 9 significant
- * digits, which read back as the same float), so the line parses to the same node. */
+/* The text of one key of node n: an int, or a float with 9 significant digits (which reads back
+ * as the same float). What the canonical text, the comparison and the fingerprint all use. */
+static int key_text(const dnn_node *n, const dnn_op_key *ky, char *buf, size_t len)
+{
+	const void *field = (const char *)n + ky->offset;
+	if (ky->type == 'i')
+		return snprintf(buf, len, "%d", *(const int *)field);
+	return snprintf(buf, len, "%.9g", (double)*(const float *)field);
+}
+
+/* Node i's inputs, comma-separated ("c1,r1"). */
+static int inputs_text(const dnn_graph *g, const dnn_node *n, char *buf, size_t len)
+{
+	size_t o = 0;
+	if (len)
+		buf[0] = '\0';
+	for (int j = 0; j < n->ninputs; j++) {
+		int k = snprintf(buf + o, o < len ? len - o : 0, "%s%s", j ? "," : "", g->nodes[n->inputs[j]].name);
+		if (k < 0)
+			return -1;
+		o += (size_t)k;
+	}
+	return (int)o;
+}
+
+/* One node as a net-file line: every key of its op written out (key_text), so the line parses to
+ * the same node. The canonical text of a net is these lines, in topological order. */
 int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
 {
 	const dnn_node *n = &g->nodes[i];
 	const dnn_op_desc *d = dnn_op_get(n->op);
+	char val[DNN_DIFF_TEXT];
 	size_t o = 0;
 #define OUT(...)                                                                    \
 	do {                                                                        \
@@ -514,15 +598,11 @@ int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
 	if (n->op == DNN_OP_INPUT) {
 		OUT("input %s %d %d %d", n->name, n->C, n->H, n->W);
 	} else {
-		OUT("%s %s ", dnn_op_name(n->op), n->name);
-		for (int j = 0; j < n->ninputs; j++)
-			OUT("%s%s", j ? "," : "", g->nodes[n->inputs[j]].name);
+		inputs_text(g, n, val, sizeof(val));
+		OUT("%s %s %s", dnn_op_name(n->op), n->name, val);
 		for (int k = 0; k < d->nkeys; k++) {
-			const void *field = (const char *)n + d->keys[k].offset;
-			if (d->keys[k].type == 'i')
-				OUT(" %s=%d", d->keys[k].key, *(const int *)field);
-			else
-				OUT(" %s=%.9g", d->keys[k].key, (double)*(const float *)field);
+			key_text(n, &d->keys[k], val, sizeof(val));
+			OUT(" %s=%s", d->keys[k].key, val);
 		}
 	}
 #undef OUT
@@ -531,7 +611,7 @@ int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
 
 char *dnn_graph_to_text(const dnn_graph *g, const char *comment)
 {
-	size_t cap = 256 + (comment ? strlen(comment) : 0) + (size_t)g->nnodes * 1024, o = 0;
+	size_t cap = 256 + (comment ? strlen(comment) : 0) + (size_t)g->nnodes * NODE_LINE_MAX, o = 0;
 	char *t = malloc(cap);
 	if (!t)
 		return NULL;
@@ -551,6 +631,80 @@ char *dnn_graph_to_text(const dnn_graph *g, const char *comment)
 	return t;
 }
 
+/* ---------------------------------------------------------------- the same net */
+
+/* d's fields for a difference at node i (0-based) in key `key`; returns 1. */
+static int differ(dnn_graph_diff *d, int i, const char *name, const char *key, const char *va, const char *vb)
+{
+	d->node = i + 1;
+	snprintf(d->name, sizeof(d->name), "%s", name);
+	snprintf(d->key, sizeof(d->key), "%s", key);
+	snprintf(d->a, sizeof(d->a), "%s", va);
+	snprintf(d->b, sizeof(d->b), "%s", vb);
+	return 1;
+}
+
+/* Node i of a and of b (both exist): the first field of its line that differs, in the line's order. */
+static int compare_node(const dnn_graph *a, const dnn_graph *b, int i, dnn_graph_diff *d)
+{
+	const dnn_node *x = &a->nodes[i], *y = &b->nodes[i];
+	char va[DNN_DIFF_TEXT], vb[DNN_DIFF_TEXT];
+	if (x->op != y->op)
+		return differ(d, i, x->name, "op", dnn_op_name(x->op), dnn_op_name(y->op));
+	if (strcmp(x->name, y->name) != 0)
+		return differ(d, i, x->name, "name", x->name, y->name);
+	if (x->op == DNN_OP_INPUT) {
+		const int xs[3] = {x->C, x->H, x->W}, ys[3] = {y->C, y->H, y->W};
+		static const char *const dim[3] = {"C", "H", "W"};
+		for (int k = 0; k < 3; k++)
+			if (xs[k] != ys[k]) {
+				snprintf(va, sizeof(va), "%d", xs[k]);
+				snprintf(vb, sizeof(vb), "%d", ys[k]);
+				return differ(d, i, x->name, dim[k], va, vb);
+			}
+		return 0;
+	}
+	inputs_text(a, x, va, sizeof(va));
+	inputs_text(b, y, vb, sizeof(vb));
+	if (strcmp(va, vb) != 0)
+		return differ(d, i, x->name, "inputs", va, vb);
+	const dnn_op_desc *desc = dnn_op_get(x->op);
+	for (int k = 0; k < desc->nkeys; k++) {
+		key_text(x, &desc->keys[k], va, sizeof(va));
+		key_text(y, &desc->keys[k], vb, sizeof(vb));
+		if (strcmp(va, vb) != 0)
+			return differ(d, i, x->name, desc->keys[k].key, va, vb);
+	}
+	return 0;
+}
+
+int dnn_graph_compare(const dnn_graph *a, const dnn_graph *b, dnn_graph_diff *d)
+{
+	memset(d, 0, sizeof(*d));
+	const int n = a->nnodes < b->nnodes ? a->nnodes : b->nnodes;
+	for (int i = 0; i < n; i++)
+		if (compare_node(a, b, i, d))
+			return 1;
+	if (a->nnodes == b->nnodes)
+		return 0;
+	const dnn_graph *longer = a->nnodes > n ? a : b;
+	char line[NODE_LINE_MAX];
+	if (dnn_graph_node_line(longer, n, line, sizeof(line)) < 0)
+		snprintf(line, sizeof(line), "%s %s", dnn_op_name(longer->nodes[n].op), longer->nodes[n].name);
+	return differ(d, n, longer->nodes[n].name, "node", longer == a ? line : "(none)", longer == b ? line : "(none)");
+}
+
+void dnn_graph_diff_line(const dnn_graph_diff *d, const char *a_label, const char *b_label, char *buf, size_t len)
+{
+	if (d->node == 0)
+		snprintf(buf, len, "the same net");
+	else if (!strcmp(d->key, "node"))
+		snprintf(buf, len, "node %d is '%s' in %s, '%s' in %s", d->node, d->a, a_label, d->b, b_label);
+	else
+		snprintf(buf, len, "node %d (%s): %s=%s in %s, %s=%s in %s", d->node, d->name, d->key, d->a, a_label,
+			 d->key, d->b, b_label);
+}
+
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
 	const unsigned char *b = p;
@@ -561,8 +715,22 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 	return h;
 }
 
-/* Structure only (ops, names, wiring, attributes, shapes): a checkpoint fits a net iff equal. */
+/* FNV-1a of the canonical text, line by line. */
 uint64_t dnn_graph_fingerprint(const dnn_graph *g)
+{
+	uint64_t h = 1469598103934665603ull;
+	char line[NODE_LINE_MAX];
+	for (int i = 0; i < g->nnodes; i++) {
+		int k = dnn_graph_node_line(g, i, line, sizeof(line));
+		if (k < 0) /* cannot happen within the parser's limits; still hash something of the node */
+			k = snprintf(line, sizeof(line), "%s %s ...", dnn_op_name(g->nodes[i].op), g->nodes[i].name);
+		h = fnv1a(h, line, (size_t)k);
+		h = fnv1a(h, "\n", 1);
+	}
+	return h;
+}
+
+uint64_t dnn_graph_structure_hash(const dnn_graph *g)
 {
 	uint64_t h = 1469598103934665603ull;
 	for (int i = 0; i < g->nnodes; i++) {

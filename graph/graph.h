@@ -68,18 +68,46 @@ int dnn_graph_set_input_hw(dnn_graph *g, int H, int W, char *err, size_t errlen)
  * folder); re-runs shape inference. Fails when the loss's input is not such a dense layer. */
 int dnn_graph_set_classes(dnn_graph *g, int classes, char *err, size_t errlen);
 
+/* "The same net". A net's canonical text is one line per node in topological order, each with
+ * every key of its op (ints as %d, floats as %.9g, which reads back as the same float). Two nets
+ * are the same net iff their canonical texts are equal: dnn_graph_compare says where they first
+ * differ, dnn_graph_fingerprint hashes that text. Every command that pairs a net with a
+ * checkpoint (train --resume, eval, predict, export) decides with these alone. */
+
 /* Node i as one net-file line (no newline): "conv c1 x out=6 k=5 ..." with every key of its op.
  * Returns its length, or -1 when it does not fit in len. */
 int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len);
 /* The whole net as net-file text (after every rewrite: --input, the class count), one line per
- * node in topological order, after an optional "# comment" line; it parses back to a net with
- * the same fingerprint. Allocated (free()), NULL when out of memory. */
+ * node in topological order, after an optional "# comment" line; without the comment, the
+ * canonical text. It parses back to the same net. Allocated (free()), NULL when out of memory. */
 char *dnn_graph_to_text(const dnn_graph *g, const char *comment);
+
+/* Where two nets first differ, in the order of their canonical text. */
+#define DNN_DIFF_TEXT 2048 /* a node's whole line fits (its inputs: DNN_MAX_INPUTS names; every key) */
+typedef struct {
+	int node;                 // 1-based position of the first node that differs; 0: the same net
+	char name[DNN_NAME_MAX];  // that node's name (in a; in the longer net when one has no such node)
+	char key[DNN_NAME_MAX];   // "op", "name", "inputs", "C"/"H"/"W" (input line), a key of the op,
+				  // or "node" (one net has no node there)
+	char a[DNN_DIFF_TEXT];    // the value in a, and in b ("node": the node's line, or "(none)")
+	char b[DNN_DIFF_TEXT];
+} dnn_graph_diff;
+/* 0 when a and b are the same net (d->node = 0), else 1 with the first difference in d. */
+int dnn_graph_compare(const dnn_graph *a, const dnn_graph *b, dnn_graph_diff *d);
+/* d as one message fragment naming the node and the key: "node 4 (d1): p=0.899999976 in
+ * A_LABEL, p=0.25 in B_LABEL" (or "node 14 is '...' in A_LABEL, '(none)' in B_LABEL"). */
+void dnn_graph_diff_line(const dnn_graph_diff *d, const char *a_label, const char *b_label, char *buf, size_t len);
+/* FNV-1a 64 of the canonical text: equal for the same net, and (but for a hash collision)
+ * different otherwise. What checkpoints of format version 3 store. */
+uint64_t dnn_graph_fingerprint(const dnn_graph *g);
+/* The hash that checkpoints of format versions 1 and 2 stored as their fingerprint: ops, names,
+ * wiring, the integer keys and the shapes, but no float key (eps, momentum, p). Only for reading
+ * those checkpoints; it is not a test of the same net. */
+uint64_t dnn_graph_structure_hash(const dnn_graph *g);
 
 long long dnn_graph_params(const dnn_graph *g);
 double dnn_graph_flops_fwd(const dnn_graph *g);   // per sample
 double dnn_graph_flops_train(const dnn_graph *g); // per sample: forward + backward (~3x fwd)
-uint64_t dnn_graph_fingerprint(const dnn_graph *g);
 void dnn_graph_print_summary(const dnn_graph *g, FILE *out);
 const char *dnn_op_name(dnn_op op);
 

@@ -80,7 +80,8 @@ int dnn_cmd_nets(void);
  * with print_summary, prints the per-layer summary (--summary). No StarPU. For eval, predict
  * and export it reads the checkpoint o->checkpoint_in instead: its net, checked against
  * --net and --input when given; o->net then becomes the checkpoint's net name when --net was
- * not given. Returns the exit status: 0, 1 (bad file) or 2 (usage error), the line printed. */
+ * not given. For train --resume, the net must be the checkpoint's (exit 2 otherwise, as for the
+ * others). Returns the exit status: 0, 1 (bad file) or 2 (usage error), the line printed. */
 int dnn_cmd_check_net(dnn_train_opts *o, int print_summary);
 
 /* The DNN_* environment variables (README "Environment variables": DNN_FUSE, DNN_CONV_ALGO,

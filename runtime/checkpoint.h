@@ -1,16 +1,20 @@
 /* checkpoint.h — model checkpoints, written atomically.
  *
- * Format (little-endian), version 2:
+ * Format (little-endian), version 3:
  *   magic "ANPCKPT\0" (8 bytes) | u32 version | u32 header_len | header | payload | u32 crc32
  *   header: u64 net_fingerprint, u64 step, u32 epoch, u32 ntensors, u64 rng_state,
  *           u32 nclasses, class names (u32 len + bytes each),
  *           u32 net_len, net text (net_len bytes, no NUL; 0 = none): the net file that rebuilds
  *           the model, after every rewrite (graph.h dnn_graph_to_text),
- *           per tensor: u32 name_len, name, u64 n
- *   Version 1 is the same without net_len and the net text; it still loads (net_text NULL).
+ *           per tensor: u32 name_len, name, u64 n (its float count: what the loader checks
+ *           each tensor's size against)
  *   payload: for each tensor, n float32 values (parameters, then optimiser momentum, then
  *            batch-norm running statistics — whatever the caller registers, in order)
  *   crc32 (zlib) covers everything before it.
+ * Older versions still load: version 2 has the same layout; version 1 has no net_len and no net
+ * text (net_text NULL). What the fingerprint hashes is the caller's: a model checkpoint stores
+ * dnn_graph_fingerprint (the canonical net text) from version 3 on, dnn_graph_structure_hash in
+ * versions 1 and 2 (model_ckpt.c knows which to expect).
  * Writes go to PATH.tmp.<pid>, fsync, rename over PATH, fsync of the directory, so a crash at
  * any moment leaves the previous checkpoint intact.
  * Loading verifies magic, version, sizes, the CRC, the fingerprint and every tensor's name and
@@ -28,16 +32,16 @@ typedef struct {
 } dnn_ckpt_tensor;
 
 typedef struct {
-	uint64_t net_fingerprint; // hash of the net's structure (dnn_graph_fingerprint)
+	uint64_t net_fingerprint; // hash of the net (the caller's; model_ckpt.c: dnn_graph_fingerprint)
 	uint64_t step;            // optimiser steps done
 	uint32_t epoch;           // completed epochs
 	uint64_t rng_state;
 	uint32_t nclasses;        // 0, or number of class names
 	char **class_names;       // on load: allocated (free with dnn_ckpt_free_names)
 	char *net_text;           // NULL or the net file text; on load: allocated (dnn_ckpt_free_names)
-	uint32_t version;         // save: 0 = current (2), or 1 (no net text); load: the file's
+	uint32_t version;         // save: 0 = current (3), or an older one (1: no net text); load: the file's
 } dnn_ckpt_meta;
-#define DNN_CKPT_VERSION 2u
+#define DNN_CKPT_VERSION 3u
 
 int dnn_checkpoint_save(const char *path, const dnn_ckpt_meta *meta, const dnn_ckpt_tensor *tensors,
 			int ntensors, char *err, size_t errlen);

@@ -34,7 +34,7 @@ static int model_tensors(dnn_model *m, dnn_ckpt_tensor **out, char ***names_out,
 			if (!(names[n] = malloc(strlen(g->nodes[i].name) + 10)))
 				goto oom;
 			sprintf(names[n], "%s.running", g->nodes[i].name);
-			t[n].name = names[n], t[n].data = m->running[i], t[n].n = 2 * (uint64_t)g->nodes[i].C, n++;
+			t[n].name = names[n], t[n].data = m->running[i], t[n].n = (uint64_t)m->running_n[i], n++;
 		}
 	t[n].name = "input.mean", t[n].data = m->in_mean, t[n].n = (uint64_t)g->nodes[0].C, n++;
 	t[n].name = "input.std", t[n].data = m->in_std, t[n].n = (uint64_t)g->nodes[0].C, n++;
@@ -116,23 +116,17 @@ static int model_handles(dnn_model *m, starpu_data_handle_t *h)
 	return k;
 }
 
-int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epoch, uint64_t *seed, char *err,
-		   size_t errlen)
+/* Acquire the model's tensors for writing (they are registered with StarPU), load the checkpoint
+ * into them (its fingerprint must be fp), release them. */
+static int load_into_handles(dnn_model *m, const char *path, uint64_t fp, dnn_ckpt_tensor *t, int n,
+			     dnn_ckpt_meta *meta, char *err, size_t errlen)
 {
-	dnn_ckpt_tensor *t;
-	char **names;
-	int cap, n = model_tensors(m, &t, &names, &cap, path, err, errlen);
-	if (n < 0)
-		return -1;
 	starpu_data_handle_t *h = malloc(sizeof(*h) * (size_t)(2 * m->nparams + m->g->nnodes + 1));
 	if (!h) {
 		snprintf(err, errlen, "%s: out of memory", path);
-		free(t);
-		free_names(names, cap);
 		return -1;
 	}
-	dnn_ckpt_meta meta = {.net_fingerprint = dnn_graph_fingerprint(m->g)};
-	/* The tensors are registered with StarPU: take them for writing while we load. */
+	*meta = (dnn_ckpt_meta){.net_fingerprint = fp};
 	int nh = model_handles(m, h), acquired = 0, rc = 0;
 	for (; acquired < nh; acquired++) {
 		int r = starpu_data_acquire(h[acquired], STARPU_W);
@@ -144,10 +138,39 @@ int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epo
 		}
 	}
 	if (rc == 0)
-		rc = dnn_checkpoint_load(path, &meta, t, n, err, errlen);
+		rc = dnn_checkpoint_load(path, meta, t, n, err, errlen);
 	for (int i = 0; i < acquired; i++)
 		starpu_data_release(h[i]);
 	free(h);
+	return rc;
+}
+
+/* The fingerprint a checkpoint of m's net holds: the canonical text's hash from version 3 on, the
+ * structure hash before. Checks first that the checkpoint is of m's net (dnn_ckpt_check_net). */
+static int expected_fingerprint(dnn_model *m, const char *path, uint64_t *fp, char *err, size_t errlen)
+{
+	dnn_ckpt_meta info;
+	if (dnn_checkpoint_read_info(path, &info, 0, err, errlen) != 0)
+		return -1;
+	int rc = dnn_ckpt_check_net(m->g, m->g->source, path, &info, NULL, err, errlen);
+	*fp = info.version >= 3 ? dnn_graph_fingerprint(m->g) : dnn_graph_structure_hash(m->g);
+	dnn_ckpt_free_names(&info);
+	return rc == 0 ? 0 : -1;
+}
+
+int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epoch, uint64_t *seed, char *err,
+		   size_t errlen)
+{
+	uint64_t fp;
+	if (expected_fingerprint(m, path, &fp, err, errlen) != 0)
+		return -1;
+	dnn_ckpt_tensor *t;
+	char **names;
+	int cap, n = model_tensors(m, &t, &names, &cap, path, err, errlen);
+	if (n < 0)
+		return -1;
+	dnn_ckpt_meta meta;
+	int rc = load_into_handles(m, path, fp, t, n, &meta, err, errlen);
 	/* An image folder's classes must be the checkpoint's, in the same order. */
 	for (uint32_t i = 0; rc == 0 && m->class_names && i < meta.nclasses; i++)
 		if (strcmp(meta.class_names[i], m->class_names[i]) != 0) {
@@ -192,21 +215,106 @@ static void net_name_of(const char *text, char *name, size_t len)
 		snprintf(name, len, "%.*s", (int)n, slash);
 }
 
-/* The first node line where a and b differ: 0 when none. */
-static int first_difference(const dnn_graph *a, const dnn_graph *b, char *la, char *lb, size_t len)
+/* given is not ckpt_net (the net the checkpoint at path carries): "--net NET is not the net of
+ * PATH: node 4 (d1): p=0.899999976 in --net, p=0.25 in the checkpoint[ (hint)]". Returns 0 when
+ * they are the same net, else 2. */
+static int same_net(const dnn_graph *ckpt_net, const dnn_graph *given, const char *net, const char *path,
+		    const char *hint, char *err, size_t errlen)
 {
-	int n = a->nnodes > b->nnodes ? a->nnodes : b->nnodes;
-	for (int i = 0; i < n; i++) {
-		snprintf(la, len, "(no node)");
-		snprintf(lb, len, "(no node)");
-		if (i < a->nnodes)
-			dnn_graph_node_line(a, i, la, len);
-		if (i < b->nnodes)
-			dnn_graph_node_line(b, i, lb, len);
-		if (strcmp(la, lb) != 0)
-			return i + 1;
+	dnn_graph_diff d;
+	if (dnn_graph_compare(given, ckpt_net, &d) == 0)
+		return 0;
+	char what[2 * DNN_DIFF_TEXT + 200];
+	dnn_graph_diff_line(&d, "--net", "the checkpoint", what, sizeof(what));
+	snprintf(err, errlen, "--net %s is not the net of %s: %s%s%s%s", net, path, what, hint ? " (" : "", hint ? hint : "",
+		 hint ? ")" : "");
+	return 2;
+}
+
+/* dnn_ckpt_check_net, for a header already verified or not. */
+static int check_net(const dnn_graph *g, const char *net, const char *path, const dnn_ckpt_meta *info,
+		     const char *hint, char *err, size_t errlen)
+{
+	if (!info->net_text) { /* version 1 (or a file saved without it): the hash is all there is */
+		uint64_t want = info->version >= 3 ? dnn_graph_fingerprint(g) : dnn_graph_structure_hash(g);
+		if (info->net_fingerprint == want)
+			return 0;
+		snprintf(err, errlen, "--net %s is not the net of %s: its %s %016llx is not the checkpoint's %016llx (a "
+			 "version-%u checkpoint carries no net to compare key by key)%s%s%s", net, path,
+			 info->version >= 3 ? "fingerprint" : "structure hash", (unsigned long long)want,
+			 (unsigned long long)info->net_fingerprint, info->version, hint ? " (" : "", hint ? hint : "",
+			 hint ? ")" : "");
+		return 2;
+	}
+	dnn_graph c;
+	char src[300], perr[512];
+	snprintf(src, sizeof(src), "%s (its net)", path);
+	if (dnn_graph_parse(&c, info->net_text, src, perr, sizeof(perr)) != 0) {
+		snprintf(err, errlen, "%s", perr);
+		return 1;
+	}
+	int rc = same_net(&c, g, net, path, hint, err, errlen);
+	dnn_graph_free(&c);
+	return rc;
+}
+
+int dnn_ckpt_check_net(const dnn_graph *g, const char *net, const char *path, const dnn_ckpt_meta *info,
+		       const char *hint, char *err, size_t errlen)
+{
+	int rc = check_net(g, net, path, info, hint, err, errlen);
+	if (rc == 0)
+		return 0;
+	/* A refusal may come from damage (a flipped bit in the net text): then say that instead. */
+	dnn_ckpt_meta v;
+	char verr[1024];
+	if (dnn_checkpoint_read_info(path, &v, 1, verr, sizeof(verr)) != 0) {
+		snprintf(err, errlen, "%s", verr);
+		return 1;
+	}
+	dnn_ckpt_free_names(&v);
+	return rc;
+}
+
+/* A checkpoint without its net text (version 1): the net is --net's, at --input, as before. */
+static int open_v1_net(dnn_graph *g, const dnn_train_opts *o, uint32_t version, char *err, size_t errlen)
+{
+	if (!o->net_set) {
+		snprintf(err, errlen, "--checkpoint %s: a version-%u checkpoint does not carry its net: give the --net "
+			 "(and --input) it was trained with", o->checkpoint_in, version);
+		return 2;
+	}
+	if (dnn_graph_load(g, o->net, err, errlen) != 0)
+		return 1;
+	if (o->input && dnn_graph_set_input_hw(g, o->input, o->input, err, errlen) != 0) {
+		dnn_graph_free(g);
+		return 1;
 	}
 	return 0;
+}
+
+/* --net given with a checkpoint that carries its net g: it must be the same net, once given the
+ * checkpoint's input size and class count (the rewrites that --input and an image folder make). */
+static int check_given_net(const dnn_graph *g, const dnn_train_opts *o, char *err, size_t errlen)
+{
+	const char *path = o->checkpoint_in;
+	const dnn_node *in = &g->nodes[0];
+	dnn_graph u;
+	if (dnn_graph_load(&u, o->net, err, errlen) != 0)
+		return 1;
+	char e2[512];
+	int rc = 0;
+	if (u.nodes[0].C == in->C && (u.nodes[0].H != in->H || u.nodes[0].W != in->W) &&
+	    dnn_graph_set_input_hw(&u, in->H, in->W, e2, sizeof(e2)) != 0)
+		rc = 2;
+	if (rc == 0 && u.classes != g->classes && dnn_graph_set_classes(&u, g->classes, e2, sizeof(e2)) != 0)
+		rc = 2;
+	if (rc != 0)
+		snprintf(err, errlen, "--net %s is not the net of %s (it cannot take its %dx%dx%d input and %d classes: %s)",
+			 o->net, path, in->C, in->H, in->W, g->classes, e2);
+	else
+		rc = same_net(g, &u, o->net, path, "leave --net out: the checkpoint carries its net", err, errlen);
+	dnn_graph_free(&u);
+	return rc;
 }
 
 int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t namelen, char *err, size_t errlen)
@@ -218,20 +326,8 @@ int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t 
 	if (dnn_checkpoint_read_info(path, &info, 1, err, errlen) != 0)
 		return 1;
 	if (!info.net_text) { /* version 1: the net comes from --net and --input, as before */
-		uint32_t v = info.version;
 		dnn_ckpt_free_names(&info);
-		if (!o->net_set) {
-			snprintf(err, errlen, "--checkpoint %s: a version-%u checkpoint does not carry its net: give the --net "
-				 "(and --input) it was trained with", path, v);
-			return 2;
-		}
-		if (dnn_graph_load(g, o->net, err, errlen) != 0)
-			return 1;
-		if (o->input && dnn_graph_set_input_hw(g, o->input, o->input, err, errlen) != 0) {
-			dnn_graph_free(g);
-			return 1;
-		}
-		return 0;
+		return open_v1_net(g, o, info.version, err, errlen);
 	}
 	char src[300], perr[512];
 	snprintf(src, sizeof(src), "%s (its net)", path);
@@ -244,59 +340,36 @@ int dnn_ckpt_open_net(dnn_graph *g, const dnn_train_opts *o, char *name, size_t 
 		net_name_of(info.net_text, name, namelen);
 	dnn_ckpt_free_names(&info);
 	const dnn_node *in = &g->nodes[0];
+	int rc = 0;
 	if (o->input && (o->input != in->H || o->input != in->W)) {
 		snprintf(err, errlen, "--input %d: %s was trained at %dx%d (leave --input out: the checkpoint carries its net)",
 			 o->input, path, in->H, in->W);
-		dnn_graph_free(g);
-		return 2;
-	}
-	if (!o->net_set)
-		return 0;
-	/* --net given: it must be the checkpoint's net, once given the checkpoint's input size and
-	 * class count (the rewrites that --input and an image folder make). */
-	dnn_graph u;
-	if (dnn_graph_load(&u, o->net, err, errlen) != 0) {
-		dnn_graph_free(g);
-		return 1;
-	}
-	char la[1100], lb[1100], e2[512];
-	int rc = 0;
-	if (u.nodes[0].C == in->C && (u.nodes[0].H != in->H || u.nodes[0].W != in->W) &&
-	    dnn_graph_set_input_hw(&u, in->H, in->W, e2, sizeof(e2)) != 0)
 		rc = 2;
-	if (rc == 0 && u.classes != g->classes && dnn_graph_set_classes(&u, g->classes, e2, sizeof(e2)) != 0)
-		rc = 2;
-	int line = rc == 0 ? first_difference(g, &u, la, lb, sizeof(la)) : 0;
-	if (rc != 0)
-		snprintf(err, errlen, "--net %s is not the net of %s (it cannot take its %dx%dx%d input and %d classes: %s)",
-			 o->net, path, in->C, in->H, in->W, g->classes, e2);
-	else if (line > 0) {
-		snprintf(err, errlen, "--net %s is not the net of %s: node %d is '%s' in --net, '%s' in the checkpoint "
-			 "(leave --net out: the checkpoint carries its net)", o->net, path, line, lb, la);
-		rc = 2;
-	}
-	dnn_graph_free(&u);
+	} else if (o->net_set)
+		rc = check_given_net(g, o, err, errlen);
 	if (rc != 0)
 		dnn_graph_free(g);
 	return rc;
 }
 
-int dnn_ckpt_open_graph_classes(dnn_graph *g, const dnn_train_opts *o, dnn_ckpt_meta *meta)
+/* A version-1 checkpoint's net (--net's) once every rewrite is made: the structure hash it stored. */
+static int check_v1_net(const dnn_graph *g, const dnn_train_opts *o)
 {
-	int rc = dnn_ckpt_open_graph(g, o, NULL);
-	if (rc != 0)
-		return rc;
 	char err[1024];
-	if (dnn_checkpoint_read_classes(o->checkpoint_in, meta, err, sizeof(err)) != 0 ||
-	    (meta->nclasses > 0 && dnn_graph_set_classes(g, (int)meta->nclasses, err, sizeof(err)) != 0)) {
+	dnn_ckpt_meta info;
+	if (dnn_checkpoint_read_info(o->checkpoint_in, &info, 0, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
-		dnn_graph_free(g);
 		return 1;
 	}
-	return 0;
+	int rc = info.net_text ? 0 : dnn_ckpt_check_net(g, o->net, o->checkpoint_in, &info, NULL, err, sizeof(err));
+	dnn_ckpt_free_names(&info);
+	if (rc != 0)
+		fprintf(stderr, "error: %s\n", err);
+	return rc;
 }
 
-int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_dir)
+/* dnn_ckpt_open_net, then an image folder's classes: the exit status (message printed). */
+static int open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_dir)
 {
 	char err[2600];
 	int rc = dnn_ckpt_open_net(g, o, NULL, 0, err, sizeof(err));
@@ -311,4 +384,31 @@ int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_
 		return 1;
 	}
 	return 0;
+}
+
+int dnn_ckpt_open_graph_classes(dnn_graph *g, const dnn_train_opts *o, dnn_ckpt_meta *meta)
+{
+	int rc = open_graph(g, o, NULL);
+	if (rc != 0)
+		return rc;
+	char err[1024];
+	if (dnn_checkpoint_read_classes(o->checkpoint_in, meta, err, sizeof(err)) != 0 ||
+	    (meta->nclasses > 0 && dnn_graph_set_classes(g, (int)meta->nclasses, err, sizeof(err)) != 0)) {
+		fprintf(stderr, "error: %s\n", err);
+		dnn_graph_free(g);
+		return 1;
+	}
+	if ((rc = check_v1_net(g, o)) != 0) {
+		dnn_ckpt_free_names(meta);
+		dnn_graph_free(g);
+	}
+	return rc;
+}
+
+int dnn_ckpt_open_graph(dnn_graph *g, const dnn_train_opts *o, const char *data_dir)
+{
+	int rc = open_graph(g, o, data_dir);
+	if (rc == 0 && (rc = check_v1_net(g, o)) != 0)
+		dnn_graph_free(g);
+	return rc;
 }

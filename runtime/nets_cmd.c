@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "data.h"
 #include "graph.h"
 #include "model_ckpt.h"
 #include "starpu_anp.h"
@@ -22,6 +23,24 @@ int dnn_cmd_nets(void)
 		dnn_graph_free(&g);
 	}
 	return 0;
+}
+
+/* train --resume: g, the net train builds (--net at --input, an image folder's class count), must
+ * be the checkpoint's (dnn_ckpt_check_net: exit 2 as eval, predict and export). A checkpoint that
+ * cannot be read is left to dnn_model_load, which says precisely what is wrong with it. */
+static int resume_same_net(dnn_graph *g, const dnn_train_opts *o)
+{
+	char err[2600];
+	dnn_ckpt_meta info;
+	if (dnn_checkpoint_read_info(o->resume_path, &info, 0, err, sizeof(err)) != 0)
+		return 0;
+	int rc = dnn_data_prepare_graph(g, 0, o->data_dir, err, sizeof(err)) != 0
+			 ? 1
+			 : dnn_ckpt_check_net(g, o->net, o->resume_path, &info, NULL, err, sizeof(err));
+	dnn_ckpt_free_names(&info);
+	if (rc != 0)
+		fprintf(stderr, "error: %s\n", err);
+	return rc;
 }
 
 int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
@@ -48,8 +67,11 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 	if (o->input && dnn_graph_set_input_hw(&g, o->input, o->input, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: --input %d: %s\n", o->input, err);
 		rc = 1;
-	} else if (print_summary) {
-		dnn_graph_print_summary(&g, stdout);
+	} else {
+		if (o->resume_path && !strcmp(o->cmd, "train"))
+			rc = resume_same_net(&g, o);
+		if (rc == 0 && print_summary)
+			dnn_graph_print_summary(&g, stdout);
 	}
 	dnn_graph_free(&g);
 	return rc;

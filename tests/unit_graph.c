@@ -1,11 +1,13 @@
 /* unit_graph — built-in nets parse, and their parameter and FLOP counts match the standard
- * definitions (torchvision for ResNet-18/50; LeNet-5's classic count). */
+ * definitions (torchvision for ResNet-18/50; LeNet-5's classic count); the canonical text round
+ * trips; "the same net" (dnn_graph_compare, dnn_graph_fingerprint) sees every key of every op. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph.h"
+#include "op.h"
 #include "test_util.h"
 
 static void check_net(const char *name, long long want_params, double want_gmacs, double tol_rel)
@@ -85,9 +87,104 @@ static void test_text(void)
 	}
 }
 
+/* Every key of every node of g (from its op's descriptor), changed alone in a copy: compare
+ * names that node and key, the fingerprint changes; the structure hash of versions 1 and 2
+ * changes for the int keys only (what they missed). Then a name, the wiring and a node count. */
+static void check_every_key(const dnn_graph *g, const char *what, int *seen)
+{
+	dnn_graph c = *g;
+	dnn_graph_diff d;
+	c.nodes = malloc(sizeof(dnn_node) * (size_t)g->nnodes);
+	memcpy(c.nodes, g->nodes, sizeof(dnn_node) * (size_t)g->nnodes);
+	TEST_CHECK(dnn_graph_compare(g, &c, &d) == 0 && d.node == 0, "%s: differs from its copy", what);
+	for (int i = 0; i < g->nnodes; i++) {
+		const dnn_op_desc *desc = dnn_op_get(g->nodes[i].op);
+		seen[g->nodes[i].op] = 1;
+		for (int k = 0; k < desc->nkeys; k++) {
+			const dnn_op_key *ky = &desc->keys[k];
+			void *field = (char *)&c.nodes[i] + ky->offset;
+			if (ky->type == 'i')
+				*(int *)field += 1;
+			else
+				*(float *)field += *(float *)field + 0.0625f <= ky->hi ? 0.0625f : -0.0625f;
+			int rc = dnn_graph_compare(&c, g, &d);
+			TEST_CHECK(rc == 1 && d.node == i + 1 && !strcmp(d.key, ky->key) && !strcmp(d.name, g->nodes[i].name),
+				   "%s: %s's %s changed: compare says %d, node %d key '%s'", what, g->nodes[i].name, ky->key,
+				   rc, d.node, d.key);
+			TEST_CHECK(dnn_graph_fingerprint(&c) != dnn_graph_fingerprint(g), "%s: %s's %s: same fingerprint",
+				   what, g->nodes[i].name, ky->key);
+			TEST_CHECK((dnn_graph_structure_hash(&c) != dnn_graph_structure_hash(g)) == (ky->type == 'i'),
+				   "%s: %s's %s: structure hash", what, g->nodes[i].name, ky->key);
+			memcpy(&c.nodes[i], &g->nodes[i], sizeof(dnn_node));
+		}
+	}
+	c.nodes[1].name[0] ^= 1;
+	TEST_CHECK(dnn_graph_compare(&c, g, &d) == 1 && d.node == 2 && !strcmp(d.key, "name"), "%s: a name", what);
+	memcpy(&c.nodes[1], &g->nodes[1], sizeof(dnn_node));
+	const int last = g->nnodes - 1;
+	c.nodes[last].inputs[0] = 0;
+	TEST_CHECK(dnn_graph_compare(&c, g, &d) == 1 && d.node == last + 1 && !strcmp(d.key, "inputs") &&
+			   dnn_graph_fingerprint(&c) != dnn_graph_fingerprint(g),
+		   "%s: the wiring", what);
+	c.nodes[last].inputs[0] = g->nodes[last].inputs[0];
+	c.nnodes--;
+	char line[5000];
+	TEST_CHECK(dnn_graph_compare(&c, g, &d) == 1 && d.node == last + 1 && !strcmp(d.key, "node") &&
+			   !strcmp(d.a, "(none)"),
+		   "%s: a node less", what);
+	dnn_graph_diff_line(&d, "A", "B", line, sizeof(line));
+	TEST_CHECK(strstr(line, "is '(none)' in A, 'softmax_xent ") != NULL, "%s: diff line '%s'", what, line);
+	free(c.nodes);
+}
+
+static void test_same_net(void)
+{
+	char err[512], line[5000];
+	int seen[DNN_OP_COUNT] = {0};
+	dnn_graph g;
+	for (int i = 0; i < dnn_builtin_net_count(); i++) {
+		TEST_CHECK(dnn_graph_load(&g, dnn_builtin_net_name(i), err, sizeof(err)) == 0, "%s", err);
+		check_every_key(&g, dnn_builtin_net_name(i), seen);
+		dnn_graph_free(&g);
+	}
+	const char *data = getenv("DNN_TEST_DATA");
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/every_op.net", data ? data : "tests/data");
+	TEST_CHECK(dnn_graph_load(&g, path, err, sizeof(err)) == 0, "%s", err);
+	if (g.nodes) {
+		check_every_key(&g, "every_op.net", seen);
+		dnn_graph_free(&g);
+	}
+	for (int o = 0; o < DNN_OP_COUNT; o++)
+		TEST_CHECK(seen[o], "op %s is in no net checked (add it to tests/data/every_op.net)", dnn_op_name((dnn_op)o));
+	/* Float keys at their range's ends: the canonical text (%.9g of the float) reads back, p=0.99
+	 * included (written 0.99000001, above 0.99 as a double, not as a float). */
+	const char *ends = "input x 1 4 4\nconv c x out=2 k=1\nbatchnorm b c eps=1e-12 momentum=1\ndropout d b p=0.99\n"
+			   "batchnorm b2 d eps=1 momentum=0\ndense o b2 out=2\nsoftmax_xent l o\n";
+	TEST_CHECK(dnn_graph_parse(&g, ends, "ends.net", err, sizeof(err)) == 0, "%s", err);
+	if (g.nodes) {
+		check_text_round_trip(&g, "ends.net");
+		dnn_graph_free(&g);
+	}
+	TEST_CHECK(dnn_graph_parse(&g, "input x 1 4 4\ndropout d x p=0.991\ndense o d out=2\nsoftmax_xent l o\n", "p.net",
+				   err, sizeof(err)) != 0 && strstr(err, "p=0.991"), "p=0.991 accepted: %s", err);
+	/* The message: node, key, both values. */
+	dnn_graph a, b;
+	TEST_CHECK(dnn_graph_parse(&a, "input x 1 4 4\ndropout d x p=0.25\ndense o d out=2\nsoftmax_xent l o\n", "a.net",
+				   err, sizeof(err)) == 0, "%s", err);
+	TEST_CHECK(dnn_graph_parse(&b, "input x 1 4 4\ndropout d x p=0.9\ndense o d out=2\nsoftmax_xent l o\n", "b.net",
+				   err, sizeof(err)) == 0, "%s", err);
+	dnn_graph_diff d;
+	TEST_CHECK(dnn_graph_compare(&b, &a, &d) == 1, "p differs");
+	dnn_graph_diff_line(&d, "--net", "the checkpoint", line, sizeof(line));
+	TEST_CHECK(!strcmp(line, "node 2 (d): p=0.899999976 in --net, p=0.25 in the checkpoint"), "diff line '%s'", line);
+	dnn_graph_free(&a), dnn_graph_free(&b);
+}
+
 int main(void)
 {
 	test_text();
+	test_same_net();
 	check_net("lenet5", 61706, 0.000416520, 0.01);
 	/* ResNet-8/20 with projection shortcuts: 77,754 / 272,474 parameters
 	 * (the paper's zero-padding "option A" ResNet-20 has 269,722; ours adds 1x1 conv + BN). */

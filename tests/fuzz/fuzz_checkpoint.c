@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	CHECK(!(flags & FUZZ_CKPT_CHECK_FP) || meta.net_fingerprint == FUZZ_CKPT_FP);
 	CHECK(meta.nclasses == 0 || meta.class_names != NULL);
-	CHECK(meta.version == 1 || meta.version == DNN_CKPT_VERSION);
+	CHECK(meta.version >= 1 && meta.version <= DNN_CKPT_VERSION);
 	CHECK(meta.version >= 2 || meta.net_text == NULL);
 	// read_info saw the same header.
 	CHECK(irc == 0 && info.version == meta.version && info.net_fingerprint == meta.net_fingerprint &&

@@ -64,11 +64,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)dnn_graph_flops_train(&g);
 	if (devnull)
 		dnn_graph_print_summary(&g, devnull);
-	// The same text parses to the same graph.
+	// The same text parses to the same graph; so does its canonical text (the same net).
 	dnn_graph g2;
+	dnn_graph_diff d;
 	CHECK(dnn_graph_parse(&g2, text, "fuzz.net", err, sizeof(err)) == 0);
 	CHECK(dnn_graph_fingerprint(&g2) == fp);
+	CHECK(dnn_graph_compare(&g, &g2, &d) == 0 && d.node == 0);
 	dnn_graph_free(&g2);
+	char *canon = dnn_graph_to_text(&g, NULL);
+	CHECK(canon != NULL);
+	CHECK(dnn_graph_parse(&g2, canon, "canonical.net", err, sizeof(err)) == 0);
+	CHECK(dnn_graph_fingerprint(&g2) == fp && dnn_graph_compare(&g, &g2, &d) == 0);
+	dnn_graph_free(&g2);
+	free(canon);
 	// --input H W on the parsed graph: any sizes, absurd ones included.
 	if (size >= 4) {
 		int H = (int)(int16_t)fuzz_le16(data + size - 4), W = (int)(int16_t)fuzz_le16(data + size - 2);

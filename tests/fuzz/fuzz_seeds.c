@@ -133,7 +133,7 @@ static void cifar_seeds(void)
 }
 
 /* ------------------------------------------------------------------ checkpoints */
-/* version: 0 (current, 2) or 1; net: the net text of a version-2 file, or NULL. */
+/* version: 0 (current: DNN_CKPT_VERSION) or an older one; net: the net text (versions 2 on), or NULL. */
 static void ckpt_seed_v(int set_i, uint8_t flags, uint32_t nclasses, uint32_t version, char *net)
 {
 	const fuzz_ckpt_set *set = &fuzz_ckpt_sets[set_i];
@@ -165,7 +165,7 @@ static void ckpt_seed_v(int set_i, uint8_t flags, uint32_t nclasses, uint32_t ve
 	fclose(f);
 	remove(path);
 	char name[64];
-	snprintf(name, sizeof(name), "set%d-classes%u-flags%u-v%u%s", set_i, nclasses, flags, version ? version : 2,
+	snprintf(name, sizeof(name), "set%d-classes%u-flags%u-v%u%s", set_i, nclasses, flags, version ? version : DNN_CKPT_VERSION,
 		 net ? "-net" : "");
 	put("checkpoint", name, buf, n + 1);
 }
@@ -183,13 +183,14 @@ static void ckpt_seeds(void)
 	}
 	ckpt_seed(2, FUZZ_CKPT_FIX_CRC, 0);
 	ckpt_seed(2, FUZZ_CKPT_CHECK_FP, 3);
-	// Version 2 with the net text (what starpu_anp writes), and version 1 (older files).
+	// The current version with the net text (what starpu_anp writes), and versions 2 and 1 (older files).
 	static char net[] = "# net mlp.net, as trained\ninput x 1 8 8\ndense h x out=16 \nrelu r h\n"
 			    "dense o r out=3\nsoftmax_xent loss o\n";
 	for (int s = 0; s < 4; s++) {
 		ckpt_seed_v(s, FUZZ_CKPT_FIX_CRC, 3, 0, net);
 		ckpt_seed_v(s, FUZZ_CKPT_FIX_CRC | FUZZ_CKPT_CHECK_FP, 0, 0, net);
 		ckpt_seed_v(s, FUZZ_CKPT_FIX_CRC, 3, 1, NULL);
+		ckpt_seed_v(s, FUZZ_CKPT_FIX_CRC, 3, 2, net);
 	}
 	ckpt_seed_v(1, 0, 3, 1, NULL);
 }

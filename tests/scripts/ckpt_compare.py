@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """ckpt_compare.py A.ckpt B.ckpt [SUFFIX_TO_SKIP...] — per-tensor relative difference of two
-checkpoints of the same net (format: runtime/checkpoint.h, version 1 or 2). Prints one line per
+checkpoints of the same net (format: runtime/checkpoint.h, version 1 to 3). Prints one line per
 tensor, "name n rel_norm rel_max identical", where rel_norm = ||a-b|| / ||a|| and rel_max =
 max|a-b| / max|a| (0 when a is all zero and b equals it), then a last line
 "worst rel_norm R (tensor) rel_max M (tensor) identical_tensors K of N". Exit 2 on a file
@@ -13,8 +13,8 @@ def load(path):
     if b[:8] != b"ANPCKPT\0":
         sys.exit(f"{path}: not a checkpoint")
     ver, hlen = struct.unpack_from("<II", b, 8)
-    if ver not in (1, 2):
-        sys.exit(f"{path}: version {ver}, want 1 or 2")
+    if ver not in (1, 2, 3):
+        sys.exit(f"{path}: version {ver}, want 1, 2 or 3")
     o = 16
     _fp, _step, _epoch, ntens, _rng, ncls = struct.unpack_from("<QQIIQI", b, o)
     o += 36

@@ -50,10 +50,13 @@ printf 'input x 1 28 28\ndense h x out=16\nrelu r h\ndense o r out=10\nsoftmax_x
 expect_rc 2 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other.ckpt" --quiet \
   && echo "other net: $ERR" && { [[ "$ERR" == *"other.ckpt"* && "$ERR" == *"mlp16.net"* && "$ERR" == *"out=17"* \
        && "$(printf '%s\n' "$ERR" | wc -l)" = 1 ]] || fail "other net: $ERR"; }
-# A version-1 checkpoint (no net inside) of another net: the load finds the mismatch (exit 1).
+# A version-1 checkpoint (no net inside) of another net: its structure hash tells, the same usage
+# error (exit 2) as any other net (model_ckpt.h dnn_ckpt_check_net), for eval and train --resume.
 python3 "$(dirname "$0")/ckpt_v1.py" "$TMP/other.ckpt" "$TMP/other-v1.ckpt" || fail "ckpt_v1.py"
-expect_rc 1 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
-  && echo "other net (v1): $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"another net"* ]] || fail "other net v1: $ERR"; }
+expect_rc 2 "$A" eval --net "$TMP/mlp16.net" --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
+  && echo "other net (v1): $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"is not the net of"* ]] || fail "other net v1: $ERR"; }
+expect_rc 2 "$A" train --net "$TMP/mlp16.net" --data synthetic --max-steps 2 --no-eval --resume "$TMP/other-v1.ckpt" --quiet \
+  && echo "other net (v1, train): $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"is not the net of"* ]] || fail "other net v1 train: $ERR"; }
 # ... and without --net it says that --net is needed (usage error).
 expect_rc 2 "$A" eval --data synthetic --limit 64 --checkpoint "$TMP/other-v1.ckpt" --quiet \
   && echo "v1 without --net: $ERR" && { [[ "$ERR" == *"other-v1.ckpt"* && "$ERR" == *"--net"* ]] || fail "v1 without --net: $ERR"; }
@@ -67,6 +70,20 @@ open(sys.argv[2], "wb").write(b)
 PYEOF
 expect_rc 1 "$A" eval --data synthetic --limit 64 --checkpoint "$TMP/net-bit.ckpt" --quiet \
   && echo "net-bit: $ERR" && { [[ "$ERR" == *"net-bit.ckpt"* && "$ERR" == *"checksum mismatch"* ]] || fail "net-bit: $ERR"; }
+# ... and train --resume, which compares its --net with the net text before loading, says so too,
+# whether the damaged text no longer parses or reads as another net (out=6 -> out=7).
+python3 - "$GOOD" "$TMP/net-digit.ckpt" <<'PYEOF' || fail "making net-digit.ckpt"
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = b.index(b"conv c1")
+i = b.index(b"out=6", i)
+b[i + 4] ^= 0x01
+open(sys.argv[2], "wb").write(b)
+PYEOF
+for f in net-bit net-digit; do
+  expect_rc 1 "$A" train --data synthetic --max-steps 3 --no-eval --resume "$TMP/$f.ckpt" --quiet \
+    && echo "$f (train): $ERR" && { [[ "$ERR" == *"$f.ckpt"* && "$ERR" == *"checksum mismatch"* ]] || fail "$f (train): $ERR"; }
+done
 # Not a file: usage errors.
 expect_rc 2 "$A" train --data synthetic --resume "$TMP" --quiet && { [[ "$ERR" == *"is a directory"* ]] || fail "directory: $ERR"; }
 expect_rc 2 "$A" eval --data synthetic --checkpoint "$TMP/none.ckpt" --quiet && { [[ "$ERR" == *"none.ckpt"* ]] || fail "missing: $ERR"; }
