@@ -184,7 +184,7 @@ static const char *mixed_net = "input x 1 28 28\n"
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks. */
 static void one_step(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train)
 {
-	char err[512], lvl[8];
+	char err[512], lvl[16];
 	snprintf(lvl, sizeof(lvl), "%d", fuse);
 	setenv("DNN_FUSE", lvl, 1);
 	dnn_graph g;
