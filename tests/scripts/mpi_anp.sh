@@ -5,6 +5,7 @@
 # relative after 12 steps; rank 0 evaluates and reports the ANP fields. With 4 corrupt files
 # (1 empty, 3 undecodable, wherever the shuffle sends them), rank 0 reports all 4 as skipped,
 # although each rank decodes only its own shards.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 GEN="$DNN_BUILD_DIR/tests/anpgen"
 NET="$DNN_SOURCE_DIR/tests/data/anp_small.net"

@@ -3,6 +3,7 @@
 # single-process run with the same seed and global batch: train_loss within TOL relative after
 # 20 steps, with the tree and the ring all-reduce (--allreduce). Also: --mode/--staleness work in
 # a single process (async with one rank = sync), and so does --allreduce ring.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }

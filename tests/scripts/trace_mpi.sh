@@ -3,6 +3,7 @@
 # one paje.trace that ViTE parses cleanly, and the summary lists the workers of both ranks and
 # shows at least 25% of the gradient all-reduce tasks overlapping the backward pass (tasks tagged
 # with their step).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 command -v vite >/dev/null || { echo "SKIP: ViTE (vite) not installed"; exit 77; }

@@ -11,6 +11,7 @@
 # worker and that chunk c ran on worker c mod 2 (chunks 0 and 2 together, 1 on the other). An
 # unpinned run under lws fails that (measured: each chunk's 640 tasks split ~45/55 over the two
 # workers, and every chunk's loads on both).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 export STARPU_NCPU=2 STARPU_NCUDA=0
