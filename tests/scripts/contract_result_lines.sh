@@ -33,7 +33,7 @@ own "bench" "$A" bench --net lenet5 --batch 16 --steps 2 --warmup 1 --quiet
 own "eval" "$A" eval --net lenet5 --data synthetic --checkpoint "$TMP/c.ckpt" --limit 64 --quiet
 own "train async, 1 process" "$A" train --net lenet5 "${SYN[@]}" --max-steps 3 --mode async --staleness 1
 if command -v mpirun >/dev/null; then
-  MPI=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2)
+  MPI=(timeout 300 "${ANP_MPIRUN[@]}" -np 2)
   own "mpirun -np 2 train sync" "${MPI[@]}" "$A" train --net lenet5 "${SYN[@]}" --max-steps 3
   own "mpirun -np 2 train async" "${MPI[@]}" "$A" train --net lenet5 "${SYN[@]}" --max-steps 3 --mode async \
     --staleness 1

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1 STARPU_NCUDA=0
-MPI=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2)
+MPI=(timeout 300 "${ANP_MPIRUN[@]}" -np 2)
 BASE=(train --net lenet5 --limit-train 3200 --limit-test 500 --epochs 2)
 ARGS=("${BASE[@]}" --seed 3)
 # keys_ok LINE: unique keys, each field key=value with no blank inside a value
