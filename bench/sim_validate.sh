@@ -7,8 +7,9 @@
 # A case is NET:WORKERS:RANKS:MODE, e.g. lenet5:1:1:sync (one process, one CPU worker) or
 # resnet8:1:2:async (2 ranks x 1 worker, under mpirun / starpu_smpirun). Batch 64 (global).
 # For each case, in this order: calibrate the CPU models on its shapes (a fresh calibration
-# directory per invocation, so old noise does not leak in), run the real binary N times (median
-# images/s; one-process runs calibrate too, and their models hold only the runs being compared),
+# directory per invocation, so old noise does not leak in), run the real binary N times (pooled
+# images/s: the harmonic mean; one-process runs calibrate too, and their models hold only the
+# runs being compared),
 # simulate it (scripts/simulate.sh: nodes of WORKERS cores, ranks joined by the
 # --network below), and print
 #   case real_images_per_s sim_images_per_s ratio(sim/real)
@@ -80,7 +81,11 @@ for c in "${L[@]}"; do
     fi
     ips+=("$(anp_result_field "$line" images_per_s)")
   done
-  real="$(printf '%s\n' "${ips[@]}" | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')"
+  # The runs pooled (all their images over all their timed seconds: the harmonic mean, each run
+  # timing as many images): one-process models are means over every task of every run, so a
+  # run slowed by other work weighs on both sides alike. (The median run, used before, left a
+  # slowed run out of the measurement but not out of the models: 0.60 once.)
+  real="$(printf '%s\n' "${ips[@]}" | awk '$1 > 0 {s += 1 / $1; n++} END {printf "%.1f", (n && s > 0 ? n / s : 0)}')"
   # 3. the simulation
   simline="$(bash "$ROOT/scripts/simulate.sh" --quiet --net "$net" --batch "$BATCH" --chunks "$k" --nodes "$r" \
              --cores "$w" --ncpu "$w" --mode "$mode" --steps "$STEPS" --warmup 5 --network "$NETWORK" \
