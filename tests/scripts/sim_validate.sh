@@ -9,9 +9,9 @@
 # Load (CI is a shared machine): the simulation models a machine that runs nothing else, so
 # bench/sim_validate.sh runs the measured runs at nice -15 where the system allows it, and its
 # models hold only the measured runs' own task times (not those of a calibration run made
-# earlier, under other load); a comparison outside the bound is made again (below). With a busy
-# loop on each of 2 cores: ratio 1.22 before, 0.88, 0.94 and 1.01 after; without the loops 1.07
-# (tests/stress/timing_tests.sh).
+# earlier, under other load), and it pools the measured runs (harmonic mean) as the models pool
+# their tasks; a comparison outside the bound is made again (below). With a busy loop on each
+# of 2 cores: ratio 1.22 before; 1.000, 1.008, 1.033 after (tests/stress/timing_tests.sh).
 # Skipped (77) only where SimGrid is absent; scripts/bootstrap.sh --sim (scripts/test.sh) installs it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
