@@ -33,6 +33,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=../scripts/lib.sh
+source "$ROOT/scripts/lib.sh" # the result line
 REPS=3
 NETS="lenet5 resnet8 resnet20"
 BATCHES="64 256"
@@ -145,12 +147,12 @@ steps_for() { # net batch
 warmup_for() { case "$1" in lenet5) echo 5 ;; *) echo 1 ;; esac; }
 
 echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1" >"$CSV"
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" | tail -1; }
+field() { anp_result_field "$(cat)" "$1"; } # LINE on stdin
 
 run_starpu() { # round net batch ncpu
   local st wu line
   st="$(steps_for "$2" "$3")"; wu="$(warmup_for "$2")"
-  line="$(STARPU_NCPU="$4" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" --quiet 2>>"$LOG" | tail -1)"
+  line="$(STARPU_NCPU="$4" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" --quiet 2>>"$LOG" | anp_result_line || true)"
   echo "starpu NCPU=$4 $line" >>"$LOG"
   echo "$1,starpu-anp,$2,$3,$4,$(echo "$line" | field images_per_s),$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
   printf '  %-10s %-8s b%-4s %d worker(s): %8s img/s\n' starpu-anp "$2" "$3" "$4" "$(echo "$line" | field images_per_s)" >&2
@@ -161,7 +163,7 @@ run_other() { # framework round net batch threads
   st="$(steps_for "$3" "$4")"; wu="$(warmup_for "$3")"
   # TensorFlow's first call traces the graph: it is never timed (tf_nets.py adds it to warm-up 1).
   line="$(OMP_NUM_THREADS="$5" "$PY" "$ROOT/bench/$script" --net "$3" --batch "$4" --threads "$5" \
-            --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" | tail -1)"
+            --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" | anp_result_line || true)"
   echo "$1 threads=$5 $line" >>"$LOG"
   echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
   printf '  %-10s %-8s b%-4s %d thread(s): %8s img/s\n' "$1" "$3" "$4" "$5" "$(echo "$line" | field images_per_s)" >&2

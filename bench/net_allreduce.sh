@@ -9,20 +9,24 @@
 # "tree tree+b4" for --allreduce tree and --allreduce tree --bucket-mb 4; run in turn per rep),
 # STEPS_lenet5 (60), STEPS_resnet8 (10), STEPS_resnet20 (5), REPS (1), ANP_NET_ID (40).
 # Needs root (namespaces). Run from the repository root after building.
-set -u
+set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=../scripts/lib.sh
+source "$ROOT/scripts/lib.sh" # the result line
 B="${STARPU_ANP:-$ROOT/build/apps/starpu_anp}"
 C="$ROOT/tests/net/cluster.sh"
 export ANP_NET_ID="${ANP_NET_ID:-40}"
 NETS="${NETS:-lenet5 resnet8 resnet20}"; HOSTS="${HOSTS:-2 4}"; RATES="${RATES:-off 10gbit 1gbit}"; REPS="${REPS:-1}"
 ARS="${ARS:-tree ring}"
 for v in $ARS; do [[ "$v" =~ ^(tree|ring)(\+b[0-9]+([.][0-9]+)?)?$ ]] || { echo "net_allreduce.sh: ARS item '$v': expected tree, ring, tree+bM or ring+bM" >&2; exit 2; }; done
-trap 'bash "$C" down' EXIT
+# One EXIT trap (a second `trap ... EXIT` replaces the first): the cluster goes down and the
+# scratch folder goes, also on Ctrl-C or a failed step.
+TMP="$(mktemp -d)"
+trap 'bash "$C" down; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT
-TMP="$(mktemp -d)"; trap 'bash "$C" down; rm -rf "$TMP"' EXIT
 printf '%-9s %5s %6s %8s %10s %14s %14s %14s\n' net hosts rate ar img_per_s mpi_B_per_step busiest_B_step link_B_per_step
 for n in $HOSTS; do
-  bash "$C" up "$n" >/dev/null || exit $?
+  rc=0; bash "$C" up "$n" >/dev/null || rc=$?; [ "$rc" = 0 ] || exit "$rc"
   for rate in $RATES; do
     bash "$C" rate "$rate" || exit 1
     for net in $NETS; do
@@ -34,11 +38,11 @@ for n in $HOSTS; do
         ar="${arv%%+*}" bucket=0; [ "$ar" = "$arv" ] || bucket="${arv#*+b}"
         tx0=0; for h in $(seq 1 "$n"); do tx0=$((tx0 + $(ip netns exec "anpnet${ANP_NET_ID}h$h" cat /sys/class/net/anp0/statistics/tx_bytes))); done
         line="$(timeout -k 5 600 bash "$C" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_MPI_STATS=1 \
-          "$B" bench --net "$net" --steps "$steps" --allreduce "$ar" --bucket-mb "$bucket" --quiet 2>"$TMP/err" | tail -1)" \
+          "$B" bench --net "$net" --steps "$steps" --allreduce "$ar" --bucket-mb "$bucket" --quiet 2>"$TMP/err" | anp_result_line)" \
           || { echo "run failed: $net $n $rate $arv" >&2; tail -5 "$TMP/err" >&2; continue; }
         tx1=0; for h in $(seq 1 "$n"); do tx1=$((tx1 + $(ip netns exec "anpnet${ANP_NET_ID}h$h" cat /sys/class/net/anp0/statistics/tx_bytes))); done
-        total_steps="$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^steps=//p')"
-        ips="$(printf '%s\n' "$line" | tr ' ' '\n' | sed -n 's/^images_per_s=//p')"
+        total_steps="$(anp_result_field "$line" steps)"
+        ips="$(anp_result_field "$line" images_per_s)"
         read -r all max < <(sed -n 's/^\[starpu_comm_stats\]\[[0-9]*\] TOTAL:[[:space:]]*\([0-9]*\)\..*/\1/p' "$TMP/err" \
           | awk '{s += $1; if ($1 > m) m = $1} END {print s + 0, m + 0}')
         printf '%-9s %5s %6s %8s %10s %14.0f %14.0f %14.0f\n' "$net" "$n" "$rate" "$arv" "$ips" \

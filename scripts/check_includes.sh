@@ -19,7 +19,7 @@
 # that is in none of them (generated into the build tree, or a system header written with quotes)
 # is not a layering question and is listed on stderr only. runtime/ and traces/ are one layer.
 # Exit 0 when all includes go downward (or sideways).
-set -u
+set -euo pipefail
 ROOT="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 cd "$ROOT" || { echo "check_includes: cannot enter $ROOT" >&2; exit 2; }
 

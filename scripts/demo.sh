@@ -10,6 +10,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=env.sh
 source "$ROOT/scripts/env.sh"
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh" # the result line
 echo "[demo] building in $ROOT/build"
 cmake -S "$ROOT" -B "$ROOT/build" >"$ROOT/build.cmake.log" 2>&1 || { cat "$ROOT/build.cmake.log" >&2; exit 1; }
 cmake --build "$ROOT/build" -j"$(nproc)" --target starpu_anp >/dev/null
@@ -26,7 +28,7 @@ if command -v gnuplot >/dev/null; then
 set terminal pngcairo size 900,420 font "DejaVu Sans,10"
 set output "$OUT/training.png"
 set datafile separator ","
-set multiplot layout 1,2 title "starpu-anp: $(tail -1 "$OUT/result.txt" | grep -o 'net=[^ ]*')"
+set multiplot layout 1,2 title "starpu-anp: net=$(anp_result_field "$(anp_result_line "$OUT/result.txt")" net)"
 set xlabel "step"; set ylabel "loss"; set grid
 plot "< grep ^train_step $OUT/metrics.csv" using 3:4 with lines lc rgb "#1f77b4" title "train loss (per step)", \
      "< grep ^test_epoch $OUT/metrics.csv" using 3:4 with linespoints lw 2 pt 7 lc rgb "#d62728" title "test loss"

@@ -23,8 +23,10 @@
 # ./gpu-out): summary.txt, logs.txt (every log, concatenated), ldd.txt, bench.txt (the table),
 # perfmodels-<device>-<date>.tar.gz ($STARPU_HOME/.starpu/sampling with device.txt). Exit status:
 # the number of failures (tests, benchmark runs, timeouts), 0 when all passed.
-set -uo pipefail
+set -euo pipefail # a step expected to fail says so (|| RC=$?, || true); failures are counted
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh"
 PACK="${1:-gpu-pack.tar.gz}"
 OUTDIR="${OUT:-$PWD/gpu-out}"
 BUDGET="${GPU_CHECK_BUDGET:-345}"
@@ -41,7 +43,7 @@ note() { printf '%s\n' "$*" >>"$OUTDIR/summary.txt"; }          # summary only
 say() { printf '%s\n' "$*" | tee -a "$OUTDIR/summary.txt"; }     # summary and console
 failed() { printf '%s\n' "$*" >>"$WORK/failures"; }
 is_finite() { [[ "$1" =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
-field() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+field() { anp_result_field "$1" "$2" || true; } # a broken result line reads as missing fields
 now() { date +%s; }
 smi_L() { if command -v nvidia-smi >/dev/null; then nvidia-smi -L 2>&1 | paste -sd ';'; else echo "no nvidia-smi on PATH"; fi; }
 stop() { printf '%s\n' "$2" | tee -a "$OUTDIR/summary.txt"; exit "$1"; } # the one line, then out
@@ -53,11 +55,10 @@ if [ "${GPU_CHECK_PHASE:-}" != inner ]; then
   WORK="$(mktemp -d)"
   export WORK OUTDIR
   T0="$(now)"
-  GPU_CHECK_PHASE=inner GPU_CHECK_T0="$T0" timeout -k 10 "$BUDGET" bash "$0" "$@"
-  rc=$?
+  rc=0; GPU_CHECK_PHASE=inner GPU_CHECK_T0="$T0" timeout -k 10 "$BUDGET" bash "$0" "$@" || rc=$?
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     # the step that was running has its own process group (its timeout): end it too
-    [ -s "$WORK/current.pid" ] && kill -KILL -- "-$(cat "$WORK/current.pid")" 2>/dev/null
+    [ -s "$WORK/current.pid" ] && kill -KILL -- "-$(cat "$WORK/current.pid")" 2>/dev/null || true
     failed "overall timeout after ${BUDGET}s"
     say "gpu-check: overall timeout (${BUDGET}s) reached; later steps did not run"
   fi
@@ -71,7 +72,7 @@ if [ "${GPU_CHECK_PHASE:-}" != inner ]; then
   fi
   # The perf models (CUDA and CPU codelets, bus), with the device and the date.
   if [ -d "$WORK/starpu_home/.starpu/sampling" ]; then
-    dev="$(sed -n 's/^device: //p' "$WORK/device.txt" 2>/dev/null | head -1)"
+    dev="$(sed -n 's/^device: //p' "$WORK/device.txt" 2>/dev/null | head -1 || true)"
     tag="$(printf '%s' "${dev:-unknown}" | tr -c 'A-Za-z0-9._-' '_')-$(date -u +%Y%m%d)"
     tar -C "$WORK/starpu_home/.starpu" -czf "$OUTDIR/perfmodels-$tag.tar.gz" sampling \
       -C "$WORK" device.txt 2>/dev/null && note "perf models: perfmodels-$tag.tar.gz"
@@ -107,8 +108,7 @@ run_logged() {
   timeout -k 5 "$tmo" "$@" >"$LOG" 2>&1 &
   local pid=$!
   echo "$pid" >"$WORK/current.pid"
-  wait "$pid"
-  RC=$?
+  RC=0; wait "$pid" || RC=$?
   : >"$WORK/current.pid"
   SECS=$(($(now) - t))
 }
@@ -125,7 +125,7 @@ PYS=()
 for p in python3 /opt/torch/.venv/bin/python3; do
   command -v "$p" >/dev/null 2>&1 && PYS+=("$(command -v "$p")")
 done
-ldd_all() { for b in "$B"/*; do [ -f "$b" ] && [ -x "$b" ] && { echo "== $(basename "$b")"; ldd "$b" 2>&1; }; done; }
+ldd_all() { for b in "$B"/*; do [ -f "$b" ] && [ -x "$b" ] && { echo "== $(basename "$b")"; ldd "$b" 2>&1 || true; }; done; return 0; }
 ldd_all >"$OUTDIR/ldd.txt"
 if grep -q 'not found' "$OUTDIR/ldd.txt"; then
   wheel_libs=""
@@ -156,7 +156,7 @@ note "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 note "pack: $(head -4 "$WORK/pack/MANIFEST" 2>/dev/null | paste -sd ';')"
 
 # 2. the CUDA worker count (first StarPU start: bus calibration into the one STARPU_HOME)
-GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+GPU_NAME="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)"
 # The perf-model files are named after STARPU_HOSTNAME: the device's name (NVIDIA_H200), so the
 # simulation finds them with STARPU_HOSTNAME=NVIDIA_H200 whatever the lent machine was called.
 export STARPU_HOME="$WORK/starpu_home" STARPU_SILENT=1
@@ -174,7 +174,7 @@ if [ ! -x "$B/gpu_workers" ]; then
   stop 3 "gpu-check: no gpu_workers helper in the pack (rebuild it with scripts/gpu-pack.sh)"
 fi
 run_logged gpu_workers 60 env STARPU_BUS_CALIBRATE=1 "$B/gpu_workers"
-ncuda="$(sed -n 's/^workers: cuda=\([0-9][0-9]*\) .*/\1/p' "$LOG" | head -1)"
+ncuda="$(sed -n 's/^workers: cuda=\([0-9][0-9]*\) .*/\1/p' "$LOG" | head -1 || true)"
 if [ -z "$ncuda" ] || [ "$ncuda" = 0 ]; then
   stop 3 "gpu-check: no CUDA worker exists (starpu_cuda_worker_get_count() = ${ncuda:-unknown}; gpu_workers exit $RC; nvidia-smi -L: $(smi_L))"
 fi
@@ -230,7 +230,7 @@ anp() {
   run_logged "bench-$label" "$T_BENCH" env "${envs[@]}" "$B/starpu_anp" bench --net "$net" --input "$INPUT" \
     --batch "$BATCH" --chunks "$CHUNKS" --steps "$steps" --warmup "$warm" --quiet
   local line ips loss gcpu gcuda st=ok
-  line="$(grep '^result:' "$LOG" | tail -1)"
+  line="$(anp_result_line "$LOG" || true)"
   ips="$(field "$line" images_per_s)"; loss="$(field "$line" train_loss)"
   gcpu="$(field "$line" ncpu)"; gcuda="$(field "$line" ncuda)"
   if [ "$RC" != 0 ]; then st="FAIL(exit $RC)"
@@ -257,7 +257,7 @@ torchrun() {
     --input "$INPUT" --batch "$BATCH" --device cuda --math "$math" --steps "$STEPS" --warmup "$WARMUP" \
     --threads "$(nproc)"
   local line ips loss st=ok
-  line="$(grep '^result:' "$LOG" | tail -1)"
+  line="$(anp_result_line "$LOG" || true)"
   ips="$(field "$line" images_per_s)"; loss="$(field "$line" train_loss)"
   if [ "$RC" != 0 ]; then st="FAIL(exit $RC)"; elif ! is_finite "$loss"; then st="FAIL(loss '$loss')"; fi
   [ "$st" = ok ] && NB_OK=$((NB_OK + 1)) || { NB_FAIL=$((NB_FAIL + 1)); failed "bench $label: $st"; }

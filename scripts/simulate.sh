@@ -34,6 +34,8 @@
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=lib.sh
+source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
@@ -170,7 +172,7 @@ calibrate() {
   else
     mkdir -p "$CALIB_MPI"
     STARPU_HOME="$CALIB_MPI" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
-      mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
+      "${ANP_MPIRUN[@]}" -np "$ranks" \
       -x STARPU_HOME -x STARPU_CALIBRATE -x STARPU_HISTORY_MAX_ERROR -x STARPU_SCHED -x STARPU_NCPU -x STARPU_NCUDA \
       "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
   fi
@@ -188,6 +190,9 @@ CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,bat
 STARPU_MAXNODES="$(sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p' "$STARPU_SIM_PREFIX/include/starpu/1.4/starpu_config.h")"
 nruns=0 nfail=0
 RUNROWS="$(mktemp /tmp/anp-sim-rows-XXXXXX.csv)" # this invocation's rows, for the plot
+pd=""                                               # the plot's scratch folder, once made
+# Removed on every exit: also a usage error found inside the loop (a batch that does not split).
+trap 'rm -f "$RUNROWS"; [ -z "$pd" ] || rm -rf "$pd"' EXIT
 for nodes in "${L_NODES[@]}"; do
 for gpus in "${L_GPUS[@]}"; do
 for mode in "${L_MODE[@]}"; do
@@ -245,7 +250,7 @@ for ar in "${L_AR[@]}"; do
     "${cmd[@]}" >"$log" 2>&1 || rc=$?
     t1=$(date +%s.%N)
     nruns=$((nruns + 1))
-    line="$(grep -m1 '^result:' "$log" || true)"
+    line="$(anp_result_line "$log" || true)"
     if [ "$rc" != 0 ] || [ -z "$line" ]; then
       nfail=$((nfail + 1))
       why="$(grep -m1 -E '^error:|does not have a perfmodel|^simulation:' "$log" || grep -v '^\[' "$log" | grep -v '^$' | tail -1)"
@@ -254,7 +259,7 @@ for ar in "${L_AR[@]}"; do
     fi
     rm -f "$log"
     echo "$line"
-    field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
+    field() { anp_result_field "$line" "$1"; }
     ips="$(field images_per_s)"; wall="$(field wall_s)"
     ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     bmb="$(field bucket_mb)"; nar="$(field allreduces)"

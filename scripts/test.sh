@@ -2,7 +2,10 @@
 # test.sh — bootstrap, configure, build into build/ and run the whole CTest suite.
 #   scripts/test.sh                 everything
 #   scripts/test.sh -L unit         only one label (any ctest arguments pass through)
-#   scripts/test.sh --sanitize ...  ASan+UBSan build in build-sanitize/
+#   scripts/test.sh --sanitize ...  ASan+UBSan build in build-sanitize/ (C only: the sanitizers
+#                                   instrument the C code; nvcc's CUDA kernels would only make
+#                                   the build longer). CI (.ci/run) runs its unit, grad, bad and
+#                                   fuzz labels, so that the sanitizer build cannot rot.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="$ROOT/build"
@@ -10,7 +13,7 @@ CMAKE_EXTRA=()
 if [ "${1:-}" = "--sanitize" ]; then
   shift
   BUILD="$ROOT/build-sanitize"
-  CMAKE_EXTRA+=(-DDNN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+  CMAKE_EXTRA+=(-DDNN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDNN_ENABLE_CUDA=OFF)
 fi
 # shellcheck source=env.sh
 ctest_args=("$@")

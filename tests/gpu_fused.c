@@ -132,7 +132,7 @@ static void test_bn_relu(int N, int C, int HW)
 #define CMP(name, got, want, n, tol)                                                        \
 	do {                                                                                \
 		snprintf(what, sizeof what, "bn+relu %dx%dx%d: %s", N, C, HW, name);         \
-		test_close_f(what, got, want, n, tol);                                      \
+		test_close_mixed_f(what, got, want, n, tol);                                      \
 	} while (0)
 	TEST_CHECK(nx < 8 || zeros * 10 >= nx, "bn+relu %dx%dx%d: only %zu of %zu outputs are 0: the mask is not tested",
 		   N, C, HW, zeros, nx);

@@ -70,7 +70,7 @@ static void compare(const char *what, struct starpu_codelet *cl, void *const *ar
 			differ += memcmp(&c[t].x[i], &g[t].x[i], sizeof(float)) != 0;
 		char name[128];
 		snprintf(name, sizeof(name), "%s chunk %d (n=%d): x cuda vs cpu", what, t, n[t]);
-		test_close_f(name, g[t].x, c[t].x, m, TOL);
+		test_close_mixed_f(name, g[t].x, c[t].x, m, TOL);
 		printf("%s chunk %d: %d samples, %zu of %zu values differ in their bits\n", what, t, n[t], differ, m);
 		int yok = 1;
 		for (int i = 0; i < n[t]; i++)

@@ -62,7 +62,7 @@ static void compare_cpu_cuda(const char *what, struct starpu_codelet *cl, const 
 			STARPU_ASSERT(bufs[i].elemsize == sizeof(float));
 			char name[96];
 			snprintf(name, sizeof(name), "%s buffer %d (cuda vs cpu)", what, i);
-			test_close_f(name, gpu[i], cpu[i], bufs[i].n, TOL);
+			test_close_mixed_f(name, gpu[i], cpu[i], bufs[i].n, TOL);
 		}
 		free(cpu[i]);
 		free(gpu[i]);
@@ -216,8 +216,8 @@ static void check_mixed_redux(int K, int N, int IN, int OUT)
 	}
 	starpu_data_unregister(hdw);
 	starpu_data_unregister(hdb);
-	test_close_f("mixed cpu/cuda redux dw", dw, ref_w, nw, TOL);
-	test_close_f("mixed cpu/cuda redux db", db, ref_b, OUT, TOL);
+	test_close_mixed_f("mixed cpu/cuda redux dw", dw, ref_w, nw, TOL);
+	test_close_mixed_f("mixed cpu/cuda redux db", db, ref_b, OUT, TOL);
 	free(x), free(dy), free(dw), free(db), free(ref_w), free(ref_b), free(hx), free(hdy);
 }
 

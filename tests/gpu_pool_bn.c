@@ -72,11 +72,11 @@ static void test_maxpool(int N, int C, int H, int W, int k, int stride, int pad)
 	}
 	char what[128];
 	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d: y", N, C, H, W, k, stride, pad);
-	test_close_f(what, y[GPU], y[CPU], ny, 0);
+	test_close_mixed_f(what, y[GPU], y[CPU], ny, 0);
 	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d: dx (W)", N, C, H, W, k, stride, pad);
-	test_close_f(what, dxw[GPU], dxw[CPU], nx, 1e-6);
+	test_close_mixed_f(what, dxw[GPU], dxw[CPU], nx, 1e-6);
 	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d: dx (RW)", N, C, H, W, k, stride, pad);
-	test_close_f(what, dxa[GPU], dxa[CPU], nx, 1e-6);
+	test_close_mixed_f(what, dxa[GPU], dxa[CPU], nx, 1e-6);
 	free(x);
 	free(dy);
 	free(dx0);
@@ -192,7 +192,7 @@ static void test_bn(int N, int C, int HW)
 #define CMP(name, got, want, n, tol)                                                     \
 	do {                                                                             \
 		snprintf(what, sizeof what, "bn %dx%dx%d: %s", N, C, HW, name);           \
-		test_close_f(what, got, want, n, tol);                                   \
+		test_close_mixed_f(what, got, want, n, tol);                                   \
 	} while (0)
 	for (int d = 0; d < NDEV; d++)
 		printf("bn %dx%dx%d ran on %s worker %d\n", N, C, HW, dev_name[d], workers[d]);

@@ -58,7 +58,7 @@ static void test_sgd(long n, int keep_grad, int write_delta)
 	do {                                                                                               \
 		snprintf(what, sizeof what, "sgd n=%ld keep_grad=%d write_delta=%d %s: %s", n, keep_grad, write_delta, \
 			 dev_name[d], name);                                                               \
-		test_close_f(what, got, want, n, tol);                                                      \
+		test_close_mixed_f(what, got, want, n, tol);                                                      \
 	} while (0)
 		CMP("w", w[d], rw, 1e-6);
 		CMP("v", v[d], rv, 1e-6);
@@ -68,7 +68,7 @@ static void test_sgd(long n, int keep_grad, int write_delta)
 #undef CMP
 	}
 	if (keep_grad) /* the reference itself: grad kept means both steps used it */
-		test_close_f("sgd keep_grad: grad untouched", rg, g0, n, 0);
+		test_close_mixed_f("sgd keep_grad: grad untouched", rg, g0, n, 0);
 	free(w0), free(v0), free(g0), free(rw), free(rv), free(rg), free(rd);
 	for (int d = 0; d < NDEV; d++)
 		free(w[d]), free(v[d]), free(g[d]), free(dl[d]);
@@ -108,11 +108,11 @@ static void test_slices(size_t n, size_t len, const size_t *offs, int noff)
 	for (int d = 0; d < NDEV; d++) {
 		for (int k = 0; k < noff; k++) {
 			snprintf(what, sizeof what, "vec_slice_get n=%zu len=%zu off=%zu %s", n, len, offs[k], dev_name[d]);
-			test_close_f(what, chunk[d][k], full + offs[k], len, 0);
+			test_close_mixed_f(what, chunk[d][k], full + offs[k], len, 0);
 			free(chunk[d][k]);
 		}
 		snprintf(what, sizeof what, "vec_slice_put n=%zu len=%zu %s", n, len, dev_name[d]);
-		test_close_f(what, dst[d], ref, n, 0);
+		test_close_mixed_f(what, dst[d], ref, n, 0);
 		free(dst[d]);
 	}
 	free(full), free(dst0), free(ref);
@@ -150,9 +150,9 @@ static void test_add_axpy(long n)
 	char what[96];
 	for (int d = 0; d < NDEV; d++) {
 		snprintf(what, sizeof what, "vec_add n=%ld %s", n, dev_name[d]);
-		test_close_f(what, add[d], ra, n, 0);
+		test_close_mixed_f(what, add[d], ra, n, 0);
 		snprintf(what, sizeof what, "vec_axpy n=%ld %s", n, dev_name[d]);
-		test_close_f(what, ax[d], rx, n, 1e-6);
+		test_close_mixed_f(what, ax[d], rx, n, 1e-6);
 		free(add[d]), free(ax[d]);
 	}
 	free(d0), free(s1), free(s2), free(ra), free(rx);

@@ -70,8 +70,9 @@ static inline void gpu_task(struct starpu_codelet *cl, int worker, const void *a
 		exit(1); /* test_task said why */
 }
 
-/* max |got - ref| / max(1, max |ref|): the error relative to the tensor's scale (the form of
- * gpu_conv2d.c, for results that are sums of many products). Returns 1 when within tol. */
+/* max |got - ref| / max(1, max |ref|): a MIXED error, relative to the tensor's scale (its largest
+ * |ref|) when that is above 1, absolute below (the form of gpu_conv2d.c, for results that are sums
+ * of many products). Returns 1 when within tol. */
 static inline int gpu_close_scaled(const char *what, const float *got, const float *ref, size_t n, double tol)
 {
 	double scale = 1, worst = 0;

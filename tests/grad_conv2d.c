@@ -135,14 +135,14 @@ static void check_shape(dnn_conv2d_args a)
 		got_acc[j] = dx_acc[idx[j]] - dx0[idx[j]];
 	}
 	snprintf(what + len, sizeof(what) - (size_t)len, " dx");
-	test_close(what, got, ref, m, 1e-4);
+	test_close_mixed(what, got, ref, m, 1e-4);
 	snprintf(what + len, sizeof(what) - (size_t)len, " dx accumulate (fd)");
-	test_close(what, got_acc, ref, m, 1e-4);
+	test_close_mixed(what, got_acc, ref, m, 1e-4);
 	/* The accumulating task must give exactly dx0 + dx, up to one float rounding. */
 	for (size_t i = 0; i < nx; i++)
 		dx0[i] += dx[i];
 	snprintf(what + len, sizeof(what) - (size_t)len, " dx accumulate = dx0 + dx");
-	test_close_f(what, dx_acc, dx0, nx, 1e-6);
+	test_close_mixed_f(what, dx_acc, dx0, nx, 1e-6);
 
 	m = fd_points(idx, nw);
 	for (size_t j = 0; j < m; j++) {
@@ -151,9 +151,9 @@ static void check_shape(dnn_conv2d_args a)
 		got_redux[j] = dw_redux[idx[j]] - dw0[idx[j]];
 	}
 	snprintf(what + len, sizeof(what) - (size_t)len, " dw (RW, +=)");
-	test_close(what, got, ref, m, 1e-4);
+	test_close_mixed(what, got, ref, m, 1e-4);
 	snprintf(what + len, sizeof(what) - (size_t)len, " dw (REDUX, %d chunks)", nchunks);
-	test_close(what, got_redux, ref, m, 1e-4);
+	test_close_mixed(what, got_redux, ref, m, 1e-4);
 
 	free(xd);
 	free(wd);

@@ -109,17 +109,17 @@ static void check_dense(int N, int IN, int OUT)
 
 	char what[96];
 	snprintf(what, sizeof(what), "dense N=%d IN=%d OUT=%d dx", N, IN, OUT);
-	test_close(what, dx0, gx, nx, TOL);
+	test_close_mixed(what, dx0, gx, nx, TOL);
 	snprintf(what, sizeof(what), "dense N=%d IN=%d OUT=%d dx accumulated", N, IN, OUT);
-	test_close(what, dx1, want_dx1, nx, TOL);
+	test_close_mixed(what, dx1, want_dx1, nx, TOL);
 	snprintf(what, sizeof(what), "dense N=%d IN=%d OUT=%d dw redux", N, IN, OUT);
-	test_close(what, dw_redux, want_dw, nw, TOL);
+	test_close_mixed(what, dw_redux, want_dw, nw, TOL);
 	snprintf(what, sizeof(what), "dense N=%d IN=%d OUT=%d db redux", N, IN, OUT);
-	test_close(what, db_redux, want_db, OUT, TOL);
+	test_close_mixed(what, db_redux, want_db, OUT, TOL);
 	snprintf(what, sizeof(what), "dense N=%d IN=%d OUT=%d dw rw", N, IN, OUT);
-	test_close(what, dw_rw, want_dw, nw, TOL);
+	test_close_mixed(what, dw_rw, want_dw, nw, TOL);
 	snprintf(what, sizeof(what), "dense N=%d IN=%d OUT=%d db rw", N, IN, OUT);
-	test_close(what, db_rw, want_db, OUT, TOL);
+	test_close_mixed(what, db_rw, want_db, OUT, TOL);
 
 	free(x), free(w), free(b), free(r), free(c.x), free(c.w), free(c.b), free(c.r);
 	free(gx), free(gw), free(gb), free(dx0), free(dx1), free(dw_redux), free(db_redux), free(dw_rw), free(db_rw);
@@ -162,9 +162,9 @@ static void check_dense_redux_chunks(int K, int N, int IN, int OUT)
 	starpu_data_acquire(hdb, STARPU_R);
 	char what[96];
 	snprintf(what, sizeof(what), "dense redux over %d chunks dw", K);
-	test_close(what, dw, gw, nw, TOL);
+	test_close_mixed(what, dw, gw, nw, TOL);
 	snprintf(what, sizeof(what), "dense redux over %d chunks db", K);
-	test_close(what, db, gb, OUT, TOL);
+	test_close_mixed(what, db, gb, OUT, TOL);
 	starpu_data_release(hdb);
 	starpu_data_release(hdw);
 	for (int k = 0; k < K; k++) {
@@ -221,9 +221,9 @@ static void check_bias(int N, int C, int HW)
 	starpu_data_unregister(hdb_rw);
 	char what[64];
 	snprintf(what, sizeof(what), "bias N=%d C=%d HW=%d db redux", N, C, HW);
-	test_close(what, db, want, C, TOL);
+	test_close_mixed(what, db, want, C, TOL);
 	snprintf(what, sizeof(what), "bias N=%d C=%d HW=%d db rw", N, C, HW);
-	test_close(what, db_rw, want, C, TOL);
+	test_close_mixed(what, db_rw, want, C, TOL);
 	free(y0), free(b), free(r), free(db), free(db_rw), free(c.y0), free(c.b), free(c.r), free(want);
 }
 
@@ -272,9 +272,9 @@ static void check_relu(long n)
 		starpu_data_unregister(all[i]);
 	char what[64];
 	snprintf(what, sizeof(what), "relu n=%ld dx", n);
-	test_close(what, dx0, g, n, TOL);
+	test_close_mixed(what, dx0, g, n, TOL);
 	snprintf(what, sizeof(what), "relu n=%ld dx accumulated", n);
-	test_close(what, dx1, want1, n, TOL);
+	test_close_mixed(what, dx1, want1, n, TOL);
 	free(x), free(y), free(r), free(dx0), free(dx1), free(c.x), free(c.r), free(g), free(want1);
 }
 
@@ -316,7 +316,7 @@ static void check_add(long n)
 		starpu_data_unregister(all[i]);
 	char what[64];
 	snprintf(what, sizeof(what), "add fan-out n=%ld dx", n);
-	test_close(what, dx, g, n, TOL);
+	test_close_mixed(what, dx, g, n, TOL);
 	free(x), free(y), free(r), free(dx), free(c.x), free(c.r), free(g);
 }
 
@@ -364,9 +364,9 @@ static void check_avgpool(int N, int C, int HW)
 	starpu_data_unregister(hdx1);
 	char what[64];
 	snprintf(what, sizeof(what), "avgpool N=%d C=%d HW=%d dx", N, C, HW);
-	test_close(what, dx0, g, nx, TOL);
+	test_close_mixed(what, dx0, g, nx, TOL);
 	snprintf(what, sizeof(what), "avgpool N=%d C=%d HW=%d dx accumulated", N, C, HW);
-	test_close(what, dx1, want1, nx, TOL);
+	test_close_mixed(what, dx1, want1, nx, TOL);
 	free(x), free(r), free(dx0), free(dx1), free(c.x), free(c.r), free(g), free(want1);
 }
 
@@ -420,7 +420,7 @@ static void check_softmax_xent(int N, int CLS, float offset)
 	starpu_data_unregister(hs);
 	char what[80];
 	snprintf(what, sizeof(what), "softmax_xent N=%d CLS=%d offset=%g dlogits", N, CLS, (double)offset);
-	test_close(what, dl, g, n, TOL);
+	test_close_mixed(what, dl, g, n, TOL);
 	free(logits), free(dl), free(labels), free(c.l), free(g);
 }
 

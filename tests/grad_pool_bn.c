@@ -87,7 +87,7 @@ static void test_maxpool_bwd(int N, int C, int H, int W, int k, int stride, int 
 	char what[96];
 	snprintf(what, sizeof what, "maxpool dx %dx%dx%dx%d k%d s%d p%d acc%d", N, C, H, W, k, stride, pad,
 		 accumulate);
-	test_close(what, dx, ref, nx, 1e-5);
+	test_close_mixed(what, dx, ref, nx, 1e-5);
 	free(x);
 	free(y);
 	free(r);
@@ -229,16 +229,16 @@ static void test_bn_bwd(int N, int C, int HW)
 		else
 			bn_fd(gx[t], gg, gb, x[t], gamma, beta, r[t], &a);
 		snprintf(what, sizeof what, "bn dx %dx%dx%d chunk %d acc%d", N, C, HW, t, t & 1);
-		test_close(what, dx[t], gx[t], nx, 1e-4);
+		test_close_mixed(what, dx[t], gx[t], nx, 1e-4);
 	}
 	snprintf(what, sizeof what, "bn dgamma REDUX %dx%dx%d", N, C, HW);
-	test_close(what, dgamma, gg, C, 1e-4);
+	test_close_mixed(what, dgamma, gg, C, 1e-4);
 	snprintf(what, sizeof what, "bn dbeta REDUX %dx%dx%d", N, C, HW);
-	test_close(what, dbeta, gb, C, 1e-4);
+	test_close_mixed(what, dbeta, gb, C, 1e-4);
 	snprintf(what, sizeof what, "bn dgamma RW %dx%dx%d", N, C, HW);
-	test_close(what, dgamma_rw, gg_rw, C, 1e-4);
+	test_close_mixed(what, dgamma_rw, gg_rw, C, 1e-4);
 	snprintf(what, sizeof what, "bn dbeta RW %dx%dx%d", N, C, HW);
-	test_close(what, dbeta_rw, gb_rw, C, 1e-4);
+	test_close_mixed(what, dbeta_rw, gb_rw, C, 1e-4);
 
 	for (int t = 0; t < CHUNKS; t++) {
 		free(x[t]);

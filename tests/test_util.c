@@ -60,32 +60,66 @@ void test_fill_uniform(float *x, size_t n, float lo, float hi)
 		x[i] = test_rng_uniform(lo, hi);
 }
 
-int test_close(const char *what, const float *got, const double *ref, size_t n, double tol)
+/* The worst element of |got - ref| / den(ref) over n (NaN counts as the worst); den is
+ * max(1, |ref|) for the mixed check, |ref| for the relative one (ref = 0 then allows only an exact
+ * 0: any difference is an infinite relative error). */
+static int close_check(const char *what, const float *got, const double *ref, size_t n, double tol, int relative)
 {
 	double worst = 0;
 	size_t wi = 0;
 	for (size_t i = 0; i < n; i++) {
-		double d = fabs((double)got[i] - ref[i]) / fmax(1.0, fabs(ref[i]));
+		double diff = fabs((double)got[i] - ref[i]);
+		double den = relative ? fabs(ref[i]) : fmax(1.0, fabs(ref[i]));
+		double d = diff == 0 ? 0 : diff / den; /* den = 0 (relative): +inf */
 		if (!(d <= worst) || isnan(d)) {
 			worst = isnan(d) ? INFINITY : d;
 			wi = i;
 		}
 	}
 	if (!(worst <= tol)) {
-		fprintf(stderr, "FAIL %s: rel err %.3g > %.3g at [%zu]: got %.8g want %.8g\n", what, worst,
-			tol, wi, (double)got[wi], ref[wi]);
+		fprintf(stderr, "FAIL %s: %s %.3g > %.3g at [%zu]: got %.8g want %.8g\n", what,
+			relative ? "relative error |d|/|ref|" : "mixed abs/rel error |d|/max(1,|ref|)", worst, tol, wi,
+			(double)got[wi], ref[wi]);
 		test_failures++;
 		return 0;
 	}
 	return 1;
 }
 
-int test_close_f(const char *what, const float *got, const float *ref, size_t n, double tol)
+static double *widen(const float *x, size_t n)
 {
-	double *r = malloc(n * sizeof(double));
+	double *r = malloc((n ? n : 1) * sizeof(double));
+	if (!r) {
+		fprintf(stderr, "out of memory\n");
+		exit(1);
+	}
 	for (size_t i = 0; i < n; i++)
-		r[i] = ref[i];
-	int ok = test_close(what, got, r, n, tol);
+		r[i] = x[i];
+	return r;
+}
+
+int test_close_mixed(const char *what, const float *got, const double *ref, size_t n, double tol)
+{
+	return close_check(what, got, ref, n, tol, 0);
+}
+
+int test_close_mixed_f(const char *what, const float *got, const float *ref, size_t n, double tol)
+{
+	double *r = widen(ref, n);
+	int ok = close_check(what, got, r, n, tol, 0);
+	free(r);
+	return ok;
+}
+
+int test_close_rel(const char *what, const float *got, const double *ref, size_t n, double tol)
+{
+	return close_check(what, got, ref, n, tol, 1);
+}
+
+int test_close_rel_f(const char *what, const float *got, const float *ref, size_t n, double tol)
+{
+	double *r = widen(ref, n);
+	int ok = close_check(what, got, r, n, tol, 1);
 	free(r);
 	return ok;
 }

@@ -22,9 +22,16 @@ float test_rng_uniform(float lo, float hi);
 int test_rng_int(int lo, int hi_inclusive);
 void test_fill_uniform(float *x, size_t n, float lo, float hi);
 
-/* Max |a-b| / max(1, |b|) over n; prints the worst index on failure. Returns 1 when within tol. */
-int test_close(const char *what, const float *got, const double *ref, size_t n, double tol);
-int test_close_f(const char *what, const float *got, const float *ref, size_t n, double tol);
+/* Comparisons of n floats with a reference; each prints the worst index on failure and returns 1
+ * when within tol.
+ *   test_close_mixed: max |got - ref| / max(1, |ref|), a MIXED error: absolute where |ref| < 1,
+ *     relative above. The usual check for kernels whose outputs are O(1).
+ *   test_close_rel: max |got - ref| / |ref|, a true relative error for every element (a zero
+ *     reference admits only an exact zero). Use it where a test claims a relative tolerance. */
+int test_close_mixed(const char *what, const float *got, const double *ref, size_t n, double tol);
+int test_close_mixed_f(const char *what, const float *got, const float *ref, size_t n, double tol);
+int test_close_rel(const char *what, const float *got, const double *ref, size_t n, double tol);
+int test_close_rel_f(const char *what, const float *got, const float *ref, size_t n, double tol);
 
 /* Buffers: a vector handle over n floats (int32s) in main RAM; malloc'd floats and calloc'd
  * (zeroed) doubles that exit(1) when memory runs out (n = 0 gives a valid 1-element block);

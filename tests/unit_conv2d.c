@@ -37,7 +37,7 @@ static void check_shape(dnn_conv2d_args a)
 	starpu_data_unregister(hy);
 
 	conv2d_forward_ref(ref, x, w, &a);
-	test_close(what, y, ref, ny, 1e-4);
+	test_close_mixed(what, y, ref, ny, 1e-4);
 	free(x);
 	free(w);
 	free(y);

@@ -112,7 +112,7 @@ static double check(const char *what, const float *got, const double *ref, const
 	}
 	TEST_CHECK(worst <= WINO_TOL, "%s: |err| / sum|terms| = %.3g > %.3g at [%zu]: got %.8g want %.8g",
 		   what, worst, WINO_TOL, wi, (double)got[wi], ref[wi]);
-	test_close(what, got, ref, n, CLOSE_TOL);
+	test_close_mixed(what, got, ref, n, CLOSE_TOL);
 	return worst;
 }
 

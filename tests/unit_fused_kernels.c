@@ -10,7 +10,7 @@
  *   - cl_vec_slice_get / cl_vec_slice_put (the ring all-reduce's slices), through tasks: exact;
  *   - dnn_sgd_update_delta_cpu (async push): against a double reference, w_new == w_old + delta
  *     exactly, grad zeroed (or kept with keep_grad), and the same as dnn_sgd_update_cpu.
- * Tolerances, relative to max(1, |ref|) as test_close measures, from the errors measured here
+ * Tolerances, of the mixed error |d| / max(1, |ref|) (test_close_mixed), from the errors measured here
  * (every bound probed at 1e-13 to read them): batch norm forward 2.1e-7, backward 3.0e-7, its
  * finite differences (double, h = 1e-5, themselves accurate to ~1e-9) 2.5e-7 -> bound 1e-5;
  * conv + bias 3.4e-6 (sums of up to 400 float products) -> 1e-4, as unit_conv2d; SGD 4.6e-8 ->
@@ -89,12 +89,12 @@ static void test_bn_relu(int N, int C, int HW)
 		clipped += z[i] <= 0;
 	}
 	snprintf(what, sizeof(what), "bn+relu fwd train N%d C%d HW%d", N, C, HW);
-	test_close(what, y, yref, n, 1e-5);
+	test_close_mixed(what, y, yref, n, 1e-5);
 	double *sref = alloc_d(3 * (size_t)C);
 	for (int c = 0; c < C; c++)
 		sref[c] = mean[c], sref[C + c] = var[c], sref[2 * C + c] = invstd[c];
 	snprintf(what, sizeof(what), "bn+relu saved stats N%d C%d HW%d", N, C, HW);
-	test_close(what, saved, sref, 3 * (size_t)C, 1e-5);
+	test_close_mixed(what, saved, sref, 3 * (size_t)C, 1e-5);
 	if (n >= 16)
 		TEST_CHECK(clipped > 0 && clipped < n, "%s: the ReLU clipped %zu of %zu (the case tests nothing)", what,
 			   clipped, n);
@@ -124,7 +124,7 @@ static void test_bn_relu(int N, int C, int HW)
 		yref[i] = t > 0 ? t : 0;
 	}
 	snprintf(what, sizeof(what), "bn+relu fwd eval N%d C%d HW%d", N, C, HW);
-	test_close(what, y, yref, n, 1e-5);
+	test_close_mixed(what, y, yref, n, 1e-5);
 
 	/* Backward. The forward output again (train), then dy random; dgamma/dbeta start non-zero
 	 * (+=, they are REDUX gradients); dx overwritten (NaN before) or added to. */
@@ -165,11 +165,11 @@ static void test_bn_relu(int N, int C, int HW)
 			}
 	}
 	snprintf(what, sizeof(what), "bn+relu bwd dx N%d C%d HW%d", N, C, HW);
-	test_close(what, dx, dxref, n, 1e-5);
+	test_close_mixed(what, dx, dxref, n, 1e-5);
 	snprintf(what, sizeof(what), "bn+relu bwd dgamma (+=) N%d C%d HW%d", N, C, HW);
-	test_close(what, dg, dgref, C, 1e-5);
+	test_close_mixed(what, dg, dgref, C, 1e-5);
 	snprintf(what, sizeof(what), "bn+relu bwd dbeta (+=) N%d C%d HW%d", N, C, HW);
-	test_close(what, db, dbref, C, 1e-5);
+	test_close_mixed(what, db, dbref, C, 1e-5);
 	/* accumulate_dx: dx += the same gradient. */
 	dnn_batchnorm_args aa = a;
 	aa.accumulate_dx = 1;
@@ -181,7 +181,7 @@ static void test_bn_relu(int N, int C, int HW)
 	for (size_t i = 0; i < n; i++)
 		dxaref[i] = dx0[i] + dxref[i];
 	snprintf(what, sizeof(what), "bn+relu bwd dx (+=) N%d C%d HW%d", N, C, HW);
-	test_close(what, dxa, dxaref, n, 1e-5);
+	test_close_mixed(what, dxa, dxaref, n, 1e-5);
 	/* Fused backward = plain backward of the masked dy (same arithmetic: bit for bit). */
 	float *dym = alloc_f(n), *dxp = alloc_f(n), *dgp = alloc_f(C), *dbp = alloc_f(C);
 	for (size_t i = 0; i < n; i++)
@@ -225,7 +225,7 @@ static void test_bn_relu(int N, int C, int HW)
 			dxs[m++] = dx[i];
 		}
 	snprintf(what, sizeof(what), "bn+relu bwd dx vs finite differences N%d C%d HW%d", N, C, HW);
-	test_close(what, dxs, fdx, m, FD_TOL);
+	test_close_mixed(what, dxs, fdx, m, FD_TOL);
 	double *fdg = alloc_d(C), *fdb = alloc_d(C);
 	float *dgs = alloc_f(C), *dbs = alloc_f(C);
 	m = 0;
@@ -237,9 +237,9 @@ static void test_bn_relu(int N, int C, int HW)
 			dbs[m++] = db[c] - db0[c];
 		}
 	snprintf(what, sizeof(what), "bn+relu bwd dgamma vs finite differences N%d C%d HW%d", N, C, HW);
-	test_close(what, dgs, fdg, m, FD_TOL);
+	test_close_mixed(what, dgs, fdg, m, FD_TOL);
 	snprintf(what, sizeof(what), "bn+relu bwd dbeta vs finite differences N%d C%d HW%d", N, C, HW);
-	test_close(what, dbs, fdb, m, FD_TOL);
+	test_close_mixed(what, dbs, fdb, m, FD_TOL);
 	free(smooth);
 
 	free(x), free(gamma), free(beta), free(y), free(y0), free(saved), free(saved0), free(running);
@@ -303,7 +303,7 @@ static void test_conv_bias(dnn_conv2d_args a)
 		yref[i] += b[(i / PQ) % a.K];
 	char msg[260];
 	snprintf(msg, sizeof(msg), "conv+bias fwd %s", what);
-	test_close(msg, y, yref, ny, 1e-4);
+	test_close_mixed(msg, y, yref, ny, 1e-4);
 	printf("conv+bias %s: Winograd forward %d, backward filter %d\n", what, dnn_conv2d_cpu_uses_winograd(&a, 0),
 	       dnn_conv2d_cpu_uses_winograd(&a, 2));
 	/* dw[k,c,r,s] += sum_{n,p,q} dy[n,k,p,q] x[n,c,ih,iw];  db[k] += sum_{n,p,q} dy[n,k,p,q] */
@@ -335,9 +335,9 @@ static void test_conv_bias(dnn_conv2d_args a)
 				}
 	}
 	snprintf(msg, sizeof(msg), "conv+bias bwd filter dw (+=) %s", what);
-	test_close(msg, dw, dwref, nw, 1e-4);
+	test_close_mixed(msg, dw, dwref, nw, 1e-4);
 	snprintf(msg, sizeof(msg), "conv+bias bwd filter db (+=) %s", what);
-	test_close(msg, db, dbref, a.K, 1e-4);
+	test_close_mixed(msg, db, dbref, a.K, 1e-4);
 	free(x), free(w), free(b), free(y), free(dy), free(dw), free(db), free(dw0), free(db0);
 	free(yref), free(dwref), free(dbref);
 }
@@ -417,11 +417,11 @@ static void test_sgd_delta(long n, int keep_grad)
 	}
 	char what[96];
 	snprintf(what, sizeof(what), "sgd delta n%ld keep_grad %d: w", n, keep_grad);
-	test_close(what, w, wref, n, 1e-6);
+	test_close_mixed(what, w, wref, n, 1e-6);
 	snprintf(what, sizeof(what), "sgd delta n%ld keep_grad %d: v", n, keep_grad);
-	test_close(what, v, vref, n, 1e-6);
+	test_close_mixed(what, v, vref, n, 1e-6);
 	snprintf(what, sizeof(what), "sgd delta n%ld keep_grad %d: delta", n, keep_grad);
-	test_close(what, delta, dref, n, 1e-6);
+	test_close_mixed(what, delta, dref, n, 1e-6);
 	int bad_sum = 0, bad_grad = 0;
 	for (long i = 0; i < n; i++) {
 		/* w -= lr v and delta = -lr v round the same product: w_new = w_old + delta exactly. */

@@ -44,7 +44,7 @@ static void check_dense(int N, int IN, int OUT)
 		}
 	char what[64];
 	snprintf(what, sizeof(what), "dense fwd N=%d IN=%d OUT=%d", N, IN, OUT);
-	test_close(what, y, ref, ny, 1e-5);
+	test_close_mixed(what, y, ref, ny, 1e-5);
 	free(x), free(w), free(b), free(y), free(ref);
 }
 
@@ -70,7 +70,7 @@ static void check_bias(int N, int C, int HW)
 	starpu_data_unregister(hb);
 	char what[64];
 	snprintf(what, sizeof(what), "bias fwd N=%d C=%d HW=%d", N, C, HW);
-	test_close(what, y, ref, n, 1e-6);
+	test_close_mixed(what, y, ref, n, 1e-6);
 	free(y), free(b), free(ref);
 }
 
@@ -93,7 +93,7 @@ static void check_relu(long n)
 		ref[i] = x[i] > 0 ? x[i] : 0.0;
 	char what[64];
 	snprintf(what, sizeof(what), "relu fwd n=%ld", n);
-	test_close(what, y, ref, n, 0);
+	test_close_mixed(what, y, ref, n, 0);
 	free(x), free(y), free(ref);
 }
 
@@ -114,7 +114,7 @@ static void check_add(long n)
 		ref[i] = (double)x0[i] + x1[i];
 	char what[64];
 	snprintf(what, sizeof(what), "add fwd n=%ld", n);
-	test_close(what, y, ref, n, 1e-7);
+	test_close_mixed(what, y, ref, n, 1e-7);
 	free(x0), free(x1), free(y), free(ref);
 }
 
@@ -140,7 +140,7 @@ static void check_avgpool(int N, int C, int HW)
 	}
 	char what[64];
 	snprintf(what, sizeof(what), "avgpool fwd N=%d C=%d HW=%d", N, C, HW);
-	test_close(what, y, ref, ny, 1e-6);
+	test_close_mixed(what, y, ref, ny, 1e-6);
 	free(x), free(y), free(ref);
 }
 
@@ -188,17 +188,17 @@ static void check_softmax_xent_data(const char *name, const float *logits_in, co
 	}
 	char what[96];
 	snprintf(what, sizeof(what), "softmax_xent %s loss", name);
-	test_close(what, &stats[0], &loss, 1, 1e-5);
+	test_close_mixed(what, &stats[0], &loss, 1, 1e-5);
 	TEST_CHECK(stats[1] == (float)correct, "softmax_xent %s: correct %g, want %d", name, (double)stats[1],
 		   correct);
 	snprintf(what, sizeof(what), "softmax_xent %s dlogits", name);
-	test_close(what, dlogits, dref, n, 1e-6);
+	test_close_mixed(what, dlogits, dref, n, 1e-6);
 
 	/* The inference-only plain kernel. */
 	float *probs = alloc_f(n);
 	dnn_softmax_cpu(probs, logits, N, CLS);
 	snprintf(what, sizeof(what), "softmax %s probs", name);
-	test_close(what, probs, pref, n, 1e-6);
+	test_close_mixed(what, probs, pref, n, 1e-6);
 	free(logits), free(dlogits), free(labels), free(dref), free(pref), free(probs);
 }
 
@@ -255,7 +255,7 @@ static void check_softmax_xent_special(void)
 	/* Rows 2 and 3 are uniform: loss log(4) each. */
 	double s01 = exp(-2.0) + 1 + 1 + exp(-3.0);
 	double want = 2 * (log(s01)) + 2 * log(4.0);
-	test_close("softmax_xent ties loss by hand", &stats[0], &want, 1, 1e-6);
+	test_close_mixed("softmax_xent ties loss by hand", &stats[0], &want, 1, 1e-6);
 }
 
 // ------------------------------------------------------------------------------- sgd
@@ -297,13 +297,13 @@ static void check_sgd(void)
 		starpu_data_acquire(hg, STARPU_R);
 		char what[48];
 		snprintf(what, sizeof(what), "sgd step %d w", it + 1);
-		test_close(what, w, wref, n, 1e-5);
+		test_close_mixed(what, w, wref, n, 1e-5);
 		snprintf(what, sizeof(what), "sgd step %d v", it + 1);
-		test_close(what, v, vref, n, 1e-5);
+		test_close_mixed(what, v, vref, n, 1e-5);
 		snprintf(what, sizeof(what), "sgd step %d w[0] by hand", it + 1);
-		test_close(what, w, &hand_w[it], 1, 1e-6);
+		test_close_mixed(what, w, &hand_w[it], 1, 1e-6);
 		snprintf(what, sizeof(what), "sgd step %d v[0] by hand", it + 1);
-		test_close(what, v, &hand_v[it], 1, 1e-6);
+		test_close_mixed(what, v, &hand_v[it], 1, 1e-6);
 		int zero = 1;
 		for (long i = 0; i < n; i++)
 			zero &= g[i] == 0.0f;

@@ -53,7 +53,7 @@ static void test_maxpool_fwd(int N, int C, int H, int W, int k, int stride, int 
 	ref_maxpool(ref, x, &a);
 	char what[96];
 	snprintf(what, sizeof what, "maxpool fwd %dx%dx%dx%d k%d s%d p%d", N, C, H, W, k, stride, pad);
-	test_close(what, y, ref, ny, 0);
+	test_close_mixed(what, y, ref, ny, 0);
 	free(x);
 	free(y);
 	free(ref);
@@ -151,11 +151,11 @@ static void test_bn(int N, int C, int HW)
 			rref[C + c] = (1 - a.momentum) * rref[C + c] + a.momentum * sref[C + c] * unbias;
 		}
 		snprintf(what, sizeof what, "bn train y %dx%dx%d step %d", N, C, HW, step);
-		test_close(what, y, yref, nx, 2e-5);
+		test_close_mixed(what, y, yref, nx, 2e-5);
 		snprintf(what, sizeof what, "bn train saved %dx%dx%d step %d", N, C, HW, step);
-		test_close(what, saved, sref, 3 * C, 2e-5);
+		test_close_mixed(what, saved, sref, 3 * C, 2e-5);
 		snprintf(what, sizeof what, "bn running %dx%dx%d step %d", N, C, HW, step);
-		test_close(what, running, rref, 2 * C, 2e-5);
+		test_close_mixed(what, running, rref, 2 * C, 2e-5);
 		starpu_data_release(hr);
 		starpu_data_release(hs);
 		starpu_data_release(hy);
@@ -176,7 +176,7 @@ static void test_bn(int N, int C, int HW)
 					  beta[c];
 			}
 	snprintf(what, sizeof what, "bn eval y %dx%dx%d", N, C, HW);
-	test_close(what, y, yref, nx, 2e-5);
+	test_close_mixed(what, y, yref, nx, 2e-5);
 	starpu_data_release(hy);
 
 	starpu_data_handle_t all[] = {hx, hy, hg, hb, hs, hr};

@@ -7,7 +7,7 @@
 # Writes DIR/sweep.csv (one row per run), DIR/summary.csv (median and spread per configuration,
 # speedup and efficiency against the fewest-worker configuration of the same scheduler),
 # DIR/throughput.png and DIR/speedup.png, and DIR/logs/ (each run's output). See docs/traces.md.
-set -u
+set -euo pipefail
 
 usage() {
   cat <<'EOF'
@@ -40,6 +40,8 @@ EOF
 
 die() { echo "sweep.sh: $*" >&2; exit 2; }
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../scripts/lib.sh
+source "$here/../scripts/lib.sh" # the result line
 
 OUT="" SCHEDS="eager lws ws dmda dmdas" NCPU="" NCUDA="" RANKS="1" MODES="sync"
 NET=lenet5 BATCH=64 CHUNKS="" STEPS=20 WARMUP=3 REPS=3 DISCARD=1 TIMEOUT=600 BENCH_ARGS=""
@@ -85,7 +87,7 @@ if [ -z "$NCPU" ]; then
 fi
 if [ -z "$NCUDA" ]; then
   NGPU=0
-  command -v nvidia-smi >/dev/null 2>&1 && NGPU="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
+  command -v nvidia-smi >/dev/null 2>&1 && NGPU="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
   NCUDA="0"; for ((g = 1; g <= NGPU; g++)); do NCUDA="$NCUDA $g"; done
 fi
 if [ "$SCHEDS" = all ]; then
@@ -133,10 +135,10 @@ run_one() {
     cmd=(mpirun -np "$r" ${MPIRUN_ARGS:-} -x STARPU_SCHED -x STARPU_NCPU -x STARPU_NCUDA "${cmd[@]}" --mode "$m")
   fi
   load="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null)"  # other jobs on the machine skew the numbers
-  STARPU_SCHED="$s" STARPU_NCPU="$c" STARPU_NCUDA="$g" timeout -k 10 "$TIMEOUT" "${cmd[@]}" >"$log" 2>&1
-  local rc=$?
-  line="$(grep '^result:' "$log" | tail -1)"
-  field() { printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
+  local rc=0
+  STARPU_SCHED="$s" STARPU_NCPU="$c" STARPU_NCUDA="$g" timeout -k 10 "$TIMEOUT" "${cmd[@]}" >"$log" 2>&1 || rc=$?
+  line="$(anp_result_line "$log" || true)"
+  field() { anp_result_field "$line" "$1" || true; } # a broken line: the run counts as failed
   ips="$(field images_per_s)" wall="$(field wall_s)" chunks="$(field chunks)"
   status=ok
   if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then status=timeout
@@ -171,7 +173,6 @@ for ((rep = 1; rep <= REPS; rep++)); do
 done
 mv "$RAW.tmp" "$RAW"
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-"$PY" "$here/sweep_report.py" "$OUT"
-rc=$?
+rc=0; "$PY" "$here/sweep_report.py" "$OUT" || rc=$?
 grep -q ',ok$' "$RAW" || { echo "sweep.sh: every run failed (see $OUT/logs)" >&2; exit 1; }
 exit $rc

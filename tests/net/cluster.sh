@@ -22,7 +22,7 @@
 # net.ipv4.tcp_retries2 = ANP_NET_TCP_RETRIES (default 5: a dead peer fails a connection after
 # ~13 s, not ~15 min); mpirun gets oob_tcp keepalive 5 s (ANP_NET_KEEPALIVE; 0 = off). State (hostfile, map) lives in
 # /tmp/anpnet<ID>/. Exit 77 with one line when namespaces cannot be created (not root, ...).
-set -u
+set -euo pipefail
 ID="${ANP_NET_ID:-1}"
 case "$ID" in ''|*[!0-9]*) echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID'" >&2; exit 2 ;; esac
 [ "$ID" -ge 1 ] && [ "$ID" -le 250 ] || { echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID'" >&2; exit 2; }
@@ -40,24 +40,24 @@ can_netns() {
   [ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root (uid $(id -u))"; return 1; }
   command -v ip >/dev/null || { echo "SKIP: iproute2 ('ip') is not installed"; return 1; }
   local probe="${P}probe" msg
-  ip netns del "$probe" 2>/dev/null
+  ip netns del "$probe" 2>/dev/null || true
   if ! msg="$(ip netns add "$probe" 2>&1)"; then echo "SKIP: cannot create a network namespace: $msg"; return 1; fi
-  ip netns del "$probe" 2>/dev/null
+  ip netns del "$probe" 2>/dev/null || true
   return 0
 }
 
 # Namespaces of this ID (hosts and bridge), also those of a crashed run.
-our_netns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${P}(br|l|h[0-9]+)$"; }
+our_netns() { ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${P}(br|l|h[0-9]+)$" || true; }
 
 down() {
   local ns pids
   for ns in $(our_netns); do
     # Whatever still runs in a host (orted, ranks of a killed job) goes with it: only the
     # processes inside our own namespaces, by pid.
-    pids="$(ip netns pids "$ns" 2>/dev/null)"
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    pids="$(ip netns pids "$ns" 2>/dev/null || true)"
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
   done
-  for ns in $(our_netns); do ip netns del "$ns" 2>/dev/null; done
+  for ns in $(our_netns); do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "$STATE"
   # Open MPI's session directories of our hosts (/tmp/ompi.<hostname>.0: agent.sh names each
   # host after its namespace). Left by a killed job, they made later jobs of the same hosts die
@@ -74,7 +74,6 @@ up() {
   down
   trap 'down; exit 130' INT TERM
   trap 'down' ERR
-  set -e
   mkdir -p "$STATE"
   ip netns add "$BR"
   ip -n "$BR" link set lo up
@@ -105,13 +104,12 @@ up() {
     echo "$NET.$i slots=1" >>"$STATE/hostfile"
     echo "$NET.$i $ns" >>"$STATE/hosts"
   done
-  set +e
   trap - ERR INT TERM
   # Wait (bounded) until every host reaches the launcher (the bridge ports start forwarding).
   for i in $(seq 1 "$n"); do
     local ok=0
     for _ in $(seq 1 50); do
-      if ip netns exec "${P}h$i" timeout 1 bash -c "exec 3<>/dev/tcp/$NET.254/9" 2>&1 | grep -q refused; then
+      if { ip netns exec "${P}h$i" timeout 1 bash -c "exec 3<>/dev/tcp/$NET.254/9" 2>&1 || true; } | grep -q refused; then
         ok=1; break
       fi
       sleep 0.1
@@ -136,8 +134,8 @@ rate() {
   for i in $(seq 1 "$(nhosts)"); do
     ns="${P}h$i"
     ip -n "$ns" link set anp0 txqueuelen 1000
-    tc -n "$ns" qdisc del dev anp0 root 2>/dev/null
-    tc -n "$BR" qdisc del dev "h$i" root 2>/dev/null
+    tc -n "$ns" qdisc del dev anp0 root 2>/dev/null || true # none yet: nothing to remove
+    tc -n "$BR" qdisc del dev "h$i" root 2>/dev/null || true
     [ "$r" = off ] && continue
     # Host -> bridge (its uplink) and bridge -> host (its downlink): RATE each way.
     tc -n "$ns" qdisc add dev anp0 root tbf rate "$r" burst 256kb latency 50ms || die "tc tbf $r on host $i failed"
@@ -151,7 +149,7 @@ loss() {
   command -v nft >/dev/null || die "nft is not installed (Debian package nftables)"
   for i in $(seq 1 "$(nhosts)"); do
     ns="${P}h$i"
-    ip netns exec "$ns" nft delete table inet anploss 2>/dev/null
+    ip netns exec "$ns" nft delete table inet anploss 2>/dev/null || true
     [ "$pct" = 0 ] && continue
     ip netns exec "$ns" nft -f - <<NFT || die "nft loss rule on host $i failed"
 table inet anploss {
@@ -192,7 +190,7 @@ case "$cmd" in
   run)
     n="${1:-}"; shift || true
     [ "$#" -gt 0 ] || die "run N CMD...: no command"
-    up "$n"; r=$?; [ "$r" = 0 ] || exit "$r"
+    r=0; up "$n" || r=$?; [ "$r" = 0 ] || exit "$r"
     trap 'down' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
@@ -204,6 +202,6 @@ case "$cmd" in
   linkdown) linkdown "${1:?linkdown HOST_INDEX}" ;;
   hosts) need_up; cat "$STATE/hosts" ;;
   mpirun) do_mpirun "$@" ;;
-  -h|--help|help) sed -n '2,/^set -u/p' "$0" | sed '$d' ;;
+  -h|--help|help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d' ;;
   *) echo "cluster.sh: unknown command '$cmd' (try --help)" >&2; exit 2 ;;
 esac

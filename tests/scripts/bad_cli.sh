@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bad_cli — usage errors exit 2 with one line naming the option; runtime/input errors exit 1
 # with a line naming the file and line. No crash on any of them.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 A="$STARPU_ANP"
 

@@ -4,6 +4,7 @@
 # line naming the variable and the values it accepts, whatever the command; an empty value is the
 # default; the good values run.
 source "$(dirname "$0")/lib.sh"
+set -euo pipefail
 A="$STARPU_ANP"
 BENCH=(bench --net lenet5 --batch 8 --steps 1 --warmup 0 --quiet)
 

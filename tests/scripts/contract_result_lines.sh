@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # contract_result_lines — the `result:` line contract (README): the last stdout line is
 # `result: key=value key=value ...`, one space between pairs, every key once, no space inside a
-# value. lib.sh's result_field reads only a key's first occurrence, so a duplicated key or a value
-# with spaces goes unnoticed by the tests that read the line; this test catches both.
+# value. lib.sh's result_field (scripts/lib.sh) stops a test on a duplicated key it reads, but a
+# duplicate of a key no test reads, or a value with spaces, goes unnoticed there; this test
+# catches both, in every line.
 # It checks
 #   1. every result line the other script tests read (lib.sh records them under
 #      $DNN_BUILD_DIR/result_lines/<test>.txt; CTest runs this test after them, DEPENDS in
@@ -10,6 +11,7 @@
 #   2. its own runs, so it stands alone: train (sync), bench, eval, train --mode async in one
 #      process, and 2-rank sync and async runs under mpirun.
 # Each offending line is reported once with where it came from and what is wrong.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 A="$STARPU_ANP"
 export STARPU_NCPU="${STARPU_NCPU:-1}"
@@ -19,7 +21,7 @@ OWN="$TMP/own.txt"
 own() {
   local name="$1"; shift
   local out rc
-  out="$("$@" 2>"$TMP/err")"; rc=$?
+  rc=0; out="$("$@" 2>"$TMP/err")" || rc=$?
   if [ "$rc" != 0 ]; then fail "$name: exited $rc: $(tail -3 "$TMP/err")"; return; fi
   local last; last="$(printf '%s\n' "$out" | tail -1)"
   case "$last" in result:*) printf '%s\t%s\n' "$name" "$last" >>"$OWN" ;;
@@ -31,7 +33,7 @@ own "bench" "$A" bench --net lenet5 --batch 16 --steps 2 --warmup 1 --quiet
 own "eval" "$A" eval --net lenet5 --data synthetic --checkpoint "$TMP/c.ckpt" --limit 64 --quiet
 own "train async, 1 process" "$A" train --net lenet5 "${SYN[@]}" --max-steps 3 --mode async --staleness 1
 if command -v mpirun >/dev/null; then
-  MPI=(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2)
+  MPI=(timeout 300 "${ANP_MPIRUN[@]}" -np 2)
   own "mpirun -np 2 train sync" "${MPI[@]}" "$A" train --net lenet5 "${SYN[@]}" --max-steps 3
   own "mpirun -np 2 train async" "${MPI[@]}" "$A" train --net lenet5 "${SYN[@]}" --max-steps 3 --mode async \
     --staleness 1

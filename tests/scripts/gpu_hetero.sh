@@ -8,6 +8,7 @@
 #     line, then "<n> task(s)"), summed per kind, are both > 0; the CUDA count must also exceed
 #     the step count (a GPU that ran only a stray task or two does not count as sharing the work).
 # Skipped (77) only when the gpu_workers helper reports no CUDA worker.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpulib.sh"
 gpu_require_cuda

@@ -15,6 +15,7 @@
 # instead of an accumulation, a wrong scale) moves some tensor by 1e-2 or more.
 # Skipped (77) only when the gpu_workers helper reports no CUDA worker. Needs CUDA loaders
 # (load_batch on a CUDA worker) for the CUDA-only run.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/gpulib.sh"
 gpu_require_cuda

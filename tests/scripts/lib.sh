@@ -1,5 +1,8 @@
-# lib.sh — helpers for the script tests (sourced).
-set -u
+# lib.sh — helpers for the script tests (sourced). Every test runs under set -euo pipefail: a
+# command whose failure a test expects says so (`|| rc=$?`, `|| fail ...`, `|| true`).
+set -euo pipefail
+# shellcheck source=../../scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh" # the result line, the mpirun flags
 FAILS=0
 TMP="$(mktemp -d "${DNN_BUILD_DIR:-/tmp}/scripttest.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
@@ -18,13 +21,14 @@ note_result() {
   case "$1" in result:*) printf '%s\n' "$1" >>"$RESULT_LOG" ;; esac
   return 0
 }
-# result_field LINE KEY -> value of key=value in a result line (the first occurrence of KEY;
-# duplicates are contract_result_lines.sh's business)
-result_field() { note_result "$1"; printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -1; }
+# result_field LINE KEY -> value of key=value in a result line (scripts/lib.sh's
+# anp_result_field: nothing when KEY is absent, exit 2 when it appears twice); records LINE.
+result_field() { note_result "$1"; anp_result_field "$1" "$2"; }
 # expect_rc WANT CMD... : run, capture stderr in $ERR, compare exit status
 expect_rc() {
   local want="$1"; shift
-  ERR="$("$@" 2>&1 >/dev/null)"; local rc=$?
+  local rc=0
+  ERR="$("$@" 2>&1 >/dev/null)" || rc=$?
   if [ "$rc" != "$want" ]; then fail "'$*' exited $rc, want $want; stderr: $ERR"; return 1; fi
   return 0
 }

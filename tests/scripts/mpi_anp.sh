@@ -5,6 +5,7 @@
 # relative after 12 steps; rank 0 evaluates and reports the ANP fields. With 4 corrupt files
 # (1 empty, 3 undecodable, wherever the shuffle sends them), rank 0 reports all 4 as skipped,
 # although each rank decodes only its own shards.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 GEN="$DNN_BUILD_DIR/tests/anpgen"
 NET="$DNN_SOURCE_DIR/tests/data/anp_small.net"
@@ -16,7 +17,7 @@ COMMON=(train --net "$NET" --data "$TMP/set" --batch 16 --max-steps 12 --lr 0.01
 REF_LINE="$("$STARPU_ANP" "${COMMON[@]}" --chunks 2 2>"$TMP/err" | tail -1)" || { cat "$TMP/err" >&2; fail "single process failed"; finish; }
 REF="$(result_field "$REF_LINE" train_loss)"
 echo "1 process: train_loss=$REF test_accuracy=$(result_field "$REF_LINE" test_accuracy)"
-LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --chunks 1 2>"$TMP/err" | tail -1)" \
+LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np 2 "$STARPU_ANP" "${COMMON[@]}" --chunks 1 2>"$TMP/err" | tail -1)" \
   || { cat "$TMP/err" >&2; fail "mpirun -np 2 failed"; finish; }
 L="$(result_field "$LINE" train_loss)"
 echo "2 ranks:   train_loss=$L test_accuracy=$(result_field "$LINE" test_accuracy) ($(result_field "$LINE" images_per_s) img/s)"
@@ -30,7 +31,7 @@ CORRUPT="$("$GEN" "$TMP/bad" --per-class 48 --val-per-class 4 --corrupt | sed -n
 # statistics, so rank 0 alone does not meet every corrupt file: with seed 3 it met only 3 of
 # them before the ranks' lists were merged.
 for SEED in 1 2 3; do
-  BAD="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" train --net "$NET" --data "$TMP/bad" \
+  BAD="$(timeout 300 "${ANP_MPIRUN[@]}" -np 2 "$STARPU_ANP" train --net "$NET" --data "$TMP/bad" \
     --batch 16 --epochs 1 --seed $SEED --quiet --report "$TMP/bad.json" 2>"$TMP/err" | tail -1)" \
     || { cat "$TMP/err" >&2; fail "corrupt set, seed $SEED failed"; continue; }
   echo "2 ranks, 4 corrupt files, seed $SEED: skipped_images=$(result_field "$BAD" skipped_images)"

@@ -3,6 +3,7 @@
 # single-process run with the same seed and global batch: train_loss within TOL relative after
 # 20 steps, with the tree and the ring all-reduce (--allreduce). Also: --mode/--staleness work in
 # a single process (async with one rank = sync), and so does --allreduce ring.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
@@ -26,7 +27,7 @@ ASYNC1="$("$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 2 | tail -1)" ||
 # Both all-reduce algorithms (--allreduce; tree is the default, so the first run passes none).
 for np in 2 4; do for ar in default ring; do
   ARG=(); [ "$ar" = default ] || ARG=(--allreduce "$ar")
-  LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$STARPU_ANP" "${COMMON[@]}" "${ARG[@]}" 2>"$TMP/err" | tail -1)" \
+  LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np $np "$STARPU_ANP" "${COMMON[@]}" "${ARG[@]}" 2>"$TMP/err" | tail -1)" \
     || { cat "$TMP/err" >&2; fail "mpirun -np $np ($ar) failed"; continue; }
   L="$(result_field "$LINE" train_loss)"
   echo "$np ranks, $ar all-reduce:   train_loss=$L ($(result_field "$LINE" images_per_s) img/s)"
@@ -41,7 +42,7 @@ done; done
 # 1 MiB all of them into one).
 for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01"; do
   read -r np ar mb <<<"$spec"
-  LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --bucket-mb $mb 2>"$TMP/err" | tail -1)" \
+  LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np $np "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --bucket-mb $mb 2>"$TMP/err" | tail -1)" \
     || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar --bucket-mb $mb failed"; continue; }
   L="$(result_field "$LINE" train_loss)"; N="$(result_field "$LINE" allreduces)"
   echo "$np ranks, $ar, buckets of $mb MiB: train_loss=$L, $N all-reduces per step"
@@ -51,7 +52,7 @@ for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01"; do
   fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, buckets $mb: train_loss $L vs $REF (tolerance $TOL relative)"
 done
 # async with staleness 0 is the synchronous update, over ranks too.
-LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
+LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
   || { cat "$TMP/err" >&2; fail "async S=0 failed"; }
 L="$(result_field "$LINE" train_loss)"
 echo "2 ranks async S=0: train_loss=$L"

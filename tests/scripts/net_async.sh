@@ -5,6 +5,7 @@
 # the same settings across the same hosts (mpi_async's settings and bound), and the staleness
 # observed never exceeds the bound.
 NET_ID=13
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$DNN_SOURCE_DIR/tests/net/testlib.sh"
 export STARPU_NCPU=1

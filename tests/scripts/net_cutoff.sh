@@ -14,6 +14,7 @@
 #      the job still ends in time thanks to the short tcp_retries2, but the lines then name the
 #      ranks that stopped waiting, not the one that is gone.)
 NET_ID=14
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$DNN_SOURCE_DIR/tests/net/testlib.sh"
 export STARPU_NCPU=1
@@ -33,9 +34,9 @@ scenario() { # NAME ACTION... : run, cut when 50 steps are done, check the end
   [ -s "$TMP/ck" ] || { fail "$name: no checkpoint after 50 steps"; kill $job; wait $job; return; }
   t0=$(date +%s)
   "$@"
-  wait $job; rc=$?
+  rc=0; wait $job || rc=$?
   t1=$(date +%s)
-  tr '\r' '\n' <"$TMP/out" | grep -E "lost communication|Remote daemon|--step-timeout|MPI_ABORT was" | sed "s/^/  [$name] /"
+  tr '\r' '\n' <"$TMP/out" | grep -E "lost communication|Remote daemon|--step-timeout|MPI_ABORT was" | sed "s/^/  [$name] /" || true
   echo "$name: mpirun exited $rc after $((t1 - t0)) s"
   [ "$rc" != 0 ] || fail "$name: the job exited 0"
   [ "$rc" != 124 ] || fail "$name: the job hung (timeout)"

@@ -2,6 +2,7 @@
 # net_kill — SIGKILL the rank on a remote host (its own network namespace) mid-run: the job
 # ends with a non-zero status within 60 s, and no process is left in any host.
 NET_ID=15
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$DNN_SOURCE_DIR/tests/net/testlib.sh"
 export STARPU_NCPU=1
@@ -17,7 +18,7 @@ VICTIM="$(rank_pid 3)"
 [ -n "$VICTIM" ] || { fail "no rank process on host 3"; finish; }
 T0=$(date +%s)
 kill -9 "$VICTIM"
-wait $JOB; RC=$?
+RC=0; wait $JOB || RC=$?
 T1=$(date +%s)
 echo "killed rank 2 (pid $VICTIM, host $(host_ip 3)); mpirun exited $RC after $((T1 - T0)) s"
 grep -v '^\[starpu\]' "$TMP/out" | grep -m3 -iE "signal|exited|killed" || true

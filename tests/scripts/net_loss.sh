@@ -4,6 +4,7 @@
 # gives exactly the loss of the run without loss (tree and ring), after 20 LeNet-5 steps. The
 # drop counters show that packets were indeed dropped.
 NET_ID=12
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$DNN_SOURCE_DIR/tests/net/testlib.sh"
 command -v nft >/dev/null || { echo "SKIP: nft not installed (Debian package nftables; scripts/bootstrap.sh installs it)"; exit 77; }

@@ -6,6 +6,7 @@
 # links: the bytes each host's link sent during a run match what StarPU-MPI says its rank sent
 # (STARPU_MPI_STATS=1), within the TCP/IP and Open MPI framing and the launch (OVERHEAD).
 NET_ID=11
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$DNN_SOURCE_DIR/tests/net/testlib.sh"
 export STARPU_NCPU=1

@@ -6,6 +6,7 @@
 #   same images: the same top-1 class, probabilities within 1e-4 (tests/scripts/onnx_check.py);
 #   a version-1 checkpoint exports given --net; usage and file errors exit 2 and 1 in one line.
 # Needs the test venv of scripts/bootstrap.sh (DNN_TEST_PYTHON): without it the test FAILS.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 A="$STARPU_ANP"
 PY="${DNN_TEST_PYTHON:-}"
@@ -93,5 +94,6 @@ head -c 1000 "$TMP/lenet5.ckpt" >"$TMP/cut.ckpt"
 expect_rc 1 "$A" export --checkpoint "$TMP/cut.ckpt" --onnx "$TMP/x.onnx" && [[ "$ERR" == *cut.ckpt* ]] && one_line "cut" \
   || fail "truncated checkpoint: $ERR"
 [ ! -e "$TMP/x.onnx" ] || fail "a failed export left $TMP/x.onnx"
-"$A" export --help | grep -q 'probabilities' || fail "export --help"
+"$A" export --help >"$TMP/help" 2>&1 || fail "export --help exited non-zero"
+grep -q 'probabilities' "$TMP/help" || fail "export --help"
 finish

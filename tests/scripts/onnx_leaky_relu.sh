@@ -7,6 +7,7 @@
 # (tests/scripts/onnx_check.py). The exported LeakyRelu nodes carry the three alphas.
 # Needs the test venv of scripts/bootstrap.sh (DNN_TEST_PYTHON): without it the test FAILS.
 source "$(dirname "$0")/lib.sh"
+set -euo pipefail
 A="$STARPU_ANP"
 PY="${DNN_TEST_PYTHON:-}"
 CHECK="$(dirname "$0")/onnx_check.py"

@@ -2,6 +2,7 @@
 # robust_bad_checkpoint — `train --resume` and `eval --checkpoint` given a damaged or foreign
 # checkpoint end with one error line naming the file and what is wrong (exit 1), or a usage error
 # (exit 2) for a path that is not a file; never a crash, never a run on bad parameters.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 A="$STARPU_ANP"
 export STARPU_NCPU=1

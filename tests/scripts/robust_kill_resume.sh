@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# robust_kill_resume — kill -9 a training run at random moments, several times, resuming from its
-# checkpoint each time; then let it finish. Checks:
+# robust_kill_resume — kill -9 a training run at set points of its progress, several times, resuming
+# from its checkpoint each time; then let it finish. Checks:
 #   - no resume ever meets a corrupt checkpoint (each resumed run loads it, or is killed before it
 #     got that far; a load error fails the test), and no run fails in any other way;
 #   - the step it resumes from never goes backwards;
@@ -12,52 +12,69 @@
 # correct resume reproduces the uninterrupted run exactly; the tolerances only absorb printing.
 # (With several workers the REDUX order varies and two uninterrupted runs already differ by up to
 # ~0.002 in accuracy and ~2% in the last loss: docs/ROBUSTNESS.md.)
-# DNN_KILL_SEED=N replays the same kill times; DNN_KILLS=N sets how many kills (default 8).
+# Kill points by progress, not by the clock (the machine may be loaded and slow): run 1 is killed
+# in start-up (0.5 s after its launch, before or while it loads); each later run is killed as
+# soon as it has written its Nth checkpoint of this run (N from WRITES, in turn; a checkpoint is
+# written every 2 steps), so every kill after the first lands mid-training, right after a
+# checkpoint was renamed into place, however fast or slow the machine is. Runs 3 and later resume
+# from the checkpoint, so the kill and resume counts asserted below do not depend on timing. The
+# writes add up to ~110 of the 450 steps: the last, resumed run finishes the rest.
+# DNN_KILL_WRITES="N..." replaces WRITES (at least 4 values keep >= 3 resumes).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 export STARPU_NCPU=1 STARPU_NCUDA=0 STARPU_SCHED=lws
 A="$STARPU_ANP"
-SEED="${DNN_KILL_SEED:-$(( $(date +%s) % 32768 ))}"
-KILLS="${DNN_KILLS:-8}"
-RANDOM="$SEED"
-echo "kill seed: $SEED (DNN_KILL_SEED=$SEED replays these kill times)"
+read -ra WRITES <<<"${DNN_KILL_WRITES:-3 9 1 15 5 20 2}"
+KILLS=$((1 + ${#WRITES[@]}))
 ARGS=(train --net lenet5 --limit-train 9600 --limit-test 2000 --epochs 3)
 
-"$A" "${ARGS[@]}" --quiet >"$TMP/ref.out" 2>"$TMP/ref.err" || { cat "$TMP/ref.err" >&2; fail "reference run failed"; finish; }
+rc=0; "$A" "${ARGS[@]}" --quiet >"$TMP/ref.out" 2>"$TMP/ref.err" || rc=$?
+[ "$rc" = 0 ] || { cat "$TMP/ref.err" >&2; fail "reference run failed"; finish; }
 REF="$(tail -1 "$TMP/ref.out")"
 echo "uninterrupted: $REF"
-# Kill times scale with how long the whole run takes on this machine now (idle or loaded), so that
-# several kills land before a run can finish: up to a quarter of the uninterrupted wall time.
-SPAN="$(result_field "$REF" wall_s)"
 
 CK="$TMP/run.ckpt"
 ARGS+=(--checkpoint "$CK" --checkpoint-every 2)
+# ckpt_id: the checkpoint file's identity (inode and modification time in ns): each write is a
+# new file renamed over the old one, so the identity changes with every write.
+ckpt_id() { stat -c '%i %y' "$CK" 2>/dev/null || echo none; }
+# wait_writes PID N: returns once the process PID has written N checkpoints (0), or when it ended
+# first (1). Polls every 20 ms; a write missed between two polls only makes the kill later.
+wait_writes() {
+  local pid="$1" want="$2" seen=0 last cur
+  last="$(ckpt_id)"
+  while kill -0 "$pid" 2>/dev/null; do
+    cur="$(ckpt_id)"
+    if [ "$cur" != "$last" ]; then seen=$((seen + 1)); last="$cur"; fi
+    [ "$seen" -lt "$want" ] || return 0
+    sleep 0.02
+  done
+  return 1
+}
 last_step=-1
 resumes=0
 kills=0
 for i in $(seq 1 "$KILLS"); do
   extra=()
-  [ -f "$CK" ] && extra=(--resume "$CK")
+  [ ! -f "$CK" ] || extra=(--resume "$CK")
   "$A" "${ARGS[@]}" "${extra[@]}" >"$TMP/out.$i" 2>"$TMP/err.$i" &
   pid=$!
   if [ "$i" = 1 ]; then
-    # The first kill lands in start-up (StarPU, data loading, the resume itself).
-    delay="$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.2 + 1.3 * r / 32767 }')"
+    sleep 0.5
+    what="0.5 s after start"
   else
-    # The others once training runs (its "train: net ..." line): steps, checkpoint writes,
-    # end-of-epoch evaluations.
-    for _ in $(seq 200); do grep -q '^train: net' "$TMP/err.$i" 2>/dev/null && break; sleep 0.05; done
-    delay="$(awk -v r="$RANDOM" -v span="$SPAN" 'BEGIN { printf "%.2f", 0.2 + 0.25 * span * r / 32767 }')"
+    n="${WRITES[$((i - 2))]}"
+    wait_writes "$pid" "$n" || true
+    what="after its checkpoint write number $n"
   fi
-  sleep "$delay"
-  kill -9 "$pid" 2>/dev/null
-  wait "$pid" 2>/dev/null
-  rc=$?
+  kill -9 "$pid" 2>/dev/null || true
+  rc=0; wait "$pid" 2>/dev/null || rc=$?
   resumed="$(sed -n 's/^resumed from .*: epoch [0-9]*, step \([0-9]*\)$/\1/p' "$TMP/err.$i")"
-  echo "run $i: killed ${delay}s after $([ "$i" = 1 ] && echo start || echo 'training began') (exit $rc)${resumed:+, had resumed from step $resumed}"
+  echo "run $i: killed $what (exit $rc)${resumed:+, had resumed from step $resumed}"
   if [ "$rc" = 0 ]; then
     echo "run $i finished before the kill"
-    [ -n "$resumed" ] && resumes=$((resumes + 1))
+    [ -z "$resumed" ] || resumes=$((resumes + 1))
     FINAL="$(tail -1 "$TMP/out.$i")"
     break
   fi

@@ -3,13 +3,14 @@
 # exit 1 and one line saying how much memory the run needs and how much the limit allows; left
 # to itself StarPU would wait forever for memory to free up (runtime/preflight.h). A limit that
 # is large enough still trains.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 A="$STARPU_ANP"
 export STARPU_NCPU=1 STARPU_NCUDA=0
 RUN=(train --data synthetic --max-steps 3 --quiet)
 
 for mb in 1 4; do
-  ERR="$(STARPU_LIMIT_CPU_MEM=$mb timeout 120 "$A" "${RUN[@]}" 2>&1 >/dev/null)"; rc=$?
+  rc=0; ERR="$(STARPU_LIMIT_CPU_MEM=$mb timeout 120 "$A" "${RUN[@]}" 2>&1 >/dev/null)" || rc=$?
   echo "STARPU_LIMIT_CPU_MEM=$mb: exit $rc: $ERR"
   [ "$rc" = 124 ] && { fail "STARPU_LIMIT_CPU_MEM=$mb: hung (killed after 120 s)"; continue; }
   [ "$rc" = 1 ] || fail "STARPU_LIMIT_CPU_MEM=$mb: exit $rc, want 1"
@@ -19,7 +20,7 @@ for mb in 1 4; do
 done
 # eval: the same check before evaluating a checkpoint.
 "$A" "${RUN[@]}" --no-eval --checkpoint "$TMP/m.ckpt" >/dev/null 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "training for the eval check failed"; }
-ERR="$(STARPU_LIMIT_CPU_MEM=1 timeout 120 "$A" eval --data synthetic --checkpoint "$TMP/m.ckpt" --batch 1024 --quiet 2>&1 >/dev/null)"; rc=$?
+rc=0; ERR="$(STARPU_LIMIT_CPU_MEM=1 timeout 120 "$A" eval --data synthetic --checkpoint "$TMP/m.ckpt" --batch 1024 --quiet 2>&1 >/dev/null)" || rc=$?
 echo "eval, STARPU_LIMIT_CPU_MEM=1: exit $rc: $ERR"
 [ "$rc" = 1 ] && [[ "$ERR" == *"not enough memory"* ]] || fail "eval under a 1 MB limit: exit $rc: $ERR"
 # Enough memory: trains as usual (lenet5, batch 64, window 2, one worker needs about 12 MiB).

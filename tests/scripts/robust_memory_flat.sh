@@ -3,6 +3,7 @@
 # 10% of a 1-epoch run of the same configuration (measured from outside with GNU time's
 # "Maximum resident set size"; each epoch trains 100 steps, evaluates, and writes a checkpoint,
 # so whatever leaks per step, per evaluation or per checkpoint shows up three times over).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -x /usr/bin/time ] || { echo "SKIP: GNU time (/usr/bin/time) not installed"; exit 77; }
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }

@@ -4,6 +4,7 @@
 # With --checkpoint-every 1 the last checkpoint written must still load: a state whose parameters
 # went NaN/Inf is never written over it. (The state of the step just before the NaN loss may still
 # be finite-but-exploded: the loss only shows it one forward pass later. docs/ROBUSTNESS.md.)
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 A="$STARPU_ANP"
 export STARPU_NCPU="${STARPU_NCPU:-2}"

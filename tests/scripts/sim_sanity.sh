@@ -21,6 +21,7 @@
 #     through host memory over PCIe, which an infinite network does not make free (measured:
 #     4178 img/s on 1 node, 5359 tree / 5091 ring on 2).
 # Skipped (77) only where SimGrid is absent.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 ROOT="${DNN_SOURCE_DIR:?}"
 command -v smpicc >/dev/null && [ -f /usr/include/smpi/smpi.h ] || { echo "SKIP: SimGrid (smpicc) is absent"; exit 77; }

@@ -3,12 +3,13 @@
 # one paje.trace that ViTE parses cleanly, and the summary lists the workers of both ranks and
 # shows at least 25% of the gradient all-reduce tasks overlapping the backward pass (tasks tagged
 # with their step).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 command -v vite >/dev/null || { echo "SKIP: ViTE (vite) not installed"; exit 77; }
 export STARPU_NCPU=1 STARPU_NCUDA=0
 T="$TMP/tr"
-timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" bench --net lenet5 --batch 32 --steps 3 \
+timeout 300 "${ANP_MPIRUN[@]}" -np 2 "$STARPU_ANP" bench --net lenet5 --batch 32 --steps 3 \
   --warmup 1 --quiet --trace "$T" >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "traced 2-rank run failed"; finish; }
 note_result "$(tail -1 "$TMP/out")"
 tail -1 "$TMP/out" | grep -q '^result: .*ranks=2' || fail "no 2-rank result line: $(tail -1 "$TMP/out")"

@@ -2,12 +2,12 @@
 # trace_sweep — a tiny scheduler sweep (2 policies x 2 worker counts, few steps, 2 measured runs
 # after 1 discarded run each) writes sweep.csv with every run, summary.csv with medians, speedups
 # and efficiencies, and the two PNG plots.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 command -v gnuplot >/dev/null || { echo "SKIP: gnuplot not installed"; exit 77; }
 OUT="$TMP/sweep"
-"$STARPU_ANP" sweep --out "$OUT" --scheds "eager dmda" --ncpu "1 2" --ncuda 0 --net lenet5 --batch 32 \
-  --steps 2 --warmup 1 --reps 2 --discard 1 --timeout 120 >"$TMP/out" 2>"$TMP/err"
-rc=$?
+rc=0; "$STARPU_ANP" sweep --out "$OUT" --scheds "eager dmda" --ncpu "1 2" --ncuda 0 --net lenet5 --batch 32 \
+  --steps 2 --warmup 1 --reps 2 --discard 1 --timeout 120 >"$TMP/out" 2>"$TMP/err" || rc=$?
 [ $rc -eq 0 ] || { cat "$TMP/err" >&2; fail "sweep exited $rc"; finish; }
 /usr/bin/python3 - "$OUT" <<'EOF' || fail "sweep output checks"
 import csv, sys

@@ -2,6 +2,7 @@
 # trace_vite — `--trace DIR` on a short bench run: ViTE parses paje.trace and exports an SVG with a
 # state drawn for every worker; tasks.rec holds every codelet the net's layers need; the summary's
 # numbers are consistent (busy + idle + overhead ~ 100% per worker, critical path <= span).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 command -v vite >/dev/null || { echo "SKIP: ViTE (vite) not installed"; exit 77; }
 command -v gnuplot >/dev/null || { echo "SKIP: gnuplot not installed"; exit 77; }
@@ -10,8 +11,7 @@ export STARPU_NCPU=2 STARPU_NCUDA=0 STARPU_SCHED=lws
 T="$TMP/tr"
 
 # --- 1. a traced run: the result line stays last on stdout, and every output file is there
-"$STARPU_ANP" bench --net lenet5 --steps 3 --warmup 1 --quiet --trace "$T" >"$TMP/out" 2>"$TMP/err"
-rc=$?
+rc=0; "$STARPU_ANP" bench --net lenet5 --steps 3 --warmup 1 --quiet --trace "$T" >"$TMP/out" 2>"$TMP/err" || rc=$?
 if [ $rc -ne 0 ]; then cat "$TMP/err" >&2; fail "traced bench exited $rc"; finish; fi
 LINE="$(tail -1 "$TMP/out")"
 case "$LINE" in result:*) ;; *) fail "last stdout line is not the result line: $LINE" ;; esac

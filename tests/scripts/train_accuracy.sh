@@ -2,6 +2,7 @@
 # train_accuracy — lenet5 on Fashion-MNIST for 1 epoch reaches test_accuracy >= 0.85; the
 # checkpoint it writes, loaded by eval, gives the same test accuracy (round trip); the metrics
 # CSV has its header and one row per step and per epoch.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 OUT="$("$STARPU_ANP" train --net lenet5 --epochs 1 --checkpoint "$TMP/lenet5.ckpt" --metrics "$TMP/m.csv" 2>"$TMP/err")" \

@@ -7,6 +7,7 @@
 #   - predict names the right class of training images (and exits 1 on an unreadable one);
 #   - a flat folder (no val/) is split by --val-fraction, the same way in train and eval;
 #   - usage errors of the new options exit 2.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 GEN="$DNN_BUILD_DIR/tests/anpgen"
 NET="$DNN_SOURCE_DIR/tests/data/anp_small.net"

@@ -4,6 +4,7 @@
 # and the same train_loss / test_accuracy as an uninterrupted run. The augmentation (random crops
 # and flips) is drawn from (seed, global step, sample), so the resumed steps see the same crops.
 # One CPU worker: the task order, hence every sum, is the same in every run.
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 GEN="$DNN_BUILD_DIR/tests/anpgen"
 NET="$DNN_SOURCE_DIR/tests/data/anp_small.net"
@@ -20,7 +21,7 @@ CK="$TMP/run.ckpt"
 pid=$!
 for _ in $(seq 6000); do [ -f "$CK" ] && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
 kill -9 "$pid" 2>/dev/null
-wait "$pid"; rc=$?
+rc=0; wait "$pid" || rc=$?
 [ -f "$CK" ] || { cat "$TMP/a.err" >&2; fail "no checkpoint was written (exit $rc)"; finish; }
 [ "$rc" = 137 ] || fail "the run was not killed (exit $rc; too short?)"
 "$STARPU_ANP" "${ARGS[@]}" --checkpoint "$CK" --resume "$CK" >"$TMP/b.out" 2>"$TMP/b.err" \

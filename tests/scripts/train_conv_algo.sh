@@ -17,6 +17,7 @@
 # 3rd on (rounding differences in tiny batch-norm betas, amplified by momentum): at 10 steps a
 # batch-norm beta differed by 7% and the loss by 1.3e-3 between im2col and auto, which says
 # nothing about the kernels (their own errors are checked in unit_conv2d_winograd).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: no python3 for the checkpoint comparison"; exit 77; }

@@ -4,6 +4,7 @@
 # one (DNN_FUSE=0) and submits fewer tasks per step. On one CPU worker the two runs execute the
 # same float operations in the same order, so the losses must match to the printed digits; on
 # two workers only the gradient reductions' order may differ (1e-3, as train_schedulers).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 # A net with the awkward cases: a fused relu read by three nodes (joins an add's gradient as the
 # input with other consumers), a fused relu whose only consumer is an add (keeps its copy), an

@@ -5,6 +5,13 @@
 # are the same; only the order the chunks' contributions are summed in may change (float
 # reassociation): measured 2.242491 unpinned vs 2.242490 pinned (4.5e-7), the print quantum.
 # 5e-6 is ~10x that, as in mpi_sync. Also: eval refuses the option (exit 2).
+# Where the tasks ran (the option's whole point): a traced pinned run (--trace: StarPU's
+# tasks.rec), 3 chunks on 2 CPU workers, no evaluation; chunk_workers.py groups the tasks by the
+# chunk data they touch and checks that every chunk's load, forward and backward tasks ran on one
+# worker and that chunk c ran on worker c mod 2 (chunks 0 and 2 together, 1 on the other). An
+# unpinned run under lws fails that (measured: each chunk's 640 tasks split ~45/55 over the two
+# workers, and every chunk's loads on both).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 export STARPU_NCPU=2 STARPU_NCUDA=0
@@ -17,5 +24,12 @@ echo "train_loss unpinned $A, pinned $B"
 [ "$(result_field "$REF" pin_chunks)" = 0 ] || fail "unpinned run does not say pin_chunks=0: $REF"
 [ "$(result_field "$PIN" pin_chunks)" = 1 ] || fail "pinned run does not say pin_chunks=1: $PIN"
 fcmp "$A > 0 && ($A - $B) / $A <= $TOL && ($B - $A) / $A <= $TOL" || fail "pinned train_loss $B differs from $A by more than $TOL relative"
+rc=0
+"$STARPU_ANP" train --net lenet5 --max-steps 20 --limit-train 3200 --no-eval --lr-schedule constant --chunks 3 \
+  --quiet --pin-chunks --trace "$TMP/tr" >"$TMP/tr.out" 2>"$TMP/tr.err" || rc=$?
+if [ "$rc" != 0 ]; then cat "$TMP/tr.err" >&2; fail "the traced pinned run exited $rc"
+else
+  python3 "$(dirname "$0")/chunk_workers.py" "$TMP/tr/tasks.rec" 3 2 || fail "pinned chunks did not run where --pin-chunks puts them"
+fi
 expect_rc 2 "$STARPU_ANP" eval --checkpoint /nonexistent --pin-chunks
 finish

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # train_schedulers — the same short run under several STARPU_SCHED policies gives the same
 # training loss (only float reassociation in the gradient reductions may differ).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 REF=""

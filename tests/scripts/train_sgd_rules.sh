@@ -13,6 +13,7 @@
 # agree to <= 7.5e-7 at lr 0.05 and <= 5.3e-6 at lr_k = 0.0073 (float rounding of w -= lr v,
 # relative to the decay term, grows as lr_k shrinks). Bound 1e-4 for both (19x): a missed decay, a decayed bias, or a wrong step of the
 # schedule is off by >= 10% (the closest two rates tested, lr/2 and 0.146 lr, are 3x apart).
+set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 command -v python3 >/dev/null || { echo "SKIP: no python3 for the checkpoint arithmetic"; exit 77; }
 RULES="$(dirname "$0")/sgd_rules.py"
@@ -27,7 +28,7 @@ step() {
 # rates BEFORE A B LR_K WHAT: the check, its summary printed
 rates() {
   local out rc
-  out="$(python3 "$RULES" "$1" "$2" "$3" "$WD" "$4" "$TOL")"; rc=$?
+  rc=0; out="$(python3 "$RULES" "$1" "$2" "$3" "$WD" "$4" "$TOL")" || rc=$?
   echo "$5: $(tail -1 <<<"$out")"
   [ "$rc" = 0 ] || fail "$5: $(grep FAIL <<<"$out" | head -5)"
 }

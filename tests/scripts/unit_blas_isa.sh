@@ -7,7 +7,7 @@
 #   - with the user's OPENBLAS_CORETYPE honoured: a one-line warning naming the fix;
 #   - with DNN_BLAS_CORETYPE=auto: the program re-executes itself on the CPU's kernels.
 source "$(dirname "$0")/lib.sh"
-set -o pipefail
+set -euo pipefail
 A="$STARPU_ANP"
 export STARPU_NCPU=1
 rank() { case "$1" in sse) echo 1 ;; avx) echo 2 ;; avx2) echo 3 ;; avx512) echo 4 ;; *) echo 0 ;; esac; }
