@@ -137,9 +137,38 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
   exit 2
 fi
 
+CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels"
+# Rows are appended only under the same columns: a CSV of an older simulate.sh is left alone.
+if [ -s "$CSV" ] && [ "$(head -1 "$CSV")" != "$CSV_HEADER" ]; then
+  echo "simulate.sh: --csv $CSV has other columns (an older simulate.sh's); give a new file (this one's columns: $CSV_HEADER)" >&2
+  exit 2
+fi
+
 # ---------------------------------------------------------------- calibration (this machine's CPU)
 HOST="$(hostname)"
-CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib}"  # STARPU_HOME of the one-process calibration runs
+# The CPU kernels the calibration times (issue 26): the BLAS's kernel set and the CPU's ISA as the
+# real binary reports them (result line blas=, cpu_isa=; the start-up fix of runtime/cpu_kernels.c
+# included), DNN_CONV_ALGO, and the CPU model. A calibration is only reused with the same kernels:
+# the default folder is keyed by them, and a folder of one's own (ANP_SIM_CALIB_DIR) that records
+# other kernels, or none, is refused.
+kline="$(STARPU_NCPU=1 STARPU_NCUDA=0 "$REAL_APP" bench --net lenet5 --batch 2 --chunks 1 --steps 1 --warmup 1 \
+  --quiet 2>/dev/null | anp_result_line)" || { echo "simulate.sh: the real binary did not run (cannot tell its CPU kernels)" >&2; exit 1; }
+CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)"
+CPU_KERNELS="$(anp_result_field "$kline" blas)/$(anp_result_field "$kline" cpu_isa)/conv=${DNN_CONV_ALGO:-auto}"
+KERNELS_ID="$CPU_KERNELS cpu=${CPU_MODEL:-unknown}"
+KEY="$(printf '%s' "$CPU_KERNELS" | tr -c 'A-Za-z0-9.=-' '_')-$(printf '%s' "$CPU_MODEL" | sha256sum | cut -c1-8)"
+CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib/$KEY}"  # STARPU_HOME of the one-process calibration runs
+if [ -f "$CALIB/kernels.txt" ]; then
+  if [ "$(cat "$CALIB/kernels.txt")" != "$KERNELS_ID" ]; then
+    echo "simulate.sh: the CPU calibration in $CALIB was taken with other kernels ($(cat "$CALIB/kernels.txt")); this machine runs $KERNELS_ID: remove that folder to recalibrate, or set ANP_SIM_CALIB_DIR to another" >&2
+    exit 1
+  fi
+elif [ -d "$CALIB/stamps" ] && [ -n "$(ls -A "$CALIB/stamps" 2>/dev/null)" ]; then
+  echo "simulate.sh: the CPU calibration in $CALIB records no kernels (taken before they were recorded): remove that folder to recalibrate, or set ANP_SIM_CALIB_DIR to another" >&2
+  exit 1
+fi
+mkdir -p "$CALIB"
+printf '%s\n' "$KERNELS_ID" >"$CALIB/kernels.txt"
 # Multi-rank calibration runs (for the reduction's shapes) write to their own STARPU_HOME: they
 # also re-time the compute shapes, on an oversubscribed machine, and must not blur the clean
 # one-process means. The simulation searches the one-process models first (ANP_SIM_CPU_MODELS).
@@ -186,7 +215,6 @@ calibrate() {
 # ---------------------------------------------------------------- the runs
 IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_GPUS <<<"$GPUS"; IFS=, read -ra L_SCHED <<<"$SCHED"
 IFS=, read -ra L_MODE <<<"$MODE"; IFS=, read -ra L_AR <<<"$ALLREDUCE"
-CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces"
 STARPU_MAXNODES="$(sed -n 's/^#define STARPU_MAXNODES \([0-9]*\).*/\1/p' "$STARPU_SIM_PREFIX/include/starpu/1.4/starpu_config.h")"
 nruns=0 nfail=0
 RUNROWS="$(mktemp /tmp/anp-sim-rows-XXXXXX.csv)" # this invocation's rows, for the plot
@@ -266,7 +294,7 @@ for ar in "${L_AR[@]}"; do
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--}" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }

@@ -20,6 +20,10 @@
 #     and with the ring. Not per-node parity: the all-reduce stages every gradient and weight
 #     through host memory over PCIe, which an infinite network does not make free (measured:
 #     4178 img/s on 1 node, 5359 tree / 5091 ring on 2).
+#  4. the CPU calibration records the kernels it was taken with (issue 26) and is not reused with
+#     others: after section 1, the calibration folder's kernels.txt names this machine's blas= and
+#     cpu_isa=, the CSV's cpu_kernels column says the same; the folder with other kernels written
+#     into it is refused (exit 1, one line), and so is a CSV of other columns (exit 2).
 # Skipped (77) only where SimGrid is absent.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -36,6 +40,25 @@ TWO="$(ips "$(sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 1 --ncpu
 echo "per node: 1 node $ONE img/s, 2 nodes (tree) $(awk -v t="$TWO" 'BEGIN{print t/2}') img/s"
 fcmp "$ONE > 0 && $TWO / 2 >= 0.90 * $ONE && $TWO / 2 <= 1.01 * $ONE" \
   || fail "2 nodes (tree, infinitely fast network) give $TWO img/s: per node not within [0.90, 1.01] x $ONE"
+# 4.
+KLINE="$(STARPU_NCPU=1 "$STARPU_ANP" bench --net lenet5 --batch 2 --chunks 1 --steps 1 --warmup 1 --quiet | tail -1)"
+BLAS="$(result_field "$KLINE" blas)"; ISA="$(result_field "$KLINE" cpu_isa)"
+grep -q "^$BLAS/$ISA/conv=" "$ANP_SIM_CALIB_DIR/kernels.txt" \
+  || fail "kernels.txt does not record blas=$BLAS cpu_isa=$ISA: $(cat "$ANP_SIM_CALIB_DIR/kernels.txt" 2>&1)"
+[ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "cpu_kernels") c = i } NR == 2 { print $c }' "$TMP/s.csv")" \
+  = "$(cut -d' ' -f1 "$ANP_SIM_CALIB_DIR/kernels.txt")" ] || fail "the CSV's cpu_kernels column is not the calibration's kernels"
+cp "$ANP_SIM_CALIB_DIR/kernels.txt" "$TMP/kernels.good"
+echo "openblas-0.3.21:prescott/avx512/conv=auto cpu=another CPU" >"$ANP_SIM_CALIB_DIR/kernels.txt"
+rc=0; bash "$ROOT/scripts/simulate.sh" --quiet --no-build --csv "$TMP/s.csv" --net lenet5 --batch 64 --chunks 2 --cores 1 \
+  --ncpu 1 --steps 2 >/dev/null 2>"$TMP/err2" || rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c . "$TMP/err2")" = 1 ] && grep -q 'taken with other kernels' "$TMP/err2" \
+  || fail "a calibration of other kernels: want exit 1 and one line, got $rc: $(cat "$TMP/err2")"
+cp "$TMP/kernels.good" "$ANP_SIM_CALIB_DIR/kernels.txt"
+echo "platform,nodes,images_per_s" >"$TMP/old.csv"
+rc=0; bash "$ROOT/scripts/simulate.sh" --quiet --no-build --csv "$TMP/old.csv" --net lenet5 --batch 64 --chunks 2 --cores 1 \
+  --ncpu 1 --steps 2 >/dev/null 2>"$TMP/err2" || rc=$?
+[ "$rc" = 2 ] && grep -q 'has other columns' "$TMP/err2" || fail "a CSV of other columns: want exit 2, got $rc: $(cat "$TMP/err2")"
+[ "$(cat "$TMP/old.csv")" = "platform,nodes,images_per_s" ] || fail "the old CSV was changed"
 # 2.
 for pin in free pinned; do
   PREV=0 EXTRA=(); [ "$pin" = free ] || EXTRA=(-- --pin-chunks)
