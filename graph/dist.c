@@ -172,10 +172,12 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 	return 0;
 }
 
-/* Does a tensor of n elements take the ring (else the tree)? */
+/* Does a tensor of n elements take the ring, or recursive halving-doubling (both cut it into N
+ * chunks, ring_chunk), else the tree? */
 static int takes_ring(const dnn_dist *d, long n)
 {
-	return d->allreduce == DNN_ALLREDUCE_RING && (size_t)n >= (size_t)d->nranks * DNN_RING_MIN_CHUNK;
+	return (d->allreduce == DNN_ALLREDUCE_RING || d->allreduce == DNN_ALLREDUCE_RHD) &&
+	       (size_t)n >= (size_t)d->nranks * DNN_RING_MIN_CHUNK;
 }
 
 /* Close the open bucket b of `members` tensors: 1 when it is kept; a bucket of one tensor is no
@@ -436,6 +438,56 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	return dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
 }
 
+/* The sync step of parameter q by recursive halving-doubling (N = 2^k ranks, the ring's N chunks
+ * and slice codelets). Reduce-scatter by recursive halving, m = N/2, N/4, .., 1: every rank r
+ * keeps the half of its current block of 2m chunks that holds chunk r, and adds the partner
+ * r^m's copy of it, A[r][c] += A[r^m][c] on r (the partner does the same with the other half), so
+ * that chunk c ends summed over all ranks on rank c, in log2 N dependent steps. All-gather by
+ * recursive doubling, m = 1, 2, .., N/2: r copies the partner's block of m summed chunks,
+ * A[r][c] = A[r^m][c]. Every chunk's sum is computed once (on rank c) and copied, so the replicas
+ * stay identical; each rank sends and receives (N-1)/N of the tensor per phase, as the ring, but
+ * the chain is 2 log2 N hops long instead of 2(N-1). All ranks submit every task. */
+static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+{
+	dnn_model *m = p->m;
+	dnn_dist *d = m->dist;
+	const int N = d->nranks, P = m->nparams;
+	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
+	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
+	dnn_task_opts o = {.mpi = 1, .priority = STARPU_MAX_PRIO}; /* on the path to the next forward */
+	o.name = "rhd_copy_in";
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++) {
+			o.node = j;
+			TRY(dnn_insert_vec_slice_get(&o, A[j * N + c], d->g_local[j * P + q], off[c]));
+		}
+	o.name = "rhd_reduce_scatter";
+	for (int half = N / 2; half >= 1; half /= 2)
+		for (int r = 0; r < N; r++) {
+			const int first = r & ~(half - 1); /* r's half: chunks first .. first + half - 1 */
+			o.node = r;
+			for (int c = first; c < first + half; c++)
+				TRY(dnn_insert_vec_add(&o, A[r * N + c], STARPU_RW, A[(r ^ half) * N + c]));
+		}
+	o.name = "rhd_all_gather";
+	for (int half = 1; half < N; half *= 2)
+		for (int r = 0; r < N; r++) {
+			const int first = (r ^ half) & ~(half - 1); /* the partner's block of summed chunks */
+			o.node = r;
+			for (int c = first; c < first + half; c++)
+				TRY(dnn_insert_vec_slice_get(&o, A[r * N + c], A[(r ^ half) * N + c], 0));
+		}
+	o.name = "rhd_copy_out";
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++) {
+			o.node = j;
+			TRY(dnn_insert_vec_slice_put(&o, d->g_local[j * P + q], A[j * N + c], off[c]));
+		}
+	dnn_param *pr = &m->params[q];
+	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+	return dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
+}
+
 /* The sync step of parameter q with the tree: the sum into rank 0, sent to every rank, and the
  * same update on every replica with it (read-only); then the local gradient is zeroed. */
 static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
@@ -512,6 +564,8 @@ int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd)
 			TRY(async_push_step(p, q, step, sgd));
 		else if (d->g_global[q])
 			TRY(tree_allreduce_step(p, q, sgd));
+		else if (d->allreduce == DNN_ALLREDUCE_RHD)
+			TRY(rhd_allreduce_step(p, q, sgd));
 		else
 			TRY(ring_allreduce_step(p, q, sgd));
 	}

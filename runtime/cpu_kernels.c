@@ -100,11 +100,13 @@ int dnn_blas_plan_make(dnn_isa cpu, int amd, const char *corename, const char *k
 	return 0;
 }
 
+#ifndef DNN_SIMGRID /* the simulation build chooses no BLAS kernels */
 static int cpu_is_amd(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_is("amd");
 }
+#endif
 
 int dnn_cpu_kernels_init(char **argv, const char *knob, char *err, size_t errlen)
 {

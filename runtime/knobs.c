@@ -57,10 +57,11 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	static const char *const algo[] = {"auto", "im2col", "winograd", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
+	static const char *const onoff[] = {"0", "1", NULL};
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
-	k->traces_dir = NULL, k->blas_coretype = NULL;
+	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0;
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
 		return -1;
 	if (v)
@@ -78,6 +79,10 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	if ((v = knob("DNN_BLAS_CORETYPE")) && one_of("DNN_BLAS_CORETYPE", v, blas, err, errlen) < 0)
 		return -1;
 	k->blas_coretype = v;
+	if ((v = knob("DNN_BREAKDOWN")) && (i = one_of("DNN_BREAKDOWN", v, onoff, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->breakdown = i;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
@@ -114,3 +119,5 @@ int dnn_knobs_loaded(void) { return g_loaded; }
 const char *dnn_knobs_traces_dir(void) { return g_knobs.traces_dir; }
 
 const char *dnn_knobs_blas_coretype(void) { return g_knobs.blas_coretype; }
+
+int dnn_knobs_breakdown(void) { return g_knobs.breakdown; }
