@@ -119,6 +119,16 @@ struct dnn_dist {
 	long staleness_max, staleness_count;
 };
 
+/* DNN_ALLREDUCE_PRIO=1 (dnn_dist_set_priorities): the sync all-reduce's tasks and the updates of
+ * parameter q get StarPU priority P - q, so that the layers the next forward needs first go first
+ * (P3, ByteScheduler); 0: every such task at priority 0 (the ring's and rhd's hops keep
+ * STARPU_MAX_PRIO either way). */
+static int g_prio;
+
+void dnn_dist_set_priorities(int on) { g_prio = on; }
+
+static int prio_of(const dnn_model *m, int q) { return g_prio ? m->nparams - q : 0; }
+
 static starpu_data_handle_t reg_vector(dnn_dist *d, float *home, size_t n, int owner)
 {
 	starpu_data_handle_t h;
@@ -343,12 +353,16 @@ static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, i
  * contribution executed on each rank, then StarPU-MPI's reduction tree. The task names are
  * <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
 static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
-			const char *zero_name, const char *contrib_name)
+			const char *zero_name, const char *contrib_name, int prio)
 {
-	TRY(dnn_insert_vec_zero(ON_NODE(-1, zero_name), G));
-	for (int j = 0; j < nranks; j++)
-		TRY(dnn_insert_vec_add(ON_NODE(j, contrib_name), G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
-	return starpu_mpi_redux_data(MPI_COMM_WORLD, G);
+	dnn_task_opts o = {.mpi = 1, .node = -1, .name = zero_name, .priority = prio};
+	TRY(dnn_insert_vec_zero(&o, G));
+	o.name = contrib_name;
+	for (int j = 0; j < nranks; j++) {
+		o.node = j;
+		TRY(dnn_insert_vec_add(&o, G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
+	}
+	return starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio);
 }
 
 /* Every rank takes part in every transfer of h to every rank (the owner posts the sends). */
@@ -435,7 +449,7 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	return dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
+	return dnn_insert_sgd_update(&(dnn_task_opts){.priority = prio_of(m, q)}, &a, pr->hw, pr->hv, pr->hg);
 }
 
 /* The sync step of parameter q by recursive halving-doubling (N = 2^k ranks, the ring's N chunks
@@ -485,7 +499,7 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 		}
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	return dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
+	return dnn_insert_sgd_update(&(dnn_task_opts){.priority = prio_of(m, q)}, &a, pr->hw, pr->hv, pr->hg);
 }
 
 /* The sync step of parameter q with the tree: the sum into rank 0, sent to every rank, and the
@@ -495,13 +509,15 @@ static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
 	starpu_data_handle_t G = d->g_global[q];
-	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib"));
+	const dnn_task_opts o = {.priority = prio_of(m, q)};
+	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib",
+			 o.priority));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
 	a.keep_grad = 1;
-	TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, G));
-	return dnn_insert_vec_zero(NULL, pr->hg);
+	TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, G));
+	return dnn_insert_vec_zero(&o, pr->hg);
 }
 
 /* The async step of parameter q: a local step that also writes the applied change, pushed to
@@ -535,12 +551,13 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 	dnn_dist *d = m->dist;
 	const int NB = d->nbuckets;
 	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b], G = d->bucket_global[b];
-	dnn_task_opts pack = {.name = "bucket_pack"}, unpack = {.name = "bucket_unpack"};
+	const int prio = prio_of(m, d->bucket_lead[b]);
+	dnn_task_opts pack = {.name = "bucket_pack", .priority = prio}, unpack = {.name = "bucket_unpack", .priority = prio};
 	TRY(dnn_insert_vec_zero(&pack, mine));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++)
 		if (d->bucket_of[q] == b)
 			TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
-	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib"));
+	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", prio));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++) {
 		if (d->bucket_of[q] != b)
@@ -548,7 +565,7 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 		dnn_param *pr = &m->params[q];
 		TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
 		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-		TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg));
+		TRY(dnn_insert_sgd_update(&(dnn_task_opts){.priority = prio}, &a, pr->hw, pr->hv, pr->hg));
 	}
 	return 0;
 }
@@ -580,7 +597,7 @@ int dnn_dist_reduce_stats(dnn_plan *p, int slot)
 	for (int c = 0; c < p->nchunks; c++)
 		TRY(dnn_insert_vec_add(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
 	return mpi_sum_into(d->stats_global[slot], d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero",
-			    "stats_contrib");
+			    "stats_contrib", 0);
 }
 
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host)
@@ -636,7 +653,7 @@ int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char 
 	dnn_vec_set_sum_redux(G);
 	for (int j = 0; j < d->nranks; j++)
 		L[j] = reg_vector(d, j == d->rank ? local : NULL, n, j);
-	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib");
+	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib", 0);
 	int wrc = starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	/* Unregistering brings the sum back into rank 0's `out`. */
 	starpu_data_unregister(G);

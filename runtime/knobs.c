@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "fuse.h"
 #include "starpu_anp.h"
 
@@ -61,7 +62,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
-	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0;
+	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 0;
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
 		return -1;
 	if (v)
@@ -83,6 +84,10 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->breakdown = i;
+	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, onoff, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->allreduce_prio = i;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
@@ -102,6 +107,7 @@ void dnn_knobs_apply(const dnn_knobs *k)
 	dnn_fuse_set_level(k->fuse);
 	dnn_conv2d_set_cpu_algo(k->conv_algo);
 	dnn_cuda_env_set(&k->cuda);
+	dnn_dist_set_priorities(k->allreduce_prio);
 }
 
 int dnn_knobs_load(char *err, size_t errlen)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_sync — synchronous training over 2 and 4 ranks (StarPU-MPI all-reduce) equals the
 # single-process run with the same seed and global batch: train_loss within TOL relative after
-# 20 steps, with the tree and the ring all-reduce (--allreduce). Also: --mode/--staleness work in
+# 20 steps, with the tree, the ring and the recursive halving-doubling all-reduce (--allreduce).
+# rhd refuses a rank count that is not a power of two (3). Also: --mode/--staleness work in
 # a single process (async with one rank = sync), and so does --allreduce ring.
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
@@ -23,8 +24,8 @@ RING1="$("$STARPU_ANP" "${COMMON[@]}" --allreduce ring | tail -1)" || fail "sing
 [ "$(result_field "$RING1" train_loss)" = "$REF" ] || fail "--allreduce ring changes a single-process run: $RING1"
 ASYNC1="$("$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 2 | tail -1)" || fail "single-process async failed"
 [ "$(result_field "$ASYNC1" train_loss)" = "$REF" ] || fail "async with one process is not sync: $ASYNC1"
-# Both all-reduce algorithms (--allreduce; tree is the default, so the first run passes none).
-for np in 2 4; do for ar in default ring; do
+# Every all-reduce algorithm (--allreduce; tree is the default, so the first run passes none).
+for np in 2 4; do for ar in default ring rhd; do
   ARG=(); [ "$ar" = default ] || ARG=(--allreduce "$ar")
   LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$STARPU_ANP" "${COMMON[@]}" "${ARG[@]}" 2>"$TMP/err" | tail -1)" \
     || { cat "$TMP/err" >&2; fail "mpirun -np $np ($ar) failed"; continue; }
@@ -39,7 +40,7 @@ done; done
 # Gradient buckets (--bucket-mb) pack the tree's tensors into fewer all-reduces: the same sums,
 # so the same loss, with fewer collectives (lenet5: 10 tensors; 0.01 MiB packs the small ones,
 # 1 MiB all of them into one).
-for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01"; do
+for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01" "4 rhd 0.01"; do
   read -r np ar mb <<<"$spec"
   LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --bucket-mb $mb 2>"$TMP/err" | tail -1)" \
     || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar --bucket-mb $mb failed"; continue; }
@@ -57,6 +58,9 @@ L="$(result_field "$LINE" train_loss)"
 echo "2 ranks async S=0: train_loss=$L"
 fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "async S=0: train_loss $L vs $REF (tolerance $TOL relative)"
 expect_rc 2 "$STARPU_ANP" train --mode bogus
+# rhd over 3 ranks: one usage line per rank (each rank refuses the same way), exit 2.
+expect_rc 2 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$STARPU_ANP" "${COMMON[@]}" --allreduce rhd \
+  && { [[ "$ERR" == *"--allreduce rhd needs a power-of-two number of ranks, not 3"* ]] || fail "rhd over 3 ranks: '$ERR'"; }
 expect_rc 2 "$STARPU_ANP" train --allreduce bogus \
   && { [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] && [[ "$ERR" == *--allreduce* ]] || fail "--allreduce bogus: '$ERR'"; }
 expect_rc 2 "$STARPU_ANP" bench --allreduce star
