@@ -119,15 +119,27 @@ struct dnn_dist {
 	long staleness_max, staleness_count;
 };
 
-/* DNN_ALLREDUCE_PRIO=1 (dnn_dist_set_priorities): the sync all-reduce's tasks and the updates of
- * parameter q get StarPU priority P - q, so that the layers the next forward needs first go first
- * (P3, ByteScheduler); 0: every such task at priority 0 (the ring's and rhd's hops keep
- * STARPU_MAX_PRIO either way). */
+/* DNN_ALLREDUCE_PRIO (dnn_dist_set_priorities): 1 = the sync all-reduce's tasks and the updates
+ * of parameter q get StarPU priority P - q, so that the layers the next forward needs first go
+ * first (P3, ByteScheduler); 0: every such task at priority 0 (the ring's and rhd's hops keep
+ * STARPU_MAX_PRIO either way). 2 = as 1, and under --pin-chunks these tasks are pinned too, to
+ * chunk q mod K's worker: a pinned task waits in its worker's own queue, which StarPU serves
+ * before the scheduler's, so an unpinned all-reduce task waits for every ready pinned forward or
+ * backward task of that worker whatever its priority; pinned, it takes its place by priority. */
 static int g_prio;
 
-void dnn_dist_set_priorities(int on) { g_prio = on; }
+void dnn_dist_set_priorities(int level) { g_prio = level; }
 
 static int prio_of(const dnn_model *m, int q) { return g_prio ? m->nparams - q : 0; }
+
+/* The options of parameter q's all-reduce tasks and update (mpi: cross-rank, on `node`). */
+static dnn_task_opts ar_opts(const dnn_plan *p, int q, int mpi, int node, int prio)
+{
+	dnn_task_opts o = {.mpi = mpi, .node = node, .priority = prio};
+	if (g_prio >= 2 && p->chunk_worker)
+		o.pinned = 1, o.worker = p->chunk_worker[q % p->nchunks];
+	return o;
+}
 
 static starpu_data_handle_t reg_vector(dnn_dist *d, float *home, size_t n, int owner)
 {
@@ -353,9 +365,11 @@ static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, i
  * contribution executed on each rank, then StarPU-MPI's reduction tree. The task names are
  * <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
 static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
-			const char *zero_name, const char *contrib_name, int prio)
+			const char *zero_name, const char *contrib_name, const dnn_task_opts *base)
 {
-	dnn_task_opts o = {.mpi = 1, .node = -1, .name = zero_name, .priority = prio};
+	dnn_task_opts o = base ? *base : (dnn_task_opts){0};
+	const int prio = o.priority;
+	o.mpi = 1, o.node = -1, o.name = zero_name;
 	TRY(dnn_insert_vec_zero(&o, G));
 	o.name = contrib_name;
 	for (int j = 0; j < nranks; j++) {
@@ -419,7 +433,7 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
 	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
 	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
-	dnn_task_opts o = {.mpi = 1, .priority = STARPU_MAX_PRIO};
+	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO);
 	o.name = "ring_copy_in";
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
@@ -449,7 +463,8 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	return dnn_insert_sgd_update(&(dnn_task_opts){.priority = prio_of(m, q)}, &a, pr->hw, pr->hv, pr->hg);
+	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
+	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
 }
 
 /* The sync step of parameter q by recursive halving-doubling (N = 2^k ranks, the ring's N chunks
@@ -468,7 +483,7 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	const int N = d->nranks, P = m->nparams;
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
 	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
-	dnn_task_opts o = {.mpi = 1, .priority = STARPU_MAX_PRIO}; /* on the path to the next forward */
+	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO); /* on the path to the next forward */
 	o.name = "rhd_copy_in";
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
@@ -499,7 +514,8 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 		}
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	return dnn_insert_sgd_update(&(dnn_task_opts){.priority = prio_of(m, q)}, &a, pr->hw, pr->hv, pr->hg);
+	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
+	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
 }
 
 /* The sync step of parameter q with the tree: the sum into rank 0, sent to every rank, and the
@@ -509,9 +525,8 @@ static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
 	starpu_data_handle_t G = d->g_global[q];
-	const dnn_task_opts o = {.priority = prio_of(m, q)};
-	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib",
-			 o.priority));
+	const dnn_task_opts o = ar_opts(p, q, 0, -1, prio_of(m, q));
+	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
@@ -551,13 +566,14 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 	dnn_dist *d = m->dist;
 	const int NB = d->nbuckets;
 	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b], G = d->bucket_global[b];
-	const int prio = prio_of(m, d->bucket_lead[b]);
-	dnn_task_opts pack = {.name = "bucket_pack", .priority = prio}, unpack = {.name = "bucket_unpack", .priority = prio};
+	const dnn_task_opts o = ar_opts(p, d->bucket_lead[b], 0, -1, prio_of(m, d->bucket_lead[b]));
+	dnn_task_opts pack = o, unpack = o;
+	pack.name = "bucket_pack", unpack.name = "bucket_unpack";
 	TRY(dnn_insert_vec_zero(&pack, mine));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++)
 		if (d->bucket_of[q] == b)
 			TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
-	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", prio));
+	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++) {
 		if (d->bucket_of[q] != b)
@@ -565,7 +581,7 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 		dnn_param *pr = &m->params[q];
 		TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
 		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-		TRY(dnn_insert_sgd_update(&(dnn_task_opts){.priority = prio}, &a, pr->hw, pr->hv, pr->hg));
+		TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, pr->hg));
 	}
 	return 0;
 }
@@ -597,7 +613,7 @@ int dnn_dist_reduce_stats(dnn_plan *p, int slot)
 	for (int c = 0; c < p->nchunks; c++)
 		TRY(dnn_insert_vec_add(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
 	return mpi_sum_into(d->stats_global[slot], d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero",
-			    "stats_contrib", 0);
+			    "stats_contrib", NULL);
 }
 
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host)
@@ -653,7 +669,7 @@ int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char 
 	dnn_vec_set_sum_redux(G);
 	for (int j = 0; j < d->nranks; j++)
 		L[j] = reg_vector(d, j == d->rank ? local : NULL, n, j);
-	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib", 0);
+	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib", NULL);
 	int wrc = starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	/* Unregistering brings the sum back into rank 0's `out`. */
 	starpu_data_unregister(G);

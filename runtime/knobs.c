@@ -84,7 +84,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->breakdown = i;
-	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, onoff, err, errlen)) < 0)
+	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, fuse /* the same words: 0, 1, 2 */, err, errlen)) < 0)
 		return -1;
 	if (v)
 		k->allreduce_prio = i;
