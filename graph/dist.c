@@ -22,6 +22,8 @@
  *          all-gather, s = 0..N-2, every r:     A[r+1][c]  = A[r][c], c = r+1-s    on r+1
  *                          g_p[j][chunk c] = A[j][c]            on j (the sum, in place)
  *                          each rank's SGD step with its g_p, which it zeroes.
+ *        --allreduce rhd: the same chunks, summed by recursive halving and gathered by recursive
+ *        doubling (power-of-two N; rhd_allreduce_step), 2 log2 N dependent hops instead of 2(N-1).
  *        --bucket-mb M: the tensors that take the tree and are below M MiB are packed, in
  *        backward order, into buckets of up to M MiB (slice_put on each rank), each bucket
  *        all-reduced with the tree as one tensor and unpacked (slice_get) before the updates:
