@@ -121,14 +121,15 @@ struct dnn_dist {
 	long staleness_max, staleness_count;
 };
 
-/* DNN_ALLREDUCE_PRIO (dnn_dist_set_priorities): 1 = the sync all-reduce's tasks and the updates
- * of parameter q get StarPU priority P - q, so that the layers the next forward needs first go
- * first (P3, ByteScheduler); 0: every such task at priority 0 (the ring's and rhd's hops keep
+/* DNN_ALLREDUCE_PRIO (dnn_dist_set_priorities; 2 by default: docs/SIMULATION.md, study 5, +4% to
+ * +10% at 2-16 simulated K80 nodes). 1 = the sync all-reduce's tasks and the updates of parameter
+ * q get StarPU priority P - q, so that the layers the next forward needs first go first (P3,
+ * ByteScheduler); 0: every such task at priority 0 (the ring's and rhd's hops keep
  * STARPU_MAX_PRIO either way). 2 = as 1, and under --pin-chunks these tasks are pinned too, to
  * chunk q mod K's worker: a pinned task waits in its worker's own queue, which StarPU serves
  * before the scheduler's, so an unpinned all-reduce task waits for every ready pinned forward or
  * backward task of that worker whatever its priority; pinned, it takes its place by priority. */
-static int g_prio;
+static int g_prio = 2;
 
 void dnn_dist_set_priorities(int level) { g_prio = level; }
 

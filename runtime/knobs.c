@@ -12,7 +12,7 @@
 #include "fuse.h"
 #include "starpu_anp.h"
 
-static dnn_knobs g_knobs = {.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1}};
+static dnn_knobs g_knobs = {.fuse = 1, .allreduce_prio = 2, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1}};
 static int g_loaded;
 
 /* The variable's value, or NULL when unset or empty (both mean: the default). */
@@ -62,7 +62,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
-	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 0;
+	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 2;
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
 		return -1;
 	if (v)

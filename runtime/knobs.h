@@ -17,7 +17,7 @@ typedef struct {
 	const char *blas_coretype; /* DNN_BLAS_CORETYPE=auto|keep, NULL when unset (runtime/cpu_kernels.h) */
 	const char *traces_dir;  /* DNN_TRACES_DIR: a folder holding trace_summary.py, or NULL */
 	int breakdown;           /* DNN_BREAKDOWN=0|1 [0]: the result line's time breakdown (breakdown.h) */
-	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [0]: first layers' all-reduce first (graph/dist.h) */
+	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [2]: first layers' all-reduce first (graph/dist.h) */
 } dnn_knobs;
 
 /* Reads the variables into *k (the defaults where unset or empty); no side effect. 0, or -1 with

@@ -51,15 +51,15 @@ for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01" "4 rhd 0.01"; do
   [ "$mb" != 1 ] || [ "$N" = 1 ] || fail "--bucket-mb 1: $N all-reduces, expected 1 bucket for all of lenet5"
   fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, buckets $mb: train_loss $L vs $REF (tolerance $TOL relative)"
 done
-# DNN_ALLREDUCE_PRIO=2 (the all-reduce's tasks by layer priority, pinned to the chunks' workers
-# under --pin-chunks) only reorders the same sums: the same loss.
-for spec in "2 tree" "4 rhd"; do
-  read -r np ar <<<"$spec"
-  LINE="$(DNN_ALLREDUCE_PRIO=2 timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np -x DNN_ALLREDUCE_PRIO "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --pin-chunks 2>"$TMP/err" | tail -1)" \
-    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar with DNN_ALLREDUCE_PRIO=2 failed"; continue; }
+# DNN_ALLREDUCE_PRIO (default 2: the all-reduce's tasks by layer priority, pinned to the chunks'
+# workers under --pin-chunks; 0: unordered, unpinned) only reorders the same sums: the same loss.
+for spec in "2 tree 2" "4 rhd 2" "2 ring 0"; do
+  read -r np ar prio <<<"$spec"
+  LINE="$(DNN_ALLREDUCE_PRIO=$prio timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np -x DNN_ALLREDUCE_PRIO "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --pin-chunks 2>"$TMP/err" | tail -1)" \
+    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar with DNN_ALLREDUCE_PRIO=$prio failed"; continue; }
   L="$(result_field "$LINE" train_loss)"
-  echo "$np ranks, $ar, DNN_ALLREDUCE_PRIO=2 --pin-chunks: train_loss=$L"
-  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, priorities: train_loss $L vs $REF (tolerance $TOL relative)"
+  echo "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio --pin-chunks: train_loss=$L"
+  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio: train_loss $L vs $REF (tolerance $TOL relative)"
 done
 # async with staleness 0 is the synchronous update, over ranks too.
 LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
