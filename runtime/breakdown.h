@@ -1,5 +1,6 @@
 /* breakdown.h — DNN_BREAKDOWN=1: where each rank's workers spent the timed span of a train or
- * bench run, from StarPU's own counters, so that it works in simulation too (the SimGrid StarPU
+ * bench run (from the end of the warm-up steps to the end of the run; a train run's evaluations
+ * are inside it, bench has none), from StarPU's own counters, so that it works in simulation too (the SimGrid StarPU
  * has no FxT). Per rank, over its workers' summed time (docs/SIMULATION.md "Where a step goes"):
  *   compute   executing any task but the vector and SGD codelets (forward, backward, loads)
  *   allreduce executing the vector codelets (codelets/vec.h: the all-reduce's zeroing, sums,

@@ -12,7 +12,8 @@
 #include "fuse.h"
 #include "starpu_anp.h"
 
-static dnn_knobs g_knobs = {.fuse = 1, .allreduce_prio = 2, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1}};
+static dnn_knobs g_knobs = {.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1},
+			    .allreduce_prio = 2};
 static int g_loaded;
 
 /* The variable's value, or NULL when unset or empty (both mean: the default). */
@@ -59,6 +60,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
 	static const char *const onoff[] = {"0", "1", NULL};
+	static const char *const prio[] = {"0", "1", "2", NULL};
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
@@ -84,7 +86,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->breakdown = i;
-	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, fuse /* the same words: 0, 1, 2 */, err, errlen)) < 0)
+	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, prio, err, errlen)) < 0)
 		return -1;
 	if (v)
 		k->allreduce_prio = i;
