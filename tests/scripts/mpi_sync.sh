@@ -61,6 +61,16 @@ for spec in "2 tree 2" "4 rhd 2" "2 ring 0"; do
   echo "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio --pin-chunks: train_loss=$L"
   fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio: train_loss $L vs $REF (tolerance $TOL relative)"
 done
+# DNN_BREAKDOWN=1: every rank's time shares reach rank 0's result line; they add up to 1 and the
+# workers computed something (the loss is unchanged: it only reads StarPU's counters).
+LINE="$(DNN_BREAKDOWN=1 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x DNN_BREAKDOWN "$STARPU_ANP" "${COMMON[@]}" 2>"$TMP/err" | tail -1)" \
+  || { cat "$TMP/err" >&2; fail "DNN_BREAKDOWN=1 over 2 ranks failed"; }
+echo "2 ranks, DNN_BREAKDOWN=1: $(grep -o 'bd_[a-z]*=[0-9.]*' <<<"$LINE" | tr '\n' ' ')"
+[ "$(result_field "$LINE" train_loss)" = "$REF" ] || fail "DNN_BREAKDOWN=1 changes the loss: $LINE"
+SUM="$(for f in compute allreduce update idle other; do result_field "$LINE" "bd_$f"; done | awk '{s += $1} END {print s + 0}')"
+fcmp "$SUM > 0.99 && $SUM < 1.01" || fail "DNN_BREAKDOWN=1: the shares add up to $SUM, not 1: $LINE"
+fcmp "$(result_field "$LINE" bd_compute) > 0" || fail "DNN_BREAKDOWN=1: no compute share: $LINE"
+[ "$(result_field "$LINE" bd_rank_idle | tr '/' '\n' | wc -l)" = 2 ] || fail "DNN_BREAKDOWN=1: bd_rank_idle does not list 2 ranks: $LINE"
 # async with staleness 0 is the synchronous update, over ranks too.
 LINE="$(timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
   || { cat "$TMP/err" >&2; fail "async S=0 failed"; }
