@@ -141,8 +141,9 @@ static void help_cmd(const char *c)
 		       "  --mode M             under mpirun: sync (all-reduce every step) or async (sharded\n"
 		       "                       parameter server, bounded staleness) [sync]\n"
 		       "  --allreduce A        sync under mpirun: how gradients are summed over the ranks, tree\n"
-		       "                       (starpu_mpi_redux_data into rank 0, then sent to all) or ring\n"
-		       "                       (reduce-scatter/all-gather over N chunks) [tree]\n"
+		       "                       (starpu_mpi_redux_data into rank 0, then sent to all), ring\n"
+		       "                       (reduce-scatter/all-gather over N chunks) or rhd (recursive\n"
+		       "                       halving-doubling, power-of-two rank counts) [tree]\n"
 		       "  --bucket-mb M        sync under mpirun: pack the gradients that take the tree and\n"
 		       "                       are smaller than M MiB, in backward order, into buckets of up\n"
 		       "                       to M MiB, one all-reduce each (fewer, bigger messages) [0: off]\n"
@@ -322,7 +323,9 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_REPORT: check_writable_parent(name, v); o->report_path = v; break;
 	case O_MODE: o->mode = parse_word(name, v, "sync", "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC; break;
 	case O_ALLREDUCE:
-		o->allreduce = parse_word(name, v, "tree", "ring") ? DNN_ALLREDUCE_RING : DNN_ALLREDUCE_TREE;
+		if (strcmp(v, "tree") && strcmp(v, "ring") && strcmp(v, "rhd"))
+			usage_error("--%s: '%s' is not tree, ring or rhd", name, v);
+		o->allreduce = !strcmp(v, "ring") ? DNN_ALLREDUCE_RING : !strcmp(v, "rhd") ? DNN_ALLREDUCE_RHD : DNN_ALLREDUCE_TREE;
 		break;
 	case O_STALENESS: o->staleness = (int)parse_long_opt(name, v, 0, 1000); break;
 	case O_NO_LOOKAHEAD: o->async_lookahead = 0; break;

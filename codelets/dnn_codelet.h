@@ -38,8 +38,9 @@ typedef struct {
 	int priority;     /* STARPU_PRIORITY */
 	const char *name; /* STARPU_NAME; NULL: the helper's default ("relu_fwd", ...) */
 	int color;        /* STARPU_TASK_COLOR where the helper supports it (vec_add); 0: default */
-	int pinned;       /* local inserts: 1 = run on `worker` (STARPU_EXECUTE_ON_WORKER; a chunk's
-			   * worker under --pin-chunks), 0 = the scheduler chooses. MPI inserts ignore it */
+	int pinned;       /* 1 = run on `worker` (STARPU_EXECUTE_ON_WORKER; a chunk's worker under
+			   * --pin-chunks; under MPI the executing rank's worker of that id), 0 = the
+			   * scheduler chooses */
 	int worker;
 } dnn_task_opts;
 
@@ -60,9 +61,11 @@ static inline int dnn_task_worker(const dnn_task_opts *o)
 	((o) && (o)->mpi                                                                            \
 		 ? ((o)->node >= 0 ? starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
 							     STARPU_EXECUTE_ON_NODE, (o)->node,       \
+							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), \
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0)               \
 				   : starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
+							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), \
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0))              \
 		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
@@ -93,6 +96,7 @@ void *dnn_args_dup(const void *args, size_t size);
 		: (o) && (o)->mpi                                                                   \
 			? dnn_mpi_task_insert_(dnn_args_, (cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_,  \
 					       dnn_argsz_, STARPU_EXECUTE_ON_NODE, (o)->node,            \
+					       STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o),             \
 					       STARPU_PRIORITY, (o)->priority, STARPU_NAME,              \
 					       dnn_task_name((o), (NAME)), 0)                            \
 			: starpu_task_insert((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_,   \

@@ -22,6 +22,8 @@
  *          all-gather, s = 0..N-2, every r:     A[r+1][c]  = A[r][c], c = r+1-s    on r+1
  *                          g_p[j][chunk c] = A[j][c]            on j (the sum, in place)
  *                          each rank's SGD step with its g_p, which it zeroes.
+ *        --allreduce rhd: the same chunks, summed by recursive halving and gathered by recursive
+ *        doubling (power-of-two N; rhd_allreduce_step), 2 log2 N dependent hops instead of 2(N-1).
  *        --bucket-mb M: the tensors that take the tree and are below M MiB are packed, in
  *        backward order, into buckets of up to M MiB (slice_put on each rank), each bucket
  *        all-reduced with the tree as one tensor and unpacked (slice_get) before the updates:
@@ -119,6 +121,29 @@ struct dnn_dist {
 	long staleness_max, staleness_count;
 };
 
+/* DNN_ALLREDUCE_PRIO (dnn_dist_set_priorities; 2 by default: docs/SIMULATION.md, study 5, +4% to
+ * +10% at 2-16 simulated K80 nodes). 1 = the sync all-reduce's tasks and the updates of parameter
+ * q get StarPU priority P - q, so that the layers the next forward needs first go first (P3,
+ * ByteScheduler); 0: every such task at priority 0 (the ring's and rhd's hops keep
+ * STARPU_MAX_PRIO either way). 2 = as 1, and under --pin-chunks these tasks are pinned too, to
+ * chunk q mod K's worker: a pinned task waits in its worker's own queue, which StarPU serves
+ * before the scheduler's, so an unpinned all-reduce task waits for every ready pinned forward or
+ * backward task of that worker whatever its priority; pinned, it takes its place by priority. */
+static int g_prio = 2;
+
+void dnn_dist_set_priorities(int level) { g_prio = level; }
+
+static int prio_of(const dnn_model *m, int q) { return g_prio ? m->nparams - q : 0; }
+
+/* The options of parameter q's all-reduce tasks and update (mpi: cross-rank, on `node`). */
+static dnn_task_opts ar_opts(const dnn_plan *p, int q, int mpi, int node, int prio)
+{
+	dnn_task_opts o = {.mpi = mpi, .node = node, .priority = prio};
+	if (g_prio >= 2 && p->chunk_worker)
+		o.pinned = 1, o.worker = p->chunk_worker[q % p->nchunks];
+	return o;
+}
+
 static starpu_data_handle_t reg_vector(dnn_dist *d, float *home, size_t n, int owner)
 {
 	starpu_data_handle_t h;
@@ -172,10 +197,12 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 	return 0;
 }
 
-/* Does a tensor of n elements take the ring (else the tree)? */
+/* Does a tensor of n elements take the ring, or recursive halving-doubling (both cut it into N
+ * chunks, ring_chunk), else the tree? */
 static int takes_ring(const dnn_dist *d, long n)
 {
-	return d->allreduce == DNN_ALLREDUCE_RING && (size_t)n >= (size_t)d->nranks * DNN_RING_MIN_CHUNK;
+	return (d->allreduce == DNN_ALLREDUCE_RING || d->allreduce == DNN_ALLREDUCE_RHD) &&
+	       (size_t)n >= (size_t)d->nranks * DNN_RING_MIN_CHUNK;
 }
 
 /* Close the open bucket b of `members` tensors: 1 when it is kept; a bucket of one tensor is no
@@ -341,12 +368,18 @@ static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, i
  * contribution executed on each rank, then StarPU-MPI's reduction tree. The task names are
  * <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
 static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
-			const char *zero_name, const char *contrib_name)
+			const char *zero_name, const char *contrib_name, const dnn_task_opts *base)
 {
-	TRY(dnn_insert_vec_zero(ON_NODE(-1, zero_name), G));
-	for (int j = 0; j < nranks; j++)
-		TRY(dnn_insert_vec_add(ON_NODE(j, contrib_name), G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
-	return starpu_mpi_redux_data(MPI_COMM_WORLD, G);
+	dnn_task_opts o = base ? *base : (dnn_task_opts){0};
+	const int prio = o.priority;
+	o.mpi = 1, o.node = -1, o.name = zero_name;
+	TRY(dnn_insert_vec_zero(&o, G));
+	o.name = contrib_name;
+	for (int j = 0; j < nranks; j++) {
+		o.node = j;
+		TRY(dnn_insert_vec_add(&o, G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
+	}
+	return starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio);
 }
 
 /* Every rank takes part in every transfer of h to every rank (the owner posts the sends). */
@@ -403,7 +436,7 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
 	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
 	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
-	dnn_task_opts o = {.mpi = 1, .priority = STARPU_MAX_PRIO};
+	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO);
 	o.name = "ring_copy_in";
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
@@ -433,7 +466,59 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	return dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
+	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
+	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
+}
+
+/* The sync step of parameter q by recursive halving-doubling (N = 2^k ranks, the ring's N chunks
+ * and slice codelets). Reduce-scatter by recursive halving, m = N/2, N/4, .., 1: every rank r
+ * keeps the half of its current block of 2m chunks that holds chunk r, and adds the partner
+ * r^m's copy of it, A[r][c] += A[r^m][c] on r (the partner does the same with the other half), so
+ * that chunk c ends summed over all ranks on rank c, in log2 N dependent steps. All-gather by
+ * recursive doubling, m = 1, 2, .., N/2: r copies the partner's block of m summed chunks,
+ * A[r][c] = A[r^m][c]. Every chunk's sum is computed once (on rank c) and copied, so the replicas
+ * stay identical; each rank sends and receives (N-1)/N of the tensor per phase, as the ring, but
+ * the chain is 2 log2 N hops long instead of 2(N-1). All ranks submit every task. */
+static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+{
+	dnn_model *m = p->m;
+	dnn_dist *d = m->dist;
+	const int N = d->nranks, P = m->nparams;
+	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
+	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
+	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO); /* on the path to the next forward */
+	o.name = "rhd_copy_in";
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++) {
+			o.node = j;
+			TRY(dnn_insert_vec_slice_get(&o, A[j * N + c], d->g_local[j * P + q], off[c]));
+		}
+	o.name = "rhd_reduce_scatter";
+	for (int half = N / 2; half >= 1; half /= 2)
+		for (int r = 0; r < N; r++) {
+			const int first = r & ~(half - 1); /* r's half: chunks first .. first + half - 1 */
+			o.node = r;
+			for (int c = first; c < first + half; c++)
+				TRY(dnn_insert_vec_add(&o, A[r * N + c], STARPU_RW, A[(r ^ half) * N + c]));
+		}
+	o.name = "rhd_all_gather";
+	for (int half = 1; half < N; half *= 2)
+		for (int r = 0; r < N; r++) {
+			const int first = (r ^ half) & ~(half - 1); /* the partner's block of summed chunks */
+			o.node = r;
+			for (int c = first; c < first + half; c++)
+				TRY(dnn_insert_vec_slice_get(&o, A[r * N + c], A[(r ^ half) * N + c], 0));
+		}
+	o.name = "rhd_copy_out";
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++) {
+			o.node = j;
+			TRY(dnn_insert_vec_slice_put(&o, d->g_local[j * P + q], A[j * N + c], off[c]));
+		}
+	dnn_param *pr = &m->params[q];
+	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
+	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
 }
 
 /* The sync step of parameter q with the tree: the sum into rank 0, sent to every rank, and the
@@ -443,13 +528,14 @@ static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
 	starpu_data_handle_t G = d->g_global[q];
-	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib"));
+	const dnn_task_opts o = ar_opts(p, q, 0, -1, prio_of(m, q));
+	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
 	a.keep_grad = 1;
-	TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, G));
-	return dnn_insert_vec_zero(NULL, pr->hg);
+	TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, G));
+	return dnn_insert_vec_zero(&o, pr->hg);
 }
 
 /* The async step of parameter q: a local step that also writes the applied change, pushed to
@@ -483,12 +569,14 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 	dnn_dist *d = m->dist;
 	const int NB = d->nbuckets;
 	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b], G = d->bucket_global[b];
-	dnn_task_opts pack = {.name = "bucket_pack"}, unpack = {.name = "bucket_unpack"};
+	const dnn_task_opts o = ar_opts(p, d->bucket_lead[b], 0, -1, prio_of(m, d->bucket_lead[b]));
+	dnn_task_opts pack = o, unpack = o;
+	pack.name = "bucket_pack", unpack.name = "bucket_unpack";
 	TRY(dnn_insert_vec_zero(&pack, mine));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++)
 		if (d->bucket_of[q] == b)
 			TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
-	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib"));
+	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	for (int q = d->bucket_lead[b]; q < m->nparams; q++) {
 		if (d->bucket_of[q] != b)
@@ -496,7 +584,7 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 		dnn_param *pr = &m->params[q];
 		TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
 		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-		TRY(dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg));
+		TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, pr->hg));
 	}
 	return 0;
 }
@@ -512,6 +600,8 @@ int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd)
 			TRY(async_push_step(p, q, step, sgd));
 		else if (d->g_global[q])
 			TRY(tree_allreduce_step(p, q, sgd));
+		else if (d->allreduce == DNN_ALLREDUCE_RHD)
+			TRY(rhd_allreduce_step(p, q, sgd));
 		else
 			TRY(ring_allreduce_step(p, q, sgd));
 	}
@@ -526,7 +616,7 @@ int dnn_dist_reduce_stats(dnn_plan *p, int slot)
 	for (int c = 0; c < p->nchunks; c++)
 		TRY(dnn_insert_vec_add(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
 	return mpi_sum_into(d->stats_global[slot], d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero",
-			    "stats_contrib");
+			    "stats_contrib", NULL);
 }
 
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host)
@@ -582,7 +672,7 @@ int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char 
 	dnn_vec_set_sum_redux(G);
 	for (int j = 0; j < d->nranks; j++)
 		L[j] = reg_vector(d, j == d->rank ? local : NULL, n, j);
-	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib");
+	int rc = mpi_sum_into(G, L, 1, d->nranks, "sum_zero", "sum_contrib", NULL);
 	int wrc = starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	/* Unregistering brings the sum back into rank 0's `out`. */
 	starpu_data_unregister(G);

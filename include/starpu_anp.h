@@ -29,7 +29,12 @@ typedef struct {
 typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
 /* sync: how each gradient is all-reduced (graph/dist.c): starpu_mpi_redux_data's tree into rank
  * 0 then a send to every rank, or a ring of reduce-scatter/all-gather tasks over N chunks. */
-typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1 } dnn_allreduce;
+typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1, DNN_ALLREDUCE_RHD = 2 } dnn_allreduce;
+/* --allreduce's word for a (tree, ring, rhd). */
+static inline const char *dnn_allreduce_name(dnn_allreduce a)
+{
+	return a == DNN_ALLREDUCE_RING ? "ring" : a == DNN_ALLREDUCE_RHD ? "rhd" : "tree";
+}
 
 /* The options of `starpu_anp train|bench|eval|predict|export`. */
 typedef struct {
@@ -56,7 +61,7 @@ typedef struct {
 	const char *checkpoint_in;   // eval, predict, export --checkpoint: the checkpoint to read
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
-	dnn_allreduce allreduce;  // --allreduce tree|ring (sync, multi-rank runs)
+	dnn_allreduce allreduce;  // --allreduce tree|ring|rhd (sync, multi-rank runs)
 	double bucket_mb;         // --bucket-mb M: sync, pack the tree's tensors into all-reduce buckets of M MiB (0 = off)
 	int staleness;            // --staleness S (async)
 	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead

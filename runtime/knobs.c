@@ -8,10 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dist.h"
 #include "fuse.h"
 #include "starpu_anp.h"
 
-static dnn_knobs g_knobs = {.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1}};
+static dnn_knobs g_knobs = {.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1},
+			    .allreduce_prio = 2};
 static int g_loaded;
 
 /* The variable's value, or NULL when unset or empty (both mean: the default). */
@@ -57,10 +59,12 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	static const char *const algo[] = {"auto", "im2col", "winograd", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
+	static const char *const onoff[] = {"0", "1", NULL};
+	static const char *const prio[] = {"0", "1", "2", NULL};
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
-	k->traces_dir = NULL, k->blas_coretype = NULL;
+	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 2;
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
 		return -1;
 	if (v)
@@ -78,6 +82,14 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	if ((v = knob("DNN_BLAS_CORETYPE")) && one_of("DNN_BLAS_CORETYPE", v, blas, err, errlen) < 0)
 		return -1;
 	k->blas_coretype = v;
+	if ((v = knob("DNN_BREAKDOWN")) && (i = one_of("DNN_BREAKDOWN", v, onoff, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->breakdown = i;
+	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, prio, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->allreduce_prio = i;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
@@ -97,6 +109,7 @@ void dnn_knobs_apply(const dnn_knobs *k)
 	dnn_fuse_set_level(k->fuse);
 	dnn_conv2d_set_cpu_algo(k->conv_algo);
 	dnn_cuda_env_set(&k->cuda);
+	dnn_dist_set_priorities(k->allreduce_prio);
 }
 
 int dnn_knobs_load(char *err, size_t errlen)
@@ -114,3 +127,5 @@ int dnn_knobs_loaded(void) { return g_loaded; }
 const char *dnn_knobs_traces_dir(void) { return g_knobs.traces_dir; }
 
 const char *dnn_knobs_blas_coretype(void) { return g_knobs.blas_coretype; }
+
+int dnn_knobs_breakdown(void) { return g_knobs.breakdown; }

@@ -16,6 +16,8 @@ typedef struct {
 	dnn_cuda_env cuda;       /* DNN_CUDA_MATH=tf32|fp32 [tf32], DNN_CUDA_WORKSPACE_MB=0..65536 */
 	const char *blas_coretype; /* DNN_BLAS_CORETYPE=auto|keep, NULL when unset (runtime/cpu_kernels.h) */
 	const char *traces_dir;  /* DNN_TRACES_DIR: a folder holding trace_summary.py, or NULL */
+	int breakdown;           /* DNN_BREAKDOWN=0|1 [0]: the result line's time breakdown (breakdown.h) */
+	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [2]: first layers' all-reduce first (graph/dist.h) */
 } dnn_knobs;
 
 /* Reads the variables into *k (the defaults where unset or empty); no side effect. 0, or -1 with
@@ -28,6 +30,8 @@ void dnn_knobs_apply(const dnn_knobs *k);
 const char *dnn_knobs_traces_dir(void);
 /* DNN_BLAS_CORETYPE in effect ("auto", "keep"), NULL when unset. */
 const char *dnn_knobs_blas_coretype(void);
+/* DNN_BREAKDOWN in effect (0 or 1). */
+int dnn_knobs_breakdown(void);
 /* dnn_knobs_load (starpu_anp.h) = parse + apply; dnn_knobs_loaded: it succeeded once. */
 int dnn_knobs_loaded(void);
 #endif

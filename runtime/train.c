@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "anp.h"
+#include "breakdown.h"
 #include "checkpoint.h"
 #include "cpu_kernels.h"
 #include "data.h"
@@ -22,6 +23,7 @@
 #include "eval.h"
 #include "graph.h"
 #include "imagefolder.h"
+#include "knobs.h"
 #include "model_ckpt.h"
 #include "preflight.h"
 #include "progress.h"
@@ -102,6 +104,7 @@ typedef struct {
 	dnn_model m;
 	dnn_plan p;
 	int have_graph, have_model, have_plan;
+	int usage_rc;              /* 2: setup found a usage error only the rank count shows */
 	FILE *metrics;
 	int *perm;
 	dnn_progress pr;
@@ -181,6 +184,12 @@ static int setup_plan(train_run *r)
 	if (r->nranks > 1) {
 		if (o->batch < r->nranks) {
 			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
+			return -1;
+		}
+		if (o->mode == DNN_MODE_SYNC && o->allreduce == DNN_ALLREDUCE_RHD && (r->nranks & (r->nranks - 1))) {
+			fprintf(stderr, "error: --allreduce rhd needs a power-of-two number of ranks, not %d (use tree or ring)\n",
+				r->nranks);
+			r->usage_rc = 2;
 			return -1;
 		}
 		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
@@ -380,6 +389,7 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e)
 				rc = -1;
 			if (rc != 0)
 				break;
+			dnn_breakdown_start();
 			e->t_warm = dnn_now(), e->warm_done = e->done;
 		}
 		while (rc == 0 && collected < nsteps && (s - collected >= window || s == nsteps))
@@ -531,7 +541,7 @@ static void print_result(train_run *r)
 	if (r->nranks > 1) {
 		printf(" ranks=%d mode=%s", r->nranks, o->mode == DNN_MODE_ASYNC ? "async" : "sync");
 		if (r->m.dist && o->mode == DNN_MODE_SYNC)
-			printf(" allreduce=%s bucket_mb=%g allreduces=%d", o->allreduce == DNN_ALLREDUCE_RING ? "ring" : "tree",
+			printf(" allreduce=%s bucket_mb=%g allreduces=%d", dnn_allreduce_name(o->allreduce),
 			       o->bucket_mb, di.allreduces);
 	} else {
 		/* One process trains synchronously whatever --mode says. */
@@ -547,6 +557,7 @@ static void print_result(train_run *r)
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
 #endif
+	dnn_breakdown_print(stdout);
 	printf(" images_per_s=%.1f gflops=%.2f wall_s=%.2f\n", ips, ips * dnn_graph_flops_train(&r->g) / 1e9, wall);
 	fflush(stdout);
 }
@@ -570,12 +581,18 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	char err[512];
 	train_run r = {0};
 	int rc = 1;
-	if (run_setup(&r, opts) != 0)
+	if (run_setup(&r, opts) != 0) {
+		rc = r.usage_rc ? r.usage_rc : 1;
 		goto out;
+	}
 	const dnn_train_opts *o = &r.o;
 	const dnn_watchdog_cfg wcfg = {.timeout = r.o.step_timeout, .done = r.step0, .metrics = r.metrics,
 				       .metrics_path = r.o.metrics_path, .rank = r.rank, .nranks = r.nranks};
 	dnn_watchdog_start(&wcfg); /* multi-rank runs with --step-timeout only */
+	if (dnn_knobs_breakdown()) {
+		dnn_breakdown_setup();
+		dnn_breakdown_start();
+	}
 	const int loop_rc = train_loop(&r);
 	dnn_watchdog_stop();
 	if (loop_rc != 0) {
@@ -594,6 +611,10 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	}
 	if (r.nranks > 1 && r.train.folder && r.train.n > 0 && merge_bad_files(&r) != 0)
 		goto out;
+	if (dnn_breakdown_finish(r.rank, r.nranks, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		goto out;
+	}
 	rc = 0;
 	if (close_metrics(&r) != 0)
 		rc = 1;

@@ -20,7 +20,7 @@
 #            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr]
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
-#            --mode sync|async --allreduce tree|ring --staleness S   (as `starpu_anp bench`)
+#            --mode sync|async --allreduce tree|ring|rhd --staleness S   (as `starpu_anp bench`)
 #            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
 # Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
 #            runs, and a plot of images/s is written next to the CSV (gnuplot).
@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
     --steps) posint "$1" "${2:-}"; STEPS="$2"; shift 2 ;;
     --warmup) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--warmup '${2:-}': expected an integer"; WARMUP="$2"; shift 2 ;;
     --mode) list_of "$1" "${2:-}" '^(sync|async)$'; MODE="$2"; shift 2 ;;
-    --allreduce) list_of "$1" "${2:-}" '^(tree|ring)$'; ALLREDUCE="$2"; shift 2 ;;
+    --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd)$'; ALLREDUCE="$2"; shift 2 ;;
     --staleness) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--staleness '${2:-}': expected an integer"; STALENESS="$2"; shift 2 ;;
     --sched) list_of "$1" "${2:-}" '^[a-z_-]+$'; SCHED="$2"; shift 2 ;;
     --ncpu) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--ncpu '${2:-}': expected an integer"; NCPU="$2"; shift 2 ;;
@@ -137,7 +137,7 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
   exit 2
 fi
 
-CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels"
+CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle"
 # Rows are appended only under the same columns: a CSV of an older simulate.sh is left alone.
 if [ -s "$CSV" ] && [ "$(head -1 "$CSV")" != "$CSV_HEADER" ]; then
   echo "simulate.sh: --csv $CSV has other columns (an older simulate.sh's); give a new file (this one's columns: $CSV_HEADER)" >&2
@@ -241,7 +241,7 @@ for ar in "${L_AR[@]}"; do
   [ "$cpu_models" = none ] || calibrate 1 $((rb / k)) sync tree
   if [ "$cpu_models" != none ] && [ "$nodes" -gt 1 ]; then
     # The reduction's shapes: tree and async do not depend on the rank count; ring slices do.
-    cranks=2; [ "$mode" = sync ] && [ "$ar" = ring ] && cranks="$nodes"
+    cranks=2; [ "$mode" = sync ] && { [ "$ar" = ring ] || [ "$ar" = rhd ]; } && cranks="$nodes"
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
@@ -265,6 +265,8 @@ for ar in "${L_AR[@]}"; do
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
           ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
+    [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields)
+    [ -z "${DNN_ALLREDUCE_PRIO:-}" ] || envs+=(DNN_ALLREDUCE_PRIO="$DNN_ALLREDUCE_PRIO")
     if [ "$gpus" != 0 ] && [ -n "$CUDA_MODELS" ]; then
       envs+=(ANP_SIM_CUDA_MODELS="$CUDA_MODELS" ANP_SIM_CUDA_HOST="$CUDA_HOST")
     elif [ "$gpus" != 0 ]; then
@@ -291,10 +293,11 @@ for ar in "${L_AR[@]}"; do
     ips="$(field images_per_s)"; wall="$(field wall_s)"
     ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     bmb="$(field bucket_mb)"; nar="$(field allreduces)"
+    bd=""; for f in compute allreduce update idle other rank_idle; do bd+=",$(field "bd_$f")"; done
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }

@@ -35,7 +35,7 @@ static void env_case(const char *math, const char *ws, int want_rc, int want_fp3
 		TEST_CHECK(strstr(err, want_err) != NULL && !strchr(err, '\n'), "error '%s' lacks '%s'", err, want_err);
 }
 
-/* DNN_FUSE and DNN_CONV_ALGO: the values, the defaults, and one line naming what is accepted. */
+/* DNN_FUSE, DNN_CONV_ALGO, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO: the values, the defaults, and one line naming what is accepted. */
 static void other_knobs(void)
 {
 	dnn_knobs k;
@@ -61,6 +61,20 @@ static void other_knobs(void)
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strstr(err, "DNN_TRACES_DIR=/nonexistent-traces: ") == err,
 		   "DNN_TRACES_DIR: '%s'", err);
 	unsetenv("DNN_TRACES_DIR");
+	/* DNN_BREAKDOWN [0] and DNN_ALLREDUCE_PRIO [2]. */
+	unsetenv("DNN_BREAKDOWN"), unsetenv("DNN_ALLREDUCE_PRIO");
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.breakdown == 0 && k.allreduce_prio == 2,
+		   "defaults: breakdown %d allreduce_prio %d", k.breakdown, k.allreduce_prio);
+	setenv("DNN_BREAKDOWN", "1", 1), setenv("DNN_ALLREDUCE_PRIO", "0", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.breakdown == 1 && k.allreduce_prio == 0,
+		   "DNN_BREAKDOWN=1 DNN_ALLREDUCE_PRIO=0: breakdown %d allreduce_prio %d", k.breakdown, k.allreduce_prio);
+	setenv("DNN_ALLREDUCE_PRIO", "3", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_ALLREDUCE_PRIO=3: expected 0, 1 or 2") == 0,
+		   "DNN_ALLREDUCE_PRIO=3: '%s'", err);
+	unsetenv("DNN_ALLREDUCE_PRIO"), setenv("DNN_BREAKDOWN", "yes", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_BREAKDOWN=yes: expected 0 or 1") == 0,
+		   "DNN_BREAKDOWN=yes: '%s'", err);
+	unsetenv("DNN_BREAKDOWN");
 }
 
 int main(void)

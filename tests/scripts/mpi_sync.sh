@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_sync — synchronous training over 2 and 4 ranks (StarPU-MPI all-reduce) equals the
 # single-process run with the same seed and global batch: train_loss within TOL relative after
-# 20 steps, with the tree and the ring all-reduce (--allreduce). Also: --mode/--staleness work in
+# 20 steps, with the tree, the ring and the recursive halving-doubling all-reduce (--allreduce).
+# rhd refuses a rank count that is not a power of two (3). Also: --mode/--staleness work in
 # a single process (async with one rank = sync), and so does --allreduce ring.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -24,8 +25,8 @@ RING1="$("$STARPU_ANP" "${COMMON[@]}" --allreduce ring | tail -1)" || fail "sing
 [ "$(result_field "$RING1" train_loss)" = "$REF" ] || fail "--allreduce ring changes a single-process run: $RING1"
 ASYNC1="$("$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 2 | tail -1)" || fail "single-process async failed"
 [ "$(result_field "$ASYNC1" train_loss)" = "$REF" ] || fail "async with one process is not sync: $ASYNC1"
-# Both all-reduce algorithms (--allreduce; tree is the default, so the first run passes none).
-for np in 2 4; do for ar in default ring; do
+# Every all-reduce algorithm (--allreduce; tree is the default, so the first run passes none).
+for np in 2 4; do for ar in default ring rhd; do
   ARG=(); [ "$ar" = default ] || ARG=(--allreduce "$ar")
   LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np $np "$STARPU_ANP" "${COMMON[@]}" "${ARG[@]}" 2>"$TMP/err" | tail -1)" \
     || { cat "$TMP/err" >&2; fail "mpirun -np $np ($ar) failed"; continue; }
@@ -40,7 +41,7 @@ done; done
 # Gradient buckets (--bucket-mb) pack the tree's tensors into fewer all-reduces: the same sums,
 # so the same loss, with fewer collectives (lenet5: 10 tensors; 0.01 MiB packs the small ones,
 # 1 MiB all of them into one).
-for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01"; do
+for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01" "4 rhd 0.01"; do
   read -r np ar mb <<<"$spec"
   LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np $np "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --bucket-mb $mb 2>"$TMP/err" | tail -1)" \
     || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar --bucket-mb $mb failed"; continue; }
@@ -51,6 +52,26 @@ for spec in "2 tree 0.01" "2 tree 1" "4 ring 0.01"; do
   [ "$mb" != 1 ] || [ "$N" = 1 ] || fail "--bucket-mb 1: $N all-reduces, expected 1 bucket for all of lenet5"
   fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, buckets $mb: train_loss $L vs $REF (tolerance $TOL relative)"
 done
+# DNN_ALLREDUCE_PRIO (default 2: the all-reduce's tasks by layer priority, pinned to the chunks'
+# workers under --pin-chunks; 0: unordered, unpinned) only reorders the same sums: the same loss.
+for spec in "2 tree 2" "4 rhd 2" "2 ring 0"; do
+  read -r np ar prio <<<"$spec"
+  LINE="$(DNN_ALLREDUCE_PRIO=$prio timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np -x DNN_ALLREDUCE_PRIO "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --pin-chunks 2>"$TMP/err" | tail -1)" \
+    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar with DNN_ALLREDUCE_PRIO=$prio failed"; continue; }
+  L="$(result_field "$LINE" train_loss)"
+  echo "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio --pin-chunks: train_loss=$L"
+  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio: train_loss $L vs $REF (tolerance $TOL relative)"
+done
+# DNN_BREAKDOWN=1: every rank's time shares reach rank 0's result line; they add up to 1 and the
+# workers computed something (the loss is unchanged: it only reads StarPU's counters).
+LINE="$(DNN_BREAKDOWN=1 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x DNN_BREAKDOWN "$STARPU_ANP" "${COMMON[@]}" 2>"$TMP/err" | tail -1)" \
+  || { cat "$TMP/err" >&2; fail "DNN_BREAKDOWN=1 over 2 ranks failed"; }
+echo "2 ranks, DNN_BREAKDOWN=1: $(grep -o 'bd_[a-z]*=[0-9.]*' <<<"$LINE" | tr '\n' ' ')"
+[ "$(result_field "$LINE" train_loss)" = "$REF" ] || fail "DNN_BREAKDOWN=1 changes the loss: $LINE"
+SUM="$(for f in compute allreduce update idle other; do result_field "$LINE" "bd_$f"; done | awk '{s += $1} END {print s + 0}')"
+fcmp "$SUM > 0.99 && $SUM < 1.01" || fail "DNN_BREAKDOWN=1: the shares add up to $SUM, not 1: $LINE"
+fcmp "$(result_field "$LINE" bd_compute) > 0" || fail "DNN_BREAKDOWN=1: no compute share: $LINE"
+[ "$(result_field "$LINE" bd_rank_idle | tr '/' '\n' | wc -l)" = 2 ] || fail "DNN_BREAKDOWN=1: bd_rank_idle does not list 2 ranks: $LINE"
 # async with staleness 0 is the synchronous update, over ranks too.
 LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
   || { cat "$TMP/err" >&2; fail "async S=0 failed"; }
@@ -58,6 +79,9 @@ L="$(result_field "$LINE" train_loss)"
 echo "2 ranks async S=0: train_loss=$L"
 fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "async S=0: train_loss $L vs $REF (tolerance $TOL relative)"
 expect_rc 2 "$STARPU_ANP" train --mode bogus
+# rhd over 3 ranks: one usage line per rank (each rank refuses the same way), exit 2.
+expect_rc 2 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$STARPU_ANP" "${COMMON[@]}" --allreduce rhd \
+  && { [[ "$ERR" == *"--allreduce rhd needs a power-of-two number of ranks, not 3"* ]] || fail "rhd over 3 ranks: '$ERR'"; }
 expect_rc 2 "$STARPU_ANP" train --allreduce bogus \
   && { [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] && [[ "$ERR" == *--allreduce* ]] || fail "--allreduce bogus: '$ERR'"; }
 expect_rc 2 "$STARPU_ANP" bench --allreduce star

@@ -1,0 +1,144 @@
+/* breakdown.c — the per-rank time breakdown of DNN_BREAKDOWN=1 (breakdown.h). */
+#include "breakdown.h"
+
+#include <starpu.h>
+#include <starpu_mpi.h>
+#include <starpu_perf_monitoring.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errline.h"
+#include "sgd.h"
+#include "vec.h"
+
+enum { BD_COMPUTE, BD_ALLREDUCE, BD_UPDATE, BD_IDLE, BD_OTHER, BD_N };
+static const char *const bd_names[BD_N] = {"compute", "allreduce", "update", "idle", "other"};
+
+/* The codelets timed apart, and their cumulated execution time (µs) as last reported. */
+static struct starpu_codelet *const bd_vec[] = {&cl_vec_zero, &cl_vec_redux_add, &cl_vec_add,
+						&cl_vec_axpy, &cl_vec_slice_get, &cl_vec_slice_put};
+#define BD_NCL (int)(sizeof(bd_vec) / sizeof(bd_vec[0]) + 1) /* + cl_sgd_update */
+static struct starpu_codelet *bd_cl(int i) { return i < BD_NCL - 1 ? bd_vec[i] : &cl_sgd_update; }
+static double bd_cumul[BD_NCL], bd_base[BD_NCL];
+static int bd_on, bd_counter = -1, bd_nranks;
+static struct starpu_perf_counter_listener *bd_listener;
+static float *bd_all; /* rank 0: [rank * BD_N + k], shares of the timed span */
+
+static void on_codelet(struct starpu_perf_counter_listener *l, struct starpu_perf_counter_sample *s, void *ctx)
+{
+	(void)l;
+	for (int i = 0; i < BD_NCL; i++)
+		if (ctx == bd_cl(i))
+			bd_cumul[i] = starpu_perf_counter_sample_get_double_value(s, bd_counter);
+}
+
+void dnn_breakdown_setup(void)
+{
+	if (bd_on)
+		return;
+	bd_on = 1;
+	starpu_profiling_status_set(STARPU_PROFILING_ENABLE);
+	const enum starpu_perf_counter_scope scope = starpu_perf_counter_scope_per_codelet;
+	bd_counter = starpu_perf_counter_name_to_id(scope, "starpu.task.c_cumul_execution_time");
+	struct starpu_perf_counter_set *set = starpu_perf_counter_set_alloc(scope);
+	starpu_perf_counter_set_enable_id(set, bd_counter);
+	bd_listener = starpu_perf_counter_listener_init(set, on_codelet, NULL);
+	for (int i = 0; i < BD_NCL; i++)
+		starpu_perf_counter_set_per_codelet_listener(bd_cl(i), bd_listener);
+	starpu_perf_counter_collection_start();
+}
+
+void dnn_breakdown_start(void)
+{
+	if (!bd_on)
+		return;
+	starpu_task_wait_for_all(); /* nothing in flight: every counter starts from a quiet point */
+	const unsigned nw = starpu_worker_get_count();
+	for (unsigned w = 0; w < nw; w++)
+		starpu_profiling_worker_get_info((int)w, NULL); /* reset */
+	memcpy(bd_base, bd_cumul, sizeof(bd_base));
+}
+
+/* This rank's shares of its workers' summed timed span. */
+static void local_shares(float *out)
+{
+	double total = 0, exec = 0, sleep = 0, vec = 0, upd = 0;
+	const unsigned nw = starpu_worker_get_count();
+	for (unsigned w = 0; w < nw; w++) {
+		struct starpu_profiling_worker_info info;
+		if (starpu_profiling_worker_get_info((int)w, &info) != 0)
+			continue;
+		total += starpu_timing_timespec_to_us(&info.total_time);
+		exec += starpu_timing_timespec_to_us(&info.executing_time);
+		sleep += starpu_timing_timespec_to_us(&info.sleeping_time);
+	}
+	for (int i = 0; i < BD_NCL; i++)
+		*(i < BD_NCL - 1 ? &vec : &upd) += bd_cumul[i] - bd_base[i];
+	if (total <= 0)
+		total = 1;
+	out[BD_ALLREDUCE] = (float)(vec / total), out[BD_UPDATE] = (float)(upd / total);
+	out[BD_COMPUTE] = (float)((exec - vec - upd) / total), out[BD_IDLE] = (float)(sleep / total);
+	out[BD_OTHER] = (float)(1.0 - (exec + sleep) / total);
+}
+
+/* Rank 0 receives every rank's row into all[rank * BD_N] (all NULL: received and dropped, so that
+ * no rank waits forever): plain StarPU-MPI messages, whose data crosses for real in a simulation
+ * too, where no summing kernel runs. 0 or a StarPU error. */
+static int gather_rows(float *all, float *row, int rank, int nranks)
+{
+	const starpu_mpi_tag_t tag = (starpu_mpi_tag_t)1 << 40; /* above every handle's tag (dist.c) */
+	int rc = 0;
+	if (rank != 0) {
+		starpu_data_handle_t h;
+		starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)row, BD_N, sizeof(float));
+		rc = starpu_mpi_send(h, 0, tag, MPI_COMM_WORLD);
+		starpu_data_unregister(h);
+		return rc;
+	}
+	if (all)
+		memcpy(all, row, sizeof(float) * BD_N);
+	for (int j = 1; j < nranks && rc == 0; j++) {
+		starpu_data_handle_t h;
+		MPI_Status st;
+		float *dst = all ? all + (size_t)j * BD_N : row;
+		starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)dst, BD_N, sizeof(float));
+		rc = starpu_mpi_recv(h, j, tag, MPI_COMM_WORLD, &st);
+		starpu_data_unregister(h);
+	}
+	return rc;
+}
+
+int dnn_breakdown_finish(int rank, int nranks, char *err, size_t errlen)
+{
+	if (!bd_on)
+		return 0;
+	starpu_task_wait_for_all();
+	float mine[BD_N];
+	local_shares(mine);
+	free(bd_all);
+	bd_all = calloc((size_t)nranks * BD_N, sizeof(float));
+	bd_nranks = nranks;
+	int rc = gather_rows(bd_all, mine, rank, nranks);
+	if (rc != 0 || !bd_all) {
+		dnn_set_err(err, errlen, "DNN_BREAKDOWN", rc ? "gathering the ranks' breakdown failed (error %d)" : "out of memory", rc);
+		return -1;
+	}
+	return 0;
+}
+
+void dnn_breakdown_print(FILE *f)
+{
+	if (!bd_on || !bd_all)
+		return;
+	for (int k = 0; k < BD_N; k++) {
+		double sum = 0;
+		for (int r = 0; r < bd_nranks; r++)
+			sum += bd_all[r * BD_N + k];
+		fprintf(f, " bd_%s=%.3f", bd_names[k], sum / bd_nranks);
+	}
+	for (int k = 0; k < BD_N && bd_nranks > 1; k++) {
+		fprintf(f, " bd_rank_%s=", bd_names[k]);
+		for (int r = 0; r < bd_nranks; r++)
+			fprintf(f, "%s%.2f", r ? "/" : "", bd_all[r * BD_N + k]);
+	}
+}
