@@ -30,6 +30,7 @@ for b in $BATCHES; do
     f() { printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
     acc="$(f test_accuracy)"
     [ -n "$acc" ] || { echo "$r $b: no result (see $OUT/$r-$b.err)"; continue; }
+    [ -s "$OUT/$r-$b.err" ] || rm -f "$OUT/$r-$b.err"
     echo "$r,$b,$EPOCHS,$(f lr_peak),$(f warmup_steps),$acc,$(f wall_s)" | tee -a "$OUT/summary.csv"
   done
 done
@@ -40,8 +41,10 @@ set datafile separator ","
 set logscale x 2
 set xlabel "global batch"
 set ylabel "test accuracy after $EPOCHS epochs"
-set title "lenet5, Fashion-MNIST, $EPOCHS epochs (partial budget: the issue asks 20)"
+set title "lenet5, Fashion-MNIST, $EPOCHS epochs, warm-up $WARMUP (partial budget: the issue asks 20)"
 set key bottom left
 set xtics (64, 256, 1024, 4096)
+set xrange [48:5600]
+set yrange [0:1]
 plot for [r in "sgd scaled lars"] "< grep '^".r.",' $OUT/summary.csv | sort -t, -k2 -n" using 2:6 with linespoints title r
 GP
