@@ -131,8 +131,16 @@ static void help_cmd(const char *c)
 	} else {
 		printf("  --lr X               learning rate (peak of the schedule) [0.05]\n"
 		       "  --lr-schedule S      cosine (decay to 0 over the run) or constant [cosine]\n"
-		       "  --momentum X         SGD momentum [0.9]\n"
+		       "  --warmup-epochs E    linear warm-up from lr/steps to the peak over E epochs (fractions\n"
+		       "                       allowed), then the schedule over the rest of the run [0]\n"
+		       "  --lr-ref-batch N     --lr is for a global batch of N: scaled to --batch by batch/N\n"
+		       "                       (the linear scaling rule) [off]\n"
+		       "  --optimizer O        sgd (momentum), lars (layer-wise trust ratio, You et al. 2017) or\n"
+		       "                       adamw (decoupled weight decay, Loshchilov & Hutter) [sgd]\n"
+		       "  --momentum X         SGD and LARS momentum [0.9]\n"
 		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
+		       "  --lars-eta X         LARS trust coefficient eta [0.001]\n"
+		       "  --beta1 X, --beta2 X, --eps X  AdamW's moments and epsilon [0.9, 0.999, 1e-8]\n"
 		       "  --window W           iterations in flight at most [2]\n"
 		       "  --pin-chunks         run all of chunk c's tasks (load, forward, backward) on one\n"
 		       "                       worker: CUDA worker c mod n, or CPU worker c mod n without\n"
@@ -204,7 +212,8 @@ static const struct {
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
-       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX };
+       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
+       O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -235,6 +244,13 @@ static const struct {
 	{"warmup", 1, O_WARMUP, C_BENCH},
 	{"quiet", 0, O_QUIET, C_RUNS},
 	{"lr-schedule", 1, O_SCHEDULE, C_TRAINS},
+	{"optimizer", 1, O_OPTIMIZER, C_TRAINS},
+	{"warmup-epochs", 1, O_WARMUP_EPOCHS, C_TRAINS},
+	{"lr-ref-batch", 1, O_LR_REF_BATCH, C_TRAINS},
+	{"beta1", 1, O_BETA1, C_TRAINS},
+	{"beta2", 1, O_BETA2, C_TRAINS},
+	{"eps", 1, O_EPS, C_TRAINS},
+	{"lars-eta", 1, O_LARS_ETA, C_TRAINS},
 	{"checkpoint-every", 1, O_CKPT_EVERY, C_TRAIN},
 	{"mode", 1, O_MODE, C_TRAINS},
 	{"staleness", 1, O_STALENESS, C_TRAINS},
@@ -281,6 +297,18 @@ static int parse_word(const char *opt, const char *v, const char *a, const char 
 	if (strcmp(v, a) && strcmp(v, b))
 		usage_error("--%s: '%s' is not %s or %s", opt, v, a, b);
 	return strcmp(v, a) == 0 ? 0 : 1;
+}
+
+static dnn_optimizer parse_optimizer(const char *opt, const char *v)
+{
+	if (strcmp(v, "sgd") == 0)
+		return DNN_OPT_SGD;
+	if (strcmp(v, "lars") == 0)
+		return DNN_OPT_LARS;
+	if (strcmp(v, "adamw") == 0)
+		return DNN_OPT_ADAMW;
+	usage_error("--%s: '%s' is not sgd, lars or adamw", opt, v);
+	return DNN_OPT_SGD;
 }
 
 /* The value of option `id` (already known to apply to the command) into c. */
@@ -332,6 +360,13 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_STEP_TIMEOUT: o->step_timeout = parse_float_opt(name, v, 0, 86400); break;
 	case O_BUCKET_MB: o->bucket_mb = parse_float_opt(name, v, 0, 4096); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
+	case O_OPTIMIZER: o->sgd.optimizer = parse_optimizer(name, v); break;
+	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;
+	case O_LR_REF_BATCH: o->lr_ref_batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
+	case O_BETA1: o->sgd.beta1 = parse_float_opt(name, v, 0, 0.999999); break;
+	case O_BETA2: o->sgd.beta2 = parse_float_opt(name, v, 0, 0.999999); break;
+	case O_EPS: o->sgd.eps = parse_float_opt(name, v, 1e-30, 1); break;
+	case O_LARS_ETA: o->sgd.trust = parse_float_opt(name, v, 1e-9, 100); break;
 	default: break;
 	}
 }
@@ -394,6 +429,9 @@ static void finish_options(cli *c)
 		usage_error("--onnx FILE is required");
 	if (c->cmd == C_BENCH)
 		o->max_steps += o->warmup;
+	if (o->mode == DNN_MODE_ASYNC && o->sgd.optimizer != DNN_OPT_SGD)
+		usage_error("--optimizer %s: --mode async pushes SGD deltas to the parameter server; use --mode sync or "
+			    "--optimizer sgd", o->sgd.optimizer == DNN_OPT_LARS ? "lars" : "adamw");
 	if (c->cmd == C_TRAIN) {
 		o->checkpoint_out = c->checkpoint;
 		if (o->checkpoint_every && !c->checkpoint)

@@ -1,8 +1,8 @@
-/* sgd.c — fused SGD step (momentum, weight decay, 1/B scaling), PyTorch semantics:
- *   g = grad * scale + weight_decay * w;  v = momentum * v + g;  w -= lr * v;  grad = 0.
- */
+/* sgd.c — the fused update of one parameter tensor: SGD with momentum, LARS or AdamW (the
+ * formulas: sgd.h). */
 #include "sgd.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "dnn_codelet.h"
@@ -11,16 +11,30 @@
 void dnn_sgd_update_cuda(void *buffers[], void *cl_arg);
 #endif
 
-// ------------------------------------------------------------------------------- CPU kernel
+// ------------------------------------------------------------------------------- CPU kernels
+
+const char *dnn_optimizer_name(dnn_optimizer o)
+{
+	switch (o) {
+	case DNN_OPT_SGD: return "sgd";
+	case DNN_OPT_LARS: return "lars";
+	case DNN_OPT_ADAMW: return "adamw";
+	}
+	return NULL;
+}
+
+int dnn_optimizer_state_mult(dnn_optimizer o)
+{
+	return o == DNN_OPT_ADAMW ? 2 : 1;
+}
 
 void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a)
 {
 	dnn_sgd_update_delta_cpu(w, v, grad, NULL, a);
 }
 
-void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a)
+static void momentum_sgd(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
 {
-	// w (n) RW, v (n) RW, grad (n) RW (zeroed)
 	float lr = a->lr, mom = a->momentum, wd = a->weight_decay, scale = a->scale;
 	for (long i = 0; i < a->n; i++) {
 		float g = grad[i] * scale + wd * w[i];
@@ -30,6 +44,63 @@ void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, con
 		if (delta)
 			delta[i] = -lr * vi;
 	}
+}
+
+double dnn_lars_rate(const float *w, const float *grad, const dnn_sgd_args *a)
+{
+	if (!a->layerwise)
+		return 1.0;
+	double ww = 0, gg = 0;
+	for (long i = 0; i < a->n; i++) {
+		double g = (double)(grad[i] * a->scale);
+		ww += (double)w[i] * (double)w[i], gg += g * g;
+	}
+	double wn = sqrt(ww), gn = sqrt(gg);
+	if (wn <= 0 || gn <= 0)
+		return 1.0;
+	return (double)a->trust * wn / (gn + (double)a->weight_decay * wn);
+}
+
+static void lars(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
+{
+	const float rate = (float)((double)a->lr * dnn_lars_rate(w, grad, a));
+	const float mom = a->momentum, wd = a->weight_decay, scale = a->scale;
+	for (long i = 0; i < a->n; i++) {
+		float g = grad[i] * scale + wd * w[i];
+		float vi = mom * v[i] + rate * g;
+		v[i] = vi;
+		w[i] -= vi;
+		if (delta)
+			delta[i] = -vi;
+	}
+}
+
+static void adamw(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
+{
+	float *m = v, *s = v + a->n;
+	const float b1 = a->beta1, b2 = a->beta2, step = a->lr / a->bc1, sq2 = sqrtf(a->bc2);
+	const float decay = 1.0f - a->lr * a->weight_decay;
+	for (long i = 0; i < a->n; i++) {
+		float g = grad[i] * a->scale, w0 = w[i];
+		float mi = b1 * m[i] + (1.0f - b1) * g;
+		float si = b2 * s[i] + (1.0f - b2) * g * g;
+		m[i] = mi, s[i] = si;
+		float wi = w0 * decay - step * mi / (sqrtf(si) / sq2 + a->eps);
+		w[i] = wi;
+		if (delta)
+			delta[i] = wi - w0;
+	}
+}
+
+void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a)
+{
+	// w (n) RW, v (n, adamw 2n) RW, grad (n) RW (zeroed)
+	if (a->optimizer == DNN_OPT_LARS)
+		lars(w, v, grad, delta, a);
+	else if (a->optimizer == DNN_OPT_ADAMW)
+		adamw(w, v, grad, delta, a);
+	else
+		momentum_sgd(w, v, grad, delta, a);
 	if (!a->keep_grad)
 		for (long i = 0; i < a->n; i++)
 			grad[i] = 0.0f;
@@ -41,7 +112,7 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_sgd_args *a = cl_arg;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n * (size_t)dnn_optimizer_state_mult(a->optimizer));
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->n);
 	float *delta = NULL;
 	if (a->write_delta) {
@@ -52,13 +123,13 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 				 (float *)STARPU_VECTOR_GET_PTR(buffers[2]), delta, a);
 }
 
-/* Footprint from the data sizes only: the learning rate changes every step under a schedule.
- * 3 buffers (w, v, grad), 4 with write_delta. */
+/* Footprint from the data sizes only: the learning rate changes every step under a schedule
+ * (AdamW's larger state gives it its own footprint). 3 buffers (w, v, grad), 4 with write_delta. */
 DNN_CODELET_FP(cl_sgd_update, 4, sgd_update_cpu_task, dnn_sgd_update_cuda, NULL);
 
 // ------------------------------------------------------------------------------- insert helper
 
-DNN_ARGS_NO_PADDING(dnn_sgd_args, sizeof(long) + 4 * sizeof(float) + 2 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_sgd_args, sizeof(long) + 10 * sizeof(float) + 4 * sizeof(int));
 
 int dnn_insert_sgd_update(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad)

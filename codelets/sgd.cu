@@ -1,4 +1,4 @@
-/* sgd.cu — CUDA side of the fused SGD step. */
+/* sgd.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW: the formulas in sgd.h). */
 #include <starpu.h>
 
 #include "dnn_cuda.h"
@@ -7,7 +7,7 @@ extern "C" {
 #include "sgd.h"
 }
 
-// w (n), v (n), grad (n): g = grad*scale + wd*w; v = mom*v + g; w -= lr*v; grad = 0
+// w (n), v (n), grad (n): g = grad*scale + wd*w; v = mom*v + g; w -= lr*v
 static __global__ void sgd_update_kernel(float *w, float *v, float *grad, float *delta, size_t n, float lr, float mom, float wd,
 					 float scale, int keep_grad)
 {
@@ -24,12 +24,99 @@ static __global__ void sgd_update_kernel(float *w, float *v, float *grad, float 
 	}
 }
 
+/* LARS's norms: each of LARS_BLOCKS blocks sums its strided share of w^2 and (grad*scale)^2 into
+ * part[2*b], part[2*b+1] (fixed order: the result does not depend on scheduling). */
+#define LARS_BLOCKS 128
+#define LARS_THREADS 256
+static __global__ void lars_norms_kernel(const float *w, const float *grad, size_t n, float scale, double *part)
+{
+	__shared__ double sw[LARS_THREADS], sg[LARS_THREADS];
+	double aw = 0, ag = 0;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		double g = (double)(grad[i] * scale);
+		aw += (double)w[i] * (double)w[i], ag += g * g;
+	}
+	sw[threadIdx.x] = aw, sg[threadIdx.x] = ag;
+	__syncthreads();
+	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s)
+			sw[threadIdx.x] += sw[threadIdx.x + s], sg[threadIdx.x] += sg[threadIdx.x + s];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		part[2 * blockIdx.x] = sw[0], part[2 * blockIdx.x + 1] = sg[0];
+}
+
+// One thread: the partial sums in order -> part[0] := lr * lambda (sgd.h).
+static __global__ void lars_rate_kernel(double *part, int nparts, float lr, float trust, float wd)
+{
+	double ww = 0, gg = 0;
+	for (int b = 0; b < nparts; b++)
+		ww += part[2 * b], gg += part[2 * b + 1];
+	double wn = sqrt(ww), gn = sqrt(gg);
+	double lambda = (wn <= 0 || gn <= 0) ? 1.0 : (double)trust * wn / (gn + (double)wd * wn);
+	part[0] = (double)lr * lambda;
+}
+
+// rate_p NULL: the rate is lr (lambda = 1, no trust ratio)
+static __global__ void lars_update_kernel(float *w, float *v, float *grad, float *delta, size_t n, const double *rate_p,
+					  float lr, float mom, float wd, float scale, int keep_grad)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n) {
+		float rate = rate_p ? (float)rate_p[0] : lr;
+		float g = grad[i] * scale + wd * w[i];
+		float vi = mom * v[i] + rate * g;
+		v[i] = vi;
+		w[i] -= vi;
+		if (delta)
+			delta[i] = -vi;
+		if (!keep_grad)
+			grad[i] = 0.0f;
+	}
+}
+
+static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, float *delta, size_t n, dnn_sgd_args a)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n) {
+		const float step = a.lr / a.bc1, sq2 = sqrtf(a.bc2), decay = 1.0f - a.lr * a.weight_decay;
+		float g = grad[i] * a.scale, w0 = w[i];
+		float mi = a.beta1 * m[i] + (1.0f - a.beta1) * g;
+		float si = a.beta2 * s[i] + (1.0f - a.beta2) * g * g;
+		m[i] = mi, s[i] = si;
+		float wi = w0 * decay - step * mi / (sqrtf(si) / sq2 + a.eps);
+		w[i] = wi;
+		if (delta)
+			delta[i] = wi - w0;
+		if (!a.keep_grad)
+			grad[i] = 0.0f;
+	}
+}
+
+static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_sgd_args *a)
+{
+	cudaStream_t st = starpu_cuda_get_local_stream();
+	if (!a->layerwise) { // biases, batch norm: no trust ratio
+		lars_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, grad, delta, n, NULL, a->lr, a->momentum,
+								     a->weight_decay, a->scale, a->keep_grad);
+		return;
+	}
+	double *part = NULL;
+	DNN_CUDA_CHECK(cudaMallocAsync((void **)&part, 2 * LARS_BLOCKS * sizeof(double), st));
+	lars_norms_kernel<<<LARS_BLOCKS, LARS_THREADS, 0, st>>>(w, grad, n, a->scale, part);
+	lars_rate_kernel<<<1, 1, 0, st>>>(part, LARS_BLOCKS, a->lr, a->trust, a->weight_decay);
+	lars_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, grad, delta, n, part, a->lr, a->momentum,
+							     a->weight_decay, a->scale, a->keep_grad);
+	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
+}
+
 extern "C" void dnn_sgd_update_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_sgd_args *a = (const dnn_sgd_args *)cl_arg;
 	size_t n = (size_t)a->n;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n);
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n * (size_t)dnn_optimizer_state_mult((dnn_optimizer)a->optimizer));
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == n);
 	float *w = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
 	float *v = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
@@ -41,7 +128,13 @@ extern "C" void dnn_sgd_update_cuda(void *buffers[], void *cl_arg)
 	}
 	if (n == 0)
 		return;
-	sgd_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, starpu_cuda_get_local_stream()>>>(
-		w, v, grad, delta, n, a->lr, a->momentum, a->weight_decay, a->scale, a->keep_grad);
+	cudaStream_t st = starpu_cuda_get_local_stream();
+	if (a->optimizer == DNN_OPT_LARS)
+		lars_update(w, v, grad, delta, n, a);
+	else if (a->optimizer == DNN_OPT_ADAMW)
+		adamw_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, v + n, grad, delta, n, *a);
+	else
+		sgd_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, grad, delta, n, a->lr, a->momentum,
+								      a->weight_decay, a->scale, a->keep_grad);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }

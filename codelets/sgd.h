@@ -1,27 +1,52 @@
-/* sgd.h — fused SGD step for one parameter tensor (PyTorch semantics):
- *   g = grad * scale + weight_decay * w      (scale = 1/B turns the summed gradient into a mean)
- *   v = momentum * v + g
- *   w = w - lr * v
- *   grad = 0                                 (ready for the next iteration's REDUX accumulation)
- *                                            unless keep_grad: then grad is only read (STARPU_R),
- *                                            e.g. an all-reduced gradient shared by several updates
+/* sgd.h — the update of one parameter tensor: one task per tensor, whatever the optimiser
+ * (--optimizer; a->optimizer). g = grad * scale (scale = 1/B turns the summed gradient into a
+ * mean), wd = weight_decay (0 for biases and batch-norm parameters, dnn_param_sgd_args).
+ *
+ * sgd (PyTorch semantics), state v (n floats, the momentum buffer):
+ *   v = momentum * v + (g + wd * w);  w = w - lr * v
+ * lars (You, Gitman & Ginsburg 2017, "Large Batch Training of Convolutional Networks", Alg. 1),
+ * state v (n floats): with a->layerwise (weights), the local rate
+ *   lambda = trust * ||w|| / (||g|| + wd * ||w||)   (1 when ||w|| or ||g|| is 0)
+ * over the whole tensor (both norms computed inside the task, so it stays one task), else 1
+ * (biases and batch-norm parameters: no trust ratio);
+ *   v = momentum * v + lr * lambda * (g + wd * w);  w = w - v
+ * adamw (Loshchilov & Hutter 2019, decoupled weight decay, PyTorch's torch.optim.AdamW), state v
+ * (2n floats: m then s), bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for the t-th update:
+ *   w = w * (1 - lr * wd);  m = beta1 * m + (1 - beta1) * g;  s = beta2 * s + (1 - beta2) * g^2
+ *   w = w - (lr / bc1) * m / (sqrt(s) / sqrt(bc2) + eps)
+ * Then grad = 0 (ready for the next iteration's REDUX accumulation) unless keep_grad: grad is
+ * then only read (STARPU_R), e.g. an all-reduced gradient shared by several updates. With
+ * write_delta a 4th buffer receives the applied change (new w - old w; async push, sgd only).
  */
 #ifndef DNN_SGD_H
 #define DNN_SGD_H
 #include <starpu.h>
 
 #include "dnn_codelet.h"
+#include "starpu_anp.h" /* dnn_optimizer */
 
 typedef struct {
 	long n;
 	float lr, momentum, weight_decay, scale;
 	int keep_grad;   // 1: grad is read-only, not zeroed
-	int write_delta; // 1: a 4th buffer receives the applied change, delta = -lr * v (async push)
+	int write_delta; // 1: a 4th buffer receives the applied change (async push)
+	int optimizer;   // dnn_optimizer
+	int layerwise;   // lars: 1 = the trust ratio applies (weights), 0 = not (biases, batch norm)
+	float beta1, beta2, eps; // adamw
+	float trust;     // lars: eta
+	float bc1, bc2;  // adamw: 1 - beta1^t, 1 - beta2^t (computed in double by the caller)
 } dnn_sgd_args;
 
+/* "sgd", "lars", "adamw" (NULL for anything else). */
+const char *dnn_optimizer_name(dnn_optimizer o);
+/* Floats of optimiser state per parameter element: 2 for adamw, else 1. */
+int dnn_optimizer_state_mult(dnn_optimizer o);
+
 void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a);
-/* delta may be NULL (write_delta == 0). */
+/* delta may be NULL (write_delta == 0). The update of a->optimizer (v: its state, see above). */
 void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a);
+/* LARS's local rate lambda for w and the scaled gradient (double accumulations). */
+double dnn_lars_rate(const float *w, const float *grad, const dnn_sgd_args *a);
 
 /* (RW w, RW v, RW grad) — or R grad with keep_grad */
 extern struct starpu_codelet cl_sgd_update;

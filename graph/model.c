@@ -122,9 +122,47 @@ float *dnn_model_add_running(dnn_model *m, int node, char *err, size_t errlen)
 
 dnn_sgd_args dnn_param_sgd_args(const dnn_param *pr, const dnn_sgd_config *sgd, int global_batch, int decay_share)
 {
+	const double t = sgd->t > 0 ? (double)sgd->t : 1.0;
 	return (dnn_sgd_args){.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
 			      .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay / (float)decay_share,
-			      .scale = 1.0f / (float)global_batch};
+			      .scale = 1.0f / (float)global_batch, .optimizer = (int)sgd->optimizer,
+			      .layerwise = !pr->no_decay, .beta1 = sgd->beta1, .beta2 = sgd->beta2, .eps = sgd->eps,
+			      .trust = sgd->trust, .bc1 = (float)(1.0 - pow((double)sgd->beta1, t)),
+			      .bc2 = (float)(1.0 - pow((double)sgd->beta2, t))};
+}
+
+long dnn_param_state_n(const dnn_model *m, const dnn_param *pr)
+{
+	return pr->n * dnn_optimizer_state_mult(m->optimizer);
+}
+
+int dnn_model_set_optimizer(dnn_model *m, dnn_optimizer opt, char *err, size_t errlen)
+{
+	if (!dnn_optimizer_name(opt)) {
+		dnn_set_err(err, errlen, m->g->source, "unknown optimizer %d", (int)opt);
+		return -1;
+	}
+	m->optimizer_set = 1;
+	if (dnn_optimizer_state_mult(opt) == dnn_optimizer_state_mult(m->optimizer)) {
+		m->optimizer = opt;
+		return 0;
+	}
+	for (int i = 0; i < m->nparams; i++) { /* a state of another size: new zeroed buffers */
+		dnn_param *p = &m->params[i];
+		float *v = param_alloc(p->n * dnn_optimizer_state_mult(opt));
+		if (!v) {
+			dnn_set_err(err, errlen, m->g->source, "out of memory allocating the %s state of %s",
+				    dnn_optimizer_name(opt), p->name);
+			return -1;
+		}
+		starpu_data_unregister(p->hv);
+		param_free(p->v, dnn_param_state_n(m, p));
+		p->v = v;
+		starpu_vector_data_register(&p->hv, STARPU_MAIN_RAM, (uintptr_t)v,
+					    (uint32_t)(p->n * dnn_optimizer_state_mult(opt)), sizeof(float));
+	}
+	m->optimizer = opt;
+	return 0;
 }
 
 int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_t errlen)
@@ -209,7 +247,7 @@ void dnn_model_destroy(dnn_model *m)
 			starpu_data_unregister(p->hv);
 			starpu_data_unregister(p->hg);
 		}
-		param_free(p->w, p->n), param_free(p->v, p->n), param_free(p->g, p->n);
+		param_free(p->w, p->n), param_free(p->v, dnn_param_state_n(m, p)), param_free(p->g, p->n);
 	}
 	for (int i = 0; m->g && m->running && i < m->g->nnodes; i++) {
 		if (m->hrunning && m->hrunning[i] && m->registered)

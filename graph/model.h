@@ -43,7 +43,7 @@ typedef struct {
 	long n;
 	int no_decay;                 // biases and BN parameters skip weight decay
 	int node, slot;               // its node and its slot in the node's op (op.h param_slots)
-	float *w, *v, *g;             // value, momentum buffer, gradient (host homes)
+	float *w, *v, *g;             // value, optimiser state (momentum; adamw: m then v, 2n), gradient (host homes)
 	starpu_data_handle_t hw, hv, hg;
 } dnn_param;
 
@@ -64,12 +64,20 @@ typedef struct {
 	char **class_names;            // borrowed, g->classes names or NULL: written into checkpoints
 	uint64_t seed;                 // of the run: initial weights, dropout masks
 	int registered;
+	dnn_optimizer optimizer;       // whose state params[i].v holds (dnn_model_set_optimizer) [sgd]
+	int optimizer_set;             // set by a trainer: a checkpoint must then hold this optimiser's state
 } dnn_model;
 
 /* Allocate and initialise (each op's parameters: PyTorch-default uniform weights and biases from
  * `seed`, BN gamma=1 beta=0, running mean 0 var 1) and register every tensor with StarPU.
  * On failure everything is freed. */
 int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_t errlen);
+/* The optimiser whose state the parameters keep (their v: n floats, 2n for adamw), before any task
+ * uses the model; the state is zeroed. After it, dnn_model_load refuses a checkpoint of another
+ * optimiser (eval, predict and export, which never call it, load any). 0, or -1 with err. */
+int dnn_model_set_optimizer(dnn_model *m, dnn_optimizer opt, char *err, size_t errlen);
+/* The float count of pr's optimiser state (pr->v). */
+long dnn_param_state_n(const dnn_model *m, const dnn_param *pr);
 /* Bring every tensor back to host memory (waits for the tasks that write them). */
 int dnn_model_sync_to_host(dnn_model *m, char *err, size_t errlen);
 void dnn_model_destroy(dnn_model *m);
@@ -85,7 +93,9 @@ int dnn_model_add_param(dnn_model *m, int node, int slot, long n, char *err, siz
 float *dnn_model_add_running(dnn_model *m, int node, char *err, size_t errlen);
 
 /* The SGD arguments of parameter pr: the one place that applies the rules (no weight decay for
- * biases and BN parameters, gradients summed over the global batch scaled by 1/global_batch).
+ * biases and BN parameters, and no LARS trust ratio for them either; gradients summed over the
+ * global batch scaled by 1/global_batch; the optimiser and its hyper-parameters from sgd, AdamW's
+ * bias corrections 1 - beta^t from sgd->t in double).
  * decay_share divides the weight decay (async: every rank pushes its share of it). */
 dnn_sgd_args dnn_param_sgd_args(const dnn_param *pr, const dnn_sgd_config *sgd, int global_batch, int decay_share);
 

@@ -20,8 +20,15 @@ extern "C" {
 #define DNN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 /* ---------------------------------------------------------------- options */
+/* --optimizer: the update rule of every parameter tensor (codelets/sgd.h has the formulas). */
+typedef enum { DNN_OPT_SGD = 0, DNN_OPT_LARS = 1, DNN_OPT_ADAMW = 2 } dnn_optimizer;
+
 typedef struct {
 	float lr, momentum, weight_decay;
+	dnn_optimizer optimizer;   // sgd (momentum), lars (You et al. 2017), adamw (Loshchilov & Hutter)
+	float beta1, beta2, eps;   // adamw [0.9, 0.999, 1e-8, PyTorch's defaults]
+	float trust;               // lars: the trust coefficient eta [0.001]
+	long t;                    // adamw: this update's 1-based count (bias correction); the trainer sets it
 } dnn_sgd_config;
 
 /* Across ranks (StarPU-MPI, graph/dist.h): synchronous data parallelism, or asynchronous with
@@ -50,6 +57,8 @@ typedef struct {
 	int pin_chunks;           // --pin-chunks: all of chunk c's tasks on one worker (dnn_plan_pin_chunks)
 	dnn_sgd_config sgd;
 	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
+	double warmup_epochs;     // --warmup-epochs E: linear warm-up to the peak lr over E epochs (0 = none)
+	int lr_ref_batch;         // --lr-ref-batch N: --lr is for a global batch of N, scaled by batch/N (0 = off)
 	uint64_t seed;
 	int seed_set;             // --seed was given (a resume then refuses a checkpoint of another seed)
 	int limit_train, limit_test; // 0 = whole set

@@ -378,6 +378,7 @@ typedef struct {
 	uint64_t hlen, o;
 	char *err;
 	size_t errlen;
+	char *state; // meta.state: tensor 1's name suffix
 } cursor;
 
 /* 0 when nb more bytes are left, else -1 with "header ends inside <what>". */
@@ -405,6 +406,7 @@ static int parse_fixed(cursor *c, uint32_t version, const dnn_ckpt_meta *want, i
 	got->class_names = NULL;
 	got->net_text = NULL;
 	got->version = version;
+	got->state[0] = '\0';
 	c->o = CKPT_HDR_FIXED;
 	if (want && want->net_fingerprint != 0 && got->net_fingerprint != want->net_fingerprint) {
 		dnn_set_err(c->err, c->errlen, c->path,
@@ -497,6 +499,20 @@ static int match_tensor(cursor *c, uint32_t i, const char *name, uint32_t len, u
 	return 0;
 }
 
+/* meta.state := what follows the last '.' of name (len bytes from the file), if it fits and holds
+ * no NUL. */
+static void note_state(cursor *c, const char *name, uint32_t len)
+{
+	uint32_t d = len;
+	while (d > 0 && name[d - 1] != '.')
+		d--;
+	const uint32_t k = len - d;
+	if (d == 0 || k >= sizeof(((dnn_ckpt_meta *)0)->state) || memchr(name + d, '\0', k))
+		return;
+	memcpy(c->state, name + d, k);
+	c->state[k] = '\0';
+}
+
 /* The nt tensor entries: checked against the caller's tensors, or (ntensors < 0) summed into
  * *total (payload bytes). */
 static int parse_tensors(cursor *c, uint32_t nt, const dnn_ckpt_tensor *tensors, int ntensors, uint64_t *total)
@@ -517,6 +533,8 @@ static int parse_tensors(cursor *c, uint32_t nt, const dnn_ckpt_tensor *tensors,
 		c->o += len;
 		uint64_t n = get64(c->hp + c->o);
 		c->o += 8;
+		if (i == 1)
+			note_state(c, name, len);
 		if (ntensors >= 0) {
 			if (match_tensor(c, i, name, len, n, &tensors[i]) != 0)
 				return -1;
@@ -579,7 +597,7 @@ static int parse_header(const char *path, const unsigned char *hp, uint64_t hlen
 			const dnn_ckpt_meta *want, const dnn_ckpt_tensor *tensors, int ntensors,
 			dnn_ckpt_meta *got, int alloc, uint64_t *payload, char *err, size_t errlen)
 {
-	cursor c = {.path = path, .hp = hp, .hlen = hlen, .err = err, .errlen = errlen};
+	cursor c = {.path = path, .hp = hp, .hlen = hlen, .err = err, .errlen = errlen, .state = got->state};
 	uint32_t nt, net_len = 0;
 	uint64_t net_off = 0, total = 0;
 	if (parse_fixed(&c, version, want, ntensors, got, &nt) != 0)

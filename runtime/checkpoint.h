@@ -40,6 +40,8 @@ typedef struct {
 	char **class_names;       // on load: allocated (free with dnn_ckpt_free_names)
 	char *net_text;           // NULL or the net file text; on load: allocated (dnn_ckpt_free_names)
 	uint32_t version;         // save: 0 = current (3), or an older one (1: no net text); load: the file's
+	char state[32];           // load, read_info: tensor 1's name after its last '.' ("" if none, or too
+	                          // long): a model checkpoint's first optimiser state (model_ckpt.c)
 } dnn_ckpt_meta;
 #define DNN_CKPT_VERSION 3u
 

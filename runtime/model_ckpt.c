@@ -9,25 +9,36 @@
 
 #include "checkpoint.h"
 #include "data.h"
+#include "sgd.h"
 
-/* The model's tensors in checkpoint order; names[] holds the composed names (cap entries, NULL
- * where unused; free with free_names). Returns the count, or -1 (out of memory, err set). */
-static int model_tensors(dnn_model *m, dnn_ckpt_tensor **out, char ***names_out, int *cap_out, const char *path,
-			 char *err, size_t errlen)
+/* The names of each optimiser's state tensors, "<param>.<name>" (sgd's are version 3's). */
+static const char *const state_names[][2] = {
+	[DNN_OPT_SGD] = {"momentum", NULL}, [DNN_OPT_LARS] = {"lars_momentum", NULL}, [DNN_OPT_ADAMW] = {"adamw_m", "adamw_v"}};
+
+/* The model's tensors in checkpoint order, with the state tensors of optimiser opt: the model's
+ * own (scratch NULL), or all pointing at scratch (a load that keeps no state); names[] holds the
+ * composed names (cap entries, NULL where unused; free with free_names). Returns the count, or -1
+ * (out of memory, err set). */
+static int model_tensors(dnn_model *m, dnn_optimizer opt, float *scratch, dnn_ckpt_tensor **out, char ***names_out,
+			 int *cap_out, const char *path, char *err, size_t errlen)
 {
 	const dnn_graph *g = m->g;
-	int cap = 2 * m->nparams + g->nnodes + 2, n = 0;
+	int cap = 3 * m->nparams + g->nnodes + 2, n = 0;
 	dnn_ckpt_tensor *t = calloc((size_t)cap, sizeof(*t));
 	char **names = calloc((size_t)cap, sizeof(char *));
 	*cap_out = cap;
 	if (!t || !names)
 		goto oom;
 	for (int i = 0; i < m->nparams; i++) {
-		t[n].name = m->params[i].name, t[n].data = m->params[i].w, t[n].n = (uint64_t)m->params[i].n, n++;
-		if (!(names[n] = malloc(strlen(m->params[i].name) + 10)))
-			goto oom;
-		sprintf(names[n], "%s.momentum", m->params[i].name);
-		t[n].name = names[n], t[n].data = m->params[i].v, t[n].n = (uint64_t)m->params[i].n, n++;
+		const dnn_param *pr = &m->params[i];
+		t[n].name = pr->name, t[n].data = pr->w, t[n].n = (uint64_t)pr->n, n++;
+		for (int k = 0; k < 2 && state_names[opt][k]; k++) {
+			if (!(names[n] = malloc(strlen(pr->name) + 16)))
+				goto oom;
+			sprintf(names[n], "%s.%s", pr->name, state_names[opt][k]);
+			t[n].name = names[n], t[n].data = scratch ? scratch : pr->v + (size_t)k * (size_t)pr->n;
+			t[n].n = (uint64_t)pr->n, n++;
+		}
 	}
 	for (int i = 0; i < g->nnodes; i++)
 		if (m->running[i]) {
@@ -64,7 +75,7 @@ int dnn_model_save(dnn_model *m, const char *path, uint64_t step, uint32_t epoch
 		return -1;
 	dnn_ckpt_tensor *t;
 	char **names;
-	int cap, n = model_tensors(m, &t, &names, &cap, path, err, errlen);
+	int cap, n = model_tensors(m, m->optimizer, NULL, &t, &names, &cap, path, err, errlen);
 	if (n < 0)
 		return -1;
 	char comment[400];
@@ -145,15 +156,28 @@ static int load_into_handles(dnn_model *m, const char *path, uint64_t fp, dnn_ck
 	return rc;
 }
 
+/* The optimiser whose state a checkpoint holds, from its first state tensor's name (meta.state);
+ * a checkpoint older than the other optimisers holds sgd's momentum. */
+static dnn_optimizer ckpt_optimizer(const dnn_ckpt_meta *info)
+{
+	for (int k = 0; k < (int)(sizeof(state_names) / sizeof(state_names[0])); k++)
+		if (strcmp(info->state, state_names[k][0]) == 0)
+			return (dnn_optimizer)k;
+	return DNN_OPT_SGD;
+}
+
 /* The fingerprint a checkpoint of m's net holds: the canonical text's hash from version 3 on, the
- * structure hash before. Checks first that the checkpoint is of m's net (dnn_ckpt_check_net). */
-static int expected_fingerprint(dnn_model *m, const char *path, uint64_t *fp, char *err, size_t errlen)
+ * structure hash before, and the optimiser of its state (*opt). Checks first that the checkpoint
+ * is of m's net (dnn_ckpt_check_net). */
+static int expected_fingerprint(dnn_model *m, const char *path, uint64_t *fp, dnn_optimizer *opt, char *err,
+				size_t errlen)
 {
 	dnn_ckpt_meta info;
 	if (dnn_checkpoint_read_info(path, &info, 0, err, errlen) != 0)
 		return -1;
 	int rc = dnn_ckpt_check_net(m->g, m->g->source, path, &info, NULL, err, errlen);
 	*fp = info.version >= 3 ? dnn_graph_fingerprint(m->g) : dnn_graph_structure_hash(m->g);
+	*opt = ckpt_optimizer(&info);
 	dnn_ckpt_free_names(&info);
 	return rc == 0 ? 0 : -1;
 }
@@ -162,13 +186,30 @@ int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epo
 		   size_t errlen)
 {
 	uint64_t fp;
-	if (expected_fingerprint(m, path, &fp, err, errlen) != 0)
+	dnn_optimizer opt;
+	if (expected_fingerprint(m, path, &fp, &opt, err, errlen) != 0)
 		return -1;
+	if (opt != m->optimizer && m->optimizer_set) {
+		snprintf(err, errlen, "%s holds the state of --optimizer %s, this run uses --optimizer %s (a resume "
+			 "keeps its optimiser)", path, dnn_optimizer_name(opt), dnn_optimizer_name(m->optimizer));
+		return -1;
+	}
+	/* eval, predict, export: the parameters only; another optimiser's state goes to a scratch */
+	float *scratch = NULL;
+	long max_n = 1;
+	for (int i = 0; i < m->nparams; i++)
+		max_n = m->params[i].n > max_n ? m->params[i].n : max_n;
+	if (opt != m->optimizer && !(scratch = malloc((size_t)max_n * sizeof(float)))) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return -1;
+	}
 	dnn_ckpt_tensor *t;
 	char **names;
-	int cap, n = model_tensors(m, &t, &names, &cap, path, err, errlen);
-	if (n < 0)
+	int cap, n = model_tensors(m, opt, scratch, &t, &names, &cap, path, err, errlen);
+	if (n < 0) {
+		free(scratch);
 		return -1;
+	}
 	dnn_ckpt_meta meta;
 	int rc = load_into_handles(m, path, fp, t, n, &meta, err, errlen);
 	/* An image folder's classes must be the checkpoint's, in the same order. */
@@ -190,6 +231,7 @@ int dnn_model_load(dnn_model *m, const char *path, uint64_t *step, uint32_t *epo
 	}
 	free(t);
 	free_names(names, cap);
+	free(scratch);
 	return rc;
 }
 

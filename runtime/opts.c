@@ -16,6 +16,9 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->sgd.lr = 0.05f;
 	o->sgd.momentum = 0.9f;
 	o->sgd.weight_decay = 5e-4f;
+	o->sgd.optimizer = DNN_OPT_SGD;
+	o->sgd.beta1 = 0.9f, o->sgd.beta2 = 0.999f, o->sgd.eps = 1e-8f; /* PyTorch's AdamW defaults */
+	o->sgd.trust = 0.001f;                                           /* LARS's eta (You et al. 2017) */
 	o->seed = 1;
 	o->eval = 1;
 	o->cosine = 1;

@@ -12,6 +12,22 @@ float dnn_scheduled_lr(float lr, int cosine, long step, long total)
 	return (float)(0.5 * lr * (1.0 + cos(M_PI * (double)step / (double)total)));
 }
 
+float dnn_warm_lr(float peak, int cosine, long step, long total, long warmup)
+{
+	if (warmup <= 0)
+		return dnn_scheduled_lr(peak, cosine, step, total);
+	if (step < warmup)
+		return (float)((double)peak * (double)(step + 1) / (double)warmup);
+	return dnn_scheduled_lr(peak, cosine, step - warmup, total - warmup);
+}
+
+float dnn_scaled_lr(float lr, int global_batch, int ref_batch)
+{
+	if (ref_batch <= 0)
+		return lr;
+	return (float)((double)lr * (double)global_batch / (double)ref_batch);
+}
+
 void dnn_epoch_permutation(int *perm, int n, uint64_t seed, int epoch)
 {
 	uint64_t s = seed ^ (0xd1b54a32d192ed03ull * (uint64_t)(epoch + 1));

@@ -112,6 +112,8 @@ typedef struct {
 	uint64_t step0, step;      /* steps done at the start (resume) and submitted so far */
 	uint32_t epoch0;
 	long steps_per_epoch, total_steps;
+	float lr_peak;             /* --lr, scaled by batch / --lr-ref-batch (the schedule's peak) */
+	long warmup_steps;         /* --warmup-epochs in steps */
 	int epoch;                 /* epochs started (the result line's epochs=) */
 	double t_begin, t_timed, train_loss, train_acc, test_loss, test_acc;
 	double last_loss, last_acc; /* of the last step, over its global batch */
@@ -182,6 +184,11 @@ static int setup_plan(train_run *r)
 	char err[512];
 	const dnn_train_opts *o = &r->o;
 	if (r->nranks > 1) {
+		if (o->mode == DNN_MODE_ASYNC && o->sgd.optimizer != DNN_OPT_SGD) {
+			fprintf(stderr, "error: --optimizer %s: --mode async pushes SGD deltas to the parameter server; "
+					"use --mode sync or --optimizer sgd\n", dnn_optimizer_name(o->sgd.optimizer));
+			return -1;
+		}
 		if (o->batch < r->nranks) {
 			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
 			return -1;
@@ -259,6 +266,10 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		return -1;
 	}
 	r->have_model = 1;
+	if (dnn_model_set_optimizer(&r->m, o->sgd.optimizer, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	dnn_dataset_source(&r->train_src, &r->train);
 	if (!r->bench && r->train.folder) /* image folders: measured on a sample of decoded images */
 		dnn_imagefolder_channel_stats(r->train.folder, r->m.in_mean, r->m.in_std);
@@ -306,6 +317,13 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	r->total_steps = (long)o->epochs * r->steps_per_epoch;
 	if (o->max_steps > 0 && o->max_steps < r->total_steps)
 		r->total_steps = o->max_steps;
+	r->lr_peak = dnn_scaled_lr(o->sgd.lr, o->batch, o->lr_ref_batch);
+	r->warmup_steps = (long)llround(o->warmup_epochs * (double)r->steps_per_epoch);
+	if (!o->quiet)
+		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s), warm-up %ld steps, then %s\n", o->cmd,
+			dnn_optimizer_name(o->sgd.optimizer), (double)r->lr_peak, (double)o->sgd.lr,
+			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", r->warmup_steps,
+			o->cosine ? "cosine decay" : "constant");
 	dnn_progress_init(&r->pr, stderr, o->quiet, r->steps_per_epoch);
 	/* Checkpoints may be taken mid-epoch (--checkpoint-every): the epoch and the position in its
 	 * (seeded, reproducible) permutation both follow from the step count. */
@@ -397,7 +415,8 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e)
 		if (rc != 0 || s == nsteps)
 			break;
 		dnn_sgd_config sgd = o->sgd;
-		sgd.lr = dnn_scheduled_lr(o->sgd.lr, o->cosine, (long)r->step, r->total_steps);
+		sgd.lr = dnn_warm_lr(r->lr_peak, o->cosine, (long)r->step, r->total_steps, r->warmup_steps);
+		sgd.t = (long)r->step + 1; /* AdamW's bias correction: the update count (a resume continues it) */
 		/* Tag the step's tasks: traces (tasks.rec "Iteration:") can then tell steps apart. */
 		starpu_iteration_push((unsigned long)r->step);
 		const int src_rc = dnn_submit_step(&r->p, (int)(s % window), &r->train_src, r->perm + (size_t)s * o->batch,
@@ -550,6 +569,8 @@ static void print_result(train_run *r)
 	if (r->m.dist && o->mode == DNN_MODE_ASYNC)
 		printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness, di.lookahead,
 		       di.staleness_mean, di.staleness_max);
+	printf(" optimizer=%s lr_peak=%g warmup_steps=%ld", dnn_optimizer_name(o->sgd.optimizer), (double)r->lr_peak,
+	       r->warmup_steps);
 	printf(" fuse=%d pin_chunks=%d tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL, r->p.tasks_per_step);
 	if (!DNN_SIMULATED)
 		printf(" blas=%s blas_isa=%s cpu_isa=%s", dnn_blas_field(), dnn_isa_name(dnn_blas_isa()),
