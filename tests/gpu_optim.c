@@ -50,7 +50,7 @@ static void test_opt(const char *name, dnn_sgd_args a, long n)
 	snprintf(what, sizeof what, "%s n=%ld keep_grad=%d: delta", name, n, a.keep_grad);
 	gpu_close_scaled(what, dl[GPU], dl[CPU], (size_t)n, 1e-5);
 	snprintf(what, sizeof what, "%s n=%ld keep_grad=%d: grad (kept, or zeroed)", name, n, a.keep_grad);
-	test_close_f(what, g[GPU], g[CPU], (size_t)n, 0);
+	test_close_mixed_f(what, g[GPU], g[CPU], (size_t)n, 0);
 	double moved = 0;
 	for (long i = 0; i < n; i++)
 		moved = fmax(moved, fabs((double)w[GPU][i] - w0[i]));

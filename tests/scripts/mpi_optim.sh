@@ -5,6 +5,7 @@
 # SGD. TOL as mpi_sync's (5e-6): the all-reduce adds in another order than one process (float
 # reassociation); LARS's norms see the same summed gradient on every rank. async refuses them.
 source "$(dirname "$0")/lib.sh"
+set -euo pipefail
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1

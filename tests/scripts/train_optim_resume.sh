@@ -8,6 +8,7 @@
 # a checkpoint of one optimiser is refused, with one line, by a resume under another; eval reads
 # any optimiser's checkpoint. One CPU worker: the task order, hence every sum, is the same.
 source "$(dirname "$0")/lib.sh"
+set -euo pipefail
 export STARPU_NCPU=1 STARPU_NCUDA=0
 ARGS=(train --net lenet5 --data synthetic --limit-train 256 --batch 32 --chunks 2 --no-eval --quiet
       --lr-schedule constant --warmup-epochs 1.5 --lr-ref-batch 16 --epochs 2)
@@ -34,7 +35,7 @@ done
 for pair in "sgd adamw" "adamw lars" "lars sgd"; do
   set -- $pair
   [ -f "$TMP/$1.ckpt" ] || continue
-  "$STARPU_ANP" "${ARGS[@]}" --optimizer "$2" --resume "$TMP/$1.ckpt" >/dev/null 2>"$TMP/x.err"; rc=$?
+  rc=0; "$STARPU_ANP" "${ARGS[@]}" --optimizer "$2" --resume "$TMP/$1.ckpt" >/dev/null 2>"$TMP/x.err" || rc=$?
   [ "$rc" = 1 ] || fail "resume of a $1 checkpoint with --optimizer $2: exit $rc, want 1"
   [ "$(wc -l <"$TMP/x.err")" = 1 ] && grep -q "^error: .*holds the state of --optimizer $1, this run uses --optimizer $2" "$TMP/x.err" \
     || { cat "$TMP/x.err" >&2; fail "resume of a $1 checkpoint with --optimizer $2: not the one line expected"; }
@@ -46,6 +47,6 @@ for opt in lars adamw; do
   [ -n "$(result_field "$out" test_accuracy)" ] || fail "eval of a $opt checkpoint: no test_accuracy in '$out'"
 done
 # async pushes SGD deltas: the other optimisers are a usage error (one line, exit 2).
-"$STARPU_ANP" "${ARGS[@]}" --optimizer adamw --mode async >/dev/null 2>"$TMP/x.err"; rc=$?
+rc=0; "$STARPU_ANP" "${ARGS[@]}" --optimizer adamw --mode async >/dev/null 2>"$TMP/x.err" || rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l <"$TMP/x.err")" = 1 ] || { cat "$TMP/x.err" >&2; fail "async + adamw: exit $rc, want 2 and one line"; }
 finish
