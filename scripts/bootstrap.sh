@@ -9,7 +9,8 @@
 #   3. StarPU 1.4 with FxT + MPI (+ CUDA when nvcc exists):
 #      - a StarPU >= 1.4 already visible to pkg-config with those features is used as is;
 #      - otherwise the newest 1.4.x Debian *source* package is built into a cache prefix
-#        ($STARPU_ANP_CACHE, default ~/.cache/starpu-anp) and reused on later runs.
+#        ($STARPU_ANP_CACHE, default ~/.cache/starpu-anp) and reused on later runs, with
+#        third_party/starpu-mpi-backoff.patch (the MPI progress thread sleeps when idle).
 #
 #   4. With --sim: libsimgrid-dev + xsltproc, and a second StarPU built from the same source for
 #      StarPU's SimGrid mode ($CACHE/starpu-<ver>-simgrid: static, MPI through SMPI, no FxT), for
@@ -36,7 +37,7 @@ for a in "$@"; do
     --with-anchors|--with-torch) WITH_ANCHORS=1 ;;
     --sim) WITH_SIM=1 ;;
     --quiet) QUIET=1 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "bootstrap.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,11 +51,13 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
-      xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv)
+      xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv patch)
 # --sim: SimGrid (with smpicc/smpirun) and xsltproc, which StarPU's SimGrid configure needs.
 SIM_PKGS=(libsimgrid-dev xsltproc patch)
 # Applied to StarPU's source before the simulation build (section 4).
 SIM_PATCH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/third_party/starpu-smpi-vector-bytes.patch"
+# Applied before the real build: StarPU-MPI's progress thread backs off instead of busy-polling.
+REAL_PATCH="$(dirname "$SIM_PATCH")/starpu-mpi-backoff.patch"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -239,6 +242,10 @@ ensure_starpu() {
       say "the cached $prefix predates $(basename "$SIM_PATCH"): rebuilding it"
       continue
     fi
+    if [ "$kind" = real ] && ! grep -qx "patch: $(basename "$REAL_PATCH")" "$stamp"; then
+      say "the cached $prefix predates $(basename "$REAL_PATCH"): rebuilding it"
+      continue
+    fi
     if msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")"; then
       say "StarPU ($kind) cached in $prefix"
       echo "$label: $prefix"
@@ -273,6 +280,10 @@ ensure_starpu() {
   # times per message (third_party/; the real build behaves as the original, see the patch's head).
   if [ "$kind" = sim ] && ! grep -q _starpu_mpi_datatype_count "$srcdir/mpi/src/starpu_mpi_datatype.h"; then
     patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH" || die "cannot apply $SIM_PATCH to $srcdir"
+  fi
+  # The progress thread's back-off (third_party/; compiled out under SimGrid, see the patch's head).
+  if [ "$kind" = real ] && ! grep -q STARPU_MPI_BACKOFF_MAX "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
+    patch -d "$srcdir" -p1 --forward -s < "$REAL_PATCH" || die "cannot apply $REAL_PATCH to $srcdir"
   fi
 
   log="$CACHE/starpu-build-$upver-$tag.log"
@@ -313,7 +324,8 @@ ensure_starpu() {
   ( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
   msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")" \
     || die "StarPU built without a required feature: $msg (configure log: $log)"
-  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")"; } > "$prefix/.installed"
+  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")";
+    [ "$kind" = real ] && echo "patch: $(basename "$REAL_PATCH")"; } > "$prefix/.installed"
   rm -rf "$builddir"
   say "StarPU $upver ($kind) installed in $prefix"
   echo "$label: $prefix"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# mpi_idle_cpu — a rank with nothing to do gives its core back: while rank 1 of a 2-rank training
+# run is stopped (SIGSTOP), rank 0 waits for it, and StarPU-MPI's progress thread ("MPI") must
+# sleep, not busy-poll (third_party/starpu-mpi-backoff.patch): under 10% of a core and sleeping
+# (voluntary context switches) at least 20 times a second over a 3 s window. The control run with
+# STARPU_MPI_BACKOFF_MAX=0 (StarPU's own busy polling) must show the spin (under 20 sleeps a
+# second), so that the window is known to catch the wait. Sleeps, not CPU share, tell the two
+# apart on a loaded machine: a spinning thread gets less CPU when the cores are shared, but it
+# never sleeps (measured: 0/s busy-polling, 1100-1700/s with the back-off; docs/NETWORK.md).
+source "$(dirname "$0")/lib.sh"
+[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+LIB="$(ldd "$STARPU_ANP" | awk '/libstarpumpi/ {print $3}')"
+grep -qa STARPU_MPI_BACKOFF_MAX "$LIB" 2>/dev/null \
+  || { echo "SKIP: $LIB lacks third_party/starpu-mpi-backoff.patch (a StarPU not built by scripts/bootstrap.sh)"; exit 77; }
+TC="$DNN_SOURCE_DIR/bench/thread_cpu.sh"
+export STARPU_NCPU=1
+# measure NAME [mpirun args]: the MPI threads of rank 0 while rank 1 is stopped; sets CPU, SLEEPS
+measure() {
+  local name="$1"; shift
+  local m="$TMP/$name.csv" out
+  # 10 steps an epoch: the first epoch line (flushed at the epoch's end) says the ranks are training
+  out="$(bash "$TC" --nprocs 2 --delay 1 --start-when "grep -q train_epoch $m" --stop-rank 1 --settle 2 --window 3 --kill -- \
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x STARPU_NCPU "$@" "$STARPU_ANP" train --net lenet5 \
+    --limit-train 640 --epochs 100000 --no-eval --quiet --metrics "$m" 2>"$TMP/$name.err")"
+  local line; line="$(grep '^thread_cpu: total rank=0 comm="MPI"' <<<"$out")"
+  [ -n "$line" ] || { cat "$TMP/$name.err" >&2; echo "$out" >&2; fail "$name: no MPI thread measured on rank 0"; CPU=-1 SLEEPS=-1; return; }
+  CPU="$(sed 's/.*cpu_pct=\([0-9.]*\).*/\1/' <<<"$line")"
+  SLEEPS="$(sed 's/.*sleeps_per_s=\([0-9]*\).*/\1/' <<<"$line")"
+  echo "$name: rank 0's MPI threads while rank 1 is stopped: ${CPU}% of a core, $SLEEPS sleeps/s"
+}
+measure backoff
+fcmp "$CPU >= 0 && $CPU <= 10" || fail "with the back-off, the progress thread took $CPU% of a core (bound 10%)"
+[ "$SLEEPS" -ge 20 ] || fail "with the back-off, the progress thread slept $SLEEPS times a second (want >= 20)"
+measure busy -x STARPU_MPI_BACKOFF_MAX=0
+[ "$SLEEPS" -ge 0 ] && [ "$SLEEPS" -lt 20 ] \
+  || fail "control: busy polling (STARPU_MPI_BACKOFF_MAX=0) slept $SLEEPS times a second: the window did not catch a rank waiting"
+finish
