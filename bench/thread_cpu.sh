@@ -29,7 +29,7 @@
 # core, but it never sleeps (sleeps_per_s near 0) and its cpu_pct + runq_pct stays near 100; a
 # thread that waits by sleeping has a low cpu_pct and many sleeps (its runq_pct can still be high
 # when a spinning thread holds its core and each wake-up queues behind it).
-set -u
+set -euo pipefail
 START_WHEN="" DELAY=8 WINDOW=5 NAME=starpu_anp NPROCS=1 STOP_RANK="" SETTLE=2 KILL=0 MAX_PCT="" CHECK='^(MPI|starpu_anp)$'
 PIDS=()
 usage() { sed -n '2,33p' "$0"; exit "${1:-0}"; }
@@ -60,13 +60,13 @@ descendants() {
   local p c
   for p in "$@"; do
     echo "$p"
-    for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do descendants "$c"; done
+    for c in $(cat /proc/"$p"/task/*/children 2>/dev/null || true); do descendants "$c"; done
   done
 }
 # rank_of PID: Open MPI's rank from the environment, or "-" outside mpirun
 rank_of() {
   local r
-  r="$(tr '\0' '\n' </proc/"$1"/environ 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p;s/^PMIX_RANK=//p' | head -1)"
+  r="$({ tr '\0' '\n' </proc/"$1"/environ 2>/dev/null || true; } | sed -n 's/^OMPI_COMM_WORLD_RANK=//p;s/^PMIX_RANK=//p' | head -1)"
   echo "${r:--}"
 }
 # snapshot PID...: "pid tid ticks runq_ns voluntary_switches comm" per thread (comm last: it may
@@ -81,7 +81,7 @@ snapshot() {
       read -r -a f <<<"$rest"
       ticks=$(( f[11] + f[12] ))
       rq=0; [ -r "$t/schedstat" ] && read -r _ rq _ <"$t/schedstat"
-      vcs="$(sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status" 2>/dev/null)"
+      vcs="$(sed -n 's/^voluntary_ctxt_switches:[[:space:]]*//p' "$t/status" 2>/dev/null || true)"
       echo "$p ${t##*/} $ticks $rq ${vcs:-0} $comm"
     done
   done
@@ -96,7 +96,7 @@ if [ $# -gt 0 ]; then
   while :; do
     PIDS=()
     for p in $(descendants "$CMD_PID"); do
-      [ "$(cat /proc/"$p"/comm 2>/dev/null)" = "$NAME" ] && PIDS+=("$p")
+      if [ "$(cat /proc/"$p"/comm 2>/dev/null || true)" = "$NAME" ]; then PIDS+=("$p"); fi
     done
     [ ${#PIDS[@]} -ge "$NPROCS" ] && break
     kill -0 "$CMD_PID" 2>/dev/null || { echo "thread_cpu.sh: the command ended before $NPROCS process(es) named $NAME appeared" >&2; exit 1; }
@@ -113,7 +113,7 @@ fi
 
 STOPPED=""
 if [ -n "$STOP_RANK" ]; then
-  for p in "${PIDS[@]}"; do [ "$(rank_of "$p")" = "$STOP_RANK" ] && STOPPED="$p"; done
+  for p in "${PIDS[@]}"; do if [ "$(rank_of "$p")" = "$STOP_RANK" ]; then STOPPED="$p"; fi; done
   [ -n "$STOPPED" ] || { echo "thread_cpu.sh: no rank $STOP_RANK among ${PIDS[*]}" >&2; exit 1; }
   kill -STOP "$STOPPED"
   sleep "$SETTLE"
@@ -163,9 +163,9 @@ fi
 
 if [ -n "$CMD_PID" ]; then
   if [ "$KILL" = 1 ]; then
-    for p in $(descendants "$CMD_PID" | tac); do kill -TERM "$p" 2>/dev/null; done
+    for p in $(descendants "$CMD_PID" | tac); do kill -TERM "$p" 2>/dev/null || true; done
   fi
-  wait "$CMD_PID"; crc=$?
+  crc=0; wait "$CMD_PID" || crc=$?
   [ "$KILL" = 1 ] || [ $crc = 0 ] || { echo "thread_cpu.sh: the command exited with $crc" >&2; rc=1; }
 fi
 exit $rc
