@@ -116,11 +116,15 @@ int dnn_breakdown_finish(int rank, int nranks, char *err, size_t errlen)
 	float mine[BD_N];
 	local_shares(mine);
 	free(bd_all);
-	bd_all = calloc((size_t)nranks * BD_N, sizeof(float));
+	bd_all = rank == 0 ? calloc((size_t)nranks * BD_N, sizeof(float)) : NULL; /* rank 0 prints */
 	bd_nranks = nranks;
 	int rc = gather_rows(bd_all, mine, rank, nranks);
-	if (rc != 0 || !bd_all) {
-		dnn_set_err(err, errlen, "DNN_BREAKDOWN", rc ? "gathering the ranks' breakdown failed (error %d)" : "out of memory", rc);
+	if (rc != 0) {
+		dnn_set_err(err, errlen, "DNN_BREAKDOWN", "gathering the ranks' breakdown failed (error %d)", rc);
+		return -1;
+	}
+	if (rank == 0 && !bd_all) {
+		dnn_set_err(err, errlen, "DNN_BREAKDOWN", "out of memory");
 		return -1;
 	}
 	return 0;

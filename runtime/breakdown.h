@@ -22,9 +22,10 @@
 void dnn_breakdown_setup(void);
 /* The timed span starts: every counter from here. */
 void dnn_breakdown_start(void);
-/* The timed span ends: each rank's shares, gathered on rank 0 (every rank calls it), then printed there as result-line fields (" bd_compute=0.612 ..." averaged
- * over the ranks, " bd_rank_compute=0.61/0.60/..." per rank). 0, or -1 with one line in err. */
+/* The timed span ends: each rank's shares, gathered on rank 0 (every rank calls it), for
+ * dnn_breakdown_print. 0, or -1 with one line in err. */
 int dnn_breakdown_finish(int rank, int nranks, char *err, size_t errlen);
-/* Rank 0, after dnn_breakdown_finish: the fields (nothing when the breakdown is off). */
+/* Rank 0, after dnn_breakdown_finish: the result-line fields, " bd_compute=0.612 ..." averaged over
+ * the ranks and " bd_rank_compute=0.61/0.60/..." per rank (nothing when the breakdown is off). */
 void dnn_breakdown_print(FILE *f);
 #endif

@@ -35,7 +35,8 @@ static void env_case(const char *math, const char *ws, int want_rc, int want_fp3
 		TEST_CHECK(strstr(err, want_err) != NULL && !strchr(err, '\n'), "error '%s' lacks '%s'", err, want_err);
 }
 
-/* DNN_FUSE, DNN_CONV_ALGO, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO: the values, the defaults, and one line naming what is accepted. */
+/* DNN_FUSE, DNN_CONV_ALGO, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO: the values, the defaults, and one
+ * line naming what is accepted. */
 static void other_knobs(void)
 {
 	dnn_knobs k;
