@@ -10,10 +10,10 @@ set -euo pipefail
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1
 TOL=5e-6
-for opt in "lars --lr 0.25" "adamw --lr 0.0005"; do
-  set -- $opt
+for opt in lars:0.25 adamw:0.0005; do
+  set -- "${opt%%:*}" "${opt##*:}"
   COMMON=(train --net lenet5 --max-steps 20 --limit-train 3200 --limit-test 500 --quiet --batch 128
-          --optimizer "$1" "$2" "$3" --lr-ref-batch 64 --warmup-epochs 0.2)
+          --optimizer "$1" --lr "$2" --lr-ref-batch 64 --warmup-epochs 0.2)
   REF_LINE="$("$STARPU_ANP" "${COMMON[@]}" | tail -1)" || { fail "$1: single-process run failed"; continue; }
   REF="$(result_field "$REF_LINE" train_loss)"
   echo "$1, 1 process: train_loss=$REF"

@@ -32,13 +32,15 @@ done
 # lr_peak: --lr 0.02 for a batch of 16, at 32 -> 0.04
 [ "$(result_field "$(tail -1 "$TMP/sgd-ref.out")" lr_peak)" = 0.04 ] || fail "sgd: lr_peak is not 0.02 x 32/16"
 # Another optimiser's checkpoint: one line, exit 1.
-for pair in "sgd adamw" "adamw lars" "lars sgd"; do
-  set -- $pair
+for pair in sgd:adamw adamw:lars lars:sgd; do
+  set -- "${pair%%:*}" "${pair##*:}"
   [ -f "$TMP/$1.ckpt" ] || continue
   rc=0; "$STARPU_ANP" "${ARGS[@]}" --optimizer "$2" --resume "$TMP/$1.ckpt" >/dev/null 2>"$TMP/x.err" || rc=$?
   [ "$rc" = 1 ] || fail "resume of a $1 checkpoint with --optimizer $2: exit $rc, want 1"
-  [ "$(wc -l <"$TMP/x.err")" = 1 ] && grep -q "^error: .*holds the state of --optimizer $1, this run uses --optimizer $2" "$TMP/x.err" \
-    || { cat "$TMP/x.err" >&2; fail "resume of a $1 checkpoint with --optimizer $2: not the one line expected"; }
+  if [ "$(wc -l <"$TMP/x.err")" != 1 ] ||
+     ! grep -q "^error: .*holds the state of --optimizer $1, this run uses --optimizer $2" "$TMP/x.err"; then
+    cat "$TMP/x.err" >&2; fail "resume of a $1 checkpoint with --optimizer $2: not the one line expected"
+  fi
 done
 for opt in lars adamw; do
   [ -f "$TMP/$opt.ckpt" ] || continue
@@ -48,5 +50,7 @@ for opt in lars adamw; do
 done
 # async pushes SGD deltas: the other optimisers are a usage error (one line, exit 2).
 rc=0; "$STARPU_ANP" "${ARGS[@]}" --optimizer adamw --mode async >/dev/null 2>"$TMP/x.err" || rc=$?
-[ "$rc" = 2 ] && [ "$(wc -l <"$TMP/x.err")" = 1 ] || { cat "$TMP/x.err" >&2; fail "async + adamw: exit $rc, want 2 and one line"; }
+if [ "$rc" != 2 ] || [ "$(wc -l <"$TMP/x.err")" != 1 ]; then
+  cat "$TMP/x.err" >&2; fail "async + adamw: exit $rc, want 2 and one line"
+fi
 finish
