@@ -426,23 +426,54 @@ int dnn_dist_before_forward(dnn_plan *p, long step)
 	return 0;
 }
 
-/* The sync step of parameter q with the ring (header comment): all ranks submit every task. */
-static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+/* The ring's and rhd's first stage: every rank copies its gradient of parameter q into its N
+ * chunks A[j * N + c] (the slices at off[c]). Tasks named `name`, with o's other options. */
+static int chunks_copy_in(dnn_plan *p, int q, dnn_task_opts *o, const char *name)
+{
+	dnn_dist *d = p->m->dist;
+	const int N = d->nranks, P = p->m->nparams;
+	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N];
+	const size_t *off = &d->ring_off[(size_t)q * (N + 1)];
+	o->name = name;
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++) {
+			o->node = j;
+			TRY(dnn_insert_vec_slice_get(o, A[j * N + c], d->g_local[j * P + q], off[c]));
+		}
+	return 0;
+}
+
+/* Their last stage: every rank's chunks, now the global sums, go back into its gradient, which
+ * then holds the global sum: the update reads it and zeroes it for the next step. */
+static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const char *name, const dnn_sgd_config *sgd)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
 	const int N = d->nranks, P = m->nparams;
+	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N];
+	const size_t *off = &d->ring_off[(size_t)q * (N + 1)];
+	o->name = name;
+	for (int j = 0; j < N; j++)
+		for (int c = 0; c < N; c++) {
+			o->node = j;
+			TRY(dnn_insert_vec_slice_put(o, d->g_local[j * P + q], A[j * N + c], off[c]));
+		}
+	dnn_param *pr = &m->params[q];
+	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
+	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
+}
+
+/* The sync step of parameter q with the ring (header comment): all ranks submit every task. */
+static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+{
+	dnn_dist *d = p->m->dist;
+	const int N = d->nranks;
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
-	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
 	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
 	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
 	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO);
-	o.name = "ring_copy_in";
-	for (int j = 0; j < N; j++)
-		for (int c = 0; c < N; c++) {
-			o.node = j;
-			TRY(dnn_insert_vec_slice_get(&o, A[j * N + c], d->g_local[j * P + q], off[c]));
-		}
+	TRY(chunks_copy_in(p, q, &o, "ring_copy_in"));
 	o.name = "ring_reduce_scatter";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
@@ -457,17 +488,7 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 			o.node = to;
 			TRY(dnn_insert_vec_slice_get(&o, A[to * N + c], A[r * N + c], 0));
 		}
-	o.name = "ring_copy_out";
-	for (int j = 0; j < N; j++)
-		for (int c = 0; c < N; c++) {
-			o.node = j;
-			TRY(dnn_insert_vec_slice_put(&o, d->g_local[j * P + q], A[j * N + c], off[c]));
-		}
-	/* Our gradient now holds the global sum: the update reads it and zeroes it for the next step. */
-	dnn_param *pr = &m->params[q];
-	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
-	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
+	return chunks_copy_out_update(p, q, &o, "ring_copy_out", sgd);
 }
 
 /* The sync step of parameter q by recursive halving-doubling (N = 2^k ranks, the ring's N chunks
@@ -481,18 +502,11 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
  * the chain is 2 log2 N hops long instead of 2(N-1). All ranks submit every task. */
 static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 {
-	dnn_model *m = p->m;
-	dnn_dist *d = m->dist;
-	const int N = d->nranks, P = m->nparams;
+	dnn_dist *d = p->m->dist;
+	const int N = d->nranks;
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
-	size_t *off = &d->ring_off[(size_t)q * (N + 1)];
 	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO); /* on the path to the next forward */
-	o.name = "rhd_copy_in";
-	for (int j = 0; j < N; j++)
-		for (int c = 0; c < N; c++) {
-			o.node = j;
-			TRY(dnn_insert_vec_slice_get(&o, A[j * N + c], d->g_local[j * P + q], off[c]));
-		}
+	TRY(chunks_copy_in(p, q, &o, "rhd_copy_in"));
 	o.name = "rhd_reduce_scatter";
 	for (int half = N / 2; half >= 1; half /= 2)
 		for (int r = 0; r < N; r++) {
@@ -509,16 +523,7 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 			for (int c = first; c < first + half; c++)
 				TRY(dnn_insert_vec_slice_get(&o, A[r * N + c], A[(r ^ half) * N + c], 0));
 		}
-	o.name = "rhd_copy_out";
-	for (int j = 0; j < N; j++)
-		for (int c = 0; c < N; c++) {
-			o.node = j;
-			TRY(dnn_insert_vec_slice_put(&o, d->g_local[j * P + q], A[j * N + c], off[c]));
-		}
-	dnn_param *pr = &m->params[q];
-	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
-	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
+	return chunks_copy_out_update(p, q, &o, "rhd_copy_out", sgd);
 }
 
 /* The sync step of parameter q with the tree: the sum into rank 0, sent to every rank, and the
