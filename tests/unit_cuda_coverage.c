@@ -90,6 +90,8 @@ static void rec_deinit(unsigned ctx)
 
 static int rec_push(struct starpu_task *task)
 {
+	/* Read before the push: once the task is in the list a worker may run and free it. */
+	const unsigned ctx = task->sched_ctx;
 	if (task->cl) {
 		record(task->cl);
 		/* StarPU initialises a REDUX replica by calling the handle's init method on the worker
@@ -101,12 +103,12 @@ static int rec_push(struct starpu_task *task)
 				record(&cl_vec_redux_add);
 			}
 	}
-	rec_sched *d = starpu_sched_ctx_get_policy_data(task->sched_ctx);
+	rec_sched *d = starpu_sched_ctx_get_policy_data(ctx);
 	STARPU_PTHREAD_MUTEX_LOCK(&d->mu);
 	starpu_task_list_push_front(&d->list, task);
 	starpu_push_task_end(task);
 	STARPU_PTHREAD_MUTEX_UNLOCK(&d->mu);
-	struct starpu_worker_collection *ws = starpu_sched_ctx_get_worker_collection(task->sched_ctx);
+	struct starpu_worker_collection *ws = starpu_sched_ctx_get_worker_collection(ctx);
 	struct starpu_sched_ctx_iterator it;
 	ws->init_iterator(ws, &it);
 	while (ws->has_next(ws, &it))
