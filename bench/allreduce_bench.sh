@@ -20,7 +20,9 @@
 # Output: one CSV row per cell (variant,hosts,rate,size_bytes,reps,measured_s,simulated_s,ratio,
 # runs_s: the measured runs, load1: the machine's load average then) and, with gnuplot, FILE.png (simulated/measured per size, one panel per rate) and
 # FILE-time.png (the times). --work DIR keeps the measured runs (DIR/measured.csv) and their
-# calibrations; --sim-only then simulates those cells again without measuring (e.g. after a change
+# calibrations, and a cell found there is not measured again (a cut-short run resumes);
+# --sim-only simulates only those cells, measuring nothing. --platform-args "..." are added to
+# sim/platform.py's (e.g. "--netns-lat-us 900": another model of the same measurements) (e.g. after a change
 # of sim/platform.py's netns constants). Needs root (namespaces) and the real and simulation builds
 # (build/, build-sim/: scripts/simulate.sh builds both). ANP_NET_ID [53] names the cluster.
 set -euo pipefail
@@ -30,7 +32,7 @@ source "$ROOT/scripts/lib.sh" # the result line
 usage() { echo "allreduce_bench.sh: $*" >&2; exit 2; }
 VARIANTS="tree ring rhd" HOSTS="2 3 4" RATES="off 1gbit 100mbit"
 SIZES="4096 16384 65536 262144 1048576 4194304 16777216 67108864"
-REPS=3 MAXWIRE=3 CSV="allreduce_bench.csv" PLOT="" WORK="" SIMONLY=0
+REPS=3 MAXWIRE=3 CSV="allreduce_bench.csv" PLOT="" WORK="" SIMONLY=0 PARGS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
     --plot) PLOT="${2:?}"; shift 2 ;;
     --work) WORK="${2:?}"; shift 2 ;;
     --sim-only) SIMONLY=1; shift ;;
+    --platform-args) PARGS="${2:?}"; shift 2 ;;
     *) usage "unknown option '$1'" ;;
   esac
 done
@@ -62,7 +65,7 @@ TMP="$(mktemp -d /tmp/anp-arbench-XXXXXX)"
 [ -n "$WORK" ] || { [ "$SIMONLY" = 0 ] || usage "--sim-only needs --work DIR"; WORK="$TMP/work"; }
 mkdir -p "$WORK"; WORK="$(cd "$WORK" && pwd)"
 [ "$SIMONLY" = 0 ] || [ -s "$WORK/measured.csv" ] || usage "--sim-only: no $WORK/measured.csv"
-trap 'bash "$C" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+trap '[ "$SIMONLY" = 1 ] || bash "$C" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 NICE=""; if nice -n -15 true 2>/dev/null; then NICE="nice -n -15"; fi
@@ -82,7 +85,8 @@ for n in $HOSTS; do
   for rate in $RATES; do
     [ "$SIMONLY" = 1 ] || bash "$C" rate "$rate"
     pdir="$TMP/plat-$n-$rate"
-    pname="$(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate")"
+    # shellcheck disable=SC2086
+    pname="$(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate" $PARGS)"
     for v in $VARIANTS; do
       [ "$v" != rhd ] || [ $((n & (n - 1))) = 0 ] || continue
       for s in $SIZES; do
@@ -94,14 +98,15 @@ for n in $HOSTS; do
         cal="$WORK/cal-$v-$n-$rate-$s"
         args=(bench --allreduce-bytes "$s" --allreduce "$v" --steps "$r" --warmup 2 --quiet)
         runs=()
-        if [ "$SIMONLY" = 1 ]; then
-          row="$(awk -F, -v k="$v,$n,$rate,$s" 'index($0, k ",") == 1' "$WORK/measured.csv" | tail -1)"
-          [ -n "$row" ] || continue
+        # A cell already measured in --work is not measured again (a run cut short resumes).
+        row="$( [ ! -f "$WORK/measured.csv" ] || awk -F, -v k="$v,$n,$rate,$s" 'index($0, k ",") == 1' "$WORK/measured.csv" | tail -1)"
+        [ -n "$row" ] || [ "$SIMONLY" = 0 ] || continue
+        if [ -n "$row" ]; then
           r="$(cut -d, -f5 <<<"$row")"; args=(bench --allreduce-bytes "$s" --allreduce "$v" --steps "$r" --warmup 2 --quiet)
           read -ra runs <<<"$(cut -d, -f6 <<<"$row")"; load="$(cut -d, -f7 <<<"$row")"
         fi
         for _ in $(seq "$REPS"); do
-          [ "$SIMONLY" = 0 ] || break
+          [ -z "$row" ] || break
           # Each rank calibrates into its own STARPU_HOME (cal/r<rank>): one file per rank, not one
           # file that the ranks' shutdowns overwrite in turn.
           line="$(timeout -k 5 300 bash "$C" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
@@ -112,7 +117,7 @@ for n in $HOSTS; do
         done
         [ "${#runs[@]}" -gt 0 ] || continue
         meas="$(printf '%s\n' "${runs[@]}" | median)"
-        [ "$SIMONLY" = 1 ] || { load="$(cut -d' ' -f1 /proc/loadavg)"; echo "$v,$n,$rate,$s,$r,${runs[*]},$load" >>"$WORK/measured.csv"; }
+        [ -n "$row" ] || { load="$(cut -d' ' -f1 /proc/loadavg)"; echo "$v,$n,$rate,$s,$r,${runs[*]},$load" >>"$WORK/measured.csv"; }
         models=""; for k in $(seq 0 $((n - 1))); do models+="${models:+:}$cal/r$k/.starpu/sampling"; done
         # shellcheck disable=SC2046
         simline="$(env STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$pname" STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \

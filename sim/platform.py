@@ -50,8 +50,8 @@ NETWORKS = {
     "infinite": dict(desc="an infinitely fast network (sanity checks)", gbps=8e6, lat_us=0.0),
     # The network-namespace hosts of tests/net/cluster.sh (--rate: the tbf rate of every host link,
     # both directions, or off): docs/NETWORK.md "The all-reduce microbenchmark". Written as a star
-    # of full-duplex links (SPLITDUPLEX: tbf shapes each direction of a veth separately) through
-    # the bridge, with SMPI's message-size factors off (smpi.cfg): the links say it all.
+    # of links (tbf shapes each direction of a veth separately, but the MPI transport does not
+    # overlap a rank's sends and receives: half-duplex, NETNS_DUPLEX) through the bridge, with SMPI's message-size factors off (smpi.cfg): the links say it all.
     "netns": dict(desc="network-namespace hosts on a bridge (tests/net/cluster.sh)", gbps=None, lat_us=None),
 }
 
@@ -63,10 +63,15 @@ NETWORKS = {
 # bridge. Override with --netns-eff / --netns-veth-gbps / --netns-lat-us.
 NETNS_TCP_EFF = 0.94
 NETNS_VETH_GBPS = 4.0
-NETNS_LAT_US = 50.0
+NETNS_LAT_US = 2200.0
 # tests/net/cluster.sh's tbf bucket ("burst 256kb": 256 KiB of frames): a message that finds the
 # bucket full sends its first NETNS_BURST x eff payload bytes at the unshaped veth's speed.
 NETNS_BURST = 256 * 1024
+# A rank's sends and receives do not overlap in time over Open MPI's TCP transport here (the 2-host
+# ring: each link's tx counter rises only while the other's is still; two plain TCP streams over
+# the same links, one each way, get 95 and 91 Mbit/s at once): each host's link is modelled
+# half-duplex (SimGrid SHARED) by default, so a rank's traffic in and out shares its rate.
+NETNS_DUPLEX = "half"
 
 
 def tbf_bw_factors(rate_gbps, eff, veth_gbps, burst):
@@ -115,7 +120,7 @@ def write(path, text):
         f.write(text)
 
 
-def netns_cluster(n, C, G, gpu, net):
+def netns_cluster(n, C, G, gpu, net, duplex):
     """The namespace hosts: node i's link (its veth, shaped each way) to the bridge, a route
     between two nodes = the sender's link up + the receiver's link down."""
     bw = net["gbps"] * 1e9 / 8
@@ -125,13 +130,15 @@ def netns_cluster(n, C, G, gpu, net):
              f'<!-- {n} nodes x ({C} cores, {G} x {gpu if G else "no GPU"}); network: {net["desc"]} -->',
              '<zone id="AS0" routing="Full">']
     lines += [f'  <host id="node{i}" speed="1Gf"/>' for i in range(n)]
-    lines += [f'  <link id="veth{i}" bandwidth="{bw:.1f}Bps" latency="{net["lat_us"]}us" sharing_policy="SPLITDUPLEX"/>'
+    policy = "SPLITDUPLEX" if duplex == "full" else "SHARED"
+    up, down = (' direction="UP"', ' direction="DOWN"') if duplex == "full" else ("", "")
+    lines += [f'  <link id="veth{i}" bandwidth="{bw:.1f}Bps" latency="{net["lat_us"]}us" sharing_policy="{policy}"/>'
               for i in range(n)]
     for i in range(n):
         for j in range(n):
             if i != j:
-                lines.append(f'  <route src="node{i}" dst="node{j}" symmetrical="NO"><link_ctn id="veth{i}" direction="UP"/>'
-                             f'<link_ctn id="veth{j}" direction="DOWN"/></route>')
+                lines.append(f'  <route src="node{i}" dst="node{j}" symmetrical="NO"><link_ctn id="veth{i}"{up}/>'
+                             f'<link_ctn id="veth{j}"{down}/></route>')
     lines += ["</zone>", "</platform>", ""]
     return "\n".join(lines)
 
@@ -152,6 +159,8 @@ def main():
     ap.add_argument("--netns-veth-gbps", type=float, default=NETNS_VETH_GBPS, help="unshaped link, Gbit/s")
     ap.add_argument("--netns-lat-us", type=float, default=NETNS_LAT_US, help="one-way latency per message, us")
     ap.add_argument("--netns-burst", type=int, default=NETNS_BURST, help="tbf bucket, bytes (0: model none)")
+    ap.add_argument("--netns-duplex", default=NETNS_DUPLEX, choices=["half", "full"],
+                    help="a host's sends and receives share its link (half) or not (full)")
     a = ap.parse_args()
     if a.nodes < 1 or a.nodes > 4096:
         die(f"--nodes {a.nodes}: expected 1..4096")
@@ -259,7 +268,7 @@ def main():
           f'bb_lat="0us"/>\n'
           '</zone>\n</platform>\n')
     if a.network == "netns":
-        write(os.path.join(a.out, "cluster.xml"), netns_cluster(a.nodes, C, G, a.gpu, net))
+        write(os.path.join(a.out, "cluster.xml"), netns_cluster(a.nodes, C, G, a.gpu, net, a.netns_duplex))
     # SMPI's options for this platform (simulate.sh passes them to starpu_smpirun): the netns
     # links are the measured goodput and latency, so SMPI's own per-size factors (a GbE cluster's
     # calibration, 0.34-0.94 of the bandwidth and 2-12x the latency) stay off; other networks
