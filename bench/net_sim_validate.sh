@@ -4,7 +4,10 @@
 # tests/net/cluster.sh hosts whose links tbf shapes to RATE, against the same run simulated on
 # sim/platform.py --network netns --rate RATE.
 #
-#   bench/net_sim_validate.sh [--cases LIST] [--reps N] [--csv FILE] [--work DIR (keeps the calibrations)]
+#   bench/net_sim_validate.sh [--cases LIST] [--reps N] [--csv FILE] [--work DIR] [--sim-only]
+#                             [--platform-args "ARGS"]
+# --work DIR keeps the measured runs (DIR/measured.csv) and their calibrations; --sim-only
+# simulates those cases again without measuring, with sim/platform.py given --platform-args.
 #
 # A case is NET:HOSTS:RATE:MODE (e.g. resnet8:4:100mbit:async); batch 64 (global), 2 chunks per
 # rank, one CPU worker per rank (dmda), the default all-reduce (tree), --steps S (lenet5 30,
@@ -21,7 +24,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 usage() { echo "net_sim_validate.sh: $*" >&2; exit 2; }
-CASES="" REPS=2 CSV="net_sim_validate.csv" WORK=""
+CASES="" REPS=2 CSV="net_sim_validate.csv" WORK="" SIMONLY=0 PARGS=""
 for net in lenet5 resnet8; do for h in 2 4; do for r in 100mbit 1gbit; do for m in sync async; do
   CASES+="${CASES:+,}$net:$h:$r:$m"; done; done; done; done
 while [ $# -gt 0 ]; do
@@ -31,6 +34,8 @@ while [ $# -gt 0 ]; do
     --reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--reps '${2:-}'"; REPS="$2"; shift 2 ;;
     --csv) CSV="${2:?}"; shift 2 ;;
     --work) WORK="${2:?}"; shift 2 ;;
+    --sim-only) SIMONLY=1; shift ;;
+    --platform-args) PARGS="${2:?}"; shift 2 ;;
     *) usage "unknown option '$1'" ;;
   esac
 done
@@ -42,7 +47,8 @@ SMPIRUN="${STARPU_SIM_PREFIX:?}/bin/starpu_smpirun"
 C="$ROOT/tests/net/cluster.sh"
 export ANP_NET_ID="${ANP_NET_ID:-53}"
 TMP="$(mktemp -d /tmp/anp-netval-XXXXXX)"
-trap 'bash "$C" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+[ "$SIMONLY" = 0 ] || [ -s "${WORK:-/nonexistent}/measured.csv" ] || usage "--sim-only needs --work DIR with measured.csv"
+trap '[ "$SIMONLY" = 1 ] || bash "$C" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 NICE=""; if nice -n -15 true 2>/dev/null; then NICE="nice -n -15"; fi
@@ -53,13 +59,19 @@ IFS=, read -ra L <<<"$CASES"
 for c in "${L[@]}"; do
   IFS=: read -r net n rate mode <<<"$c"
   [[ "$n" =~ ^[2-9]$ && "$mode" =~ ^(sync|async)$ ]] || usage "case '$c': expected NET:HOSTS:RATE:sync|async"
-  if [ "$up" != "$n" ]; then rc=0; bash "$C" up "$n" >/dev/null || rc=$?; [ "$rc" = 0 ] || exit "$rc"; up="$n"; fi
-  bash "$C" rate "$rate"
+  row="$( [ -z "$WORK" ] || [ ! -f "$WORK/measured.csv" ] || awk -F, -v k="$c" '$1 == k' "$WORK/measured.csv" | tail -1)"
+  [ -n "$row" ] || [ "$SIMONLY" = 0 ] || continue
+  if [ -z "$row" ]; then
+    if [ "$up" != "$n" ]; then rc=0; bash "$C" up "$n" >/dev/null || rc=$?; [ "$rc" = 0 ] || exit "$rc"; up="$n"; fi
+    bash "$C" rate "$rate"
+  fi
   steps=5; [ "$net" = lenet5 ] && steps=30; [ "$net" = resnet8 ] && steps=10
   args=(bench --net "$net" --batch 64 --chunks 2 --steps "$steps" --warmup 5 --mode "$mode" --quiet)
   cal="${WORK:-$TMP}/cal-${c//:/-}"
-  ips=()
+  ips=() load=""
+  [ -z "$row" ] || { read -ra ips <<<"$(cut -d, -f2 <<<"$row")"; load="$(cut -d, -f3 <<<"$row")"; }
   for _ in $(seq "$REPS"); do
+    [ -z "$row" ] || break
     line="$(timeout -k 5 600 bash "$C" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
       -x STARPU_CALIBRATE=1 -x STARPU_HISTORY_MAX_ERROR=100000 -x STARPU_HOSTNAME=anpnetbench -x STARPU_SILENT=1 -x ANP_CAL="$cal" \
       sh -c 'STARPU_HOME="$ANP_CAL/r$OMPI_COMM_WORLD_RANK" exec '"$NICE"' "$@"' sh "$REAL_APP" "${args[@]}" 2>"$TMP/err" | anp_result_line)" \
@@ -67,9 +79,11 @@ for c in "${L[@]}"; do
     ips+=("$(anp_result_field "$line" images_per_s)")
   done
   [ "${#ips[@]}" -gt 0 ] || continue
+  [ -n "$row" ] || { load="$(cut -d' ' -f1 /proc/loadavg)"; [ -z "$WORK" ] || echo "$c,${ips[*]},$load" >>"$WORK/measured.csv"; }
   meas="$(printf '%s\n' "${ips[@]}" | awk '$1 > 0 {s += 1 / $1; k++} END {printf "%.1f", (k && s > 0 ? k / s : 0)}')"
   pdir="$TMP/plat-$n-$rate"
-  pname="$(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate")"
+  # shellcheck disable=SC2086
+  pname="$(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate" $PARGS)"
   models=""; for k in $(seq 0 $((n - 1))); do models+="${models:+:}$cal/r$k/.starpu/sampling"; done
   read -ra smpicfg <"$pdir/smpi.cfg"
   simline="$(env STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$pname" STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
@@ -80,5 +94,5 @@ for c in "${L[@]}"; do
   sim="$(anp_result_field "$simline" images_per_s)"
   ratio="$(awk -v a="$sim" -v b="$meas" 'BEGIN{printf "%.3f", (b > 0 ? a / b : 0)}')"
   printf '%-24s %14s %14s %8s\n' "$c" "$meas" "$sim" "$ratio"
-  echo "$c,$net,$n,$rate,$mode,$meas,${ips[*]},$sim,$ratio,$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
+  echo "$c,$net,$n,$rate,$mode,$meas,${ips[*]},$sim,$ratio,$load" >>"$CSV"
 done

@@ -50,8 +50,8 @@ NETWORKS = {
     "infinite": dict(desc="an infinitely fast network (sanity checks)", gbps=8e6, lat_us=0.0),
     # The network-namespace hosts of tests/net/cluster.sh (--rate: the tbf rate of every host link,
     # both directions, or off): docs/NETWORK.md "The all-reduce microbenchmark". Written as a star
-    # of links (tbf shapes each direction of a veth separately, but the MPI transport does not
-    # overlap a rank's sends and receives: half-duplex, NETNS_DUPLEX) through the bridge, with SMPI's message-size factors off (smpi.cfg): the links say it all.
+    # of full-duplex links (tbf shapes each direction of a veth separately; the MPI transport's
+    # pairs: NETNS_DUPLEX) through the bridge, with SMPI's message-size factors off (smpi.cfg): the links say it all.
     "netns": dict(desc="network-namespace hosts on a bridge (tests/net/cluster.sh)", gbps=None, lat_us=None),
 }
 
@@ -67,11 +67,13 @@ NETNS_LAT_US = 2200.0
 # tests/net/cluster.sh's tbf bucket ("burst 256kb": 256 KiB of frames): a message that finds the
 # bucket full sends its first NETNS_BURST x eff payload bytes at the unshaped veth's speed.
 NETNS_BURST = 256 * 1024
-# A rank's sends and receives do not overlap in time over Open MPI's TCP transport here (the 2-host
-# ring: each link's tx counter rises only while the other's is still; two plain TCP streams over
-# the same links, one each way, get 95 and 91 Mbit/s at once): each host's link is modelled
-# half-duplex (SimGrid SHARED) by default, so a rank's traffic in and out shares its rate.
-NETNS_DUPLEX = "half"
+# Two ranks' transfers to each other do not overlap in time over Open MPI's TCP transport here (the
+# 2-host ring: each link's tx counter rises only while the other's is still; two plain TCP
+# streams over the same links, one each way, get 95 and 91 Mbit/s at once), while a rank's send to
+# one peer and receive from another do (the 4-host ring: 16 MiB in 0.48 s at 1 Gbit/s, 1.39x
+# faster than a model where they share the host's link). Modelled by a SHARED link of the same
+# rate per pair of hosts on every route (NETNS_DUPLEX "pair"), besides the hosts' full-duplex links.
+NETNS_DUPLEX = "pair"
 
 
 def tbf_bw_factors(rate_gbps, eff, veth_gbps, burst):
@@ -130,15 +132,19 @@ def netns_cluster(n, C, G, gpu, net, duplex):
              f'<!-- {n} nodes x ({C} cores, {G} x {gpu if G else "no GPU"}); network: {net["desc"]} -->',
              '<zone id="AS0" routing="Full">']
     lines += [f'  <host id="node{i}" speed="1Gf"/>' for i in range(n)]
-    policy = "SPLITDUPLEX" if duplex == "full" else "SHARED"
-    up, down = (' direction="UP"', ' direction="DOWN"') if duplex == "full" else ("", "")
+    policy = "SHARED" if duplex == "host" else "SPLITDUPLEX"
+    up, down = ("", "") if duplex == "host" else (' direction="UP"', ' direction="DOWN"')
     lines += [f'  <link id="veth{i}" bandwidth="{bw:.1f}Bps" latency="{net["lat_us"]}us" sharing_policy="{policy}"/>'
               for i in range(n)]
+    if duplex == "pair":
+        lines += [f'  <link id="pair{i}-{j}" bandwidth="{bw:.1f}Bps" latency="0us" sharing_policy="SHARED"/>'
+                  for i in range(n) for j in range(i + 1, n)]
     for i in range(n):
         for j in range(n):
             if i != j:
+                pair = f'<link_ctn id="pair{min(i, j)}-{max(i, j)}"/>' if duplex == "pair" else ""
                 lines.append(f'  <route src="node{i}" dst="node{j}" symmetrical="NO"><link_ctn id="veth{i}"{up}/>'
-                             f'<link_ctn id="veth{j}"{down}/></route>')
+                             f'{pair}<link_ctn id="veth{j}"{down}/></route>')
     lines += ["</zone>", "</platform>", ""]
     return "\n".join(lines)
 
@@ -159,8 +165,9 @@ def main():
     ap.add_argument("--netns-veth-gbps", type=float, default=NETNS_VETH_GBPS, help="unshaped link, Gbit/s")
     ap.add_argument("--netns-lat-us", type=float, default=NETNS_LAT_US, help="one-way latency per message, us")
     ap.add_argument("--netns-burst", type=int, default=NETNS_BURST, help="tbf bucket, bytes (0: model none)")
-    ap.add_argument("--netns-duplex", default=NETNS_DUPLEX, choices=["half", "full"],
-                    help="a host's sends and receives share its link (half) or not (full)")
+    ap.add_argument("--netns-duplex", default=NETNS_DUPLEX, choices=["pair", "host", "full"],
+                    help="the two directions between two hosts share one rate (pair), a host's sends "
+                         "and receives share its link (host), or neither (full)")
     a = ap.parse_args()
     if a.nodes < 1 or a.nodes > 4096:
         die(f"--nodes {a.nodes}: expected 1..4096")
