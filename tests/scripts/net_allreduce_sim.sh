@@ -21,7 +21,7 @@ rc=0; out="$(bash "$ROOT/tests/net/cluster.sh" up 1 2>&1)" || rc=$?
 [ "$rc" = 77 ] && { printf '%s\n' "$out" | head -1; exit 77; }
 [ "$rc" = 0 ] || { echo "$out" >&2; fail "cluster.sh up failed"; finish; }
 bash "$ROOT/tests/net/cluster.sh" down
-export ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"
+ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"; export ANP_REAL_BUILD
 # The simulation build (build-sim/ next to the source, as scripts/simulate.sh keeps it): built by
 # a tiny calibration-only run of simulate.sh (it builds what is missing, incrementally).
 ANP_SIM_CALIB_DIR="$TMP/calib" bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net lenet5 --batch 2 --chunks 1 \
