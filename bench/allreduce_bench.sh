@@ -4,7 +4,7 @@
 #
 #   bench/allreduce_bench.sh [--variants "tree ring rhd"] [--hosts "2 3 4"] [--rates "off 1gbit 100mbit"]
 #                            [--sizes "4096 16384 ... 67108864"] [--reps N] [--max-wire S]
-#                            [--csv FILE] [--plot FILE.png] [--work DIR] [--sim-only]
+#                            [--csv FILE] [--plot FILE.png] [--work DIR] [--sim-only] [--plot-only]
 #
 # A cell = (variant, hosts, rate, size). For each: tests/net/cluster.sh hosts (one rank each,
 # Open MPI over TCP only, one StarPU CPU worker per rank, dmda), every host link shaped by tbf at
@@ -21,7 +21,7 @@
 # runs_s: the measured runs, load1: the machine's load average then) and, with gnuplot, FILE.png (simulated/measured per size, one panel per rate) and
 # FILE-time.png (the times). --work DIR keeps the measured runs (DIR/measured.csv) and their
 # calibrations, and a cell found there is not measured again (a cut-short run resumes);
-# --sim-only simulates only those cells, measuring nothing. --platform-args "..." are added to
+# --sim-only simulates only those cells, measuring nothing; --plot-only draws --plot from --csv. --platform-args "..." are added to
 # sim/platform.py's (e.g. "--netns-lat-us 900": another model of the same measurements) (e.g. after a change
 # of sim/platform.py's netns constants). Needs root (namespaces) and the real and simulation builds
 # (build/, build-sim/: scripts/simulate.sh builds both). ANP_NET_ID [53] names the cluster.
@@ -32,7 +32,7 @@ source "$ROOT/scripts/lib.sh" # the result line
 usage() { echo "allreduce_bench.sh: $*" >&2; exit 2; }
 VARIANTS="tree ring rhd" HOSTS="2 3 4" RATES="off 1gbit 100mbit"
 SIZES="4096 16384 65536 262144 1048576 4194304 16777216 67108864"
-REPS=3 MAXWIRE=3 CSV="allreduce_bench.csv" PLOT="" WORK="" SIMONLY=0 PARGS=""
+REPS=3 MAXWIRE=3 CSV="allreduce_bench.csv" PLOT="" WORK="" SIMONLY=0 PARGS="" PLOTONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
@@ -46,6 +46,7 @@ while [ $# -gt 0 ]; do
     --plot) PLOT="${2:?}"; shift 2 ;;
     --work) WORK="${2:?}"; shift 2 ;;
     --sim-only) SIMONLY=1; shift ;;
+    --plot-only) PLOTONLY=1; shift ;;
     --platform-args) PARGS="${2:?}"; shift 2 ;;
     *) usage "unknown option '$1'" ;;
   esac
@@ -78,7 +79,8 @@ wire() { awk -v v="$1" -v n="$2" -v s="$3" -v b="$4" 'BEGIN { if (b == 0) { prin
 # timed repetitions: about 1.5 s of estimated time, 3..40
 nreps() { awk -v w="$1" -v s="$2" 'BEGIN { t = w + 2e-3 + s / 4e8; r = int(1.5 / t); if (r < 3) r = 3; if (r > 40) r = 40; print r }'; }
 median() { sort -g | awk '{a[NR] = $1} END { if (NR == 0) print 0; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-echo "variant,hosts,rate,size_bytes,reps,measured_s,simulated_s,ratio,runs_s,load1" >"$CSV"
+[ "$PLOTONLY" = 0 ] || HOSTS="" # --plot-only: the plots of an existing --csv, nothing run
+[ "$PLOTONLY" = 1 ] || echo "variant,hosts,rate,size_bytes,reps,measured_s,simulated_s,ratio,runs_s,load1" >"$CSV"
 printf '%-5s %5s %8s %10s %12s %12s %7s\n' variant hosts rate bytes measured_s simulated_s sim/real
 for n in $HOSTS; do
   if [ "$SIMONLY" = 0 ]; then rc=0; bash "$C" up "$n" >/dev/null || rc=$?; [ "$rc" = 0 ] || exit "$rc"; fi
@@ -143,19 +145,20 @@ rates_in="$(tail -n +2 "$CSV" | cut -d, -f3 | awk '!seen[$0]++' | tr '\n' ' ')"
 np="$(echo "$rates_in" | wc -w)"
 for kind in ratio time; do
   out="$PLOT"; [ "$kind" = ratio ] || out="${PLOT%.png}-time.png"
-  g="set terminal pngcairo size $((420 * np)),460 font 'DejaVu Sans,9'; set output '$out'; set multiplot layout 1,$np; set logscale x 2; set grid; set xlabel 'bytes per rank'; set key top left font ',8';"
+  g="set terminal pngcairo size $((420 * np)),460 font 'DejaVu Sans,9'; set output '$out'; set multiplot layout 1,$np; set logscale x 2; set format x '%.0b%BB'; set grid; set xlabel 'bytes per rank'; set key top left font ',8';"
   for rate in $rates_in; do
-    plot=""
+    plot="" li=0
     for f in $(tail -n +2 "$CSV" | awk -F, -v r="$rate" '$3 == r {print $1 "-" $2}' | sort -u); do
+      li=$((li + 1))
       awk -F, -v r="$rate" -v k="$f" '$3 == r && ($1 "-" $2) == k {print $4, $6, $7, $8}' "$CSV" | sort -n >"$pd/$rate-$f.dat"
       if [ "$kind" = ratio ]; then
-        plot+="${plot:+, }'$pd/$rate-$f.dat' using 1:4 with linespoints title '$f hosts'"
+        plot+="${plot:+, }'$pd/$rate-$f.dat' using 1:4 with linespoints lc $li title '$f hosts'"
       else
-        plot+="${plot:+, }'$pd/$rate-$f.dat' using 1:2 with points pt 7 ps 0.6 title '$f measured', '$pd/$rate-$f.dat' using 1:3 with lines title '$f simulated'"
+        plot+="${plot:+, }'$pd/$rate-$f.dat' using 1:2 with points pt 7 ps 0.7 lc $li title '$f measured', '$pd/$rate-$f.dat' using 1:3 with lines lc $li title '$f simulated'"
       fi
     done
     if [ "$kind" = ratio ]; then
-      g+=" set title 'rate $rate: simulated / measured'; set yrange [0.5:1.5]; set ylabel 'simulated / measured';"
+      g+=" set title 'rate $rate: simulated / measured'; set yrange [0.15:1.6]; set ylabel 'simulated / measured';"
       g+=" plot $plot, 1.15 with lines dt 2 lc 'grey' notitle, 0.85 with lines dt 2 lc 'grey' notitle;"
     else
       g+=" set title 'rate $rate: s per all-reduce'; set logscale y; set ylabel 's per all-reduce'; plot $plot;"
