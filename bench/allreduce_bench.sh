@@ -18,13 +18,15 @@
 # A cell whose estimated wire time per all-reduce exceeds --max-wire seconds [3] is left out
 # (64 MiB over 4 hosts at 100 Mbit/s: 16 s per all-reduce), and listed as skipped.
 # Output: one CSV row per cell (variant,hosts,rate,size_bytes,reps,measured_s,simulated_s,ratio,
-# runs_s: the measured runs, load1: the machine's load average then) and, with gnuplot, FILE.png (simulated/measured per size, one panel per rate) and
-# FILE-time.png (the times). --work DIR keeps the measured runs (DIR/measured.csv) and their
-# calibrations, and a cell found there is not measured again (a cut-short run resumes);
-# --sim-only simulates only those cells, measuring nothing; --plot-only draws --plot from --csv. --platform-args "..." are added to
-# sim/platform.py's (e.g. "--netns-lat-us 900": another model of the same measurements) (e.g. after a change
-# of sim/platform.py's netns constants). Needs root (namespaces) and the real and simulation builds
-# (build/, build-sim/: scripts/simulate.sh builds both). ANP_NET_ID [53] names the cluster.
+# runs_s: the measured runs, load1: the machine's load average then) and, with gnuplot and --plot,
+# FILE.png (simulated/measured per size, one panel per rate) and FILE-time.png (the times).
+# --work DIR keeps the measured runs (DIR/measured.csv) and their calibrations, and a cell found
+# there is not measured again (a cut-short run resumes); --sim-only simulates only those cells,
+# measuring nothing (e.g. after a change of sim/platform.py's netns constants); --platform-args
+# "..." are added to sim/platform.py's (e.g. "--netns-lat-us 900": another model of the same
+# measurements); --plot-only draws --plot from an existing --csv.
+# Needs root (namespaces) and the real and simulation builds (build/, build-sim/:
+# scripts/simulate.sh builds both). ANP_NET_ID [53] names the cluster.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
@@ -35,7 +37,7 @@ SIZES="4096 16384 65536 262144 1048576 4194304 16777216 67108864"
 REPS=3 MAXWIRE=3 CSV="allreduce_bench.csv" PLOT="" WORK="" SIMONLY=0 PARGS="" PLOTONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     --variants) VARIANTS="${2:?}"; shift 2 ;;
     --hosts) HOSTS="${2:?}"; shift 2 ;;
     --rates) RATES="${2:?}"; shift 2 ;;

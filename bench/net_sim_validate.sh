@@ -29,7 +29,7 @@ for net in lenet5 resnet8; do for h in 2 4; do for r in 100mbit 1gbit; do for m 
   CASES+="${CASES:+,}$net:$h:$r:$m"; done; done; done; done
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
     --cases) CASES="${2:?}"; shift 2 ;;
     --reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--reps '${2:-}'"; REPS="$2"; shift 2 ;;
     --csv) CSV="${2:?}"; shift 2 ;;
