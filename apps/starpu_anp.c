@@ -176,7 +176,10 @@ static void help_cmd(const char *c)
 		       "  --summary            print the net's per-layer summary and exit\n");
 	if (strcmp(c, "bench") == 0)
 		printf("  --steps N            timed steps [20]\n"
-		       "  --warmup N           untimed steps first [3]\n");
+		       "  --warmup N           untimed steps first [3]\n"
+		       "  --allreduce-bytes S  under mpirun: time only the sync all-reduce (--allreduce, --bucket-mb)\n"
+		       "                       of one S-byte tensor per rank, --steps times back to back, and\n"
+		       "                       report allreduce_s (docs/NETWORK.md) [off]\n");
 	printf("  --trace DIR          record an FxT trace; at exit write DIR/paje.trace (ViTE), tasks.rec,\n"
 	       "                       dag.dot, trace.svg, summary.txt and gantt.png (docs/traces.md)\n");
 	printf("  --quiet              no progress output (the result line is still printed)\n"
@@ -213,7 +216,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
-       O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA };
+       O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -258,6 +261,7 @@ static const struct {
 	{"allreduce", 1, O_ALLREDUCE, C_TRAINS},
 	{"step-timeout", 1, O_STEP_TIMEOUT, C_TRAINS},
 	{"bucket-mb", 1, O_BUCKET_MB, C_TRAINS},
+	{"allreduce-bytes", 1, O_AR_BYTES, C_BENCH},
 	{"trace", 1, O_TRACE, C_RUNS},
 	{"input", 1, O_INPUT, C_ALL},
 	{"val-fraction", 1, O_VAL_FRACTION, C_TRAIN | C_EVAL},
@@ -359,6 +363,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_NO_LOOKAHEAD: o->async_lookahead = 0; break;
 	case O_STEP_TIMEOUT: o->step_timeout = parse_float_opt(name, v, 0, 86400); break;
 	case O_BUCKET_MB: o->bucket_mb = parse_float_opt(name, v, 0, 4096); break;
+	case O_AR_BYTES: o->allreduce_bytes = parse_long_opt(name, v, 64, 1L << 31); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
 	case O_OPTIMIZER: o->sgd.optimizer = parse_optimizer(name, v); break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;
@@ -489,6 +494,7 @@ static int run_command(cli *c, int *argc, char ***argv)
 	int rc = c->cmd == C_EVAL      ? dnn_cmd_eval(o)
 		 : c->cmd == C_PREDICT ? dnn_cmd_predict(o, c->images, c->nimages)
 		 : c->cmd == C_EXPORT  ? dnn_cmd_export(o, c->onnx_path)
+				       : o->allreduce_bytes ? dnn_cmd_allreduce_bench(o)
 				       : dnn_cmd_train(o);
 	dnn_runtime_shutdown();
 	if (c->trace_dir && dnn_trace_finish() != 0 && rc == 0)

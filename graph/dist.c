@@ -52,6 +52,7 @@
  */
 #include "dist.h"
 
+#include <errno.h>
 #include <math.h>
 #include <starpu_mpi.h>
 #include <stdio.h>
@@ -611,6 +612,20 @@ int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd)
 			TRY(ring_allreduce_step(p, q, sgd));
 	}
 	return 0;
+}
+
+/* One sync all-reduce (and update) of parameter q alone, by the path dnn_dist_after_backward
+ * takes for it (the microbenchmark runtime/allreduce_bench.c times this; a bucketed q: its bucket). */
+int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+{
+	dnn_dist *d = p->m->dist;
+	if (!d || d->mode != DNN_MODE_SYNC || q < 0 || q >= p->m->nparams)
+		return -EINVAL;
+	if (in_bucket(d, q))
+		return bucket_allreduce_step(p, d->bucket_of[q], sgd);
+	if (d->g_global[q])
+		return tree_allreduce_step(p, q, sgd);
+	return d->allreduce == DNN_ALLREDUCE_RHD ? rhd_allreduce_step(p, q, sgd) : ring_allreduce_step(p, q, sgd);
 }
 
 int dnn_dist_reduce_stats(dnn_plan *p, int slot)

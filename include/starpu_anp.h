@@ -75,6 +75,7 @@ typedef struct {
 	int staleness;            // --staleness S (async)
 	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead
 	double step_timeout;      // --step-timeout S: multi-rank runs stop when no step completes for S s (0 = off) [300]
+	long allreduce_bytes;     // bench --allreduce-bytes S: time the all-reduce of S bytes alone (0 = a training bench)
 	/* ANP app (anp.h, imagefolder.h) */
 	int input;                // --input N: the net's input is N x N (0 = as in the net file)
 	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]
@@ -114,6 +115,8 @@ void dnn_runtime_shutdown(void);
 
 /* StarPU must be running for these. */
 int dnn_cmd_train(const dnn_train_opts *o); /* train and bench */
+/* bench --allreduce-bytes: the all-reduce microbenchmark (runtime/allreduce_bench.c). */
+int dnn_cmd_allreduce_bench(const dnn_train_opts *o);
 int dnn_cmd_eval(const dnn_train_opts *o);
 /* The top-5 classes with probabilities of each image (1 when an image could not be read). */
 int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nimages);

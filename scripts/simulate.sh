@@ -17,7 +17,8 @@
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
 #                             instead of the roofline estimate [estimated]
-#            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr]
+#            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr], or netns-RATE: the
+#                             namespace hosts of tests/net/cluster.sh at `rate RATE` (docs/NETWORK.md)
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
 #            --mode sync|async --allreduce tree|ring|rhd --staleness S   (as `starpu_anp bench`)
@@ -49,13 +50,13 @@ list_of() { local opt="$1" v="$2" re="$3" x; IFS=, read -ra _l <<<"$v"; [ "${#_l
   for x in "${_l[@]}"; do [[ "$x" =~ $re ]] || usage "$opt '$x': not one of the allowed values"; done; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
     --gpu) [[ "${2:-}" =~ ^(k80|h200)$ ]] || usage "--gpu '${2:-}': expected k80 or h200"; GPU="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
-    --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite)$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe or infinite"; NETWORK="$2"; shift 2 ;;
+    --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
     --batch-per-node) posint "$1" "${2:-}"; BATCH_PER_NODE="$2"; shift 2 ;;
@@ -247,7 +248,8 @@ for ar in "${L_AR[@]}"; do
   [ "$CALIBRATE_ONLY" = 0 ] || continue
   pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU")-$NETWORK}"
   gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
-       --network "$NETWORK" --maxnodes "$STARPU_MAXNODES")
+       --network "${NETWORK%%-*}" --maxnodes "$STARPU_MAXNODES")
+  [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
   [ "$gpus" = 0 ] || gen+=(--gpu "$GPU")
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
@@ -273,7 +275,9 @@ for ar in "${L_AR[@]}"; do
       envs+=(ANP_SIM_GPU="$spec")
     fi
     cmd=(env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
-         -hostfile "$pdir/hostfile" -np "$nodes" "$SIM_APP" "${args[@]}")
+         -hostfile "$pdir/hostfile" -np "$nodes")
+    read -ra smpicfg <"$pdir/smpi.cfg" # the platform's SMPI options (netns: its size factors)
+    cmd+=("${smpicfg[@]}" "$SIM_APP" "${args[@]}")
     echo "+ ${cmd[*]}"
     log="$(mktemp /tmp/anp-sim-XXXXXX.log)"
     t0=$(date +%s.%N); rc=0

@@ -15,7 +15,9 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
   DIR/gpu.spec               the GPU's roofline numbers (name:peak_gflops:mem_gbs:eff_compute:
                              eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
 
---gpu k80 | h200 | none; --network fdr | edr | 10gbe | 1gbe | infinite (see GPUS / NETWORKS below).
+--gpu k80 | h200 | none; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
+namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
+  DIR/smpi.cfg               SMPI options for starpu_smpirun (netns: SMPI's size factors off)
 """
 import argparse
 import os
@@ -46,7 +48,68 @@ NETWORKS = {
     "10gbe": dict(desc="10 Gigabit Ethernet (TCP)", gbps=10.0, lat_us=15.0),
     "1gbe": dict(desc="1 Gigabit Ethernet (TCP)", gbps=1.0, lat_us=30.0),
     "infinite": dict(desc="an infinitely fast network (sanity checks)", gbps=8e6, lat_us=0.0),
+    # The network-namespace hosts of tests/net/cluster.sh (--rate: the tbf rate of every host link,
+    # both directions, or off): docs/NETWORK.md "The all-reduce microbenchmark". Written as a star
+    # of full-duplex links (tbf shapes each direction of a veth separately; the MPI transport's
+    # pairs: NETNS_DUPLEX) through the bridge, with SMPI's message-size factors off (smpi.cfg): the links say it all.
+    "netns": dict(desc="network-namespace hosts on a bridge (tests/net/cluster.sh)", gbps=None, lat_us=None),
 }
+
+# The namespace hosts' links, measured on this machine (docs/NETWORK.md, "The all-reduce
+# microbenchmark", calibration): TCP's goodput through tbf is NETNS_TCP_EFF of the configured rate
+# (1448-byte segments in 1514-byte frames, ACKs; a TCP stream measured 0.938 at 1gbit and 0.944
+# at 100mbit); an unshaped veth pair carries NETNS_VETH_GBPS (the kernel's copies on a shared
+# core); NETNS_LAT_US: one-way latency of a message, StarPU-MPI + Open MPI's TCP BTL + veth and
+# bridge. Override with --netns-eff / --netns-veth-gbps / --netns-lat-us.
+NETNS_TCP_EFF = 0.94
+NETNS_VETH_GBPS = 4.0
+NETNS_LAT_US = 2200.0
+# tests/net/cluster.sh's tbf bucket ("burst 256kb": 256 KiB of frames): a message that finds the
+# bucket full sends its first NETNS_BURST x eff payload bytes at the unshaped veth's speed.
+NETNS_BURST = 256 * 1024
+# Two ranks' transfers to each other do not overlap in time over Open MPI's TCP transport here (the
+# 2-host ring: each link's tx counter rises only while the other's is still; two plain TCP
+# streams over the same links, one each way, get 95 and 91 Mbit/s at once), while a rank's send to
+# one peer and receive from another do (the 4-host ring: 16 MiB in 0.48 s at 1 Gbit/s, 1.39x
+# faster than a model where they share the host's link). Modelled by a SHARED link of the same
+# rate per pair of hosts on every route (NETNS_DUPLEX "pair"), besides the hosts' full-duplex links.
+NETNS_DUPLEX = "pair"
+
+
+def tbf_bw_factors(rate_gbps, eff, veth_gbps, burst):
+    """SMPI's per-message-size bandwidth factors (relative to the link's rate x eff) of a tbf link
+    whose bucket is full when a message starts (the link idled since the last one): a message of S
+    bytes takes max((S - b) / (rate x eff), S / veth) with b = burst x eff (the veth and the tbf
+    are pipelined), i.e. the factor min(S / (S - b), veth / (rate x eff)). Piecewise constant:
+    thresholds every quarter octave from b / 64 to b x 2^10, each range's factor taken at its
+    geometric middle (within 9% of the exact curve near b, 1% from 2 b on)."""
+    r, b = rate_gbps * eff, burst * eff
+    def f(S):
+        return S / max(S - b, S * r / veth_gbps)
+    pts = []
+    k = -24
+    while k <= 40:
+        lo = b * 2 ** (k / 4)
+        pts.append((int(lo), f(lo * 2 ** (1 / 8))))
+        k += 1
+    pts = [(0, f(1.0))] + pts
+    return ";".join(f"{t}:{v:.5f}" for t, v in sorted(pts, reverse=True))
+
+
+def parse_rate(r):
+    """tc's rate words (off, 100mbit, 1gbit, 2.5gbit, 500kbit) -> Gbit/s, or None for off."""
+    r = r.strip().lower()
+    if r == "off":
+        return None
+    for suffix, scale in (("gbit", 1.0), ("mbit", 1e-3), ("kbit", 1e-6)):
+        if r.endswith(suffix):
+            try:
+                v = float(r[: -len(suffix)])
+            except ValueError:
+                break
+            if v > 0:
+                return v * scale
+    die(f"--rate '{r}': expected off or a tc rate such as 100mbit or 1gbit")
 
 
 def die(msg):
@@ -57,6 +120,33 @@ def die(msg):
 def write(path, text):
     with open(path, "w") as f:
         f.write(text)
+
+
+def netns_cluster(n, C, G, gpu, net, duplex):
+    """The namespace hosts: node i's link (its veth, shaped each way) to the bridge, a route
+    between two nodes = the sender's link up + the receiver's link down."""
+    bw = net["gbps"] * 1e9 / 8
+    lines = ["<?xml version='1.0'?>",
+             '<!DOCTYPE platform SYSTEM "https://simgrid.org/simgrid.dtd">',
+             '<platform version="4.1">',
+             f'<!-- {n} nodes x ({C} cores, {G} x {gpu if G else "no GPU"}); network: {net["desc"]} -->',
+             '<zone id="AS0" routing="Full">']
+    lines += [f'  <host id="node{i}" speed="1Gf"/>' for i in range(n)]
+    policy = "SHARED" if duplex == "host" else "SPLITDUPLEX"
+    up, down = ("", "") if duplex == "host" else (' direction="UP"', ' direction="DOWN"')
+    lines += [f'  <link id="veth{i}" bandwidth="{bw:.1f}Bps" latency="{net["lat_us"]}us" sharing_policy="{policy}"/>'
+              for i in range(n)]
+    if duplex == "pair":
+        lines += [f'  <link id="pair{i}-{j}" bandwidth="{bw:.1f}Bps" latency="0us" sharing_policy="SHARED"/>'
+                  for i in range(n) for j in range(i + 1, n)]
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                pair = f'<link_ctn id="pair{min(i, j)}-{max(i, j)}"/>' if duplex == "pair" else ""
+                lines.append(f'  <route src="node{i}" dst="node{j}" symmetrical="NO"><link_ctn id="veth{i}"{up}/>'
+                             f'{pair}<link_ctn id="veth{j}"{down}/></route>')
+    lines += ["</zone>", "</platform>", ""]
+    return "\n".join(lines)
 
 
 def main():
@@ -70,6 +160,14 @@ def main():
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
     ap.add_argument("--name", default=None, help="the nodes' StarPU host name [derived]")
     ap.add_argument("--maxnodes", type=int, default=32, help="StarPU's STARPU_MAXNODES (starpu_config.h)")
+    ap.add_argument("--rate", default=None, help="--network netns: the tbf rate of the host links (off, 100mbit, 1gbit)")
+    ap.add_argument("--netns-eff", type=float, default=NETNS_TCP_EFF, help="TCP goodput / tbf rate")
+    ap.add_argument("--netns-veth-gbps", type=float, default=NETNS_VETH_GBPS, help="unshaped link, Gbit/s")
+    ap.add_argument("--netns-lat-us", type=float, default=NETNS_LAT_US, help="one-way latency per message, us")
+    ap.add_argument("--netns-burst", type=int, default=NETNS_BURST, help="tbf bucket, bytes (0: model none)")
+    ap.add_argument("--netns-duplex", default=NETNS_DUPLEX, choices=["pair", "host", "full"],
+                    help="the two directions between two hosts share one rate (pair), a host's sends "
+                         "and receives share its link (host), or neither (full)")
     a = ap.parse_args()
     if a.nodes < 1 or a.nodes > 4096:
         die(f"--nodes {a.nodes}: expected 1..4096")
@@ -83,7 +181,17 @@ def main():
     pcie = a.pcie if a.pcie else (gpu["pcie_gbs"] if gpu else 0.0)
     if gpu and not pcie > 0:
         die(f"--pcie {a.pcie}: expected a bandwidth in GB/s > 0")
-    net = NETWORKS[a.network]
+    net = dict(NETWORKS[a.network])
+    if a.network == "netns":
+        if a.rate is None:
+            die("--network netns needs --rate (off, or the tbf rate: 100mbit, 1gbit, ...)")
+        g = parse_rate(a.rate)
+        eff_gbps = g * a.netns_eff if g else a.netns_veth_gbps
+        net.update(gbps=eff_gbps, lat_us=a.netns_lat_us,
+                   desc=f"namespace hosts, tbf {a.rate}" + (f" x {a.netns_eff} TCP goodput" if g else
+                        f" (unshaped veth, {a.netns_veth_gbps} Gb/s measured)") + f", {a.netns_lat_us} us per message")
+    elif a.rate is not None:
+        die("--rate applies to --network netns only")
     name = a.name or (f"sim-{a.cores}c" + (f"-{a.gpus}x{a.gpu}" if a.gpus else ""))
     if not name.replace("-", "").replace("_", "").isalnum():
         die(f"--name '{name}': letters, digits, - and _ only")
@@ -166,6 +274,18 @@ def main():
           f'           bw="{bw_bps:.1f}Bps" lat="{net["lat_us"]}us" bb_bw="{bw_bps * a.nodes:.1f}Bps" '
           f'bb_lat="0us"/>\n'
           '</zone>\n</platform>\n')
+    if a.network == "netns":
+        write(os.path.join(a.out, "cluster.xml"), netns_cluster(a.nodes, C, G, a.gpu, net, a.netns_duplex))
+    # SMPI's options for this platform (simulate.sh passes them to starpu_smpirun): the netns
+    # links are the measured goodput and latency, so SMPI's own per-size factors (a GbE cluster's
+    # calibration, 0.34-0.94 of the bandwidth and 2-12x the latency) stay off; other networks
+    # keep SMPI's defaults.
+    cfg = "\n"
+    if a.network == "netns":
+        g = parse_rate(a.rate)
+        bwf = tbf_bw_factors(g, a.netns_eff, a.netns_veth_gbps, a.netns_burst) if g and a.netns_burst > 0 else "0:1"
+        cfg = f"--cfg=smpi/bw-factor:{bwf} --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0\n"
+    write(os.path.join(a.out, "smpi.cfg"), cfg)
     write(os.path.join(a.out, "hostfile"), "".join(f"node{i}\n" for i in range(a.nodes)))
     spec = (f"{a.gpu}:{gpu['peak_gflops']}:{gpu['mem_gbs']}:{gpu['eff_compute']}:{gpu['eff_memory']}:"
             f"{gpu['launch_us']}" if gpu else "")
