@@ -24,10 +24,12 @@
  *                          each rank's SGD step with its g_p, which it zeroes.
  *        --allreduce rhd: the same chunks, summed by recursive halving and gathered by recursive
  *        doubling (power-of-two N; rhd_allreduce_step), 2 log2 N dependent hops instead of 2(N-1).
- *        --bucket-mb M: the tensors that take the tree and are below M MiB are packed, in
- *        backward order, into buckets of up to M MiB (slice_put on each rank), each bucket
- *        all-reduced with the tree as one tensor and unpacked (slice_get) before the updates:
- *        the same sums in fewer, bigger messages (ResNet-50 at 4 MiB: 161 all-reduces -> 22).
+ *        --bucket-mb M: the tensors below M MiB are packed, in backward order, into buckets of
+ *        up to M MiB (slice_put on each rank), each bucket all-reduced as one tensor (with the
+ *        ring or rhd when it has N * DNN_RING_MIN_CHUNK elements or more, else the tree) and
+ *        unpacked (slice_get) before the updates: the same sums in fewer, bigger messages
+ *        (ResNet-50 at 4 MiB: 161 all-reduces -> 22). A bucket's pack waits only for its
+ *        members' gradients, so it runs during the backward of the layers below them.
  *        Every chunk's sum is computed once and copied, so the replicas stay identical. Both
  *        send 2(N-1) gradients' worth of bytes per step in all; the ring spreads them, 2(N-1)/N
  *        per rank (the tree: rank 0 alone sends the N-1 copies of the sum), but in twice the
