@@ -93,16 +93,15 @@ struct dnn_dist {
 	starpu_data_handle_t *g_global, *g_local;
 	dnn_allreduce allreduce;
 	/* sync ring: per parameter p that takes the ring (ring_chunk non-NULL at p * N * N), every
-	 * rank j's chunk c buffer, [(p * N + j) * N + c], owner j (entries P + b: bucket b's, when
-	 * it takes the ring); ring_off[p * (N + 1) + c] is chunk
-	 * c's first element (c = N: the tensor's size). Tensors too small for the ring use the tree. */
+	 * rank j's chunk c buffer, [(p * N + j) * N + c], owner j; ring_off[p * (N + 1) + c] is chunk
+	 * c's first element (c = N: the tensor's size). Tensors too small for the ring use the tree.
+	 * Entries P + b are bucket b's, when it takes the ring (--bucket-mb). */
 	starpu_data_handle_t *ring_chunk;
 	size_t *ring_off;
 	/* sync, --bucket-mb: the tensors below the bucket size are packed, in backward order, into
 	 * buckets of at most bucket_elems elements, each all-reduced as one tensor (fewer, bigger
 	 * messages, as PyTorch DDP's buckets): with the ring or rhd when the bucket is big enough
-	 * for it (takes_ring), else with the tree. Per
-	 * parameter: bucket_of (-1: not bucketed) and bucket_off (its first element in the bucket);
+	 * for it (takes_ring), else with the tree. Per parameter: bucket_of (-1: not bucketed) and bucket_off (its first element in the bucket);
 	 * per bucket b: bucket_len, bucket_lead (its lowest parameter index: where its tasks are
 	 * submitted), every rank j's packed gradient bucket_local[j * nbuckets + b] (owner j) and,
 	 * for a tree bucket, the sum bucket_global[b] (owner 0; NULL for a ring bucket).
