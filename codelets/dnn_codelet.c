@@ -66,6 +66,28 @@ int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...)
 	return rc;
 }
 
+static int g_pin_by_mask = 1;
+
+void dnn_task_set_pin_by_mask(int by_mask) { g_pin_by_mask = by_mask; }
+
+int dnn_pin_by_mask(void) { return g_pin_by_mask; }
+
+#define DNN_MASK_WORDS ((STARPU_NMAXWORKERS + 31) / 32)
+static uint32_t worker_masks[STARPU_NMAXWORKERS][DNN_MASK_WORDS];
+static pthread_once_t worker_masks_once = PTHREAD_ONCE_INIT;
+
+static void worker_masks_init(void)
+{
+	for (int w = 0; w < STARPU_NMAXWORKERS; w++)
+		worker_masks[w][w / 32] = 1u << (w % 32);
+}
+
+const uint32_t *dnn_worker_mask(int worker)
+{
+	pthread_once(&worker_masks_once, worker_masks_init);
+	return worker_masks[worker];
+}
+
 static _Thread_local float *scratch;
 static _Thread_local size_t scratch_len;
 

@@ -38,8 +38,8 @@ typedef struct {
 	int priority;     /* STARPU_PRIORITY */
 	const char *name; /* STARPU_NAME; NULL: the helper's default ("relu_fwd", ...) */
 	int color;        /* STARPU_TASK_COLOR where the helper supports it (vec_add); 0: default */
-	int pinned;       /* 1 = run on `worker` (STARPU_EXECUTE_ON_WORKER; a chunk's worker under
-			   * --pin-chunks; under MPI the executing rank's worker of that id), 0 = the
+	int pinned;       /* 1 = run on `worker` (a chunk's worker under --pin-chunks; under MPI the
+			   * executing rank's worker of that id; how: dnn_task_set_pin_by_mask), 0 = the
 			   * scheduler chooses */
 	int worker;
 } dnn_task_opts;
@@ -49,10 +49,31 @@ static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt
 	return o && o->name ? o->name : dflt;
 }
 
-/* STARPU_EXECUTE_ON_WORKER's argument for a local insert: o's worker, or -1 (the scheduler's choice). */
+/* How a pinned task (dnn_task_opts.pinned) is pinned (DNN_PIN_MODE, runtime/knobs.c). 1 [default]:
+ * with a worker mask (STARPU_TASK_WORKERIDS of that one worker): the scheduler queues it on that
+ * worker in its order, with StarPU's own STARPU_REDUX reduction tasks. 0: STARPU_EXECUTE_ON_WORKER,
+ * the worker's local queue, which StarPU serves before anything its scheduler queued: a reduction
+ * task of a gradient (unpinned, internal) then waits until the worker has no pinned task ready,
+ * i.e. the end of the backward, and no all-reduce overlaps it (docs/SIMULATION.md, study 5). */
+void dnn_task_set_pin_by_mask(int by_mask);
+int dnn_pin_by_mask(void);
+/* The STARPU_TASK_WORKERIDS bit mask of one worker (static storage: StarPU keeps the pointer). */
+const uint32_t *dnn_worker_mask(int worker);
+
+/* STARPU_EXECUTE_ON_WORKER's argument for a local insert: o's worker when pinned on the local
+ * queue, or -1 (the scheduler's choice, within dnn_task_wmask's worker when pinned by mask). */
 static inline int dnn_task_worker(const dnn_task_opts *o)
 {
-	return o && o->pinned ? o->worker : -1;
+	return o && o->pinned && !dnn_pin_by_mask() ? o->worker : -1;
+}
+/* STARPU_TASK_WORKERIDS' arguments: o's worker's mask when pinned by mask, else none (0, NULL). */
+static inline unsigned dnn_task_wlen(const dnn_task_opts *o)
+{
+	return o && o->pinned && dnn_pin_by_mask() ? (unsigned)(o->worker / 32 + 1) : 0;
+}
+static inline uint32_t *dnn_task_wmask(const dnn_task_opts *o)
+{
+	return o && o->pinned && dnn_pin_by_mask() ? (uint32_t *)dnn_worker_mask(o->worker) : NULL;
 }
 
 /* Every insert helper's one call: StarPU's return code (0 or a negative errno). NAME is the
@@ -61,15 +82,15 @@ static inline int dnn_task_worker(const dnn_task_opts *o)
 	((o) && (o)->mpi                                                                            \
 		 ? ((o)->node >= 0 ? starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
 							     STARPU_EXECUTE_ON_NODE, (o)->node,       \
-							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), \
+							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), \
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0)               \
 				   : starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
-							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), \
+							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), \
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0))              \
 		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
-				      STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_NAME,                \
+				      STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), STARPU_NAME,                \
 				      dnn_task_name((o), (NAME)), 0))
 
 /* Footprint of a task = data footprint mixed with a CRC of its argument struct, hashed byte for
@@ -96,12 +117,12 @@ void *dnn_args_dup(const void *args, size_t size);
 		: (o) && (o)->mpi                                                                   \
 			? dnn_mpi_task_insert_(dnn_args_, (cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_,  \
 					       dnn_argsz_, STARPU_EXECUTE_ON_NODE, (o)->node,            \
-					       STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o),             \
+					       STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o),             \
 					       STARPU_PRIORITY, (o)->priority, STARPU_NAME,              \
 					       dnn_task_name((o), (NAME)), 0)                            \
 			: starpu_task_insert((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_,   \
 					     STARPU_PRIORITY, (o) ? (o)->priority : 0,                   \
-					     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_NAME,   \
+					     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), STARPU_NAME,   \
 					     dnn_task_name((o), (NAME)), 0);                             \
 	})
 

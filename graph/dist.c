@@ -24,10 +24,12 @@
  *                          each rank's SGD step with its g_p, which it zeroes.
  *        --allreduce rhd: the same chunks, summed by recursive halving and gathered by recursive
  *        doubling (power-of-two N; rhd_allreduce_step), 2 log2 N dependent hops instead of 2(N-1).
- *        --bucket-mb M: the tensors that take the tree and are below M MiB are packed, in
- *        backward order, into buckets of up to M MiB (slice_put on each rank), each bucket
- *        all-reduced with the tree as one tensor and unpacked (slice_get) before the updates:
- *        the same sums in fewer, bigger messages (ResNet-50 at 4 MiB: 161 all-reduces -> 22).
+ *        --bucket-mb M: the tensors below M MiB are packed, in backward order, into buckets of
+ *        up to M MiB (slice_put on each rank), each bucket all-reduced as one tensor (with the
+ *        ring or rhd when it has N * DNN_RING_MIN_CHUNK elements or more, else the tree) and
+ *        unpacked (slice_get) before the updates: the same sums in fewer, bigger messages
+ *        (ResNet-50 at 4 MiB: 161 all-reduces -> 22). A bucket's pack waits only for its
+ *        members' gradients, so it runs during the backward of the layers below them.
  *        Every chunk's sum is computed once and copied, so the replicas stay identical. Both
  *        send 2(N-1) gradients' worth of bytes per step in all; the ring spreads them, 2(N-1)/N
  *        per rank (the tree: rank 0 alone sends the N-1 copies of the sum), but in twice the
@@ -93,16 +95,18 @@ struct dnn_dist {
 	dnn_allreduce allreduce;
 	/* sync ring: per parameter p that takes the ring (ring_chunk non-NULL at p * N * N), every
 	 * rank j's chunk c buffer, [(p * N + j) * N + c], owner j; ring_off[p * (N + 1) + c] is chunk
-	 * c's first element (c = N: the tensor's size). Tensors too small for the ring use the tree. */
+	 * c's first element (c = N: the tensor's size). Tensors too small for the ring use the tree.
+	 * Entries P + b are bucket b's, when it takes the ring (--bucket-mb). */
 	starpu_data_handle_t *ring_chunk;
 	size_t *ring_off;
-	/* sync, --bucket-mb: the tensors that would take the tree and are below the bucket size are
-	 * packed, in backward order, into buckets of at most bucket_elems elements, each all-reduced
-	 * with the tree as one tensor (fewer, bigger messages, as PyTorch DDP's buckets). Per
-	 * parameter: bucket_of (-1: not bucketed) and bucket_off (its first element in the bucket);
+	/* sync, --bucket-mb: the tensors below the bucket size are packed, in backward order, into
+	 * buckets of at most bucket_elems elements, each all-reduced as one tensor (fewer, bigger
+	 * messages, as PyTorch DDP's buckets): with the ring or rhd when the bucket is big enough
+	 * for it (takes_ring), else with the tree. Per parameter: bucket_of (-1: not bucketed) and bucket_off (its first element in the bucket);
 	 * per bucket b: bucket_len, bucket_lead (its lowest parameter index: where its tasks are
-	 * submitted), every rank j's packed gradient bucket_local[j * nbuckets + b] (owner j) and the
-	 * sum bucket_global[b] (owner 0). allreduces = collectives per step (buckets + the rest). */
+	 * submitted), every rank j's packed gradient bucket_local[j * nbuckets + b] (owner j) and,
+	 * for a tree bucket, the sum bucket_global[b] (owner 0; NULL for a ring bucket).
+	 * allreduces = collectives per step (buckets + the rest). */
 	size_t bucket_elems;
 	int nbuckets, allreduces;
 	int *bucket_of, *bucket_lead;
@@ -217,9 +221,11 @@ static int close_bucket(dnn_dist *d, int b, int members)
 	return 0;
 }
 
-/* Sync, --bucket-mb: group the tree's tensors smaller than a bucket, in backward order (the last
- * parameter's gradient is complete first), into buckets of at most bucket_elems elements. Same
- * result on every rank: it depends only on the parameter sizes. -1 when an allocation fails. */
+/* Sync, --bucket-mb: group the tensors smaller than a bucket, in backward order (the last
+ * parameter's gradient is complete first), into buckets of at most bucket_elems elements; a
+ * bucket is closed as soon as the next tensor would not fit. A tensor of a bucket's size or more
+ * keeps its own all-reduce. Same result on every rank: it depends only on the parameter sizes
+ * and the rank count. -1 when an allocation fails. */
 static int plan_buckets(const dnn_model *m, dnn_dist *d)
 {
 	const int P = m->nparams;
@@ -236,7 +242,7 @@ static int plan_buckets(const dnn_model *m, dnn_dist *d)
 	for (int p = P - 1; p >= 0; p--) {
 		const size_t n = (size_t)m->params[p].n;
 		d->bucket_of[p] = -1;
-		if (takes_ring(d, m->params[p].n) || n >= d->bucket_elems)
+		if (n >= d->bucket_elems)
 			continue;
 		if (members > 0 && d->bucket_len[nb] + n > d->bucket_elems)
 			nb += close_bucket(d, nb, members), members = 0;
@@ -288,6 +294,8 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int stalen
 		for (int b = 0; b < NB; b++) {
 			for (int j = 0; j < nranks; j++)
 				d->bucket_local[j * NB + b] = reg_vector(d, NULL, d->bucket_len[b], j);
+			if (takes_ring(d, (long)d->bucket_len[b]))
+				continue; /* its ring chunks: below */
 			d->bucket_global[b] = reg_vector(d, NULL, d->bucket_len[b], 0);
 			dnn_vec_set_sum_redux(d->bucket_global[b]);
 		}
@@ -295,15 +303,16 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int stalen
 	if (mode == DNN_MODE_SYNC) {
 		const int N = nranks;
 		d->g_global = calloc((size_t)P, sizeof(starpu_data_handle_t));
-		d->ring_chunk = calloc((size_t)P * N * N, sizeof(starpu_data_handle_t));
-		d->ring_off = calloc((size_t)P * (N + 1), sizeof(size_t));
+		const size_t V = (size_t)P + (size_t)d->nbuckets; /* the parameters, then the buckets */
+		d->ring_chunk = calloc(V * N * N, sizeof(starpu_data_handle_t));
+		d->ring_off = calloc(V * (N + 1), sizeof(size_t));
 		if (!d->g_global || !d->ring_chunk || !d->ring_off)
 			return -1;
-		for (int p = 0; p < P; p++) {
-			const size_t n = (size_t)m->params[p].n;
-			if (in_bucket(d, p))
+		for (int p = 0; p < (int)V; p++) {
+			const size_t n = p < P ? (size_t)m->params[p].n : d->bucket_len[p - P];
+			if (p < P && in_bucket(d, p))
 				continue;
-			if (takes_ring(d, m->params[p].n)) {
+			if (takes_ring(d, (long)n)) {
 				size_t *off = &d->ring_off[(size_t)p * (N + 1)];
 				for (int c = 0; c <= N; c++) /* the first n % N chunks get one more element */
 					off[c] = (size_t)c * (n / N) + (size_t)(c < (int)(n % N) ? c : (int)(n % N));
@@ -311,7 +320,7 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int stalen
 					for (int c = 0; c < N; c++)
 						d->ring_chunk[((size_t)p * N + j) * N + c] =
 							reg_vector(d, NULL, off[c + 1] - off[c], j);
-			} else {
+			} else if (p < P) {
 				d->g_global[p] = reg_vector(d, NULL, n, 0);
 				dnn_vec_set_sum_redux(d->g_global[p]);
 			}
@@ -427,8 +436,16 @@ int dnn_dist_before_forward(dnn_plan *p, long step)
 	return 0;
 }
 
-/* The ring's and rhd's first stage: every rank copies its gradient of parameter q into its N
- * chunks A[j * N + c] (the slices at off[c]). Tasks named `name`, with o's other options. */
+/* Rank j's gradient that the ring or rhd sums as entry q: parameter q's (q < P), else rank j's
+ * packed bucket q - P. */
+static starpu_data_handle_t ring_source(const dnn_dist *d, int P, int q, int j)
+{
+	return q < P ? d->g_local[j * P + q] : d->bucket_local[j * d->nbuckets + (q - P)];
+}
+
+/* The ring's and rhd's first stage: every rank copies its gradient of parameter q (or bucket
+ * q - P, ring_source) into its N chunks A[j * N + c] (the slices at off[c]). Tasks named `name`,
+ * with o's other options. */
 static int chunks_copy_in(dnn_plan *p, int q, dnn_task_opts *o, const char *name)
 {
 	dnn_dist *d = p->m->dist;
@@ -439,13 +456,14 @@ static int chunks_copy_in(dnn_plan *p, int q, dnn_task_opts *o, const char *name
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
 			o->node = j;
-			TRY(dnn_insert_vec_slice_get(o, A[j * N + c], d->g_local[j * P + q], off[c]));
+			TRY(dnn_insert_vec_slice_get(o, A[j * N + c], ring_source(d, P, q, j), off[c]));
 		}
 	return 0;
 }
 
 /* Their last stage: every rank's chunks, now the global sums, go back into its gradient, which
- * then holds the global sum: the update reads it and zeroes it for the next step. */
+ * then holds the global sum: the update reads it and zeroes it for the next step (a bucket's
+ * members are unpacked and updated by bucket_allreduce_step). */
 static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const char *name, const dnn_sgd_config *sgd)
 {
 	dnn_model *m = p->m;
@@ -457,8 +475,10 @@ static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const ch
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
 			o->node = j;
-			TRY(dnn_insert_vec_slice_put(o, d->g_local[j * P + q], A[j * N + c], off[c]));
+			TRY(dnn_insert_vec_slice_put(o, ring_source(d, P, q, j), A[j * N + c], off[c]));
 		}
+	if (q >= P)
+		return 0;
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
 	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
@@ -566,25 +586,34 @@ static int async_push_step(dnn_plan *p, int q, long step, const dnn_sgd_config *
 	return mpi_insert_copy(d->snap[(step % K) * P + q], d->w_server[q], s);
 }
 
-/* The sync step of bucket b (tree): each rank packs its members' gradients into its bucket, the
- * buckets are summed into rank 0 and sent to every rank as one tensor, and every rank unpacks the
- * sum into its members' gradients, which their updates read and zero (as the ring does). */
+/* The sync step of bucket b: each rank packs its members' gradients into its bucket, the buckets
+ * are all-reduced as one tensor (the ring or rhd when the bucket takes it: its chunks are entry
+ * P + b; else the tree: summed into rank 0 and sent to every rank), and every rank unpacks the sum
+ * into its members' gradients, which their updates read and zero (as the ring does). */
 static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
-	const int NB = d->nbuckets;
+	const int NB = d->nbuckets, P = m->nparams;
 	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b], G = d->bucket_global[b];
 	const dnn_task_opts o = ar_opts(p, d->bucket_lead[b], 0, -1, prio_of(m, d->bucket_lead[b]));
 	dnn_task_opts pack = o, unpack = o;
 	pack.name = "bucket_pack", unpack.name = "bucket_unpack";
 	TRY(dnn_insert_vec_zero(&pack, mine));
-	for (int q = d->bucket_lead[b]; q < m->nparams; q++)
+	for (int q = d->bucket_lead[b]; q < P; q++)
 		if (d->bucket_of[q] == b)
 			TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
-	TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
-	TRY(mpi_broadcast(G, d->nranks, 1));
-	for (int q = d->bucket_lead[b]; q < m->nparams; q++) {
+	if (!G && d->allreduce == DNN_ALLREDUCE_RHD) {
+		TRY(rhd_allreduce_step(p, P + b, sgd)); /* the sum back in `mine` */
+		G = mine;
+	} else if (!G) {
+		TRY(ring_allreduce_step(p, P + b, sgd));
+		G = mine;
+	} else {
+		TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
+		TRY(mpi_broadcast(G, d->nranks, 1));
+	}
+	for (int q = d->bucket_lead[b]; q < P; q++) {
 		if (d->bucket_of[q] != b)
 			continue;
 		dnn_param *pr = &m->params[q];
@@ -725,7 +754,7 @@ void dnn_dist_destroy(dnn_model *m)
 	if (d->g_global)
 		unreg_all(d->g_global, (size_t)P);
 	if (d->ring_chunk)
-		unreg_all(d->ring_chunk, (size_t)P * d->nranks * d->nranks);
+		unreg_all(d->ring_chunk, ((size_t)P + (size_t)d->nbuckets) * d->nranks * d->nranks);
 	if (d->w_server)
 		unreg_all(d->w_server, (size_t)P);
 	if (d->snap)

@@ -2,9 +2,11 @@
  * {.pinned = 1, .worker = w} runs the task on worker w (--pin-chunks gives each chunk's tasks
  * their worker this way, graph/model.c), through both insert macros (DNN_TASK_INSERT: vec_add;
  * DNN_TASK_INSERT_CL_ARGS: vec_axpy); NULL and an options block without .pinned leave the choice
- * to the scheduler (dnn_task_worker: -1), whatever .worker holds. Counted from StarPU's per-worker
+ * to the scheduler (dnn_task_worker: -1), whatever .worker holds. Both ways of pinning
+ * (dnn_task_set_pin_by_mask): 1 [default], w's mask (STARPU_TASK_WORKERIDS, dnn_task_wmask);
+ * 0, w's local queue (STARPU_EXECUTE_ON_WORKER, dnn_task_worker). Counted from StarPU's per-worker
  * profiling: K independent tasks pinned to w must all have run on w and none elsewhere, on each
- * CPU worker in turn; and they computed what they should. Needs 2 CPU workers (else 77). */
+ * CPU worker in turn, either way; and they computed what they should. Needs 2 CPU workers (else 77). */
 #include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +32,17 @@ int main(int argc, char **argv)
 	TEST_CHECK(dnn_task_worker(NULL) == -1, "NULL options: worker %d, want -1", dnn_task_worker(NULL));
 	TEST_CHECK(dnn_task_worker(&unpinned) == -1, "options without .pinned: worker %d, want -1",
 		   dnn_task_worker(&unpinned));
-	TEST_CHECK(dnn_task_worker(&pinned) == 1, "pinned to worker 1: worker %d", dnn_task_worker(&pinned));
+	TEST_CHECK(dnn_pin_by_mask() == 1, "pinning by mask is not the default");
+	TEST_CHECK(dnn_task_worker(&pinned) == -1 && dnn_task_wlen(&pinned) == 1 && dnn_task_wmask(&pinned) &&
+			   dnn_task_wmask(&pinned)[0] == 1u << 1,
+		   "pinned to worker 1 by mask: worker %d, mask of %u words", dnn_task_worker(&pinned), dnn_task_wlen(&pinned));
+	TEST_CHECK(dnn_task_wlen(&unpinned) == 0 && !dnn_task_wmask(&unpinned), "options without .pinned: a mask");
+	const dnn_task_opts w40 = {.pinned = 1, .worker = 40};
+	TEST_CHECK(dnn_task_wlen(&w40) == 2 && dnn_task_wmask(&w40)[0] == 0 && dnn_task_wmask(&w40)[1] == 1u << 8,
+		   "pinned to worker 40 by mask: %u words", dnn_task_wlen(&w40));
+	dnn_task_set_pin_by_mask(0);
+	TEST_CHECK(dnn_task_worker(&pinned) == 1 && dnn_task_wlen(&pinned) == 0 && !dnn_task_wmask(&pinned),
+		   "pinned to worker 1's queue: worker %d", dnn_task_worker(&pinned));
 
 	test_starpu_init(&argc, &argv);
 	int cpus[STARPU_NMAXWORKERS];
@@ -51,8 +63,9 @@ int main(int argc, char **argv)
 	for (int k = 0; k < K; k++)
 		hdst[k] = reg_f(dst + (size_t)k * N, N);
 	const int nw = (int)starpu_worker_get_count();
-	for (int i = 0; i < P; i++) {
-		const int w = cpus[i];
+	for (int i = 0; i < 2 * P; i++) { /* each worker by its queue, then by its mask */
+		const int w = cpus[i % P];
+		dnn_task_set_pin_by_mask(i >= P);
 		starpu_task_wait_for_all();
 		for (int j = 0; j < nw; j++)
 			executed_since_last(j);
@@ -70,11 +83,11 @@ int main(int argc, char **argv)
 			else
 				TEST_CHECK(n == 0, "worker %d ran %d tasks pinned to worker %d", j, n, w);
 		}
-		printf("pinned to CPU worker %d: %d tasks there\n", w, K);
+		printf("pinned to CPU worker %d (%s): %d tasks there\n", w, i >= P ? "mask" : "queue", K);
 	}
 	for (int k = 0; k < K; k++) /* the same float operations in the same order (alpha * src is exact) */
 		for (int e = 0; e < N; e++)
-			for (int i = 0; i < P; i++)
+			for (int i = 0; i < 2 * P; i++)
 				want[(size_t)k * N + e] += (k % 2 ? 1.0f : 0.5f) * src[e];
 	for (int k = 0; k < K; k++)
 		starpu_data_unregister(hdst[k]);
@@ -82,7 +95,7 @@ int main(int argc, char **argv)
 	int bad = 0;
 	for (size_t e = 0; e < (size_t)K * N; e++)
 		bad += dst[e] != want[e];
-	TEST_CHECK(bad == 0, "%d of %d elements differ from P rounds of dst += src / dst += 0.5 * src", bad, K * N);
+	TEST_CHECK(bad == 0, "%d of %d elements differ from 2P rounds of dst += src / dst += 0.5 * src", bad, K * N);
 	test_starpu_shutdown();
 	free(dst);
 	free(src);

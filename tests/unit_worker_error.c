@@ -76,6 +76,15 @@ static void other_knobs(void)
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_BREAKDOWN=yes: expected 0 or 1") == 0,
 		   "DNN_BREAKDOWN=yes: '%s'", err);
 	unsetenv("DNN_BREAKDOWN");
+	/* DNN_PIN_MODE [mask]: pinned tasks by worker mask; queue: the worker's local queue. */
+	unsetenv("DNN_PIN_MODE");
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.pin_by_mask == 1, "default pin_by_mask %d", k.pin_by_mask);
+	setenv("DNN_PIN_MODE", "queue", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.pin_by_mask == 0, "DNN_PIN_MODE=queue: %d", k.pin_by_mask);
+	setenv("DNN_PIN_MODE", "local", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_PIN_MODE=local: expected queue or mask") == 0,
+		   "DNN_PIN_MODE=local: '%s'", err);
+	unsetenv("DNN_PIN_MODE");
 }
 
 int main(void)

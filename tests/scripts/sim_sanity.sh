@@ -13,13 +13,15 @@
 #     (dmda places everything) and pinned (--pin-chunks). GPU workers only: with this VM's CPU
 #     cores as workers too, dmda's choices hang on their noisy calibration (4 dies measured
 #     5.5k-8.9k images/s across calibrations, once below 2 dies' 6.9k); the GPU models are
-#     deterministic. Measured: 4.9k, 6.0k, 7.7k free; 5.0k, 8.6k, 11.6k pinned.
+#     deterministic. Measured: 4.9k, 6.0k, 7.7k free; 5.0k, 8.6k, 11.6k pinned on the workers'
+#     local queues (DNN_PIN_MODE=queue), 4.9k, 9.1k, 11.8k pinned by mask (the default).
 #  3. GPU-only nodes (--ncpu 0: nothing to calibrate, models_cpu=none) of a net whose big
 #     parameters live in SMPI shared memory in the simulation build (resnet18 at 32x32, 11.7 M
 #     parameters): 2 nodes on an infinitely fast network give more images/s than 1, with the tree
 #     and with the ring. Not per-node parity: the all-reduce stages every gradient and weight
 #     through host memory over PCIe, which an infinite network does not make free (measured:
-#     4178 img/s on 1 node, 5359 tree / 5091 ring on 2).
+#     4178 img/s on 1 node, 5359 tree / 5091 ring on 2; pinned by mask, the default since
+#     2026-12-05: 5244 on 1 node, 6484 tree / 6301 ring on 2).
 #  4. the CPU calibration records the kernels it was taken with (issue 26) and is not reused with
 #     others: after section 1, the calibration folder's kernels.txt names this machine's blas= and
 #     cpu_isa=, the CSV's cpu_kernels column says the same; the folder with other kernels written
