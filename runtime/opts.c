@@ -26,6 +26,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->allreduce = DNN_ALLREDUCE_TREE;
 	o->staleness = 4;
 	o->async_lookahead = 1;
+	o->batchnorm_global = 1; /* README "Batch norm": the cost it measured */
 	o->step_timeout = 300;
 	o->val_fraction = 0.1;
 }
