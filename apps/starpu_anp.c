@@ -147,7 +147,7 @@ static void help_cmd(const char *c)
 		       "                       GPUs; the scheduler still places the rest [off]\n"
 		       "  --batchnorm B        batch-norm statistics in training: global (over the whole\n"
 		       "                       global batch: every chunk and rank; K chunks and N ranks then\n"
-		       "                       train as one) or local (each chunk's own, as PyTorch DDP) [global]\n"
+		       "                       train as one) or local (each chunk's own, as PyTorch DDP) [local]\n"
 		       "  --seed S             seed for initialisation and shuffling [1]\n"
 		       "  --mode M             under mpirun: sync (all-reduce every step) or async (sharded\n"
 		       "                       parameter server, bounded staleness) [sync]\n"
