@@ -7,6 +7,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/scripts/lib.sh"
 APP="${1:-$ROOT/build}/apps/starpu_anp"
+export STARPU_SILENT=1
 REPS="${REPS:-3}" STEPS="${STEPS:-30}" BATCH="${BATCH:-64}" CHUNKS="${CHUNKS:-4}"
 CPU="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//') (family $(grep -m1 'cpu family' /proc/cpuinfo | awk '{print $NF}'), model $(grep -m1 '^model\s*:' /proc/cpuinfo | awk '{print $NF}')), $(nproc) cores"
 echo "CPU: $CPU; bench --batch $BATCH --chunks $CHUNKS (per rank) --steps $STEPS, best of $REPS, STARPU_SCHED=${STARPU_SCHED:-lws}"
@@ -18,8 +19,8 @@ for net in resnet8 resnet20; do
     declare -A best=([local]=0 [global]=0)
     for _ in $(seq "$REPS"); do for bn in local global; do
       L=()
-      [ "$np" = 1 ] || L=("${ANP_MPIRUN[@]}" -np "$np" -x STARPU_NCPU=1)
-      LINE="$(timeout 600 "${L[@]}" "$APP" bench --net "$net" --batch "$BATCH" --chunks "$CHUNKS" --steps "$STEPS" --batchnorm "$bn" --quiet | tail -1)"
+      [ "$np" = 1 ] || L=("${ANP_MPIRUN[@]}" -np "$np" -x STARPU_NCPU=1 -x STARPU_SILENT)
+      LINE="$(timeout 600 "${L[@]}" "$APP" bench --net "$net" --batch "$BATCH" --chunks "$CHUNKS" --steps "$STEPS" --batchnorm "$bn" --quiet 2>/dev/null | tail -1)"
       ips="$(anp_result_field "$LINE" images_per_s)"
       awk -v a="$ips" -v b="${best[$bn]}" 'BEGIN { exit !(a > b) }' && best[$bn]="$ips"
     done; done

@@ -477,7 +477,6 @@ void dnn_op_ctx_chunk(dnn_op_ctx *ctx, int c, dnn_task_opts *buf)
 	ctx->opts = chunk_opts(p, c, buf);
 	ctx->written = p->written + (size_t)c * ctx->g->nnodes;
 }
-#define ctx_chunk dnn_op_ctx_chunk
 
 /* --batchnorm global: forward and backward layer by layer, every chunk's tasks of a node before
  * the next node's, so that a batch norm's sums over all chunks are submitted before any chunk
@@ -491,7 +490,7 @@ static int submit_layer_major(dnn_op_ctx *ctx, int backward)
 	for (int k = 1; k < n; k++) {
 		const int i = backward ? n - k : k;
 		for (int c = 0; c < K; c++) {
-			ctx_chunk(ctx, c, &pin);
+			dnn_op_ctx_chunk(ctx, c, &pin);
 			int rc = backward ? submit_backward_node(ctx, i) : dnn_op_get(ctx->g->nodes[i].op)->forward(ctx, i);
 			if (rc != 0)
 				return rc;
@@ -526,7 +525,7 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 			return rc;
 	} else
 		for (int c = 0; c < p->nchunks; c++) {
-			ctx_chunk(&ctx, c, &pin);
+			dnn_op_ctx_chunk(&ctx, c, &pin);
 			if ((rc = submit_forward(&ctx)) != 0)
 				return rc;
 		}
@@ -539,7 +538,7 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 			return rc;
 	} else
 		for (int c = 0; c < p->nchunks; c++) {
-			ctx_chunk(&ctx, c, &pin);
+			dnn_op_ctx_chunk(&ctx, c, &pin);
 			if ((rc = submit_backward(&ctx)) != 0)
 				return rc;
 		}

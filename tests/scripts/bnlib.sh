@@ -9,7 +9,8 @@
 # resnet20 (on synthetic data: CIFAR's 3x32x32) is more sensitive still: the same perturbation
 # moves it by 8e-5 at 0.0005, 1.6e-6 at 0.0001, which it takes (bn_lr).
 BN_COMMON=(train --batch 32 --max-steps 20 --limit-train 640 --no-eval --lr-schedule constant --quiet)
-bn_lr() { [ "$1" = resnet20 ] && echo 0.0001 || echo 0.0005; }
+# BN_LR, when set, overrides it (mpi_bn_global's ghost batch).
+bn_lr() { [ -n "${BN_LR:-}" ] && echo "$BN_LR" && return; [ "$1" = resnet20 ] && echo 0.0001 || echo 0.0005; }
 bn_data() { [ "$1" = resnet20 ] && echo synthetic || echo fashion-mnist; }
 # bn_run OUT NET [ARGS...]: trains, writes OUT.csv (metrics), OUT.ckpt; prints the result line.
 # Prefix with BN_LAUNCH=(mpirun ...) for ranks.

@@ -35,7 +35,18 @@ for net in resnet8 resnet20; do
   BN_LAUNCH=()
 done
 # Ghost batch: local statistics, 4 chunks of 8 in one process = 4 ranks x 1 chunk of 8; and
-# 2 ranks x 2 chunks of 8.
+# 2 ranks x 2 chunks of 8. At lr 0.0002 (measured there: parameters 5.5e-7 and 4.3e-6, loss
+# 4.4e-7 and 1.3e-6): at 0.0005, 2 ranks x 2 chunks measured 7.0e-6 on the parameters, the same
+# every run but close to the bound; the difference is the trajectory's sensitivity to the
+# gradients' summation order (docs/batchnorm.md), which the smaller rate damps.
+BN_LAUNCH=("${ANP_MPIRUN[@]}" -np 2 -x STARPU_NCPU)
+LINE="$(bn_run "$TMP/local2" resnet8 --chunks 2 --batchnorm local)" || { cat "$TMP/local2.err" >&2; fail "local over 2 ranks failed"; }
+# ... local statistics over ranks are not global ones (so the checks below can fail)
+read -r _ DL _ DP <<<"$(bn_compare "$TMP/ref_resnet8" "$TMP/local2")"
+echo "local, 2 ranks x 2 chunks vs global 1 process: loss $DL params $DP"
+fcmp "$DL > 100 * $TOL" || fail "local statistics over 2 ranks stay within $DL of global: the test cannot tell them apart"
+export BN_LR=0.0002
+BN_LAUNCH=()
 LINE="$(bn_run "$TMP/ghost1" resnet8 --chunks 4 --batchnorm local)" || { cat "$TMP/ghost1.err" >&2; fail "ghost: 1 process failed"; }
 for spec in 4:1 2:2; do
   IFS=: read -r np K <<<"$spec"
@@ -43,9 +54,7 @@ for spec in 4:1 2:2; do
   LINE="$(bn_run "$TMP/ghostN" resnet8 --chunks $K --batchnorm local)" || { cat "$TMP/ghostN.err" >&2; fail "ghost: $np ranks failed"; continue; }
   check "ghost batch: local, $np ranks x $K chunk(s) of 8 vs 1 process x 4 chunks of 8" "$TMP/ghost1" "$TMP/ghostN"
 done
-# ... and local statistics over ranks are not global ones (the check above can fail)
-read -r _ DL _ DP <<<"$(bn_compare "$TMP/ref_resnet8" "$TMP/ghostN")"
-fcmp "$DL > 100 * $TOL" || fail "local statistics over 2 ranks stay within $DL of global: the test cannot tell them apart"
+unset BN_LR
 # async ranks train their own replicas: global statistics then cover a rank's shard; it runs.
 BN_LAUNCH=("${ANP_MPIRUN[@]}" -np 2 -x STARPU_NCPU)
 LINE="$(bn_run "$TMP/async" resnet8 --chunks 2 --batchnorm global --mode async --staleness 1)" || { cat "$TMP/async.err" >&2; fail "async with global statistics failed"; }
