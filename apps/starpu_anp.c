@@ -145,6 +145,9 @@ static void help_cmd(const char *c)
 		       "  --pin-chunks         run all of chunk c's tasks (load, forward, backward) on one\n"
 		       "                       worker: CUDA worker c mod n, or CPU worker c mod n without\n"
 		       "                       GPUs; the scheduler still places the rest [off]\n"
+		       "  --batchnorm B        batch-norm statistics in training: global (over the whole\n"
+		       "                       global batch: every chunk and rank; K chunks and N ranks then\n"
+		       "                       train as one) or local (each chunk's own, as PyTorch DDP) [local]\n"
 		       "  --seed S             seed for initialisation and shuffling [1]\n"
 		       "  --mode M             under mpirun: sync (all-reduce every step) or async (sharded\n"
 		       "                       parameter server, bounded staleness) [sync]\n"
@@ -217,7 +220,7 @@ static const struct {
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
-       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
+       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
@@ -234,6 +237,7 @@ static const struct {
 	{"weight-decay", 1, O_WD, C_TRAINS},
 	{"window", 1, O_WINDOW, C_TRAINS},
 	{"pin-chunks", 0, O_PIN_CHUNKS, C_TRAINS},
+	{"batchnorm", 1, O_BATCHNORM, C_TRAINS},
 	{"seed", 1, O_SEED, C_RUNS},
 	{"max-steps", 1, O_STEPS, C_TRAIN},
 	{"steps", 1, O_BSTEPS, C_BENCH},
@@ -366,6 +370,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_STEP_TIMEOUT: o->step_timeout = parse_float_opt(name, v, 0, 86400); break;
 	case O_BUCKET_MB: o->bucket_mb = parse_float_opt(name, v, 0, 4096); break;
 	case O_AR_BYTES: o->allreduce_bytes = parse_long_opt(name, v, 64, 1L << 31); break;
+	case O_BATCHNORM: o->batchnorm_global = !parse_word(name, v, "global", "local"); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
 	case O_OPTIMIZER: o->sgd.optimizer = parse_optimizer(name, v); break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;

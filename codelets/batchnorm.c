@@ -17,6 +17,12 @@ void dnn_batchnorm_fwd_train_cuda(void *buffers[], void *cl_arg);
 void dnn_batchnorm_fwd_eval_cuda(void *buffers[], void *cl_arg);
 void dnn_batchnorm_running_cuda(void *buffers[], void *cl_arg);
 void dnn_batchnorm_bwd_cuda(void *buffers[], void *cl_arg);
+void dnn_batchnorm_sums_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_batchnorm_fwd_global_cuda(void *buffers[], void *cl_arg);
+void dnn_batchnorm_sums_bwd_cuda(void *buffers[], void *cl_arg);
+void dnn_batchnorm_bwd_global_cuda(void *buffers[], void *cl_arg);
+void dnn_bn_dsum_zero_cuda(void *buffers[], void *cl_arg);
+void dnn_bn_dsum_add_cuda(void *buffers[], void *cl_arg);
 #endif
 
 /* The per-channel sums run in 8 float lanes that the compiler vectorises (a double
@@ -213,6 +219,145 @@ void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, con
 	bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a, 1);
 }
 
+/* ------------------------------------------------------------------ global statistics
+ * (--batchnorm global; batchnorm.h has the formulas) */
+
+// sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW); sum x^2 from each row's centred sums
+void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	for (int c = 0; c < C; c++) {
+		double s = 0, ss = 0;
+		for (int n = 0; n < N; n++) {
+			const float *xp = x + ((size_t)n * C + c) * HW;
+			const double rs = lane_sum(xp, HW);
+			const float m = (float)(rs / HW);
+			/* sum (x - m)^2 and sum (x - m) (a small correction: m is rounded) */
+			const double q = lane_sqdev(xp, HW, m), d = rs - (double)m * HW;
+			s += rs;
+			ss += q + 2.0 * (double)m * d + (double)m * (double)m * HW;
+		}
+		sums[c] += s;
+		sums[C + c] += ss;
+	}
+}
+
+/* mean, biased var and invstd of channel c from the forward sums over M values. */
+static void global_stats(double *mean, double *var, double *invstd, const double *sums, int C, int c, double M,
+			 float eps)
+{
+	*mean = sums[c] / M;
+	*var = sums[C + c] / M - *mean * *mean;
+	if (*var < 0)
+		*var = 0;
+	*invstd = 1.0 / sqrt(*var + eps);
+}
+
+// y (N, C, HW), saved (3C) = [mean | var | invstd] of the global batch; x, gamma, beta; sums (2C)
+void dnn_batchnorm_forward_global_cpu(float *y, float *saved, const float *x, const float *gamma,
+				      const float *beta, const double *sums, const dnn_batchnorm_args *a)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	const double M = (double)a->global_n * HW;
+	for (int c = 0; c < C; c++) {
+		double mean, var, invstd;
+		global_stats(&mean, &var, &invstd, sums, C, c, M, a->eps);
+		saved[c] = (float)mean;
+		saved[C + c] = (float)var;
+		saved[2 * C + c] = (float)invstd;
+		const float m = (float)mean, scale = gamma[c] * (float)invstd;
+		for (int n = 0; n < N; n++)
+			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, beta[c],
+					a->relu);
+	}
+}
+
+/* The backward sums' body (FUSED a literal, as bn_backward): sums += [sum g | sum g (x - mean)]. */
+static inline __attribute__((always_inline)) void
+bn_sums_bwd(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved, const float *dy,
+	    const float *yr, const dnn_batchnorm_args *a, const int FUSED)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	for (int c = 0; c < C; c++) {
+		const float mean = saved[c], invstd = saved[2 * C + c];
+		double sdy = 0, sdyx = 0;
+		for (int n = 0; n < N; n++) {
+			const float *restrict xp = x + ((size_t)n * C + c) * HW;
+			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
+			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
+			float s1[8] = {0}, s2[8] = {0};
+			int i = 0;
+			for (; i + 8 <= HW; i += 8)
+				for (int j = 0; j < 8; j++) {
+					float g = FUSED ? relu_mask(dyp[i + j], yrp[i + j]) : dyp[i + j];
+					s1[j] += g;
+					s2[j] += g * (xp[i + j] - mean);
+				}
+			for (; i < HW; i++) {
+				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+				s1[0] += g;
+				s2[0] += g * (xp[i] - mean);
+			}
+			sdy += fold8(s1);
+			sdyx += fold8(s2);
+		}
+		sums[c] += sdy;
+		sums[C + c] += sdyx;
+		dbeta[c] += (float)sdy;
+		dgamma[c] += (float)(sdyx * invstd);
+	}
+}
+
+void dnn_batchnorm_sums_bwd_cpu(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved,
+				const float *dy, const float *yrelu, const dnn_batchnorm_args *a)
+{
+	if (a->relu)
+		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, yrelu, a, 1);
+	else
+		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, NULL, a, 0);
+}
+
+static inline __attribute__((always_inline)) void
+bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved, const float *dy, const float *yr,
+	      const double *sums, const dnn_batchnorm_args *a, const int FUSED)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	const double M = (double)a->global_n * HW;
+	for (int c = 0; c < C; c++) {
+		const float mean = saved[c], invstd = saved[2 * C + c];
+		// dx = k * g + (x - mean) * kx + k0 (bn_backward's form, with the global sums)
+		const float k = gamma[c] * invstd, mdy = (float)(sums[c] / M),
+			    mdyx = (float)(sums[C + c] * (double)invstd / M);
+		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
+		for (int n = 0; n < N; n++) {
+			const float *restrict xp = x + ((size_t)n * C + c) * HW;
+			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
+			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
+			float *restrict dxp = dx + ((size_t)n * C + c) * HW;
+			if (a->accumulate_dx)
+				for (int i = 0; i < HW; i++) {
+					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+					dxp[i] += k * g + (xp[i] - mean) * kx + k0;
+				}
+			else
+				for (int i = 0; i < HW; i++) {
+					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+					dxp[i] = k * g + (xp[i] - mean) * kx + k0;
+				}
+		}
+	}
+}
+
+void dnn_batchnorm_backward_global_cpu(float *dx, const float *x, const float *gamma, const float *saved,
+				       const float *dy, const float *yrelu, const double *sums,
+				       const dnn_batchnorm_args *a)
+{
+	if (a->relu)
+		bn_bwd_global(dx, x, gamma, saved, dy, yrelu, sums, a, 1);
+	else
+		bn_bwd_global(dx, x, gamma, saved, dy, NULL, sums, a, 0);
+}
+
 /* ------------------------------------------------------------------ StarPU codelets */
 
 #define NX(i) STARPU_VECTOR_GET_NX(buffers[i])
@@ -260,6 +405,62 @@ static void bn_bwd_cpu(void *buffers[], void *cl_arg)
 	}
 }
 
+#define DPTR(i) ((double *)STARPU_VECTOR_GET_PTR(buffers[i]))
+
+// (R x, REDUX sums)
+static void bn_sums_fwd_cpu(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = cl_arg;
+	STARPU_ASSERT(NX(0) == (size_t)a->N * a->C * a->HW && NX(1) == 2 * (size_t)a->C);
+	dnn_batchnorm_sums_fwd_cpu(DPTR(1), PTR(0), a);
+}
+
+// (R x, R gamma, R beta, R sums, W y, W saved)
+static void bn_fwd_global_cpu(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = cl_arg;
+	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && NX(5) == 3 * C);
+	dnn_batchnorm_forward_global_cpu(PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), DPTR(3), a);
+}
+
+// (R x, R saved, R dy, REDUX sums, REDUX dgamma, REDUX dbeta), + (R y) when a->relu
+static void bn_sums_bwd_cpu(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = cl_arg;
+	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
+	STARPU_ASSERT(NX(0) == nx && NX(1) == 3 * C && NX(2) == nx && NX(3) == 2 * C && NX(4) == C && NX(5) == C);
+	STARPU_ASSERT(!a->relu || NX(6) == nx);
+	dnn_batchnorm_sums_bwd_cpu(DPTR(3), PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), a->relu ? PTR(6) : NULL, a);
+}
+
+// (R x, R gamma, R saved, R dy, R sums, W|RW dx), + (R y) when a->relu
+static void bn_bwd_global_cpu(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = cl_arg;
+	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == 2 * C && NX(5) == nx);
+	STARPU_ASSERT(!a->relu || NX(6) == nx);
+	dnn_batchnorm_backward_global_cpu(PTR(5), PTR(0), PTR(1), PTR(2), PTR(3), a->relu ? PTR(6) : NULL, DPTR(4), a);
+}
+
+static void bn_dsum_zero_cpu(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	memset(DPTR(0), 0, NX(0) * sizeof(double));
+}
+
+static void bn_dsum_add_cpu(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	STARPU_ASSERT(NX(0) == NX(1));
+	double *dst = DPTR(0);
+	const double *src = DPTR(1);
+	for (size_t i = 0; i < NX(0); i++)
+		dst[i] += src[i];
+}
+#undef DPTR
+
 #undef NX
 #undef PTR
 
@@ -270,7 +471,65 @@ DNN_CODELET(cl_batchnorm_running, 2, bn_running_cpu, dnn_batchnorm_running_cuda)
  * with the fused ReLU. */
 DNN_CODELET(cl_batchnorm_bwd, 8, bn_bwd_cpu, dnn_batchnorm_bwd_cuda);
 
-DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 5 * sizeof(int) + 2 * sizeof(float));
+DNN_CODELET(cl_batchnorm_sums_fwd, 2, bn_sums_fwd_cpu, dnn_batchnorm_sums_fwd_cuda);
+DNN_CODELET(cl_batchnorm_fwd_global, 6, bn_fwd_global_cpu, dnn_batchnorm_fwd_global_cuda);
+DNN_CODELET(cl_batchnorm_sums_bwd, 7, bn_sums_bwd_cpu, dnn_batchnorm_sums_bwd_cuda);
+DNN_CODELET(cl_batchnorm_bwd_global, 7, bn_bwd_global_cpu, dnn_batchnorm_bwd_global_cuda);
+
+/* The REDUX methods of the double sums (StarPU calls them with these fixed modes), as vec.c's
+ * cl_vec_zero / cl_vec_redux_add (and synchronous on CUDA in the simulation build, for the
+ * reason given there). */
+#ifdef DNN_SIMGRID
+#define BN_REDUX_CUDA_FLAGS 0
+#else
+#define BN_REDUX_CUDA_FLAGS STARPU_CUDA_ASYNC
+#endif
+static struct starpu_perfmodel bn_dsum_zero_model = {.type = STARPU_HISTORY_BASED, .symbol = "dnn_cl_bn_dsum_zero"};
+static struct starpu_perfmodel bn_dsum_add_model = {.type = STARPU_HISTORY_BASED, .symbol = "dnn_cl_bn_dsum_add"};
+struct starpu_codelet cl_bn_dsum_zero = {
+	.name = "cl_bn_dsum_zero",
+	.cpu_funcs = {bn_dsum_zero_cpu},
+	.cpu_funcs_name = {"bn_dsum_zero_cpu"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_bn_dsum_zero_cuda)},
+	.cuda_flags = {BN_REDUX_CUDA_FLAGS},
+	.nbuffers = 1,
+	.modes = {STARPU_W},
+	.model = &bn_dsum_zero_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_bn_dsum_zero);
+struct starpu_codelet cl_bn_dsum_redux_add = {
+	.name = "cl_bn_dsum_redux_add",
+	.cpu_funcs = {bn_dsum_add_cpu},
+	.cpu_funcs_name = {"bn_dsum_add_cpu"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_bn_dsum_add_cuda)},
+	.cuda_flags = {BN_REDUX_CUDA_FLAGS},
+	.nbuffers = 2,
+	.modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
+	.model = &bn_dsum_add_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_bn_dsum_redux_add);
+/* The same add, modes at insert time (a REDUX target refuses a codelet whose static mode is
+ * RW|COMMUTE: vec.c's cl_vec_add says why). */
+struct starpu_codelet cl_bn_dsum_add = {
+	.name = "cl_bn_dsum_add",
+	.cpu_funcs = {bn_dsum_add_cpu},
+	.cpu_funcs_name = {"bn_dsum_add_cpu"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_bn_dsum_add_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = STARPU_VARIABLE_NBUFFERS,
+	.model = &bn_dsum_add_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_bn_dsum_add);
+
+void dnn_bn_set_dsum_redux(starpu_data_handle_t h)
+{
+	starpu_data_set_reduction_methods(h, &cl_bn_dsum_redux_add, &cl_bn_dsum_zero);
+}
+
+DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 6 * sizeof(int) + 2 * sizeof(float));
 
 static double elems(const dnn_batchnorm_args *a) { return (double)a->N * a->C * a->HW; }
 
@@ -324,4 +583,64 @@ int dnn_insert_batchnorm_relu_bwd(const dnn_task_opts *o, const dnn_batchnorm_ar
 					    STARPU_R, saved, STARPU_RW, dy, dx_mode, dx,
 					    grad_mode, dgamma, grad_mode, dbeta, STARPU_R, y, STARPU_FLOPS, 13.0 * elems(a),
 					    STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
+}
+
+int dnn_insert_bn_dsum_zero(const dnn_task_opts *o, starpu_data_handle_t dst)
+{
+	return DNN_TASK_INSERT(o, &cl_bn_dsum_zero, "bn_sums_zero", STARPU_W, dst, STARPU_TASK_COLOR, (int)DNN_COLOR_REDUX);
+}
+
+int dnn_insert_bn_dsum_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src)
+{
+	return DNN_TASK_INSERT(o, &cl_bn_dsum_add, "bn_sums_add", dst_mode, dst, STARPU_R, src, STARPU_TASK_COLOR,
+			       (int)DNN_COLOR_REDUX);
+}
+
+int dnn_insert_batchnorm_sums_fwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
+				   starpu_data_handle_t sums)
+{
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_sums_fwd, "bn_sums_fwd", a, STARPU_R, x, STARPU_REDUX, sums,
+				    STARPU_FLOPS, 5.0 * elems(a), STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
+}
+
+int dnn_insert_batchnorm_fwd_global(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
+				     starpu_data_handle_t gamma, starpu_data_handle_t beta, starpu_data_handle_t sums,
+				     starpu_data_handle_t y, starpu_data_handle_t saved)
+{
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_fwd_global, a->relu ? "bn_relu_fwd_global" : "bn_fwd_global", a,
+				    STARPU_R, x, STARPU_R, gamma, STARPU_R, beta, STARPU_R, sums, STARPU_W, y, STARPU_W,
+				    saved, STARPU_FLOPS, (a->relu ? 3.0 : 2.0) * elems(a), STARPU_TASK_COLOR,
+				    (int)DNN_COLOR_BN_FWD);
+}
+
+int dnn_insert_batchnorm_sums_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
+				   starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t y,
+				   starpu_data_handle_t sums, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta)
+{
+	if (!a->relu != !y)
+		return -EINVAL;
+	if (a->relu)
+		return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_sums_bwd, "bn_relu_sums_bwd", a, STARPU_R, x, STARPU_R, saved,
+					    STARPU_R, dy, STARPU_REDUX, sums, STARPU_REDUX, dgamma, STARPU_REDUX, dbeta,
+					    STARPU_R, y, STARPU_FLOPS, 5.0 * elems(a), STARPU_TASK_COLOR,
+					    (int)DNN_COLOR_BN_BWD);
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_sums_bwd, "bn_sums_bwd", a, STARPU_R, x, STARPU_R, saved, STARPU_R,
+				    dy, STARPU_REDUX, sums, STARPU_REDUX, dgamma, STARPU_REDUX, dbeta, STARPU_FLOPS,
+				    4.0 * elems(a), STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
+}
+
+int dnn_insert_batchnorm_bwd_global(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
+				     starpu_data_handle_t gamma, starpu_data_handle_t saved, starpu_data_handle_t dy,
+				     starpu_data_handle_t y, starpu_data_handle_t sums, starpu_data_handle_t dx)
+{
+	if (!a->relu != !y)
+		return -EINVAL;
+	const int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
+	if (a->relu)
+		return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_bwd_global, "bn_relu_bwd_global", a, STARPU_R, x, STARPU_R,
+					    gamma, STARPU_R, saved, STARPU_R, dy, STARPU_R, sums, dx_mode, dx, STARPU_R, y,
+					    STARPU_FLOPS, 7.0 * elems(a), STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_bwd_global, "bn_bwd_global", a, STARPU_R, x, STARPU_R, gamma,
+				    STARPU_R, saved, STARPU_R, dy, STARPU_R, sums, dx_mode, dx, STARPU_FLOPS,
+				    6.0 * elems(a), STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
 }

@@ -203,3 +203,194 @@ extern "C" void dnn_batchnorm_bwd_cuda(void *buffers[], void *cl_arg)
 	if (bad)
 		return;
 }
+
+/* ------------------------------------------------------------------ global statistics
+ * (--batchnorm global; batchnorm.h has the formulas). Own kernels, one block per channel for the
+ * sums, summed in double (so no row-centring is needed here: x^2 in double is exact). */
+#define BN_SUM_THREADS 256
+
+// sums (2C) += [sum x | sum x^2] of x (N, C, HW)
+static __global__ void bn_sums_fwd_kernel(double *sums, const float *x, int N, int C, int HW)
+{
+	__shared__ double s1[BN_SUM_THREADS], s2[BN_SUM_THREADS];
+	const int c = blockIdx.x;
+	const size_t count = (size_t)N * HW;
+	double a = 0, b = 0;
+	for (size_t j = threadIdx.x; j < count; j += blockDim.x) {
+		size_t n = j / (size_t)HW, i = j % (size_t)HW;
+		double v = (double)x[(n * C + c) * (size_t)HW + i];
+		a += v;
+		b += v * v;
+	}
+	s1[threadIdx.x] = a, s2[threadIdx.x] = b;
+	__syncthreads();
+	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s)
+			s1[threadIdx.x] += s1[threadIdx.x + s], s2[threadIdx.x] += s2[threadIdx.x + s];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		sums[c] += s1[0], sums[C + c] += s2[0];
+}
+
+// saved (3C) from the forward sums over M values (the CPU's global_stats)
+static __global__ void bn_global_stats_kernel(float *saved, const double *sums, int C, double M, float eps)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c < C) {
+		double mean = sums[c] / M, var = sums[C + c] / M - mean * mean;
+		if (var < 0)
+			var = 0;
+		saved[c] = (float)mean;
+		saved[C + c] = (float)var;
+		saved[2 * C + c] = (float)(1.0 / sqrt(var + (double)eps));
+	}
+}
+
+// y = (x - mean) * gamma * invstd + beta, then max(y, 0) when relu
+static __global__ void bn_normalise_kernel(float *y, const float *x, const float *gamma, const float *beta,
+					   const float *saved, int C, int HW, size_t n, int relu)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n) {
+		int c = (int)((i / (size_t)HW) % (size_t)C);
+		float t = (x[i] - saved[c]) * (gamma[c] * saved[2 * C + c]) + beta[c];
+		y[i] = relu && t <= 0.0f ? 0.0f : t;
+	}
+}
+
+// sums (2C) += [sum g | sum g (x - mean)], g = dy (masked by y > 0 when y); dgamma += invstd *
+// sum g (x - mean), dbeta += sum g
+static __global__ void bn_sums_bwd_kernel(double *sums, float *dgamma, float *dbeta, const float *x,
+					  const float *saved, const float *dy, const float *y, int N, int C, int HW)
+{
+	__shared__ double s1[BN_SUM_THREADS], s2[BN_SUM_THREADS];
+	const int c = blockIdx.x;
+	const size_t count = (size_t)N * HW;
+	const float mean = saved[c];
+	double a = 0, b = 0;
+	for (size_t j = threadIdx.x; j < count; j += blockDim.x) {
+		size_t n = j / (size_t)HW, i = j % (size_t)HW, k = (n * C + c) * (size_t)HW + i;
+		float g = y && !(y[k] > 0.0f) ? 0.0f : dy[k];
+		a += (double)g;
+		b += (double)g * (double)(x[k] - mean);
+	}
+	s1[threadIdx.x] = a, s2[threadIdx.x] = b;
+	__syncthreads();
+	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+		if (threadIdx.x < s)
+			s1[threadIdx.x] += s1[threadIdx.x + s], s2[threadIdx.x] += s2[threadIdx.x + s];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) {
+		sums[c] += s1[0], sums[C + c] += s2[0];
+		dbeta[c] += (float)s1[0];
+		dgamma[c] += (float)(s2[0] * (double)saved[2 * C + c]);
+	}
+}
+
+// dx (=|+=) = k g + (x - mean) kx + k0 from the global backward sums (the CPU's bn_bwd_global)
+static __global__ void bn_bwd_global_kernel(float *dx, const float *x, const float *gamma, const float *saved,
+					    const float *dy, const float *y, const double *sums, int C, int HW, size_t n,
+					    double M, int accumulate)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n) {
+		int c = (int)((i / (size_t)HW) % (size_t)C);
+		const float mean = saved[c], invstd = saved[2 * C + c];
+		const float k = gamma[c] * invstd, mdy = (float)(sums[c] / M), mdyx = (float)(sums[C + c] * (double)invstd / M);
+		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
+		float g = y && !(y[i] > 0.0f) ? 0.0f : dy[i];
+		float v = k * g + (x[i] - mean) * kx + k0;
+		dx[i] = accumulate ? dx[i] + v : v;
+	}
+}
+
+static __global__ void bn_dsum_add_kernel(double *dst, const double *src, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		dst[i] += src[i];
+}
+
+#define DPTR(i) ((double *)STARPU_VECTOR_GET_PTR(buffers[i]))
+
+// (R x, REDUX sums)
+extern "C" void dnn_batchnorm_sums_fwd_cuda(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = (const dnn_batchnorm_args *)cl_arg;
+	STARPU_ASSERT(NX(0) == (size_t)a->N * a->C * a->HW && NX(1) == 2 * (size_t)a->C);
+	if (a->C == 0)
+		return;
+	bn_sums_fwd_kernel<<<(unsigned)a->C, BN_SUM_THREADS, 0, starpu_cuda_get_local_stream()>>>(DPTR(1), PTR(0), a->N,
+												  a->C, a->HW);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+// (R x, R gamma, R beta, R sums, W y, W saved)
+extern "C" void dnn_batchnorm_fwd_global_cuda(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = (const dnn_batchnorm_args *)cl_arg;
+	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && NX(5) == 3 * C);
+	if (a->C == 0)
+		return;
+	cudaStream_t st = starpu_cuda_get_local_stream();
+	bn_global_stats_kernel<<<DNN_CUDA_BLOCKS(C), 256, 0, st>>>(PTR(5), DPTR(3), a->C, (double)a->global_n * a->HW,
+								   a->eps);
+	DNN_CUDA_CHECK(cudaGetLastError());
+	if (nx == 0)
+		return;
+	bn_normalise_kernel<<<DNN_CUDA_BLOCKS(nx), 256, 0, st>>>(PTR(4), PTR(0), PTR(1), PTR(2), PTR(5), a->C, a->HW, nx,
+								 a->relu);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+// (R x, R saved, R dy, REDUX sums, REDUX dgamma, REDUX dbeta), + (R y) when a->relu
+extern "C" void dnn_batchnorm_sums_bwd_cuda(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = (const dnn_batchnorm_args *)cl_arg;
+	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
+	STARPU_ASSERT(NX(0) == nx && NX(1) == 3 * C && NX(2) == nx && NX(3) == 2 * C && NX(4) == C && NX(5) == C);
+	STARPU_ASSERT(!a->relu || NX(6) == nx);
+	if (a->C == 0)
+		return;
+	bn_sums_bwd_kernel<<<(unsigned)a->C, BN_SUM_THREADS, 0, starpu_cuda_get_local_stream()>>>(
+		DPTR(3), PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), a->relu ? PTR(6) : NULL, a->N, a->C, a->HW);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+// (R x, R gamma, R saved, R dy, R sums, W|RW dx), + (R y) when a->relu
+extern "C" void dnn_batchnorm_bwd_global_cuda(void *buffers[], void *cl_arg)
+{
+	const dnn_batchnorm_args *a = (const dnn_batchnorm_args *)cl_arg;
+	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == 2 * C && NX(5) == nx);
+	STARPU_ASSERT(!a->relu || NX(6) == nx);
+	if (nx == 0)
+		return;
+	bn_bwd_global_kernel<<<DNN_CUDA_BLOCKS(nx), 256, 0, starpu_cuda_get_local_stream()>>>(
+		PTR(5), PTR(0), PTR(1), PTR(2), PTR(3), a->relu ? PTR(6) : NULL, DPTR(4), a->C, a->HW, nx,
+		(double)a->global_n * a->HW, a->accumulate_dx);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+// (W dst)
+extern "C" void dnn_bn_dsum_zero_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	DNN_CUDA_CHECK(cudaMemsetAsync(DPTR(0), 0, NX(0) * sizeof(double), starpu_cuda_get_local_stream()));
+}
+
+// (RW dst, R src): dst += src
+extern "C" void dnn_bn_dsum_add_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	size_t n = NX(0);
+	STARPU_ASSERT(NX(1) == n);
+	if (n == 0)
+		return;
+	bn_dsum_add_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, starpu_cuda_get_local_stream()>>>(DPTR(0), DPTR(1), n);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+#undef DPTR

@@ -781,6 +781,15 @@ void dnn_dist_destroy(dnn_model *m)
 	m->dist = NULL;
 }
 
+int64_t dnn_dist_reserve_tags(dnn_dist *d, int64_t n)
+{
+	const int64_t first = d->next_tag;
+	d->next_tag += n;
+	return first;
+}
+
+int dnn_dist_is_sync(const dnn_dist *d) { return d && d->mode == DNN_MODE_SYNC; }
+
 int dnn_dist_rank(const dnn_dist *d) { return d ? d->rank : 0; }
 int dnn_dist_nranks(const dnn_dist *d) { return d ? d->nranks : 1; }
 

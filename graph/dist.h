@@ -31,6 +31,10 @@ int dnn_dist_reduce_stats(dnn_plan *p, int slot);
 /* The statistics handle to wait for in dnn_wait_step. */
 starpu_data_handle_t dnn_dist_stats_handle(dnn_plan *p, int slot, float **host);
 void dnn_dist_destroy(dnn_model *m);
+/* For handles registered outside this file (bnstats.c): n fresh StarPU-MPI tags (the first one
+ * returned), and whether this is a sync run (the ranks' sums meet every step). */
+int64_t dnn_dist_reserve_tags(dnn_dist *d, int64_t n);
+int dnn_dist_is_sync(const dnn_dist *d);
 /* DNN_ALLREDUCE_PRIO (runtime/knobs.c): 1 = the sync all-reduce's tasks and updates of the first
  * layers first (StarPU priority nparams - q for parameter q), 2 = as 1 and pinned to the chunks'
  * workers under --pin-chunks (the default), 0 = all at priority 0, unpinned. */

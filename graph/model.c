@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bnstats.h"
 #include "dist.h"
 #include "dnn_codelet.h"
 #include "dnn_rng.h"
@@ -329,7 +330,7 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 	p->labels = calloc(ns, sizeof(starpu_data_handle_t));
 	p->stats = calloc(ns, sizeof(starpu_data_handle_t));
 	p->stats_host = calloc(ns * 2, sizeof(float));
-	p->written = malloc((size_t)g->nnodes);
+	p->written = malloc((size_t)g->nnodes * nchunks); /* per chunk: layer-major backward (bn_global) */
 	if (!p->chunk_n || !p->chunk_off || !p->y || !p->dy || !p->saved || !p->x || !p->labels || !p->stats ||
 	    !p->stats_host || !p->written) {
 		dnn_set_err(err, errlen, g->source, "out of memory creating the activation plan");
@@ -405,6 +406,7 @@ void dnn_plan_destroy(dnn_plan *p)
 			starpu_data_unregister(p->stats[i]);
 	}
 	free(p->chunk_n), free(p->chunk_off), free(p->chunk_worker), free(p->y), free(p->dy), free(p->saved);
+	dnn_plan_bn_destroy(p);
 	free(p->bn_relu), free(p->grad_of), free(p->written);
 	free(p->x), free(p->labels), free(p->stats), free(p->stats_host);
 	memset(p, 0, sizeof(*p));
@@ -421,17 +423,25 @@ static int submit_forward(dnn_op_ctx *ctx)
 	return 0;
 }
 
+static int submit_backward_node(dnn_op_ctx *ctx, int i)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const dnn_op_desc *d = dnn_op_get(nd->op);
+	int rc = d->backward ? d->backward(ctx, i) : 0;
+	if (rc != 0)
+		return rc;
+	if (!d->routes_grads) /* its input 0's gradient now holds a contribution */
+		ctx->written[nd->inputs[0]] = 1;
+	return 0;
+}
+
 static int submit_backward(dnn_op_ctx *ctx)
 {
 	memset(ctx->written, 0, (size_t)ctx->g->nnodes);
 	for (int i = ctx->g->nnodes - 1; i >= 1; i--) {
-		const dnn_node *nd = &ctx->g->nodes[i];
-		const dnn_op_desc *d = dnn_op_get(nd->op);
-		int rc = d->backward ? d->backward(ctx, i) : 0;
+		int rc = submit_backward_node(ctx, i);
 		if (rc != 0)
 			return rc;
-		if (!d->routes_grads) /* its input 0's gradient now holds a contribution */
-			ctx->written[nd->inputs[0]] = 1;
 	}
 	return 0;
 }
@@ -460,13 +470,33 @@ static const dnn_task_opts *chunk_opts(const dnn_plan *p, int c, dnn_task_opts *
 	return buf;
 }
 
-/* Point ctx at chunk c of the plan: its size, its first sample's place in the global batch and
- * its insert options (in *buf). */
-static void ctx_chunk(dnn_op_ctx *ctx, int c, dnn_task_opts *buf)
+void dnn_op_ctx_chunk(dnn_op_ctx *ctx, int c, dnn_task_opts *buf)
 {
 	const dnn_plan *p = ctx->p;
 	ctx->c = c, ctx->n = p->chunk_n[c], ctx->sample0 = p->batch_offset + p->chunk_off[c];
 	ctx->opts = chunk_opts(p, c, buf);
+	ctx->written = p->written + (size_t)c * ctx->g->nnodes;
+}
+
+/* --batchnorm global: forward and backward layer by layer, every chunk's tasks of a node before
+ * the next node's, so that a batch norm's sums over all chunks are submitted before any chunk
+ * reads them (op.h: dnn_op_desc.forward). Each chunk has its own `written` bytes. */
+static int submit_layer_major(dnn_op_ctx *ctx, int backward)
+{
+	dnn_task_opts pin;
+	const int K = ctx->p->nchunks, n = ctx->g->nnodes;
+	if (backward)
+		memset(ctx->p->written, 0, (size_t)n * K);
+	for (int k = 1; k < n; k++) {
+		const int i = backward ? n - k : k;
+		for (int c = 0; c < K; c++) {
+			dnn_op_ctx_chunk(ctx, c, &pin);
+			int rc = backward ? submit_backward_node(ctx, i) : dnn_op_get(ctx->g->nodes[i].op)->forward(ctx, i);
+			if (rc != 0)
+				return rc;
+		}
+	}
+	return 0;
 }
 
 static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
@@ -490,20 +520,28 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 	const long local_step = p->steps_submitted - 1;
 	if (p->distributed && (rc = dnn_dist_before_forward(p, local_step)) != 0)
 		return rc;
-	for (int c = 0; c < p->nchunks; c++) {
-		ctx_chunk(&ctx, c, &pin);
-		if ((rc = submit_forward(&ctx)) != 0)
+	if (p->bn_global && p->train) {
+		if ((rc = submit_layer_major(&ctx, 0)) != 0)
 			return rc;
-	}
+	} else
+		for (int c = 0; c < p->nchunks; c++) {
+			dnn_op_ctx_chunk(&ctx, c, &pin);
+			if ((rc = submit_forward(&ctx)) != 0)
+				return rc;
+		}
 	if (p->distributed && (rc = dnn_dist_reduce_stats(p, slot)) != 0)
 		return rc;
 	if (!p->train)
 		return 0;
-	for (int c = 0; c < p->nchunks; c++) {
-		ctx_chunk(&ctx, c, &pin);
-		if ((rc = submit_backward(&ctx)) != 0)
+	if (p->bn_global) {
+		if ((rc = submit_layer_major(&ctx, 1)) != 0)
 			return rc;
-	}
+	} else
+		for (int c = 0; c < p->nchunks; c++) {
+			dnn_op_ctx_chunk(&ctx, c, &pin);
+			if ((rc = submit_backward(&ctx)) != 0)
+				return rc;
+		}
 	if (p->distributed)
 		return dnn_dist_after_backward(p, local_step, sgd);
 	return submit_update(p, sgd);

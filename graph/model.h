@@ -124,6 +124,13 @@ typedef struct {
 	int *bn_relu, *grad_of;
 	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, SGD
 	                      // (not StarPU's own REDUX init/reduction tasks, nor a multi-rank plan's exchanges)
+	/* --batchnorm global (bnstats.h: dnn_plan_set_batchnorm; 0 = local, per-chunk statistics).
+	 * Per batchnorm node i, slot s and phase ph (0 forward, 1 backward), k = (i * nslots + s) *
+	 * 2 + ph: bn_sums[k], this process's double sums that its chunks add into (REDUX), and
+	 * multi-rank (sync), bn_rank_sums[k * nranks + j] every rank's (owner j) and bn_gsums[k]
+	 * their sum (owner 0, sent to every rank). bn_global_n: the samples the sums cover. */
+	int bn_global, bn_global_n, bn_nranks;
+	starpu_data_handle_t *bn_sums, *bn_rank_sums, *bn_gsums;
 	starpu_data_handle_t *x, *labels, *stats; // [slot * nchunks + c]
 	float *stats_host;                    // [slot][c][2]: loss sum, correct count
 } dnn_plan;

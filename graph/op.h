@@ -102,6 +102,10 @@ starpu_data_handle_t dnn_op_saved(const dnn_op_ctx *ctx, int j);
 /* For a backward writing the gradient of input j: 1 when it must accumulate (+=) into it,
  * 0 when it is the first writer of this step (=); marks it written. */
 int dnn_op_take_dx(dnn_op_ctx *ctx, int j);
+/* Point ctx at chunk c of its plan (size, first sample, insert options in *buf, its `written`
+ * bytes): for an op whose tasks of every chunk wait for all chunks (batch norm's global
+ * statistics: the plan then submits layer by layer, model.c). */
+void dnn_op_ctx_chunk(dnn_op_ctx *ctx, int c, dnn_task_opts *buf);
 /* Count one more task of the step (dnn_plan.tasks_per_step); returns rc. */
 int dnn_op_count(dnn_op_ctx *ctx, int rc);
 #define DNN_OP_SUBMIT(ctx, call)                              \

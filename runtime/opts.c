@@ -26,6 +26,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->allreduce = DNN_ALLREDUCE_TREE;
 	o->staleness = 4;
 	o->async_lookahead = 1;
+	o->batchnorm_global = 0; /* local, as PyTorch DDP: README "Batch norm over the global batch" says why */
 	o->step_timeout = 300;
 	o->val_fraction = 0.1;
 }

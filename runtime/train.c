@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "anp.h"
+#include "bnstats.h"
 #include "breakdown.h"
 #include "checkpoint.h"
 #include "cpu_kernels.h"
@@ -211,6 +212,10 @@ static int setup_plan(train_run *r)
 		return -1;
 	}
 	r->have_plan = 1;
+	if (dnn_plan_set_batchnorm(&r->p, o->batchnorm_global, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	if (o->pin_chunks && dnn_plan_pin_chunks(&r->p, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
@@ -571,7 +576,8 @@ static void print_result(train_run *r)
 		       di.staleness_mean, di.staleness_max);
 	printf(" optimizer=%s lr_peak=%g warmup_steps=%ld", dnn_optimizer_name(o->sgd.optimizer), (double)r->lr_peak,
 	       r->warmup_steps);
-	printf(" fuse=%d pin_chunks=%d tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL, r->p.tasks_per_step);
+	printf(" fuse=%d pin_chunks=%d batchnorm=%s tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL,
+	       o->batchnorm_global ? "global" : "local", r->p.tasks_per_step);
 	if (!DNN_SIMULATED)
 		printf(" blas=%s blas_isa=%s cpu_isa=%s", dnn_blas_field(), dnn_isa_name(dnn_blas_isa()),
 		       dnn_isa_name(dnn_cpu_isa()));

@@ -234,6 +234,82 @@ static void test_bn(int N, int C, int HW)
 	}
 }
 
+/* --batchnorm global's codelets (batchnorm.h) on each device, on the same inputs: the forward
+ * sums (REDUX into a double handle, one contribution from each device, against twice the CPU
+ * kernel's), the normalisation from given sums, the backward sums and dx, with the fused relu. */
+static void test_bn_global(int N, int C, int HW, int relu)
+{
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f, .relu = relu, .global_n = 2 * N};
+	const size_t nx = (size_t)N * C * HW;
+	float *x = alloc_f(nx), *dy = alloc_f(nx), *gamma = alloc_f(C), *beta = alloc_f(C);
+	for (size_t i = 0; i < nx; i++)
+		x[i] = 0.7f + test_rng_uniform(-1, 1);
+	test_fill_uniform(dy, nx, -1, 1);
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	double *sums = calloc(2 * (size_t)C, sizeof(double)), *ref = calloc(2 * (size_t)C, sizeof(double));
+	dnn_batchnorm_sums_fwd_cpu(ref, x, &a);
+	for (int c = 0; c < 2 * C; c++)
+		ref[c] *= 2; /* two contributions: global_n = 2N */
+	starpu_data_handle_t hx = reg_f(x, nx), hdy = reg_f(dy, nx), hg = reg_f(gamma, C), hb = reg_f(beta, C), hS;
+	starpu_vector_data_register(&hS, STARPU_MAIN_RAM, (uintptr_t)sums, 2 * (uint32_t)C, sizeof(double));
+	dnn_bn_set_dsum_redux(hS);
+	for (int d = 0; d < NDEV; d++) {
+		struct starpu_data_descr sf[] = {{hx, STARPU_R}, {hS, STARPU_REDUX}};
+		test_task(&cl_batchnorm_sums_fwd, workers[d], &a, sizeof a, sf, 2, "bn_sums_fwd");
+	}
+	float *y[NDEV], *saved[NDEV], *dx[NDEV], *dg[NDEV], *db[NDEV];
+	double *T[NDEV];
+	starpu_data_handle_t hy[NDEV], hs[NDEV], hdx[NDEV], hdg[NDEV], hdb[NDEV], hT[NDEV];
+	for (int d = 0; d < NDEV; d++) {
+		y[d] = alloc_f(nx), saved[d] = alloc_f(3 * C), dx[d] = alloc_f(nx);
+		dg[d] = calloc(C, sizeof(float)), db[d] = calloc(C, sizeof(float)), T[d] = calloc(2 * (size_t)C, sizeof(double));
+		fill_nan(y[d], nx), fill_nan(saved[d], 3 * C), fill_nan(dx[d], nx);
+		hy[d] = reg_f(y[d], nx), hs[d] = reg_f(saved[d], 3 * C), hdx[d] = reg_f(dx[d], nx);
+		hdg[d] = reg_f(dg[d], C), hdb[d] = reg_f(db[d], C);
+		starpu_vector_data_register(&hT[d], STARPU_MAIN_RAM, (uintptr_t)T[d], 2 * (uint32_t)C, sizeof(double));
+		struct starpu_data_descr fg[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hS, STARPU_R}, {hy[d], STARPU_W}, {hs[d], STARPU_W}};
+		test_task(&cl_batchnorm_fwd_global, workers[d], &a, sizeof a, fg, 6, "bn_fwd_global");
+	}
+	for (int d = 0; d < NDEV; d++) { /* both devices read the CPU's forward */
+		struct starpu_data_descr sb[] = {{hx, STARPU_R}, {hs[CPU], STARPU_R}, {hdy, STARPU_R}, {hT[d], STARPU_RW},
+						 {hdg[d], STARPU_RW}, {hdb[d], STARPU_RW}, {hy[CPU], STARPU_R}};
+		test_task(&cl_batchnorm_sums_bwd, workers[d], &a, sizeof a, sb, relu ? 7 : 6, "bn_sums_bwd");
+		struct starpu_data_descr bg[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hs[CPU], STARPU_R}, {hdy, STARPU_R},
+						 {hT[CPU], STARPU_R}, {hdx[d], STARPU_W}, {hy[CPU], STARPU_R}};
+		test_task(&cl_batchnorm_bwd_global, workers[d], &a, sizeof a, bg, relu ? 7 : 6, "bn_bwd_global");
+	}
+	starpu_task_wait_for_all();
+	starpu_data_handle_t shared[] = {hx, hdy, hg, hb, hS};
+	for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+		starpu_data_unregister(shared[i]);
+	for (int d = 0; d < NDEV; d++) {
+		starpu_data_handle_t all[] = {hy[d], hs[d], hdx[d], hdg[d], hdb[d], hT[d]};
+		for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+			starpu_data_unregister(all[i]);
+	}
+	char what[128];
+	float *fs = alloc_f(2 * C), *fr = alloc_f(2 * C), *t0 = alloc_f(2 * C), *t1 = alloc_f(2 * C);
+	for (int c = 0; c < 2 * C; c++)
+		fs[c] = (float)sums[c], fr[c] = (float)ref[c], t0[c] = (float)T[GPU][c], t1[c] = (float)T[CPU][c];
+#define CMP(name, got, want, n, tol)                                                                      \
+	do {                                                                                              \
+		snprintf(what, sizeof what, "bn global %dx%dx%d relu=%d: %s", N, C, HW, relu, name);        \
+		test_close_mixed_f(what, got, want, n, tol);                                              \
+	} while (0)
+	CMP("fwd sums (REDUX, both devices)", fs, fr, 2 * C, 1e-5);
+	CMP("y", y[GPU], y[CPU], nx, 1e-4);
+	CMP("saved", saved[GPU], saved[CPU], 3 * C, 1e-5);
+	CMP("bwd sums", t0, t1, 2 * C, 1e-4);
+	CMP("dgamma", dg[GPU], dg[CPU], C, 1e-4);
+	CMP("dbeta", db[GPU], db[CPU], C, 1e-4);
+	CMP("dx", dx[GPU], dx[CPU], nx, 1e-4);
+#undef CMP
+	free(x), free(dy), free(gamma), free(beta), free(sums), free(ref), free(fs), free(fr), free(t0), free(t1);
+	for (int d = 0; d < NDEV; d++)
+		free(y[d]), free(saved[d]), free(dx[d]), free(dg[d]), free(db[d]), free(T[d]);
+}
+
 int main(int argc, char **argv)
 {
 	test_starpu_init(&argc, &argv);
@@ -258,6 +334,8 @@ int main(int argc, char **argv)
 
 	test_bn(4, 3, 25);
 	test_bn(1, 5, 7);
+	test_bn_global(4, 3, 25, 0);
+	test_bn_global(2, 16, 49, 1);
 	test_bn(6, 2, 1);
 	test_bn(8, 16, 196);
 	test_bn(32, 64, 49);

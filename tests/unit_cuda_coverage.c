@@ -36,6 +36,7 @@
 #include "dnn_codelet.h"
 #include "dnn_cuda.h"
 #include "dnn_runtime.h"
+#include "bnstats.h"
 #include "fuse.h"
 #include "graph.h"
 #include "imagefolder.h"
@@ -184,8 +185,9 @@ static const char *mixed_net = "input x 1 28 28\n"
 			       "avgpool g r2\ndense f1 g out=16\nleaky_relu r3 f1 alpha=0.1\ndropout d1 r3 p=0.3\n"
 			       "dense f2 d1 out=10\nsoftmax_xent loss f2\n";
 
-/* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks. */
-static void one_step(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train)
+/* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks;
+ * bn_global: with --batchnorm global's codelets (bnstats.h). */
+static void one_step_bn(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train, int bn_global)
 {
 	char err[512];
 	dnn_fuse_set_level(fuse); /* what DNN_FUSE sets at start-up (runtime/knobs.c) */
@@ -197,7 +199,8 @@ static void one_step(const char *name, const char *text, const dnn_dataset *ds, 
 	if (dnn_model_create(&m, &g, 7, err, sizeof(err)) != 0)
 		die("model", err);
 	m.in_mean[0] = 0.5f, m.in_std[0] = 0.25f;
-	if (dnn_plan_create(&p, &m, BATCH, 2, 1, train, err, sizeof(err)) != 0)
+	if (dnn_plan_create(&p, &m, BATCH, 2, 1, train, err, sizeof(err)) != 0 ||
+	    dnn_plan_set_batchnorm(&p, bn_global, err, sizeof(err)) != 0)
 		die("plan", err);
 	dnn_data_source src;
 	dnn_dataset_source(&src, ds);
@@ -210,12 +213,17 @@ static void one_step(const char *name, const char *text, const dnn_dataset *ds, 
 	    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0)
 		die(train ? "training step" : "evaluation step", err);
 	starpu_task_wait_for_all();
-	printf("%-8s %-6s DNN_FUSE=%d %s: %ld tasks, loss %.4f; %d distinct codelets so far\n", name,
-	       ds->folder ? "folder" : "memory", fuse, train ? "train" : "eval ", p.tasks_per_step, l / BATCH,
-	       nrecorded);
+	printf("%-8s %-6s DNN_FUSE=%d %s%s: %ld tasks, loss %.4f; %d distinct codelets so far\n", name,
+	       ds->folder ? "folder" : "memory", fuse, train ? "train" : "eval ", bn_global ? " (bn global)" : "",
+	       p.tasks_per_step, l / BATCH, nrecorded);
 	dnn_plan_destroy(&p);
 	dnn_model_destroy(&m);
 	dnn_graph_free(&g);
+}
+
+static void one_step(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train)
+{
+	one_step_bn(name, text, ds, fuse, train, 0);
 }
 
 static int recorded_named(const char *name)
@@ -257,6 +265,8 @@ int main(void)
 		}
 	for (int train = 1; train >= 0; train--)
 		one_step("lenet5", NULL, &folder, 1, train);
+	for (int fuse = 0; fuse <= 1; fuse++) /* --batchnorm global: its sums, with and without the fused relu */
+		one_step_bn("mixed", mixed_net, &mem, fuse, 1, 1);
 
 	/* The check. */
 	int bad = 0;
@@ -289,6 +299,10 @@ int main(void)
 			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
 		TEST_CHECK(recorded_named(must[i]), "%s was never scheduled: the nets do not cover it", must[i]);
+	const char *bn_global[] = {"cl_batchnorm_sums_fwd", "cl_batchnorm_fwd_global", "cl_batchnorm_sums_bwd",
+				   "cl_batchnorm_bwd_global", "cl_bn_dsum_zero", "cl_bn_dsum_redux_add"};
+	for (size_t i = 0; i < sizeof(bn_global) / sizeof(bn_global[0]); i++)
+		TEST_CHECK(recorded_named(bn_global[i]), "%s was never scheduled: --batchnorm global is not covered", bn_global[i]);
 	TEST_CHECK(recorded_named("cl_leaky_relu_fwd") && recorded_named("cl_leaky_relu_bwd"),
 		   "cl_leaky_relu_fwd/bwd were never scheduled: the nets do not cover leaky_relu");
 

@@ -1,11 +1,13 @@
 /* batchnorm.c — the batchnorm op: `batchnorm NAME IN [eps=1e-5] [momentum=0.1]`, per-chunk
- * statistics in training (as a DDP replica's), running statistics in eval mode.
+ * statistics in training (as a DDP replica's) or, with --batchnorm global (bnstats.h), the
+ * statistics of the whole global batch; running statistics in eval mode.
  * Kernels and codelets: codelets/batchnorm.{c,h}. When its only consumer is a relu (fuse.h),
  * one task per chunk does both: forward into the relu's output, backward from the relu's
  * gradient; the batchnorm's own output and gradient are never stored. */
 #include <stdlib.h>
 
 #include "batchnorm.h"
+#include "bnstats.h"
 #include "fuse.h"
 #include "onnx_emit.h"
 #include "op.h"
@@ -62,6 +64,40 @@ static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int
 				    .momentum = nd->momentum, .relu = relu};
 }
 
+/* --batchnorm global, forward of chunk ctx->c (the plan submits layer by layer): its sums; after
+ * the last chunk's, the sum over the ranks, then every chunk's normalisation with the global
+ * mean and variance, and the running statistics from them (chunk 0's saved buffer). */
+static int forward_global(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
+	const int relu = dnn_fuse_bn_relu(ctx->p, i);
+	starpu_data_handle_t S = dnn_bn_sums_local(ctx->p, i, ctx->slot, DNN_BN_FWD), G;
+	if (ctx->c == 0)
+		DNN_OP_SUBMIT(ctx, dnn_insert_bn_dsum_zero(ctx->opts, S));
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), S));
+	if (ctx->c < ctx->p->nchunks - 1)
+		return 0;
+	int rc = dnn_bn_sums_reduce(ctx->p, i, ctx->slot, DNN_BN_FWD, &G);
+	if (rc != 0)
+		return rc;
+	dnn_task_opts buf;
+	for (int c = 0; c < ctx->p->nchunks; c++) { /* ends on the last chunk, where it started */
+		dnn_op_ctx_chunk(ctx, c, &buf);
+		a.N = ctx->n;
+		starpu_data_handle_t saved = dnn_op_saved(ctx, i);
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_global(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), gamma->hw,
+								   beta->hw, G, dnn_op_out(ctx, relu >= 0 ? relu : i),
+								   saved));
+		if (c == 0) {
+			dnn_batchnorm_args r = a;
+			r.N = a.global_n; /* the unbiased variance's M / (M - 1) over the global batch */
+			DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(ctx->opts, &r, saved, ctx->m->hrunning[i]));
+		}
+	}
+	return 0;
+}
+
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
@@ -74,11 +110,47 @@ static int forward(dnn_op_ctx *ctx, int i)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_eval(ctx->opts, &a, x, gamma->hw, beta->hw, ctx->m->hrunning[i], y));
 		return 0;
 	}
+	if (ctx->p->bn_global) {
+		a.global_n = ctx->p->bn_global_n;
+		return forward_global(ctx, i, a);
+	}
 	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
 	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(ctx->opts, &a, x, gamma->hw, beta->hw, y, saved));
 	/* Running statistics follow chunk 0, as a DDP replica's follow its own shard. */
 	if (ctx->c == 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(ctx->opts, &a, saved, ctx->m->hrunning[i]));
+	return 0;
+}
+
+/* --batchnorm global, backward of chunk ctx->c: its two sums (and its share of dgamma, dbeta);
+ * after the last chunk's, the sum over the ranks, then every chunk's dx. Every chunk walks the
+ * same nodes, so the accumulate-or-overwrite choice of this chunk's dx is every chunk's. */
+static int backward_global(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const int i0 = nd->inputs[0], relu = dnn_fuse_bn_relu(ctx->p, i);
+	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
+	starpu_data_handle_t T = dnn_bn_sums_local(ctx->p, i, ctx->slot, DNN_BN_BWD), G;
+	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
+	if (ctx->c == 0)
+		DNN_OP_SUBMIT(ctx, dnn_insert_bn_dsum_zero(ctx->opts, T));
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_bwd(ctx->opts, &a, dnn_op_out(ctx, i0), dnn_op_saved(ctx, i),
+							 dnn_op_dy(ctx, relu >= 0 ? relu : i),
+							 relu >= 0 ? dnn_op_out(ctx, relu) : NULL, T, gamma->hg, beta->hg));
+	if (ctx->c < ctx->p->nchunks - 1)
+		return 0;
+	int rc = dnn_bn_sums_reduce(ctx->p, i, ctx->slot, DNN_BN_BWD, &G);
+	if (rc != 0)
+		return rc;
+	dnn_task_opts buf;
+	for (int c = 0; c < ctx->p->nchunks; c++) { /* ends on the last chunk, where it started */
+		dnn_op_ctx_chunk(ctx, c, &buf);
+		a.N = ctx->n;
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd_global(ctx->opts, &a, dnn_op_out(ctx, i0), gamma->hw,
+								   dnn_op_saved(ctx, i), dnn_op_dy(ctx, relu >= 0 ? relu : i),
+								   relu >= 0 ? dnn_op_out(ctx, relu) : NULL, G,
+								   dnn_op_dy(ctx, i0)));
+	}
 	return 0;
 }
 
@@ -89,6 +161,10 @@ static int backward(dnn_op_ctx *ctx, int i)
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	starpu_data_handle_t x = dnn_op_out(ctx, i0), saved = dnn_op_saved(ctx, i), dx = dnn_op_dy(ctx, i0);
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
+	if (ctx->p->bn_global) {
+		a.global_n = ctx->p->bn_global_n;
+		return backward_global(ctx, i, a);
+	}
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0); /* i0 is never the net's input (infer) */
 	if (relu >= 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, relu),
