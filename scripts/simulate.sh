@@ -267,6 +267,7 @@ for ar in "${L_AR[@]}"; do
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
     [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields)
     [ -z "${DNN_ALLREDUCE_PRIO:-}" ] || envs+=(DNN_ALLREDUCE_PRIO="$DNN_ALLREDUCE_PRIO")
+    [ -z "${DNN_ALLREDUCE_ON:-}" ] || envs+=(DNN_ALLREDUCE_ON="$DNN_ALLREDUCE_ON")
     if [ "$gpus" != 0 ] && [ -n "$CUDA_MODELS" ]; then
       envs+=(ANP_SIM_CUDA_MODELS="$CUDA_MODELS" ANP_SIM_CUDA_HOST="$CUDA_HOST")
     elif [ "$gpus" != 0 ]; then
