@@ -252,6 +252,8 @@ for ar in "${L_AR[@]}"; do
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")"
+  # ANP_SIM_CPU_VEC_GBS: the CPU vector codelets from a stream rate (codelets/dnn_sim_model.c)
+  [ -z "${ANP_SIM_CPU_VEC_GBS:-}" ] || [ "$cpu_models" = none ] || cpu_models="calibrated+vec${ANP_SIM_CPU_VEC_GBS}GBps"
   models="cpu=$cpu_models"
   if [ "$gpus" != 0 ]; then
     if [ -n "$CUDA_MODELS" ]; then models+=",cuda=calibrated"; else models+=",cuda=estimated"; fi
