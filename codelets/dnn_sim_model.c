@@ -93,6 +93,27 @@ static double roofline_us(struct starpu_task *task)
 	return g_gpu.launch_us + (compute > memory ? compute : memory);
 }
 
+/* ANP_SIM_CPU_VEC_GBS (GB/s, > 0; unset: the calibrated history): the CPU vector codelets (zero,
+ * adds, slices), which only stream memory, timed as 1 us + the bytes they move / that rate instead
+ * of from their calibrated history. Their multi-rank calibration runs N ranks on this machine's
+ * cores, where a descheduled rank turns a 1 ms add into 40 ms (means 2-30x off with deviations of
+ * several means); a stream rate is what a node's spare core gives. Bytes moved, n the smallest
+ * buffer: zero n, add / axpy 3n (read both, write one), slices 2n (the chunk read and written). */
+static double g_cpu_vec_gbs;
+
+static double cpu_vec_us(const sim_model *sm, struct starpu_task *task)
+{
+	if (!(g_cpu_vec_gbs > 0) || strncmp(sm->symbol, "dnn_cl_vec_", 11) != 0)
+		return NAN;
+	size_t n = SIZE_MAX;
+	for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++) {
+		size_t b = starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+		n = b < n ? b : n;
+	}
+	const double k = strstr(sm->symbol, "_zero") ? 1 : strstr(sm->symbol, "_slice_") ? 2 : 3;
+	return 1.0 + k * (double)n / (g_cpu_vec_gbs * 1e3);
+}
+
 static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nimpl)
 {
 	sim_model *sm = (sim_model *)((char *)task->cl->model - offsetof(sim_model, worker_model));
@@ -108,6 +129,8 @@ static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nim
 	}
 	switch (starpu_worker_get_type((int)workerid)) {
 	case STARPU_CPU_WORKER:
+		if (cpu_vec_us(sm, task) > 0)
+			return cpu_vec_us(sm, task);
 		return history(sm, sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, sm->cpu_path, "CPU", task, workerid, nimpl);
 	case STARPU_CUDA_WORKER:
 		if (g_gpu.set)
@@ -195,6 +218,15 @@ int dnn_sim_models_install(char *err, size_t errlen)
 	}
 	if (gpu && *gpu && parse_gpu(gpu, err, errlen) != 0)
 		return -1;
+	const char *vec = getenv("ANP_SIM_CPU_VEC_GBS");
+	if (vec && *vec) {
+		char *end;
+		g_cpu_vec_gbs = strtod(vec, &end);
+		if (*end || !(g_cpu_vec_gbs > 0)) {
+			snprintf(err, errlen, "ANP_SIM_CPU_VEC_GBS='%s': expected a rate in GB/s > 0", vec);
+			return -1;
+		}
+	}
 	size_t ncl;
 	struct starpu_codelet *const *all = dnn_cuda_codelets(&ncl);
 	for (size_t j = 0; j < ncl; j++) {

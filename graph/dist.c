@@ -149,6 +149,27 @@ static dnn_task_opts ar_opts(const dnn_plan *p, int q, int mpi, int node, int pr
 	return o;
 }
 
+/* DNN_ALLREDUCE_ON (dnn_dist_set_allreduce_on; graph/dist.h): 0 device, 1 host, 2 host-update. */
+static int g_on;
+
+void dnn_dist_set_allreduce_on(int where) { g_on = where; }
+
+/* As ar_opts, for a task of parameter q's all-reduce that DNN_ALLREDUCE_ON puts on the host
+ * (`update`: the SGD step, there only at 2): pinned to a CPU worker (q mod the CPU workers, the
+ * same id on every rank), whatever the priority level, so that it reads and writes host memory
+ * where StarPU-MPI sends and receives; where there is no CPU worker, ar_opts. */
+static dnn_task_opts ar_place(const dnn_plan *p, int q, int mpi, int node, int prio, int update)
+{
+	dnn_task_opts o = ar_opts(p, q, mpi, node, prio);
+	if (g_on == 0 || (update && g_on < 2))
+		return o;
+	int cpu[STARPU_NMAXWORKERS];
+	const unsigned n = starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, cpu, STARPU_NMAXWORKERS);
+	if (n > 0)
+		o.pinned = 1, o.worker = cpu[(unsigned)q % n];
+	return o;
+}
+
 static starpu_data_handle_t reg_vector(dnn_dist *d, float *home, size_t n, int owner)
 {
 	starpu_data_handle_t h;
@@ -481,7 +502,7 @@ static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const ch
 		return 0;
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-	const dnn_task_opts u = ar_opts(p, q, 0, -1, prio_of(m, q));
+	const dnn_task_opts u = ar_place(p, q, 0, -1, prio_of(m, q), 1);
 	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
 }
 
@@ -493,7 +514,7 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
 	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
 	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
-	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO);
+	dnn_task_opts o = ar_place(p, q, 1, -1, STARPU_MAX_PRIO, 0);
 	TRY(chunks_copy_in(p, q, &o, "ring_copy_in"));
 	o.name = "ring_reduce_scatter";
 	for (int s = 0; s < N - 1; s++)
@@ -526,7 +547,7 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	dnn_dist *d = p->m->dist;
 	const int N = d->nranks;
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
-	dnn_task_opts o = ar_opts(p, q, 1, -1, STARPU_MAX_PRIO); /* on the path to the next forward */
+	dnn_task_opts o = ar_place(p, q, 1, -1, STARPU_MAX_PRIO, 0); /* on the path to the next forward */
 	TRY(chunks_copy_in(p, q, &o, "rhd_copy_in"));
 	o.name = "rhd_reduce_scatter";
 	for (int half = N / 2; half >= 1; half /= 2)
@@ -555,12 +576,13 @@ static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	dnn_dist *d = m->dist;
 	starpu_data_handle_t G = d->g_global[q];
 	const dnn_task_opts o = ar_opts(p, q, 0, -1, prio_of(m, q));
-	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
+	const dnn_task_opts h = ar_place(p, q, 0, -1, prio_of(m, q), 0), u = ar_place(p, q, 0, -1, prio_of(m, q), 1);
+	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib", &h));
 	TRY(mpi_broadcast(G, d->nranks, 1));
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
 	a.keep_grad = 1;
-	TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, G));
+	TRY(dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, G));
 	return dnn_insert_vec_zero(&o, pr->hg);
 }
 

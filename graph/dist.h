@@ -39,6 +39,13 @@ int dnn_dist_is_sync(const dnn_dist *d);
  * layers first (StarPU priority nparams - q for parameter q), 2 = as 1 and pinned to the chunks'
  * workers under --pin-chunks (the default), 0 = all at priority 0, unpinned. */
 void dnn_dist_set_priorities(int level);
+/* DNN_ALLREDUCE_ON (runtime/knobs.c): 0 = device (the default: every all-reduce task where the
+ * chunks' compute runs), 1 = host: a rank's gradient, already summed over its chunks by the
+ * REDUX reduction, is read once on a CPU worker, and the cross-rank hops and sums run on CPU
+ * workers on host buffers next to StarPU-MPI; the update stays on the chunks' worker (the sum
+ * goes up once); 2 = as 1 with the update on the host too (the weights go up once). Without a
+ * CPU worker both are 0. */
+void dnn_dist_set_allreduce_on(int where);
 
 /* ---- what runtime/ reads of a model's multi-rank state (m->dist; NULL: one process) */
 int dnn_dist_rank(const dnn_dist *d);   /* 0 for NULL */

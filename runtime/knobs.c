@@ -62,11 +62,13 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	static const char *const onoff[] = {"0", "1", NULL};
 	static const char *const prio[] = {"0", "1", "2", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */
+	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dnn_dist_set_allreduce_on */
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
 	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 2;
 	k->pin_by_mask = 1;
+	k->allreduce_on = 0;
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
 		return -1;
 	if (v)
@@ -96,6 +98,10 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->pin_by_mask = i;
+	if ((v = knob("DNN_ALLREDUCE_ON")) && (i = one_of("DNN_ALLREDUCE_ON", v, on, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->allreduce_on = i;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
@@ -117,6 +123,7 @@ void dnn_knobs_apply(const dnn_knobs *k)
 	dnn_cuda_env_set(&k->cuda);
 	dnn_dist_set_priorities(k->allreduce_prio);
 	dnn_task_set_pin_by_mask(k->pin_by_mask);
+	dnn_dist_set_allreduce_on(k->allreduce_on);
 }
 
 int dnn_knobs_load(char *err, size_t errlen)

@@ -254,6 +254,8 @@ for ar in "${L_AR[@]}"; do
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")"
+  # ANP_SIM_CPU_VEC_GBS: the CPU vector codelets from a stream rate (codelets/dnn_sim_model.c)
+  [ -z "${ANP_SIM_CPU_VEC_GBS:-}" ] || [ "$cpu_models" = none ] || cpu_models="calibrated+vec${ANP_SIM_CPU_VEC_GBS}GBps"
   models="cpu=$cpu_models"
   if [ "$gpus" != 0 ]; then
     if [ -n "$CUDA_MODELS" ]; then models+=",cuda=calibrated"; else models+=",cuda=estimated"; fi
@@ -269,6 +271,7 @@ for ar in "${L_AR[@]}"; do
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
     [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields)
     [ -z "${DNN_ALLREDUCE_PRIO:-}" ] || envs+=(DNN_ALLREDUCE_PRIO="$DNN_ALLREDUCE_PRIO")
+    [ -z "${DNN_ALLREDUCE_ON:-}" ] || envs+=(DNN_ALLREDUCE_ON="$DNN_ALLREDUCE_ON")
     if [ "$gpus" != 0 ] && [ -n "$CUDA_MODELS" ]; then
       envs+=(ANP_SIM_CUDA_MODELS="$CUDA_MODELS" ANP_SIM_CUDA_HOST="$CUDA_HOST")
     elif [ "$gpus" != 0 ]; then

@@ -35,7 +35,7 @@ static void env_case(const char *math, const char *ws, int want_rc, int want_fp3
 		TEST_CHECK(strstr(err, want_err) != NULL && !strchr(err, '\n'), "error '%s' lacks '%s'", err, want_err);
 }
 
-/* DNN_FUSE, DNN_CONV_ALGO, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO: the values, the defaults, and one
+/* DNN_FUSE, DNN_CONV_ALGO, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO, DNN_ALLREDUCE_ON: the values, the defaults, and one
  * line naming what is accepted. */
 static void other_knobs(void)
 {
@@ -85,6 +85,18 @@ static void other_knobs(void)
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_PIN_MODE=local: expected queue or mask") == 0,
 		   "DNN_PIN_MODE=local: '%s'", err);
 	unsetenv("DNN_PIN_MODE");
+	/* DNN_ALLREDUCE_ON [device]: device, host, host-update as 0, 1, 2. */
+	unsetenv("DNN_ALLREDUCE_ON");
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.allreduce_on == 0, "default allreduce_on %d",
+		   k.allreduce_on);
+	setenv("DNN_ALLREDUCE_ON", "host-update", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.allreduce_on == 2, "DNN_ALLREDUCE_ON=host-update: %d",
+		   k.allreduce_on);
+	setenv("DNN_ALLREDUCE_ON", "cpu", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 &&
+			   strcmp(err, "DNN_ALLREDUCE_ON=cpu: expected device, host or host-update") == 0,
+		   "DNN_ALLREDUCE_ON=cpu: '%s'", err);
+	unsetenv("DNN_ALLREDUCE_ON");
 }
 
 int main(void)

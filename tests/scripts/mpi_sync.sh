@@ -65,6 +65,19 @@ for spec in "2 tree 2" "4 rhd 2" "2 ring 0"; do
   echo "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio --pin-chunks: train_loss=$L"
   fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio: train_loss $L vs $REF (tolerance $TOL relative)"
 done
+# DNN_ALLREDUCE_ON=host|host-update (default device) moves the all-reduce's hops and sums (and at
+# host-update the update) to CPU workers pinned by parameter: the same sums in the same order, so
+# the same loss, for every algorithm, at 2, 3 and 4 ranks (2 CPU workers: the pinning spreads).
+for spec in "2 tree host" "3 ring host" "4 rhd host" "2 rhd host-update" "3 tree host-update" "4 ring host-update"; do
+  read -r np ar on <<<"$spec"
+  LINE="$(DNN_ALLREDUCE_ON=$on STARPU_NCPU=2 timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np -x DNN_ALLREDUCE_ON -x STARPU_NCPU "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --pin-chunks 2>"$TMP/err" | tail -1)" \
+    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar with DNN_ALLREDUCE_ON=$on failed"; continue; }
+  L="$(result_field "$LINE" train_loss)"
+  echo "$np ranks, $ar, DNN_ALLREDUCE_ON=$on --pin-chunks: train_loss=$L"
+  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, DNN_ALLREDUCE_ON=$on: train_loss $L vs $REF (tolerance $TOL relative)"
+done
+expect_rc 2 env DNN_ALLREDUCE_ON=gpu "$STARPU_ANP" train --max-steps 1 \
+  && { [[ "$ERR" == *"DNN_ALLREDUCE_ON=gpu: expected device, host or host-update"* ]] || fail "DNN_ALLREDUCE_ON=gpu: '$ERR'"; }
 # DNN_BREAKDOWN=1: every rank's time shares reach rank 0's result line; they add up to 1 and the
 # workers computed something (the loss is unchanged: it only reads StarPU's counters).
 LINE="$(DNN_BREAKDOWN=1 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x DNN_BREAKDOWN "$STARPU_ANP" "${COMMON[@]}" 2>"$TMP/err" | tail -1)" \
