@@ -31,6 +31,8 @@
 #            --sim-steps N    timed simulated steps [10] (after 2 warm-up steps)
 #            --sim-cache FILE simulated step times, reused by later runs
 #                             [~/.cache/starpu-anp/tta/steptime.csv]
+#            --reuse-only     train and simulate nothing: tabulate the runs already in DIR/runs
+#                             (same commands) and the cached step times, leaving out the others
 #            -h, --help       this help
 # A run whose DIR/runs/<mode>-n<N>/cmd.txt holds the same command and that finished is reused,
 # so a rerun with other --targets or more node counts only does what is new.
@@ -49,7 +51,7 @@ NET=lenet5 DATA=fashion-mnist EPOCHS=1 SEED=1
 OPT=sgd LR=0.05 SCHED=cosine WARM=0 REFB=""
 NODES=1,2,4,8,16 G=4 b=32 GPU=k80 NETWORK=fdr CORES=16
 MODES=sync ALLREDUCE=tree STALENESS=4 LOOKAHEAD=1
-OUT=tta-out TARGETS="" SIM_STEPS=10 SIM_WARMUP=2
+OUT=tta-out TARGETS="" SIM_STEPS=10 SIM_WARMUP=2 REUSE_ONLY=0
 CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"
 SIM_CACHE="$CACHE/tta/steptime.csv"
 EXTRA=()
@@ -59,7 +61,7 @@ list_of() { local opt="$1" v="$2" re="$3" x; IFS=, read -ra _l <<<"$v"; [ "${#_l
   for x in "${_l[@]}"; do [[ "$x" =~ $re ]] || usage "$opt '$x': not one of the allowed values"; done; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --data) [ -n "${2:-}" ] || usage "--data needs a value"; DATA="$2"; shift 2 ;;
     --epochs) posint "$1" "${2:-}"; EPOCHS="$2"; shift 2 ;;
@@ -79,6 +81,7 @@ while [ $# -gt 0 ]; do
     --allreduce) [[ "${2:-}" =~ ^(tree|ring|rhd)$ ]] || usage "--allreduce '${2:-}': expected tree, ring or rhd"; ALLREDUCE="$2"; shift 2 ;;
     --staleness) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--staleness '${2:-}': expected an integer"; STALENESS="$2"; shift 2 ;;
     --no-lookahead) LOOKAHEAD=0; shift ;;
+    --reuse-only) REUSE_ONLY=1; shift ;;
     --out) [ -n "${2:-}" ] || usage "--out needs a directory"; OUT="$2"; shift 2 ;;
     --targets) list_of "$1" "${2:-}" '^(0?[.][0-9]+|1([.]0*)?)$'; TARGETS="$2"; shift 2 ;;
     --sim-steps) posint "$1" "${2:-}"; SIM_STEPS="$2"; shift 2 ;;
@@ -107,6 +110,7 @@ sim_step() {
   key="$NET|n$n|g$G|$GPU|$NETWORK|c$CORES|b$b|$mode|$([ "$mode" = sync ] && echo "$ALLREDUCE" || echo "s$STALENESS-la$LOOKAHEAD")|steps$SIM_STEPS+$SIM_WARMUP"
   line="$(awk -F, -v k="$key" '$1 == k { v = $2 } END { if (v != "") print v }' "$SIM_CACHE" 2>/dev/null || true)"
   if [ -n "$line" ]; then echo "$line"; return 0; fi
+  [ "$REUSE_ONLY" = 0 ] || { say "$mode N=$n: no cached step time (--reuse-only): left out"; return 0; }
   local args=(--quiet --net "$NET" --nodes "$n" --cores "$CORES" --ncpu 0 --gpus "$G" --gpu "$GPU"
               --network "$NETWORK" --batch-per-node $((G * b)) --chunks "$G" --mode "$mode" --allreduce "$ALLREDUCE"
               --staleness "$STALENESS" --steps "$SIM_STEPS" --warmup "$SIM_WARMUP" --csv "$OUT/sim.csv" -- --pin-chunks)
@@ -145,6 +149,7 @@ train_run() {
   if [ -s "$dir/result.txt" ] && [ "$(cat "$dir/cmd.txt" 2>/dev/null)" = "${cmd[*]}" ]; then
     say "$mode N=$n: reusing $dir (same command)"; echo "$dir"; return 0
   fi
+  [ "$REUSE_ONLY" = 0 ] || { say "$mode N=$n: no finished run with this command in $dir (--reuse-only): left out"; return 0; }
   rm -rf "$dir"; mkdir -p "$dir"
   printf '%s\n' "${cmd[*]}" >"$dir/cmd.txt"
   say "$mode N=$n: training global batch $B ($([ "$mode" = sync ] && echo "1 process, $((n * G)) chunks" || echo "$n ranks x $G chunks")), $EPOCHS epoch(s): ${cmd[*]}"
@@ -163,8 +168,10 @@ echo "net,mode,nodes,gpus_per_node,batch_per_gpu,global_batch,chunks,epoch,step,
 for mode in "${L_MODES[@]}"; do
   for n in "${L_NODES[@]}"; do
     step_s="$(sim_step "$mode" "$n")"
+    [ -n "$step_s" ] || continue # --reuse-only, not simulated yet
     say "$mode N=$n: simulated step $step_s s (global batch $((n * G * b)))"
     dir="$(train_run "$mode" "$n")"
+    [ -n "$dir" ] || continue # --reuse-only, not trained yet
     chunks=$((n * G)); [ "$mode" = sync ] || [ "$n" = 1 ] || chunks="$n x $G"
     awk -F, -v pre="$NET,$mode,$n,$G,$b,$((n * G * b)),${chunks// /}" -v s="$step_s" '
       $1 == "test_epoch" { printf "%s,%d,%d,%.4f,%s,%.6g\n", pre, $2, $3, $5, s, $3 * s / 3600 }' \

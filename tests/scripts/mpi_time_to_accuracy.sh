@@ -9,7 +9,8 @@
 #  3. the accuracy in the table is the training run's own figure (its result line), and the
 #     async curve is the true N-rank trajectory: the same mpirun run made by hand gives the same
 #     accuracy within 0.005 (async pushes commute, so float reassociation may move it slightly);
-#  4. a rerun reuses the runs and the cached step times (no training, no simulation);
+#  4. a rerun reuses the runs and the cached step times (no training, no simulation); with
+#     --reuse-only a node count not yet run is left out of the table, not trained;
 #  5. usage errors exit 2 with one line.
 # Skipped (77) only where SimGrid is absent.
 set -euo pipefail
@@ -66,6 +67,11 @@ grep -Eq '^sync N=1 .* 1 ep / [0-9.e-]+ h +not reached' "$TMP/sum1" || fail "the
 "${TTA[@]}" "${ARGS[@]}" >"$TMP/sum2" 2>"$TMP/err2" || fail "the rerun failed: $(tail -1 "$TMP/err2")"
 ! grep -Eq 'training global batch|simulating' "$TMP/err2" || fail "the rerun trained or simulated again: $(grep -E 'training|simulating' "$TMP/err2" | head -1)"
 cmp -s "$TMP/sum1" "$TMP/sum2" || fail "the rerun's summary differs"
+# --reuse-only with one more N: the table keeps what was run, N=4 is left out, not trained
+R=("${ARGS[@]}"); R[3]=1,2,4
+"${TTA[@]}" --reuse-only "${R[@]}" >"$TMP/sum3" 2>"$TMP/err3" || fail "--reuse-only failed: $(tail -1 "$TMP/err3")"
+grep -q 'sync N=4: .*left out' "$TMP/err3" && [ "$(wc -l <"$T")" = 5 ] && ! grep -q 'training global batch' "$TMP/err3" \
+  || fail "--reuse-only did not leave N=4 out: $(grep N=4 "$TMP/err3" | head -1); $(wc -l <"$T") lines"
 # 5.
 for bad in "--nodes 0" "--mode foo" "--targets 1.5" "--mode async --optimizer lars" "--bogus" "--net nosuchnet"; do
   # shellcheck disable=SC2086
