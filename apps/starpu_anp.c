@@ -135,12 +135,13 @@ static void help_cmd(const char *c)
 		       "                       allowed), then the schedule over the rest of the run [0]\n"
 		       "  --lr-ref-batch N     --lr is for a global batch of N: scaled to --batch by batch/N\n"
 		       "                       (the linear scaling rule) [off]\n"
-		       "  --optimizer O        sgd (momentum), lars (layer-wise trust ratio, You et al. 2017) or\n"
-		       "                       adamw (decoupled weight decay, Loshchilov & Hutter) [sgd]\n"
+		       "  --optimizer O        sgd (momentum), lars (layer-wise trust ratio, You et al. 2017),\n"
+		       "                       adamw (decoupled weight decay, Loshchilov & Hutter) or lamb\n"
+		       "                       (AdamW's direction with a layer-wise trust ratio, You et al. 2020) [sgd]\n"
 		       "  --momentum X         SGD and LARS momentum [0.9]\n"
 		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
 		       "  --lars-eta X         LARS trust coefficient eta [0.001]\n"
-		       "  --beta1 X, --beta2 X, --eps X  AdamW's moments and epsilon [0.9, 0.999, 1e-8]\n"
+		       "  --beta1 X, --beta2 X, --eps X  AdamW's and LAMB's moments and epsilon [0.9, 0.999, 1e-8]\n"
 		       "  --window W           iterations in flight at most [2]\n"
 		       "  --pin-chunks         run all of chunk c's tasks (load, forward, backward) on one\n"
 		       "                       worker: CUDA worker c mod n, or CPU worker c mod n without\n"
@@ -317,7 +318,9 @@ static dnn_optimizer parse_optimizer(const char *opt, const char *v)
 		return DNN_OPT_LARS;
 	if (strcmp(v, "adamw") == 0)
 		return DNN_OPT_ADAMW;
-	usage_error("--%s: '%s' is not sgd, lars or adamw", opt, v);
+	if (strcmp(v, "lamb") == 0)
+		return DNN_OPT_LAMB;
+	usage_error("--%s: '%s' is not sgd, lars, adamw or lamb", opt, v);
 	return DNN_OPT_SGD;
 }
 
@@ -443,7 +446,9 @@ static void finish_options(cli *c)
 		o->max_steps += o->warmup;
 	if (o->mode == DNN_MODE_ASYNC && o->sgd.optimizer != DNN_OPT_SGD)
 		usage_error("--optimizer %s: --mode async pushes SGD deltas to the parameter server; use --mode sync or "
-			    "--optimizer sgd", o->sgd.optimizer == DNN_OPT_LARS ? "lars" : "adamw");
+			    "--optimizer sgd", o->sgd.optimizer == DNN_OPT_LARS    ? "lars"
+					       : o->sgd.optimizer == DNN_OPT_ADAMW ? "adamw"
+										   : "lamb");
 	if (c->cmd == C_TRAIN) {
 		o->checkpoint_out = c->checkpoint;
 		if (o->checkpoint_every && !c->checkpoint)

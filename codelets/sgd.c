@@ -1,4 +1,4 @@
-/* sgd.c — the fused update of one parameter tensor: SGD with momentum, LARS or AdamW (the
+/* sgd.c — the fused update of one parameter tensor: SGD with momentum, LARS, AdamW or LAMB (the
  * formulas: sgd.h). */
 #include "sgd.h"
 
@@ -19,13 +19,14 @@ const char *dnn_optimizer_name(dnn_optimizer o)
 	case DNN_OPT_SGD: return "sgd";
 	case DNN_OPT_LARS: return "lars";
 	case DNN_OPT_ADAMW: return "adamw";
+	case DNN_OPT_LAMB: return "lamb";
 	}
 	return NULL;
 }
 
 int dnn_optimizer_state_mult(dnn_optimizer o)
 {
-	return o == DNN_OPT_ADAMW ? 2 : 1;
+	return o == DNN_OPT_ADAMW || o == DNN_OPT_LAMB ? 2 : 1;
 }
 
 void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a)
@@ -92,6 +93,43 @@ static void adamw(float *w, float *v, const float *grad, float *delta, const dnn
 	}
 }
 
+/* LAMB's update direction u for element i, from the moments already updated (sgd.h). */
+static inline float lamb_dir(float mi, float si, float wi, float inv_bc1, float inv_bc2, const dnn_sgd_args *a)
+{
+	return (mi * inv_bc1) / (sqrtf(si * inv_bc2) + a->eps) + a->weight_decay * wi;
+}
+
+/* Two passes: the moments and the two norms (double sums), then the step along u (recomputed from
+ * the same floats, so the step is the u whose norm was taken). */
+static void lamb(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
+{
+	float *m = v, *s = v + a->n;
+	const float b1 = a->beta1, b2 = a->beta2, inv_bc1 = 1.0f / a->bc1, inv_bc2 = 1.0f / a->bc2;
+	double ww = 0, uu = 0;
+	for (long i = 0; i < a->n; i++) {
+		float g = grad[i] * a->scale;
+		float mi = b1 * m[i] + (1.0f - b1) * g;
+		float si = b2 * s[i] + (1.0f - b2) * g * g;
+		m[i] = mi, s[i] = si;
+		double u = (double)lamb_dir(mi, si, w[i], inv_bc1, inv_bc2, a);
+		ww += (double)w[i] * (double)w[i], uu += u * u;
+	}
+	const float rate = (float)((double)a->lr * dnn_lamb_ratio(ww, uu, a->layerwise));
+	for (long i = 0; i < a->n; i++) {
+		float w0 = w[i], wi = w0 - rate * lamb_dir(m[i], s[i], w0, inv_bc1, inv_bc2, a);
+		w[i] = wi;
+		if (delta)
+			delta[i] = wi - w0;
+	}
+}
+
+double dnn_lamb_ratio(double ww, double uu, int layerwise)
+{
+	if (!layerwise || ww <= 0 || uu <= 0)
+		return 1.0;
+	return sqrt(ww) / sqrt(uu);
+}
+
 void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a)
 {
 	// w (n) RW, v (n, adamw 2n) RW, grad (n) RW (zeroed)
@@ -99,6 +137,8 @@ void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, con
 		lars(w, v, grad, delta, a);
 	else if (a->optimizer == DNN_OPT_ADAMW)
 		adamw(w, v, grad, delta, a);
+	else if (a->optimizer == DNN_OPT_LAMB)
+		lamb(w, v, grad, delta, a);
 	else
 		momentum_sgd(w, v, grad, delta, a);
 	if (!a->keep_grad)
@@ -124,7 +164,7 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 }
 
 /* Footprint from the data sizes only: the learning rate changes every step under a schedule
- * (AdamW's larger state gives it its own footprint). 3 buffers (w, v, grad), 4 with write_delta. */
+ * (AdamW's and LAMB's larger state gives them their own footprint). 3 buffers (w, v, grad), 4 with write_delta. */
 DNN_CODELET_FP(cl_sgd_update, 4, sgd_update_cpu_task, dnn_sgd_update_cuda, NULL);
 
 // ------------------------------------------------------------------------------- insert helper

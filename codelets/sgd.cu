@@ -1,4 +1,4 @@
-/* sgd.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW: the formulas in sgd.h). */
+/* sgd.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW, LAMB: the formulas in sgd.h). */
 #include <starpu.h>
 
 #include "dnn_cuda.h"
@@ -94,6 +94,75 @@ static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, f
 	}
 }
 
+/* LAMB, pass 1: the moments, and each of LARS_BLOCKS blocks sums its strided share of w^2 and u^2
+ * into part[2*b], part[2*b+1] (fixed order, as LARS's norms). */
+static __device__ float lamb_dir(float mi, float si, float wi, float inv_bc1, float inv_bc2, float eps, float wd)
+{
+	return (mi * inv_bc1) / (sqrtf(si * inv_bc2) + eps) + wd * wi;
+}
+
+static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, const float *grad, size_t n, dnn_sgd_args a,
+					   double *part)
+{
+	__shared__ double sw[LARS_THREADS], su[LARS_THREADS];
+	const float inv_bc1 = 1.0f / a.bc1, inv_bc2 = 1.0f / a.bc2;
+	double aw = 0, au = 0;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		float g = grad[i] * a.scale;
+		float mi = a.beta1 * m[i] + (1.0f - a.beta1) * g;
+		float si = a.beta2 * s[i] + (1.0f - a.beta2) * g * g;
+		m[i] = mi, s[i] = si;
+		double u = (double)lamb_dir(mi, si, w[i], inv_bc1, inv_bc2, a.eps, a.weight_decay);
+		aw += (double)w[i] * (double)w[i], au += u * u;
+	}
+	sw[threadIdx.x] = aw, su[threadIdx.x] = au;
+	__syncthreads();
+	for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
+		if (threadIdx.x < k)
+			sw[threadIdx.x] += sw[threadIdx.x + k], su[threadIdx.x] += su[threadIdx.x + k];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0)
+		part[2 * blockIdx.x] = sw[0], part[2 * blockIdx.x + 1] = su[0];
+}
+
+// One thread: the partial sums in order -> part[0] := lr * trust ratio (sgd.h).
+static __global__ void lamb_rate_kernel(double *part, int nparts, float lr, int layerwise)
+{
+	double ww = 0, uu = 0;
+	for (int b = 0; b < nparts; b++)
+		ww += part[2 * b], uu += part[2 * b + 1];
+	double r = (!layerwise || ww <= 0 || uu <= 0) ? 1.0 : sqrt(ww) / sqrt(uu);
+	part[0] = (double)lr * r;
+}
+
+// Pass 2: the step along u, recomputed from the moments pass 1 wrote.
+static __global__ void lamb_update_kernel(float *w, const float *m, const float *s, float *grad, float *delta, size_t n,
+					  const double *rate_p, dnn_sgd_args a)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n) {
+		const float rate = (float)rate_p[0], inv_bc1 = 1.0f / a.bc1, inv_bc2 = 1.0f / a.bc2;
+		float w0 = w[i], wi = w0 - rate * lamb_dir(m[i], s[i], w0, inv_bc1, inv_bc2, a.eps, a.weight_decay);
+		w[i] = wi;
+		if (delta)
+			delta[i] = wi - w0;
+		if (!a.keep_grad)
+			grad[i] = 0.0f;
+	}
+}
+
+static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_sgd_args *a)
+{
+	cudaStream_t st = starpu_cuda_get_local_stream();
+	double *part = NULL;
+	DNN_CUDA_CHECK(cudaMallocAsync((void **)&part, 2 * LARS_BLOCKS * sizeof(double), st));
+	lamb_moments_kernel<<<LARS_BLOCKS, LARS_THREADS, 0, st>>>(w, v, v + n, grad, n, *a, part);
+	lamb_rate_kernel<<<1, 1, 0, st>>>(part, LARS_BLOCKS, a->lr, a->layerwise);
+	lamb_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, v + n, grad, delta, n, part, *a);
+	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
+}
+
 static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_sgd_args *a)
 {
 	cudaStream_t st = starpu_cuda_get_local_stream();
@@ -133,6 +202,8 @@ extern "C" void dnn_sgd_update_cuda(void *buffers[], void *cl_arg)
 		lars_update(w, v, grad, delta, n, a);
 	else if (a->optimizer == DNN_OPT_ADAMW)
 		adamw_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, v + n, grad, delta, n, *a);
+	else if (a->optimizer == DNN_OPT_LAMB)
+		lamb_update(w, v, grad, delta, n, a);
 	else
 		sgd_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, grad, delta, n, a->lr, a->momentum,
 								      a->weight_decay, a->scale, a->keep_grad);

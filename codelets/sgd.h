@@ -14,6 +14,13 @@
  * (2n floats: m then s), bc1 = 1 - beta1^t, bc2 = 1 - beta2^t for the t-th update:
  *   w = w * (1 - lr * wd);  m = beta1 * m + (1 - beta1) * g;  s = beta2 * s + (1 - beta2) * g^2
  *   w = w - (lr / bc1) * m / (sqrt(s) / sqrt(bc2) + eps)
+ * lamb (You et al. 2020, "Large Batch Optimization for Deep Learning: Training BERT in 76
+ * minutes", Algorithm 2 with phi the identity), state v (2n floats: m then s), bc1, bc2 as adamw:
+ *   m = beta1 * m + (1 - beta1) * g;  s = beta2 * s + (1 - beta2) * g^2
+ *   u = (m / bc1) / (sqrt(s / bc2) + eps) + wd * w
+ *   with a->layerwise (weights) the trust ratio r = ||w|| / ||u|| over the whole tensor (1 when
+ *   ||w|| or ||u|| is 0), else r = 1 (biases and batch-norm parameters, whose wd is 0 too);
+ *   w = w - lr * r * u
  * Then grad = 0 (ready for the next iteration's REDUX accumulation) unless keep_grad: grad is
  * then only read (STARPU_R), e.g. an all-reduced gradient shared by several updates. With
  * write_delta a 4th buffer receives the applied change (new w - old w; async push, sgd only).
@@ -32,14 +39,14 @@ typedef struct {
 	int write_delta; // 1: a 4th buffer receives the applied change (async push)
 	int optimizer;   // dnn_optimizer
 	int layerwise;   // lars: 1 = the trust ratio applies (weights), 0 = not (biases, batch norm)
-	float beta1, beta2, eps; // adamw
+	float beta1, beta2, eps; // adamw, lamb
 	float trust;     // lars: eta
-	float bc1, bc2;  // adamw: 1 - beta1^t, 1 - beta2^t (computed in double by the caller)
+	float bc1, bc2;  // adamw, lamb: 1 - beta1^t, 1 - beta2^t (computed in double by the caller)
 } dnn_sgd_args;
 
-/* "sgd", "lars", "adamw" (NULL for anything else). */
+/* "sgd", "lars", "adamw", "lamb" (NULL for anything else). */
 const char *dnn_optimizer_name(dnn_optimizer o);
-/* Floats of optimiser state per parameter element: 2 for adamw, else 1. */
+/* Floats of optimiser state per parameter element: 2 for adamw and lamb, else 1. */
 int dnn_optimizer_state_mult(dnn_optimizer o);
 
 void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a);
@@ -47,6 +54,9 @@ void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a);
 void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a);
 /* LARS's local rate lambda for w and the scaled gradient (double accumulations). */
 double dnn_lars_rate(const float *w, const float *grad, const dnn_sgd_args *a);
+/* LAMB's trust ratio from ww = ||w||^2 and uu = ||u||^2: sqrt(ww / uu), 1 when either is 0 or
+ * without layerwise. */
+double dnn_lamb_ratio(double ww, double uu, int layerwise);
 
 /* (RW w, RW v, RW grad) — or R grad with keep_grad */
 extern struct starpu_codelet cl_sgd_update;

@@ -43,7 +43,7 @@ typedef struct {
 	long n;
 	int no_decay;                 // biases and BN parameters skip weight decay
 	int node, slot;               // its node and its slot in the node's op (op.h param_slots)
-	float *w, *v, *g;             // value, optimiser state (momentum; adamw: m then v, 2n), gradient (host homes)
+	float *w, *v, *g;             // value, optimiser state (momentum; adamw, lamb: m then v, 2n), gradient (host homes)
 	starpu_data_handle_t hw, hv, hg;
 } dnn_param;
 
@@ -72,7 +72,7 @@ typedef struct {
  * `seed`, BN gamma=1 beta=0, running mean 0 var 1) and register every tensor with StarPU.
  * On failure everything is freed. */
 int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_t errlen);
-/* The optimiser whose state the parameters keep (their v: n floats, 2n for adamw), before any task
+/* The optimiser whose state the parameters keep (their v: n floats, 2n for adamw and lamb), before any task
  * uses the model; the state is zeroed. After it, dnn_model_load refuses a checkpoint of another
  * optimiser (eval, predict and export, which never call it, load any). 0, or -1 with err. */
 int dnn_model_set_optimizer(dnn_model *m, dnn_optimizer opt, char *err, size_t errlen);
@@ -95,7 +95,7 @@ float *dnn_model_add_running(dnn_model *m, int node, char *err, size_t errlen);
 /* The SGD arguments of parameter pr: the one place that applies the rules (no weight decay for
  * biases and BN parameters, and no LARS trust ratio for them either; gradients summed over the
  * global batch scaled by 1/global_batch; the optimiser and its hyper-parameters from sgd, AdamW's
- * bias corrections 1 - beta^t from sgd->t in double).
+ * and LAMB's bias corrections 1 - beta^t from sgd->t in double).
  * decay_share divides the weight decay (async: every rank pushes its share of it). */
 dnn_sgd_args dnn_param_sgd_args(const dnn_param *pr, const dnn_sgd_config *sgd, int global_batch, int decay_share);
 

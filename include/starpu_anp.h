@@ -21,14 +21,14 @@ extern "C" {
 
 /* ---------------------------------------------------------------- options */
 /* --optimizer: the update rule of every parameter tensor (codelets/sgd.h has the formulas). */
-typedef enum { DNN_OPT_SGD = 0, DNN_OPT_LARS = 1, DNN_OPT_ADAMW = 2 } dnn_optimizer;
+typedef enum { DNN_OPT_SGD = 0, DNN_OPT_LARS = 1, DNN_OPT_ADAMW = 2, DNN_OPT_LAMB = 3 } dnn_optimizer;
 
 typedef struct {
 	float lr, momentum, weight_decay;
-	dnn_optimizer optimizer;   // sgd (momentum), lars (You et al. 2017), adamw (Loshchilov & Hutter)
-	float beta1, beta2, eps;   // adamw [0.9, 0.999, 1e-8, PyTorch's defaults]
+	dnn_optimizer optimizer;   // sgd (momentum), lars (You et al. 2017), adamw (Loshchilov & Hutter), lamb (You et al. 2020)
+	float beta1, beta2, eps;   // adamw and lamb [0.9, 0.999, 1e-8, PyTorch's AdamW defaults]
 	float trust;               // lars: the trust coefficient eta [0.001]
-	long t;                    // adamw: this update's 1-based count (bias correction); the trainer sets it
+	long t;                    // adamw, lamb: this update's 1-based count (bias correction); the trainer sets it
 } dnn_sgd_config;
 
 /* Across ranks (StarPU-MPI, graph/dist.h): synchronous data parallelism, or asynchronous with

@@ -13,7 +13,8 @@
 
 /* The names of each optimiser's state tensors, "<param>.<name>" (sgd's are version 3's). */
 static const char *const state_names[][2] = {
-	[DNN_OPT_SGD] = {"momentum", NULL}, [DNN_OPT_LARS] = {"lars_momentum", NULL}, [DNN_OPT_ADAMW] = {"adamw_m", "adamw_v"}};
+	[DNN_OPT_SGD] = {"momentum", NULL}, [DNN_OPT_LARS] = {"lars_momentum", NULL}, [DNN_OPT_ADAMW] = {"adamw_m", "adamw_v"},
+	[DNN_OPT_LAMB] = {"lamb_m", "lamb_v"}};
 
 /* The model's tensors in checkpoint order, with the state tensors of optimiser opt: the model's
  * own (scratch NULL), or all pointing at scratch (a load that keeps no state); names[] holds the

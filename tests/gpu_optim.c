@@ -1,8 +1,10 @@
-/* gpu_optim — the LARS and AdamW updates of the update codelet (codelets/sgd.cu) on a CUDA
+/* gpu_optim — the LARS, AdamW and LAMB updates of the update codelet (codelets/sgd.cu) on a CUDA
  * worker against the CPU worker (whose kernel unit_optim checks against the double reference of
  * each published formula), from the same inputs, three steps each with keep_grad off and on and
  * with write_delta: LARS on a weight (trust ratio: the two norms reduced on the device in a fixed
- * order) and on a bias (none), AdamW (state m then v, 2n floats; bias correction per step).
+ * order) and on a bias (none), AdamW (state m then v, 2n floats; bias correction per step), LAMB
+ * on a weight (trust ratio ||w||/||u||: the norms reduced on the device in a fixed order, as
+ * LARS's) and on a bias (none).
  * Tolerance 1e-5 relative to max(1, |x|): float kernels, but the CUDA compiler contracts a*b+c into
  * FMAs and LARS's norms are summed in another order (a double sum, so the rate differs by ~1e-16
  * relative), so the two sides differ by a few float roundings per step. Skipped (77) without a
@@ -74,6 +76,10 @@ int main(int argc, char **argv)
 	lars_b.layerwise = 0, lars_b.weight_decay = 0, lars_b.lr = 0.1f;
 	const dnn_sgd_args adamw = {.lr = 1e-3f, .weight_decay = 0.01f, .scale = 1.0f / 256, .optimizer = DNN_OPT_ADAMW,
 				    .layerwise = 1, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+	dnn_sgd_args lamb_w = adamw;
+	lamb_w.optimizer = DNN_OPT_LAMB, lamb_w.lr = 5e-3f;
+	dnn_sgd_args lamb_b = lamb_w;
+	lamb_b.layerwise = 0, lamb_b.weight_decay = 0;
 	const long lens[] = {1, 7, 1000, 100003, 1 << 20};
 	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
 		for (int kg = 0; kg < 2; kg++) {
@@ -81,6 +87,8 @@ int main(int argc, char **argv)
 			a = lars_w, a.keep_grad = kg, test_opt("lars weight", a, lens[i]);
 			a = lars_b, a.keep_grad = kg, test_opt("lars bias", a, lens[i]);
 			a = adamw, a.keep_grad = kg, test_opt("adamw", a, lens[i]);
+			a = lamb_w, a.keep_grad = kg, test_opt("lamb weight", a, lens[i]);
+			a = lamb_b, a.keep_grad = kg, test_opt("lamb bias", a, lens[i]);
 		}
 	test_starpu_shutdown();
 	return test_report("gpu_optim");

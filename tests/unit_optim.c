@@ -1,16 +1,18 @@
-/* unit_optim — the three update rules of the update codelet's CPU kernel (codelets/sgd.h:
+/* unit_optim — the four update rules of the update codelet's CPU kernel (codelets/sgd.h:
  * dnn_sgd_update_delta_cpu) against a double-precision reference of each published formula,
  * written out here, over 20 steps with fresh gradients each step:
  *   sgd   PyTorch's SGD with momentum and (coupled) weight decay;
  *   lars  You, Gitman & Ginsburg 2017, Algorithm 1 (local rate eta*||w||/(||g||+wd*||w||)), on a
  *         weight (trust ratio) and on a bias (none);
- *   adamw Loshchilov & Hutter 2019 / torch.optim.AdamW (decoupled decay, bias correction).
+ *   adamw Loshchilov & Hutter 2019 / torch.optim.AdamW (decoupled decay, bias correction);
+ *   lamb  You et al. 2020, Algorithm 2 (phi the identity): AdamW's bias-corrected direction plus
+ *         wd*w, scaled by the trust ratio ||w||/||u||, on a weight (trust ratio) and on a bias (none).
  * Tolerance: the kernel works in float (24-bit mantissa, 6e-8 relative per rounding); each step
  * rounds a handful of times per element and the errors carry over through w and the state, so
  * after 20 steps |float - double| stays within ~1e-6 relative to max(1, |value|) (the measured
  * maximum is printed: 1.3e-7 to 2.3e-7 here). 2e-6 allows an order of magnitude of headroom over
  * the measurement without letting a wrong formula through: a wrong sign, a missing bias
- * correction or a trust ratio off by wd*||w|| each move w by 1e-3 or more in these cases (the
+ * correction, a trust ratio off by wd*||w|| or a missing LAMB trust ratio each move w by 1e-3 or more in these cases (the
  * test checks that too: the reference with one term altered must miss by > 100x the tolerance). */
 #include <math.h>
 #include <stdio.h>
@@ -44,6 +46,18 @@ static void ref_step(double *w, double *s1, double *s2, const float *grad, const
 			s1[i] = mom * s1[i] + lr * local * (g[i] + wd * w[i]);
 			w[i] -= s1[i];
 		}
+	} else if (a->optimizer == DNN_OPT_LAMB) {
+		const double b1 = a->beta1, b2 = a->beta2, bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
+		double u[N], ww = 0, uu = 0;
+		for (int i = 0; i < N; i++) {
+			s1[i] = b1 * s1[i] + (1 - b1) * g[i];
+			s2[i] = b2 * s2[i] + (1 - b2) * g[i] * g[i];
+			u[i] = (s1[i] / bc1) / (sqrt(s2[i] / bc2) + a->eps) + wd * w[i];
+			ww += w[i] * w[i], uu += u[i] * u[i];
+		}
+		double ratio = a->layerwise && !variant ? sqrt(ww) / sqrt(uu) : 1.0;
+		for (int i = 0; i < N; i++)
+			w[i] -= lr * ratio * u[i];
 	} else {
 		const double b1 = a->beta1, b2 = a->beta2, bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
 		for (int i = 0; i < N; i++) {
@@ -94,7 +108,7 @@ static double run(const char *what, dnn_sgd_args a, int variant)
 		}
 	}
 	err = fmax(max_err(w, rw, N), max_err(v, r1, N));
-	if (a.optimizer == DNN_OPT_ADAMW)
+	if (a.optimizer == DNN_OPT_ADAMW || a.optimizer == DNN_OPT_LAMB)
 		err = fmax(err, max_err(v + N, r2, N));
 	return err;
 }
@@ -110,7 +124,9 @@ int main(void)
 	} cases[] = {{"sgd", DNN_OPT_SGD, 0, 0.1f, 5e-4f},
 		     {"lars weight", DNN_OPT_LARS, 1, 2.0f, 1e-2f},
 		     {"lars bias (no trust ratio)", DNN_OPT_LARS, 0, 0.1f, 0.0f},
-		     {"adamw", DNN_OPT_ADAMW, 1, 1e-3f, 0.05f}};
+		     {"adamw", DNN_OPT_ADAMW, 1, 1e-3f, 0.05f},
+		     {"lamb weight", DNN_OPT_LAMB, 1, 5e-3f, 0.01f},
+		     {"lamb bias (no trust ratio)", DNN_OPT_LAMB, 0, 5e-3f, 0.0f}};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 		dnn_sgd_args a = base;
 		a.optimizer = cases[k].opt, a.layerwise = cases[k].layerwise, a.lr = cases[k].lr,
@@ -122,7 +138,10 @@ int main(void)
 		if (cases[k].opt != DNN_OPT_SGD && cases[k].layerwise) { /* the check can fail: an altered formula misses */
 			double miss = run(cases[k].name, a, 1);
 			printf("%-28s with the formula altered (%s): %.3g\n", cases[k].name,
-			       cases[k].opt == DNN_OPT_LARS ? "no wd*||w|| in the trust ratio" : "no bias correction", miss);
+			       cases[k].opt == DNN_OPT_LARS    ? "no wd*||w|| in the trust ratio"
+			       : cases[k].opt == DNN_OPT_ADAMW ? "no bias correction"
+							       : "no trust ratio",
+			       miss);
 			TEST_CHECK(miss > 100 * TOL, "%s: an altered formula is within %.3g: the test cannot tell", cases[k].name,
 				   miss);
 		}
@@ -141,7 +160,14 @@ int main(void)
 	a.layerwise = 1;
 	memset(w, 0, sizeof w);
 	TEST_CHECK(dnn_lars_rate(w, g, &a) == 1.0, "||w|| = 0 must give rate 1");
-	TEST_CHECK(dnn_optimizer_state_mult(DNN_OPT_ADAMW) == 2 && dnn_optimizer_state_mult(DNN_OPT_LARS) == 1,
+	TEST_CHECK(dnn_optimizer_state_mult(DNN_OPT_ADAMW) == 2 && dnn_optimizer_state_mult(DNN_OPT_LARS) == 1 &&
+			   dnn_optimizer_state_mult(DNN_OPT_LAMB) == 2,
 		   "state sizes");
+	/* LAMB's trust ratio on known norms: ||w||^2 = 9, ||u||^2 = 16 -> 3/4; 1 for a bias or a zero norm. */
+	TEST_CHECK(fabs(dnn_lamb_ratio(9.0, 16.0, 1) - 0.75) <= 1e-15, "lamb ratio %.17g, want 0.75",
+		   dnn_lamb_ratio(9.0, 16.0, 1));
+	TEST_CHECK(dnn_lamb_ratio(9.0, 16.0, 0) == 1.0 && dnn_lamb_ratio(0.0, 16.0, 1) == 1.0 &&
+			   dnn_lamb_ratio(9.0, 0.0, 1) == 1.0,
+		   "lamb ratio must be 1 without layerwise or with a zero norm");
 	return test_report("unit_optim");
 }

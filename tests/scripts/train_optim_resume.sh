@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# train_optim_resume — for each optimiser (sgd, lars, adamw), a resume is bit-exact: 16 steps
+# train_optim_resume — for each optimiser (sgd, lars, adamw, lamb), a resume is bit-exact: 16 steps
 # straight and 8 steps + a resume for 8 more end with byte-identical checkpoints (every
-# parameter and every optimiser state tensor bit for bit: SGD's and LARS's momentum, AdamW's m and
-# v, whose bias correction continues from the checkpoint's step count). The warm-up (1.5 epochs
+# parameter and every optimiser state tensor bit for bit: SGD's and LARS's momentum, AdamW's and
+# LAMB's m and v, whose bias correction continues from the checkpoint's step count). The warm-up (1.5 epochs
 # of 8 steps) spans the split; the schedule is constant after it, so that the half run's shorter
 # --max-steps total does not change its rates (the cosine resume is train_anp_resume's). Then:
 # a checkpoint of one optimiser is refused, with one line, by a resume under another; eval reads
@@ -12,8 +12,8 @@ set -euo pipefail
 export STARPU_NCPU=1 STARPU_NCUDA=0
 ARGS=(train --net lenet5 --data synthetic --limit-train 256 --batch 32 --chunks 2 --no-eval --quiet
       --lr-schedule constant --warmup-epochs 1.5 --lr-ref-batch 16 --epochs 2)
-for opt in sgd lars adamw; do
-  lr=0.02; [ "$opt" = lars ] && lr=1; [ "$opt" = adamw ] && lr=0.0005
+for opt in sgd lars adamw lamb; do
+  lr=0.02; [ "$opt" = lars ] && lr=1; [ "$opt" = adamw ] && lr=0.0005; [ "$opt" = lamb ] && lr=0.002
   A=("${ARGS[@]}" --optimizer "$opt" --lr "$lr")
   "$STARPU_ANP" "${A[@]}" --checkpoint "$TMP/$opt-ref.ckpt" >"$TMP/$opt-ref.out" 2>"$TMP/$opt.err" \
     || { cat "$TMP/$opt.err" >&2; fail "$opt: uninterrupted run failed"; continue; }
@@ -32,7 +32,7 @@ done
 # lr_peak: --lr 0.02 for a batch of 16, at 32 -> 0.04
 [ "$(result_field "$(tail -1 "$TMP/sgd-ref.out")" lr_peak)" = 0.04 ] || fail "sgd: lr_peak is not 0.02 x 32/16"
 # Another optimiser's checkpoint: one line, exit 1.
-for pair in sgd:adamw adamw:lars lars:sgd; do
+for pair in sgd:adamw adamw:lars lars:sgd lamb:adamw adamw:lamb; do
   set -- "${pair%%:*}" "${pair##*:}"
   [ -f "$TMP/$1.ckpt" ] || continue
   rc=0; "$STARPU_ANP" "${ARGS[@]}" --optimizer "$2" --resume "$TMP/$1.ckpt" >/dev/null 2>"$TMP/x.err" || rc=$?
@@ -42,7 +42,7 @@ for pair in sgd:adamw adamw:lars lars:sgd; do
     cat "$TMP/x.err" >&2; fail "resume of a $1 checkpoint with --optimizer $2: not the one line expected"
   fi
 done
-for opt in lars adamw; do
+for opt in lars adamw lamb; do
   [ -f "$TMP/$opt.ckpt" ] || continue
   out="$("$STARPU_ANP" eval --data synthetic --limit 64 --checkpoint "$TMP/$opt.ckpt" 2>"$TMP/e.err" | tail -1)" \
     || { cat "$TMP/e.err" >&2; fail "eval of a $opt checkpoint failed"; }
