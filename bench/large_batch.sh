@@ -94,7 +94,7 @@ set xtics (64, 256, 1024, 4096, 8192)
 set xrange [48:11000]
 set grid
 do for [z=0:1] {
-  if (z == 0) { set yrange [0:1]; set title "full range" } else { set yrange [0.80:0.94]; set title "zoom: 0.80-0.94"; set key top right }
+  if (z == 0) { set yrange [0:1]; set title "full range" } else { set yrange [0.78:0.93]; set title "zoom: 0.78-0.93"; set key bottom left }
   plot for [r in "$recipes"] "< awk -F, '\$1==\"$NET\" && \$2==\"".r."\" && \$4==$EPOCHS' $OUT/summary.csv | sort -t, -k3 -n" using 3:8 with linespoints title r $targets
 }
 unset multiplot
@@ -108,12 +108,12 @@ set datafile separator ","
 set multiplot layout 1,$n title "$NET, Fashion-MNIST: test accuracy per epoch"
 set xlabel "epoch"
 set ylabel "test accuracy"
-set yrange [0.5:0.95]
+set yrange [0.4:0.95]
 set xrange [1:$EPOCHS]
 set key bottom right
 set grid
 do for [r in "$recipes"] {
-  set key title r
+  set title sprintf("%s", r)
   plot for [b in "$BATCHES"] "< grep '^test_epoch,' $OUT/".r."-".b.".csv 2>/dev/null" using 2:5 with linespoints pt 7 ps 0.4 title "batch ".b
 }
 unset multiplot
