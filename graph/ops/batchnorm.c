@@ -86,14 +86,17 @@ static int global_walk(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a, const globa
 		return rc;
 	if ((rc = dnn_bn_sums_reduce(ctx->p, i, ctx->slot, pass->phase, &G)) != 0)
 		return rc;
+	/* The walk ends on the last chunk, where it started, with the caller's options again:
+	 * ctx->opts must not keep pointing at this frame's buf after the return. */
+	const dnn_task_opts *caller_opts = ctx->opts;
 	dnn_task_opts buf;
-	for (int c = 0; c < ctx->p->nchunks; c++) {
+	for (int c = 0; c < ctx->p->nchunks && rc == 0; c++) {
 		dnn_op_ctx_chunk(ctx, c, &buf);
 		a.N = ctx->n;
-		if ((rc = pass->apply(ctx, i, &a, G)) != 0)
-			return rc;
+		rc = pass->apply(ctx, i, &a, G);
 	}
-	return 0;
+	ctx->opts = caller_opts;
+	return rc;
 }
 
 static int fwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t S)
