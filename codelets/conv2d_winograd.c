@@ -170,27 +170,46 @@ __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict
 	}
 }
 
+/* Zero p[a..b) (a few floats: the padding columns of an E or O row). */
+static inline void zero_span(float *p, int a, int b)
+{
+	for (int i = a; i < b; i++)
+		p[i] = 0.0f;
+}
+
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
  * odd columns O (C, hp, l), O right after E. Padded column pw + i holds x column i, so the
  * even columns of x go to O (pw odd) or E (pw even) from index pw / 2 on, the odd ones to the
  * other array from (pw + 1) / 2 on: each x row is deinterleaved straight into place, 16
  * floats at a time (no padded copy of the row: reading one back right after writing it
- * stalls on store forwarding). */
+ * stalls on store forwarding). Only the padding is zeroed (a per-row memset of whole rows
+ * cost as much as the copy). x is read once, in order; in a training step it has usually left
+ * the core's caches since the task that wrote it, so each row prefetches the row 4 ahead. */
 __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, const float *restrict x,
 							   const dnn_wino_shape *s, const wino_plan *pl)
 {
 	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w;
 	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
 	const int ne = imin((W + 1) / 2, l - pw / 2), no = imin(W / 2, l - (pw + 1) / 2);
+	/* the span of an E row and of an O row that x fills: [se, se + ce), [so, so + co) */
+	const int se = pw % 2 ? (pw + 1) / 2 : pw / 2, ce = pw % 2 ? no : ne;
+	const int so = pw % 2 ? pw / 2 : (pw + 1) / 2, co = pw % 2 ? ne : no;
 	for (int c = 0; c < s->C; c++)
 		for (int pr = 0; pr < pl->hp; pr++) {
 			size_t off = ((size_t)c * pl->hp + pr) * l;
-			memset(e + off, 0, (size_t)l * sizeof(float));
-			memset(o + off, 0, (size_t)l * sizeof(float));
 			int ih = pr - s->pad_h;
-			if (ih < 0 || ih >= H)
+			if (ih < 0 || ih >= H) {
+				zero_span(e + off, 0, l);
+				zero_span(o + off, 0, l);
 				continue;
+			}
+			zero_span(e + off, 0, se);
+			zero_span(e + off, se + ce, l);
+			zero_span(o + off, 0, so);
+			zero_span(o + off, so + co, l);
 			const float *restrict xr = x + ((size_t)c * H + ih) * W;
+			for (int q = 0; q < W; q += 16) // the row 4 ahead (past x's end: a harmless hint)
+				_mm_prefetch((const char *)(xr + 4 * (size_t)W + q), _MM_HINT_T0);
 			float *restrict ev = (pw % 2 ? o : e) + off + pw / 2; // x columns 0, 2, 4, ...
 			float *restrict od = (pw % 2 ? e : o) + off + (pw + 1) / 2; // x columns 1, 3, ...
 			int m = 0;
@@ -418,6 +437,10 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	float *out1 = out0 + 2 * (size_t)pl.twv; // 2 twv
 	const float *e = eo, *o = eo + (size_t)C * pl.hp * l;
 	const int avx512 = dnn_wino_avx512();
+	/* output_row writes 2 twv floats per output row: straight into y when that is Q (Q a
+	 * multiple of 16) and every tile row has both its rows (P even), overwriting (beta = 0);
+	 * else through out0/out1 (the ResNets' 8x8 stage, odd sizes, backward data's accumulate). */
+	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
 
 	filter_transform(u, w, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -446,10 +469,13 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			for (int m = 0; m < ng; m++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
-						output_row(out0, out1,
-							   mm + (size_t)k * cap + (size_t)m * per + (size_t)(i - i0) * tw,
-							   ms, tw);
+						const float *mt = mm + (size_t)k * cap + (size_t)m * per + (size_t)(i - i0) * tw;
 						float *y0 = y + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
+						if (direct) { // whole vectors fill exactly the 2 rows of y
+							output_row(y0, y0 + Q, mt, ms, tw);
+							continue;
+						}
+						output_row(out0, out1, mt, ms, tw);
 						const int nrows = 2 * i + 1 < P ? 2 : 1;
 						for (int r = 0; r < nrows; r++) {
 							float *yr = y0 + (size_t)r * Q;
