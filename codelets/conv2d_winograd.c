@@ -170,16 +170,17 @@ __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict
 	}
 }
 
-/* Zero p[a..b) (the padding columns of an E or O row: mostly 0 to 2 floats). In vector stores,
- * the last one masked: as a plain loop GCC calls memset, whose call cost as much as the row. */
+/* Zero p[a..b): the padding columns of an E or O row (0 to pad + 1 floats) in one masked store;
+ * a longer span (a whole padding row) with memset. (As a loop, GCC calls memset for every
+ * span, which costs as much as copying the row.) */
 __attribute__((target("avx2,fma"))) static inline void zero_span(float *p, int a, int b)
 {
-	const __m256 z = _mm256_setzero_ps();
-	for (; a + 8 <= b; a += 8)
-		_mm256_storeu_ps(p + a, z);
-	if (a < b)
+	if (b - a > 8)
+		memset(p + a, 0, (size_t)(b - a) * sizeof(float));
+	else if (b > a)
 		_mm256_maskstore_ps(p + a, _mm256_cmpgt_epi32(_mm256_set1_epi32(b - a),
-							      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), z);
+							      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+				    _mm256_setzero_ps());
 }
 
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
