@@ -399,6 +399,8 @@ static void bench_memory_ops(const bench_opts *o, int kind)
 		char shape[64];
 		snprintf(shape, sizeof(shape), "N%d %dx%d (%.1f MiB)", o->batch, C, HW, c.n * 4.0 / (1 << 20));
 		const double copy = best_time(run_copy, &c, o->reps); /* 2 n floats moved */
+		if (kind == 1) /* the reference itself, once per shape */
+			bench_row_mem("memcpy", shape, "copy (reference)", 2.0 * c.n * sizeof(float), copy, copy);
 		for (int p = 0; p < 4; p++) {
 			const int relu = kind == 0 ? bn_phases[p].relu : 0;
 			const int tensors = kind == 0 ? bn_phases[p].tensors : ew_phases[p].tensors;
@@ -420,6 +422,13 @@ static void bench_memory_ops(const bench_opts *o, int kind)
 	for (int p = 0; p < 4; p++)
 		bench_row_mem(op, shape, kind == 0 ? bn_phases[p].phase : ew_phases[p].phase, tot_b[p],
 			      tot_t[p], tot_c[p]);
+	if (kind == 1) { /* a copy far beyond the caches: the memory bandwidth one core gets */
+		mem_ctx c = {.n = 16L << 20};
+		c.x = alloc_uniform((size_t)c.n), c.y = alloc_uniform((size_t)c.n);
+		const double t = best_time(run_copy, &c, o->reps < 5 ? o->reps : 5);
+		bench_row_mem("memcpy", "64 MiB (beyond the caches)", "copy (reference)", 2.0 * c.n * sizeof(float), t, t);
+		free(c.x), free(c.y);
+	}
 }
 
 static void bench_bn(const bench_opts *o) { bench_memory_ops(o, 0); }
