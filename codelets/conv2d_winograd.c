@@ -303,74 +303,6 @@ __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0,
 	}
 }
 
-/* input_row and output_row with 16-float vectors, for rows of tw % 16 == 0 tiles on an AVX-512
- * CPU (ResNet's 32-pixel-wide stage: 16 tiles a row, one vector instead of two): the same
- * additions lane for lane, bit-identical. No vector runs past the row. */
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void input_row512(float *restrict v, size_t vs,
-									     const float *restrict e,
-									     const float *restrict o, int l, int tw)
-{
-	for (int j = 0; j < tw; j += 16) {
-		__m512 ej[4], ek[4], oj[4], ok[4];
-		for (int r = 0; r < 4; r++) {
-			ej[r] = _mm512_loadu_ps(e + (size_t)r * l + j);
-			ek[r] = _mm512_loadu_ps(e + (size_t)r * l + j + 1);
-			oj[r] = _mm512_loadu_ps(o + (size_t)r * l + j);
-			ok[r] = _mm512_loadu_ps(o + (size_t)r * l + j + 1);
-		}
-		__m512 tj[4], tk[4], sj[4], sk[4];
-#define BT(dst, src)                                                                               \
-	dst[0] = _mm512_sub_ps(src[0], src[2]);                                                    \
-	dst[1] = _mm512_add_ps(src[1], src[2]);                                                    \
-	dst[2] = _mm512_sub_ps(src[2], src[1]);                                                    \
-	dst[3] = _mm512_sub_ps(src[1], src[3])
-		BT(tj, ej);
-		BT(tk, ek);
-		BT(sj, oj);
-		BT(sk, ok);
-#undef BT
-		for (int u = 0; u < 4; u++) {
-			float *d = v + (size_t)(4 * u) * vs + j;
-			_mm512_storeu_ps(d, _mm512_sub_ps(tj[u], tk[u]));
-			_mm512_storeu_ps(d + vs, _mm512_add_ps(sj[u], tk[u]));
-			_mm512_storeu_ps(d + 2 * vs, _mm512_sub_ps(tk[u], sj[u]));
-			_mm512_storeu_ps(d + 3 * vs, _mm512_sub_ps(sj[u], sk[u]));
-		}
-	}
-}
-
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void output_row512(float *restrict out0,
-									      float *restrict out1,
-									      const float *restrict mm, size_t ms,
-									      int tw)
-{
-	/* (y0, y1) interleaved: 128-bit lanes (lo0, hi0, lo1, hi1) and (lo2, hi2, lo3, hi3) of the
-	 * unpacks, as output_row's permute2f128 does per 256 bits. */
-	const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-	const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-	for (int j = 0; j < tw; j += 16) {
-		__m512 s0[4], s1[4];
-		for (int u = 0; u < 4; u++) {
-			const float *p = mm + (size_t)(4 * u) * ms + j;
-			__m512 m0 = _mm512_loadu_ps(p), m1 = _mm512_loadu_ps(p + ms);
-			__m512 m2 = _mm512_loadu_ps(p + 2 * ms), m3 = _mm512_loadu_ps(p + 3 * ms);
-			s0[u] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
-			s1[u] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
-		}
-		__m512 y00 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), s0[2]);
-		__m512 y01 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), s1[2]);
-		__m512 y10 = _mm512_sub_ps(_mm512_sub_ps(s0[1], s0[2]), s0[3]);
-		__m512 y11 = _mm512_sub_ps(_mm512_sub_ps(s1[1], s1[2]), s1[3]);
-		__m512 lo = _mm512_unpacklo_ps(y00, y01), hi = _mm512_unpackhi_ps(y00, y01);
-		_mm512_storeu_ps(out0 + 2 * j, _mm512_permutex2var_ps(lo, first, hi));
-		_mm512_storeu_ps(out0 + 2 * j + 16, _mm512_permutex2var_ps(lo, second, hi));
-		lo = _mm512_unpacklo_ps(y10, y11);
-		hi = _mm512_unpackhi_ps(y10, y11);
-		_mm512_storeu_ps(out1 + 2 * j, _mm512_permutex2var_ps(lo, first, hi));
-		_mm512_storeu_ps(out1 + 2 * j + 16, _mm512_permutex2var_ps(lo, second, hi));
-	}
-}
-
 /* m (KB, 8 NV) at ldm = u (KB, C) at ldu @ v (C, 8 NV) at ldv: KB x NV FMA chains. */
 static inline __attribute__((always_inline, target("avx2,fma"))) void
 gemm_block(float *m, size_t ldm, const float *u, int ldu, const float *v, size_t ldv, int C,
@@ -514,10 +446,6 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	 * multiple of 16) and every tile row has both its rows (P even), overwriting (beta = 0);
 	 * else through out0/out1 (the ResNets' 8x8 stage, odd sizes, backward data's accumulate). */
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
-	const int rows512 = avx512 && tw % 16 == 0; // whole 16-tile vectors per tile row
-	void (*const in_row)(float *, size_t, const float *, const float *, int, int) =
-		rows512 ? input_row512 : input_row;
-	void (*const out_row)(float *, float *, const float *, size_t, int) = rows512 ? output_row512 : output_row;
 
 	filter_transform(u, w, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -531,7 +459,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
-						in_row(v + (size_t)c * cap + (size_t)m * per + (size_t)(i - i0) * tw,
+						input_row(v + (size_t)c * cap + (size_t)m * per + (size_t)(i - i0) * tw,
 							  vs, e + off, o + off, l, tw);
 					}
 			}
@@ -549,10 +477,10 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 						const float *mt = mm + (size_t)k * cap + (size_t)m * per + (size_t)(i - i0) * tw;
 						float *y0 = y + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
 						if (direct) { // whole vectors fill exactly the 2 rows of y
-							out_row(y0, y0 + Q, mt, ms, tw);
+							output_row(y0, y0 + Q, mt, ms, tw);
 							continue;
 						}
-						out_row(out0, out1, mt, ms, tw);
+						output_row(out0, out1, mt, ms, tw);
 						const int nrows = 2 * i + 1 < P ? 2 : 1;
 						for (int r = 0; r < nrows; r++) {
 							float *yr = y0 + (size_t)r * Q;
@@ -588,27 +516,6 @@ __attribute__((target("avx2,fma"))) static void grad_row(float *restrict d, size
 			_mm256_storeu_ps(p + ds, _mm256_add_ps(eu[u], ou[u]));
 			_mm256_storeu_ps(p + 2 * ds, _mm256_sub_ps(eu[u], ou[u]));
 			_mm256_storeu_ps(p + 3 * ds, _mm256_sub_ps(zero, ou[u]));
-		}
-	}
-}
-
-/* grad_row with 16-float vectors (tw % 16 == 0, AVX-512): bit-identical, as input_row512. */
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void grad_row512(float *restrict d, size_t ds,
-									    const float *restrict e,
-									    const float *restrict o, int l, int tw)
-{
-	const __m512 zero = _mm512_setzero_ps();
-	for (int j = 0; j < tw; j += 16) {
-		__m512 e0 = _mm512_loadu_ps(e + j), e1 = _mm512_loadu_ps(e + l + j);
-		__m512 o0 = _mm512_loadu_ps(o + j), o1 = _mm512_loadu_ps(o + l + j);
-		__m512 eu[4] = {e0, _mm512_add_ps(e0, e1), _mm512_sub_ps(e0, e1), _mm512_sub_ps(zero, e1)};
-		__m512 ou[4] = {o0, _mm512_add_ps(o0, o1), _mm512_sub_ps(o0, o1), _mm512_sub_ps(zero, o1)};
-		for (int u = 0; u < 4; u++) {
-			float *p = d + (size_t)(4 * u) * ds + j;
-			_mm512_storeu_ps(p, eu[u]);
-			_mm512_storeu_ps(p + ds, _mm512_add_ps(eu[u], ou[u]));
-			_mm512_storeu_ps(p + 2 * ds, _mm512_sub_ps(eu[u], ou[u]));
-			_mm512_storeu_ps(p + 3 * ds, _mm512_sub_ps(zero, ou[u]));
 		}
 	}
 }
@@ -826,10 +733,6 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	float *d = v + 16 * vs;              // (16, K, cap)
 	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
 	const int avx512 = dnn_wino_avx512();
-	const int rows512 = avx512 && tw % 16 == 0; // whole 16-tile vectors per tile row
-	void (*const in_row)(float *, size_t, const float *, const float *, int, int) =
-		rows512 ? input_row512 : input_row;
-	void (*const g_row)(float *, size_t, const float *, const float *, int, int) = rows512 ? grad_row512 : grad_row;
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -846,13 +749,13 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
-						in_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
+						input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
 							  e + off, o + off, l, tw);
 					}
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)k * pl.hp + 2 * i) * l;
-						g_row(d + (size_t)k * cap + t0 + (size_t)(i - i0) * tw, ds,
+						grad_row(d + (size_t)k * cap + t0 + (size_t)(i - i0) * tw, ds,
 							 ey + off, oy + off, l, tw);
 					}
 			}
