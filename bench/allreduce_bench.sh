@@ -26,11 +26,12 @@
 # "..." are added to sim/platform.py's (e.g. "--netns-lat-us 900": another model of the same
 # measurements); --plot-only draws --plot from an existing --csv.
 # Needs root (namespaces) and the real and simulation builds (build/, build-sim/:
-# scripts/simulate.sh builds both). ANP_NET_ID [53] names the cluster.
+# scripts/simulate.sh builds both). ANP_NET_ID [53] names the cluster (bench/net_sim_validate.sh's
+# default is another). The set-up and the measured and simulated runs: scripts/lib.sh anp_netbench_*.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
-source "$ROOT/scripts/lib.sh" # the result line
+source "$ROOT/scripts/lib.sh" # the result line, the namespace-bench set-up and runs
 usage() { echo "allreduce_bench.sh: $*" >&2; exit 2; }
 VARIANTS="tree ring rhd" HOSTS="2 3 4" RATES="off 1gbit 100mbit"
 SIZES="4096 16384 65536 262144 1048576 4194304 16777216 67108864"
@@ -56,23 +57,12 @@ done
 for v in $VARIANTS; do [[ "$v" =~ ^(tree|ring|rhd)$ ]] || usage "variant '$v': expected tree, ring or rhd"; done
 for h in $HOSTS; do [[ "$h" =~ ^[2-9]$ ]] || usage "hosts '$h': expected 2..9"; done
 for s in $SIZES; do [[ "$s" =~ ^[0-9]+$ ]] && [ $((s % 8)) = 0 ] && [ "$s" -ge 64 ] || usage "size '$s': a multiple of 8 bytes, >= 64"; done
-REAL_APP="${ANP_REAL_BUILD:-$ROOT/build}/apps/starpu_anp"
-SIM_APP="${ANP_SIM_BUILD:-$ROOT/build-sim}/apps/starpu_anp"
-for a in "$REAL_APP" "$SIM_APP"; do [ -x "$a" ] || { echo "allreduce_bench.sh: $a is missing (scripts/simulate.sh --calibrate-only builds build/ and build-sim/)" >&2; exit 1; }; done
-# shellcheck source=../scripts/env.sh
-set --; source "$ROOT/scripts/env.sh" --sim --quiet >/dev/null
-SMPIRUN="${STARPU_SIM_PREFIX:?}/bin/starpu_smpirun"
-C="$ROOT/tests/net/cluster.sh"
-export ANP_NET_ID="${ANP_NET_ID:-53}"
-TMP="$(mktemp -d /tmp/anp-arbench-XXXXXX)"
-[ -n "$WORK" ] || { [ "$SIMONLY" = 0 ] || usage "--sim-only needs --work DIR"; WORK="$TMP/work"; }
+[ -n "$WORK" ] || [ "$SIMONLY" = 0 ] || usage "--sim-only needs --work DIR"
+anp_netbench_setup allreduce_bench 53 # REAL_APP, SIM_APP, SMPIRUN, ANP_NET_CLUSTER, TMP, NICE
+C="$ANP_NET_CLUSTER"
+[ -n "$WORK" ] || WORK="$TMP/work"
 mkdir -p "$WORK"; WORK="$(cd "$WORK" && pwd)"
 [ "$SIMONLY" = 0 ] || [ -s "$WORK/measured.csv" ] || usage "--sim-only: no $WORK/measured.csv"
-trap '[ "$SIMONLY" = 1 ] || bash "$C" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-NICE=""; if nice -n -15 true 2>/dev/null; then NICE="nice -n -15"; fi
-HOSTNAME_MODELS=anpnetbench # STARPU_HOSTNAME of the measured runs: the models' file suffix
 rate_bps() { case "$1" in off) echo 0 ;; *gbit) awk -v r="${1%gbit}" 'BEGIN{print r * 1e9}' ;; *mbit) awk -v r="${1%mbit}" 'BEGIN{print r * 1e6}' ;; *) echo 0 ;; esac; }
 # wire V N S BPS: the busiest link's bytes per all-reduce / rate (s): tree: rank 0 receives and
 # sends N-1 copies; ring and rhd: 2 (N-1)/N of the tensor each way per link.
@@ -90,7 +80,7 @@ for n in $HOSTS; do
     [ "$SIMONLY" = 1 ] || bash "$C" rate "$rate"
     pdir="$TMP/plat-$n-$rate"
     # shellcheck disable=SC2086
-    pname="$(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate" $PARGS)"
+    pname="$(anp_netbench_platform "$pdir" "$n" "$rate" $PARGS)"
     for v in $VARIANTS; do
       [ "$v" != rhd ] || [ $((n & (n - 1))) = 0 ] || continue
       for s in $SIZES; do
@@ -111,24 +101,13 @@ for n in $HOSTS; do
         fi
         for _ in $(seq "$REPS"); do
           [ -z "$row" ] || break
-          # Each rank calibrates into its own STARPU_HOME (cal/r<rank>): one file per rank, not one
-          # file that the ranks' shutdowns overwrite in turn.
-          line="$(timeout -k 5 300 bash "$C" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
-            -x STARPU_CALIBRATE=1 -x STARPU_HISTORY_MAX_ERROR=100000 -x STARPU_HOSTNAME="$HOSTNAME_MODELS" -x STARPU_SILENT=1 -x ANP_CAL="$cal" \
-            sh -c 'STARPU_HOME="$ANP_CAL/r$OMPI_COMM_WORLD_RANK" exec '"$NICE"' "$@"' sh "$REAL_APP" "${args[@]}" 2>"$TMP/err" | anp_result_line)" \
-            || { echo "measured run failed: $v $n $rate $s: $(grep -m1 error "$TMP/err" || tail -1 "$TMP/err")" >&2; continue; }
+          line="$(anp_netbench_measure "$v $n $rate $s" "$cal" 300 "${args[@]}")" || continue
           runs+=("$(anp_result_field "$line" allreduce_s)")
         done
         [ "${#runs[@]}" -gt 0 ] || continue
         meas="$(printf '%s\n' "${runs[@]}" | median)"
         [ -n "$row" ] || { load="$(cut -d' ' -f1 /proc/loadavg)"; echo "$v,$n,$rate,$s,$r,${runs[*]},$load" >>"$WORK/measured.csv"; }
-        models=""; for k in $(seq 0 $((n - 1))); do models+="${models:+:}$cal/r$k/.starpu/sampling"; done
-        # shellcheck disable=SC2046
-        simline="$(env STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$pname" STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
-          ANP_SIM_CPU_MODELS="$models" ANP_SIM_CPU_HOST="$HOSTNAME_MODELS" ANP_SIM_PLATFORM="$pname-x$n-netns-$rate" \
-          ANP_SIM_MODELS=cpu=calibrated STARPU_SILENT=1 timeout 600 "$SMPIRUN" -platform "$pdir/cluster.xml" -hostfile "$pdir/hostfile" \
-          -np "$n" $(cat "$pdir/smpi.cfg") "$SIM_APP" "${args[@]}" 2>"$TMP/simerr" | anp_result_line)" \
-          || { echo "simulated run failed: $v $n $rate $s: $(grep -m1 -E '^error|simulation:' "$TMP/simerr" || tail -1 "$TMP/simerr")" >&2; continue; }
+        simline="$(anp_netbench_simulate "$v $n $rate $s" "$cal" "$pdir" "$pname" "$n" "$rate" 600 "${args[@]}")" || continue
         sim="$(anp_result_field "$simline" allreduce_s)"
         ratio="$(awk -v a="$sim" -v b="$meas" 'BEGIN{printf "%.3f", (b > 0 ? a / b : 0)}')"
         printf '%-5s %5s %8s %10s %12s %12s %7s\n' "$v" "$n" "$rate" "$s" "$meas" "$sim" "$ratio"

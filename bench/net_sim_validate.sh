@@ -19,6 +19,8 @@
 #   case measured_img_s simulated_img_s ratio
 # and writes the CSV (case,net,hosts,rate,mode,measured_images_per_s,runs,simulated_images_per_s,ratio,load1).
 # Exit 0 whatever the ratios. Needs root, the real build and build-sim/ (scripts/simulate.sh).
+# ANP_NET_ID [54] names the cluster (not bench/allreduce_bench.sh's 53, so the two can run at once).
+# The set-up and the measured and simulated runs: scripts/lib.sh anp_netbench_*.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
@@ -39,19 +41,9 @@ while [ $# -gt 0 ]; do
     *) usage "unknown option '$1'" ;;
   esac
 done
-REAL_APP="${ANP_REAL_BUILD:-$ROOT/build}/apps/starpu_anp"
-SIM_APP="${ANP_SIM_BUILD:-$ROOT/build-sim}/apps/starpu_anp"
-for a in "$REAL_APP" "$SIM_APP"; do [ -x "$a" ] || { echo "net_sim_validate.sh: $a is missing" >&2; exit 1; }; done
-set --; source "$ROOT/scripts/env.sh" --sim --quiet >/dev/null
-SMPIRUN="${STARPU_SIM_PREFIX:?}/bin/starpu_smpirun"
-C="$ROOT/tests/net/cluster.sh"
-export ANP_NET_ID="${ANP_NET_ID:-53}"
-TMP="$(mktemp -d /tmp/anp-netval-XXXXXX)"
+anp_netbench_setup net_sim_validate 54 # REAL_APP, SIM_APP, SMPIRUN, ANP_NET_CLUSTER, TMP, NICE
+C="$ANP_NET_CLUSTER"
 [ "$SIMONLY" = 0 ] || [ -s "${WORK:-/nonexistent}/measured.csv" ] || usage "--sim-only needs --work DIR with measured.csv"
-trap '[ "$SIMONLY" = 1 ] || bash "$C" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-NICE=""; if nice -n -15 true 2>/dev/null; then NICE="nice -n -15"; fi
 echo "case,net,hosts,rate,mode,measured_images_per_s,runs,simulated_images_per_s,ratio,load1" >"$CSV"
 printf '%-24s %14s %14s %8s\n' case measured_img_s simulated_img_s sim/real
 up=""
@@ -72,10 +64,7 @@ for c in "${L[@]}"; do
   [ -z "$row" ] || { read -ra ips <<<"$(cut -d, -f2 <<<"$row")"; load="$(cut -d, -f3 <<<"$row")"; }
   for _ in $(seq "$REPS"); do
     [ -z "$row" ] || break
-    line="$(timeout -k 5 600 bash "$C" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
-      -x STARPU_CALIBRATE=1 -x STARPU_HISTORY_MAX_ERROR=100000 -x STARPU_HOSTNAME=anpnetbench -x STARPU_SILENT=1 -x ANP_CAL="$cal" \
-      sh -c 'STARPU_HOME="$ANP_CAL/r$OMPI_COMM_WORLD_RANK" exec '"$NICE"' "$@"' sh "$REAL_APP" "${args[@]}" 2>"$TMP/err" | anp_result_line)" \
-      || { echo "measured run failed: $c: $(grep -m1 error "$TMP/err" || tail -1 "$TMP/err")" >&2; continue; }
+    line="$(anp_netbench_measure "$c" "$cal" 600 "${args[@]}")" || continue
     ips+=("$(anp_result_field "$line" images_per_s)")
   done
   [ "${#ips[@]}" -gt 0 ] || continue
@@ -83,14 +72,8 @@ for c in "${L[@]}"; do
   meas="$(printf '%s\n' "${ips[@]}" | awk '$1 > 0 {s += 1 / $1; k++} END {printf "%.1f", (k && s > 0 ? k / s : 0)}')"
   pdir="$TMP/plat-$n-$rate"
   # shellcheck disable=SC2086
-  pname="$(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate" $PARGS)"
-  models=""; for k in $(seq 0 $((n - 1))); do models+="${models:+:}$cal/r$k/.starpu/sampling"; done
-  read -ra smpicfg <"$pdir/smpi.cfg"
-  simline="$(env STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$pname" STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
-    ANP_SIM_CPU_MODELS="$models" ANP_SIM_CPU_HOST=anpnetbench ANP_SIM_PLATFORM="$pname-x$n-netns-$rate" \
-    ANP_SIM_MODELS=cpu=calibrated STARPU_SILENT=1 timeout 900 "$SMPIRUN" -platform "$pdir/cluster.xml" -hostfile "$pdir/hostfile" \
-    -np "$n" "${smpicfg[@]}" "$SIM_APP" "${args[@]}" 2>"$TMP/simerr" | anp_result_line)" \
-    || { echo "simulated run failed: $c: $(grep -m1 -E '^error|simulation:' "$TMP/simerr" || tail -1 "$TMP/simerr")" >&2; continue; }
+  pname="$(anp_netbench_platform "$pdir" "$n" "$rate" $PARGS)"
+  simline="$(anp_netbench_simulate "$c" "$cal" "$pdir" "$pname" "$n" "$rate" 900 "${args[@]}")" || continue
   sim="$(anp_result_field "$simline" images_per_s)"
   ratio="$(awk -v a="$sim" -v b="$meas" 'BEGIN{printf "%.3f", (b > 0 ? a / b : 0)}')"
   printf '%-24s %14s %14s %8s\n' "$c" "$meas" "$sim" "$ratio"

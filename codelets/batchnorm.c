@@ -152,6 +152,63 @@ static inline float relu_mask(float g, float y)
 	return g;
 }
 
+/* Channel c's backward sums over its N planes: *sdy = sum g, *sdyx = sum g * (x - mean), g = dy
+ * (FUSED: relu_mask(dy, yr)), in 8 float lanes folded into double once per plane (fold8). FUSED is
+ * a literal at each call, as in the callers: the plain version reads no yr. */
+static inline __attribute__((always_inline)) void
+channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, const float *yr,
+		  const dnn_batchnorm_args *a, int c, float mean, const int FUSED)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	double t1 = 0, t2 = 0;
+	for (int n = 0; n < N; n++) {
+		const float *restrict xp = x + ((size_t)n * C + c) * HW;
+		const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
+		const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
+		float s1[8] = {0}, s2[8] = {0};
+		int i = 0;
+		for (; i + 8 <= HW; i += 8)
+			for (int j = 0; j < 8; j++) {
+				float g = FUSED ? relu_mask(dyp[i + j], yrp[i + j]) : dyp[i + j];
+				s1[j] += g;
+				s2[j] += g * (xp[i + j] - mean);
+			}
+		for (; i < HW; i++) {
+			float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+			s1[0] += g;
+			s2[0] += g * (xp[i] - mean);
+		}
+		t1 += fold8(s1);
+		t2 += fold8(s2);
+	}
+	*sdy = t1;
+	*sdyx = t2;
+}
+
+/* Channel c's dx (=, or += when a->accumulate_dx) = k * g + (x - mean) * kx + k0, g as above. */
+static inline __attribute__((always_inline)) void
+channel_dx(float *dx, const float *x, const float *dy, const float *yr, const dnn_batchnorm_args *a, int c,
+	   float mean, float k, float kx, float k0, const int FUSED)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	for (int n = 0; n < N; n++) {
+		const float *restrict xp = x + ((size_t)n * C + c) * HW;
+		const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
+		const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
+		float *restrict dxp = dx + ((size_t)n * C + c) * HW;
+		if (a->accumulate_dx)
+			for (int i = 0; i < HW; i++) {
+				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+				dxp[i] += k * g + (xp[i] - mean) * kx + k0;
+			}
+		else
+			for (int i = 0; i < HW; i++) {
+				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+				dxp[i] = k * g + (xp[i] - mean) * kx + k0;
+			}
+	}
+}
+
 /* The backward's body; FUSED is a literal at each call so that the compiler drops the mask (and
  * the read of yr) from the plain version. Fused: the incoming gradient is dy * (yr > 0). */
 static inline __attribute__((always_inline)) void
@@ -162,27 +219,8 @@ bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float 
 	const double M = (double)N * HW;
 	for (int c = 0; c < C; c++) {
 		const float mean = saved[c], invstd = saved[2 * C + c];
-		double sdy = 0, sdyx = 0; // sum(dy), sum(dy * xhat)
-		for (int n = 0; n < N; n++) {
-			const float *restrict xp = x + ((size_t)n * C + c) * HW;
-			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
-			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
-			float s1[8] = {0}, s2[8] = {0};
-			int i = 0;
-			for (; i + 8 <= HW; i += 8)
-				for (int j = 0; j < 8; j++) {
-					float g = FUSED ? relu_mask(dyp[i + j], yrp[i + j]) : dyp[i + j];
-					s1[j] += g;
-					s2[j] += g * (xp[i + j] - mean);
-				}
-			for (; i < HW; i++) {
-				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-				s1[0] += g;
-				s2[0] += g * (xp[i] - mean);
-			}
-			sdy += fold8(s1);
-			sdyx += fold8(s2);
-		}
+		double sdy, sdyx; // sum(dy), sum(dy * xhat)
+		channel_grad_sums(&sdy, &sdyx, x, dy, yr, a, c, mean, FUSED);
 		sdyx *= invstd;
 		dbeta[c] += (float)sdy;
 		dgamma[c] += (float)sdyx;
@@ -190,22 +228,7 @@ bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float 
 		//    = k * dy + (x - mean) * kx + k0
 		const float k = gamma[c] * invstd, mdy = (float)(sdy / M), mdyx = (float)(sdyx / M);
 		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
-		for (int n = 0; n < N; n++) {
-			const float *restrict xp = x + ((size_t)n * C + c) * HW;
-			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
-			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
-			float *restrict dxp = dx + ((size_t)n * C + c) * HW;
-			if (a->accumulate_dx)
-				for (int i = 0; i < HW; i++) {
-					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-					dxp[i] += k * g + (xp[i] - mean) * kx + k0;
-				}
-			else
-				for (int i = 0; i < HW; i++) {
-					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-					dxp[i] = k * g + (xp[i] - mean) * kx + k0;
-				}
-		}
+		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED);
 	}
 }
 
@@ -288,30 +311,11 @@ static inline __attribute__((always_inline)) void
 bn_sums_bwd(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved, const float *dy,
 	    const float *yr, const dnn_batchnorm_args *a, const int FUSED)
 {
-	const int N = a->N, C = a->C, HW = a->HW;
+	const int C = a->C;
 	for (int c = 0; c < C; c++) {
 		const float mean = saved[c], invstd = saved[2 * C + c];
-		double sdy = 0, sdyx = 0;
-		for (int n = 0; n < N; n++) {
-			const float *restrict xp = x + ((size_t)n * C + c) * HW;
-			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
-			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
-			float s1[8] = {0}, s2[8] = {0};
-			int i = 0;
-			for (; i + 8 <= HW; i += 8)
-				for (int j = 0; j < 8; j++) {
-					float g = FUSED ? relu_mask(dyp[i + j], yrp[i + j]) : dyp[i + j];
-					s1[j] += g;
-					s2[j] += g * (xp[i + j] - mean);
-				}
-			for (; i < HW; i++) {
-				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-				s1[0] += g;
-				s2[0] += g * (xp[i] - mean);
-			}
-			sdy += fold8(s1);
-			sdyx += fold8(s2);
-		}
+		double sdy, sdyx;
+		channel_grad_sums(&sdy, &sdyx, x, dy, yr, a, c, mean, FUSED);
 		sums[c] += sdy;
 		sums[C + c] += sdyx;
 		dbeta[c] += (float)sdy;
@@ -332,30 +336,15 @@ static inline __attribute__((always_inline)) void
 bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved, const float *dy, const float *yr,
 	      const double *sums, const dnn_batchnorm_args *a, const int FUSED)
 {
-	const int N = a->N, C = a->C, HW = a->HW;
-	const double M = (double)a->global_n * HW;
+	const int C = a->C;
+	const double M = (double)a->global_n * a->HW;
 	for (int c = 0; c < C; c++) {
 		const float mean = saved[c], invstd = saved[2 * C + c];
 		// dx = k * g + (x - mean) * kx + k0 (bn_backward's form, with the global sums)
 		const float k = gamma[c] * invstd, mdy = (float)(sums[c] / M),
 			    mdyx = (float)(sums[C + c] * (double)invstd / M);
 		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
-		for (int n = 0; n < N; n++) {
-			const float *restrict xp = x + ((size_t)n * C + c) * HW;
-			const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
-			const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
-			float *restrict dxp = dx + ((size_t)n * C + c) * HW;
-			if (a->accumulate_dx)
-				for (int i = 0; i < HW; i++) {
-					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-					dxp[i] += k * g + (xp[i] - mean) * kx + k0;
-				}
-			else
-				for (int i = 0; i < HW; i++) {
-					float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-					dxp[i] = k * g + (xp[i] - mean) * kx + k0;
-				}
-		}
+		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED);
 	}
 }
 

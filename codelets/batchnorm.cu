@@ -11,6 +11,7 @@
  */
 #include <starpu.h>
 
+#include "cuda_reduce.cuh"
 #include "dnn_cuda.h"
 
 extern "C" {
@@ -51,10 +52,9 @@ static void bn_desc_destroy(bn_desc *d)
 
 // saved (3C): var[c] = mean over (N, HW) of (x - m)^2 - (mean_d - m)^2, m = saved[c] (cuDNN's
 // float mean), mean_d the exact mean: the CPU's formula (batchnorm.c), summed in double.
-// One block per channel, shared-memory tree reduction of both sums.
+// One block per channel, both sums reduced over the block by dnn_block_sum2.
 static __global__ void bn_var_kernel(float *saved, const float *x, int N, int C, int HW)
 {
-	__shared__ double s_dev[BN_VAR_THREADS], s_sq[BN_VAR_THREADS];
 	const int c = blockIdx.x;
 	const float m = saved[c];
 	const size_t count = (size_t)N * HW;
@@ -65,18 +65,9 @@ static __global__ void bn_var_kernel(float *saved, const float *x, int N, int C,
 		dev += d;
 		sq += d * d;
 	}
-	s_dev[threadIdx.x] = dev;
-	s_sq[threadIdx.x] = sq;
-	__syncthreads();
-	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s) {
-			s_dev[threadIdx.x] += s_dev[threadIdx.x + s];
-			s_sq[threadIdx.x] += s_sq[threadIdx.x + s];
-		}
-		__syncthreads();
-	}
+	dnn_block_sum2<BN_VAR_THREADS>(&dev, &sq);
 	if (threadIdx.x == 0) {
-		double M = (double)count, dm = s_dev[0] / M, var = s_sq[0] / M - dm * dm;
+		double M = (double)count, dm = dev / M, var = sq / M - dm * dm;
 		saved[C + c] = (float)(var > 0 ? var : 0);
 	}
 }
@@ -212,7 +203,6 @@ extern "C" void dnn_batchnorm_bwd_cuda(void *buffers[], void *cl_arg)
 // sums (2C) += [sum x | sum x^2] of x (N, C, HW)
 static __global__ void bn_sums_fwd_kernel(double *sums, const float *x, int N, int C, int HW)
 {
-	__shared__ double s1[BN_SUM_THREADS], s2[BN_SUM_THREADS];
 	const int c = blockIdx.x;
 	const size_t count = (size_t)N * HW;
 	double a = 0, b = 0;
@@ -222,15 +212,9 @@ static __global__ void bn_sums_fwd_kernel(double *sums, const float *x, int N, i
 		a += v;
 		b += v * v;
 	}
-	s1[threadIdx.x] = a, s2[threadIdx.x] = b;
-	__syncthreads();
-	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s)
-			s1[threadIdx.x] += s1[threadIdx.x + s], s2[threadIdx.x] += s2[threadIdx.x + s];
-		__syncthreads();
-	}
+	dnn_block_sum2<BN_SUM_THREADS>(&a, &b);
 	if (threadIdx.x == 0)
-		sums[c] += s1[0], sums[C + c] += s2[0];
+		sums[c] += a, sums[C + c] += b;
 }
 
 // saved (3C) from the forward sums over M values (the CPU's global_stats)
@@ -264,7 +248,6 @@ static __global__ void bn_normalise_kernel(float *y, const float *x, const float
 static __global__ void bn_sums_bwd_kernel(double *sums, float *dgamma, float *dbeta, const float *x,
 					  const float *saved, const float *dy, const float *y, int N, int C, int HW)
 {
-	__shared__ double s1[BN_SUM_THREADS], s2[BN_SUM_THREADS];
 	const int c = blockIdx.x;
 	const size_t count = (size_t)N * HW;
 	const float mean = saved[c];
@@ -275,17 +258,11 @@ static __global__ void bn_sums_bwd_kernel(double *sums, float *dgamma, float *db
 		a += (double)g;
 		b += (double)g * (double)(x[k] - mean);
 	}
-	s1[threadIdx.x] = a, s2[threadIdx.x] = b;
-	__syncthreads();
-	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s)
-			s1[threadIdx.x] += s1[threadIdx.x + s], s2[threadIdx.x] += s2[threadIdx.x + s];
-		__syncthreads();
-	}
+	dnn_block_sum2<BN_SUM_THREADS>(&a, &b);
 	if (threadIdx.x == 0) {
-		sums[c] += s1[0], sums[C + c] += s2[0];
-		dbeta[c] += (float)s1[0];
-		dgamma[c] += (float)(s2[0] * (double)saved[2 * C + c]);
+		sums[c] += a, sums[C + c] += b;
+		dbeta[c] += (float)a;
+		dgamma[c] += (float)(b * (double)saved[2 * C + c]);
 	}
 }
 

@@ -1,6 +1,7 @@
 /* sgd.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW, LAMB: the formulas in sgd.h). */
 #include <starpu.h>
 
+#include "cuda_reduce.cuh"
 #include "dnn_cuda.h"
 
 extern "C" {
@@ -30,21 +31,14 @@ static __global__ void sgd_update_kernel(float *w, float *v, float *grad, float 
 #define LARS_THREADS 256
 static __global__ void lars_norms_kernel(const float *w, const float *grad, size_t n, float scale, double *part)
 {
-	__shared__ double sw[LARS_THREADS], sg[LARS_THREADS];
 	double aw = 0, ag = 0;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
 		double g = (double)(grad[i] * scale);
 		aw += (double)w[i] * (double)w[i], ag += g * g;
 	}
-	sw[threadIdx.x] = aw, sg[threadIdx.x] = ag;
-	__syncthreads();
-	for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s)
-			sw[threadIdx.x] += sw[threadIdx.x + s], sg[threadIdx.x] += sg[threadIdx.x + s];
-		__syncthreads();
-	}
+	dnn_block_sum2<LARS_THREADS>(&aw, &ag);
 	if (threadIdx.x == 0)
-		part[2 * blockIdx.x] = sw[0], part[2 * blockIdx.x + 1] = sg[0];
+		part[2 * blockIdx.x] = aw, part[2 * blockIdx.x + 1] = ag;
 }
 
 // One thread: the partial sums in order -> part[0] := lr * lambda (sgd.h).
@@ -104,7 +98,6 @@ static __device__ float lamb_dir(float mi, float si, float wi, float inv_bc1, fl
 static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, const float *grad, size_t n, dnn_sgd_args a,
 					   double *part)
 {
-	__shared__ double sw[LARS_THREADS], su[LARS_THREADS];
 	const float inv_bc1 = 1.0f / a.bc1, inv_bc2 = 1.0f / a.bc2;
 	double aw = 0, au = 0;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -115,15 +108,9 @@ static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, c
 		double u = (double)lamb_dir(mi, si, w[i], inv_bc1, inv_bc2, a.eps, a.weight_decay);
 		aw += (double)w[i] * (double)w[i], au += u * u;
 	}
-	sw[threadIdx.x] = aw, su[threadIdx.x] = au;
-	__syncthreads();
-	for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) {
-		if (threadIdx.x < k)
-			sw[threadIdx.x] += sw[threadIdx.x + k], su[threadIdx.x] += su[threadIdx.x + k];
-		__syncthreads();
-	}
+	dnn_block_sum2<LARS_THREADS>(&aw, &au);
 	if (threadIdx.x == 0)
-		part[2 * blockIdx.x] = sw[0], part[2 * blockIdx.x + 1] = su[0];
+		part[2 * blockIdx.x] = aw, part[2 * blockIdx.x + 1] = au;
 }
 
 // One thread: the partial sums in order -> part[0] := lr * trust ratio (sgd.h).

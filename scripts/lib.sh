@@ -29,3 +29,69 @@ anp_result_field() {
 }
 
 ANP_MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
+
+# The network-namespace benches (bench/allreduce_bench.sh, bench/net_sim_validate.sh) run one
+# command measured over tests/net/cluster.sh hosts and simulated on sim/platform.py --network
+# netns, one StarPU CPU worker per rank (dmda); the measured runs calibrate StarPU's CPU models,
+# the simulation times every task with them. What they share:
+#   anp_netbench_setup NAME NET_ID   with ROOT the checkout: REAL_APP and SIM_APP (the builds
+#       ANP_REAL_BUILD [ROOT/build], ANP_SIM_BUILD [ROOT/build-sim]; one line and exit 1 when one is
+#       missing), env.sh --sim, SMPIRUN, ANP_NET_CLUSTER (cluster.sh), ANP_NET_ID (exported;
+#       NET_ID unless set: each bench has its own, so two never share a cluster), TMP (a fresh
+#       /tmp/anp-NAME-XXXXXX), NICE; on exit the cluster goes down (unless SIMONLY=1) and TMP goes
+#   anp_netbench_platform PDIR N RATE [ARGS...]   sim/platform.py's N-host netns platform at RATE
+#       (ARGS: more of its options) into PDIR; prints the platform's name
+#   anp_netbench_measure LABEL CAL LIMIT ARGS...   REAL_APP ARGS over the cluster (timeout LIMIT s),
+#       each rank calibrating into CAL/r<rank>; prints the run's result line, or "measured run
+#       failed: LABEL: <its first error>" on stderr and status 1
+#   anp_netbench_simulate LABEL CAL PDIR PNAME N RATE LIMIT ARGS...   SIM_APP ARGS on N hosts of
+#       that platform, the tasks timed by the models CAL holds; prints the result line, or
+#       "simulated run failed: LABEL: ..." and status 1
+ANP_NETBENCH_HOST=anpnetbench # STARPU_HOSTNAME of the measured runs: their models' file suffix
+
+anp_netbench_setup() {
+  local name="$1" a
+  REAL_APP="${ANP_REAL_BUILD:-${ROOT:?}/build}/apps/starpu_anp"
+  SIM_APP="${ANP_SIM_BUILD:-$ROOT/build-sim}/apps/starpu_anp"
+  for a in "$REAL_APP" "$SIM_APP"; do
+    [ -x "$a" ] || { echo "$name.sh: $a is missing (scripts/simulate.sh --calibrate-only builds build/ and build-sim/)" >&2; exit 1; }
+  done
+  # shellcheck source=env.sh
+  source "$ROOT/scripts/env.sh" --sim --quiet >/dev/null
+  SMPIRUN="${STARPU_SIM_PREFIX:?}/bin/starpu_smpirun"
+  ANP_NET_CLUSTER="$ROOT/tests/net/cluster.sh"
+  export ANP_NET_ID="${ANP_NET_ID:-$2}"
+  TMP="$(mktemp -d "/tmp/anp-$name-XXXXXX")"
+  trap '[ "${SIMONLY:-0}" = 1 ] || bash "$ANP_NET_CLUSTER" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  NICE=""; if nice -n -15 true 2>/dev/null; then NICE="nice -n -15"; fi
+}
+
+anp_netbench_platform() {
+  local pdir="$1" n="$2" rate="$3"; shift 3
+  python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate" "$@"
+}
+
+anp_netbench_measure() {
+  local label="$1" cal="$2" limit="$3" line; shift 3
+  # Each rank calibrates into its own STARPU_HOME (CAL/r<rank>): one file per rank, not one file
+  # that the ranks' shutdowns overwrite in turn.
+  line="$(timeout -k 5 "$limit" bash "$ANP_NET_CLUSTER" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
+    -x STARPU_CALIBRATE=1 -x STARPU_HISTORY_MAX_ERROR=100000 -x STARPU_HOSTNAME="$ANP_NETBENCH_HOST" -x STARPU_SILENT=1 -x ANP_CAL="$cal" \
+    sh -c 'STARPU_HOME="$ANP_CAL/r$OMPI_COMM_WORLD_RANK" exec '"$NICE"' "$@"' sh "$REAL_APP" "$@" 2>"$TMP/err" | anp_result_line)" \
+    || { echo "measured run failed: $label: $(grep -m1 error "$TMP/err" || tail -1 "$TMP/err")" >&2; return 1; }
+  printf '%s\n' "$line"
+}
+
+anp_netbench_simulate() {
+  local label="$1" cal="$2" pdir="$3" pname="$4" n="$5" rate="$6" limit="$7" models="" k line cfg=(); shift 7
+  for k in $(seq 0 $((n - 1))); do models+="${models:+:}$cal/r$k/.starpu/sampling"; done
+  read -rd '' -a cfg <"$pdir/smpi.cfg" || true # its options, split on blanks and newlines
+  line="$(env STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$pname" STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
+    ANP_SIM_CPU_MODELS="$models" ANP_SIM_CPU_HOST="$ANP_NETBENCH_HOST" ANP_SIM_PLATFORM="$pname-x$n-netns-$rate" \
+    ANP_SIM_MODELS=cpu=calibrated STARPU_SILENT=1 timeout "$limit" "$SMPIRUN" -platform "$pdir/cluster.xml" -hostfile "$pdir/hostfile" \
+    -np "$n" "${cfg[@]}" "$SIM_APP" "$@" 2>"$TMP/simerr" | anp_result_line)" \
+    || { echo "simulated run failed: $label: $(grep -m1 -E '^error|simulation:' "$TMP/simerr" || tail -1 "$TMP/simerr")" >&2; return 1; }
+  printf '%s\n' "$line"
+}

@@ -64,39 +64,66 @@ static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int
 				    .momentum = nd->momentum, .relu = relu};
 }
 
-/* --batchnorm global, forward of chunk ctx->c (the plan submits layer by layer): its sums; after
- * the last chunk's, the sum over the ranks, then every chunk's normalisation with the global
- * mean and variance, and the running statistics from them (chunk 0's saved buffer). */
-static int forward_global(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a)
+/* --batchnorm global: what the forward and the backward pass each give global_walk. */
+typedef struct {
+	int phase; /* DNN_BN_FWD or DNN_BN_BWD: which local and reduced sums (bnstats.h) */
+	/* chunk ctx->c's task adding its sums into S (and, backward, its share of dgamma, dbeta) */
+	int (*sums)(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t S);
+	/* chunk ctx->c's task reading the sums over the ranks, G */
+	int (*apply)(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t G);
+} global_pass;
+
+/* --batchnorm global, one pass of chunk ctx->c (the plan submits layer by layer): its sums into
+ * its local buffer (zeroed by chunk 0); after the last chunk's, the sum over the ranks, then every
+ * chunk's apply task, ending on the last chunk, where it started. */
+static int global_walk(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a, const global_pass *pass)
+{
+	starpu_data_handle_t S = dnn_bn_sums_local(ctx->p, i, ctx->slot, pass->phase), G;
+	if (ctx->c == 0)
+		DNN_OP_SUBMIT(ctx, dnn_insert_bn_dsum_zero(ctx->opts, S));
+	int rc = pass->sums(ctx, i, &a, S);
+	if (rc != 0 || ctx->c < ctx->p->nchunks - 1)
+		return rc;
+	if ((rc = dnn_bn_sums_reduce(ctx->p, i, ctx->slot, pass->phase, &G)) != 0)
+		return rc;
+	/* The walk ends on the last chunk, where it started, with the caller's options again:
+	 * ctx->opts must not keep pointing at this frame's buf after the return. */
+	const dnn_task_opts *caller_opts = ctx->opts;
+	dnn_task_opts buf;
+	for (int c = 0; c < ctx->p->nchunks && rc == 0; c++) {
+		dnn_op_ctx_chunk(ctx, c, &buf);
+		a.N = ctx->n;
+		rc = pass->apply(ctx, i, &a, G);
+	}
+	ctx->opts = caller_opts;
+	return rc;
+}
+
+static int fwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t S)
+{
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_fwd(ctx->opts, a, dnn_op_out(ctx, ctx->g->nodes[i].inputs[0]), S));
+	return 0;
+}
+
+/* Chunk ctx->c's normalisation with the global mean and variance; chunk 0's saved buffer gives
+ * the running statistics. */
+static int fwd_global_apply(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t G)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	const int relu = dnn_fuse_bn_relu(ctx->p, i);
-	starpu_data_handle_t S = dnn_bn_sums_local(ctx->p, i, ctx->slot, DNN_BN_FWD), G;
-	if (ctx->c == 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_bn_dsum_zero(ctx->opts, S));
-	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), S));
-	if (ctx->c < ctx->p->nchunks - 1)
-		return 0;
-	int rc = dnn_bn_sums_reduce(ctx->p, i, ctx->slot, DNN_BN_FWD, &G);
-	if (rc != 0)
-		return rc;
-	dnn_task_opts buf;
-	for (int c = 0; c < ctx->p->nchunks; c++) { /* ends on the last chunk, where it started */
-		dnn_op_ctx_chunk(ctx, c, &buf);
-		a.N = ctx->n;
-		starpu_data_handle_t saved = dnn_op_saved(ctx, i);
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_global(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), gamma->hw,
-								   beta->hw, G, dnn_op_out(ctx, relu >= 0 ? relu : i),
-								   saved));
-		if (c == 0) {
-			dnn_batchnorm_args r = a;
-			r.N = a.global_n; /* the unbiased variance's M / (M - 1) over the global batch */
-			DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(ctx->opts, &r, saved, ctx->m->hrunning[i]));
-		}
+	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_global(ctx->opts, a, dnn_op_out(ctx, nd->inputs[0]), gamma->hw, beta->hw,
+							   G, dnn_op_out(ctx, relu >= 0 ? relu : i), saved));
+	if (ctx->c == 0) {
+		dnn_batchnorm_args r = *a;
+		r.N = a->global_n; /* the unbiased variance's M / (M - 1) over the global batch */
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(ctx->opts, &r, saved, ctx->m->hrunning[i]));
 	}
 	return 0;
 }
+
+static const global_pass fwd_global = {DNN_BN_FWD, fwd_global_sums, fwd_global_apply};
 
 static int forward(dnn_op_ctx *ctx, int i)
 {
@@ -112,7 +139,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	}
 	if (ctx->p->bn_global) {
 		a.global_n = ctx->p->bn_global_n;
-		return forward_global(ctx, i, a);
+		return global_walk(ctx, i, a, &fwd_global);
 	}
 	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
 	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(ctx->opts, &a, x, gamma->hw, beta->hw, y, saved));
@@ -122,37 +149,30 @@ static int forward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
-/* --batchnorm global, backward of chunk ctx->c: its two sums (and its share of dgamma, dbeta);
- * after the last chunk's, the sum over the ranks, then every chunk's dx. Every chunk walks the
- * same nodes, so the accumulate-or-overwrite choice of this chunk's dx is every chunk's. */
-static int backward_global(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a)
+/* --batchnorm global, backward: chunk ctx->c's two sums (and its share of dgamma, dbeta); then
+ * every chunk's dx. Every chunk walks the same nodes, so the accumulate-or-overwrite choice of
+ * this chunk's dx (a->accumulate_dx, backward) is every chunk's. */
+static int bwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t T)
 {
-	const dnn_node *nd = &ctx->g->nodes[i];
-	const int i0 = nd->inputs[0], relu = dnn_fuse_bn_relu(ctx->p, i);
+	const int relu = dnn_fuse_bn_relu(ctx->p, i);
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
-	starpu_data_handle_t T = dnn_bn_sums_local(ctx->p, i, ctx->slot, DNN_BN_BWD), G;
-	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
-	if (ctx->c == 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_bn_dsum_zero(ctx->opts, T));
-	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_bwd(ctx->opts, &a, dnn_op_out(ctx, i0), dnn_op_saved(ctx, i),
-							 dnn_op_dy(ctx, relu >= 0 ? relu : i),
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_bwd(ctx->opts, a, dnn_op_out(ctx, ctx->g->nodes[i].inputs[0]),
+							 dnn_op_saved(ctx, i), dnn_op_dy(ctx, relu >= 0 ? relu : i),
 							 relu >= 0 ? dnn_op_out(ctx, relu) : NULL, T, gamma->hg, beta->hg));
-	if (ctx->c < ctx->p->nchunks - 1)
-		return 0;
-	int rc = dnn_bn_sums_reduce(ctx->p, i, ctx->slot, DNN_BN_BWD, &G);
-	if (rc != 0)
-		return rc;
-	dnn_task_opts buf;
-	for (int c = 0; c < ctx->p->nchunks; c++) { /* ends on the last chunk, where it started */
-		dnn_op_ctx_chunk(ctx, c, &buf);
-		a.N = ctx->n;
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd_global(ctx->opts, &a, dnn_op_out(ctx, i0), gamma->hw,
-								   dnn_op_saved(ctx, i), dnn_op_dy(ctx, relu >= 0 ? relu : i),
-								   relu >= 0 ? dnn_op_out(ctx, relu) : NULL, G,
-								   dnn_op_dy(ctx, i0)));
-	}
 	return 0;
 }
+
+static int bwd_global_apply(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t G)
+{
+	const int i0 = ctx->g->nodes[i].inputs[0], relu = dnn_fuse_bn_relu(ctx->p, i);
+	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA);
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd_global(ctx->opts, a, dnn_op_out(ctx, i0), gamma->hw, dnn_op_saved(ctx, i),
+							   dnn_op_dy(ctx, relu >= 0 ? relu : i),
+							   relu >= 0 ? dnn_op_out(ctx, relu) : NULL, G, dnn_op_dy(ctx, i0)));
+	return 0;
+}
+
+static const global_pass bwd_global = {DNN_BN_BWD, bwd_global_sums, bwd_global_apply};
 
 static int backward(dnn_op_ctx *ctx, int i)
 {
@@ -161,11 +181,11 @@ static int backward(dnn_op_ctx *ctx, int i)
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	starpu_data_handle_t x = dnn_op_out(ctx, i0), saved = dnn_op_saved(ctx, i), dx = dnn_op_dy(ctx, i0);
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
+	a.accumulate_dx = dnn_op_take_dx(ctx, i0); /* i0 is never the net's input (infer) */
 	if (ctx->p->bn_global) {
 		a.global_n = ctx->p->bn_global_n;
-		return backward_global(ctx, i, a);
+		return global_walk(ctx, i, a, &bwd_global);
 	}
-	a.accumulate_dx = dnn_op_take_dx(ctx, i0); /* i0 is never the net's input (infer) */
 	if (relu >= 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, relu),
 								 dnn_op_out(ctx, relu), dx, gamma->hg, beta->hg, STARPU_REDUX));

@@ -25,75 +25,85 @@ RING1="$("$STARPU_ANP" "${COMMON[@]}" --allreduce ring | tail -1)" || fail "sing
 [ "$(result_field "$RING1" train_loss)" = "$REF" ] || fail "--allreduce ring changes a single-process run: $RING1"
 ASYNC1="$("$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 2 | tail -1)" || fail "single-process async failed"
 [ "$(result_field "$ASYNC1" train_loss)" = "$REF" ] || fail "async with one process is not sync: $ASYNC1"
-# Every all-reduce algorithm (--allreduce; tree is the default, so the first run passes none).
+# run_ranks NP LABEL ENV ARGS...: the run of COMMON ARGS over NP ranks, ENV (VAR=VALUE words, ""
+# for none) set and passed to every rank; its result line in LINE, its train_loss in L. Status 1
+# (its stderr shown, one FAIL naming LABEL) when the run or its result line failed.
+run_ranks() {
+  local np="$1" label="$2" envs="$3" kv xs=(); shift 3
+  for kv in $envs; do xs+=(-x "${kv%%=*}"); done
+  # shellcheck disable=SC2086 # ENV: one word per variable
+  LINE="$(env $envs timeout 300 "${ANP_MPIRUN[@]}" -np "$np" "${xs[@]}" "$STARPU_ANP" "${COMMON[@]}" "$@" 2>"$TMP/err" | tail -1)" \
+    || { cat "$TMP/err" >&2; fail "$label: mpirun -np $np $envs ${*} failed"; return 1; }
+  # (errexit is off in a function called as a condition: a broken result line is a FAIL here)
+  L="$(result_field "$LINE" train_loss)" || { fail "$label: result line: $LINE"; return 1; }
+}
+# near_ref LABEL: L within TOL (relative) of the single process's loss.
+near_ref() {
+  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$1: train_loss $L vs $REF (tolerance $TOL relative)"
+}
+# Every all-reduce algorithm (--allreduce; tree is the default, so the first run passes none), at
+# every rank count: ranks x algorithm.
 for np in 2 3 4; do for ar in default ring rhd; do
   [ "$np" != 3 ] || [ "$ar" != rhd ] || continue # refused at 3 ranks: below
   ARG=(); [ "$ar" = default ] || ARG=(--allreduce "$ar")
-  LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np $np "$STARPU_ANP" "${COMMON[@]}" "${ARG[@]}" 2>"$TMP/err" | tail -1)" \
-    || { cat "$TMP/err" >&2; fail "mpirun -np $np ($ar) failed"; continue; }
-  L="$(result_field "$LINE" train_loss)"
+  run_ranks "$np" "$np ranks ($ar)" "" "${ARG[@]}" || continue
   echo "$np ranks, $ar all-reduce:   train_loss=$L ($(result_field "$LINE" images_per_s) img/s)"
   [ "$(result_field "$LINE" ranks)" = "$np" ] || fail "result line says ranks=$(result_field "$LINE" ranks)"
   [ "$(result_field "$LINE" mode)" = sync ] || fail "result line says mode=$(result_field "$LINE" mode)"
   [ "$(result_field "$LINE" allreduce)" = "$([ "$ar" = default ] && echo tree || echo "$ar")" ] \
     || fail "$np ranks ($ar): result line says allreduce=$(result_field "$LINE" allreduce)"
-  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks ($ar): train_loss $L vs $REF (tolerance $TOL relative)"
+  near_ref "$np ranks ($ar)"
 done; done
 # Gradient buckets (--bucket-mb) pack the tensors into fewer all-reduces: the same sums, so the
 # same loss, with fewer collectives. lenet5 has 10 tensors: 1 MiB packs all of them into one
 # bucket (61706 floats); 0.01 MiB the small ones into two (1070 and 2556 floats); 0.004 MiB into
 # two of 934 and 292. A bucket of N * 256 floats or more takes the ring or rhd, a smaller one the
 # tree: every variant at 2, 3 and 4 ranks, with ring buckets, tree buckets and both in one run.
+#          ranks algorithm MiB
 for spec in "2 tree 1" "2 ring 0.004" "2 rhd 1" "3 tree 0.01" "3 ring 0.004" "4 ring 1" "4 rhd 0.004" "4 rhd 0.01"; do
   read -r np ar mb <<<"$spec"
-  LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np $np "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --bucket-mb $mb 2>"$TMP/err" | tail -1)" \
-    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar --bucket-mb $mb failed"; continue; }
-  L="$(result_field "$LINE" train_loss)"; N="$(result_field "$LINE" allreduces)"
+  run_ranks "$np" "$np ranks, $ar, buckets of $mb MiB" "" --allreduce "$ar" --bucket-mb "$mb" || continue
+  N="$(result_field "$LINE" allreduces)"
   echo "$np ranks, $ar, buckets of $mb MiB: train_loss=$L, $N all-reduces per step"
   [ "$(result_field "$LINE" bucket_mb)" = "$mb" ] || fail "--bucket-mb $mb: result line says bucket_mb=$(result_field "$LINE" bucket_mb)"
   [ -n "$N" ] && [ "$N" -lt 10 ] || fail "--bucket-mb $mb: $N all-reduces per step, not fewer than lenet5's 10 tensors"
   [ "$mb" != 1 ] || [ "$N" = 1 ] || fail "--bucket-mb 1: $N all-reduces, expected 1 bucket for all of lenet5"
-  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, buckets $mb: train_loss $L vs $REF (tolerance $TOL relative)"
+  near_ref "$np ranks, buckets $mb"
 done
+# The all-reduce's placement, under --pin-chunks: the same sums, so the same loss.
 # DNN_ALLREDUCE_PRIO (default 2: the all-reduce's tasks by layer priority, pinned to the chunks'
-# workers under --pin-chunks; 0: unordered, unpinned) only reorders the same sums: the same loss.
-for spec in "2 tree 2" "4 rhd 2" "2 ring 0"; do
-  read -r np ar prio <<<"$spec"
-  LINE="$(DNN_ALLREDUCE_PRIO=$prio timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np -x DNN_ALLREDUCE_PRIO "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --pin-chunks 2>"$TMP/err" | tail -1)" \
-    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar with DNN_ALLREDUCE_PRIO=$prio failed"; continue; }
-  L="$(result_field "$LINE" train_loss)"
-  echo "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio --pin-chunks: train_loss=$L"
-  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, DNN_ALLREDUCE_PRIO=$prio: train_loss $L vs $REF (tolerance $TOL relative)"
-done
-# DNN_ALLREDUCE_ON=host|host-update (default device) moves the all-reduce's hops and sums (and at
-# host-update the update) to CPU workers pinned by parameter: the same sums in the same order, so
-# the same loss, for every algorithm, at 2, 3 and 4 ranks (2 CPU workers: the pinning spreads).
-for spec in "2 tree host" "3 ring host" "4 rhd host" "2 rhd host-update" "3 tree host-update" "4 ring host-update"; do
-  read -r np ar on <<<"$spec"
-  LINE="$(DNN_ALLREDUCE_ON=$on STARPU_NCPU=2 timeout 300 mpirun --allow-run-as-root --oversubscribe -np $np -x DNN_ALLREDUCE_ON -x STARPU_NCPU "$STARPU_ANP" "${COMMON[@]}" --allreduce $ar --pin-chunks 2>"$TMP/err" | tail -1)" \
-    || { cat "$TMP/err" >&2; fail "mpirun -np $np --allreduce $ar with DNN_ALLREDUCE_ON=$on failed"; continue; }
-  L="$(result_field "$LINE" train_loss)"
-  echo "$np ranks, $ar, DNN_ALLREDUCE_ON=$on --pin-chunks: train_loss=$L"
-  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$np ranks, $ar, DNN_ALLREDUCE_ON=$on: train_loss $L vs $REF (tolerance $TOL relative)"
+# workers; 0: unordered, unpinned) only reorders them. DNN_ALLREDUCE_ON=host|host-update (default
+# device) moves the all-reduce's hops and sums (and at host-update the update) to CPU workers
+# pinned by parameter, the same sums in the same order, for every algorithm, at 2, 3 and 4 ranks
+# (2 CPU workers: the pinning spreads).
+#          ranks algorithm environment (comma-separated)
+for spec in "2 tree DNN_ALLREDUCE_PRIO=2" "4 rhd DNN_ALLREDUCE_PRIO=2" "2 ring DNN_ALLREDUCE_PRIO=0" \
+  "2 tree DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" "3 ring DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" \
+  "4 rhd DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" "2 rhd DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" \
+  "3 tree DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" "4 ring DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2"; do
+  read -r np ar envs <<<"$spec"
+  envs="${envs//,/ }"
+  run_ranks "$np" "$np ranks, $ar, $envs" "$envs" --allreduce "$ar" --pin-chunks || continue
+  echo "$np ranks, $ar, $envs --pin-chunks: train_loss=$L"
+  near_ref "$np ranks, $ar, $envs"
 done
 expect_rc 2 env DNN_ALLREDUCE_ON=gpu "$STARPU_ANP" train --max-steps 1 \
   && { [[ "$ERR" == *"DNN_ALLREDUCE_ON=gpu: expected device, host or host-update"* ]] || fail "DNN_ALLREDUCE_ON=gpu: '$ERR'"; }
 # DNN_BREAKDOWN=1: every rank's time shares reach rank 0's result line; they add up to 1 and the
 # workers computed something (the loss is unchanged: it only reads StarPU's counters).
-LINE="$(DNN_BREAKDOWN=1 timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x DNN_BREAKDOWN "$STARPU_ANP" "${COMMON[@]}" 2>"$TMP/err" | tail -1)" \
-  || { cat "$TMP/err" >&2; fail "DNN_BREAKDOWN=1 over 2 ranks failed"; }
-echo "2 ranks, DNN_BREAKDOWN=1: $(grep -o 'bd_[a-z]*=[0-9.]*' <<<"$LINE" | tr '\n' ' ')"
-[ "$(result_field "$LINE" train_loss)" = "$REF" ] || fail "DNN_BREAKDOWN=1 changes the loss: $LINE"
-SUM="$(for f in compute allreduce update idle other; do result_field "$LINE" "bd_$f"; done | awk '{s += $1} END {print s + 0}')"
-fcmp "$SUM > 0.99 && $SUM < 1.01" || fail "DNN_BREAKDOWN=1: the shares add up to $SUM, not 1: $LINE"
-fcmp "$(result_field "$LINE" bd_compute) > 0" || fail "DNN_BREAKDOWN=1: no compute share: $LINE"
-[ "$(result_field "$LINE" bd_rank_idle | tr '/' '\n' | wc -l)" = 2 ] || fail "DNN_BREAKDOWN=1: bd_rank_idle does not list 2 ranks: $LINE"
+if run_ranks 2 "DNN_BREAKDOWN=1 over 2 ranks" DNN_BREAKDOWN=1; then
+  echo "2 ranks, DNN_BREAKDOWN=1: $(grep -o 'bd_[a-z]*=[0-9.]*' <<<"$LINE" | tr '\n' ' ')"
+  [ "$L" = "$REF" ] || fail "DNN_BREAKDOWN=1 changes the loss: $LINE"
+  SUM="$(for f in compute allreduce update idle other; do result_field "$LINE" "bd_$f"; done | awk '{s += $1} END {print s + 0}')"
+  fcmp "$SUM > 0.99 && $SUM < 1.01" || fail "DNN_BREAKDOWN=1: the shares add up to $SUM, not 1: $LINE"
+  fcmp "$(result_field "$LINE" bd_compute) > 0" || fail "DNN_BREAKDOWN=1: no compute share: $LINE"
+  [ "$(result_field "$LINE" bd_rank_idle | tr '/' '\n' | wc -l)" = 2 ] || fail "DNN_BREAKDOWN=1: bd_rank_idle does not list 2 ranks: $LINE"
+fi
 # async with staleness 0 is the synchronous update, over ranks too.
-LINE="$(timeout 300 "${ANP_MPIRUN[@]}" -np 2 "$STARPU_ANP" "${COMMON[@]}" --mode async --staleness 0 2>"$TMP/err" | tail -1)" \
-  || { cat "$TMP/err" >&2; fail "async S=0 failed"; }
-L="$(result_field "$LINE" train_loss)"
-echo "2 ranks async S=0: train_loss=$L"
-fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "async S=0: train_loss $L vs $REF (tolerance $TOL relative)"
+if run_ranks 2 "async S=0" "" --mode async --staleness 0; then
+  echo "2 ranks async S=0: train_loss=$L"
+  near_ref "async S=0"
+fi
 expect_rc 2 "$STARPU_ANP" train --mode bogus
 # rhd over 3 ranks: one usage line per rank (each rank refuses the same way), exit 2.
 expect_rc 2 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$STARPU_ANP" "${COMMON[@]}" --allreduce rhd \
