@@ -1,4 +1,5 @@
-/* conv2d_winograd.c — Winograd F(2x2, 3x3) conv on the CPU (AVX2 + FMA): the forward pass (also
+/* conv2d_winograd.c — Winograd F(2x2, 3x3) conv on the CPU (AVX2 + FMA; the GEMMs in AVX-512 where
+ * the CPU has it): the forward pass (also
  * used, with the flipped kernel, for backward data) and the weight gradient.
  *
  * Each 2x2 block of output pixels ("tile") of each output channel k is
@@ -21,9 +22,10 @@
  *     image has few tiles) sized so that V (16, C, cap) and M (16, K, cap) stay within
  *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
  *   - the 16 GEMMs are register-blocked AVX2 loops (4 output channels x 24 tiles: 12 FMA
- *     chains), not OpenBLAS: their inner dimension is only C (16..64) and a chunk has a few
- *     dozen to a few hundred tiles, 16 calls per chunk, too small for sgemm's packing and call
- *     overhead to pay off (a choice by that reasoning; a cblas_sgemm version was not measured).
+ *     chains; on an AVX-512 CPU 512-bit ones, gemm512 and gemm_nt512, bit-identical), not
+ *     OpenBLAS: their inner dimension is only C (16..64) and a chunk has a few dozen to a few
+ *     hundred tiles, 16 calls per chunk, too small for sgemm's packing and call overhead to
+ *     pay off (a choice by that reasoning; a cblas_sgemm version was not measured).
  *   - the weight gradient is the adjoint of the forward: dU[xi] (K, C) = sum over tiles of
  *     (A dY A^T)[xi] (K, tiles) @ V[xi] (C, tiles)^T, then dw += G^T dU G. Its GEMMs reduce
  *     over tiles: 4 x 3 (k, c) dot products of 8-lane FMA chains, summed across lanes at the
