@@ -1,6 +1,6 @@
 /* conv2d_winograd.c — Winograd F(2x2, 3x3) conv on the CPU (AVX2 + FMA; the GEMMs in AVX-512 where
- * the CPU has it): the forward pass (also
- * used, with the flipped kernel, for backward data) and the weight gradient.
+ * the CPU has it): the forward pass (also used, with the flipped kernel, for backward data) and
+ * the weight gradient.
  *
  * Each 2x2 block of output pixels ("tile") of each output channel k is
  *     Y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A
