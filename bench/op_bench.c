@@ -3,7 +3,10 @@
  * Measures cblas_sgemm (256 x 1024 x 1152, one OpenBLAS thread), then each op's kernels at the
  * shapes of a reference net (ResNet-20 on CIFAR for conv2d; the classifier layers of ResNet-20,
  * LeNet-5 and a wide MLP for dense), calling the plain kernel functions
- * directly: no StarPU, no task overhead. Each measurement is the best of --reps runs, timed by
+ * directly: no StarPU, no task overhead. The memory-bound ops (batch norm, relu, residual add, at
+ * ResNet-20's activation shapes) are rated in GB/s of their minimal traffic (each tensor read or
+ * written once) against a memcpy of the same tensor size timed the same way, the best a
+ * streaming kernel can hope for at that size. Each measurement is the best of --reps runs, timed by
  * the wall clock or (--clock cpu) by the thread's CPU time, which a busy shared machine disturbs
  * less. Prints a markdown table.
  *
@@ -17,9 +20,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "add.h"
+#include "batchnorm.h"
+#include "batchnorm_simd.h"
 #include "conv2d.h"
+#include "conv2d_winograd.h"
 #include "cpu_kernels.h"
 #include "dense.h"
+#include "relu.h"
 #include "knobs.h"
 
 void openblas_set_num_threads(int num_threads);
@@ -30,6 +38,7 @@ typedef struct {
 	int nalgos;                 // conv algorithms to run side by side (0: the default choice)
 	dnn_conv_algo algos[3];
 	const char *algo_names[3];
+	int simd_off;               // --simd off: Winograd GEMMs in AVX2, batch norm's portable loops
 } bench_opts;
 
 /* Rows are kept and printed at the end, once the reference sgemm rate is final. */
@@ -37,6 +46,7 @@ typedef struct {
 static struct {
 	char op[16], shape[64], phase[24];
 	double flops, seconds;
+	double bytes, copy_seconds; // memory-bound rows (flops = 0): traffic, and a memcpy's time at that size
 } rows[MAX_ROWS];
 static int nrows;
 
@@ -91,7 +101,18 @@ static void bench_row(const char *op, const char *shape, const char *phase, doub
 	snprintf(rows[nrows].phase, sizeof(rows[nrows].phase), "%s", phase);
 	rows[nrows].flops = flops;
 	rows[nrows].seconds = seconds;
+	rows[nrows].bytes = rows[nrows].copy_seconds = 0;
 	nrows++;
+}
+
+/* A memory-bound row: `bytes` of minimal traffic in `seconds`; copy_seconds: a memcpy moving as
+ * many bytes (half read, half written) at the same tensor size. */
+static void bench_row_mem(const char *op, const char *shape, const char *phase, double bytes,
+			  double seconds, double copy_seconds)
+{
+	bench_row(op, shape, phase, 0, seconds);
+	rows[nrows - 1].bytes = bytes;
+	rows[nrows - 1].copy_seconds = copy_seconds;
 }
 
 /* ------------------------------------------------------------------ sgemm */
@@ -285,6 +306,134 @@ static void bench_dense(const bench_opts *o)
 	}
 }
 
+/* ------------------------------------------------------------------ memory-bound ops */
+
+/* The activation shapes of ResNet-20 (graph/nets/resnet20.net) and how often each kernel runs
+ * on them in one training step: per stage, the batch norms fused with the following relu (the
+ * stem's and each block's first), the plain ones (each block's second, the projection
+ * shortcuts), the residual adds and the relus after them. */
+static const struct {
+	int C, HW, bn_relu, bn, add, relu;
+} act_shapes[] = {
+	{16, 32 * 32, 4, 3, 3, 3},
+	{32, 16 * 16, 3, 4, 3, 3},
+	{64, 8 * 8, 3, 4, 3, 3},
+};
+
+typedef struct {
+	dnn_batchnorm_args a;
+	long n;
+	float *x, *y, *dy, *dx, *yr, *saved, *gamma, *beta, *dgamma, *dbeta;
+} mem_ctx;
+
+static void run_copy(void *p)
+{
+	mem_ctx *c = p;
+	memcpy(c->y, c->x, (size_t)c->n * sizeof(float));
+}
+static void run_bn_fwd(void *p)
+{
+	mem_ctx *c = p;
+	dnn_batchnorm_forward_train_cpu(c->y, c->saved, c->x, c->gamma, c->beta, &c->a);
+}
+static void run_bn_bwd(void *p)
+{
+	mem_ctx *c = p;
+	dnn_batchnorm_backward_cpu(c->dx, c->dgamma, c->dbeta, c->x, c->gamma, c->saved, c->dy, &c->a);
+}
+static void run_bn_relu_bwd(void *p)
+{
+	mem_ctx *c = p;
+	dnn_batchnorm_relu_backward_cpu(c->dx, c->dgamma, c->dbeta, c->x, c->gamma, c->saved, c->dy,
+					c->yr, &c->a);
+}
+static void run_relu_fwd(void *p)
+{
+	mem_ctx *c = p;
+	dnn_relu_forward_cpu(c->y, c->x, c->n);
+}
+static void run_relu_bwd(void *p)
+{
+	mem_ctx *c = p;
+	dnn_relu_backward_cpu(c->dx, c->yr, c->dy, c->n, 0);
+}
+static void run_add_fwd(void *p)
+{
+	mem_ctx *c = p;
+	dnn_add_forward_cpu(c->y, c->x, c->dy, c->n);
+}
+static void run_add_bwd(void *p)
+{
+	mem_ctx *c = p;
+	dnn_add_backward_cpu(c->dx, c->dy, c->n, 1);
+}
+
+/* kind 0: batch norm, 1: relu and add. */
+static void bench_memory_ops(const bench_opts *o, int kind)
+{
+	static const struct {
+		const char *phase;
+		void (*fn)(void *);
+		int relu, tensors; // the fused relu flag; tensors of n floats read or written
+	} bn_phases[] = {
+		{"fwd", run_bn_fwd, 0, 2},         {"fwd +relu", run_bn_fwd, 1, 2},
+		{"bwd", run_bn_bwd, 0, 3},         {"bwd +relu", run_bn_relu_bwd, 1, 4},
+	}, ew_phases[] = {
+		{"relu fwd", run_relu_fwd, 0, 2},  {"relu bwd", run_relu_bwd, 0, 3},
+		{"add fwd", run_add_fwd, 0, 3},    {"add bwd (+=)", run_add_bwd, 0, 3},
+	};
+	const char *op = kind == 0 ? "bn" : "eltwise";
+	double tot_t[4] = {0}, tot_b[4] = {0}, tot_c[4] = {0};
+	for (size_t l = 0; l < sizeof(act_shapes) / sizeof(act_shapes[0]); l++) {
+		const int C = act_shapes[l].C, HW = act_shapes[l].HW;
+		mem_ctx c = {.a = {.N = o->batch, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f}};
+		c.n = (long)o->batch * C * HW;
+		c.x = alloc_uniform((size_t)c.n), c.y = alloc_uniform((size_t)c.n);
+		c.dy = alloc_uniform((size_t)c.n), c.dx = alloc_uniform((size_t)c.n);
+		c.yr = alloc_uniform((size_t)c.n); /* about half positive: the relu masks keep half */
+		c.saved = alloc_uniform(3 * (size_t)C), c.gamma = alloc_uniform((size_t)C);
+		c.beta = alloc_uniform((size_t)C), c.dgamma = alloc_uniform((size_t)C);
+		c.dbeta = alloc_uniform((size_t)C);
+		for (int i = 0; i < C; i++)
+			c.saved[2 * C + i] = 1.0f; /* invstd */
+		char shape[64];
+		snprintf(shape, sizeof(shape), "N%d %dx%d (%.1f MiB)", o->batch, C, HW, c.n * 4.0 / (1 << 20));
+		const double copy = best_time(run_copy, &c, o->reps); /* 2 n floats moved */
+		if (kind == 1) /* the reference itself, once per shape */
+			bench_row_mem("memcpy", shape, "copy (reference)", 2.0 * c.n * sizeof(float), copy, copy);
+		for (int p = 0; p < 4; p++) {
+			const int relu = kind == 0 ? bn_phases[p].relu : 0;
+			const int tensors = kind == 0 ? bn_phases[p].tensors : ew_phases[p].tensors;
+			c.a.relu = relu;
+			const double t = best_time(kind == 0 ? bn_phases[p].fn : ew_phases[p].fn, &c, o->reps);
+			const double bytes = (double)tensors * c.n * sizeof(float);
+			const double ct = copy * tensors / 2.0;
+			bench_row_mem(op, shape, kind == 0 ? bn_phases[p].phase : ew_phases[p].phase, bytes, t, ct);
+			/* times each kernel runs on this shape in a step: fwd and bwd alike */
+			const int cnt = kind == 0 ? (relu ? act_shapes[l].bn_relu : act_shapes[l].bn)
+					: p < 2 ? act_shapes[l].relu : act_shapes[l].add;
+			tot_t[p] += cnt * t, tot_b[p] += cnt * bytes, tot_c[p] += cnt * ct;
+		}
+		free(c.x), free(c.y), free(c.dy), free(c.dx), free(c.yr), free(c.saved);
+		free(c.gamma), free(c.beta), free(c.dgamma), free(c.dbeta);
+	}
+	char shape[64];
+	snprintf(shape, sizeof(shape), "ResNet-20, one step, N%d", o->batch);
+	for (int p = 0; p < 4; p++)
+		bench_row_mem(op, shape, kind == 0 ? bn_phases[p].phase : ew_phases[p].phase, tot_b[p],
+			      tot_t[p], tot_c[p]);
+	if (kind == 1) { /* a copy far beyond the caches: the memory bandwidth one core gets */
+		mem_ctx c = {.n = 16L << 20};
+		c.x = alloc_uniform((size_t)c.n), c.y = alloc_uniform((size_t)c.n);
+		const double t = best_time(run_copy, &c, o->reps < 5 ? o->reps : 5);
+		bench_row_mem("memcpy", "64 MiB (beyond the caches)", "copy (reference)", 2.0 * c.n * sizeof(float), t, t);
+		free(c.x), free(c.y);
+	}
+}
+
+static void bench_bn(const bench_opts *o) { bench_memory_ops(o, 0); }
+static void bench_eltwise(const bench_opts *o) { bench_memory_ops(o, 1); }
+
 /* ------------------------------------------------------------------ main */
 
 static const struct {
@@ -293,17 +442,24 @@ static const struct {
 } ops[] = {
 	{"conv2d", bench_conv2d},
 	{"dense", bench_dense},
+	{"bn", bench_bn},
+	{"eltwise", bench_eltwise},
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME] [--conv-algo LIST]\n"
-		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm, as a markdown table.\n"
+		   "                    [--simd auto|off]\n"
+		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm (GB/s vs memcpy for the\n"
+		   "  memory-bound ops), as a markdown table.\n"
 		   "  --batch N       batch size of the benchmarked shapes (default 64)\n"
 		   "  --reps R        timed runs per measurement, the best is kept (default 5)\n"
 		   "  --clock C       wall (default) or cpu: the thread's CPU time\n"
 		   "  --conv-algo L   conv2d under each of these CPU algorithms side by side, L a comma-separated\n"
 		   "                  list of im2col, winograd, auto (default: DNN_CONV_ALGO, else auto)\n"
+		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
+		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
+		   "                  their SIMD versions (the results are bit-identical)\n"
 		   "  --op NAME       only this op (");
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		fprintf(f, "%s%s", i ? ", " : "", ops[i].name);
@@ -336,11 +492,12 @@ int main(int argc, char **argv)
 		{"op", required_argument, NULL, 'o'},
 		{"clock", required_argument, NULL, 'c'},
 		{"conv-algo", required_argument, NULL, 'a'},
+		{"simd", required_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:s:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b': o.batch = parse_int("--batch", optarg, 1, 4096); break;
 		case 'r': o.reps = parse_int("--reps", optarg, 1, 1000); break;
@@ -374,6 +531,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 's':
+			if (strcmp(optarg, "off") != 0 && strcmp(optarg, "auto") != 0) {
+				fprintf(stderr, "error: --simd: expected auto or off, got '%s'\n", optarg);
+				return 2;
+			}
+			o.simd_off = strcmp(optarg, "off") == 0;
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -399,6 +563,7 @@ int main(int argc, char **argv)
 	}
 	dnn_cpu_kernels_describe(kline, sizeof(kline));
 	openblas_set_num_threads(1);
+	const int wino512 = dnn_wino_set_avx512(!o.simd_off), bn_simd = dnn_batchnorm_set_simd(!o.simd_off);
 	/* The reference is measured before and after the ops and the faster kept, so that a
 	 * moment of contention on a shared machine does not inflate every percentage. */
 	double sgemm_before = measure_sgemm(o.reps);
@@ -409,16 +574,24 @@ int main(int argc, char **argv)
 	double sgemm = sgemm_before > sgemm_after ? sgemm_before : sgemm_after;
 
 	printf("%s\n", kline);
+	printf("winograd GEMMs: %s; batch norm: %s\n", wino512 ? "avx512" : "avx2", bn_simd ? "avx2" : "portable loops");
 	printf("single-core sgemm 256x1024x1152: %.1f GFLOP/s (%.1f before the ops, %.1f after; "
 	       "best of %d runs each, %s clock); batch %d, best of %d runs per row\n\n",
 	       sgemm, sgemm_before, sgemm_after, o.reps < 10 ? 10 : o.reps,
 	       bench_clock == CLOCK_MONOTONIC ? "wall" : "thread CPU", o.batch, o.reps);
-	printf("| op       | shape                              | phase               |   ms/call | GFLOP/s | %% sgemm |\n");
-	printf("|----------|------------------------------------|---------------------|----------:|--------:|--------:|\n");
+	printf("| op       | shape                              | phase               |   ms/call | GFLOP/s | %% sgemm |  GB/s | %% copy |\n");
+	printf("|----------|------------------------------------|---------------------|----------:|--------:|--------:|------:|-------:|\n");
 	for (int i = 0; i < nrows; i++) {
-		double gf = rows[i].flops / rows[i].seconds * 1e-9;
-		printf("| %-8s | %-34s | %-19s | %9.3f | %7.1f | %6.0f%% |\n", rows[i].op, rows[i].shape,
-		       rows[i].phase, rows[i].seconds * 1e3, gf, 100.0 * gf / sgemm);
+		printf("| %-8s | %-34s | %-19s | %9.3f ", rows[i].op, rows[i].shape, rows[i].phase,
+		       rows[i].seconds * 1e3);
+		if (rows[i].bytes > 0) { /* memory-bound: GB/s against a memcpy of the same size */
+			double gb = rows[i].bytes / rows[i].seconds * 1e-9;
+			printf("|         |         | %5.1f | %5.0f%% |\n", gb,
+			       100.0 * rows[i].copy_seconds / rows[i].seconds);
+		} else {
+			double gf = rows[i].flops / rows[i].seconds * 1e-9;
+			printf("| %7.1f | %6.0f%% |       |        |\n", gf, 100.0 * gf / sgemm);
+		}
 	}
 	return 0;
 }

@@ -1,5 +1,6 @@
-/* conv2d_winograd.c — Winograd F(2x2, 3x3) conv on the CPU (AVX2 + FMA): the forward pass (also
- * used, with the flipped kernel, for backward data) and the weight gradient.
+/* conv2d_winograd.c — Winograd F(2x2, 3x3) conv on the CPU (AVX2 + FMA; the GEMMs in AVX-512 where
+ * the CPU has it): the forward pass (also used, with the flipped kernel, for backward data) and
+ * the weight gradient.
  *
  * Each 2x2 block of output pixels ("tile") of each output channel k is
  *     Y = A^T [ sum_c (G g_kc G^T) .* (B^T d_c B) ] A
@@ -21,9 +22,10 @@
  *     image has few tiles) sized so that V (16, C, cap) and M (16, K, cap) stay within
  *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
  *   - the 16 GEMMs are register-blocked AVX2 loops (4 output channels x 24 tiles: 12 FMA
- *     chains), not OpenBLAS: their inner dimension is only C (16..64) and a chunk has a few
- *     dozen to a few hundred tiles, 16 calls per chunk, too small for sgemm's packing and call
- *     overhead to pay off (a choice by that reasoning; a cblas_sgemm version was not measured).
+ *     chains; on an AVX-512 CPU 512-bit ones, gemm512 and gemm_nt512, bit-identical), not
+ *     OpenBLAS: their inner dimension is only C (16..64) and a chunk has a few dozen to a few
+ *     hundred tiles, 16 calls per chunk, too small for sgemm's packing and call overhead to
+ *     pay off (a choice by that reasoning; a cblas_sgemm version was not measured).
  *   - the weight gradient is the adjoint of the forward: dU[xi] (K, C) = sum over tiles of
  *     (A dY A^T)[xi] (K, tiles) @ V[xi] (C, tiles)^T, then dw += G^T dU G. Its GEMMs reduce
  *     over tiles: 4 x 3 (k, c) dot products of 8-lane FMA chains, summed across lanes at the
@@ -107,6 +109,23 @@ int dnn_wino_supported(void)
 	return cached;
 }
 
+/* The 16 GEMMs' ISA: AVX-512 where the CPU has it (and the caller has not asked for AVX2). */
+static int wino_avx512 = -1; // -1: not chosen yet, 0: AVX2, 1: AVX-512
+
+int dnn_wino_set_avx512(int on)
+{
+	__builtin_cpu_init();
+	wino_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+	return wino_avx512;
+}
+
+int dnn_wino_avx512(void)
+{
+	if (wino_avx512 < 0)
+		dnn_wino_set_avx512(1);
+	return wino_avx512;
+}
+
 /* U (16, K, C) = G g G^T for every (k, c) of w (K, C, 3, 3): 8 filters f = k C + c at a time,
  * their 9 taps gathered (stride 9), each xi stored as 8 consecutive floats; the rest one by one. */
 __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict u,
@@ -153,26 +172,50 @@ __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict
 	}
 }
 
+/* Zero p[a..b): the padding columns of an E or O row (0 to pad + 1 floats) in one masked store;
+ * a longer span (a whole padding row) with memset. (As a loop, GCC calls memset for every
+ * span, which costs as much as copying the row.) */
+__attribute__((target("avx2,fma"))) static inline void zero_span(float *p, int a, int b)
+{
+	if (b - a > 8)
+		memset(p + a, 0, (size_t)(b - a) * sizeof(float));
+	else if (b > a)
+		_mm256_maskstore_ps(p + a, _mm256_cmpgt_epi32(_mm256_set1_epi32(b - a),
+							      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+				    _mm256_setzero_ps());
+}
+
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
  * odd columns O (C, hp, l), O right after E. Padded column pw + i holds x column i, so the
  * even columns of x go to O (pw odd) or E (pw even) from index pw / 2 on, the odd ones to the
  * other array from (pw + 1) / 2 on: each x row is deinterleaved straight into place, 16
  * floats at a time (no padded copy of the row: reading one back right after writing it
- * stalls on store forwarding). */
+ * stalls on store forwarding). Only the padding is zeroed (a per-row memset of whole rows
+ * cost as much as the copy). x is read once, in order; in a training step it has usually left
+ * the core's caches since the task that wrote it, and that read is most of this function's
+ * time there (software prefetching 4 or 48 rows ahead measured no different on the Xeon). */
 __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, const float *restrict x,
 							   const dnn_wino_shape *s, const wino_plan *pl)
 {
 	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w;
 	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
 	const int ne = imin((W + 1) / 2, l - pw / 2), no = imin(W / 2, l - (pw + 1) / 2);
+	/* the span of an E row and of an O row that x fills: [se, se + ce), [so, so + co) */
+	const int se = pw % 2 ? (pw + 1) / 2 : pw / 2, ce = pw % 2 ? no : ne;
+	const int so = pw % 2 ? pw / 2 : (pw + 1) / 2, co = pw % 2 ? ne : no;
 	for (int c = 0; c < s->C; c++)
 		for (int pr = 0; pr < pl->hp; pr++) {
 			size_t off = ((size_t)c * pl->hp + pr) * l;
-			memset(e + off, 0, (size_t)l * sizeof(float));
-			memset(o + off, 0, (size_t)l * sizeof(float));
 			int ih = pr - s->pad_h;
-			if (ih < 0 || ih >= H)
+			if (ih < 0 || ih >= H) {
+				zero_span(e + off, 0, l);
+				zero_span(o + off, 0, l);
 				continue;
+			}
+			zero_span(e + off, 0, se);
+			zero_span(e + off, se + ce, l);
+			zero_span(o + off, 0, so);
+			zero_span(o + off, so + co, l);
 			const float *restrict xr = x + ((size_t)c * H + ih) * W;
 			float *restrict ev = (pw % 2 ? o : e) + off + pw / 2; // x columns 0, 2, 4, ...
 			float *restrict od = (pw % 2 ? e : o) + off + (pw + 1) / 2; // x columns 1, 3, ...
@@ -317,6 +360,74 @@ __attribute__((target("avx2,fma"))) static void gemm(float *m, const float *u, c
 	}
 }
 
+/* The AVX-512 forward GEMM: gemm_block with 16-float vectors, up to 8 output channels x 48
+ * tiles (24 FMA chains). On a core with two 512-bit FMA ports (Intel's AVX-512 server cores)
+ * an AVX2 loop reaches at most half the FMA rate that sgemm runs at; on a core that splits
+ * 512-bit operations in two (AMD Zen 4) both loops have the same peak. Each output element is
+ * the same chain of FMAs over c, in the same order, as in gemm_block: bit-identical results.
+ * The last vector of a block may hold 8 tiles (nt is a multiple of 8): masked load and store. */
+static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma"))) void
+gemm_block512(float *m, size_t ldm, const float *u, int ldu, const float *v, size_t ldv, int C,
+	      const int KB, const int NV, __mmask16 last)
+{
+	__m512 acc[8][3];
+	for (int kb = 0; kb < KB; kb++)
+		for (int n = 0; n < NV; n++)
+			acc[kb][n] = _mm512_setzero_ps();
+	for (int c = 0; c < C; c++) {
+		__m512 x[3];
+		for (int n = 0; n < NV; n++)
+			x[n] = n == NV - 1 ? _mm512_maskz_loadu_ps(last, v + (size_t)c * ldv + 16 * n)
+					   : _mm512_loadu_ps(v + (size_t)c * ldv + 16 * n);
+		for (int kb = 0; kb < KB; kb++) {
+			const __m512 b = _mm512_set1_ps(u[(size_t)kb * ldu + c]);
+			for (int n = 0; n < NV; n++)
+				acc[kb][n] = _mm512_fmadd_ps(b, x[n], acc[kb][n]);
+		}
+	}
+	for (int kb = 0; kb < KB; kb++)
+		for (int n = 0; n < NV; n++) {
+			float *d = m + (size_t)kb * ldm + 16 * n;
+			if (n == NV - 1)
+				_mm512_mask_storeu_ps(d, last, acc[kb][n]);
+			else
+				_mm512_storeu_ps(d, acc[kb][n]);
+		}
+}
+
+/* gemm on gemm_block512: M (K, nt) at ld = U (K, C) @ V (C, nt) at ld, nt a multiple of 8. */
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *m, const float *u,
+									const float *v, size_t ld, int K,
+									int C, int nt)
+{
+	for (int t0 = 0; t0 < nt; t0 += 48) {
+		const int r = imin(48, nt - t0), nv = (r + 15) / 16;
+		const __mmask16 last = r % 16 ? 0x00ff : 0xffff;
+		for (int k0 = 0; k0 < K;) {
+			const int left = K - k0, kb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+			float *mb = m + (size_t)k0 * ld + t0;
+			const float *ub = u + (size_t)k0 * C, *vb = v + t0;
+#define GEMM512_CASE(KB_)                                                                          \
+	case KB_:                                                                                  \
+		if (nv == 3)                                                                       \
+			gemm_block512(mb, ld, ub, C, vb, ld, C, KB_, 3, last);                     \
+		else if (nv == 2)                                                                  \
+			gemm_block512(mb, ld, ub, C, vb, ld, C, KB_, 2, last);                     \
+		else                                                                               \
+			gemm_block512(mb, ld, ub, C, vb, ld, C, KB_, 1, last);                     \
+		break
+			switch (kb) {
+				GEMM512_CASE(8);
+				GEMM512_CASE(4);
+				GEMM512_CASE(2);
+				GEMM512_CASE(1);
+			}
+#undef GEMM512_CASE
+			k0 += kb;
+		}
+	}
+}
+
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work)
 {
@@ -332,6 +443,11 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	float *out0 = mm + 16 * ms;             // 2 twv
 	float *out1 = out0 + 2 * (size_t)pl.twv; // 2 twv
 	const float *e = eo, *o = eo + (size_t)C * pl.hp * l;
+	const int avx512 = dnn_wino_avx512();
+	/* output_row writes 2 twv floats per output row: straight into y when that is Q (Q a
+	 * multiple of 16) and every tile row has both its rows (P even), overwriting (beta = 0);
+	 * else through out0/out1 (the ResNets' 8x8 stage, odd sizes, backward data's accumulate). */
+	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
 
 	filter_transform(u, w, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -355,14 +471,18 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 						memset(v + xi * vs + (size_t)c * cap + nt, 0,
 						       (size_t)(ntp - nt) * sizeof(float));
 			for (int xi = 0; xi < 16; xi++)
-				gemm(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap, K, C, ntp);
+				(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap,
+							  K, C, ntp);
 			for (int m = 0; m < ng; m++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
-						output_row(out0, out1,
-							   mm + (size_t)k * cap + (size_t)m * per + (size_t)(i - i0) * tw,
-							   ms, tw);
+						const float *mt = mm + (size_t)k * cap + (size_t)m * per + (size_t)(i - i0) * tw;
 						float *y0 = y + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
+						if (direct) { // whole vectors fill exactly the 2 rows of y
+							output_row(y0, y0 + Q, mt, ms, tw);
+							continue;
+						}
+						output_row(out0, out1, mt, ms, tw);
 						const int nrows = 2 * i + 1 < P ? 2 : 1;
 						for (int r = 0; r < nrows; r++) {
 							float *yr = y0 + (size_t)r * Q;
@@ -467,6 +587,79 @@ __attribute__((target("avx2,fma"))) static void gemm_nt(float *du, const float *
 	}
 }
 
+/* The AVX-512 weight-gradient GEMM. Each 512-bit accumulator holds two of dot_block's 8-lane
+ * chains, (k, c) in its low half and (k + 1, c) in its high half: D's rows k and k + 1 side by
+ * side times V's row c broadcast to both halves. Every chain sees the same FMAs in the same
+ * order as in dot_block and ends with the same hsum: bit-identical results. Up to 4 row pairs
+ * x 6 columns (24 accumulators, twice dot_block's 12). */
+static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma"))) void
+dot_block512(float *du, int lddu, const float *d, const float *v, size_t ld, int nt, const int KP,
+	     const int CB)
+{
+	__m512 acc[4][6];
+	for (int p = 0; p < KP; p++)
+		for (int cb = 0; cb < CB; cb++)
+			acc[p][cb] = _mm512_setzero_ps();
+	for (int t = 0; t < nt; t += 8) {
+		__m512 a[4];
+		for (int p = 0; p < KP; p++)
+			a[p] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(d + (size_t)(2 * p) * ld + t)),
+						  _mm256_loadu_ps(d + (size_t)(2 * p + 1) * ld + t), 1);
+		for (int cb = 0; cb < CB; cb++) {
+			const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(v + (size_t)cb * ld + t));
+			for (int p = 0; p < KP; p++)
+				acc[p][cb] = _mm512_fmadd_ps(a[p], x, acc[p][cb]);
+		}
+	}
+	for (int p = 0; p < KP; p++)
+		for (int cb = 0; cb < CB; cb++) {
+			du[(size_t)(2 * p) * lddu + cb] += hsum(_mm512_castps512_ps256(acc[p][cb]));
+			du[(size_t)(2 * p + 1) * lddu + cb] += hsum(_mm512_extractf32x8_ps(acc[p][cb], 1));
+		}
+}
+
+/* gemm_nt on dot_block512 (a last odd row of D on gemm_nt): dU (K, C) += D (K, nt) @ V (C, nt)^T. */
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm_nt512(float *du, const float *d,
+									   const float *v, size_t ld, int K,
+									   int C, int nt)
+{
+	int k0 = 0;
+	for (; k0 + 2 <= K;) {
+		const int pairs = (K - k0) / 2, kp = pairs >= 4 ? 4 : pairs >= 2 ? 2 : 1;
+		for (int c0 = 0; c0 < C;) {
+			const int cb = imin(6, C - c0);
+			float *dub = du + (size_t)k0 * C + c0;
+			const float *db = d + (size_t)k0 * ld, *vb = v + (size_t)c0 * ld;
+#define NT512_CB(KP_, CB_)                                                                         \
+	case CB_:                                                                                  \
+		dot_block512(dub, C, db, vb, ld, nt, KP_, CB_);                                    \
+		break
+#define NT512_CASE(KP_)                                                                            \
+	case KP_:                                                                                  \
+		switch (cb) {                                                                      \
+			NT512_CB(KP_, 6);                                                          \
+			NT512_CB(KP_, 5);                                                          \
+			NT512_CB(KP_, 4);                                                          \
+			NT512_CB(KP_, 3);                                                          \
+			NT512_CB(KP_, 2);                                                          \
+			NT512_CB(KP_, 1);                                                          \
+		}                                                                                  \
+		break
+			switch (kp) {
+				NT512_CASE(4);
+				NT512_CASE(2);
+				NT512_CASE(1);
+			}
+#undef NT512_CASE
+#undef NT512_CB
+			c0 += cb;
+		}
+		k0 += 2 * kp;
+	}
+	if (k0 < K)
+		gemm_nt(du + (size_t)k0 * C, d + (size_t)k0 * ld, v, ld, K - k0, C, nt);
+}
+
 /* dw (K, C, 3, 3) += G^T dU G for every (k, c), the adjoint of filter_transform; 8 filters at a
  * time as there, their 9 taps added into dw through a small transposition buffer. */
 __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *restrict dw,
@@ -541,6 +734,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	float *v = eod + eoy;                // (16, C, cap)
 	float *d = v + 16 * vs;              // (16, K, cap)
 	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
+	const int avx512 = dnn_wino_avx512();
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -578,7 +772,8 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 						       (size_t)(ntp - nt) * sizeof(float));
 				}
 			for (int xi = 0; xi < 16; xi++)
-				gemm_nt(du + xi * (size_t)K * C, d + xi * ds, v + xi * vs, cap, K, C, ntp);
+				(avx512 ? gemm_nt512 : gemm_nt)(du + xi * (size_t)K * C, d + xi * ds, v + xi * vs,
+								cap, K, C, ntp);
 		}
 	}
 	filter_transform_adjoint(dw, du, K, C);
@@ -586,6 +781,14 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 
 #else
 int dnn_wino_supported(void) { return 0; }
+
+int dnn_wino_set_avx512(int on)
+{
+	(void)on;
+	return 0;
+}
+
+int dnn_wino_avx512(void) { return 0; }
 
 size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 {

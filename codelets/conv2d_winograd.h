@@ -13,6 +13,12 @@ typedef struct {
 /* Whether this CPU runs the kernel (it needs AVX2 and FMA). */
 int dnn_wino_supported(void);
 
+/* Whether the GEMMs run as AVX-512 (16-float vectors, chosen by default where the CPU has
+ * AVX-512 F and DQ) rather than AVX2; the results are bit-identical either way. on = 0 forces
+ * AVX2 (for side-by-side measurements and tests). Returns the choice in effect. */
+int dnn_wino_set_avx512(int on);
+int dnn_wino_avx512(void);
+
 /* Floats of scratch that dnn_wino_forward needs. */
 size_t dnn_wino_work(const dnn_wino_shape *s);
 

@@ -15,9 +15,11 @@
 #include <unistd.h>
 
 #include "anp.h"
+#include "batchnorm_simd.h"
 #include "bnstats.h"
 #include "breakdown.h"
 #include "checkpoint.h"
+#include "conv2d_winograd.h"
 #include "cpu_kernels.h"
 #include "data.h"
 #include "dnn_runtime.h"
@@ -578,9 +580,11 @@ static void print_result(train_run *r)
 	       r->warmup_steps);
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL,
 	       o->batchnorm_global ? "global" : "local", r->p.tasks_per_step);
-	if (!DNN_SIMULATED)
-		printf(" blas=%s blas_isa=%s cpu_isa=%s", dnn_blas_field(), dnn_isa_name(dnn_blas_isa()),
-		       dnn_isa_name(dnn_cpu_isa()));
+	if (!DNN_SIMULATED) /* own_simd: our own kernels' ISA (the Winograd GEMMs, batch norm's loops) */
+		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-%s+bn-%s", dnn_blas_field(),
+		       dnn_isa_name(dnn_blas_isa()), dnn_isa_name(dnn_cpu_isa()),
+		       dnn_wino_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
+		       dnn_batchnorm_simd() ? "avx2" : "portable");
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
 #endif

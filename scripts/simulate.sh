@@ -149,13 +149,14 @@ fi
 HOST="$(hostname)"
 # The CPU kernels the calibration times (issue 26): the BLAS's kernel set and the CPU's ISA as the
 # real binary reports them (result line blas=, cpu_isa=; the start-up fix of runtime/cpu_kernels.c
-# included), DNN_CONV_ALGO, and the CPU model. A calibration is only reused with the same kernels:
+# included), DNN_CONV_ALGO, the ISA of our own Winograd GEMMs and batch-norm loops (own_simd=),
+# and the CPU model. A calibration is only reused with the same kernels:
 # the default folder is keyed by them, and a folder of one's own (ANP_SIM_CALIB_DIR) that records
 # other kernels, or none, is refused.
 kline="$(STARPU_NCPU=1 STARPU_NCUDA=0 "$REAL_APP" bench --net lenet5 --batch 2 --chunks 1 --steps 1 --warmup 1 \
   --quiet 2>/dev/null | anp_result_line)" || { echo "simulate.sh: the real binary did not run (cannot tell its CPU kernels)" >&2; exit 1; }
 CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)"
-CPU_KERNELS="$(anp_result_field "$kline" blas)/$(anp_result_field "$kline" cpu_isa)/conv=${DNN_CONV_ALGO:-auto}"
+CPU_KERNELS="$(anp_result_field "$kline" blas)/$(anp_result_field "$kline" cpu_isa)/conv=${DNN_CONV_ALGO:-auto}/$(anp_result_field "$kline" own_simd)"
 KERNELS_ID="$CPU_KERNELS cpu=${CPU_MODEL:-unknown}"
 KEY="$(printf '%s' "$CPU_KERNELS" | tr -c 'A-Za-z0-9.=-' '_')-$(printf '%s' "$CPU_MODEL" | sha256sum | cut -c1-8)"
 CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib/$KEY}"  # STARPU_HOME of the one-process calibration runs

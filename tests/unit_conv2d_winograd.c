@@ -18,6 +18,8 @@
  *     shapes and im2col at 0.4e-7..2.2e-7, so the bound has ~4x margin over both. For the
  *     weight gradient, whose transforms mix the 9 taps of a filter, s is the largest of the 9
  *     taps' sums (filter_scale): Winograd 1.5e-8..1.8e-7, im2col 1.8e-8..2.1e-7.
+ * On a CPU with AVX-512, every shape also runs under the AVX2 GEMMs (dnn_wino_set_avx512(0)) and
+ * must give bit-identical y, dx and dw.
  * Each kernel call starts from released scratch memory (dnn_cpu_scratch_release), so that a
  * sanitizer build checks the scratch sizes: the transforms load and store whole 8-float vectors
  * past the ends of rows, inside the scratch by construction (codelets/conv2d_winograd.c).
@@ -28,6 +30,7 @@
 #include <string.h>
 
 #include "conv2d.h"
+#include "conv2d_winograd.h"
 #include "dnn_codelet.h"
 #include "test_util.h"
 
@@ -116,6 +119,35 @@ static double check(const char *what, const float *got, const double *ref, const
 	return worst;
 }
 
+/* The AVX-512 GEMMs (codelets/conv2d_winograd.c) promise the AVX2 loops' results bit for bit:
+ * y, dx (overwrite) and dw (+= onto dw0) under each ISA, compared exactly. Where the CPU has no
+ * AVX-512 both runs take AVX2 and the check is trivially true. */
+static void check_isa_identical(const char *what, dnn_conv2d_args a, const float *x, const float *w,
+				const float *dy, const float *dw0)
+{
+	size_t nx = (size_t)a.N * a.C * a.H * a.W, nw = (size_t)a.K * a.C * 9;
+	size_t ny = (size_t)a.N * a.K * a.P * a.Q, n = nx + nw + ny;
+	float *out[2] = {malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+	int isa[2];
+	a.accumulate_dx = 0;
+	for (int i = 0; i < 2; i++) {
+		isa[i] = dnn_wino_set_avx512(i);
+		float *y = out[i], *dx = y + ny, *dw = dx + nx;
+		memcpy(dw, dw0, nw * sizeof(float));
+		dnn_conv2d_forward_cpu(y, x, w, &a);
+		dnn_conv2d_backward_data_cpu(dx, dy, w, &a);
+		dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
+	}
+	dnn_wino_set_avx512(1);
+	size_t i = 0;
+	while (i < n && memcmp(&out[0][i], &out[1][i], sizeof(float)) == 0)
+		i++;
+	TEST_CHECK(i == n, "%s: AVX2 and AVX-512 (%d) GEMMs differ at [%zu] of y|dx|dw: %.9g vs %.9g",
+		   what, isa[1], i, i < n ? (double)out[0][i] : 0.0, i < n ? (double)out[1][i] : 0.0);
+	free(out[0]);
+	free(out[1]);
+}
+
 static void check_shape(int N, int C, int H, int W, int K, int pad)
 {
 	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1,
@@ -182,6 +214,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	filter_scale(s, nw);
 	snprintf(msg, sizeof(msg), "bwd_filter %s", what);
 	double ew = check(msg, dw, ref, s, nw);
+	check_isa_identical(what, a, x, w, dy, dw0);
 	if (verbose) {
 		/* The same metric for the im2col path, for comparison. */
 		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);

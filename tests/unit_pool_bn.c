@@ -2,13 +2,19 @@
  * registered vectors, against naive double-precision references:
  *   maxpool forward on odd sizes (k=3 s=2 p=1, k=2 s=2, k=3 s=1 p=1, batch 1) and argument checks;
  *   batchnorm forward-train (y and saved = mean | biased var | invstd), the running-statistics
- *   update over two steps (PyTorch's formulas), and eval mode with the running statistics. */
+ *   update over two steps (PyTorch's formulas), and eval mode with the running statistics;
+ *   the AVX2 batch-norm kernels (codelets/batchnorm_simd.c) against the portable loops, bit for
+ *   bit: training forward (plain and with the fused relu), backward and fused relu backward
+ *   (overwrite and accumulate), on odd N (an unpaired last image), HW below, at and off a
+ *   multiple of 8, and relu outputs with +-0 and NaN (skipped where the CPU has no AVX2). */
 #include <math.h>
 #include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "batchnorm.h"
+#include "batchnorm_simd.h"
 #include "maxpool.h"
 #include "test_util.h"
 
@@ -193,6 +199,57 @@ static void test_bn(int N, int C, int HW)
 	free(rref);
 }
 
+/* Every output of the training forward and both backwards, under the portable loops (run 0) and
+ * the AVX2 kernels (run 1), compared bit for bit. */
+static void test_bn_simd_identical(int N, int C, int HW)
+{
+	const size_t nx = (size_t)N * C * HW;
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f};
+	float *x = malloc(nx * sizeof(float)), *dy = malloc(nx * sizeof(float)), *yr = malloc(nx * sizeof(float));
+	float *gamma = malloc(C * sizeof(float)), *beta = malloc(C * sizeof(float));
+	float *dx0 = malloc(nx * sizeof(float));
+	fill_bn_input(x, &a);
+	test_fill_uniform(dy, nx, -1, 1);
+	test_fill_uniform(yr, nx, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	for (size_t i = 0; i < nx; i += 7) // the relu mask's edge cases: y = -0, +0, NaN
+		yr[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : NAN;
+	/* per run: y, y with relu, saved twice (3C each), dx plain (=, +=), dx fused (=, +=), and
+	 * dgamma | dbeta (2C, accumulated over the four backwards) */
+	const size_t nout = 6 * nx + 8 * (size_t)C;
+	float *out[2] = {malloc(nout * sizeof(float)), malloc(nout * sizeof(float))};
+	int simd[2];
+	for (int r = 0; r < 2; r++) {
+		simd[r] = dnn_batchnorm_set_simd(r);
+		float *y = out[r], *yrelu = y + nx, *sv = yrelu + nx, *sv2 = sv + 3 * C, *dx = sv2 + 3 * C;
+		float *dgb = dx + 4 * nx;
+		a.relu = 0;
+		dnn_batchnorm_forward_train_cpu(y, sv, x, gamma, beta, &a);
+		a.relu = 1;
+		dnn_batchnorm_forward_train_cpu(yrelu, sv2, x, gamma, beta, &a);
+		for (int c = 0; c < 2 * C; c++)
+			dgb[c] = 0.25f * (float)c;
+		for (int k = 0; k < 4; k++) {
+			float *d = dx + (size_t)k * nx;
+			a.accumulate_dx = k & 1;
+			memcpy(d, dx0, nx * sizeof(float));
+			if (k < 2)
+				dnn_batchnorm_backward_cpu(d, dgb, dgb + C, x, gamma, sv, dy, &a);
+			else
+				dnn_batchnorm_relu_backward_cpu(d, dgb, dgb + C, x, gamma, sv, dy, yr, &a);
+		}
+	}
+	dnn_batchnorm_set_simd(1);
+	size_t i = 0;
+	while (i < nout && memcmp(&out[0][i], &out[1][i], sizeof(float)) == 0)
+		i++;
+	TEST_CHECK(i == nout, "bn %dx%dx%d: portable and AVX2 (%d) kernels differ at output float %zu of %zu: %.9g vs %.9g",
+		   N, C, HW, simd[1], i, nout, i < nout ? (double)out[0][i] : 0.0, i < nout ? (double)out[1][i] : 0.0);
+	free(out[0]), free(out[1]), free(x), free(dy), free(yr), free(gamma), free(beta), free(dx0);
+}
+
 int main(int argc, char **argv)
 {
 	test_starpu_init(&argc, &argv);
@@ -212,6 +269,16 @@ int main(int argc, char **argv)
 	test_bn(1, 5, 7);
 	test_bn(8, 2, 1);
 	test_bn(2, 16, 49);
+	if (dnn_batchnorm_set_simd(1)) {
+		test_bn_simd_identical(3, 5, 25);
+		test_bn_simd_identical(1, 2, 7);
+		test_bn_simd_identical(4, 3, 8);
+		test_bn_simd_identical(5, 4, 9);
+		test_bn_simd_identical(2, 16, 64);
+		test_bn_simd_identical(7, 16, 1024);
+	} else {
+		printf("unit_pool_bn: no AVX2, the AVX2 batch-norm kernels are not compared here\n");
+	}
 
 	test_starpu_shutdown();
 	return test_report("unit_pool_bn");

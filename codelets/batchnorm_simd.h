@@ -1,0 +1,25 @@
+/* batchnorm_simd.h — the AVX2 batch-norm kernels (batchnorm_simd.c), internal to batchnorm.c,
+ * which runs them in place of its portable loops where the CPU has AVX2.
+ *
+ * They compute the same operations in the same order as the portable loops (the 8-lane partial
+ * sums are one 256-bit register, every product and sum rounded on its own: no FMA), so the
+ * results are bit-identical; they are faster because GCC turns the portable 8-lane sums into
+ * shuffles and stack spills rather than one vector per lane group, and runs them on SSE2 only. */
+#ifndef DNN_BATCHNORM_SIMD_H
+#define DNN_BATCHNORM_SIMD_H
+#include "batchnorm.h"
+
+/* Whether batchnorm.c runs the AVX2 kernels: on = 1 (the default) where the CPU has AVX2,
+ * on = 0 forces the portable loops (tests, side-by-side measurements). Returns the choice in
+ * effect. */
+int dnn_batchnorm_set_simd(int on);
+int dnn_batchnorm_simd(void);
+
+/* As dnn_batchnorm_forward_train_cpu. */
+void dnn_bn_forward_train_avx2(float *y, float *saved, const float *x, const float *gamma, const float *beta,
+			       const dnn_batchnorm_args *a);
+/* As dnn_batchnorm_backward_cpu (yr = NULL) and dnn_batchnorm_relu_backward_cpu (yr = the relu's
+ * output). */
+void dnn_bn_backward_avx2(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+			  const float *saved, const float *dy, const float *yr, const dnn_batchnorm_args *a);
+#endif
