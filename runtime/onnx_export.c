@@ -284,12 +284,14 @@ static char *json_names(ox *x, char *const *names, int n)
 
 static char *float_list(ox *x, const float *v, int n)
 {
-	char *s = ar(x, (size_t)n * 20 + 1);
+	/* "%.9g" of a float is at most 15 characters ("-1.17549435e-38"), 16 with its comma */
+	size_t cap = (size_t)n * 20 + 1;
+	char *s = ar(x, cap);
 	if (!s)
 		return NULL;
 	size_t o = 0;
-	for (int i = 0; i < n; i++)
-		o += (size_t)sprintf(s + o, "%s%.9g", i ? "," : "", (double)v[i]);
+	for (int i = 0; i < n && o < cap; i++)
+		o += (size_t)snprintf(s + o, cap - o, "%s%.9g", i ? "," : "", (double)v[i]);
 	return s;
 }
 
