@@ -99,14 +99,7 @@ void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, con
 		float m = (float)mean;
 		for (int n = 0; n < N; n++)
 			ss += lane_sqdev(x + ((size_t)n * C + c) * HW, HW, m);
-		double dm = mean - (double)m;
-		double var = ss / M - dm * dm;
-		if (var < 0)
-			var = 0;
-		double invstd = 1.0 / sqrt(var + a->eps);
-		saved[c] = (float)mean;
-		saved[C + c] = (float)var;
-		saved[2 * C + c] = (float)invstd;
+		double invstd = dnn_bn_store_channel_stats(saved, C, c, mean, m, ss, M, a->eps);
 		float scale = gamma[c] * (float)invstd, b = beta[c];
 		for (int n = 0; n < N; n++)
 			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, b,

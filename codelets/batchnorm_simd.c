@@ -130,14 +130,7 @@ __attribute__((target("avx2"))) void dnn_bn_forward_train_avx2(float *y, float *
 			sqdev2(&r0, &r1, xc + n * cs, xc + n * cs, HW, m);
 			ss += r0;
 		}
-		double dm = mean - (double)m;
-		double var = ss / M - dm * dm;
-		if (var < 0)
-			var = 0;
-		double invstd = 1.0 / sqrt(var + a->eps);
-		saved[c] = (float)mean;
-		saved[C + c] = (float)var;
-		saved[2 * C + c] = (float)invstd;
+		double invstd = dnn_bn_store_channel_stats(saved, C, c, mean, m, ss, M, a->eps);
 		float scale = gamma[c] * (float)invstd, b = beta[c];
 		for (n = 0; n < N; n++)
 			normalise(y + n * cs + (size_t)c * HW, xc + n * cs, HW, m, scale, b, a->relu);

@@ -9,6 +9,26 @@
 #define DNN_BATCHNORM_SIMD_H
 #include "batchnorm.h"
 
+#include <math.h>
+
+/* Both forward loops (portable and AVX2) end a channel alike: from the double mean, the float
+ * mean m the normalisation uses and ss, the sum of squared deviations from m over M values, the
+ * variance (with the double correction (mean - m)^2, clamped at 0) and 1/sqrt(var + eps), stored
+ * in saved at c, C + c and 2C + c. Returns invstd. */
+static inline double dnn_bn_store_channel_stats(float *saved, int C, int c, double mean, float m, double ss,
+						 double M, double eps)
+{
+	double dm = mean - (double)m;
+	double var = ss / M - dm * dm;
+	if (var < 0)
+		var = 0;
+	double invstd = 1.0 / sqrt(var + eps);
+	saved[c] = (float)mean;
+	saved[C + c] = (float)var;
+	saved[2 * C + c] = (float)invstd;
+	return invstd;
+}
+
 /* Whether batchnorm.c runs the AVX2 kernels: on = 1 (the default) where the CPU has AVX2,
  * on = 0 forces the portable loops (tests, side-by-side measurements). Returns the choice in
  * effect. */
