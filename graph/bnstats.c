@@ -9,12 +9,6 @@
 #include "dist.h"
 #include "errline.h"
 
-#define TRY(call)                          \
-	do {                               \
-		int dnn_try_rc_ = (call);  \
-		if (dnn_try_rc_ != 0)      \
-			return dnn_try_rc_; \
-	} while (0)
 
 static size_t bn_key(const dnn_plan *p, int i, int slot, int phase)
 {
@@ -114,12 +108,12 @@ int dnn_bn_sums_reduce(dnn_plan *p, int i, int slot, int phase, starpu_data_hand
 	if (!p->bn_rank_sums)
 		return 0;
 	const int N = p->bn_nranks;
-	TRY(dnn_insert_bn_dsum_zero(&(dnn_task_opts){.mpi = 1, .node = -1, .priority = STARPU_MAX_PRIO, .name = "bn_allreduce_zero"}, G));
+	DNN_TRY(dnn_insert_bn_dsum_zero(&(dnn_task_opts){.mpi = 1, .node = -1, .priority = STARPU_MAX_PRIO, .name = "bn_allreduce_zero"}, G));
 	for (int j = 0; j < N; j++)
-		TRY(dnn_insert_bn_dsum_add(&(dnn_task_opts){.mpi = 1, .node = j, .priority = STARPU_MAX_PRIO, .name = "bn_allreduce_contrib"}, G,
+		DNN_TRY(dnn_insert_bn_dsum_add(&(dnn_task_opts){.mpi = 1, .node = j, .priority = STARPU_MAX_PRIO, .name = "bn_allreduce_contrib"}, G,
 					   STARPU_MPI_REDUX, p->bn_rank_sums[k * N + j]));
-	TRY(starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, STARPU_MAX_PRIO));
+	DNN_TRY(starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, STARPU_MAX_PRIO));
 	for (int j = 1; j < N; j++)
-		TRY(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, G, j, NULL, NULL));
+		DNN_TRY(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, G, j, NULL, NULL));
 	return 0;
 }

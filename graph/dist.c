@@ -68,13 +68,6 @@
 
 /* Options of a cross-rank task: executed on `node` (-1: where the written data is owned). */
 #define ON_NODE(node_, name_) (&(dnn_task_opts){.mpi = 1, .node = (node_), .name = (name_)})
-/* Return a negative errno from a helper or a StarPU-MPI call to the caller. */
-#define TRY(call)                          \
-	do {                               \
-		int dnn_try_rc_ = (call);  \
-		if (dnn_try_rc_ != 0)      \
-			return dnn_try_rc_; \
-	} while (0)
 
 /* Ring all-reduce: below this many elements per chunk a tensor takes the tree (its 2(N-1) hops
  * of a few hundred bytes each cost latency and tasks, and save no bandwidth worth having). */
@@ -391,7 +384,7 @@ static int enable_dist(dnn_model *m, dnn_dist *d, dnn_dist_mode mode, int stalen
 /* dst <- src on `node`, with the vector codelets: zero then add (no copy codelet needed). */
 static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, int node)
 {
-	TRY(dnn_insert_vec_zero(ON_NODE(node, "ps_snapshot_zero"), dst));
+	DNN_TRY(dnn_insert_vec_zero(ON_NODE(node, "ps_snapshot_zero"), dst));
 	return dnn_insert_vec_add(ON_NODE(node, "ps_snapshot"), dst, STARPU_RW, src);
 }
 
@@ -404,11 +397,11 @@ static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *loca
 	dnn_task_opts o = base ? *base : (dnn_task_opts){0};
 	const int prio = o.priority;
 	o.mpi = 1, o.node = -1, o.name = zero_name;
-	TRY(dnn_insert_vec_zero(&o, G));
+	DNN_TRY(dnn_insert_vec_zero(&o, G));
 	o.name = contrib_name;
 	for (int j = 0; j < nranks; j++) {
 		o.node = j;
-		TRY(dnn_insert_vec_add(&o, G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
+		DNN_TRY(dnn_insert_vec_add(&o, G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
 	}
 	return starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio);
 }
@@ -417,7 +410,7 @@ static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *loca
 static int mpi_broadcast(starpu_data_handle_t h, int nranks, int first)
 {
 	for (int j = first; j < nranks; j++)
-		TRY(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, j, NULL, NULL));
+		DNN_TRY(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, h, j, NULL, NULL));
 	return 0;
 }
 
@@ -447,11 +440,11 @@ int dnn_dist_before_forward(dnn_plan *p, long step)
 		starpu_data_handle_t snap = d->snap[(version % K) * P + q];
 		/* The snapshot to every rank, then a local copy into this rank's replica plus this
 		 * rank's own changes that the snapshot lacks. */
-		TRY(mpi_broadcast(snap, d->nranks, 0));
-		TRY(dnn_insert_vec_zero(NULL, m->params[q].hw));
-		TRY(dnn_insert_vec_add(NULL, m->params[q].hw, STARPU_RW, snap));
+		DNN_TRY(mpi_broadcast(snap, d->nranks, 0));
+		DNN_TRY(dnn_insert_vec_zero(NULL, m->params[q].hw));
+		DNN_TRY(dnn_insert_vec_add(NULL, m->params[q].hw, STARPU_RW, snap));
 		for (long k = version + 1; k < step; k++)
-			TRY(dnn_insert_vec_axpy(NULL, m->params[q].hw, own_weight,
+			DNN_TRY(dnn_insert_vec_axpy(NULL, m->params[q].hw, own_weight,
 						d->delta[((size_t)d->rank * K + k % K) * P + q]));
 	}
 	return 0;
@@ -477,7 +470,7 @@ static int chunks_copy_in(dnn_plan *p, int q, dnn_task_opts *o, const char *name
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
 			o->node = j;
-			TRY(dnn_insert_vec_slice_get(o, A[j * N + c], ring_source(d, P, q, j), off[c]));
+			DNN_TRY(dnn_insert_vec_slice_get(o, A[j * N + c], ring_source(d, P, q, j), off[c]));
 		}
 	return 0;
 }
@@ -496,7 +489,7 @@ static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const ch
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++) {
 			o->node = j;
-			TRY(dnn_insert_vec_slice_put(o, ring_source(d, P, q, j), A[j * N + c], off[c]));
+			DNN_TRY(dnn_insert_vec_slice_put(o, ring_source(d, P, q, j), A[j * N + c], off[c]));
 		}
 	if (q >= P)
 		return 0;
@@ -515,20 +508,20 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
 	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
 	dnn_task_opts o = ar_place(p, q, 1, -1, STARPU_MAX_PRIO, 0);
-	TRY(chunks_copy_in(p, q, &o, "ring_copy_in"));
+	DNN_TRY(chunks_copy_in(p, q, &o, "ring_copy_in"));
 	o.name = "ring_reduce_scatter";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r - s) % N + N) % N, to = (r + 1) % N;
 			o.node = to;
-			TRY(dnn_insert_vec_add(&o, A[to * N + c], STARPU_RW, A[r * N + c]));
+			DNN_TRY(dnn_insert_vec_add(&o, A[to * N + c], STARPU_RW, A[r * N + c]));
 		}
 	o.name = "ring_all_gather";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r + 1 - s) % N + N) % N, to = (r + 1) % N;
 			o.node = to;
-			TRY(dnn_insert_vec_slice_get(&o, A[to * N + c], A[r * N + c], 0));
+			DNN_TRY(dnn_insert_vec_slice_get(&o, A[to * N + c], A[r * N + c], 0));
 		}
 	return chunks_copy_out_update(p, q, &o, "ring_copy_out", sgd);
 }
@@ -548,14 +541,14 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	const int N = d->nranks;
 	starpu_data_handle_t *A = &d->ring_chunk[(size_t)q * N * N]; /* A[j * N + c] */
 	dnn_task_opts o = ar_place(p, q, 1, -1, STARPU_MAX_PRIO, 0); /* on the path to the next forward */
-	TRY(chunks_copy_in(p, q, &o, "rhd_copy_in"));
+	DNN_TRY(chunks_copy_in(p, q, &o, "rhd_copy_in"));
 	o.name = "rhd_reduce_scatter";
 	for (int half = N / 2; half >= 1; half /= 2)
 		for (int r = 0; r < N; r++) {
 			const int first = r & ~(half - 1); /* r's half: chunks first .. first + half - 1 */
 			o.node = r;
 			for (int c = first; c < first + half; c++)
-				TRY(dnn_insert_vec_add(&o, A[r * N + c], STARPU_RW, A[(r ^ half) * N + c]));
+				DNN_TRY(dnn_insert_vec_add(&o, A[r * N + c], STARPU_RW, A[(r ^ half) * N + c]));
 		}
 	o.name = "rhd_all_gather";
 	for (int half = 1; half < N; half *= 2)
@@ -563,7 +556,7 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 			const int first = (r ^ half) & ~(half - 1); /* the partner's block of summed chunks */
 			o.node = r;
 			for (int c = first; c < first + half; c++)
-				TRY(dnn_insert_vec_slice_get(&o, A[r * N + c], A[(r ^ half) * N + c], 0));
+				DNN_TRY(dnn_insert_vec_slice_get(&o, A[r * N + c], A[(r ^ half) * N + c], 0));
 		}
 	return chunks_copy_out_update(p, q, &o, "rhd_copy_out", sgd);
 }
@@ -577,12 +570,12 @@ static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	starpu_data_handle_t G = d->g_global[q];
 	const dnn_task_opts o = ar_opts(p, q, 0, -1, prio_of(m, q));
 	const dnn_task_opts h = ar_place(p, q, 0, -1, prio_of(m, q), 0), u = ar_place(p, q, 0, -1, prio_of(m, q), 1);
-	TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib", &h));
-	TRY(mpi_broadcast(G, d->nranks, 1));
+	DNN_TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib", &h));
+	DNN_TRY(mpi_broadcast(G, d->nranks, 1));
 	dnn_param *pr = &m->params[q];
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
 	a.keep_grad = 1;
-	TRY(dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, G));
+	DNN_TRY(dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, G));
 	return dnn_insert_vec_zero(&o, pr->hg);
 }
 
@@ -596,10 +589,10 @@ static int async_push_step(dnn_plan *p, int q, long step, const dnn_sgd_config *
 	dnn_param *pr = &m->params[q];
 	/* Weight decay split over the ranks so that the pushed changes add up. */
 	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, d->nranks);
-	TRY(dnn_insert_sgd_update_delta(NULL, &a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]));
+	DNN_TRY(dnn_insert_sgd_update_delta(NULL, &a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]));
 	dnn_task_opts push = {.mpi = 1, .node = s, .name = "ps_push", .color = DNN_COLOR_UPDATE};
 	for (int j = 0; j < d->nranks; j++)
-		TRY(dnn_insert_vec_add(&push, d->w_server[q], STARPU_RW | STARPU_COMMUTE,
+		DNN_TRY(dnn_insert_vec_add(&push, d->w_server[q], STARPU_RW | STARPU_COMMUTE,
 					d->delta[((size_t)j * K + step % K) * P + q]));
 	/* D is rewritten next time by a rank-local task the server never sees: drop the server's
 	 * received copy from StarPU-MPI's cache, or it would reuse the stale one. */
@@ -621,27 +614,27 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 	const dnn_task_opts o = ar_opts(p, d->bucket_lead[b], 0, -1, prio_of(m, d->bucket_lead[b]));
 	dnn_task_opts pack = o, unpack = o;
 	pack.name = "bucket_pack", unpack.name = "bucket_unpack";
-	TRY(dnn_insert_vec_zero(&pack, mine));
+	DNN_TRY(dnn_insert_vec_zero(&pack, mine));
 	for (int q = d->bucket_lead[b]; q < P; q++)
 		if (d->bucket_of[q] == b)
-			TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
+			DNN_TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
 	if (!G && d->allreduce == DNN_ALLREDUCE_RHD) {
-		TRY(rhd_allreduce_step(p, P + b, sgd)); /* the sum back in `mine` */
+		DNN_TRY(rhd_allreduce_step(p, P + b, sgd)); /* the sum back in `mine` */
 		G = mine;
 	} else if (!G) {
-		TRY(ring_allreduce_step(p, P + b, sgd));
+		DNN_TRY(ring_allreduce_step(p, P + b, sgd));
 		G = mine;
 	} else {
-		TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
-		TRY(mpi_broadcast(G, d->nranks, 1));
+		DNN_TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
+		DNN_TRY(mpi_broadcast(G, d->nranks, 1));
 	}
 	for (int q = d->bucket_lead[b]; q < P; q++) {
 		if (d->bucket_of[q] != b)
 			continue;
 		dnn_param *pr = &m->params[q];
-		TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
+		DNN_TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
 		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-		TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, pr->hg));
+		DNN_TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, pr->hg));
 	}
 	return 0;
 }
@@ -652,15 +645,15 @@ int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd)
 	for (int q = 0; q < p->m->nparams; q++) {
 		if (in_bucket(d, q)) {
 			if (d->bucket_lead[d->bucket_of[q]] == q)
-				TRY(bucket_allreduce_step(p, d->bucket_of[q], sgd));
+				DNN_TRY(bucket_allreduce_step(p, d->bucket_of[q], sgd));
 		} else if (d->mode == DNN_MODE_ASYNC)
-			TRY(async_push_step(p, q, step, sgd));
+			DNN_TRY(async_push_step(p, q, step, sgd));
 		else if (d->g_global[q])
-			TRY(tree_allreduce_step(p, q, sgd));
+			DNN_TRY(tree_allreduce_step(p, q, sgd));
 		else if (d->allreduce == DNN_ALLREDUCE_RHD)
-			TRY(rhd_allreduce_step(p, q, sgd));
+			DNN_TRY(rhd_allreduce_step(p, q, sgd));
 		else
-			TRY(ring_allreduce_step(p, q, sgd));
+			DNN_TRY(ring_allreduce_step(p, q, sgd));
 	}
 	return 0;
 }
@@ -683,9 +676,9 @@ int dnn_dist_reduce_stats(dnn_plan *p, int slot)
 {
 	dnn_dist *d = p->m->dist;
 	starpu_data_handle_t mine = d->stats_local[d->rank * d->nslots + slot];
-	TRY(dnn_insert_vec_zero(NULL, mine));
+	DNN_TRY(dnn_insert_vec_zero(NULL, mine));
 	for (int c = 0; c < p->nchunks; c++)
-		TRY(dnn_insert_vec_add(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
+		DNN_TRY(dnn_insert_vec_add(NULL, mine, STARPU_RW, p->stats[slot * p->nchunks + c]));
 	return mpi_sum_into(d->stats_global[slot], d->stats_local + slot, (size_t)d->nslots, d->nranks, "stats_zero",
 			    "stats_contrib", NULL);
 }
@@ -712,9 +705,9 @@ static int pull_final(dnn_model *m)
 {
 	dnn_dist *d = m->dist;
 	for (int q = 0; q < m->nparams; q++) {
-		TRY(mpi_broadcast(d->w_server[q], d->nranks, 0));
-		TRY(dnn_insert_vec_zero(NULL, m->params[q].hw));
-		TRY(dnn_insert_vec_add(NULL, m->params[q].hw, STARPU_RW, d->w_server[q]));
+		DNN_TRY(mpi_broadcast(d->w_server[q], d->nranks, 0));
+		DNN_TRY(dnn_insert_vec_zero(NULL, m->params[q].hw));
+		DNN_TRY(dnn_insert_vec_add(NULL, m->params[q].hw, STARPU_RW, d->w_server[q]));
 	}
 	return starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 }

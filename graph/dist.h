@@ -58,4 +58,13 @@ typedef struct {
 	long staleness_max;
 } dnn_dist_info;
 void dnn_dist_get_info(const dnn_dist *d, dnn_dist_info *info);
+/* Return a non-zero status (a negative errno) from a helper or a StarPU-MPI call to the caller:
+ * the error propagation of the cross-rank code (dist.c, bnstats.c). */
+#define DNN_TRY(call)                      \
+	do {                               \
+		int dnn_try_rc_ = (call);  \
+		if (dnn_try_rc_ != 0)      \
+			return dnn_try_rc_; \
+	} while (0)
+
 #endif
