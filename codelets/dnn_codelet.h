@@ -31,7 +31,8 @@ extern "C" {
 #endif
 
 /* Where and how an insert helper submits its task: one path for one process and for MPI
- * (Chameleon's submit macro). NULL = local starpu_task_insert, the helper's name, priority 0. */
+ * (Chameleon's submit macro). NULL = a local task (starpu_task_build + dnn_task_submit_: what
+ * starpu_task_insert does), the helper's name, priority 0. */
 typedef struct {
 	int mpi;          /* 1: starpu_mpi_task_insert(MPI_COMM_WORLD, ...) */
 	int node;         /* with mpi: STARPU_EXECUTE_ON_NODE node; -1: owner computes */

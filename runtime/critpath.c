@@ -63,6 +63,8 @@ static long gate_of(const dnn_cp_task *t, const dnn_cp_range *ranges, const uint
 	return *by_worker ? w : g;
 }
 
+static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > hi ? hi : v; }
+
 /* The observed chain, from the task that ended last back to t0 (critpath.h). */
 static void walk_chain(const dnn_cp_task *t, long n, const dnn_cp_range *ranges, const uint32_t *ids, const long *ord,
 		       long m, double t0, dnn_cp_result *res)
@@ -83,10 +85,12 @@ static void walk_chain(const dnn_cp_task *t, long n, const dnn_cp_range *ranges,
 		res->part[t[x].cls < DNN_CP_COMM ? t[x].cls : DNN_CP_COMPUTE] += exec;
 		if (by_worker)
 			res->queued += exec;
-		double gap = start - from;
-		const double sub = t[x].submit > from ? (t[x].submit < start ? t[x].submit : start) - from : 0;
-		res->part[DNN_CP_SUBMIT] += sub;
-		res->part[t[x].remote ? DNN_CP_COMM : DNN_CP_WAIT] += gap - sub;
+		const double sub = clamp(t[x].submit, from, start), rdy = clamp(t[x].ready, sub, start),
+			     fet = clamp(t[x].fetch, rdy, start);
+		res->part[DNN_CP_SUBMIT] += sub - from;
+		res->part[t[x].remote ? DNN_CP_COMM : DNN_CP_WAIT] += rdy - sub;
+		res->part[DNN_CP_SCHED] += fet - rdy;
+		res->part[DNN_CP_TRANSFER] += start - fet;
 		res->length++;
 		x = g;
 	}
@@ -247,6 +251,11 @@ static void fill_times(dnn_cp_task *r, struct starpu_task *task)
 		return;
 	r->submit = starpu_timing_timespec_to_us(&pi->submit_time);
 	r->start = starpu_timing_timespec_to_us(&pi->start_time);
+	/* not set (a task StarPU did not push or fetch for): the gap goes to the stage before */
+	r->ready = pi->push_start_time.tv_sec || pi->push_start_time.tv_nsec
+			   ? starpu_timing_timespec_to_us(&pi->push_start_time) : r->start;
+	r->fetch = pi->acquire_data_start_time.tv_sec || pi->acquire_data_start_time.tv_nsec
+			   ? starpu_timing_timespec_to_us(&pi->acquire_data_start_time) : r->start;
 	r->end = starpu_timing_timespec_to_us(&pi->end_time);
 	r->worker = pi->workerid;
 	r->timed = 1;

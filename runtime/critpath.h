@@ -19,13 +19,16 @@
  *   observed chain: from the task that ended last, step to its gate: of its data predecessors and
  *     of the task before it on its worker, the one that ended last (no later than its start; on
  *     ties the lower id). Each step's time is the task's execution (its class) and the gap
- *     between the gate's end (or the span's start) and the task's start, split into: submit (the
- *     task was not submitted yet), comm (it reads a handle that arrived over MPI, one another
- *     rank owns or the result of a STARPU_MPI_REDUX reduction: exposed communication, including
- *     the other ranks' lateness) and wait (anything else: data
- *     transfers between memory nodes, StarPU's reduction tasks, a send that must end before a
- *     buffer is overwritten, scheduling). The parts add up to the span, from its start to the
- *     last task's end. queued: the execution time of chain tasks whose gate was their worker
+ *     between the gate's end (or the span's start) and the task's start, split by the task's
+ *     profiling times: submit (until it was submitted), then until it was ready (pushed to the
+ *     scheduler: its last dependency released) comm when it reads a handle that arrived over
+ *     MPI (one another rank owns, or the result of a STARPU_MPI_REDUX reduction: exposed
+ *     communication, the other ranks' lateness included) and wait otherwise (a dependency the
+ *     record does not hold: StarPU's reduction tasks between REDUX contributions, a send that
+ *     must end before a buffer is overwritten), then sched (ready, in a scheduler or worker
+ *     queue, its data possibly prefetched meanwhile) until its worker began fetching its data,
+ *     then transfer (the fetch: copies between memory nodes) until it started. The parts add up
+ *     to the span, from its start to the last task's end. queued: the execution time of chain tasks whose gate was their worker
  *     (they were ready and waited for the worker: the chain is the worker's own work there).
  *   ideal: the longest path through the data predecessors by execution times alone, the span
  *     with unlimited workers and free transfers and communication. */
@@ -35,11 +38,16 @@
 #include <starpu.h>
 #include <stdint.h>
 
-enum { DNN_CP_COMPUTE, DNN_CP_ALLREDUCE, DNN_CP_UPDATE, DNN_CP_COMM, DNN_CP_WAIT, DNN_CP_SUBMIT, DNN_CP_NPARTS };
+enum {
+	DNN_CP_COMPUTE, DNN_CP_ALLREDUCE, DNN_CP_UPDATE, /* execution, by the codelet's class */
+	DNN_CP_COMM, DNN_CP_WAIT, DNN_CP_SCHED, DNN_CP_TRANSFER, DNN_CP_SUBMIT, /* gaps */
+	DNN_CP_NPARTS
+};
 
-/* One task: times in µs, on StarPU's clock (simulated time in a simulation). */
+/* One task: times in µs, on StarPU's clock (simulated time in a simulation): submitted, ready
+ * (pushed to the scheduler), its worker began fetching its data, started, ended. */
 typedef struct {
-	double submit, start, end;
+	double submit, ready, fetch, start, end;
 	int32_t worker;           /* -1: unknown */
 	uint8_t cls;              /* DNN_CP_COMPUTE, DNN_CP_ALLREDUCE or DNN_CP_UPDATE */
 	uint8_t remote;           /* reads a handle that arrived over MPI (see above) */

@@ -1,7 +1,8 @@
 /* unit_critpath — DNN_BREAKDOWN's critical path (runtime/critpath.h).
  * 1. dnn_cp_analyse on hand-built DAGs with known times: the exact observed chain (its parts,
  *    queued time, length), the ideal longest path, gates by worker against gates by data, the
- *    submit/comm/wait split of a gap, ties, a predecessor id that is not below its task's.
+ *    submit/comm/wait/sched/transfer split of a gap, ties, a predecessor id that is not below
+ *    its task's.
  * 2. The record on real StarPU tasks submitted through dnn_task_submit_ (the insert macros' one
  *    submission point): a diamond A(W h) -> B(R h), C(R h) -> D(RW h) of 30 ms tasks next to an
  *    independent E(W g). The ideal must hold A, one reader and D (>= 90 ms: the readers'
@@ -18,9 +19,10 @@
 
 #define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
 
-/* A task of the hand-built DAGs: times, worker, class, remote, predecessors (-1 ends the list). */
+/* A task of the hand-built DAGs: times (ready, fetch: -1 = its start), worker, class, remote,
+ * predecessors (-1 ends the list). */
 typedef struct {
-	double submit, start, end;
+	double submit, ready, fetch, start, end;
 	int worker, cls, remote;
 	int preds[4];
 } spec;
@@ -32,7 +34,8 @@ static int run(const spec *s, int n, double t0, dnn_cp_result *res)
 	uint32_t ids[64];
 	int nid = 0;
 	for (int i = 0; i < n; i++) {
-		t[i] = (dnn_cp_task){.submit = s[i].submit, .start = s[i].start, .end = s[i].end, .worker = s[i].worker,
+		t[i] = (dnn_cp_task){.submit = s[i].submit, .ready = s[i].ready < 0 ? s[i].start : s[i].ready,
+				     .fetch = s[i].fetch < 0 ? s[i].start : s[i].fetch, .start = s[i].start, .end = s[i].end, .worker = s[i].worker,
 				     .cls = (uint8_t)s[i].cls, .remote = (uint8_t)s[i].remote, .timed = 1,
 				     .range_off = (uint32_t)i, .nranges = 1};
 		rg[i].off = (uint32_t)nid;
@@ -46,7 +49,8 @@ static int run(const spec *s, int n, double t0, dnn_cp_result *res)
 static void check_parts(const char *what, const dnn_cp_result *r, const double want[DNN_CP_NPARTS], double queued,
 			double ideal, double span, long length)
 {
-	static const char *names[DNN_CP_NPARTS] = {"compute", "allreduce", "update", "comm", "wait", "submit"};
+	static const char *names[DNN_CP_NPARTS] = {"compute", "allreduce", "update", "comm",
+						   "wait",    "sched",     "transfer", "submit"};
 	for (int k = 0; k < DNN_CP_NPARTS; k++)
 		TEST_CHECK(NEAR(r->part[k], want[k]), "%s: %s %g, want %g", what, names[k], r->part[k], want[k]);
 	TEST_CHECK(NEAR(r->queued, queued), "%s: queued %g, want %g", what, r->queued, queued);
@@ -58,59 +62,60 @@ static void check_parts(const char *what, const dnn_cp_result *r, const double w
 static void hand_built(void)
 {
 	dnn_cp_result r;
-	/* Two workers. 0: compute 10..30 on w0. 1: compute 12..20 on w1 (no pred). 2: all-reduce
-	 * work on w1, reads 0 and 1, remote (a received handle), submitted at 0, starts 45 (gap
-	 * 30..45: comm 15), ends 50. 3: update on w0, pred 2, submitted at 55 (after 2's end: 5
-	 * submit), starts 58 (3 wait), ends 60. 4: compute on w0, pred 1 only, 31..40: gated by its
-	 * worker (0 ended at 30 > 1's 20), so 1 ms of wait and queued 9. The last task is 3. */
+	/* Two workers. 0: compute 10..30 on w0, ready at 0, fetching from 8. 1: compute 12..20 on w1
+	 * (no pred). 2: all-reduce work on w1, reads 0 and 1, remote (a received handle), submitted
+	 * at 0, ready at 40, fetching from 43, starts 45, ends 50. 3: update on w0, pred 2,
+	 * submitted at 55 (after 2's end), ready 56, fetching from 58, starts 58, ends 60. 4: compute
+	 * on w0, pred 1 only, 31..40. The last task is 3. */
 	const spec a[] = {
-		{0, 10, 30, 0, DNN_CP_COMPUTE, 0, {-1}},
-		{0, 12, 20, 1, DNN_CP_COMPUTE, 0, {-1}},
-		{0, 45, 50, 1, DNN_CP_ALLREDUCE, 1, {0, 1, -1}},
-		{55, 58, 60, 0, DNN_CP_UPDATE, 0, {2, -1}},
-		{0, 31, 40, 0, DNN_CP_COMPUTE, 0, {1, -1}},
+		{0, 0, 8, 10, 30, 0, DNN_CP_COMPUTE, 0, {-1}},
+		{0, -1, -1, 12, 20, 1, DNN_CP_COMPUTE, 0, {-1}},
+		{0, 40, 43, 45, 50, 1, DNN_CP_ALLREDUCE, 1, {0, 1, -1}},
+		{55, 56, 58, 58, 60, 0, DNN_CP_UPDATE, 0, {2, -1}},
+		{0, -1, -1, 31, 40, 0, DNN_CP_COMPUTE, 0, {1, -1}},
 	};
 	TEST_CHECK(run(a, 5, 0, &r) == 0, "analyse a");
 	/* The chain: 3 <- 2 (its data predecessor, ended 50, against 4, its worker's, ended 40) <- 0
 	 * (of 0 and 1, the one that ended last; 1, its worker's, ended 20) <- t0 (nothing before 0 on
-	 * w0). Span 60 = 10 wait + 20 compute + 15 comm + 5 all-reduce + 5 submit + 3 wait + 2 update.
-	 * Ideal: 0 -> 2 -> 3, 27. */
+	 * w0). Span 60: 0: 8 sched + 2 transfer + 20 compute; 2: 10 comm (30..40, not ready) + 3
+	 * sched + 2 transfer + 5 all-reduce; 3: 5 submit + 1 wait + 2 sched + 2 update. Ideal:
+	 * 0 -> 2 -> 3, 27. */
 	{
-		const double want[DNN_CP_NPARTS] = {20, 5, 2, 15, 10 + 3, 5};
+		const double want[DNN_CP_NPARTS] = {20, 5, 2, 10, 1, 8 + 3 + 2, 2 + 2, 5};
 		check_parts("a", &r, want, 0, 27, 60, 3);
 	}
-	/* The same with the span starting at 5: 5 less wait. */
+	/* The same with the span starting at 5: 0's sched is 5..8. */
 	TEST_CHECK(run(a, 5, 5, &r) == 0, "analyse a, t0 5");
 	{
-		const double want[DNN_CP_NPARTS] = {20, 5, 2, 15, 5 + 3, 5};
+		const double want[DNN_CP_NPARTS] = {20, 5, 2, 10, 1, 3 + 3 + 2, 2 + 2, 5};
 		check_parts("a, t0 = 5", &r, want, 0, 27, 55, 3);
 	}
 	/* Gated by the worker: 0 on w0 10..30; 1 on w0 30..50 with no data pred (queued behind 0);
 	 * 2 on w1 52..60 reads 1. Chain 2 <- 1 (data) <- 0 (worker) <- t0. Ideal: 20 + 8 = 28
 	 * (1 and 0 are independent: only the worker ordered them). */
 	const spec b[] = {
-		{0, 10, 30, 0, DNN_CP_COMPUTE, 0, {-1}},
-		{0, 30, 50, 0, DNN_CP_COMPUTE, 0, {-1}},
-		{0, 52, 60, 1, DNN_CP_COMPUTE, 0, {1, -1}},
+		{0, -1, -1, 10, 30, 0, DNN_CP_COMPUTE, 0, {-1}},
+		{0, -1, -1, 30, 50, 0, DNN_CP_COMPUTE, 0, {-1}},
+		{0, -1, -1, 52, 60, 1, DNN_CP_COMPUTE, 0, {1, -1}},
 	};
 	TEST_CHECK(run(b, 3, 0, &r) == 0, "analyse b");
 	{
-		const double want[DNN_CP_NPARTS] = {20 + 20 + 8, 0, 0, 0, 10 + 2, 0};
+		const double want[DNN_CP_NPARTS] = {20 + 20 + 8, 0, 0, 0, 10 + 2, 0, 0, 0};
 		check_parts("b", &r, want, 20, 28, 60, 3);
 	}
 	/* Ties and a bad id: 0 and 1 both end at 10 on different workers, 2 (w2, 10..15) reads both:
 	 * the gate is the higher id (1, later in the order). 1 also lists 2 as a predecessor (not
 	 * below its own id: ignored, no loop). A zero-length task 3 on w2 at 15..15 after 2. */
 	const spec c[] = {
-		{0, 0, 10, 0, DNN_CP_COMPUTE, 0, {-1}},
-		{0, 4, 10, 1, DNN_CP_ALLREDUCE, 0, {2, -1}},
-		{0, 10, 15, 2, DNN_CP_COMPUTE, 0, {0, 1, -1}},
-		{0, 15, 15, 2, DNN_CP_UPDATE, 0, {2, -1}},
+		{0, -1, -1, 0, 10, 0, DNN_CP_COMPUTE, 0, {-1}},
+		{0, -1, -1, 4, 10, 1, DNN_CP_ALLREDUCE, 0, {2, -1}},
+		{0, -1, -1, 10, 15, 2, DNN_CP_COMPUTE, 0, {0, 1, -1}},
+		{0, -1, -1, 15, 15, 2, DNN_CP_UPDATE, 0, {2, -1}},
 	};
 	TEST_CHECK(run(c, 4, 0, &r) == 0, "analyse c");
 	{
 		/* chain 3 <- 2 <- 1 (allreduce 6, wait 4 from t0) */
-		const double want[DNN_CP_NPARTS] = {5, 6, 0, 0, 4, 0};
+		const double want[DNN_CP_NPARTS] = {5, 6, 0, 0, 4, 0, 0, 0};
 		check_parts("c", &r, want, 0, 15, 15, 3);
 	}
 	TEST_CHECK(run(c, 0, 0, &r) == 0 && r.span == 0 && r.length == 0 && r.ideal == 0, "no task");
@@ -148,9 +153,10 @@ static void recorded(void)
 	double sum = 0;
 	for (int k = 0; k < DNN_CP_NPARTS; k++)
 		sum += r.part[k];
-	printf("recorded: span %.1f ms, chain of %ld tasks (compute %.1f, wait %.1f, submit %.1f ms), ideal %.1f ms\n",
-	       r.span / 1e3, r.length, r.part[DNN_CP_COMPUTE] / 1e3, r.part[DNN_CP_WAIT] / 1e3,
-	       r.part[DNN_CP_SUBMIT] / 1e3, r.ideal / 1e3);
+	printf("recorded: span %.1f ms, chain of %ld tasks (compute %.1f, wait %.1f, sched %.1f, transfer %.1f, "
+	       "submit %.1f ms), ideal %.1f ms\n",
+	       r.span / 1e3, r.length, r.part[DNN_CP_COMPUTE] / 1e3, r.part[DNN_CP_WAIT] / 1e3, r.part[DNN_CP_SCHED] / 1e3,
+	       r.part[DNN_CP_TRANSFER] / 1e3, r.part[DNN_CP_SUBMIT] / 1e3, r.ideal / 1e3);
 	TEST_CHECK(fabs(sum - r.span) < 1e-6 * r.span + 1e-6, "the chain's parts add up to %g, the span is %g", sum, r.span);
 	TEST_CHECK(r.ideal >= 3 * 30000 * 0.99, "ideal %g us: A, a reader and D are 3 x 30 ms in a row", r.ideal);
 	TEST_CHECK(r.length >= 3, "chain of %ld tasks: at least A, a reader, D", r.length);
