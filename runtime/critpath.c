@@ -67,7 +67,7 @@ static double clamp(double v, double lo, double hi) { return v < lo ? lo : v > h
 
 /* The observed chain, from the task that ended last back to t0 (critpath.h). */
 static void walk_chain(const dnn_cp_task *t, long n, const dnn_cp_range *ranges, const uint32_t *ids, const long *ord,
-		       long m, double t0, dnn_cp_result *res)
+		       long m, double t0, dnn_cp_result *res, dnn_cp_step_fn step, void *ctx)
 {
 	long x = -1;
 	for (long i = 0; i < n; i++)
@@ -82,22 +82,27 @@ static void walk_chain(const dnn_cp_task *t, long n, const dnn_cp_range *ranges,
 		const double from = g >= 0 ? (t[g].end > t0 ? t[g].end : t0) : t0;
 		const double start = t[x].start > from ? t[x].start : from;
 		const double exec = t[x].end > start ? t[x].end - start : 0;
-		res->part[t[x].cls < DNN_CP_COMM ? t[x].cls : DNN_CP_COMPUTE] += exec;
+		double part[DNN_CP_NPARTS] = {0};
+		part[t[x].cls < DNN_CP_COMM ? t[x].cls : DNN_CP_COMPUTE] = exec;
 		if (by_worker)
 			res->queued += exec;
 		const double sub = clamp(t[x].submit, from, start), rdy = clamp(t[x].ready, sub, start),
 			     fet = clamp(t[x].fetch, rdy, start);
-		res->part[DNN_CP_SUBMIT] += sub - from;
-		res->part[t[x].remote ? DNN_CP_COMM : DNN_CP_WAIT] += rdy - sub;
-		res->part[DNN_CP_SCHED] += fet - rdy;
-		res->part[DNN_CP_TRANSFER] += start - fet;
+		part[DNN_CP_SUBMIT] = sub - from;
+		part[t[x].remote ? DNN_CP_COMM : DNN_CP_WAIT] = rdy - sub;
+		part[DNN_CP_SCHED] = fet - rdy;
+		part[DNN_CP_TRANSFER] = start - fet;
+		for (int k = 0; k < DNN_CP_NPARTS; k++)
+			res->part[k] += part[k];
+		if (step)
+			step(ctx, x, part);
 		res->length++;
 		x = g;
 	}
 }
 
 int dnn_cp_analyse(const dnn_cp_task *t, long n, const dnn_cp_range *ranges, const uint32_t *ids, double t0,
-		   dnn_cp_result *res)
+		   dnn_cp_result *res, dnn_cp_step_fn step, void *ctx)
 {
 	memset(res, 0, sizeof(*res));
 	if (n <= 0)
@@ -126,7 +131,7 @@ int dnn_cp_analyse(const dnn_cp_task *t, long n, const dnn_cp_range *ranges, con
 	}
 	g_sort_t = t;
 	qsort(ord, (size_t)m, sizeof(long), by_worker_end);
-	walk_chain(t, n, ranges, ids, ord, m, t0, res);
+	walk_chain(t, n, ranges, ids, ord, m, t0, res, step, ctx);
 	free(ord), free(len);
 	return 0;
 }
@@ -293,6 +298,7 @@ static dnn_cp_task *new_record(const struct starpu_task *task, int mpi)
 	memset(r, 0, sizeof(*r));
 	r->worker = -1;
 	r->cls = (uint8_t)cp_cls(task->cl);
+	r->name = task->cl->name ? task->cl->name : task->cl->model ? task->cl->model->symbol : NULL;
 	r->range_off = (uint32_t)cp_nranges;
 	const uint32_t id = (uint32_t)cp_n++;
 	const unsigned nb = STARPU_TASK_GET_NBUFFERS(task);
@@ -359,7 +365,53 @@ void dnn_cp_reset(double t0)
 	pthread_mutex_unlock(&cp_lock);
 }
 
-int dnn_cp_finish(dnn_cp_result *res)
+/* The report by codelet (dnn_cp_finish): the chain's parts summed per codelet name. */
+#define CP_NAMES 256
+typedef struct {
+	const dnn_cp_task *t;
+	const char *name[CP_NAMES];
+	double part[CP_NAMES][DNN_CP_NPARTS], total[CP_NAMES];
+	int n;
+} cp_by_name;
+
+static void by_name_step(void *ctx, long task, const double part[DNN_CP_NPARTS])
+{
+	cp_by_name *b = ctx;
+	const char *name = b->t[task].name ? b->t[task].name : "?";
+	int i = 0;
+	while (i < b->n && strcmp(b->name[i], name) != 0)
+		i++;
+	if (i == b->n && b->n == CP_NAMES)
+		i = CP_NAMES - 1, name = "(others)"; /* more names than slots: the last one collects them */
+	else if (i == b->n)
+		b->name[b->n++] = name;
+	for (int k = 0; k < DNN_CP_NPARTS; k++)
+		b->part[i][k] += part[k], b->total[i] += part[k];
+}
+
+static void by_name_print(const cp_by_name *b, const dnn_cp_result *res, FILE *f)
+{
+	static const char *const parts[DNN_CP_NPARTS] = {"compute", "allreduce", "update", "comm",
+							 "wait",    "sched",     "transfer", "submit"};
+	fprintf(f, "critpath: rank %d: span %.1f ms, chain of %ld tasks; by codelet, ms:", cp_rank, res->span / 1e3,
+		res->length);
+	char done[CP_NAMES] = {0};
+	for (int shown = 0; shown < 8 && shown < b->n; shown++) {
+		int best = -1;
+		for (int i = 0; i < b->n; i++)
+			if (!done[i] && (best < 0 || b->total[i] > b->total[best]))
+				best = i;
+		done[best] = 1;
+		fprintf(f, "%s %s %.1f (", shown ? ";" : "", b->name[best], b->total[best] / 1e3);
+		for (int k = 0, first = 1; k < DNN_CP_NPARTS; k++)
+			if (b->part[best][k] >= 50) /* µs */
+				fprintf(f, "%s%s %.1f", first ? "" : " ", parts[k], b->part[best][k] / 1e3), first = 0;
+		fprintf(f, ")");
+	}
+	fprintf(f, "\n");
+}
+
+int dnn_cp_finish(dnn_cp_result *res, FILE *report)
 {
 	pthread_mutex_lock(&cp_lock);
 	cp_on = 0;
@@ -371,8 +423,14 @@ int dnn_cp_finish(dnn_cp_result *res)
 		long k = cp_n - b * CP_BLOCK < CP_BLOCK ? cp_n - b * CP_BLOCK : CP_BLOCK;
 		memcpy(all + b * CP_BLOCK, cp_blocks[b], sizeof(dnn_cp_task) * (size_t)k);
 	}
+	cp_by_name *b = rc == 0 && report ? calloc(1, sizeof(*b)) : NULL;
+	if (b)
+		b->t = all;
 	if (rc == 0)
-		rc = dnn_cp_analyse(all, cp_n, cp_ranges, cp_ids, cp_t0, res);
+		rc = dnn_cp_analyse(all, cp_n, cp_ranges, cp_ids, cp_t0, res, b ? by_name_step : NULL, b);
+	if (rc == 0 && b)
+		by_name_print(b, res, report);
+	free(b);
 	free(all);
 	drop_record();
 	pthread_mutex_unlock(&cp_lock);

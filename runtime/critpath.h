@@ -37,6 +37,7 @@
 
 #include <starpu.h>
 #include <stdint.h>
+#include <stdio.h>
 
 enum {
 	DNN_CP_COMPUTE, DNN_CP_ALLREDUCE, DNN_CP_UPDATE, /* execution, by the codelet's class */
@@ -54,6 +55,7 @@ typedef struct {
 	uint8_t timed;            /* start/end known (its callback ran) */
 	uint8_t pad_;
 	uint32_t range_off, nranges; /* its predecessors: the ids of ranges[range_off .. + nranges) */
+	const char *name;         /* its codelet's name (for the report by codelet), or NULL */
 } dnn_cp_task;
 typedef struct {
 	uint32_t off, n; /* ids[off .. off + n) */
@@ -68,14 +70,18 @@ typedef struct {
 } dnn_cp_result;
 
 /* The analysis of n tasks in submission order (a predecessor id not below its task's is
- * ignored), the span starting at t0. 0, or -1 when out of memory. */
+ * ignored), the span starting at t0; step (or NULL) is called with each task of the chain, last
+ * first, and the µs of each part it adds. 0, or -1 when out of memory. */
+typedef void (*dnn_cp_step_fn)(void *ctx, long task, const double part[DNN_CP_NPARTS]);
 int dnn_cp_analyse(const dnn_cp_task *t, long n, const dnn_cp_range *ranges, const uint32_t *ids, double t0,
-		   dnn_cp_result *res);
+		   dnn_cp_result *res, dnn_cp_step_fn step, void *ctx);
 
 /* The record: dnn_cp_enable installs the submission hook (once; cls gives a codelet's class),
  * dnn_cp_reset drops what was recorded and records from t0 on (nothing in flight), dnn_cp_finish
- * (every task done) analyses this rank's record, frees it and stops recording: 0 or -1 (memory). */
+ * (every task done) analyses this rank's record, frees it and stops recording: 0 or -1 (memory).
+ * report (or NULL): one line there, "critpath: rank R: ...", the chain's time by codelet (the
+ * codelets with the most, each with its parts in ms: where the chain's waits are). */
 void dnn_cp_enable(int (*cls)(const struct starpu_codelet *cl), int rank, int nranks);
 void dnn_cp_reset(double t0);
-int dnn_cp_finish(dnn_cp_result *res);
+int dnn_cp_finish(dnn_cp_result *res, FILE *report);
 #endif

@@ -270,7 +270,7 @@ for ar in "${L_AR[@]}"; do
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
           ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
-    [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields)
+    [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields; 2: and critpath: lines)
     [ -z "${DNN_ALLREDUCE_PRIO:-}" ] || envs+=(DNN_ALLREDUCE_PRIO="$DNN_ALLREDUCE_PRIO")
     [ -z "${DNN_ALLREDUCE_ON:-}" ] || envs+=(DNN_ALLREDUCE_ON="$DNN_ALLREDUCE_ON")
     if [ "$gpus" != 0 ] && [ -n "$CUDA_MODELS" ]; then
@@ -295,6 +295,7 @@ for ar in "${L_AR[@]}"; do
       echo "simulate.sh: the simulated run failed (exit $rc): $why (log: $log)" >&2
       continue
     fi
+    grep '^critpath: ' "$log" || true # DNN_BREAKDOWN=2: each rank's critical path by codelet
     rm -f "$log"
     echo "$line"
     field() { anp_result_field "$line" "$1"; }

@@ -43,7 +43,7 @@ static int run(const spec *s, int n, double t0, dnn_cp_result *res)
 			ids[nid++] = (uint32_t)s[i].preds[k];
 		rg[i].n = (uint32_t)nid - rg[i].off;
 	}
-	return dnn_cp_analyse(t, n, rg, ids, t0, res);
+	return dnn_cp_analyse(t, n, rg, ids, t0, res, NULL, NULL);
 }
 
 static void check_parts(const char *what, const dnn_cp_result *r, const double want[DNN_CP_NPARTS], double queued,
@@ -149,7 +149,7 @@ static void recorded(void)
 	TEST_CHECK(rc == 0, "submitting the diamond");
 	starpu_task_wait_for_all();
 	dnn_cp_result r;
-	TEST_CHECK(dnn_cp_finish(&r) == 0, "dnn_cp_finish");
+	TEST_CHECK(dnn_cp_finish(&r, stdout) == 0, "dnn_cp_finish");
 	double sum = 0;
 	for (int k = 0; k < DNN_CP_NPARTS; k++)
 		sum += r.part[k];
@@ -164,7 +164,7 @@ static void recorded(void)
 		TEST_CHECK(r.ideal <= r.span + 1, "ideal %g us > span %g us: the readers were serialised", r.ideal, r.span);
 	/* Recording stopped: a task now is not recorded, and a new span starts empty. */
 	dnn_cp_reset(starpu_timing_now());
-	TEST_CHECK(dnn_cp_finish(&r) == 0 && r.length == 0 && r.span == 0, "an empty span: %ld tasks", r.length);
+	TEST_CHECK(dnn_cp_finish(&r, NULL) == 0 && r.length == 0 && r.span == 0, "an empty span: %ld tasks", r.length);
 	dnn_task_set_submit_hook(NULL);
 	starpu_data_unregister(h);
 	starpu_data_unregister(g);
