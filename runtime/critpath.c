@@ -144,6 +144,7 @@ typedef struct {
 	int mode;           /* the open group's access mode (0: no group yet) */
 	int mpi_redux;      /* a STARPU_MPI_REDUX contribution since the last write: its readers wait for
 			     * StarPU-MPI's inter-rank reduction */
+	int mpi;            /* seen in a task of starpu_mpi_task_build: registered with StarPU-MPI */
 	dnn_cp_range prev;  /* the group before the open one */
 	uint32_t *open, nopen; /* the open group's tasks */
 	size_t cap;
@@ -214,20 +215,36 @@ static int concurrent(int a, int b)
 	       ((a & STARPU_W) && (a & STARPU_COMMUTE) && (b & STARPU_W) && (b & STARPU_COMMUTE));
 }
 
+/* Whether an access in mode to h (a StarPU-MPI handle) waits for communication: it reads a handle
+ * another rank owns (received), or the result of an inter-rank reduction, or it overwrites a
+ * handle that StarPU-MPI is sending (its cache says "sent" since the last write: the write waits
+ * for the send). */
+static int waits_for_mpi(cp_handle *s, starpu_data_handle_t h, int mode)
+{
+	int owner = starpu_mpi_data_get_rank(h), r = 0;
+	if (mode & STARPU_MPI_REDUX) {
+		s->mpi_redux = 1;
+		return 0;
+	}
+	r = (mode & STARPU_R) && ((owner >= 0 && owner != cp_rank) || s->mpi_redux);
+	if ((mode & (STARPU_W | STARPU_REDUX)) && starpu_mpi_cache_is_enabled())
+		for (int d = 0; d < cp_nranks && !r; d++)
+			r = d != cp_rank && starpu_mpi_cached_send(h, d);
+	if (mode & STARPU_W)
+		s->mpi_redux = 0;
+	return r;
+}
+
 /* Task `id`'s access to h in mode: its predecessor range, and h's groups (critpath.h); *remote
- * set when it reads the result of an inter-rank reduction. */
-static int access_handle(uint32_t id, starpu_data_handle_t h, int mode, uint8_t *remote)
+ * set when it waits for communication (waits_for_mpi). mpi: the task is StarPU-MPI's. */
+static int access_handle(uint32_t id, starpu_data_handle_t h, int mode, int mpi, uint8_t *remote)
 {
 	cp_handle *s = handle_state(h);
 	if (!s)
 		return -1;
-	if (mode & STARPU_MPI_REDUX) {
-		s->mpi_redux = 1;
-	} else {
-		*remote |= (mode & STARPU_R) && s->mpi_redux;
-		if (mode & STARPU_W)
-			s->mpi_redux = 0;
-	}
+	s->mpi |= mpi;
+	if (s->mpi && cp_nranks > 1)
+		*remote |= (uint8_t)waits_for_mpi(s, h, mode);
 	if (!(s->mode && s->nopen && concurrent(s->mode, mode))) { /* close the open group */
 		if (s->nopen) {
 			if (grow((void **)&cp_ids, &cp_ids_cap, cp_nids + s->nopen, sizeof(uint32_t)) != 0)
@@ -307,11 +324,7 @@ static dnn_cp_task *new_record(const struct starpu_task *task, int mpi)
 		int mode = (int)STARPU_TASK_GET_MODE(task, i) & ~(STARPU_SSEND | STARPU_LOCALITY | STARPU_NOFOOTPRINT);
 		if (!starpu_data_get_sequential_consistency_flag(h))
 			continue;
-		if (mpi && cp_nranks > 1 && (mode & STARPU_R)) {
-			int owner = starpu_mpi_data_get_rank(h);
-			r->remote |= owner >= 0 && owner != cp_rank;
-		}
-		if (access_handle(id, h, mode, &r->remote) != 0)
+		if (access_handle(id, h, mode, mpi, &r->remote) != 0)
 			return NULL;
 	}
 	r->nranges = (uint32_t)(cp_nranges - r->range_off);

@@ -21,11 +21,12 @@
  *     ties the lower id). Each step's time is the task's execution (its class) and the gap
  *     between the gate's end (or the span's start) and the task's start, split by the task's
  *     profiling times: submit (until it was submitted), then until it was ready (pushed to the
- *     scheduler: its last dependency released) comm when it reads a handle that arrived over
- *     MPI (one another rank owns, or the result of a STARPU_MPI_REDUX reduction: exposed
- *     communication, the other ranks' lateness included) and wait otherwise (a dependency the
- *     record does not hold: StarPU's reduction tasks between REDUX contributions, a send that
- *     must end before a buffer is overwritten), then sched (ready, in a scheduler or worker
+ *     scheduler: its last dependency released) comm when it waits for StarPU-MPI (it reads a
+ *     handle that arrived over MPI: one another rank owns, or the result of a STARPU_MPI_REDUX
+ *     reduction; or it overwrites a handle being sent, which StarPU-MPI's cache says was sent
+ *     since its last write: exposed communication, the other ranks' lateness included) and wait
+ *     otherwise (a dependency the record does not hold: StarPU's reduction tasks between REDUX
+ *     contributions, the tree's StarPU-MPI reduction tasks), then sched (ready, in a scheduler or worker
  *     queue, its data possibly prefetched meanwhile) until its worker began fetching its data,
  *     then transfer (the fetch: copies between memory nodes) until it started. The parts add up
  *     to the span, from its start to the last task's end. queued: the execution time of chain tasks whose gate was their worker
