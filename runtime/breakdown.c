@@ -20,7 +20,7 @@ enum { BD_COMPUTE, BD_ALLREDUCE, BD_UPDATE, BD_IDLE, BD_OTHER, BD_N };
 enum { CP_SPAN = BD_N, CP_PART, CP_QUEUED = CP_PART + DNN_CP_NPARTS, CP_IDEAL, BD_ROW };
 static const char *const bd_names[BD_ROW] = {"compute", "allreduce", "update", "idle", "other",
 					     "cp_span_s", "cp_compute", "cp_allreduce", "cp_update", "cp_comm",
-					     "cp_wait", "cp_sched", "cp_transfer", "cp_submit", "cp_queued", "cp_ideal"};
+					     "cp_reduce", "cp_wait", "cp_sched", "cp_transfer", "cp_submit", "cp_queued", "cp_ideal"};
 
 /* The codelets timed apart, and their cumulated execution time (µs) as last reported. */
 static struct starpu_codelet *const bd_vec[] = {&cl_vec_zero, &cl_vec_redux_add, &cl_vec_add,

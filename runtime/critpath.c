@@ -89,7 +89,7 @@ static void walk_chain(const dnn_cp_task *t, long n, const dnn_cp_range *ranges,
 		const double sub = clamp(t[x].submit, from, start), rdy = clamp(t[x].ready, sub, start),
 			     fet = clamp(t[x].fetch, rdy, start);
 		part[DNN_CP_SUBMIT] = sub - from;
-		part[t[x].remote ? DNN_CP_COMM : DNN_CP_WAIT] = rdy - sub;
+		part[t[x].remote ? DNN_CP_COMM : t[x].after_redux ? DNN_CP_REDUCE : DNN_CP_WAIT] = rdy - sub;
 		part[DNN_CP_SCHED] = fet - rdy;
 		part[DNN_CP_TRANSFER] = start - fet;
 		for (int k = 0; k < DNN_CP_NPARTS; k++)
@@ -237,7 +237,7 @@ static int waits_for_mpi(cp_handle *s, starpu_data_handle_t h, int mode)
 
 /* Task `id`'s access to h in mode: its predecessor range, and h's groups (critpath.h); *remote
  * set when it waits for communication (waits_for_mpi). mpi: the task is StarPU-MPI's. */
-static int access_handle(uint32_t id, starpu_data_handle_t h, int mode, int mpi, uint8_t *remote)
+static int access_handle(uint32_t id, starpu_data_handle_t h, int mode, int mpi, uint8_t *remote, uint8_t *after_redux)
 {
 	cp_handle *s = handle_state(h);
 	if (!s)
@@ -246,6 +246,7 @@ static int access_handle(uint32_t id, starpu_data_handle_t h, int mode, int mpi,
 	if (s->mpi && cp_nranks > 1)
 		*remote |= (uint8_t)waits_for_mpi(s, h, mode);
 	if (!(s->mode && s->nopen && concurrent(s->mode, mode))) { /* close the open group */
+		*after_redux |= s->nopen && s->mode == STARPU_REDUX;
 		if (s->nopen) {
 			if (grow((void **)&cp_ids, &cp_ids_cap, cp_nids + s->nopen, sizeof(uint32_t)) != 0)
 				return -1;
@@ -324,7 +325,7 @@ static dnn_cp_task *new_record(const struct starpu_task *task, int mpi)
 		int mode = (int)STARPU_TASK_GET_MODE(task, i) & ~(STARPU_SSEND | STARPU_LOCALITY | STARPU_NOFOOTPRINT);
 		if (!starpu_data_get_sequential_consistency_flag(h))
 			continue;
-		if (access_handle(id, h, mode, mpi, &r->remote) != 0)
+		if (access_handle(id, h, mode, mpi, &r->remote, &r->after_redux) != 0)
 			return NULL;
 	}
 	r->nranges = (uint32_t)(cp_nranges - r->range_off);
@@ -404,7 +405,7 @@ static void by_name_step(void *ctx, long task, const double part[DNN_CP_NPARTS])
 
 static void by_name_print(const cp_by_name *b, const dnn_cp_result *res, FILE *f)
 {
-	static const char *const parts[DNN_CP_NPARTS] = {"compute", "allreduce", "update", "comm",
+	static const char *const parts[DNN_CP_NPARTS] = {"compute", "allreduce", "update",   "comm",  "reduce",
 							 "wait",    "sched",     "transfer", "submit"};
 	fprintf(f, "critpath: rank %d: span %.1f ms, chain of %ld tasks; by codelet, ms:", cp_rank, res->span / 1e3,
 		res->length);

@@ -24,9 +24,11 @@
  *     scheduler: its last dependency released) comm when it waits for StarPU-MPI (it reads a
  *     handle that arrived over MPI: one another rank owns, or the result of a STARPU_MPI_REDUX
  *     reduction; or it overwrites a handle being sent, which StarPU-MPI's cache says was sent
- *     since its last write: exposed communication, the other ranks' lateness included) and wait
- *     otherwise (a dependency the record does not hold: StarPU's reduction tasks between REDUX
- *     contributions, the tree's StarPU-MPI reduction tasks), then sched (ready, in a scheduler or worker
+ *     since its last write: exposed communication, the other ranks' lateness included), else
+ *     reduce when it is the first access after a run of STARPU_REDUX contributions (StarPU's own
+ *     reduction tasks, which sum the per-worker copies, with their transfers), and wait
+ *     otherwise (a dependency the record does not hold, e.g. the tree's StarPU-MPI reduction
+ *     tasks), then sched (ready, in a scheduler or worker
  *     queue, its data possibly prefetched meanwhile) until its worker began fetching its data,
  *     then transfer (the fetch: copies between memory nodes) until it started. The parts add up
  *     to the span, from its start to the last task's end. queued: the execution time of chain tasks whose gate was their worker
@@ -42,7 +44,7 @@
 
 enum {
 	DNN_CP_COMPUTE, DNN_CP_ALLREDUCE, DNN_CP_UPDATE, /* execution, by the codelet's class */
-	DNN_CP_COMM, DNN_CP_WAIT, DNN_CP_SCHED, DNN_CP_TRANSFER, DNN_CP_SUBMIT, /* gaps */
+	DNN_CP_COMM, DNN_CP_REDUCE, DNN_CP_WAIT, DNN_CP_SCHED, DNN_CP_TRANSFER, DNN_CP_SUBMIT, /* gaps */
 	DNN_CP_NPARTS
 };
 
@@ -54,7 +56,7 @@ typedef struct {
 	uint8_t cls;              /* DNN_CP_COMPUTE, DNN_CP_ALLREDUCE or DNN_CP_UPDATE */
 	uint8_t remote;           /* reads a handle that arrived over MPI (see above) */
 	uint8_t timed;            /* start/end known (its callback ran) */
-	uint8_t pad_;
+	uint8_t after_redux;      /* the first access after a run of STARPU_REDUX contributions */
 	uint32_t range_off, nranges; /* its predecessors: the ids of ranges[range_off .. + nranges) */
 	const char *name;         /* its codelet's name (for the report by codelet), or NULL */
 } dnn_cp_task;

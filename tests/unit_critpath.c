@@ -19,8 +19,8 @@
 
 #define NEAR(a, b) (fabs((a) - (b)) < 1e-9)
 
-/* A task of the hand-built DAGs: times (ready, fetch: -1 = its start), worker, class, remote,
- * predecessors (-1 ends the list). */
+/* A task of the hand-built DAGs: times (ready, fetch: -1 = its start), worker, class, remote (1:
+ * remote, 2: after_redux), predecessors (-1 ends the list). */
 typedef struct {
 	double submit, ready, fetch, start, end;
 	int worker, cls, remote;
@@ -36,7 +36,7 @@ static int run(const spec *s, int n, double t0, dnn_cp_result *res)
 	for (int i = 0; i < n; i++) {
 		t[i] = (dnn_cp_task){.submit = s[i].submit, .ready = s[i].ready < 0 ? s[i].start : s[i].ready,
 				     .fetch = s[i].fetch < 0 ? s[i].start : s[i].fetch, .start = s[i].start, .end = s[i].end, .worker = s[i].worker,
-				     .cls = (uint8_t)s[i].cls, .remote = (uint8_t)s[i].remote, .timed = 1,
+				     .cls = (uint8_t)s[i].cls, .remote = s[i].remote == 1, .after_redux = s[i].remote == 2, .timed = 1,
 				     .range_off = (uint32_t)i, .nranges = 1};
 		rg[i].off = (uint32_t)nid;
 		for (int k = 0; k < 4 && s[i].preds[k] >= 0; k++)
@@ -49,7 +49,7 @@ static int run(const spec *s, int n, double t0, dnn_cp_result *res)
 static void check_parts(const char *what, const dnn_cp_result *r, const double want[DNN_CP_NPARTS], double queued,
 			double ideal, double span, long length)
 {
-	static const char *names[DNN_CP_NPARTS] = {"compute", "allreduce", "update", "comm",
+	static const char *names[DNN_CP_NPARTS] = {"compute", "allreduce", "update",   "comm",  "reduce",
 						   "wait",    "sched",     "transfer", "submit"};
 	for (int k = 0; k < DNN_CP_NPARTS; k++)
 		TEST_CHECK(NEAR(r->part[k], want[k]), "%s: %s %g, want %g", what, names[k], r->part[k], want[k]);
@@ -81,26 +81,27 @@ static void hand_built(void)
 	 * sched + 2 transfer + 5 all-reduce; 3: 5 submit + 1 wait + 2 sched + 2 update. Ideal:
 	 * 0 -> 2 -> 3, 27. */
 	{
-		const double want[DNN_CP_NPARTS] = {20, 5, 2, 10, 1, 8 + 3 + 2, 2 + 2, 5};
+		const double want[DNN_CP_NPARTS] = {20, 5, 2, 10, 0, 1, 8 + 3 + 2, 2 + 2, 5};
 		check_parts("a", &r, want, 0, 27, 60, 3);
 	}
 	/* The same with the span starting at 5: 0's sched is 5..8. */
 	TEST_CHECK(run(a, 5, 5, &r) == 0, "analyse a, t0 5");
 	{
-		const double want[DNN_CP_NPARTS] = {20, 5, 2, 10, 1, 3 + 3 + 2, 2 + 2, 5};
+		const double want[DNN_CP_NPARTS] = {20, 5, 2, 10, 0, 1, 3 + 3 + 2, 2 + 2, 5};
 		check_parts("a, t0 = 5", &r, want, 0, 27, 55, 3);
 	}
 	/* Gated by the worker: 0 on w0 10..30; 1 on w0 30..50 with no data pred (queued behind 0);
-	 * 2 on w1 52..60 reads 1. Chain 2 <- 1 (data) <- 0 (worker) <- t0. Ideal: 20 + 8 = 28
-	 * (1 and 0 are independent: only the worker ordered them). */
+	 * 2 on w1 52..60 reads 1, the first access after REDUX contributions (its 2 ms gap: reduce).
+	 * Chain 2 <- 1 (data) <- 0 (worker) <- t0. Ideal: 20 + 8 = 28 (1 and 0 are independent:
+	 * only the worker ordered them). */
 	const spec b[] = {
 		{0, -1, -1, 10, 30, 0, DNN_CP_COMPUTE, 0, {-1}},
 		{0, -1, -1, 30, 50, 0, DNN_CP_COMPUTE, 0, {-1}},
-		{0, -1, -1, 52, 60, 1, DNN_CP_COMPUTE, 0, {1, -1}},
+		{0, -1, -1, 52, 60, 1, DNN_CP_COMPUTE, 2, {1, -1}},
 	};
 	TEST_CHECK(run(b, 3, 0, &r) == 0, "analyse b");
 	{
-		const double want[DNN_CP_NPARTS] = {20 + 20 + 8, 0, 0, 0, 10 + 2, 0, 0, 0};
+		const double want[DNN_CP_NPARTS] = {20 + 20 + 8, 0, 0, 0, 2, 10, 0, 0, 0};
 		check_parts("b", &r, want, 20, 28, 60, 3);
 	}
 	/* Ties and a bad id: 0 and 1 both end at 10 on different workers, 2 (w2, 10..15) reads both:
@@ -115,7 +116,7 @@ static void hand_built(void)
 	TEST_CHECK(run(c, 4, 0, &r) == 0, "analyse c");
 	{
 		/* chain 3 <- 2 <- 1 (allreduce 6, wait 4 from t0) */
-		const double want[DNN_CP_NPARTS] = {5, 6, 0, 0, 4, 0, 0, 0};
+		const double want[DNN_CP_NPARTS] = {5, 6, 0, 0, 0, 4, 0, 0, 0};
 		check_parts("c", &r, want, 0, 15, 15, 3);
 	}
 	TEST_CHECK(run(c, 0, 0, &r) == 0 && r.span == 0 && r.length == 0 && r.ideal == 0, "no task");
@@ -128,6 +129,10 @@ static void sleep_cpu(void *buffers[], void *arg)
 	usleep(30000);
 }
 static struct starpu_codelet cl_sleep = {.cpu_funcs = {sleep_cpu}, .nbuffers = STARPU_VARIABLE_NBUFFERS, .name = "test_sleep"};
+static void nothing_cpu(void *buffers[], void *arg) { (void)buffers, (void)arg; }
+static struct starpu_codelet cl_init = {.cpu_funcs = {nothing_cpu}, .nbuffers = 1, .modes = {STARPU_W}, .name = "test_init"};
+static struct starpu_codelet cl_redux = {.cpu_funcs = {sleep_cpu}, .nbuffers = 2, .modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
+					 .name = "test_redux"};
 static int cls_all_compute(const struct starpu_codelet *cl)
 {
 	(void)cl;
@@ -162,6 +167,21 @@ static void recorded(void)
 	TEST_CHECK(r.length >= 3, "chain of %ld tasks: at least A, a reader, D", r.length);
 	if (starpu_cpu_worker_get_count() >= 2) /* then B and C ran side by side */
 		TEST_CHECK(r.ideal <= r.span + 1, "ideal %g us > span %g us: the readers were serialised", r.ideal, r.span);
+	/* Two REDUX contributions to k, then a reader: StarPU's reduction task between them (30 ms,
+	 * not recorded) is the reader's wait for data, and the reader ends the chain: reduce. */
+	float z[4] = {0};
+	starpu_data_handle_t k = reg_f(z, 4);
+	starpu_data_set_reduction_methods(k, &cl_redux, &cl_init);
+	dnn_cp_reset(starpu_timing_now());
+	rc = dnn_task_submit_(starpu_task_build(&cl_sleep, STARPU_REDUX, k, 0));
+	rc |= dnn_task_submit_(starpu_task_build(&cl_sleep, STARPU_REDUX, k, 0));
+	rc |= dnn_task_submit_(starpu_task_build(&cl_sleep, STARPU_R, k, 0));
+	TEST_CHECK(rc == 0, "submitting the REDUX case");
+	starpu_task_wait_for_all();
+	TEST_CHECK(dnn_cp_finish(&r, stdout) == 0, "dnn_cp_finish, REDUX");
+	TEST_CHECK(r.part[DNN_CP_REDUCE] >= 30000 * 0.99, "REDUX: the reader's reduce %g us, want >= 30 ms (its wait %g us)",
+		   r.part[DNN_CP_REDUCE], r.part[DNN_CP_WAIT]);
+	starpu_data_unregister(k);
 	/* Recording stopped: a task now is not recorded, and a new span starts empty. */
 	dnn_cp_reset(starpu_timing_now());
 	TEST_CHECK(dnn_cp_finish(&r, NULL) == 0 && r.length == 0 && r.span == 0, "an empty span: %ld tasks", r.length);

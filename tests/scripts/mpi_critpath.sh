@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi_critpath — DNN_BREAKDOWN=1's critical path (runtime/critpath.h) on real runs: lenet5 bench in
 # one process and over 2 ranks. Every bd_cp_* field is there; the chain's parts (compute,
-# all-reduce, update, comm, wait, sched, transfer, submit: shares of the span) add up to 1 and each lies in
+# all-reduce, update, comm, reduce, wait, sched, transfer, submit: shares of the span) add up to 1 and each lies in
 # [0, 1]; the ideal (the longest path by execution times) is no longer than the span, which the
 # observed chain covers; queued is part of the chain's execution; the loss is the run's without
 # the breakdown (the record only reads). Over 2 ranks: every rank's fields reach rank 0's line, and
@@ -10,7 +10,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export STARPU_NCPU=1
-PARTS=(cp_compute cp_allreduce cp_update cp_comm cp_wait cp_sched cp_transfer cp_submit)
+PARTS=(cp_compute cp_allreduce cp_update cp_comm cp_reduce cp_wait cp_sched cp_transfer cp_submit)
 BENCH=(bench --net lenet5 --batch 64 --chunks 2 --steps 4 --warmup 1 --quiet)
 # check LABEL LINE: the critical-path fields of a result line.
 check() {
