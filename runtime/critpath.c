@@ -144,7 +144,10 @@ typedef struct {
 	int mode;           /* the open group's access mode (0: no group yet) */
 	int mpi_redux;      /* a STARPU_MPI_REDUX contribution since the last write: its readers wait for
 			     * StarPU-MPI's inter-rank reduction */
-	int mpi;            /* seen in a task of starpu_mpi_task_build: registered with StarPU-MPI */
+	int mpi;            /* seen in a task of starpu_mpi_task_build: registered with StarPU-MPI (the
+			     * app registers those for the whole run, graph/dist.c and bnstats.c; one
+			     * unregistered within the span, whose address a plain handle then took,
+			     * would be asked about, and StarPU-MPI would assert) */
 	dnn_cp_range prev;  /* the group before the open one */
 	uint32_t *open, nopen; /* the open group's tasks */
 	size_t cap;
