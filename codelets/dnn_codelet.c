@@ -44,6 +44,29 @@ void *dnn_args_dup(const void *args, size_t size)
 	return c;
 }
 
+static void (*g_submit_hook)(struct starpu_task *task, int mpi);
+
+void dnn_task_set_submit_hook(void (*hook)(struct starpu_task *task, int mpi)) { g_submit_hook = hook; }
+
+static int submit(struct starpu_task *task, int mpi)
+{
+	if (g_submit_hook)
+		g_submit_hook(task, mpi);
+	return starpu_task_submit(task);
+}
+
+int dnn_task_submit_(struct starpu_task *task)
+{
+	if (!task)
+		return -EINVAL; /* starpu_task_build rejected the list (it says why) */
+	int rc = submit(task, 0);
+	if (rc != 0) {
+		task->destroy = 0;
+		starpu_task_destroy(task);
+	}
+	return rc;
+}
+
 int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...)
 {
 	va_list ap;
@@ -51,7 +74,7 @@ int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...)
 	struct starpu_task *task = starpu_mpi_task_build_v(MPI_COMM_WORLD, cl, ap);
 	va_end(ap);
 	if (task) {
-		int rc = starpu_task_submit(task);
+		int rc = submit(task, 1);
 		if (rc != 0) { /* as starpu_mpi_task_insert: no post-build after a failed submit */
 			task->destroy = 0;
 			starpu_task_destroy(task); /* frees args (STARPU_CL_ARGS sets cl_arg_free) */

@@ -31,7 +31,8 @@ extern "C" {
 #endif
 
 /* Where and how an insert helper submits its task: one path for one process and for MPI
- * (Chameleon's submit macro). NULL = local starpu_task_insert, the helper's name, priority 0. */
+ * (Chameleon's submit macro). NULL = a local task (starpu_task_build + dnn_task_submit_: what
+ * starpu_task_insert does), the helper's name, priority 0. */
 typedef struct {
 	int mpi;          /* 1: starpu_mpi_task_insert(MPI_COMM_WORLD, ...) */
 	int node;         /* with mpi: STARPU_EXECUTE_ON_NODE node; -1: owner computes */
@@ -80,18 +81,18 @@ static inline uint32_t *dnn_task_wmask(const dnn_task_opts *o)
  * helper's default task name; the trailing arguments are starpu_task_insert's, without the 0. */
 #define DNN_TASK_INSERT(o, cl, NAME, ...)                                                           \
 	((o) && (o)->mpi                                                                            \
-		 ? ((o)->node >= 0 ? starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
+		 ? ((o)->node >= 0 ? dnn_mpi_task_insert_(NULL, (cl), __VA_ARGS__,                   \
 							     STARPU_EXECUTE_ON_NODE, (o)->node,       \
 							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), \
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0)               \
-				   : starpu_mpi_task_insert(MPI_COMM_WORLD, (cl), __VA_ARGS__,         \
+				   : dnn_mpi_task_insert_(NULL, (cl), __VA_ARGS__,                   \
 							     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), \
 							     STARPU_PRIORITY, (o)->priority, STARPU_NAME, \
 							     dnn_task_name((o), (NAME)), 0))              \
-		 : starpu_task_insert((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0,      \
+		 : dnn_task_submit_(starpu_task_build((cl), __VA_ARGS__, STARPU_PRIORITY, (o) ? (o)->priority : 0, \
 				      STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), STARPU_NAME,                \
-				      dnn_task_name((o), (NAME)), 0))
+				      dnn_task_name((o), (NAME)), 0)))
 
 /* Footprint of a task = data footprint mixed with a CRC of its argument struct, hashed byte for
  * byte: argument structs are copied whole (dnn_args_dup), so each is laid out without padding
@@ -120,10 +121,10 @@ void *dnn_args_dup(const void *args, size_t size);
 					       STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o),             \
 					       STARPU_PRIORITY, (o)->priority, STARPU_NAME,              \
 					       dnn_task_name((o), (NAME)), 0)                            \
-			: starpu_task_insert((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_,   \
+			: dnn_task_submit_(starpu_task_build((cl), __VA_ARGS__, STARPU_CL_ARGS, dnn_args_, dnn_argsz_, \
 					     STARPU_PRIORITY, (o) ? (o)->priority : 0,                   \
 					     STARPU_EXECUTE_ON_WORKER, dnn_task_worker(o), STARPU_TASK_WORKERIDS, dnn_task_wlen(o), dnn_task_wmask(o), STARPU_NAME,   \
-					     dnn_task_name((o), (NAME)), 0);                             \
+					     dnn_task_name((o), (NAME)), 0));                            \
 	})
 
 /* The usual case: a copy of the argument struct *A (so the helper's caller keeps its own). */
@@ -131,10 +132,18 @@ void *dnn_args_dup(const void *args, size_t size);
 	DNN_TASK_INSERT_CL_ARGS(o, cl, NAME, dnn_args_dup((A), sizeof(*(A))), sizeof(*(A)), __VA_ARGS__)
 
 /* starpu_mpi_task_build + submit + post_build on MPI_COMM_WORLD with the 0-terminated list after
- * cl, which passes `args` as STARPU_CL_ARGS; frees `args` where no task is built (another rank
- * runs it). Returns StarPU's return code. For DNN_TASK_INSERT_CL_ARGS only. */
+ * cl, which passes `args` (or NULL) as STARPU_CL_ARGS; frees `args` where no task is built
+ * (another rank runs it). Returns StarPU's return code. For the insert macros only. */
 int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...);
 #endif
+/* Submits a task built by starpu_task_build (NULL: -EINVAL), destroying it if the submission
+ * fails, as starpu_task_insert does. With dnn_mpi_task_insert_, the one place where the insert
+ * macros submit, so that DNN_BREAKDOWN's critical path (runtime/critpath.h) sees every task. */
+int dnn_task_submit_(struct starpu_task *task);
+/* A function called with every task those two submit, just before starpu_task_submit (NULL:
+ * none, the default: one branch per task); mpi: 1 when starpu_mpi_task_build built it (its handles
+ * are then registered with StarPU-MPI). It may set the task's callback (chaining any). */
+void dnn_task_set_submit_hook(void (*hook)(struct starpu_task *task, int mpi));
 
 /* A task that cannot do its work (scratch allocation, a CUDA/cuBLAS/cuDNN error) records the
  * first such error here (thread-safe; not printed) and returns; dnn_wait_step then ends the run

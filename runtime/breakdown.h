@@ -11,7 +11,9 @@
  *   other     the rest: the worker awake but not executing (fetching a task's data before it
  *             runs: PCIe staging for StarPU-MPI, GPU-to-GPU copies; the scheduler's own cost)
  * Executing time comes from starpu_profiling_worker_get_info, per codelet from StarPU's
- * per-codelet performance counters (starpu.task.c_cumul_execution_time). */
+ * per-codelet performance counters (starpu.task.c_cumul_execution_time).
+ * Also each rank's critical path of the same span (critpath.h: the observed chain of tasks and
+ * waits, and the ideal longest path), the bd_cp_* fields. */
 #ifndef DNN_BREAKDOWN_H
 #define DNN_BREAKDOWN_H
 #include <stdio.h>
@@ -25,7 +27,8 @@ void dnn_breakdown_start(void);
 /* The timed span ends: each rank's shares, gathered on rank 0 (every rank calls it), for
  * dnn_breakdown_print. 0, or -1 with one line in err. */
 int dnn_breakdown_finish(int rank, int nranks, char *err, size_t errlen);
-/* Rank 0, after dnn_breakdown_finish: the result-line fields, " bd_compute=0.612 ..." averaged over
- * the ranks and " bd_rank_compute=0.61/0.60/..." per rank (nothing when the breakdown is off). */
+/* Rank 0, after dnn_breakdown_finish: the result-line fields, " bd_compute=0.612 ... bd_cp_span_s=1.2345
+ * bd_cp_compute=0.901 ..." averaged over the ranks and " bd_rank_compute=0.61/0.60/..." per rank
+ * (nothing when the breakdown is off). */
 void dnn_breakdown_print(FILE *f);
 #endif

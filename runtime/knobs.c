@@ -59,7 +59,6 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	static const char *const algo[] = {"auto", "im2col", "winograd", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
-	static const char *const onoff[] = {"0", "1", NULL};
 	static const char *const prio[] = {"0", "1", "2", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */
 	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dnn_dist_set_allreduce_on */
@@ -86,7 +85,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	if ((v = knob("DNN_BLAS_CORETYPE")) && one_of("DNN_BLAS_CORETYPE", v, blas, err, errlen) < 0)
 		return -1;
 	k->blas_coretype = v;
-	if ((v = knob("DNN_BREAKDOWN")) && (i = one_of("DNN_BREAKDOWN", v, onoff, err, errlen)) < 0)
+	if ((v = knob("DNN_BREAKDOWN")) && (i = one_of("DNN_BREAKDOWN", v, fuse, err, errlen)) < 0) /* 0 1 2 */
 		return -1;
 	if (v)
 		k->breakdown = i;

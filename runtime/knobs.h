@@ -16,7 +16,8 @@ typedef struct {
 	dnn_cuda_env cuda;       /* DNN_CUDA_MATH=tf32|fp32 [tf32], DNN_CUDA_WORKSPACE_MB=0..65536 */
 	const char *blas_coretype; /* DNN_BLAS_CORETYPE=auto|keep, NULL when unset (runtime/cpu_kernels.h) */
 	const char *traces_dir;  /* DNN_TRACES_DIR: a folder holding trace_summary.py, or NULL */
-	int breakdown;           /* DNN_BREAKDOWN=0|1 [0]: the result line's time breakdown (breakdown.h) */
+	int breakdown;           /* DNN_BREAKDOWN=0|1|2 [0]: the result line's time breakdown (breakdown.h);
+				  * 2: also each rank's critical path by codelet on stderr */
 	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [2]: first layers' all-reduce first (graph/dist.h) */
 	int pin_by_mask;         /* DNN_PIN_MODE=mask|queue [mask]: how pinned tasks are pinned (dnn_codelet.h) */
 	int allreduce_on;        /* DNN_ALLREDUCE_ON=device|host|host-update [device]: where the hops run (graph/dist.h) */

@@ -138,7 +138,7 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
   exit 2
 fi
 
-CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle"
+CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal"
 # Rows are appended only under the same columns: a CSV of an older simulate.sh is left alone.
 if [ -s "$CSV" ] && [ "$(head -1 "$CSV")" != "$CSV_HEADER" ]; then
   echo "simulate.sh: --csv $CSV has other columns (an older simulate.sh's); give a new file (this one's columns: $CSV_HEADER)" >&2
@@ -270,7 +270,7 @@ for ar in "${L_AR[@]}"; do
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
           ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
-    [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields)
+    [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields; 2: and critpath: lines)
     [ -z "${DNN_ALLREDUCE_PRIO:-}" ] || envs+=(DNN_ALLREDUCE_PRIO="$DNN_ALLREDUCE_PRIO")
     [ -z "${DNN_ALLREDUCE_ON:-}" ] || envs+=(DNN_ALLREDUCE_ON="$DNN_ALLREDUCE_ON")
     if [ "$gpus" != 0 ] && [ -n "$CUDA_MODELS" ]; then
@@ -295,13 +295,14 @@ for ar in "${L_AR[@]}"; do
       echo "simulate.sh: the simulated run failed (exit $rc): $why (log: $log)" >&2
       continue
     fi
+    grep '^critpath: ' "$log" || true # DNN_BREAKDOWN=2: each rank's critical path by codelet
     rm -f "$log"
     echo "$line"
     field() { anp_result_field "$line" "$1"; }
     ips="$(field images_per_s)"; wall="$(field wall_s)"
     ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     bmb="$(field bucket_mb)"; nar="$(field allreduces)"
-    bd=""; for f in compute allreduce update idle other rank_idle; do bd+=",$(field "bd_$f")"; done
+    bd=""; for f in compute allreduce update idle other rank_idle cp_span_s cp_compute cp_allreduce cp_update cp_comm cp_reduce cp_wait cp_sched cp_transfer cp_submit cp_queued cp_ideal; do bd+=",$(field "bd_$f")"; done
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV

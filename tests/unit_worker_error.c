@@ -72,8 +72,10 @@ static void other_knobs(void)
 	setenv("DNN_ALLREDUCE_PRIO", "3", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_ALLREDUCE_PRIO=3: expected 0, 1 or 2") == 0,
 		   "DNN_ALLREDUCE_PRIO=3: '%s'", err);
-	unsetenv("DNN_ALLREDUCE_PRIO"), setenv("DNN_BREAKDOWN", "yes", 1);
-	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_BREAKDOWN=yes: expected 0 or 1") == 0,
+	unsetenv("DNN_ALLREDUCE_PRIO"), setenv("DNN_BREAKDOWN", "2", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.breakdown == 2, "DNN_BREAKDOWN=2: breakdown %d", k.breakdown);
+	setenv("DNN_BREAKDOWN", "yes", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_BREAKDOWN=yes: expected 0, 1 or 2") == 0,
 		   "DNN_BREAKDOWN=yes: '%s'", err);
 	unsetenv("DNN_BREAKDOWN");
 	/* DNN_PIN_MODE [mask]: pinned tasks by worker mask; queue: the worker's local queue. */
