@@ -74,10 +74,12 @@ anp_netbench_platform() {
 }
 
 anp_netbench_measure() {
-  local label="$1" cal="$2" limit="$3" line; shift 3
+  local label="$1" cal="$2" limit="$3" line extra=(); shift 3
+  # The progress thread's back-off (third_party/starpu-mpi-backoff.patch), when the caller sets it.
+  [ -z "${STARPU_MPI_BACKOFF_MAX:-}" ] || extra=(-x STARPU_MPI_BACKOFF_MAX="$STARPU_MPI_BACKOFF_MAX")
   # Each rank calibrates into its own STARPU_HOME (CAL/r<rank>): one file per rank, not one file
   # that the ranks' shutdowns overwrite in turn.
-  line="$(timeout -k 5 "$limit" bash "$ANP_NET_CLUSTER" mpirun --bind-to none -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
+  line="$(timeout -k 5 "$limit" bash "$ANP_NET_CLUSTER" mpirun --bind-to none "${extra[@]}" -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
     -x STARPU_CALIBRATE=1 -x STARPU_HISTORY_MAX_ERROR=100000 -x STARPU_HOSTNAME="$ANP_NETBENCH_HOST" -x STARPU_SILENT=1 -x ANP_CAL="$cal" \
     sh -c 'STARPU_HOME="$ANP_CAL/r$OMPI_COMM_WORLD_RANK" exec '"$NICE"' "$@"' sh "$REAL_APP" "$@" 2>"$TMP/err" | anp_result_line)" \
     || { echo "measured run failed: $label: $(grep -m1 error "$TMP/err" || tail -1 "$TMP/err")" >&2; return 1; }
