@@ -48,23 +48,25 @@ static void (*g_submit_hook)(struct starpu_task *task, int mpi);
 
 void dnn_task_set_submit_hook(void (*hook)(struct starpu_task *task, int mpi)) { g_submit_hook = hook; }
 
+/* The hook, then starpu_task_submit; a task whose submission fails is destroyed (which frees its
+ * STARPU_CL_ARGS copy), as starpu_task_insert and starpu_mpi_task_insert do. */
 static int submit(struct starpu_task *task, int mpi)
 {
 	if (g_submit_hook)
 		g_submit_hook(task, mpi);
-	return starpu_task_submit(task);
+	int rc = starpu_task_submit(task);
+	if (rc != 0) {
+		task->destroy = 0;
+		starpu_task_destroy(task);
+	}
+	return rc;
 }
 
 int dnn_task_submit_(struct starpu_task *task)
 {
 	if (!task)
 		return -EINVAL; /* starpu_task_build rejected the list (it says why) */
-	int rc = submit(task, 0);
-	if (rc != 0) {
-		task->destroy = 0;
-		starpu_task_destroy(task);
-	}
-	return rc;
+	return submit(task, 0);
 }
 
 int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...)
@@ -75,11 +77,8 @@ int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...)
 	va_end(ap);
 	if (task) {
 		int rc = submit(task, 1);
-		if (rc != 0) { /* as starpu_mpi_task_insert: no post-build after a failed submit */
-			task->destroy = 0;
-			starpu_task_destroy(task); /* frees args (STARPU_CL_ARGS sets cl_arg_free) */
+		if (rc != 0) /* as starpu_mpi_task_insert: no post-build after a failed submit */
 			return rc;
-		}
 	} else {
 		free(args); /* another rank runs the task, or the list was rejected (post_build says) */
 	}
