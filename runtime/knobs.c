@@ -55,11 +55,10 @@ static int parse_workspace(const char *v, long *mb, char *err, size_t errlen)
 
 int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 {
-	static const char *const fuse[] = {"0", "1", "2", NULL};
+	static const char *const levels[] = {"0", "1", "2", NULL}; /* DNN_FUSE, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO */
 	static const char *const algo[] = {"auto", "im2col", "winograd", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
-	static const char *const prio[] = {"0", "1", "2", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */
 	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dnn_dist_set_allreduce_on */
 	const char *v;
@@ -68,7 +67,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 2;
 	k->pin_by_mask = 1;
 	k->allreduce_on = 0;
-	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
+	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, levels, err, errlen)) < 0)
 		return -1;
 	if (v)
 		k->fuse = i;
@@ -85,11 +84,11 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	if ((v = knob("DNN_BLAS_CORETYPE")) && one_of("DNN_BLAS_CORETYPE", v, blas, err, errlen) < 0)
 		return -1;
 	k->blas_coretype = v;
-	if ((v = knob("DNN_BREAKDOWN")) && (i = one_of("DNN_BREAKDOWN", v, fuse, err, errlen)) < 0) /* 0 1 2 */
+	if ((v = knob("DNN_BREAKDOWN")) && (i = one_of("DNN_BREAKDOWN", v, levels, err, errlen)) < 0)
 		return -1;
 	if (v)
 		k->breakdown = i;
-	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, prio, err, errlen)) < 0)
+	if ((v = knob("DNN_ALLREDUCE_PRIO")) && (i = one_of("DNN_ALLREDUCE_PRIO", v, levels, err, errlen)) < 0)
 		return -1;
 	if (v)
 		k->allreduce_prio = i;
