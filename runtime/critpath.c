@@ -8,6 +8,9 @@
 
 #include "dnn_codelet.h"
 
+const char *const dnn_cp_part_name[DNN_CP_NPARTS] = {"compute", "allreduce", "update",   "comm",  "reduce",
+						     "wait",    "sched",     "transfer", "submit"};
+
 /* ---------------------------------------------------------------- the analysis (pure) */
 
 /* Order of "ended later": by end, then by id. */
@@ -408,8 +411,6 @@ static void by_name_step(void *ctx, long task, const double part[DNN_CP_NPARTS])
 
 static void by_name_print(const cp_by_name *b, const dnn_cp_result *res, FILE *f)
 {
-	static const char *const parts[DNN_CP_NPARTS] = {"compute", "allreduce", "update",   "comm",  "reduce",
-							 "wait",    "sched",     "transfer", "submit"};
 	fprintf(f, "critpath: rank %d: span %.1f ms, chain of %ld tasks; by codelet, ms:", cp_rank, res->span / 1e3,
 		res->length);
 	char done[CP_NAMES] = {0};
@@ -422,7 +423,7 @@ static void by_name_print(const cp_by_name *b, const dnn_cp_result *res, FILE *f
 		fprintf(f, "%s %s %.1f (", shown ? ";" : "", b->name[best], b->total[best] / 1e3);
 		for (int k = 0, first = 1; k < DNN_CP_NPARTS; k++)
 			if (b->part[best][k] >= 50) /* µs */
-				fprintf(f, "%s%s %.1f", first ? "" : " ", parts[k], b->part[best][k] / 1e3), first = 0;
+				fprintf(f, "%s%s %.1f", first ? "" : " ", dnn_cp_part_name[k], b->part[best][k] / 1e3), first = 0;
 		fprintf(f, ")");
 	}
 	fprintf(f, "\n");

@@ -47,6 +47,8 @@ enum {
 	DNN_CP_COMM, DNN_CP_REDUCE, DNN_CP_WAIT, DNN_CP_SCHED, DNN_CP_TRANSFER, DNN_CP_SUBMIT, /* gaps */
 	DNN_CP_NPARTS
 };
+/* Their names, in that order: "compute", "allreduce", ..., "submit". */
+extern const char *const dnn_cp_part_name[DNN_CP_NPARTS];
 
 /* One task: times in µs, on StarPU's clock (simulated time in a simulation): submitted, ready
  * (pushed to the scheduler), its worker began fetching its data, started, ended. */

@@ -49,10 +49,8 @@ static int run(const spec *s, int n, double t0, dnn_cp_result *res)
 static void check_parts(const char *what, const dnn_cp_result *r, const double want[DNN_CP_NPARTS], double queued,
 			double ideal, double span, long length)
 {
-	static const char *names[DNN_CP_NPARTS] = {"compute", "allreduce", "update",   "comm",  "reduce",
-						   "wait",    "sched",     "transfer", "submit"};
 	for (int k = 0; k < DNN_CP_NPARTS; k++)
-		TEST_CHECK(NEAR(r->part[k], want[k]), "%s: %s %g, want %g", what, names[k], r->part[k], want[k]);
+		TEST_CHECK(NEAR(r->part[k], want[k]), "%s: %s %g, want %g", what, dnn_cp_part_name[k], r->part[k], want[k]);
 	TEST_CHECK(NEAR(r->queued, queued), "%s: queued %g, want %g", what, r->queued, queued);
 	TEST_CHECK(NEAR(r->ideal, ideal), "%s: ideal %g, want %g", what, r->ideal, ideal);
 	TEST_CHECK(NEAR(r->span, span), "%s: span %g, want %g", what, r->span, span);
