@@ -139,6 +139,7 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
 fi
 
 CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal"
+BD_FIELDS="$(tr , '\n' <<<"$CSV_HEADER" | grep '^bd_')" # the breakdown's columns, read from the result line
 # Rows are appended only under the same columns: a CSV of an older simulate.sh is left alone.
 if [ -s "$CSV" ] && [ "$(head -1 "$CSV")" != "$CSV_HEADER" ]; then
   echo "simulate.sh: --csv $CSV has other columns (an older simulate.sh's); give a new file (this one's columns: $CSV_HEADER)" >&2
@@ -302,7 +303,7 @@ for ar in "${L_AR[@]}"; do
     ips="$(field images_per_s)"; wall="$(field wall_s)"
     ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     bmb="$(field bucket_mb)"; nar="$(field allreduces)"
-    bd=""; for f in compute allreduce update idle other rank_idle cp_span_s cp_compute cp_allreduce cp_update cp_comm cp_reduce cp_wait cp_sched cp_transfer cp_submit cp_queued cp_ideal; do bd+=",$(field "bd_$f")"; done
+    bd=""; for f in $BD_FIELDS; do bd+=",$(field "$f")"; done
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
