@@ -154,8 +154,10 @@ static void help_cmd(const char *c)
 		       "                       parameter server, bounded staleness) [sync]\n"
 		       "  --allreduce A        sync under mpirun: how gradients are summed over the ranks, tree\n"
 		       "                       (starpu_mpi_redux_data into rank 0, then sent to all), ring\n"
-		       "                       (reduce-scatter/all-gather over N chunks) or rhd (recursive\n"
-		       "                       halving-doubling, power-of-two rank counts) [tree]\n"
+		       "                       (reduce-scatter/all-gather over N chunks), rhd (recursive\n"
+		       "                       halving-doubling, power-of-two rank counts) or auto: the tree\n"
+		       "                       when every rank is on one node, else rhd for a power-of-two\n"
+		       "                       number of ranks and the ring otherwise [auto]\n"
 		       "  --bucket-mb M        sync under mpirun: pack the gradients smaller than M MiB, in\n"
 		       "                       backward order, into buckets of up to M MiB, each all-reduced\n"
 		       "                       as one tensor as soon as its last gradient is complete, with\n"
@@ -364,9 +366,12 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_REPORT: check_writable_parent(name, v); o->report_path = v; break;
 	case O_MODE: o->mode = parse_word(name, v, "sync", "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC; break;
 	case O_ALLREDUCE:
-		if (strcmp(v, "tree") && strcmp(v, "ring") && strcmp(v, "rhd"))
-			usage_error("--%s: '%s' is not tree, ring or rhd", name, v);
-		o->allreduce = !strcmp(v, "ring") ? DNN_ALLREDUCE_RING : !strcmp(v, "rhd") ? DNN_ALLREDUCE_RHD : DNN_ALLREDUCE_TREE;
+		if (strcmp(v, "tree") && strcmp(v, "ring") && strcmp(v, "rhd") && strcmp(v, "auto"))
+			usage_error("--%s: '%s' is not tree, ring, rhd or auto", name, v);
+		o->allreduce = !strcmp(v, "ring")   ? DNN_ALLREDUCE_RING
+			       : !strcmp(v, "rhd")  ? DNN_ALLREDUCE_RHD
+			       : !strcmp(v, "auto") ? DNN_ALLREDUCE_AUTO
+						    : DNN_ALLREDUCE_TREE;
 		break;
 	case O_STALENESS: o->staleness = (int)parse_long_opt(name, v, 0, 1000); break;
 	case O_NO_LOOKAHEAD: o->async_lookahead = 0; break;

@@ -216,6 +216,15 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 	return 0;
 }
 
+dnn_allreduce dnn_allreduce_resolve(dnn_allreduce a, int nranks, int one_node)
+{
+	if (a != DNN_ALLREDUCE_AUTO)
+		return a;
+	if (one_node || nranks < 2)
+		return DNN_ALLREDUCE_TREE;
+	return (nranks & (nranks - 1)) ? DNN_ALLREDUCE_RING : DNN_ALLREDUCE_RHD;
+}
+
 /* Does a tensor of n elements take the ring, or recursive halving-doubling (both cut it into N
  * chunks, ring_chunk), else the tree? */
 static int takes_ring(const dnn_dist *d, long n)

@@ -10,6 +10,13 @@
  * buckets). No-op for one rank. -1 with err on failure. */
 int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, size_t bucket_elems,
 			  int staleness, int lookahead, int nslots, char *err, size_t errlen);
+/* --allreduce auto's choice, from the evidence of docs/SIMULATION.md study 5 (e) and
+ * docs/NETWORK.md: the tree when every rank runs on one node (ranks that share a machine's cores
+ * pay for every dependent hop in scheduling waits, and there the tree's 2 hops beat the ring's
+ * and rhd's 2(N-1) and 2 log2 N by 1.2-4.5x), else rhd for a power-of-two number of ranks (the
+ * 16-node K80/FDR target: 92.6% per node against the tree's 75.4%) and the ring for the others
+ * (best of the three at 4 and 8 nodes). Any other value is returned as it is. */
+dnn_allreduce dnn_allreduce_resolve(dnn_allreduce a, int nranks, int one_node);
 /* Async mode: the server's current parameters into this rank's replica (the end of a run). */
 int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen);
 /* Collective over the ranks: rank 0's `out` receives the element-wise sum of every rank's

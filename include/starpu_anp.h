@@ -35,12 +35,14 @@ typedef struct {
  * parameter-server shards and bounded staleness (docs/ARCHITECTURE.md "Across nodes"). */
 typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
 /* sync: how each gradient is all-reduced (graph/dist.c): starpu_mpi_redux_data's tree into rank
- * 0 then a send to every rank, or a ring of reduce-scatter/all-gather tasks over N chunks. */
-typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1, DNN_ALLREDUCE_RHD = 2 } dnn_allreduce;
-/* --allreduce's word for a (tree, ring, rhd). */
+ * 0 then a send to every rank, a ring of reduce-scatter/all-gather tasks over N chunks, or
+ * recursive halving-doubling; auto (the default) picks one of them from the ranks' layout
+ * (dnn_allreduce_resolve, graph/dist.h) before the run starts. */
+typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1, DNN_ALLREDUCE_RHD = 2, DNN_ALLREDUCE_AUTO = 3 } dnn_allreduce;
+/* --allreduce's word for a (tree, ring, rhd, auto). */
 static inline const char *dnn_allreduce_name(dnn_allreduce a)
 {
-	return a == DNN_ALLREDUCE_RING ? "ring" : a == DNN_ALLREDUCE_RHD ? "rhd" : "tree";
+	return a == DNN_ALLREDUCE_RING ? "ring" : a == DNN_ALLREDUCE_RHD ? "rhd" : a == DNN_ALLREDUCE_AUTO ? "auto" : "tree";
 }
 
 /* The options of `starpu_anp train|bench|eval|predict|export`. */

@@ -129,7 +129,9 @@ int dnn_cmd_allreduce_bench(const dnn_train_opts *o)
 	dnn_model m;
 	dnn_plan p;
 	int have_m = 0, have_p = 0;
-	int rc = run(o, &g, &m, &p, &have_m, &have_p);
+	dnn_train_opts ro = *o; /* --allreduce auto resolved: the result line names what ran */
+	ro.allreduce = dnn_allreduce_resolve(o->allreduce, dnn_runtime_nranks(), dnn_runtime_ranks_on_one_node());
+	int rc = run(&ro, &g, &m, &p, &have_m, &have_p);
 	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	if (have_p)
 		dnn_plan_destroy(&p);

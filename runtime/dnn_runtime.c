@@ -123,3 +123,18 @@ void dnn_runtime_shutdown(void)
 
 int dnn_runtime_rank(void) { return g_rank; }
 int dnn_runtime_nranks(void) { return g_nranks; }
+
+int dnn_runtime_ranks_on_one_node(void)
+{
+	if (g_nranks < 2)
+		return 1;
+	const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	if (!v)
+		v = getenv("MPI_LOCALNRANKS");
+	if (!v)
+		return 0;
+	char *end;
+	errno = 0;
+	long n = strtol(v, &end, 10);
+	return errno == 0 && end != v && *end == '\0' && n == g_nranks;
+}

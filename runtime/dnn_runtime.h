@@ -6,4 +6,9 @@
 
 int dnn_runtime_rank(void);   /* 0 without MPI */
 int dnn_runtime_nranks(void); /* 1 without MPI */
+/* 1 when every rank runs on this node, from the launcher's environment (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_SIZE, else MPICH's MPI_LOCALNRANKS: the ranks on this node), so that no
+ * MPI call races StarPU-MPI's progress thread; every rank reaches the same answer. 1 without
+ * MPI; 0 when the launcher does not say (the simulation's ranks, each on its own host). */
+int dnn_runtime_ranks_on_one_node(void);
 #endif

@@ -23,7 +23,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->eval = 1;
 	o->cosine = 1;
 	o->mode = DNN_MODE_SYNC;
-	o->allreduce = DNN_ALLREDUCE_TREE;
+	o->allreduce = DNN_ALLREDUCE_AUTO;
 	o->staleness = 4;
 	o->async_lookahead = 1;
 	o->batchnorm_global = 0; /* local, as PyTorch DDP: README "Batch norm over the global batch" says why */

@@ -41,8 +41,9 @@ run_ranks() {
 near_ref() {
   fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$1: train_loss $L vs $REF (tolerance $TOL relative)"
 }
-# Every all-reduce algorithm (--allreduce; tree is the default, so the first run passes none), at
-# every rank count: ranks x algorithm.
+# Every all-reduce algorithm (--allreduce), at every rank count: ranks x algorithm. The first run
+# passes none: the default, auto, is the tree when every rank is on one node, as here (ranks on
+# different hosts: tests/scripts/net_sync.sh).
 for np in 2 3 4; do for ar in default ring rhd; do
   [ "$np" != 3 ] || [ "$ar" != rhd ] || continue # refused at 3 ranks: below
   ARG=(); [ "$ar" = default ] || ARG=(--allreduce "$ar")
