@@ -8,7 +8,8 @@
  *
  * sync   per parameter p:  zero(G_p) on rank 0
  *                          for each rank j: G_p += g_p[j]  (STARPU_MPI_REDUX, executed on j)
- *                          starpu_mpi_redux_data(G_p)      (tree of cl_vec_redux_add tasks)
+ *                          StarPU-MPI's reduction tree of cl_vec_redux_add tasks (binary
+ *                                                          across nodes, flat on one: mpi_sum_into)
  *                          G_p sent to every rank; each rank applies the same SGD step to its
  *                          replica with G_p read-only, then zeroes its local g_p.
  *        A layer's reduction starts as soon as its local gradient is complete, while the
@@ -397,9 +398,21 @@ static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, i
 	return dnn_insert_vec_add(ON_NODE(node, "ps_snapshot"), dst, STARPU_RW, src);
 }
 
+/* The reduction tree's shape (dnn_dist_set_layout): across nodes binary (arity 2): each level
+ * pairs the ranks left, one receives the other's partial sum and adds it, so rank 0 receives
+ * log2 N sums instead of N - 1, and every add has exactly one operand from elsewhere, so the
+ * order of the sum is fixed whatever the order of arrival. Simulated, 16 nodes x 4 K80 dies over
+ * FDR, 4 MiB buckets: 3505.2 (flat) -> 4340.5 images/s (docs/SIMULATION.md study 5 (g)). When
+ * every rank is on one node, flat (starpu_mpi_redux_data: all N - 1 contributions arrive at
+ * rank 0, which adds them in arrival order): ranks that share cores wait for one per dependent
+ * hop, and a 4 KiB all-reduce over 4 ranks here took 44-57 ms flat against 72-96 ms binary. */
+static int g_one_node;
+
+void dnn_dist_set_layout(int ranks_on_one_node) { g_one_node = ranks_on_one_node; }
+
 /* G <- the sum over ranks j of local[j * stride], into G's owner: zero G, one STARPU_MPI_REDUX
- * contribution executed on each rank, then StarPU-MPI's reduction tree. The task names are
- * <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
+ * contribution executed on each rank, then StarPU-MPI's reduction tree (binary or flat, above).
+ * The task names are <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
 static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *local, size_t stride, int nranks,
 			const char *zero_name, const char *contrib_name, const dnn_task_opts *base)
 {
@@ -412,7 +425,8 @@ static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *loca
 		o.node = j;
 		DNN_TRY(dnn_insert_vec_add(&o, G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
 	}
-	return starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio);
+	return g_one_node ? starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio)
+			  : starpu_mpi_redux_data_prio_tree(MPI_COMM_WORLD, G, prio, 2);
 }
 
 /* Every rank takes part in every transfer of h to every rank (the owner posts the sends). */
