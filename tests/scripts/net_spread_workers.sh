@@ -4,8 +4,8 @@
 # each rank's StarPU, seeing all of them, binds its one worker to core 0: two ranks' workers then
 # take turns on one core while the other holds only the progress threads, and a 4 KiB all-reduce
 # over 2 hosts took 11-17 ms instead of 1-4. tests/net/cluster.sh mpirun passes
-# STARPU_WORKERS_NOBIND=1 unless told 0. Checked on the app's own all-reduce (bench
-# --allreduce-bytes 4096, tree, 2 hosts):
+# STARPU_WORKERS_NOBIND=1 when there are no more hosts than cores (unless told 0). Checked on the
+# app's own all-reduce (bench --allreduce-bytes 4096, tree, 2 hosts):
 #  - affinity: while a run with cluster.sh's default goes, every rank's worker ("CPU 0") may run on
 #    every core this test may; with STARPU_WORKERS_NOBIND=0 each is bound to one core, the same
 #    for both ranks (so the check sees a binding when there is one);
