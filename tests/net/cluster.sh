@@ -16,12 +16,20 @@
 #   cluster.sh mpirun ARGS  mpirun over the hosts (one rank per host, TCP only: btl tcp,self,
 #                           pml ob1, interfaces restricted to the cluster subnet; tests/net/agent.sh
 #                           stands in for ssh and enters the host's namespace)
+#                           and StarPU's workers unbound up to one host per core
+#                           (STARPU_WORKERS_NOBIND, below)
 #
 # ANP_NET_ID (1..250, default 1) picks the subnet and the names (namespaces anpnet<ID>br,
 # anpnet<ID>l, anpnet<ID>h<i>), so concurrent tests use distinct IDs. In every namespace
 # net.ipv4.tcp_retries2 = ANP_NET_TCP_RETRIES (default 5: a dead peer fails a connection after
 # ~13 s, not ~15 min); mpirun gets oob_tcp keepalive 5 s (ANP_NET_KEEPALIVE; 0 = off). State (hostfile, map) lives in
 # /tmp/anpnet<ID>/. Exit 77 with one line when namespaces cannot be created (not root, ...).
+# The hosts share this machine's cores, but each rank's StarPU sees all of them and would bind its
+# first worker to core 0, every rank to the same one: mpirun passes STARPU_WORKERS_NOBIND, by
+# default 1 (unbound: the kernel spreads them) when there are no more hosts than cores, else 0
+# (StarPU's binding, as before: with 4 hosts on 2 cores unbinding was faster for small rhd
+# all-reduces, slower for large ones, mixed for the tree); set it in cluster.sh's environment to
+# choose (docs/NETWORK.md, "Every host's worker on core 0").
 set -euo pipefail
 ID="${ANP_NET_ID:-1}"
 case "$ID" in ''|*[!0-9]*) echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID'" >&2; exit 2 ;; esac
@@ -176,11 +184,15 @@ linkdown() { need_up; local ns; ns="$(host_ns "$1")" || exit 1; ip -n "$ns" link
 
 do_mpirun() {
   need_up
+  local nobind=0
+  [ "$(nhosts)" -gt "$(nproc)" ] || nobind=1
+  nobind="${STARPU_WORKERS_NOBIND:-$nobind}"
+  case "$nobind" in 0|1) ;; *) echo "cluster.sh: STARPU_WORKERS_NOBIND must be 0 or 1, not '$nobind'" >&2; exit 2 ;; esac
   exec ip netns exec "$LNS" mpirun --allow-run-as-root --hostfile "$STATE/hostfile" -np "$(nhosts)" --map-by node --wdir "$PWD" \
     --mca plm_rsh_agent "$HERE/agent.sh" --mca plm_rsh_no_tree_spawn 1 \
     --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$NET.0/24" --mca oob_tcp_if_include "$NET.0/24" \
     --mca oob_tcp_keepalive_time "${ANP_NET_KEEPALIVE:-5}" --mca oob_tcp_keepalive_intvl 2 --mca oob_tcp_keepalive_probes 3 \
-    -x ANP_NET_ID="$ID" "$@"
+    -x ANP_NET_ID="$ID" -x STARPU_WORKERS_NOBIND="$nobind" "$@"
 }
 
 cmd="${1:-}"; shift || true
