@@ -52,6 +52,9 @@ float *dnn_conv_scratch(size_t nfloats)
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
 
+/* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (set after measuring, see below). */
+#define WINO4_RULE(g) 0
+
 static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
 
 dnn_conv_algo dnn_conv2d_cpu_algo(void) { return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED); }
@@ -68,8 +71,9 @@ static dnn_wino_shape wino_shape(const conv_geom *g)
 	return s;
 }
 
-/* Whether the conv runs as Winograd, given the auto rule's verdict for it. */
-static int winograd_choice(const conv_geom *g, int rule)
+/* The Winograd output tile (2 or 4) the conv runs with, 0 for none, given the auto rule's
+ * verdict for it (rule: 0, 2 or 4); tile4: whether a forced Winograd4 applies to this pass. */
+static int winograd_choice(const conv_geom *g, int rule, int tile4)
 {
 	if (!(g->R == 3 && g->S == 3 && g->stride == 1 && g->dil == 1 && g->pad_h >= 0 &&
 	      g->pad_w >= 0 && dnn_wino_supported()))
@@ -78,22 +82,30 @@ static int winograd_choice(const conv_geom *g, int rule)
 	case DNN_CONV_ALGO_IM2COL:
 		return 0;
 	case DNN_CONV_ALGO_WINOGRAD:
-		return 1;
+		return 2;
+	case DNN_CONV_ALGO_WINOGRAD4:
+		return tile4 ? 4 : 2;
 	default:
 		return rule;
 	}
 }
 
-static int use_winograd(const conv_geom *g) { return winograd_choice(g, WINO_RULE(g)); }
+/* Forward (and backward data through it): 0, 2 or 4. */
+static int use_winograd(const conv_geom *g)
+{
+	return winograd_choice(g, WINO_RULE(g) ? (WINO4_RULE(g) ? 4 : 2) : 0, 1);
+}
 
-static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g)); }
+/* The weight gradient has only F(2x2, 3x3): 0 or 2. */
+static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g) ? 2 : 0, 0); }
 
 /* Floats of scratch that conv_forward needs. */
 static size_t forward_work(const conv_geom *g)
 {
-	if (use_winograd(g)) {
+	const int tile = use_winograd(g);
+	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
-		return dnn_wino_work(&s);
+		return tile == 4 ? dnn_wino4_work(&s) : dnn_wino_work(&s);
 	}
 	if (dnn_conv_direct_applies(g))
 		return dnn_conv_direct_work(g);
@@ -104,9 +116,10 @@ static size_t forward_work(const conv_geom *g)
 static void conv_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
 			 float *work)
 {
-	if (use_winograd(g)) {
+	const int tile = use_winograd(g);
+	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
-		dnn_wino_forward(y, x, w, &s, beta, work);
+		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
 	} else if (dnn_conv_direct_applies(g)) {
 		dnn_conv_direct_forward(y, x, w, g, beta, work);
 	} else {
@@ -139,7 +152,7 @@ static int bwd_data_as_forward(const conv_geom *g)
 	return g->stride == 1 && g->R * g->S > 1 && g->C >= CONV_FLIP_MIN_C;
 }
 
-int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
+int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass)
 {
 	conv_geom g = conv_geom_of(a);
 	if (pass != 1)
@@ -148,6 +161,11 @@ int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
 		return 0;
 	conv_geom t = flipped_geom(&g);
 	return use_winograd(&t);
+}
+
+int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
+{
+	return dnn_conv2d_cpu_winograd_tile(a, pass) != 0;
 }
 
 static void conv_backward_data_flipped(float *dx, const float *dy, const float *w,

@@ -36,6 +36,7 @@
 #include "conv2d_winograd.h"
 #include "dnn_codelet.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +49,10 @@
 #define WINO_MIN_TILES 24
 
 typedef struct {
-	int th, tw;   // tiles per image: ceil(P/2) x ceil(Q/2)
-	int hp, l;    // rows of the padded image (2 th + 2), entries per even/odd row (tw + 1)
-	size_t eo;    // floats of one image split into E and O: 2 C hp l
+	int m, nxi;   // output tile m x m (2 or 4), transformed tile (m + 2)^2 positions
+	int th, tw;   // tiles per image: ceil(P/m) x ceil(Q/m)
+	int hp, l;    // rows of the padded image (m th + 2), entries per phase row (tw + 1)
+	size_t eo;    // floats of one image split into its m column phases: m C hp l
 	int group;    // images per chunk (> 1 only when an image has fewer tiles than a chunk)
 	int rows;     // tile rows per chunk (th when group > 1)
 	size_t cap;   // tiles of the largest chunk + 7, rounded up to 8: row stride of V and M
@@ -59,17 +61,19 @@ typedef struct {
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-static wino_plan plan_make(const dnn_wino_shape *s, size_t budget)
+static wino_plan plan_make(const dnn_wino_shape *s, size_t budget, int m)
 {
 	wino_plan pl;
-	pl.th = (s->P + 1) / 2;
-	pl.tw = (s->Q + 1) / 2;
-	pl.hp = 2 * pl.th + 2;
+	pl.m = m;
+	pl.nxi = (m + 2) * (m + 2);
+	pl.th = (s->P + m - 1) / m;
+	pl.tw = (s->Q + m - 1) / m;
+	pl.hp = m * pl.th + 2;
 	pl.l = pl.tw + 1;
-	pl.eo = 2 * (size_t)s->C * pl.hp * pl.l;
+	pl.eo = (size_t)m * s->C * pl.hp * pl.l;
 	pl.twv = (pl.tw + 7) / 8 * 8;
 	size_t tpi = (size_t)pl.th * pl.tw;
-	size_t target = budget / (16 * ((size_t)s->C + s->K));
+	size_t target = budget / ((size_t)pl.nxi * ((size_t)s->C + s->K));
 	if (target < WINO_MIN_TILES)
 		target = WINO_MIN_TILES;
 	if (tpi >= target) {
@@ -89,12 +93,17 @@ static wino_plan plan_make(const dnn_wino_shape *s, size_t budget)
 	return pl;
 }
 
-size_t dnn_wino_work(const dnn_wino_shape *s)
+/* U (nxi, K, C), the split image, V (nxi, C, cap), M (nxi, K, cap), m output rows of m twv. */
+static size_t wino_work(const dnn_wino_shape *s, int m)
 {
-	wino_plan pl = plan_make(s, WINO_BUDGET);
-	return 16 * (size_t)s->K * s->C + pl.eo + 16 * ((size_t)s->C + s->K) * pl.cap +
-	       4 * (size_t)pl.twv;
+	wino_plan pl = plan_make(s, WINO_BUDGET, m);
+	return (size_t)pl.nxi * s->K * s->C + pl.eo + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
+	       (size_t)m * m * pl.twv;
 }
+
+size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
+
+size_t dnn_wino4_work(const dnn_wino_shape *s) { return wino_work(s, 4); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -428,74 +437,270 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *
 	}
 }
 
-void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
-		      float *work)
+/* ------------------------------------------------------------------ F(4x4, 3x3)
+ * The same scheme on 4x4 output tiles: 6x6 input patches, 36 GEMMs, and the image split into
+ * its 4 column phases (padded column 4 j + k at phase k, index j) so that the 6 columns of tile
+ * j are phases 0..3 at j and phases 0, 1 at j + 1. */
+
+/* (o0..o5) = G (g0, g1, g2), G = [1/2 0 0; 1/6 1/6 1/6; 1/6 -1/6 1/6; 2/15 1/15 1/30;
+ * 1/30 -1/15 2/15; 0 0 1/2] (the points 0, 1, -1, 1/2, -2 and infinity; see the header). */
+__attribute__((target("avx2,fma"))) static inline void g4(__m256 o[6], __m256 g0, __m256 g1, __m256 g2)
+{
+	const __m256 c2 = _mm256_set1_ps(1.0f / 2), c6 = _mm256_set1_ps(1.0f / 6);
+	const __m256 c15 = _mm256_set1_ps(1.0f / 15), c30 = _mm256_set1_ps(1.0f / 30);
+	const __m256 a = _mm256_add_ps(g0, g2);
+	o[0] = _mm256_mul_ps(g0, c2);
+	o[1] = _mm256_mul_ps(_mm256_add_ps(a, g1), c6);
+	o[2] = _mm256_mul_ps(_mm256_sub_ps(a, g1), c6);
+	o[3] = _mm256_fmadd_ps(g2, c30, _mm256_mul_ps(_mm256_fmadd_ps(g0, _mm256_set1_ps(2.0f), g1), c15));
+	o[4] = _mm256_fmadd_ps(g0, c30, _mm256_mul_ps(_mm256_fmsub_ps(g2, _mm256_set1_ps(2.0f), g1), c15));
+	o[5] = _mm256_mul_ps(g2, c2);
+}
+
+/* U (36, K, C) = G g G^T for every (k, c) of w (K, C, 3, 3): 8 filters f = k C + c at a time,
+ * their 9 taps gathered (stride 9, the last group masked), each xi stored as 8 floats. */
+__attribute__((target("avx2,fma"))) static void filter_transform4(float *restrict u,
+								 const float *restrict w, int K, int C)
+{
+	const size_t kc = (size_t)K * C;
+	const __m256i idx = _mm256_setr_epi32(0, 9, 18, 27, 36, 45, 54, 63);
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	for (size_t f = 0; f < kc; f += 8) {
+		const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(kc - f < 8 ? kc - f : 8)), lane);
+		__m256 g[9], t[6][3], r[6];
+		for (int i = 0; i < 9; i++)
+			g[i] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), w + f * 9 + i, idx,
+							_mm256_castsi256_ps(mask), 4);
+		for (int q = 0; q < 3; q++) { // t = G g, column q
+			g4(r, g[q], g[3 + q], g[6 + q]);
+			for (int a = 0; a < 6; a++)
+				t[a][q] = r[a];
+		}
+		for (int a = 0; a < 6; a++) { // U = t G^T, row a
+			g4(r, t[a][0], t[a][1], t[a][2]);
+			for (int b = 0; b < 6; b++)
+				_mm256_maskstore_ps(u + f + (size_t)(6 * a + b) * kc, mask, r[b]);
+		}
+	}
+}
+
+/* x (C, H, W) -> its zero-padded copy (C, hp, 4 l) split into its 4 column phases (C, hp, l),
+ * one after the other: phase k index j holds padded column 4 j + k, x column 4 j + k - pw.
+ * 8 indices of the 4 phases at a time: 32 consecutive x columns in 4 masked loads (the lanes
+ * outside the row read nothing and give 0), a 4x4 transposition within each 128-bit lane,
+ * then a lane permutation; masked stores end each phase row at l. */
+__attribute__((target("avx2,fma"))) static void split_image4(float *restrict ph, const float *restrict x,
+							    const dnn_wino_shape *s, const wino_plan *pl)
+{
+	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w;
+	const size_t phs = (size_t)s->C * pl->hp * l;
+	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+	const __m256i wv = _mm256_set1_epi32(W), neg = _mm256_set1_epi32(-1);
+	for (int c = 0; c < s->C; c++)
+		for (int pr = 0; pr < pl->hp; pr++) {
+			const size_t off = ((size_t)c * pl->hp + pr) * l;
+			const int ih = pr - s->pad_h;
+			if (ih < 0 || ih >= H) {
+				for (int k = 0; k < 4; k++)
+					zero_span(ph + k * phs + off, 0, l);
+				continue;
+			}
+			const float *xr = x + ((size_t)c * H + ih) * W;
+			for (int j = 0; j < l; j += 8) {
+				const int base = 4 * j - pw; // x column of phase 0, index j
+				__m256 a[4];
+				for (int v = 0; v < 4; v++) {
+					__m256i col = _mm256_add_epi32(_mm256_set1_epi32(base + 8 * v), lane);
+					__m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(col, neg), _mm256_cmpgt_epi32(wv, col));
+					/* Masked-off lanes are not accessed, even before xr or past its row. */
+					a[v] = _mm256_maskload_ps((const float *)((uintptr_t)xr + (intptr_t)(base + 8 * v) * (intptr_t)sizeof(float)), m);
+				}
+				__m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpacklo_ps(a[2], a[3]);
+				__m256 t2 = _mm256_unpackhi_ps(a[0], a[1]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+				__m256 r[4] = {_mm256_shuffle_ps(t0, t1, 0x44), _mm256_shuffle_ps(t0, t1, 0xee),
+					       _mm256_shuffle_ps(t2, t3, 0x44), _mm256_shuffle_ps(t2, t3, 0xee)};
+				const __m256i sm = _mm256_cmpgt_epi32(_mm256_set1_epi32(l - j), lane);
+				for (int k = 0; k < 4; k++)
+					_mm256_maskstore_ps(ph + k * phs + off + j, sm, _mm256_permutevar8x32_ps(r[k], perm));
+			}
+		}
+}
+
+/* (r0..r5) = B^T (x0..x5), B^T = [2 -3 -4 3 2 0; 0 -2 1 5 2 0; 0 -2 5 -1 -2 0; 0 2 1 -2 -1 0;
+ * 0 1 -2 -1 2 0; 0 2 -3 -4 3 2]. */
+__attribute__((target("avx2,fma"))) static inline void bt4(__m256 r[6], const __m256 x[6])
+{
+	const __m256 c2 = _mm256_set1_ps(2.0f), c3 = _mm256_set1_ps(3.0f), c5 = _mm256_set1_ps(5.0f);
+	const __m256 a = _mm256_sub_ps(x[1], x[3]), b = _mm256_sub_ps(x[2], x[4]);
+	const __m256 t0 = _mm256_fnmadd_ps(c2, x[2], _mm256_add_ps(x[0], x[4])); // x0 - 2 x2 + x4
+	const __m256 t5 = _mm256_fnmadd_ps(c2, x[3], _mm256_add_ps(x[1], x[5])); // x1 - 2 x3 + x5
+	r[0] = _mm256_fnmadd_ps(c3, a, _mm256_add_ps(t0, t0));
+	r[1] = _mm256_fmadd_ps(c2, _mm256_sub_ps(x[4], x[1]), _mm256_fmadd_ps(c5, x[3], x[2]));
+	r[2] = _mm256_fnmadd_ps(c2, _mm256_add_ps(x[1], x[4]), _mm256_fmsub_ps(c5, x[2], x[3]));
+	r[3] = _mm256_fmadd_ps(c2, a, b);
+	r[4] = _mm256_fnmadd_ps(c2, b, a);
+	r[5] = _mm256_fnmadd_ps(c3, b, _mm256_add_ps(t5, t5));
+}
+
+/* Input transform of the tw tiles of tile row i of channel c: V[xi][j] = (B^T d B)[xi] of tile
+ * j, xi = 6 u + v, at v + xi * vs. ph: row 4i of the channel in phase 0; phase k at + k phs.
+ * Whole vectors past the row's end, as input_row. */
+__attribute__((target("avx2,fma"))) static void input_row4(float *restrict v, size_t vs,
+							  const float *restrict ph, size_t phs, int l, int tw)
+{
+	for (int j = 0; j < tw; j += 8) {
+		__m256 t[6][6], x[6], r[6]; // t[u][col] = (B^T d)[u][col]
+		for (int col = 0; col < 6; col++) {
+			const float *p = ph + (size_t)(col & 3) * phs + j + (col >> 2);
+			for (int q = 0; q < 6; q++)
+				x[q] = _mm256_loadu_ps(p + (size_t)q * l);
+			bt4(r, x);
+			for (int u = 0; u < 6; u++)
+				t[u][col] = r[u];
+		}
+		for (int u = 0; u < 6; u++) { // (B^T d) B, row u
+			bt4(r, t[u]);
+			for (int b = 0; b < 6; b++)
+				_mm256_storeu_ps(v + (size_t)(6 * u + b) * vs + j, r[b]);
+		}
+	}
+}
+
+/* (o0..o3) = A^T (m0..m5), A^T = [1 1 1 8 1 0; 0 1 -1 4 -2 0; 0 1 1 2 4 0; 0 1 -1 1 -8 1]. */
+__attribute__((target("avx2,fma"))) static inline void at4(__m256 o[4], const __m256 m[6])
+{
+	const __m256 c2 = _mm256_set1_ps(2.0f), c4 = _mm256_set1_ps(4.0f), c8 = _mm256_set1_ps(8.0f);
+	const __m256 s12 = _mm256_add_ps(m[1], m[2]), d12 = _mm256_sub_ps(m[1], m[2]);
+	o[0] = _mm256_fmadd_ps(c8, m[3], _mm256_add_ps(_mm256_add_ps(m[0], s12), m[4]));
+	o[1] = _mm256_fmadd_ps(c4, m[3], _mm256_fnmadd_ps(c2, m[4], d12));
+	o[2] = _mm256_fmadd_ps(c2, m[3], _mm256_fmadd_ps(c4, m[4], s12));
+	o[3] = _mm256_fnmadd_ps(c8, m[4], _mm256_add_ps(_mm256_add_ps(d12, m[3]), m[5]));
+}
+
+/* Output transform of the tw tiles at mm + xi * ms (xi in 0..36) into the 4 output rows
+ * out[0..3] (4 twv floats each: out[r][4j + b] is column 4j + b). Whole vectors, as output_row. */
+__attribute__((target("avx2,fma"))) static void output_row4(float *const out[4], const float *restrict mm,
+							   size_t ms, int tw)
+{
+	for (int j = 0; j < tw; j += 8) {
+		__m256 s[6][6], x[6], o[4]; // s[c][u] = (M A)[u][c]
+		for (int u = 0; u < 6; u++) {
+			for (int b = 0; b < 6; b++)
+				x[b] = _mm256_loadu_ps(mm + (size_t)(6 * u + b) * ms + j);
+			at4(o, x);
+			for (int c = 0; c < 4; c++)
+				s[c][u] = o[c];
+		}
+		__m256 y[4][4]; // y[r][c] = (A^T M A)[r][c]
+		for (int c = 0; c < 4; c++) {
+			at4(o, s[c]);
+			for (int r = 0; r < 4; r++)
+				y[r][c] = o[r];
+		}
+		for (int r = 0; r < 4; r++) { // 8 tiles x 4 columns -> 32 consecutive output columns
+			__m256 t0 = _mm256_unpacklo_ps(y[r][0], y[r][1]), t1 = _mm256_unpackhi_ps(y[r][0], y[r][1]);
+			__m256 t2 = _mm256_unpacklo_ps(y[r][2], y[r][3]), t3 = _mm256_unpackhi_ps(y[r][2], y[r][3]);
+			__m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
+			__m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
+			float *d = out[r] + 4 * j;
+			_mm256_storeu_ps(d, _mm256_permute2f128_ps(s0, s1, 0x20));
+			_mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(s2, s3, 0x20));
+			_mm256_storeu_ps(d + 16, _mm256_permute2f128_ps(s0, s1, 0x31));
+			_mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(s2, s3, 0x31));
+		}
+	}
+}
+
+/* The forward pass on m x m output tiles (m = 2: F(2x2, 3x3), m = 4: F(4x4, 3x3)): the same
+ * chunks and GEMMs, the transforms of the tile size. */
+static void wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
+			 float *work, int m)
 {
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
-	const wino_plan pl = plan_make(s, WINO_BUDGET);
-	const int tw = pl.tw, l = pl.l;
+	const wino_plan pl = plan_make(s, WINO_BUDGET, m);
+	const int tw = pl.tw, l = pl.l, nxi = pl.nxi;
 	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = (size_t)C * cap, ms = (size_t)K * cap; // floats per xi of V and M
-	float *u = work;                        // (16, K, C)
-	float *eo = u + 16 * (size_t)K * C;     // E, O of one image
-	float *v = eo + pl.eo;                  // (16, C, cap)
-	float *mm = v + 16 * vs;                // (16, K, cap)
-	float *out0 = mm + 16 * ms;             // 2 twv
-	float *out1 = out0 + 2 * (size_t)pl.twv; // 2 twv
-	const float *e = eo, *o = eo + (size_t)C * pl.hp * l;
+	const size_t phs = (size_t)C * pl.hp * l;                // floats per column phase
+	float *u = work;                          // (nxi, K, C)
+	float *eo = u + (size_t)nxi * K * C;      // the m column phases of one image
+	float *v = eo + pl.eo;                    // (nxi, C, cap)
+	float *mm = v + (size_t)nxi * vs;         // (nxi, K, cap)
+	float *outb = mm + (size_t)nxi * ms;      // m rows of m twv
 	const int avx512 = dnn_wino_avx512();
-	/* output_row writes 2 twv floats per output row: straight into y when that is Q (Q a
-	 * multiple of 16) and every tile row has both its rows (P even), overwriting (beta = 0);
-	 * else through out0/out1 (the ResNets' 8x8 stage, odd sizes, backward data's accumulate). */
-	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
+	/* The output transforms write m twv floats per output row: straight into y when that is Q
+	 * (Q a multiple of 8 m) and every tile row has all its m rows (P a multiple of m),
+	 * overwriting (beta = 0); else through outb (small images, odd sizes, backward data's
+	 * accumulate). */
+	const int direct = beta == 0.0f && Q % (8 * m) == 0 && P % m == 0;
 
-	filter_transform(u, w, K, C);
+	(m == 2 ? filter_transform : filter_transform4)(u, w, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
 		const int ng = imin(pl.group, s->N - n0);
 		for (int i0 = 0; i0 < pl.th; i0 += pl.rows) {
 			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * tw;
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
-			for (int m = 0; m < ng; m++) {
+			for (int g = 0; g < ng; g++) {
+				const float *xi = x + (size_t)(n0 + g) * chw;
 				if (i0 == 0)
-					split_image(eo, x + (size_t)(n0 + m) * chw, s, &pl);
+					(m == 2 ? split_image : split_image4)(eo, xi, s, &pl);
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
-						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
-						input_row(v + (size_t)c * cap + (size_t)m * per + (size_t)(i - i0) * tw,
-							  vs, e + off, o + off, l, tw);
+						const size_t off = ((size_t)c * pl.hp + (size_t)m * i) * l;
+						float *dst = v + (size_t)c * cap + (size_t)g * per + (size_t)(i - i0) * tw;
+						if (m == 2)
+							input_row(dst, vs, eo + off, eo + phs + off, l, tw);
+						else
+							input_row4(dst, vs, eo + off, phs, l, tw);
 					}
 			}
 			if (ntp > nt)
-				for (int xi = 0; xi < 16; xi++)
+				for (int xi = 0; xi < nxi; xi++)
 					for (int c = 0; c < C; c++)
 						memset(v + xi * vs + (size_t)c * cap + nt, 0,
 						       (size_t)(ntp - nt) * sizeof(float));
-			for (int xi = 0; xi < 16; xi++)
+			for (int xi = 0; xi < nxi; xi++)
 				(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap,
 							  K, C, ntp);
-			for (int m = 0; m < ng; m++)
+			for (int g = 0; g < ng; g++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
-						const float *mt = mm + (size_t)k * cap + (size_t)m * per + (size_t)(i - i0) * tw;
-						float *y0 = y + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
-						if (direct) { // whole vectors fill exactly the 2 rows of y
-							output_row(y0, y0 + Q, mt, ms, tw);
+						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
+						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + (size_t)m * i) * Q;
+						float *rows[4];
+						for (int r = 0; r < m; r++)
+							rows[r] = direct ? y0 + (size_t)r * Q : outb + (size_t)r * m * pl.twv;
+						if (m == 2)
+							output_row(rows[0], rows[1], mt, ms, tw);
+						else
+							output_row4(rows, mt, ms, tw);
+						if (direct)
 							continue;
-						}
-						output_row(out0, out1, mt, ms, tw);
-						const int nrows = 2 * i + 1 < P ? 2 : 1;
+						const int nrows = imin(m, P - m * i);
 						for (int r = 0; r < nrows; r++) {
 							float *yr = y0 + (size_t)r * Q;
-							const float *src = r ? out1 : out0;
 							if (beta != 0.0f)
 								for (int q = 0; q < Q; q++)
-									yr[q] += src[q];
+									yr[q] += rows[r][q];
 							else
-								memcpy(yr, src, (size_t)Q * sizeof(float));
+								memcpy(yr, rows[r], (size_t)Q * sizeof(float));
 						}
 					}
 		}
 	}
+}
+
+void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
+		      float *work)
+{
+	wino_forward(y, x, w, s, beta, work, 2);
+}
+
+void dnn_wino4_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
+		       float *work)
+{
+	wino_forward(y, x, w, s, beta, work, 4);
 }
 
 /* Adjoint of the output transform for the tw tiles of tile row i of one channel of dy:
@@ -712,7 +917,7 @@ __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *
 
 size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 {
-	wino_plan pl = plan_make(s, WINO_FILTER_BUDGET);
+	wino_plan pl = plan_make(s, WINO_FILTER_BUDGET, 2);
 	return 16 * (size_t)s->K * s->C + pl.eo + 2 * (size_t)s->K * pl.hp * pl.l +
 	       16 * ((size_t)s->C + s->K) * pl.cap;
 }
@@ -721,7 +926,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			      float *work)
 {
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
-	const wino_plan pl = plan_make(s, WINO_FILTER_BUDGET);
+	const wino_plan pl = plan_make(s, WINO_FILTER_BUDGET, 2);
 	const int tw = pl.tw, l = pl.l;
 	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = (size_t)C * cap, ds = (size_t)K * cap;
@@ -810,5 +1015,11 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	(void)y, (void)x, (void)w, (void)s, (void)beta, (void)work;
 	/* Unreachable: dnn_wino_supported() is 0 on this CPU, and the choice requires it. */
 	dnn_worker_error("conv2d: the Winograd path needs an x86-64 CPU with AVX2 and FMA");
+}
+
+void dnn_wino4_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
+		       float *work)
+{
+	dnn_wino_forward(y, x, w, s, beta, work);
 }
 #endif
