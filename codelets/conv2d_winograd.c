@@ -42,6 +42,11 @@
 
 /* Floats of V + M per chunk of tiles. */
 #define WINO_BUDGET (64 * 1024)
+/* The same for F(4x4, 3x3), 4x larger (1 MiB, half this Xeon's L2): its chunks hold 2.25x
+ * fewer tiles for the same floats, and on the ResNet shapes (16 images, dnn_op_bench, fwd ms
+ * at 64K / 128K / 256K / 512K floats) 16x32x32: 0.45 / 0.41 / 0.44 / 0.53, 32x16x16: 0.68 /
+ * 0.47 / 0.39 / 0.39, 64x8x8: 0.54 / 0.52 / 0.41 / 0.42 (loaded machine, +-10%). */
+#define WINO4_BUDGET (256 * 1024)
 /* Floats of V + D per chunk in the weight gradient: its GEMMs reduce over the tiles, and each
  * register block ends with horizontal sums, so longer chunks pay (they stream from L2/L3). */
 #define WINO_FILTER_BUDGET (256 * 1024)
@@ -57,6 +62,9 @@ typedef struct {
 	int rows;     // tile rows per chunk (th when group > 1)
 	size_t cap;   // tiles of the largest chunk + 7, rounded up to 8: row stride of V and M
 	int twv;      // tw rounded up to 8
+	int strips;   // F(4x4) on narrow images: the tile rows of a chunk side by side (see below)
+	int slot;     // tiles per tile row in V: tw, or tw + 1 in strips (one unused slot)
+	size_t sl;    // in strips: entries per phase row of the chunk's strips
 } wino_plan;
 
 static int imin(int a, int b) { return a < b ? a : b; }
@@ -72,7 +80,13 @@ static wino_plan plan_make(const dnn_wino_shape *s, size_t budget, int m)
 	pl.l = pl.tw + 1;
 	pl.eo = (size_t)m * s->C * pl.hp * pl.l;
 	pl.twv = (pl.tw + 7) / 8 * 8;
-	size_t tpi = (size_t)pl.th * pl.tw;
+	/* Strips: with fewer than 8 tiles per row, F(4x4)'s 8-tile vectors would run mostly
+	 * empty along a tile row (2 of 8 lanes on an 8x8 image); instead the 6 input rows of each
+	 * tile row of a chunk are copied side by side into one long row of tw + 1 slots each (the
+	 * last slot, which straddles two tile rows, is computed and thrown away). Whole tiles only. */
+	pl.strips = m == 4 && pl.tw < 8 && s->P % 4 == 0 && s->Q % 4 == 0;
+	pl.slot = pl.tw + pl.strips;
+	size_t tpi = (size_t)pl.th * pl.slot;
 	size_t target = budget / ((size_t)pl.nxi * ((size_t)s->C + s->K));
 	if (target < WINO_MIN_TILES)
 		target = WINO_MIN_TILES;
@@ -89,16 +103,20 @@ static wino_plan plan_make(const dnn_wino_shape *s, size_t budget, int m)
 		pl.rows = pl.th;
 	}
 	/* + 7: the transforms store whole 8-float vectors, up to 7 floats past a chunk's last tile. */
-	pl.cap = ((size_t)pl.group * pl.rows * pl.tw + 7 + 7) / 8 * 8;
+	pl.cap = ((size_t)pl.group * pl.rows * pl.slot + 7 + 7) / 8 * 8;
+	pl.sl = pl.cap + 8;
+	if (pl.strips)
+		pl.eo = 4 * (size_t)s->C * 6 * pl.sl;
 	return pl;
 }
 
-/* U (nxi, K, C), the split image, V (nxi, C, cap), M (nxi, K, cap), m output rows of m twv. */
+/* U (nxi, K, C), the split image, V (nxi, C, cap), M (nxi, K, cap), m output rows of m twv
+ * (in strips: 4 rows of 4 cap). */
 static size_t wino_work(const dnn_wino_shape *s, int m)
 {
-	wino_plan pl = plan_make(s, WINO_BUDGET, m);
+	wino_plan pl = plan_make(s, m == 4 ? WINO4_BUDGET : WINO_BUDGET, m);
 	return (size_t)pl.nxi * s->K * s->C + pl.eo + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
-	       (size_t)m * m * pl.twv;
+	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv);
 }
 
 size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
@@ -444,7 +462,7 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *
 
 /* (o0..o5) = G (g0, g1, g2), G = [1/2 0 0; 1/6 1/6 1/6; 1/6 -1/6 1/6; 2/15 1/15 1/30;
  * 1/30 -1/15 2/15; 0 0 1/2] (the points 0, 1, -1, 1/2, -2 and infinity; see the header). */
-__attribute__((target("avx2,fma"))) static inline void g4(__m256 o[6], __m256 g0, __m256 g1, __m256 g2)
+static inline __attribute__((always_inline, target("avx2,fma"))) void g4(__m256 o[6], __m256 g0, __m256 g1, __m256 g2)
 {
 	const __m256 c2 = _mm256_set1_ps(1.0f / 2), c6 = _mm256_set1_ps(1.0f / 6);
 	const __m256 c15 = _mm256_set1_ps(1.0f / 15), c30 = _mm256_set1_ps(1.0f / 30);
@@ -484,52 +502,85 @@ __attribute__((target("avx2,fma"))) static void filter_transform4(float *restric
 	}
 }
 
-/* x (C, H, W) -> its zero-padded copy (C, hp, 4 l) split into its 4 column phases (C, hp, l),
- * one after the other: phase k index j holds padded column 4 j + k, x column 4 j + k - pw.
- * 8 indices of the 4 phases at a time: 32 consecutive x columns in 4 masked loads (the lanes
- * outside the row read nothing and give 0), a 4x4 transposition within each 128-bit lane,
- * then a lane permutation; masked stores end each phase row at l. */
-__attribute__((target("avx2,fma"))) static void split_image4(float *restrict ph, const float *restrict x,
-							    const dnn_wino_shape *s, const wino_plan *pl)
+/* One row of x (W floats at xr, or none: a padding row) -> its zero-padded copy split into its
+ * 4 column phases, l entries each at ph + k phs: phase k index j holds padded column 4 j + k,
+ * x column 4 j + k - pw. 8 indices of the 4 phases at a time: 32 consecutive x columns in 4
+ * masked loads (the lanes outside the row read nothing and give 0), a 4x4 transposition within
+ * each 128-bit lane, then a lane permutation; masked stores end each phase row at l. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+split_row4(float *ph, size_t phs, const float *xr, int W, int pw, int l)
 {
-	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w;
-	const size_t phs = (size_t)s->C * pl->hp * l;
 	const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 	const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
 	const __m256i wv = _mm256_set1_epi32(W), neg = _mm256_set1_epi32(-1);
+	if (!xr) {
+		for (int k = 0; k < 4; k++)
+			zero_span(ph + k * phs, 0, l);
+		return;
+	}
+	for (int j = 0; j < l; j += 8) {
+		const int base = 4 * j - pw; // x column of phase 0, index j
+		__m256 a[4];
+		for (int v = 0; v < 4; v++) {
+			__m256i col = _mm256_add_epi32(_mm256_set1_epi32(base + 8 * v), lane);
+			__m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(col, neg), _mm256_cmpgt_epi32(wv, col));
+			/* Masked-off lanes are not accessed, even before xr or past its row. */
+			a[v] = _mm256_maskload_ps((const float *)((uintptr_t)xr + (intptr_t)(base + 8 * v) * (intptr_t)sizeof(float)), m);
+		}
+		__m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpacklo_ps(a[2], a[3]);
+		__m256 t2 = _mm256_unpackhi_ps(a[0], a[1]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+		__m256 r[4] = {_mm256_shuffle_ps(t0, t1, 0x44), _mm256_shuffle_ps(t0, t1, 0xee),
+			       _mm256_shuffle_ps(t2, t3, 0x44), _mm256_shuffle_ps(t2, t3, 0xee)};
+		const __m256i sm = _mm256_cmpgt_epi32(_mm256_set1_epi32(l - j), lane);
+		for (int k = 0; k < 4; k++)
+			_mm256_maskstore_ps(ph + k * phs + j, sm, _mm256_permutevar8x32_ps(r[k], perm));
+	}
+}
+
+/* x (C, H, W) -> its zero-padded copy (C, hp, 4 l) split into its 4 column phases (C, hp, l),
+ * one after the other. */
+__attribute__((target("avx2,fma"))) static void split_image4(float *restrict ph, const float *restrict x,
+							    const dnn_wino_shape *s, const wino_plan *pl)
+{
+	const size_t phs = (size_t)s->C * pl->hp * pl->l;
 	for (int c = 0; c < s->C; c++)
 		for (int pr = 0; pr < pl->hp; pr++) {
-			const size_t off = ((size_t)c * pl->hp + pr) * l;
 			const int ih = pr - s->pad_h;
-			if (ih < 0 || ih >= H) {
-				for (int k = 0; k < 4; k++)
-					zero_span(ph + k * phs + off, 0, l);
-				continue;
-			}
-			const float *xr = x + ((size_t)c * H + ih) * W;
-			for (int j = 0; j < l; j += 8) {
-				const int base = 4 * j - pw; // x column of phase 0, index j
-				__m256 a[4];
-				for (int v = 0; v < 4; v++) {
-					__m256i col = _mm256_add_epi32(_mm256_set1_epi32(base + 8 * v), lane);
-					__m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(col, neg), _mm256_cmpgt_epi32(wv, col));
-					/* Masked-off lanes are not accessed, even before xr or past its row. */
-					a[v] = _mm256_maskload_ps((const float *)((uintptr_t)xr + (intptr_t)(base + 8 * v) * (intptr_t)sizeof(float)), m);
+			split_row4(ph + ((size_t)c * pl->hp + pr) * pl->l, phs,
+				   ih < 0 || ih >= s->H ? NULL : x + ((size_t)c * s->H + ih) * s->W, s->W,
+				   s->pad_w, pl->l);
+		}
+}
+
+/* Strips: the images n0.. n0 + ng - 1, tile rows i0..i1 - 1 of x -> for each channel c and
+ * input row q of a tile (0..5), the 4 phases of padded row 4 i + q of every (image, tile row)
+ * one after the other, slot entries each, at ph + k phs + (6 c + q) sl, phs = 6 C sl; nt =
+ * ng (i1 - i0) slot entries in all, then zeros to sl (the vector reads past the last slot). */
+__attribute__((target("avx2,fma"))) static void split_strips4(float *restrict ph, const float *restrict x,
+							     const dnn_wino_shape *s, const wino_plan *pl,
+							     int ng, int i0, int i1)
+{
+	const size_t phs = 6 * (size_t)s->C * pl->sl, hw = (size_t)s->H * s->W;
+	const int nt = ng * (i1 - i0) * pl->slot;
+	for (int c = 0; c < s->C; c++)
+		for (int q = 0; q < 6; q++) {
+			float *row = ph + (6 * (size_t)c + q) * pl->sl;
+			for (int g = 0; g < ng; g++)
+				for (int i = i0; i < i1; i++) {
+					const int ih = 4 * i + q - s->pad_h;
+					const float *xr = ih < 0 || ih >= s->H ? NULL
+						: x + ((size_t)g * s->C + c) * hw + (size_t)ih * s->W;
+					split_row4(row + (size_t)(g * (i1 - i0) + i - i0) * pl->slot, phs, xr,
+						   s->W, s->pad_w, pl->slot);
 				}
-				__m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpacklo_ps(a[2], a[3]);
-				__m256 t2 = _mm256_unpackhi_ps(a[0], a[1]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
-				__m256 r[4] = {_mm256_shuffle_ps(t0, t1, 0x44), _mm256_shuffle_ps(t0, t1, 0xee),
-					       _mm256_shuffle_ps(t2, t3, 0x44), _mm256_shuffle_ps(t2, t3, 0xee)};
-				const __m256i sm = _mm256_cmpgt_epi32(_mm256_set1_epi32(l - j), lane);
-				for (int k = 0; k < 4; k++)
-					_mm256_maskstore_ps(ph + k * phs + off + j, sm, _mm256_permutevar8x32_ps(r[k], perm));
-			}
+			for (int k = 0; k < 4; k++)
+				zero_span(row + k * phs, nt, (int)pl->sl);
 		}
 }
 
 /* (r0..r5) = B^T (x0..x5), B^T = [2 -3 -4 3 2 0; 0 -2 1 5 2 0; 0 -2 5 -1 -2 0; 0 2 1 -2 -1 0;
  * 0 1 -2 -1 2 0; 0 2 -3 -4 3 2]. */
-__attribute__((target("avx2,fma"))) static inline void bt4(__m256 r[6], const __m256 x[6])
+static inline __attribute__((always_inline, target("avx2,fma"))) void bt4(__m256 r[6], const __m256 x[6])
 {
 	const __m256 c2 = _mm256_set1_ps(2.0f), c3 = _mm256_set1_ps(3.0f), c5 = _mm256_set1_ps(5.0f);
 	const __m256 a = _mm256_sub_ps(x[1], x[3]), b = _mm256_sub_ps(x[2], x[4]);
@@ -546,8 +597,8 @@ __attribute__((target("avx2,fma"))) static inline void bt4(__m256 r[6], const __
 /* Input transform of the tw tiles of tile row i of channel c: V[xi][j] = (B^T d B)[xi] of tile
  * j, xi = 6 u + v, at v + xi * vs. ph: row 4i of the channel in phase 0; phase k at + k phs.
  * Whole vectors past the row's end, as input_row. */
-__attribute__((target("avx2,fma"))) static void input_row4(float *restrict v, size_t vs,
-							  const float *restrict ph, size_t phs, int l, int tw)
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+input_row4(float *restrict v, size_t vs, const float *restrict ph, size_t phs, int l, int tw)
 {
 	for (int j = 0; j < tw; j += 8) {
 		__m256 t[6][6], x[6], r[6]; // t[u][col] = (B^T d)[u][col]
@@ -568,7 +619,7 @@ __attribute__((target("avx2,fma"))) static void input_row4(float *restrict v, si
 }
 
 /* (o0..o3) = A^T (m0..m5), A^T = [1 1 1 8 1 0; 0 1 -1 4 -2 0; 0 1 1 2 4 0; 0 1 -1 1 -8 1]. */
-__attribute__((target("avx2,fma"))) static inline void at4(__m256 o[4], const __m256 m[6])
+static inline __attribute__((always_inline, target("avx2,fma"))) void at4(__m256 o[4], const __m256 m[6])
 {
 	const __m256 c2 = _mm256_set1_ps(2.0f), c4 = _mm256_set1_ps(4.0f), c8 = _mm256_set1_ps(8.0f);
 	const __m256 s12 = _mm256_add_ps(m[1], m[2]), d12 = _mm256_sub_ps(m[1], m[2]);
@@ -580,8 +631,8 @@ __attribute__((target("avx2,fma"))) static inline void at4(__m256 o[4], const __
 
 /* Output transform of the tw tiles at mm + xi * ms (xi in 0..36) into the 4 output rows
  * out[0..3] (4 twv floats each: out[r][4j + b] is column 4j + b). Whole vectors, as output_row. */
-__attribute__((target("avx2,fma"))) static void output_row4(float *const out[4], const float *restrict mm,
-							   size_t ms, int tw)
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+output_row4(float *const out[4], const float *restrict mm, size_t ms, int tw)
 {
 	for (int j = 0; j < tw; j += 8) {
 		__m256 s[6][6], x[6], o[4]; // s[c][u] = (M A)[u][c]
@@ -612,36 +663,86 @@ __attribute__((target("avx2,fma"))) static void output_row4(float *const out[4],
 	}
 }
 
+/* input_row4 and output_row4 hold 36 vectors in flight, more than AVX2's 16 registers: where
+ * the CPU has AVX-512, the same 8-float code compiled for AVX-512 VL also gets ymm16..31
+ * (fewer spills; the same operations, bit-identical). */
+__attribute__((target("avx2,fma"))) static void input_row4_avx2(float *restrict v, size_t vs,
+							       const float *restrict ph, size_t phs,
+							       int l, int tw)
+{
+	input_row4(v, vs, ph, phs, l, tw);
+}
+
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
+input_row4_avx512(float *restrict v, size_t vs, const float *restrict ph, size_t phs, int l, int tw)
+{
+	input_row4(v, vs, ph, phs, l, tw);
+}
+
+__attribute__((target("avx2,fma"))) static void output_row4_avx2(float *const out[4],
+								const float *restrict mm, size_t ms,
+								int tw)
+{
+	output_row4(out, mm, ms, tw);
+}
+
+__attribute__((target("avx512f,avx512vl,avx2,fma"))) static void
+output_row4_avx512(float *const out[4], const float *restrict mm, size_t ms, int tw)
+{
+	output_row4(out, mm, ms, tw);
+}
+
+/* Rows rows[0..nrows) (Q floats each) into y0's rows (stride Q): copied, or added (beta != 0). */
+static void put_rows(float *y0, size_t Q, float *const rows[4], int nrows, float beta)
+{
+	for (int r = 0; r < nrows; r++) {
+		float *yr = y0 + (size_t)r * Q;
+		if (beta != 0.0f)
+			for (size_t q = 0; q < Q; q++)
+				yr[q] += rows[r][q];
+		else
+			memcpy(yr, rows[r], Q * sizeof(float));
+	}
+}
+
 /* The forward pass on m x m output tiles (m = 2: F(2x2, 3x3), m = 4: F(4x4, 3x3)): the same
  * chunks and GEMMs, the transforms of the tile size. */
 static void wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 			 float *work, int m)
 {
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
-	const wino_plan pl = plan_make(s, WINO_BUDGET, m);
-	const int tw = pl.tw, l = pl.l, nxi = pl.nxi;
+	const wino_plan pl = plan_make(s, m == 4 ? WINO4_BUDGET : WINO_BUDGET, m);
+	const int tw = pl.tw, l = pl.l, nxi = pl.nxi, slot = pl.slot;
 	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = (size_t)C * cap, ms = (size_t)K * cap; // floats per xi of V and M
-	const size_t phs = (size_t)C * pl.hp * l;                // floats per column phase
+	/* floats per column phase: of the split image, or of the strips */
+	const size_t phs = pl.strips ? 6 * (size_t)C * pl.sl : (size_t)C * pl.hp * l;
 	float *u = work;                          // (nxi, K, C)
-	float *eo = u + (size_t)nxi * K * C;      // the m column phases of one image
+	float *eo = u + (size_t)nxi * K * C;      // the m column phases of one image, or the strips
 	float *v = eo + pl.eo;                    // (nxi, C, cap)
 	float *mm = v + (size_t)nxi * vs;         // (nxi, K, cap)
-	float *outb = mm + (size_t)nxi * ms;      // m rows of m twv
+	float *outb = mm + (size_t)nxi * ms;      // m rows of m twv (strips: 4 rows of 4 cap)
+	const size_t outs = pl.strips ? 4 * cap : (size_t)m * pl.twv;
 	const int avx512 = dnn_wino_avx512();
 	/* The output transforms write m twv floats per output row: straight into y when that is Q
 	 * (Q a multiple of 8 m) and every tile row has all its m rows (P a multiple of m),
 	 * overwriting (beta = 0); else through outb (small images, odd sizes, backward data's
 	 * accumulate). */
-	const int direct = beta == 0.0f && Q % (8 * m) == 0 && P % m == 0;
+	const int direct = !pl.strips && beta == 0.0f && Q % (8 * m) == 0 && P % m == 0;
 
 	(m == 2 ? filter_transform : filter_transform4)(u, w, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
 		const int ng = imin(pl.group, s->N - n0);
 		for (int i0 = 0; i0 < pl.th; i0 += pl.rows) {
-			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * tw;
+			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * slot;
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
-			for (int g = 0; g < ng; g++) {
+			if (pl.strips) {
+				split_strips4(eo, x + (size_t)n0 * chw, s, &pl, ng, i0, i1);
+				for (int c = 0; c < C; c++)
+					(avx512 ? input_row4_avx512 : input_row4_avx2)(v + (size_t)c * cap, vs,
+						eo + 6 * (size_t)c * pl.sl, phs, (int)pl.sl, nt);
+			}
+			for (int g = 0; g < ng && !pl.strips; g++) {
 				const float *xi = x + (size_t)(n0 + g) * chw;
 				if (i0 == 0)
 					(m == 2 ? split_image : split_image4)(eo, xi, s, &pl);
@@ -652,7 +753,7 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 						if (m == 2)
 							input_row(dst, vs, eo + off, eo + phs + off, l, tw);
 						else
-							input_row4(dst, vs, eo + off, phs, l, tw);
+							(avx512 ? input_row4_avx512 : input_row4_avx2)(dst, vs, eo + off, phs, l, tw);
 					}
 			}
 			if (ntp > nt)
@@ -663,29 +764,32 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 			for (int xi = 0; xi < nxi; xi++)
 				(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap,
 							  K, C, ntp);
-			for (int g = 0; g < ng; g++)
+			float *rows[4];
+			for (int r = 0; r < m; r++)
+				rows[r] = outb + r * outs;
+			for (int k = 0; k < K && pl.strips; k++) { // all the chunk's slots at once
+				(avx512 ? output_row4_avx512 : output_row4_avx2)(rows, mm + (size_t)k * cap, ms, nt);
+				for (int g = 0; g < ng; g++)
+					for (int i = i0; i < i1; i++) {
+						const size_t t0 = 4 * (size_t)(g * (i1 - i0) + i - i0) * slot;
+						float *st[4] = {rows[0] + t0, rows[1] + t0, rows[2] + t0, rows[3] + t0};
+						put_rows(y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 4 * (size_t)i) * Q, Q,
+							 st, 4, beta);
+					}
+			}
+			for (int g = 0; g < ng && !pl.strips; g++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
 						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + (size_t)m * i) * Q;
-						float *rows[4];
-						for (int r = 0; r < m; r++)
-							rows[r] = direct ? y0 + (size_t)r * Q : outb + (size_t)r * m * pl.twv;
+						for (int r = 0; r < m && direct; r++)
+							rows[r] = y0 + (size_t)r * Q;
 						if (m == 2)
 							output_row(rows[0], rows[1], mt, ms, tw);
 						else
-							output_row4(rows, mt, ms, tw);
-						if (direct)
-							continue;
-						const int nrows = imin(m, P - m * i);
-						for (int r = 0; r < nrows; r++) {
-							float *yr = y0 + (size_t)r * Q;
-							if (beta != 0.0f)
-								for (int q = 0; q < Q; q++)
-									yr[q] += rows[r][q];
-							else
-								memcpy(yr, rows[r], (size_t)Q * sizeof(float));
-						}
+							(avx512 ? output_row4_avx512 : output_row4_avx2)(rows, mt, ms, tw);
+						if (!direct)
+							put_rows(y0, Q, rows, imin(m, P - m * i), beta);
 					}
 		}
 	}

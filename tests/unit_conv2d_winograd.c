@@ -1,5 +1,6 @@
-/* unit_conv2d_winograd — the Winograd F(2x2, 3x3) path of the CPU conv kernels, forced with
- * dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD), against a double-precision direct conv:
+/* unit_conv2d_winograd — the Winograd F(2x2, 3x3) and F(4x4, 3x3) paths of the CPU conv kernels,
+ * forced with dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD, then _WINOGRAD4), against a
+ * double-precision direct conv:
  * forward, backward data (overwrite and accumulate) and backward filter (accumulating onto a
  * nonzero dw), on ResNet shapes and on odd sizes,
  * pad 0, 1 and 2, C != K, channel counts that are not multiples of the register blocks, and
@@ -18,6 +19,18 @@
  *     shapes and im2col at 0.4e-7..2.2e-7, so the bound has ~4x margin over both. For the
  *     weight gradient, whose transforms mix the 9 taps of a filter, s is the largest of the 9
  *     taps' sums (filter_scale): Winograd 1.5e-8..1.8e-7, im2col 1.8e-8..2.1e-7.
+ * F(4x4, 3x3) (DNN_CONV_ALGO_WINOGRAD4: forward and backward data; its weight gradient is
+ * F(2x2)'s) runs every shape again with WINO4_TOL for y and dx. The first-order rounding bound
+ * of a Winograd output is |got - exact| <= n eps |A^T| [sum_c (|G| |g_c| |G|^T) .* (|B^T| |d_c| |B|)] |A|,
+ * n the roundings along a path (the sum over C dominates it, for both tile sizes). With
+ * inputs and weights of one magnitude, that bracket over sum |x w| is at most 7.1 for F(2x2)
+ * and 97.4 for F(4x4) with the points 0, 1, -1, 1/2, -2 (at the corner outputs of a tile;
+ * Lavin's 0, +-1, +-2 give 256): 13.7x F(2x2)'s, so F(2x2)'s 1e-6 scales to 1.4e-5.
+ * Measured: F(4x4) 1.5e-7..2.6e-6 on these shapes (the ResNet stages 0.9e-6..1.25e-6; the
+ * largest on the pad-2 backward data of pad-0 convs, whose edge tiles hold zeros), 5-10x
+ * F(2x2)'s. WINO4_TOL = 1e-5: ~4x over the largest measured, as WINO_TOL, and under the
+ * scaled bound. F(4x4) passes unit_conv2d's 1e-4 too (with Lavin's points it did not: 1.55e-4
+ * on C64 8x8 K64).
  * On a CPU with AVX-512, every shape also runs under the AVX2 GEMMs (dnn_wino_set_avx512(0)) and
  * must give bit-identical y, dx and dw.
  * Each kernel call starts from released scratch memory (dnn_cpu_scratch_release), so that a
@@ -35,7 +48,7 @@
 #include "test_util.h"
 
 #define WINO_TOL 1e-6
-#define WINO4_TOL 1e-4 /* placeholder, measured below */
+#define WINO4_TOL 1e-5
 #define CLOSE_TOL 1e-4
 
 static int verbose;
@@ -293,6 +306,8 @@ int main(int argc, char **argv)
 		check_shape(1, 64, 2, 2, 20, 1);
 		check_shape(9, 16, 4, 4, 64, 1);   /* tiny images: many per chunk, last chunk partial */
 		check_shape(2, 16, 64, 64, 16, 1); /* output straight into y, several row chunks per image */
+		check_shape(2, 32, 120, 20, 24, 1); /* F(4x4) strips (5 tiles per row), 2 chunks per image */
+		check_shape(20, 64, 8, 8, 64, 1);  /* F(4x4) strips of 7, 7 and 6 images */
 	}
 	return test_report("unit_conv2d_winograd");
 }
