@@ -1,6 +1,6 @@
 /* conv2d_algo.c — the CPU conv kernels of conv2d.h: which algorithm runs each pass.
  *
- * Forward: Winograd F(2x2, 3x3) (conv2d_winograd.c) where the algorithm choice allows it, else
+ * Forward: Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_winograd.c) where the algorithm choice allows it, else
  * the direct AVX2 path (conv2d_direct.c) for stride-1 convs with few channels, else im2col +
  * GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs as the
  * forward conv of dy with the flipped kernel (so through the same choice); other backward data
@@ -29,10 +29,11 @@ float *dnn_conv_scratch(size_t nfloats)
 
 /* ------------------------------------------------------------------ Winograd dispatch
  *
- * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) (codelets/conv2d_winograd.c):
- * forward, and backward data through its forward conv with the flipped kernel. Which one runs
- * is dnn_conv2d_set_cpu_algo()'s choice (at start-up, the environment's DNN_CONV_ALGO: im2col,
- * winograd or auto, runtime/knobs.c), else auto: WINO_RULE below. */
+ * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) or F(4x4, 3x3)
+ * (codelets/conv2d_winograd.c): forward, and backward data through its forward conv with the
+ * flipped kernel; the weight gradient only as F(2x2, 3x3). Which one runs is
+ * dnn_conv2d_set_cpu_algo()'s choice (at start-up, the environment's DNN_CONV_ALGO: im2col,
+ * winograd, winograd4 or auto, runtime/knobs.c), else auto: WINO_RULE, then WINO4_RULE below. */
 /* Auto rule, from forward-pass timings of 16 images, one core, im2col time / Winograd time
  * (same run, best of 15-40 calls, thread CPU clock; the ratios moved by ~10% between runs):
  *   ResNet stages  C16 32x32 K16: 2.0   C32 16x16 K32: 1.9   C64 8x8 K64: 1.4 (backward data
@@ -52,8 +53,19 @@ float *dnn_conv_scratch(size_t nfloats)
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
 
-/* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (set after measuring, see below). */
-#define WINO4_RULE(g) 0
+/* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
+ * images, one core, F(2x2) time / F(4x4) time (same run, best of 12-20 calls each, alternated,
+ * thread CPU clock, Intel Xeon model 167 under a load average of 10-16: +-10%):
+ *   pays    C16 32x32 K16: 0.99-1.11 (backward data 1.08)   C32 32x32 K16: 1.09   C16 32x32 K32:
+ *           1.24   C32 32x32 K32: 1.20   C64 32x32 K64: 1.17   C8 32x32 K64: 1.23   C128 32x32
+ *           K128: 1.48   C16 64x64 K16: 1.31;
+ *   does not  narrow images, whose 4x4 tiles run as strips (codelets/conv2d_winograd.c) with
+ *           costlier transforms than F(2x2)'s and a wasted slot per tile row: C32 16x16 K32
+ *           0.90-0.92 (backward data 0.93), C64 8x8 K64 0.91-0.93 (0.96), C16 16x16 K16 0.91,
+ *           C16 24x24 K16 1.05, C128 8x8 K128 0.93, C64 8x8 K256 0.85, C128 4x4 K128 0.86; and
+ *           few output channels: C16 32x32 K8 0.86-0.96, C64 32x32 K4 0.76.
+ * So: images of 32 columns and more, 16 output channels and more. */
+#define WINO4_RULE(g) ((g)->Q >= 32 && (g)->K >= 16)
 
 static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
 

@@ -1,4 +1,4 @@
-/* conv2d_winograd.c — Winograd F(2x2, 3x3) conv on the CPU (AVX2 + FMA; the GEMMs in AVX-512 where
+/* conv2d_winograd.c — Winograd F(2x2, 3x3) and F(4x4, 3x3) convs on the CPU (AVX2 + FMA; the GEMMs in AVX-512 where
  * the CPU has it): the forward pass (also used, with the flipped kernel, for backward data) and
  * the weight gradient.
  *
@@ -32,6 +32,33 @@
  *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET).
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
+ *
+ * F(4x4, 3x3) (dnn_wino4_forward; DNN_CONV_ALGO=winograd4 or auto's WINO4_RULE in
+ * conv2d_algo.c): the same scheme on 4x4 output tiles, Y = A^T [sum_c (G g G^T) .* (B^T d B)] A
+ * with d the 6x6 patch: 36 GEMMs of (K, C) @ (C, tiles) for 16 outputs per tile, 4x fewer
+ * multiply-adds than the direct conv (F(2x2): 2.25x), i.e. 1.78x fewer GEMM flops than F(2x2),
+ * for costlier transforms. Built on the points 0, 1, -1, 1/2, -2 and infinity (Lavin and Gray
+ * use 0, +-1, +-2), scaled so that B^T has small integers:
+ *     B^T = [2 -3 -4 3 2 0; 0 -2 1 5 2 0; 0 -2 5 -1 -2 0; 0 2 1 -2 -1 0; 0 1 -2 -1 2 0; 0 2 -3 -4 3 2],
+ *     G = [1/2 0 0; 1/6 1/6 1/6; 1/6 -1/6 1/6; 2/15 1/15 1/30; 1/30 -1/15 2/15; 0 0 1/2],
+ *     A^T = [1 1 1 8 1 0; 0 1 -1 4 -2 0; 0 1 1 2 4 0; 0 1 -1 1 -8 1].
+ * Error bound: to first order |y~ - y| <= n eps |A^T| [sum_c (|G| |g_c| |G|^T) .* (|B^T| |d_c| |B|)] |A|
+ * (n: the roundings along one path, mostly the C-long sum of the GEMM). With inputs and weights
+ * of one magnitude, the bracket is at most 97.4 x sum |x w| (at a tile's corner outputs; 7.1
+ * for F(2x2), 256 with Lavin's points, whose outputs in float are ~2x worse), so the rounding
+ * error can be ~14x F(2x2)'s; measured 5-10x on the unit test's shapes, ~1e-6 of sum |x w| on
+ * the ResNet stages. Only the filter constants 1/6, 1/15, 1/30 are inexact in float.
+ *   - the image is split into its 4 column phases (padded column 4 j + k at phase k, index j),
+ *     so that the 6 columns of tile j are phases 0..3 at j and phases 0, 1 at j + 1 (the
+ *     F(2x2) even/odd split, with 4 phases);
+ *   - narrow images (fewer than 8 tiles per row: the ResNets' 16x16 and 8x8 stages) run as
+ *     strips: the 6 input rows of every tile row of a chunk side by side in one long row, so
+ *     that the 8-tile vectors are full; the last tile slot of each tile row straddles two and is
+ *     computed and dropped (1 in tw + 1);
+ *   - chunks of WINO4_BUDGET floats (4x F(2x2)'s, measured), the same GEMMs;
+ *   - its transforms hold 36 vectors: where the CPU has AVX-512 they are compiled a second time
+ *     for AVX-512 VL (32 registers), the same 8-float operations.
+ * The weight gradient stays F(2x2).
  */
 #include "conv2d_winograd.h"
 #include "dnn_codelet.h"
