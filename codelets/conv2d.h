@@ -30,7 +30,7 @@ typedef struct {
 int dnn_conv2d_args_finish(dnn_conv2d_args *a);
 double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 
-/* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3); single-threaded,
+/* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3) / F(4x4, 3x3); single-threaded,
  * the caller is one worker). */
 void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a);
 void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_conv2d_args *a);

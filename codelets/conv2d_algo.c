@@ -64,8 +64,13 @@ float *dnn_conv_scratch(size_t nfloats)
  *           0.90-0.92 (backward data 0.93), C64 8x8 K64 0.91-0.93 (0.96), C16 16x16 K16 0.91,
  *           C16 24x24 K16 1.05, C128 8x8 K128 0.93, C64 8x8 K256 0.85, C128 4x4 K128 0.86; and
  *           few output channels: C16 32x32 K8 0.86-0.96, C64 32x32 K4 0.76.
- * So: images of 32 columns and more, 16 output channels and more. */
+ * So: images of 32 columns and more, 16 output channels and more.
+ * Outside WINO_RULE, against what auto ran before (the direct path or im2col), same method:
+ * the RGB stem C3 32x32 K16: 1.40 (dnn_op_bench: 0.26-0.29 -> 0.155-0.165 ms), C3 K32: 1.25,
+ * C3 K64: 1.10; but C4 32x32 K64 0.88, C1 32x32 K16 0.60, C8 32x32 K8 1.04. So also: C = 3
+ * with 16 to 32 output channels on images of 32 columns and more (WINO4_STEM_RULE). */
 #define WINO4_RULE(g) ((g)->Q >= 32 && (g)->K >= 16)
+#define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
 
 static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
 
@@ -105,7 +110,8 @@ static int winograd_choice(const conv_geom *g, int rule, int tile4)
 /* Forward (and backward data through it): 0, 2 or 4. */
 static int use_winograd(const conv_geom *g)
 {
-	return winograd_choice(g, WINO_RULE(g) ? (WINO4_RULE(g) ? 4 : 2) : 0, 1);
+	const int rule = WINO_RULE(g) ? (WINO4_RULE(g) ? 4 : 2) : WINO4_STEM_RULE(g) ? 4 : 0;
+	return winograd_choice(g, rule, 1);
 }
 
 /* The weight gradient has only F(2x2, 3x3): 0 or 2. */
