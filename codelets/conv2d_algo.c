@@ -54,22 +54,25 @@ float *dnn_conv_scratch(size_t nfloats)
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
 
 /* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
- * images, one core, F(2x2) time / F(4x4) time (same run, best of 12-20 calls each, alternated,
- * thread CPU clock, Intel Xeon model 167 under a load average of 10-16: +-10%):
- *   pays    C16 32x32 K16: 0.99-1.11 (backward data 1.08)   C32 32x32 K16: 1.09   C16 32x32 K32:
- *           1.24   C32 32x32 K32: 1.20   C64 32x32 K64: 1.17   C8 32x32 K64: 1.23   C128 32x32
- *           K128: 1.48   C16 64x64 K16: 1.31;
- *   does not  narrow images, whose 4x4 tiles run as strips (codelets/conv2d_winograd.c) with
- *           costlier transforms than F(2x2)'s and a wasted slot per tile row: C32 16x16 K32
- *           0.90-0.92 (backward data 0.93), C64 8x8 K64 0.91-0.93 (0.96), C16 16x16 K16 0.91,
- *           C16 24x24 K16 1.05, C128 8x8 K128 0.93, C64 8x8 K256 0.85, C128 4x4 K128 0.86; and
- *           few output channels: C16 32x32 K8 0.86-0.96, C64 32x32 K4 0.76.
- * So: images of 32 columns and more, 16 output channels and more.
- * Outside WINO_RULE, against what auto ran before (the direct path or im2col), same method:
+ * images, one core, F(2x2) time / F(4x4) time, in a harness that alternates im2col, F(2x2) and
+ * F(4x4) call by call (best of 12-20 calls each, thread CPU clock; Intel Xeon model 167 under
+ * a load average of 10-16 from other sessions: +-10%):
+ *   wide images (8 tiles a row and more)  C16 32x32 K16 0.99-1.11 (backward data 1.08)
+ *           C32 32x32 K16 1.09   C16 32x32 K32 1.24   C32 32x32 K32 1.20   C64 32x32 K64 1.17
+ *           C8 32x32 K64 1.23   C128 32x32 K128 1.48   C16 64x64 K16 1.31;
+ *   row groups (4, 8 or 16 columns, codelets/conv2d_winograd.c)  C32 16x16 K32 1.20 (backward
+ *           data 1.02)   C16 16x16 K16 1.44   C32 16x16 K16 1.23   C64 8x8 K64 1.26 (1.18)
+ *           C128 8x8 K128 1.19   C64 8x8 K256 1.15   C16 4x4 K64 1.49   C128 4x4 K128 1.03;
+ *   does not  strips (other narrow images): C16 24x24 K16 0.96; a 2x2 output: C64 2x2 K64 0.43;
+ *           few output channels: C16 32x32 K8 0.86-0.96, C64 32x32 K4 0.76, C64 16x16 K4 0.75.
+ * So: 16 output channels and more, on images of 32 columns and more or of 4, 8 or 16 columns
+ * and a multiple of 4 rows. */
+#define WINO4_RULE(g)                                                                              \
+	((g)->K >= 16 && ((g)->Q >= 32 || (((g)->Q == 4 || (g)->Q == 8 || (g)->Q == 16) && (g)->P % 4 == 0)))
+/* Outside WINO_RULE, against what auto ran before (the direct path or im2col), same method:
  * the RGB stem C3 32x32 K16: 1.40 (dnn_op_bench: 0.26-0.29 -> 0.155-0.165 ms), C3 K32: 1.25,
  * C3 K64: 1.10; but C4 32x32 K64 0.88, C1 32x32 K16 0.60, C8 32x32 K8 1.04. So also: C = 3
- * with 16 to 32 output channels on images of 32 columns and more (WINO4_STEM_RULE). */
-#define WINO4_RULE(g) ((g)->Q >= 32 && (g)->K >= 16)
+ * with 16 to 32 output channels on images of 32 columns and more. */
 #define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
 
 static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)

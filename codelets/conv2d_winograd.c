@@ -51,10 +51,15 @@
  *   - the image is split into its 4 column phases (padded column 4 j + k at phase k, index j),
  *     so that the 6 columns of tile j are phases 0..3 at j and phases 0, 1 at j + 1 (the
  *     F(2x2) even/odd split, with 4 phases);
- *   - narrow images (fewer than 8 tiles per row: the ResNets' 16x16 and 8x8 stages) run as
- *     strips: the 6 input rows of every tile row of a chunk side by side in one long row, so
- *     that the 8-tile vectors are full; the last tile slot of each tile row straddles two and is
- *     computed and dropped (1 in tw + 1);
+ *   - images of 4, 8 or 16 columns (1, 2 or 4 tiles per row: the ResNets' 16x16 and 8x8
+ *     stages), whole tiles only, run as row groups: each 8-tile vector takes the tiles of 8 / tw
+ *     consecutive tile rows of the chunk (several images' split copies), loaded as 8 / tw
+ *     pieces, and its outputs are stored as pieces straight into y (no copy, no empty lane: on
+ *     a row at a time the vectors were 1/4 (8x8) or 1/2 (16x16) full);
+ *   - other narrow images (fewer than 8 tiles per row) run as strips: the 6 input rows of every
+ *     tile row of a chunk side by side in one long row, so that the 8-tile vectors are full;
+ *     the last tile slot of each tile row straddles two and is computed and dropped (1 in
+ *     tw + 1);
  *   - chunks of WINO4_BUDGET floats (4x F(2x2)'s, measured), the same GEMMs;
  *   - its transforms hold 36 vectors: where the CPU has AVX-512 they are compiled a second time
  *     for AVX-512 VL (32 registers), the same 8-float operations.
@@ -89,7 +94,9 @@ typedef struct {
 	int rows;     // tile rows per chunk (th when group > 1)
 	size_t cap;   // tiles of the largest chunk + 7, rounded up to 8: row stride of V and M
 	int twv;      // tw rounded up to 8
-	int strips;   // F(4x4) on narrow images: the tile rows of a chunk side by side (see below)
+	int groups;   // F(4x4) on 4, 8 or 16 columns: vectors of 8 / tw tile rows (row groups)
+	size_t eoall; // floats of the split images (groups: of the chunk's) or of the strips
+	int strips;   // F(4x4) on other narrow images: the tile rows of a chunk side by side
 	int slot;     // tiles per tile row in V: tw, or tw + 1 in strips (one unused slot)
 	size_t sl;    // in strips: entries per phase row of the chunk's strips
 } wino_plan;
@@ -111,7 +118,8 @@ static wino_plan plan_make(const dnn_wino_shape *s, size_t budget, int m)
 	 * empty along a tile row (2 of 8 lanes on an 8x8 image); instead the 6 input rows of each
 	 * tile row of a chunk are copied side by side into one long row of tw + 1 slots each (the
 	 * last slot, which straddles two tile rows, is computed and thrown away). Whole tiles only. */
-	pl.strips = m == 4 && pl.tw < 8 && s->P % 4 == 0 && s->Q % 4 == 0;
+	pl.groups = m == 4 && (pl.tw == 1 || pl.tw == 2 || pl.tw == 4) && s->P % 4 == 0 && s->Q % 4 == 0;
+	pl.strips = m == 4 && !pl.groups && pl.tw < 8 && s->P % 4 == 0 && s->Q % 4 == 0;
 	pl.slot = pl.tw + pl.strips;
 	size_t tpi = (size_t)pl.th * pl.slot;
 	size_t target = budget / ((size_t)pl.nxi * ((size_t)s->C + s->K));
@@ -132,18 +140,18 @@ static wino_plan plan_make(const dnn_wino_shape *s, size_t budget, int m)
 	/* + 7: the transforms store whole 8-float vectors, up to 7 floats past a chunk's last tile. */
 	pl.cap = ((size_t)pl.group * pl.rows * pl.slot + 7 + 7) / 8 * 8;
 	pl.sl = pl.cap + 8;
-	if (pl.strips)
-		pl.eo = 4 * (size_t)s->C * 6 * pl.sl;
+	pl.eoall = pl.strips ? 4 * (size_t)s->C * 6 * pl.sl : pl.groups ? (size_t)pl.group * pl.eo : pl.eo;
 	return pl;
 }
 
-/* U (nxi, K, C), the split image, V (nxi, C, cap), M (nxi, K, cap), m output rows of m twv
- * (in strips: 4 rows of 4 cap). */
+/* U (nxi, K, C), the split image(s), V (nxi, C, cap), M (nxi, K, cap), m output rows of m twv
+ * (in strips: 4 rows of 4 cap), and in row groups two size_t per tile row of a chunk. */
 static size_t wino_work(const dnn_wino_shape *s, int m)
 {
 	wino_plan pl = plan_make(s, m == 4 ? WINO4_BUDGET : WINO_BUDGET, m);
-	return (size_t)pl.nxi * s->K * s->C + pl.eo + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
-	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv);
+	return (size_t)pl.nxi * s->K * s->C + pl.eoall + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
+	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv) +
+	       2 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float));
 }
 
 size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
@@ -719,6 +727,133 @@ output_row4_avx512(float *const out[4], const float *restrict mm, size_t ms, int
 	output_row4(out, mm, ms, tw);
 }
 
+/* Row groups: images of 4, 8 or 16 columns (tw = 1, 2 or 4 tiles per row) fill the 8 lanes of a
+ * vector with the tiles of 8 / tw consecutive tile rows of the chunk ("segments"), loaded as
+ * 8 / tw pieces of tw floats from the whole-image phase split: no copy of the input rows, no
+ * wasted lane. Segment s of the chunk is tile row i of image g: its input rows start at
+ * segoff[s] (g eo + 4 i l) past channel c's in the split images, its output rows at yoff[s]
+ * (g K P Q + 4 i Q) past channel k's in y. */
+static inline __attribute__((always_inline, target("avx2,fma"))) __m256
+seg_load(const float *const b[8], size_t off, const int tw)
+{
+	if (tw == 4)
+		return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(b[0] + off)), _mm_loadu_ps(b[1] + off), 1);
+	if (tw == 2) {
+		__m128 lo = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(b[0] + off)), (const __m64 *)(b[1] + off));
+		__m128 hi = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(b[2] + off)), (const __m64 *)(b[3] + off));
+		return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+	}
+	return _mm256_setr_ps(b[0][off], b[1][off], b[2][off], b[3][off], b[4][off], b[5][off], b[6][off], b[7][off]);
+}
+
+/* V[xi][t] for the nseg tw tiles of the chunk, channel c: base = the split images + c hp l. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+input_group4(float *restrict v, size_t vs, const float *base, const size_t *segoff, int nseg, size_t phs,
+	     int l, const int tw)
+{
+	const int spv = 8 / tw;
+	for (int s0 = 0; s0 < nseg; s0 += spv) {
+		const float *b[8];
+		for (int s = 0; s < spv; s++) // past the last segment: repeat it (lanes dropped later)
+			b[s] = base + segoff[imin(s0 + s, nseg - 1)];
+		__m256 t[6][6], x[6], r[6];
+		for (int col = 0; col < 6; col++) {
+			const size_t off = (size_t)(col & 3) * phs + (col >> 2);
+			for (int q = 0; q < 6; q++)
+				x[q] = seg_load(b, off + (size_t)q * l, tw);
+			bt4(r, x);
+			for (int u = 0; u < 6; u++)
+				t[u][col] = r[u];
+		}
+		for (int u = 0; u < 6; u++) {
+			bt4(r, t[u]);
+			for (int c = 0; c < 6; c++)
+				_mm256_storeu_ps(v + (size_t)(6 * u + c) * vs + (size_t)s0 * tw, r[c]);
+		}
+	}
+}
+
+static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store(float *d, __m256 v, float beta)
+{
+	_mm256_storeu_ps(d, beta != 0.0f ? _mm256_add_ps(_mm256_loadu_ps(d), v) : v);
+}
+
+static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store4(float *d, __m128 v, float beta)
+{
+	_mm_storeu_ps(d, beta != 0.0f ? _mm_add_ps(_mm_loadu_ps(d), v) : v);
+}
+
+/* y (of channel k: ybase) = or += the output transform of the chunk's nseg tw tiles at mm. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+output_group4(float *ybase, const size_t *yoff, int nseg, const float *restrict mm, size_t ms, int Q,
+	      float beta, const int tw)
+{
+	const int spv = 8 / tw;
+	for (int s0 = 0; s0 < nseg; s0 += spv) {
+		const float *p = mm + (size_t)s0 * tw;
+		__m256 s[4][6], x[6], o[4], y[4][4];
+		for (int u = 0; u < 6; u++) {
+			for (int b = 0; b < 6; b++)
+				x[b] = _mm256_loadu_ps(p + (size_t)(6 * u + b) * ms);
+			at4(o, x);
+			for (int c = 0; c < 4; c++)
+				s[c][u] = o[c];
+		}
+		for (int c = 0; c < 4; c++) {
+			at4(o, s[c]);
+			for (int r = 0; r < 4; r++)
+				y[r][c] = o[r];
+		}
+		const int ns = imin(spv, nseg - s0);
+		for (int r = 0; r < 4; r++) { // tiles (0, 1), (2, 3), (4, 5), (6, 7): 4 columns each
+			__m256 t0 = _mm256_unpacklo_ps(y[r][0], y[r][1]), t1 = _mm256_unpackhi_ps(y[r][0], y[r][1]);
+			__m256 t2 = _mm256_unpacklo_ps(y[r][2], y[r][3]), t3 = _mm256_unpackhi_ps(y[r][2], y[r][3]);
+			__m256 a0 = _mm256_shuffle_ps(t0, t2, 0x44), a1 = _mm256_shuffle_ps(t0, t2, 0xee);
+			__m256 a2 = _mm256_shuffle_ps(t1, t3, 0x44), a3 = _mm256_shuffle_ps(t1, t3, 0xee);
+			const __m256 pr[4] = {_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a2, a3, 0x20),
+					      _mm256_permute2f128_ps(a0, a1, 0x31), _mm256_permute2f128_ps(a2, a3, 0x31)};
+			for (int sg = 0; sg < ns; sg++) {
+				float *d = ybase + yoff[s0 + sg] + (size_t)r * Q;
+				if (tw == 4) {
+					seg_store(d, pr[2 * sg], beta);
+					seg_store(d + 8, pr[2 * sg + 1], beta);
+				} else if (tw == 2) {
+					seg_store(d, pr[sg], beta);
+				} else {
+					seg_store4(d, sg % 2 ? _mm256_extractf128_ps(pr[sg / 2], 1) : _mm256_castps256_ps128(pr[sg / 2]), beta);
+				}
+			}
+		}
+	}
+}
+
+#define GROUP_WRAPPERS(SUFFIX, TARGET) \
+	__attribute__((target(TARGET))) static void input_group4_##SUFFIX( \
+		float *restrict v, size_t vs, const float *base, const size_t *segoff, int nseg, size_t phs, \
+		int l, int tw) \
+	{ \
+		if (tw == 4) \
+			input_group4(v, vs, base, segoff, nseg, phs, l, 4); \
+		else if (tw == 2) \
+			input_group4(v, vs, base, segoff, nseg, phs, l, 2); \
+		else \
+			input_group4(v, vs, base, segoff, nseg, phs, l, 1); \
+	} \
+	__attribute__((target(TARGET))) static void output_group4_##SUFFIX( \
+		float *ybase, const size_t *yoff, int nseg, const float *restrict mm, size_t ms, int Q, \
+		float beta, int tw) \
+	{ \
+		if (tw == 4) \
+			output_group4(ybase, yoff, nseg, mm, ms, Q, beta, 4); \
+		else if (tw == 2) \
+			output_group4(ybase, yoff, nseg, mm, ms, Q, beta, 2); \
+		else \
+			output_group4(ybase, yoff, nseg, mm, ms, Q, beta, 1); \
+	}
+GROUP_WRAPPERS(avx2, "avx2,fma")
+GROUP_WRAPPERS(avx512, "avx512f,avx512vl,avx2,fma")
+#undef GROUP_WRAPPERS
+
 /* Rows rows[0..nrows) (Q floats each) into y0's rows (stride Q): copied, or added (beta != 0). */
 static void put_rows(float *y0, size_t Q, float *const rows[4], int nrows, float beta)
 {
@@ -746,16 +881,18 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 	const size_t phs = pl.strips ? 6 * (size_t)C * pl.sl : (size_t)C * pl.hp * l;
 	float *u = work;                          // (nxi, K, C)
 	float *eo = u + (size_t)nxi * K * C;      // the m column phases of one image, or the strips
-	float *v = eo + pl.eo;                    // (nxi, C, cap)
+	float *v = eo + pl.eoall;                 // (nxi, C, cap)
 	float *mm = v + (size_t)nxi * vs;         // (nxi, K, cap)
 	float *outb = mm + (size_t)nxi * ms;      // m rows of m twv (strips: 4 rows of 4 cap)
 	const size_t outs = pl.strips ? 4 * cap : (size_t)m * pl.twv;
+	size_t *segoff = (size_t *)(void *)(outb + (pl.strips ? 4 : m) * outs); // row groups
+	size_t *yoff = segoff + (size_t)pl.group * pl.rows;
 	const int avx512 = dnn_wino_avx512();
 	/* The output transforms write m twv floats per output row: straight into y when that is Q
 	 * (Q a multiple of 8 m) and every tile row has all its m rows (P a multiple of m),
 	 * overwriting (beta = 0); else through outb (small images, odd sizes, backward data's
 	 * accumulate). */
-	const int direct = !pl.strips && beta == 0.0f && Q % (8 * m) == 0 && P % m == 0;
+	const int direct = !pl.strips && !pl.groups && beta == 0.0f && Q % (8 * m) == 0 && P % m == 0;
 
 	(m == 2 ? filter_transform : filter_transform4)(u, w, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -769,7 +906,21 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 					(avx512 ? input_row4_avx512 : input_row4_avx2)(v + (size_t)c * cap, vs,
 						eo + 6 * (size_t)c * pl.sl, phs, (int)pl.sl, nt);
 			}
-			for (int g = 0; g < ng && !pl.strips; g++) {
+			const int nseg = ng * (i1 - i0);
+			if (pl.groups) {
+				for (int g = 0; g < ng; g++) {
+					if (i0 == 0)
+						split_image4(eo + g * pl.eo, x + (size_t)(n0 + g) * chw, s, &pl);
+					for (int i = i0; i < i1; i++) {
+						segoff[g * (i1 - i0) + i - i0] = g * pl.eo + 4 * (size_t)i * l;
+						yoff[g * (i1 - i0) + i - i0] = (size_t)(n0 + g) * kpq + 4 * (size_t)i * Q;
+					}
+				}
+				for (int c = 0; c < C; c++)
+					(avx512 ? input_group4_avx512 : input_group4_avx2)(v + (size_t)c * cap, vs,
+						eo + (size_t)c * pl.hp * l, segoff, nseg, phs, l, tw);
+			}
+			for (int g = 0; g < ng && !pl.strips && !pl.groups; g++) {
 				const float *xi = x + (size_t)(n0 + g) * chw;
 				if (i0 == 0)
 					(m == 2 ? split_image : split_image4)(eo, xi, s, &pl);
@@ -804,7 +955,10 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 							 st, 4, beta);
 					}
 			}
-			for (int g = 0; g < ng && !pl.strips; g++)
+			for (int k = 0; k < K && pl.groups; k++)
+				(avx512 ? output_group4_avx512 : output_group4_avx2)(y + (size_t)k * P * Q, yoff, nseg,
+					mm + (size_t)k * cap, ms, Q, beta, tw);
+			for (int g = 0; g < ng && !pl.strips && !pl.groups; g++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;

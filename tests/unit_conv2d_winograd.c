@@ -307,7 +307,8 @@ int main(int argc, char **argv)
 		check_shape(9, 16, 4, 4, 64, 1);   /* tiny images: many per chunk, last chunk partial */
 		check_shape(2, 16, 64, 64, 16, 1); /* output straight into y, several row chunks per image */
 		check_shape(2, 32, 120, 20, 24, 1); /* F(4x4) strips (5 tiles per row), 2 chunks per image */
-		check_shape(20, 64, 8, 8, 64, 1);  /* F(4x4) strips of 7, 7 and 6 images */
+		check_shape(20, 64, 8, 8, 64, 1);  /* F(4x4) row groups of 7, 7 and 6 images */
+		check_shape(1, 32, 200, 16, 32, 1); /* F(4x4) row groups, 2 chunks of one image */
 	}
 	return test_report("unit_conv2d_winograd");
 }
