@@ -77,8 +77,10 @@
 /* The same for F(4x4, 3x3), 4x larger (1 MiB, half this Xeon's L2): its chunks hold 2.25x
  * fewer tiles for the same floats, and on the ResNet shapes (16 images, dnn_op_bench, fwd ms
  * at 64K / 128K / 256K / 512K floats) 16x32x32: 0.45 / 0.41 / 0.44 / 0.53, 32x16x16: 0.68 /
- * 0.47 / 0.39 / 0.39, 64x8x8: 0.54 / 0.52 / 0.41 / 0.42 (loaded machine, +-10%; measured
- * before the row groups, with 32x16x16 as strips and 64x8x8 one tile row at a time). */
+ * 0.47 / 0.39 / 0.39, 64x8x8: 0.54 / 0.52 / 0.41 / 0.42 (loaded machine, +-10%; before the
+ * row groups, with 32x16x16 as strips and 64x8x8 one tile row at a time). With the row groups,
+ * at 128K / 256K / 512K, twice: 16x32x32 0.42 / 0.43-0.47 / 0.56, 32x16x16 0.28-0.29 / 0.30 /
+ * 0.33, 64x8x8 0.35-0.36 / 0.30 / 0.29-0.32; ResNet-20's 21 convs 6.9 / 6.8-7.1 / 7.7-8.0. */
 #define WINO4_BUDGET (256 * 1024)
 /* Floats of V + D per chunk in the weight gradient: its GEMMs reduce over the tiles, and each
  * register block ends with horizontal sums, so longer chunks pay (they stream from L2/L3). */
