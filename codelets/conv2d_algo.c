@@ -56,19 +56,22 @@ float *dnn_conv_scratch(size_t nfloats)
 /* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
  * images, one core, F(2x2) time / F(4x4) time, in a harness that alternates im2col, F(2x2) and
  * F(4x4) call by call (best of 12-20 calls each, thread CPU clock; Intel Xeon model 167 under
- * a load average of 10-16 from other sessions: +-10%):
+ * a load average of 4-16 from other sessions: +-10%):
  *   wide images (8 tiles a row and more)  C16 32x32 K16 0.99-1.11 (backward data 1.08)
  *           C32 32x32 K16 1.09   C16 32x32 K32 1.24   C32 32x32 K32 1.20   C64 32x32 K64 1.17
  *           C8 32x32 K64 1.23   C128 32x32 K128 1.48   C16 64x64 K16 1.31;
- *   row groups (4, 8 or 16 columns, codelets/conv2d_winograd.c)  C32 16x16 K32 1.20 (backward
+ *   row groups (1 to 4 tiles a row, codelets/conv2d_winograd.c)  C32 16x16 K32 1.20 (backward
  *           data 1.02)   C16 16x16 K16 1.44   C32 16x16 K16 1.23   C64 8x8 K64 1.26 (1.18)
- *           C128 8x8 K128 1.19   C64 8x8 K256 1.15   C16 4x4 K64 1.49   C128 4x4 K128 1.03;
- *   does not  strips (other narrow images): C16 24x24 K16 0.96; a 2x2 output: C64 2x2 K64 0.43;
- *           few output channels: C16 32x32 K8 0.86-0.96, C64 32x32 K4 0.76, C64 16x16 K4 0.75.
- * So: 16 output channels and more, on images of 32 columns and more or of 4, 8 or 16 columns
- * and a multiple of 4 rows. */
-#define WINO4_RULE(g)                                                                              \
-	((g)->K >= 16 && ((g)->Q >= 32 || (((g)->Q == 4 || (g)->Q == 8 || (g)->Q == 16) && (g)->P % 4 == 0)))
+ *           C128 8x8 K128 1.19   C64 8x8 K256 1.15   C16 4x4 K64 1.49   C128 4x4 K128 1.03
+ *           C64 4x4 K64 1.22; with partial tiles (ResNet-8's 14x14 and 7x7): C32 14x14 K32 1.28
+ *           (1.31)   C16 14x14 K16 1.32   C64 7x7 K64 1.33 (1.32)   but 2x2 outputs: C64 2x2
+ *           K64 0.83, C128 2x2 K128 0.65;
+ *   strips (5 to 7 tiles a row; 3 with 9-12 columns)  C16 28x28 K16 1.12-1.19   C32 28x28 K32
+ *           1.85   C16 24x24 K16 0.96-1.05   C32 12x12 K32 1.17   C32 10x10 K32 1.02   but
+ *           C16 20x20 K16 0.83 (5 tiles a row: 1 slot in 6 wasted);
+ *   few output channels: C16 32x32 K8 0.86-0.96, C64 32x32 K4 0.76, C64 16x16 K4 0.75.
+ * So: 16 output channels and more, on images of 4 columns and more but not 17 to 20. */
+#define WINO4_RULE(g) ((g)->K >= 16 && (g)->Q >= 4 && ((g)->Q <= 16 || (g)->Q >= 21))
 /* Outside WINO_RULE, against what auto ran before (the direct path or im2col), same method:
  * the RGB stem C3 32x32 K16: 1.40 (dnn_op_bench: 0.26-0.29 -> 0.155-0.165 ms), C3 K32: 1.25,
  * C3 K64: 1.10; but C4 32x32 K64 0.88, C1 32x32 K16 0.60, C8 32x32 K8 1.04. So also: C = 3

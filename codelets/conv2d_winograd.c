@@ -121,7 +121,7 @@ static wino_plan plan_make(const dnn_wino_shape *s, size_t budget, int m)
 	 * empty along a tile row (2 of 8 lanes on an 8x8 image); instead the 6 input rows of each
 	 * tile row of a chunk are copied side by side into one long row of tw + 1 slots each (the
 	 * last slot, which straddles two tile rows, is computed and thrown away). Whole tiles only. */
-	pl.groups = m == 4 && (pl.tw == 1 || pl.tw == 2 || pl.tw == 4) && s->P % 4 == 0 && s->Q % 4 == 0;
+	pl.groups = m == 4 && (pl.tw == 1 || pl.tw == 2 || pl.tw == 4);
 	pl.strips = m == 4 && !pl.groups && pl.tw < 8 && s->P % 4 == 0 && s->Q % 4 == 0;
 	pl.slot = pl.tw + pl.strips;
 	size_t tpi = (size_t)pl.th * pl.slot;
@@ -148,13 +148,13 @@ static wino_plan plan_make(const dnn_wino_shape *s, size_t budget, int m)
 }
 
 /* U (nxi, K, C), the split image(s), V (nxi, C, cap), M (nxi, K, cap), m output rows of m twv
- * (in strips: 4 rows of 4 cap), and in row groups two size_t per tile row of a chunk. */
+ * (in strips: 4 rows of 4 cap), and in row groups three size_t per tile row of a chunk. */
 static size_t wino_work(const dnn_wino_shape *s, int m)
 {
 	wino_plan pl = plan_make(s, m == 4 ? WINO4_BUDGET : WINO_BUDGET, m);
 	return (size_t)pl.nxi * s->K * s->C + pl.eoall + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
 	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv) +
-	       2 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float));
+	       3 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float));
 }
 
 size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
@@ -776,20 +776,35 @@ input_group4(float *restrict v, size_t vs, const float *base, const size_t *sego
 	}
 }
 
-static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store(float *d, __m256 v, float beta)
+/* The first n (> 0) of the 8 floats of v into d, or added to d (beta != 0). */
+static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store(float *d, __m256 v, int n,
+										 float beta)
 {
-	_mm256_storeu_ps(d, beta != 0.0f ? _mm256_add_ps(_mm256_loadu_ps(d), v) : v);
+	if (n >= 8) {
+		_mm256_storeu_ps(d, beta != 0.0f ? _mm256_add_ps(_mm256_loadu_ps(d), v) : v);
+		return;
+	}
+	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+	_mm256_maskstore_ps(d, m, beta != 0.0f ? _mm256_add_ps(_mm256_maskload_ps(d, m), v) : v);
 }
 
-static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store4(float *d, __m128 v, float beta)
+/* The same for the first n (> 0) of the 4 floats of v. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store4(float *d, __m128 v, int n,
+										  float beta)
 {
-	_mm_storeu_ps(d, beta != 0.0f ? _mm_add_ps(_mm_loadu_ps(d), v) : v);
+	if (n >= 4) {
+		_mm_storeu_ps(d, beta != 0.0f ? _mm_add_ps(_mm_loadu_ps(d), v) : v);
+		return;
+	}
+	const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(n), _mm_setr_epi32(0, 1, 2, 3));
+	_mm_maskstore_ps(d, m, beta != 0.0f ? _mm_add_ps(_mm_maskload_ps(d, m), v) : v);
 }
 
-/* y (of channel k: ybase) = or += the output transform of the chunk's nseg tw tiles at mm. */
+/* y (of channel k: ybase) = or += the output transform of the chunk's nseg tw tiles at mm; the
+ * output rows of segment s are the first yrows[s] of its 4, their first Q of 4 tw columns. */
 static inline __attribute__((always_inline, target("avx2,fma"))) void
-output_group4(float *ybase, const size_t *yoff, int nseg, const float *restrict mm, size_t ms, int Q,
-	      float beta, const int tw)
+output_group4(float *ybase, const size_t *yoff, const size_t *yrows, int nseg, const float *restrict mm,
+	      size_t ms, int Q, float beta, const int tw)
 {
 	const int spv = 8 / tw;
 	for (int s0 = 0; s0 < nseg; s0 += spv) {
@@ -816,14 +831,17 @@ output_group4(float *ybase, const size_t *yoff, int nseg, const float *restrict 
 			const __m256 pr[4] = {_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a2, a3, 0x20),
 					      _mm256_permute2f128_ps(a0, a1, 0x31), _mm256_permute2f128_ps(a2, a3, 0x31)};
 			for (int sg = 0; sg < ns; sg++) {
+				if ((size_t)r >= yrows[s0 + sg])
+					continue;
 				float *d = ybase + yoff[s0 + sg] + (size_t)r * Q;
 				if (tw == 4) {
-					seg_store(d, pr[2 * sg], beta);
-					seg_store(d + 8, pr[2 * sg + 1], beta);
+					seg_store(d, pr[2 * sg], Q, beta);
+					if (Q > 8)
+						seg_store(d + 8, pr[2 * sg + 1], Q - 8, beta);
 				} else if (tw == 2) {
-					seg_store(d, pr[sg], beta);
+					seg_store(d, pr[sg], Q, beta);
 				} else {
-					seg_store4(d, sg % 2 ? _mm256_extractf128_ps(pr[sg / 2], 1) : _mm256_castps256_ps128(pr[sg / 2]), beta);
+					seg_store4(d, sg % 2 ? _mm256_extractf128_ps(pr[sg / 2], 1) : _mm256_castps256_ps128(pr[sg / 2]), Q, beta);
 				}
 			}
 		}
@@ -843,15 +861,15 @@ output_group4(float *ybase, const size_t *yoff, int nseg, const float *restrict 
 			input_group4(v, vs, base, segoff, nseg, phs, l, 1); \
 	} \
 	__attribute__((target(TARGET))) static void output_group4_##SUFFIX( \
-		float *ybase, const size_t *yoff, int nseg, const float *restrict mm, size_t ms, int Q, \
-		float beta, int tw) \
+		float *ybase, const size_t *yoff, const size_t *yrows, int nseg, const float *restrict mm, \
+		size_t ms, int Q, float beta, int tw) \
 	{ \
 		if (tw == 4) \
-			output_group4(ybase, yoff, nseg, mm, ms, Q, beta, 4); \
+			output_group4(ybase, yoff, yrows, nseg, mm, ms, Q, beta, 4); \
 		else if (tw == 2) \
-			output_group4(ybase, yoff, nseg, mm, ms, Q, beta, 2); \
+			output_group4(ybase, yoff, yrows, nseg, mm, ms, Q, beta, 2); \
 		else \
-			output_group4(ybase, yoff, nseg, mm, ms, Q, beta, 1); \
+			output_group4(ybase, yoff, yrows, nseg, mm, ms, Q, beta, 1); \
 	}
 GROUP_WRAPPERS(avx2, "avx2,fma")
 GROUP_WRAPPERS(avx512, "avx512f,avx512vl,avx2,fma")
@@ -890,6 +908,7 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 	const size_t outs = pl.strips ? 4 * cap : (size_t)m * pl.twv;
 	size_t *segoff = (size_t *)(void *)(outb + (pl.strips ? 4 : m) * outs); // row groups
 	size_t *yoff = segoff + (size_t)pl.group * pl.rows;
+	size_t *yrows = yoff + (size_t)pl.group * pl.rows;
 	const int avx512 = dnn_wino_avx512();
 	/* The output transforms write m twv floats per output row: straight into y when that is Q
 	 * (Q a multiple of 8 m) and every tile row has all its m rows (P a multiple of m),
@@ -917,6 +936,7 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 					for (int i = i0; i < i1; i++) {
 						segoff[g * (i1 - i0) + i - i0] = g * pl.eo + 4 * (size_t)i * l;
 						yoff[g * (i1 - i0) + i - i0] = (size_t)(n0 + g) * kpq + 4 * (size_t)i * Q;
+						yrows[g * (i1 - i0) + i - i0] = (size_t)imin(4, P - 4 * i);
 					}
 				}
 				for (int c = 0; c < C; c++)
@@ -959,7 +979,7 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 					}
 			}
 			for (int k = 0; k < K && pl.groups; k++)
-				(avx512 ? output_group4_avx512 : output_group4_avx2)(y + (size_t)k * P * Q, yoff, nseg,
+				(avx512 ? output_group4_avx512 : output_group4_avx2)(y + (size_t)k * P * Q, yoff, yrows, nseg,
 					mm + (size_t)k * cap, ms, Q, beta, tw);
 			for (int g = 0; g < ng && !pl.strips && !pl.groups; g++)
 				for (int k = 0; k < K; k++)

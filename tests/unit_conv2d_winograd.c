@@ -309,6 +309,8 @@ int main(int argc, char **argv)
 		check_shape(2, 32, 120, 20, 24, 1); /* F(4x4) strips (5 tiles per row), 2 chunks per image */
 		check_shape(20, 64, 8, 8, 64, 1);  /* F(4x4) row groups of 7, 7 and 6 images */
 		check_shape(1, 32, 200, 16, 32, 1); /* F(4x4) row groups, 2 chunks of one image */
+		check_shape(5, 32, 14, 14, 32, 1); /* ResNet-8's stages: row groups with partial tiles */
+		check_shape(5, 64, 7, 7, 64, 1);
 	}
 	return test_report("unit_conv2d_winograd");
 }

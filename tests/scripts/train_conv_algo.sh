@@ -2,9 +2,9 @@
 # train_conv_algo — DNN_CONV_ALGO=im2col|winograd|winograd4|auto (codelets/conv2d.c: the CPU algorithm of
 # 3x3 stride-1 convs) gives the same training, as the README says ("results are the same either
 # way"). ResNet-8 has 3x3 stride-1 convs at 1, 16, 32 and 64 channels: `auto` takes Winograd for
-# the 16-64 channel ones (WINO_RULE; F(2x2) on these 28x28 and smaller images), `winograd` for
-# all of them (the stem's C = 1 too), `winograd4` the same with F(4x4) forward and backward data,
-# `im2col` for none. The same 3 steps with each; compared: every step's loss (--metrics) and every
+# the 16-64 channel ones (WINO_RULE; their forward and backward data as F(4x4), WINO4_RULE),
+# `winograd` F(2x2) for all of them (the stem's C = 1 too), `winograd4` the same with F(4x4)
+# forward and backward data, `im2col` for none. The same 3 steps with each; compared: every step's loss (--metrics) and every
 # parameter tensor of the final checkpoint (weights, biases, batch-norm gamma/beta; not the
 # momentum or running statistics), per tensor ||a - b|| / ||a|| and max|a - b| / max|a|
 # (tests/scripts/ckpt_compare.py). The runs must also differ somewhere, else the variable did not
