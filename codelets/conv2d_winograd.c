@@ -51,11 +51,11 @@
  *   - the image is split into its 4 column phases (padded column 4 j + k at phase k, index j),
  *     so that the 6 columns of tile j are phases 0..3 at j and phases 0, 1 at j + 1 (the
  *     F(2x2) even/odd split, with 4 phases);
- *   - images of 4, 8 or 16 columns (1, 2 or 4 tiles per row: the ResNets' 16x16 and 8x8
- *     stages), whole tiles only, run as row groups: each 8-tile vector takes the tiles of 8 / tw
+ *   - images of 1, 2 or 4 tiles per row (up to 4, 8 or 16 output columns: the ResNets' 16x16,
+ *     14x14, 8x8 and 7x7 stages) run as row groups: each 8-tile vector takes the tiles of 8 / tw
  *     consecutive tile rows of the chunk (several images' split copies), loaded as 8 / tw
- *     pieces, and its outputs are stored as pieces straight into y (no copy, no empty lane: on
- *     a row at a time the vectors were 1/4 (8x8) or 1/2 (16x16) full);
+ *     pieces, and its outputs are stored as pieces straight into y, masked at partial tiles (no
+ *     copy, no empty lane: a row at a time, the vectors were 1/4 (8x8) or 1/2 (16x16) full);
  *   - other narrow images (fewer than 8 tiles per row) run as strips: the 6 input rows of every
  *     tile row of a chunk side by side in one long row, so that the 8-tile vectors are full;
  *     the last tile slot of each tile row straddles two and is computed and dropped (1 in
