@@ -154,7 +154,7 @@ static size_t wino_work(const dnn_wino_shape *s, int m)
 	wino_plan pl = plan_make(s, m == 4 ? WINO4_BUDGET : WINO_BUDGET, m);
 	return (size_t)pl.nxi * s->K * s->C + pl.eoall + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
 	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv) +
-	       3 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float));
+	       3 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float)) + 2; // + 2: alignment
 }
 
 size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
@@ -906,7 +906,7 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 	float *mm = v + (size_t)nxi * vs;         // (nxi, K, cap)
 	float *outb = mm + (size_t)nxi * ms;      // m rows of m twv (strips: 4 rows of 4 cap)
 	const size_t outs = pl.strips ? 4 * cap : (size_t)m * pl.twv;
-	size_t *segoff = (size_t *)(void *)(outb + (pl.strips ? 4 : m) * outs); // row groups
+	size_t *segoff = (size_t *)(((uintptr_t)(outb + (pl.strips ? 4 : m) * outs) + 7) & ~(uintptr_t)7); // row groups
 	size_t *yoff = segoff + (size_t)pl.group * pl.rows;
 	size_t *yrows = yoff + (size_t)pl.group * pl.rows;
 	const int avx512 = dnn_wino_avx512();
