@@ -36,8 +36,8 @@ typedef struct {
 	int batch;
 	int reps;
 	int nalgos;                 // conv algorithms to run side by side (0: the default choice)
-	dnn_conv_algo algos[3];
-	const char *algo_names[3];
+	dnn_conv_algo algos[4];
+	const char *algo_names[4];
 	int simd_off;               // --simd off: Winograd GEMMs in AVX2, batch norm's portable loops
 } bench_opts;
 
@@ -187,7 +187,7 @@ static void bench_conv2d(const bench_opts *o)
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
 	/* With --conv-algo A,B: every (shape, phase) is timed under each algorithm in turn. */
 	const int na = o->nalgos > 0 ? o->nalgos : 1;
-	double total_flops = 0, total_time[3][3] = {{0}};
+	double total_flops = 0, total_time[4][3] = {{0}};
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
@@ -456,7 +456,7 @@ static void usage(FILE *f)
 		   "  --reps R        timed runs per measurement, the best is kept (default 5)\n"
 		   "  --clock C       wall (default) or cpu: the thread's CPU time\n"
 		   "  --conv-algo L   conv2d under each of these CPU algorithms side by side, L a comma-separated\n"
-		   "                  list of im2col, winograd, auto (default: DNN_CONV_ALGO, else auto)\n"
+		   "                  list of im2col, winograd, winograd4, auto (default: DNN_CONV_ALGO, else auto)\n"
 		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
 		   "                  their SIMD versions (the results are bit-identical)\n"
@@ -517,12 +517,12 @@ int main(int argc, char **argv)
 			snprintf(buf, sizeof(buf), "%s", optarg);
 			o.nalgos = 0;
 			for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-				static const char *const names[3] = {"auto", "im2col", "winograd"};
+				static const char *const names[4] = {"auto", "im2col", "winograd", "winograd4"};
 				int k = 0;
-				while (k < 3 && strcmp(t, names[k]) != 0)
+				while (k < 4 && strcmp(t, names[k]) != 0)
 					k++;
-				if (k == 3 || o.nalgos == 3) {
-					fprintf(stderr, "error: --conv-algo: expected up to 3 of im2col, winograd, auto, got '%s'\n",
+				if (k == 4 || o.nalgos == 4) {
+					fprintf(stderr, "error: --conv-algo: expected up to 4 of im2col, winograd, winograd4, auto, got '%s'\n",
 						optarg);
 					return 2;
 				}

@@ -30,7 +30,7 @@ typedef struct {
 int dnn_conv2d_args_finish(dnn_conv2d_args *a);
 double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 
-/* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3); single-threaded,
+/* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3) / F(4x4, 3x3); single-threaded,
  * the caller is one worker). */
 void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a);
 void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_conv2d_args *a);
@@ -38,15 +38,18 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 
 /* The CPU algorithm of 3x3, stride-1, undilated convs (forward, backward data through the
  * flipped forward conv, and backward filter): AUTO picks Winograd F(2x2, 3x3) where it measured faster than im2col,
- * IM2COL and WINOGRAD force one (Winograd needs an AVX2+FMA CPU; without one, im2col runs).
- * Default AUTO; the runtime sets the environment's DNN_CONV_ALGO=im2col|winograd|auto at start-up
+ * IM2COL and WINOGRAD force one, WINOGRAD4 forces F(4x4, 3x3) for the forward and backward data
+ * (the weight gradient stays F(2x2, 3x3)) (Winograd needs an AVX2+FMA CPU; without one, im2col runs).
+ * Default AUTO; the runtime sets the environment's DNN_CONV_ALGO=im2col|winograd|winograd4|auto at start-up
  * (runtime/knobs.c). Set it before tasks run, not while they do. */
-typedef enum { DNN_CONV_ALGO_AUTO, DNN_CONV_ALGO_IM2COL, DNN_CONV_ALGO_WINOGRAD } dnn_conv_algo;
+typedef enum { DNN_CONV_ALGO_AUTO, DNN_CONV_ALGO_IM2COL, DNN_CONV_ALGO_WINOGRAD, DNN_CONV_ALGO_WINOGRAD4 } dnn_conv_algo;
 void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo);
 dnn_conv_algo dnn_conv2d_cpu_algo(void);
 /* 1 when the CPU kernel runs this conv's pass (0 forward, 1 backward data, 2 backward filter)
  * as Winograd under the current algorithm choice. */
 int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass);
+/* The same as the output tile size m of F(m x m, 3x3): 2 or 4, or 0 when not Winograd. */
+int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass);
 
 /* Codelets: fwd (R x, R w, W y[, R b]); bwd_data (R dy, R w, W|RW dx);
  * bwd_filter (R x, R dy, REDUX dw[, REDUX db]); the [bracketed] buffer when a->bias. */

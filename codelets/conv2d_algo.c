@@ -1,6 +1,6 @@
 /* conv2d_algo.c — the CPU conv kernels of conv2d.h: which algorithm runs each pass.
  *
- * Forward: Winograd F(2x2, 3x3) (conv2d_winograd.c) where the algorithm choice allows it, else
+ * Forward: Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_winograd.c) where the algorithm choice allows it, else
  * the direct AVX2 path (conv2d_direct.c) for stride-1 convs with few channels, else im2col +
  * GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs as the
  * forward conv of dy with the flipped kernel (so through the same choice); other backward data
@@ -29,10 +29,11 @@ float *dnn_conv_scratch(size_t nfloats)
 
 /* ------------------------------------------------------------------ Winograd dispatch
  *
- * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) (codelets/conv2d_winograd.c):
- * forward, and backward data through its forward conv with the flipped kernel. Which one runs
- * is dnn_conv2d_set_cpu_algo()'s choice (at start-up, the environment's DNN_CONV_ALGO: im2col,
- * winograd or auto, runtime/knobs.c), else auto: WINO_RULE below. */
+ * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) or F(4x4, 3x3)
+ * (codelets/conv2d_winograd.c): forward, and backward data through its forward conv with the
+ * flipped kernel; the weight gradient only as F(2x2, 3x3). Which one runs is
+ * dnn_conv2d_set_cpu_algo()'s choice (at start-up, the environment's DNN_CONV_ALGO: im2col,
+ * winograd, winograd4 or auto, runtime/knobs.c), else auto: WINO_RULE, then WINO4_RULE below. */
 /* Auto rule, from forward-pass timings of 16 images, one core, im2col time / Winograd time
  * (same run, best of 15-40 calls, thread CPU clock; the ratios moved by ~10% between runs):
  *   ResNet stages  C16 32x32 K16: 2.0   C32 16x16 K32: 1.9   C64 8x8 K64: 1.4 (backward data
@@ -52,6 +53,31 @@ float *dnn_conv_scratch(size_t nfloats)
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
 
+/* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
+ * images, one core, F(2x2) time / F(4x4) time, in a harness that alternates im2col, F(2x2) and
+ * F(4x4) call by call (best of 12-20 calls each, thread CPU clock; Intel Xeon model 167 under
+ * a load average of 4-16 from other sessions: +-10%):
+ *   wide images (8 tiles a row and more)  C16 32x32 K16 0.99-1.11 (backward data 1.08)
+ *           C32 32x32 K16 1.09   C16 32x32 K32 1.24   C32 32x32 K32 1.20   C64 32x32 K64 1.17
+ *           C8 32x32 K64 1.23   C128 32x32 K128 1.48   C16 64x64 K16 1.31;
+ *   row groups (1 to 4 tiles a row, codelets/conv2d_winograd.c)  C32 16x16 K32 1.20 (backward
+ *           data 1.02)   C16 16x16 K16 1.44   C32 16x16 K16 1.23   C64 8x8 K64 1.26 (1.18)
+ *           C128 8x8 K128 1.19   C64 8x8 K256 1.15   C16 4x4 K64 1.49   C128 4x4 K128 1.03
+ *           C64 4x4 K64 1.22; with partial tiles (ResNet-8's 14x14 and 7x7): C32 14x14 K32 1.28
+ *           (1.31)   C16 14x14 K16 1.32   C64 7x7 K64 1.33 (1.32)   but 2x2 outputs: C64 2x2
+ *           K64 0.83, C128 2x2 K128 0.65;
+ *   strips (5 to 7 tiles a row; 3 with 9-12 columns)  C16 28x28 K16 1.12-1.19   C32 28x28 K32
+ *           1.85   C16 24x24 K16 0.96-1.05   C32 12x12 K32 1.17   C32 10x10 K32 1.02   but
+ *           C16 20x20 K16 0.83 (5 tiles a row: 1 slot in 6 wasted);
+ *   few output channels: C16 32x32 K8 0.86-0.96, C64 32x32 K4 0.76, C64 16x16 K4 0.75.
+ * So: 16 output channels and more, on images of 4 columns and more but not 17 to 20. */
+#define WINO4_RULE(g) ((g)->K >= 16 && (g)->Q >= 4 && ((g)->Q <= 16 || (g)->Q >= 21))
+/* Outside WINO_RULE, against what auto ran before (the direct path or im2col), same method:
+ * the RGB stem C3 32x32 K16: 1.40 (dnn_op_bench: 0.26-0.29 -> 0.155-0.165 ms), C3 K32: 1.25,
+ * C3 K64: 1.10; but C4 32x32 K64 0.88, C1 32x32 K16 0.60, C8 32x32 K8 1.04. So also: C = 3
+ * with 16 to 32 output channels on images of 32 columns and more. */
+#define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
+
 static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
 
 dnn_conv_algo dnn_conv2d_cpu_algo(void) { return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED); }
@@ -68,8 +94,9 @@ static dnn_wino_shape wino_shape(const conv_geom *g)
 	return s;
 }
 
-/* Whether the conv runs as Winograd, given the auto rule's verdict for it. */
-static int winograd_choice(const conv_geom *g, int rule)
+/* The Winograd output tile (2 or 4) the conv runs with, 0 for none, given the auto rule's
+ * verdict for it (rule: 0, 2 or 4); tile4: whether a forced Winograd4 applies to this pass. */
+static int winograd_choice(const conv_geom *g, int rule, int tile4)
 {
 	if (!(g->R == 3 && g->S == 3 && g->stride == 1 && g->dil == 1 && g->pad_h >= 0 &&
 	      g->pad_w >= 0 && dnn_wino_supported()))
@@ -78,22 +105,31 @@ static int winograd_choice(const conv_geom *g, int rule)
 	case DNN_CONV_ALGO_IM2COL:
 		return 0;
 	case DNN_CONV_ALGO_WINOGRAD:
-		return 1;
+		return 2;
+	case DNN_CONV_ALGO_WINOGRAD4:
+		return tile4 ? 4 : 2;
 	default:
 		return rule;
 	}
 }
 
-static int use_winograd(const conv_geom *g) { return winograd_choice(g, WINO_RULE(g)); }
+/* Forward (and backward data through it): 0, 2 or 4. */
+static int use_winograd(const conv_geom *g)
+{
+	const int rule = WINO_RULE(g) ? (WINO4_RULE(g) ? 4 : 2) : WINO4_STEM_RULE(g) ? 4 : 0;
+	return winograd_choice(g, rule, 1);
+}
 
-static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g)); }
+/* The weight gradient has only F(2x2, 3x3): 0 or 2. */
+static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g) ? 2 : 0, 0); }
 
 /* Floats of scratch that conv_forward needs. */
 static size_t forward_work(const conv_geom *g)
 {
-	if (use_winograd(g)) {
+	const int tile = use_winograd(g);
+	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
-		return dnn_wino_work(&s);
+		return tile == 4 ? dnn_wino4_work(&s) : dnn_wino_work(&s);
 	}
 	if (dnn_conv_direct_applies(g))
 		return dnn_conv_direct_work(g);
@@ -104,9 +140,10 @@ static size_t forward_work(const conv_geom *g)
 static void conv_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
 			 float *work)
 {
-	if (use_winograd(g)) {
+	const int tile = use_winograd(g);
+	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
-		dnn_wino_forward(y, x, w, &s, beta, work);
+		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
 	} else if (dnn_conv_direct_applies(g)) {
 		dnn_conv_direct_forward(y, x, w, g, beta, work);
 	} else {
@@ -139,7 +176,7 @@ static int bwd_data_as_forward(const conv_geom *g)
 	return g->stride == 1 && g->R * g->S > 1 && g->C >= CONV_FLIP_MIN_C;
 }
 
-int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
+int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass)
 {
 	conv_geom g = conv_geom_of(a);
 	if (pass != 1)
@@ -148,6 +185,11 @@ int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
 		return 0;
 	conv_geom t = flipped_geom(&g);
 	return use_winograd(&t);
+}
+
+int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
+{
+	return dnn_conv2d_cpu_winograd_tile(a, pass) != 0;
 }
 
 static void conv_backward_data_flipped(float *dx, const float *dy, const float *w,

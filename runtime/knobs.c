@@ -56,7 +56,7 @@ static int parse_workspace(const char *v, long *mb, char *err, size_t errlen)
 int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 {
 	static const char *const levels[] = {"0", "1", "2", NULL}; /* DNN_FUSE, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO */
-	static const char *const algo[] = {"auto", "im2col", "winograd", NULL}; /* dnn_conv_algo's order */
+	static const char *const algo[] = {"auto", "im2col", "winograd", "winograd4", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */

@@ -12,7 +12,7 @@
 
 typedef struct {
 	int fuse;                /* DNN_FUSE=0|1|2 [1] (graph/fuse.h) */
-	dnn_conv_algo conv_algo; /* DNN_CONV_ALGO=auto|im2col|winograd [auto] (codelets/conv2d.h) */
+	dnn_conv_algo conv_algo; /* DNN_CONV_ALGO=auto|im2col|winograd|winograd4 [auto] (codelets/conv2d.h) */
 	dnn_cuda_env cuda;       /* DNN_CUDA_MATH=tf32|fp32 [tf32], DNN_CUDA_WORKSPACE_MB=0..65536 */
 	const char *blas_coretype; /* DNN_BLAS_CORETYPE=auto|keep, NULL when unset (runtime/cpu_kernels.h) */
 	const char *traces_dir;  /* DNN_TRACES_DIR: a folder holding trace_summary.py, or NULL */

@@ -51,12 +51,15 @@ static void other_knobs(void)
 	setenv("DNN_FUSE", "0", 1), setenv("DNN_CONV_ALGO", "im2col", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.fuse == 0 && k.conv_algo == DNN_CONV_ALGO_IM2COL,
 		   "DNN_FUSE=0 DNN_CONV_ALGO=im2col: fuse %d algo %d", k.fuse, (int)k.conv_algo);
+	setenv("DNN_CONV_ALGO", "winograd4", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.conv_algo == DNN_CONV_ALGO_WINOGRAD4,
+		   "DNN_CONV_ALGO=winograd4: algo %d", (int)k.conv_algo);
 	setenv("DNN_FUSE", "3", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_FUSE=3: expected 0, 1 or 2") == 0,
 		   "DNN_FUSE=3: '%s'", err);
 	unsetenv("DNN_FUSE"), setenv("DNN_CONV_ALGO", "fast", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 &&
-			   strcmp(err, "DNN_CONV_ALGO=fast: expected auto, im2col or winograd") == 0,
+			   strcmp(err, "DNN_CONV_ALGO=fast: expected auto, im2col, winograd or winograd4") == 0,
 		   "DNN_CONV_ALGO=fast: '%s'", err);
 	unsetenv("DNN_CONV_ALGO"), setenv("DNN_TRACES_DIR", "/nonexistent-traces", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strstr(err, "DNN_TRACES_DIR=/nonexistent-traces: ") == err,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# train_conv_algo — DNN_CONV_ALGO=im2col|winograd|auto (codelets/conv2d.c: the CPU algorithm of
+# train_conv_algo — DNN_CONV_ALGO=im2col|winograd|winograd4|auto (codelets/conv2d.c: the CPU algorithm of
 # 3x3 stride-1 convs) gives the same training, as the README says ("results are the same either
 # way"). ResNet-8 has 3x3 stride-1 convs at 1, 16, 32 and 64 channels: `auto` takes Winograd for
-# the 16-64 channel ones (WINO_RULE), `winograd` for all of them (the stem's C = 1 too), `im2col`
-# for none. The same 3 steps with each; compared: every step's loss (--metrics) and every
+# the 16-64 channel ones (WINO_RULE; their forward and backward data as F(4x4), WINO4_RULE),
+# `winograd` F(2x2) for all of them (the stem's C = 1 too), `winograd4` the same with F(4x4)
+# forward and backward data, `im2col` for none. The same 3 steps with each; compared: every step's loss (--metrics) and every
 # parameter tensor of the final checkpoint (weights, biases, batch-norm gamma/beta; not the
 # momentum or running statistics), per tensor ||a - b|| / ||a|| and max|a - b| / max|a|
 # (tests/scripts/ckpt_compare.py). The runs must also differ somewhere, else the variable did not
@@ -27,13 +28,13 @@ RUN=(train --net resnet8 --batch 32 --chunks 2 --max-steps 3 --limit-train 1024 
      --lr-schedule constant --quiet)
 TOL_P=1e-4
 TOL_L=1e-5
-for algo in im2col winograd auto; do
+for algo in im2col winograd winograd4 auto; do
   LINE="$(DNN_CONV_ALGO=$algo "$STARPU_ANP" "${RUN[@]}" --metrics "$TMP/$algo.csv" --checkpoint "$TMP/$algo.ckpt" \
           2>"$TMP/$algo.err" | tail -1)" || { cat "$TMP/$algo.err" >&2; fail "DNN_CONV_ALGO=$algo: training failed"; continue; }
   echo "DNN_CONV_ALGO=$algo: train_loss=$(result_field "$LINE" train_loss)"
   [ -s "$TMP/$algo.err" ] && grep -q DNN_CONV_ALGO "$TMP/$algo.err" && fail "DNN_CONV_ALGO=$algo warned: $(cat "$TMP/$algo.err")"
 done
-for pair in "im2col winograd" "im2col auto" "winograd auto"; do
+for pair in "im2col winograd" "im2col winograd4" "im2col auto" "winograd auto"; do
   set -- $pair
   [ -s "$TMP/$1.ckpt" ] && [ -s "$TMP/$2.ckpt" ] || continue
   OUT="$(python3 "$CMP" "$TMP/$1.ckpt" "$TMP/$2.ckpt" .momentum .running)" || { fail "$1 vs $2: comparison failed: $OUT"; continue; }
@@ -57,6 +58,6 @@ rc=0
 DNN_CONV_ALGO=bogus "$STARPU_ANP" train --net resnet8 --batch 32 --chunks 2 --max-steps 1 --limit-train 256 \
   --limit-test 64 --quiet >/dev/null 2>"$TMP/bogus.err" || rc=$?
 [ "$rc" = 2 ] || fail "DNN_CONV_ALGO=bogus: exit $rc, want 2 (stderr: $(head -3 "$TMP/bogus.err"))"
-[ "$(cat "$TMP/bogus.err")" = "error: DNN_CONV_ALGO=bogus: expected auto, im2col or winograd" ] \
+[ "$(cat "$TMP/bogus.err")" = "error: DNN_CONV_ALGO=bogus: expected auto, im2col, winograd or winograd4" ] \
   || fail "DNN_CONV_ALGO=bogus: not the one line (stderr: $(head -3 "$TMP/bogus.err"))"
 finish
