@@ -583,8 +583,11 @@ static void print_result(train_run *r)
 	       r->warmup_steps);
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL,
 	       o->batchnorm_global ? "global" : "local", r->p.tasks_per_step);
-	if (!DNN_SIMULATED) /* own_simd: our own kernels' ISA (the Winograd GEMMs, batch norm's loops) */
-		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-%s+bn-%s", dnn_blas_field(),
+	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since
+	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops). simulate.sh keys its CPU
+	 * calibration on it, so a calibration of other kernels is not reused. */
+	if (!DNN_SIMULATED)
+		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-f4-%s+bn-%s", dnn_blas_field(),
 		       dnn_isa_name(dnn_blas_isa()), dnn_isa_name(dnn_cpu_isa()),
 		       dnn_wino_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
 		       dnn_batchnorm_simd() ? "avx2" : "portable");
