@@ -56,6 +56,8 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
 SIM_PKGS=(libsimgrid-dev xsltproc patch)
 # Applied to StarPU's source before the simulation build (section 4).
 SIM_PATCH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/third_party/starpu-smpi-vector-bytes.patch"
+# and this one: StarPU-MPI's envelopes are not detached SMPI sends (the simulator's cost per message).
+SIM_PATCH2="$(dirname "$SIM_PATCH")/starpu-smpi-envelope-actor.patch"
 # Applied before the real build: StarPU-MPI's progress thread backs off instead of busy-polling.
 REAL_PATCH="$(dirname "$SIM_PATCH")/starpu-mpi-backoff.patch"
 
@@ -242,6 +244,10 @@ ensure_starpu() {
       say "the cached $prefix predates $(basename "$SIM_PATCH"): rebuilding it"
       continue
     fi
+    if [ "$kind" = sim ] && ! grep -qx "patch: $(basename "$SIM_PATCH2")" "$stamp"; then
+      say "the cached $prefix predates $(basename "$SIM_PATCH2"): rebuilding it"
+      continue
+    fi
     if [ "$kind" = real ] && ! grep -qx "patch: $(basename "$REAL_PATCH")" "$stamp"; then
       say "the cached $prefix predates $(basename "$REAL_PATCH"): rebuilding it"
       continue
@@ -280,6 +286,10 @@ ensure_starpu() {
   # times per message (third_party/; the real build behaves as the original, see the patch's head).
   if [ "$kind" = sim ] && ! grep -q _starpu_mpi_datatype_count "$srcdir/mpi/src/starpu_mpi_datatype.h"; then
     patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH" || die "cannot apply $SIM_PATCH to $srcdir"
+  fi
+  # Its envelopes from an actor of their own, not detached (third_party/, compiled in under SimGrid only).
+  if [ "$kind" = sim ] && ! grep -q _starpu_mpi_simgrid_envelope_isend "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
+    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH2" || die "cannot apply $SIM_PATCH2 to $srcdir"
   fi
   # The progress thread's back-off (third_party/; compiled out under SimGrid, see the patch's head).
   if [ "$kind" = real ] && ! grep -q STARPU_MPI_BACKOFF_MAX "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
@@ -324,7 +334,7 @@ ensure_starpu() {
   ( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
   msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")" \
     || die "StarPU built without a required feature: $msg (configure log: $log)"
-  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")";
+  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")" && echo "patch: $(basename "$SIM_PATCH2")";
     [ "$kind" = real ] && echo "patch: $(basename "$REAL_PATCH")"; } > "$prefix/.installed"
   rm -rf "$builddir"
   say "StarPU $upver ($kind) installed in $prefix"
