@@ -77,6 +77,8 @@ float *dnn_conv_scratch(size_t nfloats)
  * C3 K64: 1.10; but C4 32x32 K64 0.88, C1 32x32 K16 0.60, C8 32x32 K8 1.04. So also: C = 3
  * with 16 to 32 output channels on images of 32 columns and more. */
 #define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
+/* auto takes F(4x4) by the two rules above only when this is 1 (use_winograd says why it is 0). */
+#define WINO4_ENABLED_IN_AUTO 0
 
 static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
 
@@ -116,7 +118,13 @@ static int winograd_choice(const conv_geom *g, int rule, int tile4)
 /* Forward (and backward data through it): 0, 2 or 4. */
 static int use_winograd(const conv_geom *g)
 {
-	const int rule = WINO_RULE(g) ? (WINO4_RULE(g) ? 4 : 2) : WINO4_STEM_RULE(g) ? 4 : 0;
+	/* auto does not take F(4x4) (WINO4_RULE, WINO4_STEM_RULE: where it pays) until its result
+	 * for an image is independent of how the batch is cut into chunks, as F(2x2)'s is: with it,
+	 * resnet8 with global batch norm over 4 ranks x 4 chunks left one process with 1 chunk by
+	 * 3.05e-5 (mpi_bn_global's bound: 1e-5; F(2x2): 1.4e-8). DNN_CONV_ALGO=winograd4 forces it. */
+	const int rule = WINO_RULE(g) ? (WINO4_ENABLED_IN_AUTO && WINO4_RULE(g) ? 4 : 2)
+			 : (WINO4_ENABLED_IN_AUTO && WINO4_STEM_RULE(g)) ? 4
+									 : 0;
 	return winograd_choice(g, rule, 1);
 }
 
