@@ -365,14 +365,15 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_VAL_FRACTION: o->val_fraction = parse_float_opt(name, v, 0, 0.9); break;
 	case O_REPORT: check_writable_parent(name, v); o->report_path = v; break;
 	case O_MODE: o->mode = parse_word(name, v, "sync", "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC; break;
-	case O_ALLREDUCE:
-		if (strcmp(v, "tree") && strcmp(v, "ring") && strcmp(v, "rhd") && strcmp(v, "auto"))
+	case O_ALLREDUCE: { /* the words are dnn_allreduce_name's, in the enum's order */
+		int a = DNN_ALLREDUCE_TREE;
+		while (a <= DNN_ALLREDUCE_AUTO && strcmp(v, dnn_allreduce_name((dnn_allreduce)a)))
+			a++;
+		if (a > DNN_ALLREDUCE_AUTO)
 			usage_error("--%s: '%s' is not tree, ring, rhd or auto", name, v);
-		o->allreduce = !strcmp(v, "ring")   ? DNN_ALLREDUCE_RING
-			       : !strcmp(v, "rhd")  ? DNN_ALLREDUCE_RHD
-			       : !strcmp(v, "auto") ? DNN_ALLREDUCE_AUTO
-						    : DNN_ALLREDUCE_TREE;
+		o->allreduce = (dnn_allreduce)a;
 		break;
+	}
 	case O_STALENESS: o->staleness = (int)parse_long_opt(name, v, 0, 1000); break;
 	case O_NO_LOOKAHEAD: o->async_lookahead = 0; break;
 	case O_STEP_TIMEOUT: o->step_timeout = parse_float_opt(name, v, 0, 86400); break;

@@ -398,7 +398,7 @@ static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, i
 	return dnn_insert_vec_add(ON_NODE(node, "ps_snapshot"), dst, STARPU_RW, src);
 }
 
-/* The reduction tree's shape (dnn_dist_set_layout): across nodes binary (arity 2): each level
+/* The reduction tree's shape (dnn_dist_choose_allreduce): across nodes binary (arity 2): each level
  * pairs the ranks left, one receives the other's partial sum and adds it, so rank 0 receives
  * log2 N sums instead of N - 1, and every add has exactly one operand from elsewhere, so the
  * order of the sum is fixed whatever the order of arrival. Simulated, 16 nodes x 4 K80 dies over
@@ -408,7 +408,11 @@ static int mpi_insert_copy(starpu_data_handle_t dst, starpu_data_handle_t src, i
  * hop, and a 4 KiB all-reduce over 4 ranks here took 44-57 ms flat against 72-96 ms binary. */
 static int g_one_node;
 
-void dnn_dist_set_layout(int ranks_on_one_node) { g_one_node = ranks_on_one_node; }
+dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_on_one_node)
+{
+	g_one_node = ranks_on_one_node;
+	return dnn_allreduce_resolve(a, nranks, ranks_on_one_node);
+}
 
 /* G <- the sum over ranks j of local[j * stride], into G's owner: zero G, one STARPU_MPI_REDUX
  * contribution executed on each rank, then StarPU-MPI's reduction tree (binary or flat, above).

@@ -17,9 +17,10 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
  * 16-node K80/FDR target: 92.6% per node against the tree's 75.4%) and the ring for the others
  * (best of the three at 4 and 8 nodes). Any other value is returned as it is. */
 dnn_allreduce dnn_allreduce_resolve(dnn_allreduce a, int nranks, int one_node);
-/* Whether every rank runs on one node (dnn_runtime_ranks_on_one_node): the tree all-reduce's
- * reduction is then flat, else binary (mpi_sum_into in dist.c says why). Call before the run. */
-void dnn_dist_set_layout(int ranks_on_one_node);
+/* Before the run, on every rank: the all-reduce that runs (dnn_allreduce_resolve) given whether
+ * every rank is on one node (dnn_runtime_ranks_on_one_node), which also shapes the tree's
+ * reduction: flat on one node, else binary (mpi_sum_into in dist.c says why). */
+dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_on_one_node);
 /* Async mode: the server's current parameters into this rank's replica (the end of a run). */
 int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen);
 /* Collective over the ranks: rank 0's `out` receives the element-wise sum of every rank's

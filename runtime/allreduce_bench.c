@@ -130,9 +130,7 @@ int dnn_cmd_allreduce_bench(const dnn_train_opts *o)
 	dnn_plan p;
 	int have_m = 0, have_p = 0;
 	dnn_train_opts ro = *o; /* --allreduce auto resolved: the result line names what ran */
-	const int one_node = dnn_runtime_ranks_on_one_node();
-	dnn_dist_set_layout(one_node);
-	ro.allreduce = dnn_allreduce_resolve(o->allreduce, dnn_runtime_nranks(), one_node);
+	ro.allreduce = dnn_dist_choose_allreduce(o->allreduce, dnn_runtime_nranks(), dnn_runtime_ranks_on_one_node());
 	int rc = run(&ro, &g, &m, &p, &have_m, &have_p);
 	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	if (have_p)

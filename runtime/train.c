@@ -196,9 +196,7 @@ static int setup_plan(train_run *r)
 			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
 			return -1;
 		}
-		const int one_node = dnn_runtime_ranks_on_one_node();
-		dnn_dist_set_layout(one_node);
-		r->o.allreduce = dnn_allreduce_resolve(o->allreduce, r->nranks, one_node);
+		r->o.allreduce = dnn_dist_choose_allreduce(o->allreduce, r->nranks, dnn_runtime_ranks_on_one_node());
 		if (o->mode == DNN_MODE_SYNC && o->allreduce == DNN_ALLREDUCE_RHD && (r->nranks & (r->nranks - 1))) {
 			fprintf(stderr, "error: --allreduce rhd needs a power-of-two number of ranks, not %d (use tree or ring)\n",
 				r->nranks);
