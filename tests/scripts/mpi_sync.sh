@@ -44,9 +44,10 @@ run_ranks() {
   # (errexit is off in a function called as a condition: a broken result line is a FAIL here)
   L="$(result_field "$LINE" train_loss)" || { fail "$label: result line: $LINE"; return 1; }
 }
-# near_ref LABEL: L within TOL (relative) of the single process's loss.
+# near_ref LABEL [R T]: L within T (relative; TOL) of the single process's loss R (REF).
 near_ref() {
-  fcmp "($L - $REF) <= $TOL * $REF && ($REF - $L) <= $TOL * $REF" || fail "$1: train_loss $L vs $REF (tolerance $TOL relative)"
+  local r="${2:-$REF}" t="${3:-$TOL}"
+  fcmp "($L - $r) <= $t * $r && ($r - $L) <= $t * $r" || fail "$1: train_loss $L vs $r (tolerance $t relative)"
 }
 # Every all-reduce algorithm (--allreduce), at every rank count: ranks x algorithm. The first run
 # passes none: the default, auto, is the tree when every rank is on one node, as here (ranks on
@@ -107,15 +108,13 @@ if run_ranks 2 "DNN_BREAKDOWN=1 over 2 ranks" DNN_BREAKDOWN=1; then
   fcmp "$(result_field "$LINE" bd_compute) > 0" || fail "DNN_BREAKDOWN=1: no compute share: $LINE"
   [ "$(result_field "$LINE" bd_rank_idle | tr '/' '\n' | wc -l)" = 2 ] || fail "DNN_BREAKDOWN=1: bd_rank_idle does not list 2 ranks: $LINE"
 fi
-# An uneven split of the global batch (64 over 3 ranks), tree and ring: TOL_UNEVEN (above).
-UNEVEN=(train --net lenet5 --max-steps 20 --limit-train 3200 --limit-test 500 --lr-schedule constant --quiet --batch 64)
-REF64="$(result_field "$("$STARPU_ANP" "${UNEVEN[@]}" | tail -1)" train_loss)" || fail "single-process run at batch 64 failed"
+# An uneven split of the global batch (64 over 3 ranks), tree and ring: TOL_UNEVEN (above). The
+# last --batch on the command line wins.
+REF64="$(result_field "$("$STARPU_ANP" "${COMMON[@]}" --batch 64 | tail -1)" train_loss)" || fail "single-process run at batch 64 failed"
 for ar in tree ring; do
-  L="$(result_field "$(timeout 300 "${ANP_MPIRUN[@]}" -np 3 "$STARPU_ANP" "${UNEVEN[@]}" --allreduce "$ar" 2>"$TMP/err" | tail -1)" train_loss)" \
-    || { cat "$TMP/err" >&2; fail "3 ranks ($ar) at batch 64 failed"; continue; }
+  run_ranks 3 "3 ranks ($ar) at batch 64" "" --batch 64 --allreduce "$ar" || continue
   echo "3 ranks, $ar, batch 64 (uneven split): train_loss=$L (1 process: $REF64)"
-  fcmp "($L - $REF64) <= $TOL_UNEVEN * $REF64 && ($REF64 - $L) <= $TOL_UNEVEN * $REF64" \
-    || fail "3 ranks ($ar), batch 64: train_loss $L vs $REF64 (tolerance $TOL_UNEVEN relative)"
+  near_ref "3 ranks ($ar), batch 64" "$REF64" "$TOL_UNEVEN"
 done
 # async with staleness 0 is the synchronous update, over ranks too.
 if run_ranks 2 "async S=0" "" --mode async --staleness 0; then
