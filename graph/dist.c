@@ -226,6 +226,16 @@ dnn_allreduce dnn_allreduce_resolve(dnn_allreduce a, int nranks, int one_node)
 	return (nranks & (nranks - 1)) ? DNN_ALLREDUCE_RING : DNN_ALLREDUCE_RHD;
 }
 
+int dnn_allreduce_check_ranks(dnn_allreduce a, int nranks, char *err, size_t errlen)
+{
+	if (a == DNN_ALLREDUCE_RHD && (nranks & (nranks - 1))) {
+		snprintf(err, errlen, "--allreduce rhd needs a power-of-two number of ranks, not %d (use tree or ring)",
+			 nranks);
+		return -1;
+	}
+	return 0;
+}
+
 /* Does a tensor of n elements take the ring, or recursive halving-doubling (both cut it into N
  * chunks, ring_chunk), else the tree? */
 static int takes_ring(const dnn_dist *d, long n)

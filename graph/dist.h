@@ -21,6 +21,9 @@ dnn_allreduce dnn_allreduce_resolve(dnn_allreduce a, int nranks, int one_node);
  * every rank is on one node (dnn_runtime_ranks_on_one_node), which also shapes the tree's
  * reduction: flat on one node, else binary (mpi_sum_into in dist.c says why). */
 dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_on_one_node);
+/* Can all-reduce `a` run over nranks ranks? rhd needs a power of two: -1 with the usage line in
+ * err otherwise (the callers exit with status 2), else 0. */
+int dnn_allreduce_check_ranks(dnn_allreduce a, int nranks, char *err, size_t errlen);
 /* Async mode: the server's current parameters into this rank's replica (the end of a run). */
 int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen);
 /* Collective over the ranks: rank 0's `out` receives the element-wise sum of every rank's

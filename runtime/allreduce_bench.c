@@ -86,8 +86,8 @@ static int run(const dnn_train_opts *o, dnn_graph *g, dnn_model *m, dnn_plan *p,
 		fprintf(stderr, "error: --allreduce-bytes: the all-reduce needs 2 or more ranks (run under mpirun)\n");
 		return 2;
 	}
-	if (o->allreduce == DNN_ALLREDUCE_RHD && (nranks & (nranks - 1))) {
-		fprintf(stderr, "error: --allreduce rhd needs a power-of-two number of ranks, not %d (use tree or ring)\n", nranks);
+	if (dnn_allreduce_check_ranks(o->allreduce, nranks, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
 		return 2;
 	}
 	if (dnn_model_create(m, g, o->seed, err, sizeof(err)) != 0)

@@ -197,9 +197,8 @@ static int setup_plan(train_run *r)
 			return -1;
 		}
 		r->o.allreduce = dnn_dist_choose_allreduce(o->allreduce, r->nranks, dnn_runtime_ranks_on_one_node());
-		if (o->mode == DNN_MODE_SYNC && o->allreduce == DNN_ALLREDUCE_RHD && (r->nranks & (r->nranks - 1))) {
-			fprintf(stderr, "error: --allreduce rhd needs a power-of-two number of ranks, not %d (use tree or ring)\n",
-				r->nranks);
+		if (o->mode == DNN_MODE_SYNC && dnn_allreduce_check_ranks(o->allreduce, r->nranks, err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: %s\n", err);
 			r->usage_rc = 2;
 			return -1;
 		}
