@@ -34,7 +34,7 @@
 #            --reuse-only     train and simulate nothing: tabulate the runs already in DIR/runs
 #                             (same commands) and the cached step times, leaving out the others
 #            -h, --help       this help
-# A run whose DIR/runs/<mode>-n<N>/cmd.txt holds the same command and that finished is reused,
+# A run whose DIR/runs/<mode>-n<N>/cmd.txt holds the same command (but for the app's directory) and finished is reused,
 # so a rerun with other --targets or more node counts only does what is new.
 # Environment: STARPU_ANP (the app) [build/apps/starpu_anp]; ANP_TTA_SIMULATE (the simulator
 # script) [scripts/simulate.sh].
@@ -128,7 +128,11 @@ sim_step() {
 }
 
 # ---------------------------------------------------------------- the real training run
-# train MODE N -> its directory (metrics.csv, result.txt); reused when cmd.txt is the same.
+# A command with the app's directory left out: where the binary lies (another checkout, a copy)
+# is not part of what a run trained.
+app_anywhere() { sed -E 's#[^ ]*/(starpu_anp(\.[a-z]+)?)( |$)#\1\3#g' <<<"$1"; }
+# train MODE N -> its directory (metrics.csv, result.txt); reused when cmd.txt is the same but
+# for where the app lies.
 train_run() {
   local mode="$1" n="$2" B=$((n * G * b)) dir
   [ "$n" -gt 1 ] || mode=sync # one rank: the async run is the sync run
@@ -146,7 +150,7 @@ train_run() {
     cmd=("${ANP_MPIRUN[@]}" -np "$n" -x STARPU_NCPU=1 "$APP" "${args[@]}")
   fi
   cmd+=("${EXTRA[@]}" --metrics "$dir/metrics.csv")
-  if [ -s "$dir/result.txt" ] && [ "$(cat "$dir/cmd.txt" 2>/dev/null)" = "${cmd[*]}" ]; then
+  if [ -s "$dir/result.txt" ] && [ "$(app_anywhere "$(cat "$dir/cmd.txt" 2>/dev/null)")" = "$(app_anywhere "${cmd[*]}")" ]; then
     say "$mode N=$n: reusing $dir (same command)"; echo "$dir"; return 0
   fi
   [ "$REUSE_ONLY" = 0 ] || { say "$mode N=$n: no finished run with this command in $dir (--reuse-only): left out"; return 0; }
