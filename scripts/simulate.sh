@@ -140,10 +140,20 @@ fi
 
 CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal"
 BD_FIELDS="$(tr , '\n' <<<"$CSV_HEADER" | grep '^bd_')" # the breakdown's columns, read from the result line
-# Rows are appended only under the same columns: a CSV of an older simulate.sh is left alone.
+# Rows are appended only under the same columns. A CSV of an older simulate.sh whose columns
+# are the first ones of today's (columns are only ever added at the end) is brought up to them in
+# place: its rows get the new columns empty. Any other CSV is left alone and refused.
 if [ -s "$CSV" ] && [ "$(head -1 "$CSV")" != "$CSV_HEADER" ]; then
-  echo "simulate.sh: --csv $CSV has other columns (an older simulate.sh's); give a new file (this one's columns: $CSV_HEADER)" >&2
-  exit 2
+  OLD_HEADER="$(head -1 "$CSV")"
+  if [[ "$CSV_HEADER," != "$OLD_HEADER,"* ]]; then
+    echo "simulate.sh: --csv $CSV has other columns (an older simulate.sh's); give a new file (this one's columns: $CSV_HEADER)" >&2
+    exit 2
+  fi
+  NEW_COLS=$(($(tr , '\n' <<<"$CSV_HEADER" | wc -l) - $(tr , '\n' <<<"$OLD_HEADER" | wc -l)))
+  awk -v h="$CSV_HEADER" -v n="$NEW_COLS" 'NR == 1 { print h; next } { s = $0; for (i = 0; i < n; i++) s = s ","; print s }' \
+    "$CSV" >"$CSV.upgrade.$$" && mv "$CSV.upgrade.$$" "$CSV" \
+    || { rm -f "$CSV.upgrade.$$"; echo "simulate.sh: could not rewrite --csv $CSV with today's columns" >&2; exit 1; }
+  echo "simulate.sh: --csv $CSV: added the $NEW_COLS columns of this simulate.sh after ${OLD_HEADER##*,} (its rows have them empty)" >&2
 fi
 
 # ---------------------------------------------------------------- calibration (this machine's CPU)

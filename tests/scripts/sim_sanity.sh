@@ -25,7 +25,8 @@
 #  4. the CPU calibration records the kernels it was taken with (issue 26) and is not reused with
 #     others: after section 1, the calibration folder's kernels.txt names this machine's blas= and
 #     cpu_isa=, the CSV's cpu_kernels column says the same; the folder with other kernels written
-#     into it is refused (exit 1, one line), and so is a CSV of other columns (exit 2).
+#     into it is refused (exit 1, one line), and so is a CSV of other columns (exit 2); an older
+#     simulate.sh's CSV (today's first columns) gets today's columns, its rows kept.
 # Skipped (77) only where SimGrid is absent.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -61,6 +62,15 @@ rc=0; bash "$ROOT/scripts/simulate.sh" --quiet --no-build --csv "$TMP/old.csv" -
   --ncpu 1 --steps 2 >/dev/null 2>"$TMP/err2" || rc=$?
 [ "$rc" = 2 ] && grep -q 'has other columns' "$TMP/err2" || fail "a CSV of other columns: want exit 2, got $rc: $(cat "$TMP/err2")"
 [ "$(cat "$TMP/old.csv")" = "platform,nodes,images_per_s" ] || fail "the old CSV was changed"
+# an older simulate.sh's CSV (today's first columns): upgraded in place, its row kept, padded
+printf 'platform,nodes,cores\nold-row,1,2\n' >"$TMP/prefix.csv"
+bash "$ROOT/scripts/simulate.sh" --quiet --no-build --csv "$TMP/prefix.csv" --net lenet5 --batch 64 --chunks 2 --cores 1 \
+  --ncpu 1 --steps 2 >/dev/null 2>"$TMP/err3" || fail "a CSV of an older simulate.sh's first columns was refused: $(tail -1 "$TMP/err3")"
+NCOL="$(head -1 "$TMP/s.csv" | tr , '\n' | wc -l)"
+[ "$(head -1 "$TMP/prefix.csv")" = "$(head -1 "$TMP/s.csv")" ] && [ "$(wc -l <"$TMP/prefix.csv")" = 3 ] \
+  && [ "$(sed -n 2p "$TMP/prefix.csv")" = "old-row,1,2$(printf ',%.0s' $(seq 4 "$NCOL"))" ] \
+  && [ "$(sed -n 3p "$TMP/prefix.csv" | awk -F, '{ print NF }')" = "$NCOL" ] \
+  || fail "the older CSV was not brought up to today's columns with its row kept: $(head -c 400 "$TMP/prefix.csv")"
 # 2.
 for pin in free pinned; do
   PREV=0 EXTRA=(); [ "$pin" = free ] || EXTRA=(-- --pin-chunks)
