@@ -77,7 +77,8 @@ float *dnn_conv_scratch(size_t nfloats)
  * C3 K64: 1.10; but C4 32x32 K64 0.88, C1 32x32 K16 0.60, C8 32x32 K8 1.04. So also: C = 3
  * with 16 to 32 output channels on images of 32 columns and more. */
 #define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
-/* auto takes F(4x4) by the two rules above only when this is 1 (use_winograd says why it is 0). */
+/* auto takes F(4x4) by the two rules above only when this is 1 (use_winograd says why it is 0,
+ * and what it would take). */
 #define WINO4_ENABLED_IN_AUTO 0
 
 static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
@@ -118,10 +119,21 @@ static int winograd_choice(const conv_geom *g, int rule, int tile4)
 /* Forward (and backward data through it): 0, 2 or 4. */
 static int use_winograd(const conv_geom *g)
 {
-	/* auto does not take F(4x4) (WINO4_RULE, WINO4_STEM_RULE: where it pays) until its result
-	 * for an image is independent of how the batch is cut into chunks, as F(2x2)'s is: with it,
-	 * resnet8 with global batch norm over 4 ranks x 4 chunks left one process with 1 chunk by
-	 * 3.05e-5 (mpi_bn_global's bound: 1e-5; F(2x2): 1.4e-8). DNN_CONV_ALGO=winograd4 forces it. */
+	/* auto does not take F(4x4) (WINO4_RULE, WINO4_STEM_RULE: where it pays): with it, resnet8
+	 * with global batch norm over 4 ranks x 4 chunks leaves one process with 1 chunk by 3.58e-5
+	 * on the parameters, 3.05e-5 on the loss after 20 steps (mpi_bn_global's bound: 1e-5;
+	 * F(2x2): 7.1e-8, 4.2e-7). Not because an image's F(4x4) result depends on the chunks: it
+	 * does not, bit for bit (tests/unit_wino_invariance.c). What differs between chunkings is
+	 * the float summation order of the sums over the batch, the weight gradient's above all
+	 * (2.3e-10 on the parameters after one step, with any algorithm). F(4x4)'s larger rounding
+	 * error (5-10x F(2x2)'s) turns such a perturbation of the weights into larger output
+	 * differences (one weight moved by 1 ulp moves C16..64 outputs by 1.3-2.1e-8 rms relative,
+	 * F(2x2) 0.24-1e-8, im2col 0.09-0.4e-8), and the 20-step trajectory forks sooner (jumps at
+	 * isolated steps, as tests/scripts/bnlib.sh describes at larger learning rates): in one
+	 * process, K = 2, 3, 4, 8, 16 chunks against 1, F(4x4) 5.2-6.6e-6 every time, F(2x2)
+	 * 5.8e-8 at K = 2, 4, 8 but 1.7e-6 at 3 and 1.0e-6 at 16. Taking it needs sums over the
+	 * batch that do not depend on the cut, or a test less sensitive to the trajectory.
+	 * DNN_CONV_ALGO=winograd4 forces F(4x4). */
 	const int rule = WINO_RULE(g) ? (WINO4_ENABLED_IN_AUTO && WINO4_RULE(g) ? 4 : 2)
 			 : (WINO4_ENABLED_IN_AUTO && WINO4_STEM_RULE(g)) ? 4
 									 : 0;

@@ -33,7 +33,7 @@
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  *
- * F(4x4, 3x3) (dnn_wino4_forward; DNN_CONV_ALGO=winograd4 or auto's WINO4_RULE in
+ * F(4x4, 3x3) (dnn_wino4_forward; DNN_CONV_ALGO=winograd4; auto's WINO4_RULE, off for now, in
  * conv2d_algo.c): the same scheme on 4x4 output tiles, Y = A^T [sum_c (G g G^T) .* (B^T d B)] A
  * with d the 6x6 patch: 36 GEMMs of (K, C) @ (C, tiles) for 16 outputs per tile, 4x fewer
  * multiply-adds than the direct conv (F(2x2): 2.25x), i.e. 1.78x fewer GEMM flops than F(2x2),
