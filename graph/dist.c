@@ -424,6 +424,12 @@ dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_o
 	return dnn_allreduce_resolve(a, nranks, ranks_on_one_node);
 }
 
+int dnn_dist_mpi_redux(starpu_data_handle_t G, int prio)
+{
+	return g_one_node ? starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio)
+			  : starpu_mpi_redux_data_prio_tree(MPI_COMM_WORLD, G, prio, 2);
+}
+
 /* G <- the sum over ranks j of local[j * stride], into G's owner: zero G, one STARPU_MPI_REDUX
  * contribution executed on each rank, then StarPU-MPI's reduction tree (binary or flat, above).
  * The task names are <what>_zero and <what>_contrib (trace-summary counts "allreduce_contrib"). */
@@ -439,8 +445,7 @@ static int mpi_sum_into(starpu_data_handle_t G, const starpu_data_handle_t *loca
 		o.node = j;
 		DNN_TRY(dnn_insert_vec_add(&o, G, STARPU_MPI_REDUX, local[(size_t)j * stride]));
 	}
-	return g_one_node ? starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio)
-			  : starpu_mpi_redux_data_prio_tree(MPI_COMM_WORLD, G, prio, 2);
+	return dnn_dist_mpi_redux(G, prio);
 }
 
 /* Every rank takes part in every transfer of h to every rank (the owner posts the sends). */

@@ -21,6 +21,10 @@ dnn_allreduce dnn_allreduce_resolve(dnn_allreduce a, int nranks, int one_node);
  * every rank is on one node (dnn_runtime_ranks_on_one_node), which also shapes the tree's
  * reduction: flat on one node, else binary (mpi_sum_into in dist.c says why). */
 dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_on_one_node);
+/* StarPU-MPI's reduction of G's STARPU_MPI_REDUX contributions into G's owner, shaped as
+ * dnn_dist_choose_allreduce decided: flat when every rank is on one node, else a binary tree
+ * (dist.c says why). For the gradients' tree and global batch norm's statistics (bnstats.c). */
+int dnn_dist_mpi_redux(starpu_data_handle_t G, int prio);
 /* Can all-reduce `a` run over nranks ranks? rhd needs a power of two: -1 with the usage line in
  * err otherwise (the callers exit with status 2), else 0. */
 int dnn_allreduce_check_ranks(dnn_allreduce a, int nranks, char *err, size_t errlen);
