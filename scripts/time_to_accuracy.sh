@@ -29,7 +29,7 @@
 #                             DIR/summary.txt, DIR/runs/<mode>-n<N>/ (metrics, logs)
 #            --targets A,B    accuracies: print the epochs and hours each run needs to reach them
 #            --sim-steps N    timed simulated steps [10] (after 2 warm-up steps)
-#            --sim-cache FILE simulated step times, reused by later runs
+#            --sim-cache FILE simulated step times, reused by later runs of the same simulator version
 #                             [~/.cache/starpu-anp/tta/steptime.csv]
 #            --reuse-only     train and simulate nothing: tabulate the runs already in DIR/runs
 #                             (same commands) and the cached step times, leaving out the others
@@ -102,12 +102,24 @@ mkdir -p "$OUT/runs" "$(dirname "$SIM_CACHE")"
 IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_MODES <<<"$MODES"
 
 # ---------------------------------------------------------------- the simulated step time
+# The simulator's version, part of every cached step time's key, so that a step time simulated
+# by older code (the flat reduction tree's, say) is never reused: the last commit of the code a
+# simulated step depends on, "+dirty" while it has uncommitted changes (a dirty tree is one
+# version until committed), "nogit" outside a git checkout (the key then cannot tell).
+sim_version() {
+  local paths=(apps codelets graph runtime util include sim third_party scripts/simulate.sh CMakeLists.txt) v
+  v="$(git -C "$ROOT" log -1 --format=%h -- "${paths[@]}" 2>/dev/null || true)"
+  [ -n "$v" ] || { echo nogit; return; }
+  git -C "$ROOT" diff --quiet HEAD -- "${paths[@]}" 2>/dev/null || v+="+dirty"
+  echo "$v"
+}
+SIM_VERSION="$(sim_version)"
 # sim_step MODE N -> seconds per step of N nodes (global batch N*G*b), from the cache or a new
 # simulation (GPU-only nodes, chunks pinned to the dies, as docs/SIMULATION.md's study 3).
 sim_step() {
   local mode="$1" n="$2" key line ips
   [ "$n" -gt 1 ] || mode=sync # one node: no exchange, async is sync
-  key="$NET|n$n|g$G|$GPU|$NETWORK|c$CORES|b$b|$mode|$([ "$mode" = sync ] && echo "$ALLREDUCE" || echo "s$STALENESS-la$LOOKAHEAD")|steps$SIM_STEPS+$SIM_WARMUP"
+  key="$NET|n$n|g$G|$GPU|$NETWORK|c$CORES|b$b|$mode|$([ "$mode" = sync ] && echo "$ALLREDUCE" || echo "s$STALENESS-la$LOOKAHEAD")|steps$SIM_STEPS+$SIM_WARMUP|sim-$SIM_VERSION"
   line="$(awk -F, -v k="$key" '$1 == k { v = $2 } END { if (v != "") print v }' "$SIM_CACHE" 2>/dev/null || true)"
   if [ -n "$line" ]; then echo "$line"; return 0; fi
   [ "$REUSE_ONLY" = 0 ] || { say "$mode N=$n: no cached step time (--reuse-only): left out"; return 0; }

@@ -70,6 +70,10 @@ mkdir -p "$TMP/elsewhere" && cp "$STARPU_ANP" "$TMP/elsewhere/starpu_anp"
 STARPU_ANP="$TMP/elsewhere/starpu_anp" "${TTA[@]}" "${ARGS[@]}" >"$TMP/sum2" 2>"$TMP/err2" || fail "the rerun failed: $(tail -1 "$TMP/err2")"
 ! grep -Eq 'training global batch|simulating' "$TMP/err2" || fail "the rerun trained or simulated again: $(grep -E 'training|simulating' "$TMP/err2" | head -1)"
 cmp -s "$TMP/sum1" "$TMP/sum2" || fail "the rerun's summary differs"
+# the cached step times carry the simulator's version (the last commit of its code): a step time
+# of another version is not reused
+grep -q "|sim-$(git -C "$ROOT" log -1 --format=%h -- apps codelets graph runtime util include sim third_party scripts/simulate.sh CMakeLists.txt 2>/dev/null || echo nogit)" "$CACHEF" \
+  || fail "the step-time cache's keys do not name the simulator's version: $(head -2 "$CACHEF")"
 # --reuse-only with one more N: the table keeps what was run, N=4 is left out, not trained
 R=("${ARGS[@]}"); R[3]=1,2,4
 "${TTA[@]}" --reuse-only "${R[@]}" >"$TMP/sum3" 2>"$TMP/err3" || fail "--reuse-only failed: $(tail -1 "$TMP/err3")"
