@@ -372,6 +372,14 @@ dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int 
 	return a;
 }
 
+int test_winograd_runs_here(void)
+{
+	dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
+	dnn_conv2d_args probe = conv_shape(1, 16, 8, 8, 16, 3, 3, 1, 1, 1);
+	dnn_conv2d_args_finish(&probe);
+	return dnn_conv2d_cpu_uses_winograd(&probe, 0);
+}
+
 void conv2d_forward_ref_d(double *y, const double *x, const double *w, const dnn_conv2d_args *a)
 {
 	for (int n = 0; n < a->N; n++)

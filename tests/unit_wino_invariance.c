@@ -194,11 +194,7 @@ static void check_shape(dnn_conv_algo algo, int C, int H, int W, int K, int pad)
 
 int main(void)
 {
-	dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
-	dnn_conv2d_args probe = {.N = 1, .C = 16, .H = 8, .W = 8, .K = 16, .R = 3, .S = 3,
-				 .stride = 1, .pad = 1, .dilation = 1};
-	dnn_conv2d_args_finish(&probe);
-	if (!dnn_conv2d_cpu_uses_winograd(&probe, 0)) {
+	if (!test_winograd_runs_here()) {
 		printf("unit_wino_invariance: no AVX2+FMA, the Winograd path does not run here; skipped\n");
 		return TEST_SKIP;
 	}
