@@ -70,10 +70,14 @@ mkdir -p "$TMP/elsewhere" && cp "$STARPU_ANP" "$TMP/elsewhere/starpu_anp"
 STARPU_ANP="$TMP/elsewhere/starpu_anp" "${TTA[@]}" "${ARGS[@]}" >"$TMP/sum2" 2>"$TMP/err2" || fail "the rerun failed: $(tail -1 "$TMP/err2")"
 ! grep -Eq 'training global batch|simulating' "$TMP/err2" || fail "the rerun trained or simulated again: $(grep -E 'training|simulating' "$TMP/err2" | head -1)"
 cmp -s "$TMP/sum1" "$TMP/sum2" || fail "the rerun's summary differs"
-# the cached step times carry the simulator's version (the last commit of its code): a step time
-# of another version is not reused
-grep -q "|sim-$(git -C "$ROOT" log -1 --format=%h -- apps codelets graph runtime util include sim third_party scripts/simulate.sh CMakeLists.txt 2>/dev/null || echo nogit)" "$CACHEF" \
-  || fail "the step-time cache's keys do not name the simulator's version: $(head -2 "$CACHEF")"
+# the cached step times carry the simulator's version: the same cache with another version in
+# its keys gives no step time (--reuse-only: it would simulate again, not reuse)
+sed 's/|sim-[^|,]*,/|sim-older,/' "$CACHEF" >"$TMP/older.csv"
+grep -q '|sim-older,' "$TMP/older.csv" || fail "the step-time cache's keys do not name the simulator's version: $(head -2 "$CACHEF")"
+R=(); for a in "${ARGS[@]}"; do [ "$a" = "$CACHEF" ] && a="$TMP/older.csv"; R+=("$a"); done
+"${TTA[@]}" --reuse-only "${R[@]}" >/dev/null 2>"$TMP/err4" || true
+grep -q 'sync N=1: no cached step time' "$TMP/err4" \
+  || fail "a step time of another simulator version was reused: $(grep 'N=1' "$TMP/err4" | head -1)"
 # --reuse-only with one more N: the table keeps what was run, N=4 is left out, not trained
 R=("${ARGS[@]}"); R[3]=1,2,4
 "${TTA[@]}" --reuse-only "${R[@]}" >"$TMP/sum3" 2>"$TMP/err3" || fail "--reuse-only failed: $(tail -1 "$TMP/err3")"
