@@ -13,11 +13,13 @@
 # Each run writes --metrics OUT/<recipe>-<batch>.csv; OUT/summary.csv gets
 # net,recipe,batch,epochs,lr_peak,warmup_steps,train_loss,test_accuracy,wall_s (train_loss: the
 # last epoch's mean); then OUT/accuracy_vs_batch.png and OUT/epochs.png (gnuplot).
+# SEED [1] is --seed (initialisation and shuffling); give each seed its own OUT, since
+# summary.csv's key (net, recipe, batch, epochs) does not hold the seed.
 # COMMIT=1 commits OUT after each run. Stops launching runs after DEADLINE (epoch seconds); a run
 # is stopped after TIMEOUT seconds [5400].
 # Usage: bench/large_batch.sh [OUT] (env: NET [lenet5], EPOCHS [20], BATCHES
 # ["8192 4096 1024 256 64"], RECIPES ["sgd scaled lars"], WARMUP [5], LARS_LR [4], LAMB_LR
-# [0.01], DEADLINE, TIMEOUT, COMMIT, STARPU_ANP [build/apps/starpu_anp]); PLOT_ONLY=1 only plots.
+# [0.01], SEED [1], DEADLINE, TIMEOUT, COMMIT, STARPU_ANP [build/apps/starpu_anp]); PLOT_ONLY=1 only plots.
 set -u
 OUT="${1:-docs/figures/large_batch_lenet5}"
 [ "$OUT" = BEST ] && OUT="$3"
@@ -52,7 +54,7 @@ run_one() { # recipe batch
     *) echo "unknown recipe $r"; return ;;
   esac
   line="$(timeout "${TIMEOUT:-5400}" "$APP" train --net "$NET" --data fashion-mnist --batch "$b" --epochs "$EPOCHS" \
-          "${extra[@]}" --metrics "$OUT/$r-$b.csv" --quiet 2>"$OUT/$r-$b.err" | tail -1)"
+          --seed "${SEED:-1}" "${extra[@]}" --metrics "$OUT/$r-$b.csv" --quiet 2>"$OUT/$r-$b.err" | tail -1)"
   f() { printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
   acc="$(f test_accuracy)"
   [ -n "$acc" ] || { echo "$r $b: no result (see $OUT/$r-$b.err)"; return; }
