@@ -181,6 +181,7 @@ train_run() {
 # ---------------------------------------------------------------- the runs and the table
 TABLE="$OUT/tta.csv"
 echo "net,mode,nodes,gpus_per_node,batch_per_gpu,global_batch,chunks,epoch,step,test_accuracy,step_s,hours" >"$TABLE.tmp"
+trap 'rm -f "$TABLE.tmp"' EXIT # a failed run leaves the last table as it was, and no half-written one
 for mode in "${L_MODES[@]}"; do
   for n in "${L_NODES[@]}"; do
     step_s="$(sim_step "$mode" "$n")"
@@ -220,7 +221,7 @@ mv "$TABLE.tmp" "$TABLE"
 
 # ---------------------------------------------------------------- plot
 if command -v gnuplot >/dev/null; then
-  pd="$(mktemp -d /tmp/anp-tta-XXXXXX)"; trap 'rm -rf "$pd"' EXIT
+  pd="$(mktemp -d /tmp/anp-tta-XXXXXX)"; trap 'rm -rf "$pd" "$TABLE.tmp"' EXIT
   awk -F, -v d="$pd" 'NR > 1 { f = d "/" $2 "-n" sprintf("%03d", $3) ".dat"; print $12, $10 >> f }' "$TABLE"
   plot=""
   for f in "$pd"/*.dat; do

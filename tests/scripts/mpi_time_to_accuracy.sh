@@ -83,6 +83,13 @@ R=("${ARGS[@]}"); R[3]=1,2,4
 "${TTA[@]}" --reuse-only "${R[@]}" >"$TMP/sum3" 2>"$TMP/err3" || fail "--reuse-only failed: $(tail -1 "$TMP/err3")"
 grep -q 'sync N=4: .*left out' "$TMP/err3" && [ "$(wc -l <"$T")" = 5 ] && ! grep -q 'training global batch' "$TMP/err3" \
   || fail "--reuse-only did not leave N=4 out: $(grep N=4 "$TMP/err3" | head -1); $(wc -l <"$T") lines"
+# A training that fails (an option train refuses) exits 1, leaves the last table as it was and no
+# half-written tta.csv.tmp.
+cp "$T" "$TMP/tta-before.csv"
+if expect_rc 1 "${TTA[@]}" "${ARGS[@]}" --no-such-train-option; then
+  [ ! -e "$T.tmp" ] || fail "a failed run left $T.tmp behind"
+  cmp -s "$T" "$TMP/tta-before.csv" || fail "a failed run changed $T"
+fi
 # 5.
 for bad in "--nodes 0" "--mode foo" "--targets 1.5" "--mode async --optimizer lars" "--bogus" "--net nosuchnet"; do
   # shellcheck disable=SC2086
