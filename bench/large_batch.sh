@@ -39,7 +39,7 @@ mkdir -p "$OUT"
 sqrt_scaled() { awk -v l="$1" -v b="$2" 'BEGIN { printf "%.6g", l * sqrt(b / 4096) }'; }
 
 run_one() { # recipe batch
-  local r="$1" b="$2" name="${1%%@*}" fixed="" lr extra line acc loss
+  local r="$1" b="$2" name="${1%%@*}" fixed="" lr extra line acc loss rc=0
   [ "$name" != "$r" ] && fixed="${r#*@}"
   case $name in
     sgd) extra=(--lr "${fixed:-0.05}") ;;
@@ -53,11 +53,11 @@ run_one() { # recipe batch
       extra=(--optimizer "$name" --lr "$lr" --warmup-epochs "$WARMUP") ;;
     *) echo "unknown recipe $r"; return ;;
   esac
-  line="$(timeout "${TIMEOUT:-5400}" "$APP" train --net "$NET" --data fashion-mnist --batch "$b" --epochs "$EPOCHS" \
-          --seed "${SEED:-1}" "${extra[@]}" --metrics "$OUT/$r-$b.csv" --quiet 2>"$OUT/$r-$b.err" | tail -1)"
+  line="$(set -o pipefail; timeout "${TIMEOUT:-5400}" "$APP" train --net "$NET" --data fashion-mnist --batch "$b" --epochs "$EPOCHS" \
+          --seed "${SEED:-1}" "${extra[@]}" --metrics "$OUT/$r-$b.csv" --quiet 2>"$OUT/$r-$b.err" | tail -1)" || rc=$?
   f() { printf '%s\n' "$line" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
   acc="$(f test_accuracy)"
-  [ -n "$acc" ] || { echo "$r $b: no result (see $OUT/$r-$b.err)"; return; }
+  [ -n "$acc" ] || { echo "$r $b: no result: exit $rc$([ "$rc" = 137 ] && echo ' (killed: out of memory?)')$([ "$rc" = 124 ] && echo " (TIMEOUT ${TIMEOUT:-5400} s)") (see $OUT/$r-$b.err)"; return; }
   [ -s "$OUT/$r-$b.err" ] || rm -f "$OUT/$r-$b.err"
   loss="$(awk -F, '$1=="train_epoch" { l=$4 } END { print l }' "$OUT/$r-$b.csv")"
   echo "$NET,$r,$b,$EPOCHS,$(f lr_peak),$(f warmup_steps),$loss,$acc,$(f wall_s)" | tee -a "$OUT/summary.csv"
