@@ -103,20 +103,6 @@ struct starpu_codelet cl_vec_redux_add = {
 };
 DNN_CUDA_DECLARED(cl_vec_redux_add);
 
-/* The same reduction method on CPU workers only: for gradients that are all-reduced from host
- * memory (DNN_ALLREDUCE_ON=host, graph/dist.c), each die's copy goes once to host memory and is
- * summed there, instead of being summed across the dies (whose queues are full of the backward's
- * pinned work, in which the reduction waits) and then copied down. */
-struct starpu_codelet cl_vec_redux_add_host = {
-	.name = "cl_vec_redux_add_host",
-	.cpu_funcs = {vec_add_cpu_task},
-	.cpu_funcs_name = {"vec_add_cpu_task"},
-	.nbuffers = 2,
-	.modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
-	.model = &vec_add_model,
-	.color = DNN_COLOR_REDUX,
-};
-
 /* Same kernel as cl_vec_redux_add but with modes chosen at insert time, for tasks that contribute
  * to a REDUX handle (STARPU_REDUX, STARPU_MPI_REDUX) or add into a vector (STARPU_RW, with or
  * without STARPU_COMMUTE). StarPU rejects a
@@ -208,11 +194,6 @@ DNN_CUDA_DECLARED(cl_vec_slice_put);
 void dnn_vec_set_sum_redux(starpu_data_handle_t h)
 {
 	starpu_data_set_reduction_methods(h, &cl_vec_redux_add, &cl_vec_zero);
-}
-
-void dnn_vec_set_sum_redux_on_host(starpu_data_handle_t h)
-{
-	starpu_data_set_reduction_methods(h, &cl_vec_redux_add_host, &cl_vec_zero);
 }
 
 int dnn_insert_vec_zero(const dnn_task_opts *o, starpu_data_handle_t dst)

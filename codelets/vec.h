@@ -19,7 +19,6 @@ void dnn_vec_axpy_cpu(float *dst, float alpha, const float *src, size_t n); // d
 
 extern struct starpu_codelet cl_vec_zero;      // (W dst); also the REDUX init method
 extern struct starpu_codelet cl_vec_redux_add; // (RW|COMMUTE dst, R src): the REDUX reduction method
-extern struct starpu_codelet cl_vec_redux_add_host; // the same, CPU workers only
 extern struct starpu_codelet cl_vec_add;       // same kernel, modes given at insert time
 extern struct starpu_codelet cl_vec_axpy;      // (RW dst, R src), cl_arg a float alpha: dst += alpha*src
 /* Slices of a vector, for the ring all-reduce and the gradient buckets (graph/dist.c). cl_arg: a
@@ -30,8 +29,6 @@ extern struct starpu_codelet cl_vec_slice_put; // (RW full, R chunk): full[off +
 /* Make h (a float vector handle) a REDUX target whose copies are summed: StarPU gives each
  * worker a private copy zeroed by cl_vec_zero and sums the copies with cl_vec_redux_add. */
 void dnn_vec_set_sum_redux(starpu_data_handle_t h);
-/* The same, with the copies summed on CPU workers only (cl_vec_redux_add_host); needs one. */
-void dnn_vec_set_sum_redux_on_host(starpu_data_handle_t h);
 
 /* dst = 0 as a task (dst W). */
 int dnn_insert_vec_zero(const dnn_task_opts *o, starpu_data_handle_t dst);

@@ -654,9 +654,7 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 	const int NB = d->nbuckets, P = m->nparams;
 	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b], G = d->bucket_global[b];
 	const dnn_task_opts o = ar_opts(p, d->bucket_lead[b], 0, -1, prio_of(m, d->bucket_lead[b]));
-	/* The pack reads the members' gradients where the all-reduce runs (host memory with
-	 * DNN_ALLREDUCE_ON=host: ar_place), the unpack writes them where their updates run. */
-	dnn_task_opts pack = ar_place(p, d->bucket_lead[b], 0, -1, prio_of(m, d->bucket_lead[b]), 0), unpack = o;
+	dnn_task_opts pack = o, unpack = o;
 	pack.name = "bucket_pack", unpack.name = "bucket_unpack";
 	DNN_TRY(dnn_insert_vec_zero(&pack, mine));
 	for (int q = d->bucket_lead[b]; q < P; q++)

@@ -166,11 +166,6 @@ int dnn_model_set_optimizer(dnn_model *m, dnn_optimizer opt, char *err, size_t e
 	return 0;
 }
 
-/* DNN_GRAD_SUM (dnn_model_set_grad_sum_on_host): the REDUX method of the models created next. */
-static int g_grad_sum_on_host;
-
-void dnn_model_set_grad_sum_on_host(int on_host) { g_grad_sum_on_host = on_host; }
-
 int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_t errlen)
 {
 	memset(m, 0, sizeof(*m));
@@ -209,10 +204,7 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_
 		starpu_vector_data_register(&p->hv, STARPU_MAIN_RAM, (uintptr_t)p->v, (uint32_t)p->n, sizeof(float));
 		starpu_vector_data_register(&p->hg, STARPU_MAIN_RAM, (uintptr_t)p->g, (uint32_t)p->n, sizeof(float));
 		starpu_data_set_name(p->hw, p->name);
-		if (g_grad_sum_on_host && starpu_cpu_worker_get_count() > 0)
-			dnn_vec_set_sum_redux_on_host(p->hg);
-		else
-			dnn_vec_set_sum_redux(p->hg);
+		dnn_vec_set_sum_redux(p->hg);
 	}
 	for (int i = 0; i < g->nnodes; i++)
 		if (m->running[i])

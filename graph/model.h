@@ -72,12 +72,6 @@ typedef struct {
  * `seed`, BN gamma=1 beta=0, running mean 0 var 1) and register every tensor with StarPU.
  * On failure everything is freed. */
 int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_t errlen);
-/* DNN_GRAD_SUM (runtime/knobs.c): 0 = device (the default: StarPU sums the chunks' copies of a
- * weight gradient, STARPU_REDUX, on any worker, in practice the dies that hold them), 1 = host:
- * on CPU workers only, so each die's copy goes once to host memory and the dies keep computing
- * (the reduction no longer waits in their queues behind the backward's pinned tasks). Without a
- * CPU worker it is 0. Read when a model is created. */
-void dnn_model_set_grad_sum_on_host(int on_host);
 /* The optimiser whose state the parameters keep (their v: n floats, 2n for adamw and lamb), before any task
  * uses the model; the state is zeroed. After it, dnn_model_load refuses a checkpoint of another
  * optimiser (eval, predict and export, which never call it, load any). 0, or -1 with err. */

@@ -10,7 +10,6 @@
 
 #include "dist.h"
 #include "fuse.h"
-#include "model.h"
 #include "starpu_anp.h"
 
 static dnn_knobs g_knobs = {.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1},
@@ -62,13 +61,12 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	static const char *const blas[] = {"auto", "keep", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */
 	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dnn_dist_set_allreduce_on */
-	static const char *const sum_on[] = {"device", "host", NULL};             /* index = grad_sum_on_host */
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
 	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 2;
 	k->pin_by_mask = 1;
-	k->allreduce_on = 0, k->grad_sum_on_host = 0;
+	k->allreduce_on = 0;
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, levels, err, errlen)) < 0)
 		return -1;
 	if (v)
@@ -102,10 +100,6 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->allreduce_on = i;
-	if ((v = knob("DNN_GRAD_SUM")) && (i = one_of("DNN_GRAD_SUM", v, sum_on, err, errlen)) < 0)
-		return -1;
-	if (v)
-		k->grad_sum_on_host = i;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
@@ -128,7 +122,6 @@ void dnn_knobs_apply(const dnn_knobs *k)
 	dnn_dist_set_priorities(k->allreduce_prio);
 	dnn_task_set_pin_by_mask(k->pin_by_mask);
 	dnn_dist_set_allreduce_on(k->allreduce_on);
-	dnn_model_set_grad_sum_on_host(k->grad_sum_on_host);
 }
 
 int dnn_knobs_load(char *err, size_t errlen)

@@ -102,17 +102,6 @@ static void other_knobs(void)
 			   strcmp(err, "DNN_ALLREDUCE_ON=cpu: expected device, host or host-update") == 0,
 		   "DNN_ALLREDUCE_ON=cpu: '%s'", err);
 	unsetenv("DNN_ALLREDUCE_ON");
-	/* DNN_GRAD_SUM [device]: device, host as 0, 1. */
-	unsetenv("DNN_GRAD_SUM");
-	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.grad_sum_on_host == 0, "default grad_sum_on_host %d",
-		   k.grad_sum_on_host);
-	setenv("DNN_GRAD_SUM", "host", 1);
-	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.grad_sum_on_host == 1, "DNN_GRAD_SUM=host: %d",
-		   k.grad_sum_on_host);
-	setenv("DNN_GRAD_SUM", "cpu", 1);
-	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_GRAD_SUM=cpu: expected device or host") == 0,
-		   "DNN_GRAD_SUM=cpu: '%s'", err);
-	unsetenv("DNN_GRAD_SUM");
 }
 
 int main(void)

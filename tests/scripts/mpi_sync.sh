@@ -67,16 +67,11 @@ done; done
 # same loss, with fewer collectives. lenet5 has 10 tensors: 1 MiB packs all of them into one
 # bucket (61706 floats); 0.01 MiB the small ones into two (1070 and 2556 floats); 0.004 MiB into
 # two of 934 and 292. A bucket of N * 256 floats or more takes the ring or rhd, a smaller one the
-# tree: every variant at 2, 3 and 4 ranks, with ring buckets, tree buckets and both in one run;
-# and with the buckets packed on the host from gradients summed there (DNN_ALLREDUCE_ON=host,
-# DNN_GRAD_SUM=host).
-#          ranks algorithm MiB [environment (comma-separated)]
-for spec in "2 tree 1" "2 ring 0.004" "2 rhd 1" "3 tree 0.01" "3 ring 0.004" "4 ring 1" "4 rhd 0.004" "4 rhd 0.01" \
-  "4 rhd 0.01 DNN_ALLREDUCE_ON=host,DNN_GRAD_SUM=host,STARPU_NCPU=2" \
-  "3 tree 0.01 DNN_ALLREDUCE_ON=host,DNN_GRAD_SUM=host,STARPU_NCPU=2"; do
-  read -r np ar mb envs <<<"$spec"
-  envs="${envs//,/ }"
-  run_ranks "$np" "$np ranks, $ar, buckets of $mb MiB${envs:+, $envs}" "$envs" --allreduce "$ar" --bucket-mb "$mb" || continue
+# tree: every variant at 2, 3 and 4 ranks, with ring buckets, tree buckets and both in one run.
+#          ranks algorithm MiB
+for spec in "2 tree 1" "2 ring 0.004" "2 rhd 1" "3 tree 0.01" "3 ring 0.004" "4 ring 1" "4 rhd 0.004" "4 rhd 0.01"; do
+  read -r np ar mb <<<"$spec"
+  run_ranks "$np" "$np ranks, $ar, buckets of $mb MiB" "" --allreduce "$ar" --bucket-mb "$mb" || continue
   N="$(result_field "$LINE" allreduces)"
   echo "$np ranks, $ar, buckets of $mb MiB: train_loss=$L, $N all-reduces per step"
   [ "$(result_field "$LINE" bucket_mb)" = "$mb" ] || fail "--bucket-mb $mb: result line says bucket_mb=$(result_field "$LINE" bucket_mb)"
@@ -94,8 +89,7 @@ done
 for spec in "2 tree DNN_ALLREDUCE_PRIO=2" "4 rhd DNN_ALLREDUCE_PRIO=2" "2 ring DNN_ALLREDUCE_PRIO=0" \
   "2 tree DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" "3 ring DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" \
   "4 rhd DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" "2 rhd DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" \
-  "3 tree DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" "4 ring DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" \
-  "2 ring DNN_ALLREDUCE_ON=host,DNN_GRAD_SUM=host,STARPU_NCPU=2"; do
+  "3 tree DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" "4 ring DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2"; do
   read -r np ar envs <<<"$spec"
   envs="${envs//,/ }"
   run_ranks "$np" "$np ranks, $ar, $envs" "$envs" --allreduce "$ar" --pin-chunks || continue
