@@ -27,6 +27,8 @@
 #     cpu_isa=, the CSV's cpu_kernels column says the same; the folder with other kernels written
 #     into it is refused (exit 1, one line), and so is a CSV of other columns (exit 2); an older
 #     simulate.sh's CSV (today's first columns) gets today's columns, its rows kept.
+#  5. with ANP_SIM_CPU_VEC_GBS (the vector codelets from a stream rate) a multi-rank run needs no
+#     multi-rank calibration (the ring's slices are its only shapes): 3 nodes run without one.
 # Skipped (77) only where SimGrid is absent.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -89,4 +91,9 @@ for ar in tree ring; do
   echo "resnet18@32, 2 K80 dies per node, GPU-only: 1 node $(ips "$R1") img/s, 2 nodes ($ar) $V img/s"
   fcmp "${V:-0} > $(ips "$R1")" || fail "2 GPU-only nodes ($ar, infinite network) give $V img/s, not more than 1 node's $(ips "$R1")"
 done
+# 5.
+R5="$(ANP_SIM_CPU_VEC_GBS=10 sim --net lenet5 --batch 192 --chunks 2 --nodes 3 --cores 1 --ncpu 1 --allreduce ring --steps 5)"
+echo "lenet5, 3 nodes, ring, ANP_SIM_CPU_VEC_GBS=10: $(ips "$R5") img/s"
+[ "$(result_field "$R5" models_cpu)" = calibrated+vec10GBps ] || fail "ANP_SIM_CPU_VEC_GBS=10: models_cpu is not calibrated+vec10GBps: $R5"
+! ls "$ANP_SIM_CALIB_DIR/stamps" | grep -q -- '-r3-' || fail "a 3-rank calibration ran with ANP_SIM_CPU_VEC_GBS set: $(ls "$ANP_SIM_CALIB_DIR/stamps")"
 finish
