@@ -219,7 +219,7 @@ calibrate() {
       "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
   fi
   if [ "$rc" = 137 ]; then
-    echo "simulate.sh: the calibration run ($ranks rank(s) of $NET) was killed (exit 137: out of memory?); with ANP_SIM_CPU_VEC_GBS set, no multi-rank calibration is run (log: $log)" >&2
+    echo "simulate.sh: the calibration run ($ranks rank(s) of $NET) was killed (exit 137: out of memory?)$([ "$ranks" = 1 ] || echo '; with ANP_SIM_CPU_VEC_GBS set, no multi-rank calibration is run') (log: $log)" >&2
     exit 1
   elif [ "$rc" != 0 ]; then
     echo "simulate.sh: the calibration run failed (exit $rc): $(grep -m1 'error' "$log" || tail -1 "$log") (log: $log)" >&2
