@@ -218,11 +218,13 @@ calibrate() {
       -x STARPU_HOME -x STARPU_CALIBRATE -x STARPU_HISTORY_MAX_ERROR -x STARPU_SCHED -x STARPU_NCPU -x STARPU_NCUDA \
       "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
   fi
-  if [ "$rc" = 137 ]; then
-    echo "simulate.sh: the calibration run ($ranks rank(s) of $NET) was killed (exit 137: out of memory?)$([ "$ranks" = 1 ] || echo '; with ANP_SIM_CPU_VEC_GBS set, no multi-rank calibration is run') (log: $log)" >&2
-    exit 1
-  elif [ "$rc" != 0 ]; then
-    echo "simulate.sh: the calibration run failed (exit $rc): $(grep -m1 'error' "$log" || tail -1 "$log") (log: $log)" >&2
+  if [ "$rc" != 0 ]; then
+    local why; why="$(grep -m1 'error' "$log" || tail -1 "$log")"
+    if [ "$rc" = 137 ]; then # the log's last lines are then StarPU's warnings, not the cause
+      why="killed ($ranks rank(s) of $NET: out of memory?)"
+      [ "$ranks" = 1 ] || why+="; with ANP_SIM_CPU_VEC_GBS set, no multi-rank calibration is run"
+    fi
+    echo "simulate.sh: the calibration run failed (exit $rc): $why (log: $log)" >&2
     exit 1
   fi
   date -u +%FT%TZ >"$CALIB/stamps/$key"

@@ -221,7 +221,7 @@ mv "$TABLE.tmp" "$TABLE"
 
 # ---------------------------------------------------------------- plot
 if command -v gnuplot >/dev/null; then
-  pd="$(mktemp -d /tmp/anp-tta-XXXXXX)"; trap 'rm -rf "$pd" "$TABLE.tmp"' EXIT
+  pd="$(mktemp -d /tmp/anp-tta-XXXXXX)"; trap 'rm -rf "$pd"' EXIT
   awk -F, -v d="$pd" 'NR > 1 { f = d "/" $2 "-n" sprintf("%03d", $3) ".dat"; print $12, $10 >> f }' "$TABLE"
   plot=""
   for f in "$pd"/*.dat; do
