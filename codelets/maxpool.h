@@ -19,6 +19,12 @@ typedef struct {
 /* 0, or -1 on an empty/invalid output or an x of more than INT_MAX elements (cuDNN's int sizes) */
 int dnn_maxpool_args_finish(dnn_maxpool_args *a);
 
+/* Whether the 2x2 stride-2 kernels run in AVX2 (bit-identical to the scalar loops): on = 1 (the
+ * default) where the CPU has AVX2, on = 0 forces the scalar loops (tests, side-by-side
+ * measurements). Returns the choice in effect. */
+int dnn_maxpool_set_simd(int on);
+int dnn_maxpool_simd(void);
+
 void dnn_maxpool_forward_cpu(float *y, const float *x, const dnn_maxpool_args *a);
 void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const float *dy,
 			      const dnn_maxpool_args *a);

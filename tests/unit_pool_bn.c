@@ -1,6 +1,7 @@
 /* unit_pool_bn — max pooling and batch normalisation forward passes, run as StarPU tasks on
  * registered vectors, against naive double-precision references:
  *   maxpool forward on odd sizes (k=3 s=2 p=1, k=2 s=2, k=3 s=1 p=1, batch 1) and argument checks;
+ *   the AVX2 2x2 max-pool kernels against the scalar loops, bit for bit, ties and NaNs included;
  *   batchnorm forward-train (y and saved = mean | biased var | invstd), the running-statistics
  *   update over two steps (PyTorch's formulas), and eval mode with the running statistics;
  *   the AVX2 batch-norm kernels (codelets/batchnorm_simd.c) against the portable loops, bit for
@@ -84,6 +85,53 @@ static void test_maxpool_ties(void)
 		for (int i = 0; i < 8; i++)
 			TEST_CHECK(dx[i] == want[i], "maxpool ties (acc %d): dx[%d] = %g, want %g", acc, i, dx[i], want[i]);
 	}
+}
+
+/* The AVX2 2x2 kernels (maxpool.c) against the scalar loops, bit for bit: forward and backward
+ * (overwrite and accumulate) on Q below, at and off a multiple of 8; inputs with ties (values
+ * rounded to a few levels, relu-like zeros of both signs), and NaNs, whose 8-window groups take
+ * the scalar path inside the AVX2 kernel. */
+static void test_maxpool_simd_identical(int N, int C, int H, int W)
+{
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = 2, .stride = 2, .pad = 0};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool %dx%dx%dx%d k2 s2 rejected", N, C, H, W);
+	const size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float)), *dx0 = malloc(nx * sizeof(float));
+	test_fill_uniform(x, nx, -1, 1);
+	for (size_t i = 0; i < nx; i++) {
+		if (i % 3 == 0)
+			x[i] = roundf(x[i] * 2.0f) * 0.5f; // ties among the window's cells
+		if (x[i] <= 0.0f && i % 2)
+			x[i] = (i / 2) % 2 ? 0.0f : -0.0f; // relu outputs: +0 and -0 tie too
+	}
+	x[nx / 2] = NAN, x[nx - 1] = NAN; // one window with a NaN, one in the last group
+	if (nx > 8)
+		x[3] = x[2] = NAN;
+	test_fill_uniform(dy, ny, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	// per run: y, dx (=), dx (+=)
+	const size_t nout = ny + 2 * nx;
+	float *out[2] = {malloc(nout * sizeof(float)), malloc(nout * sizeof(float))};
+	int simd[2];
+	for (int r = 0; r < 2; r++) {
+		simd[r] = dnn_maxpool_set_simd(r);
+		float *y = out[r], *dx = y + ny;
+		dnn_maxpool_forward_cpu(y, x, &a);
+		for (int acc = 0; acc <= 1; acc++) {
+			a.accumulate_dx = acc;
+			memcpy(dx + (size_t)acc * nx, dx0, nx * sizeof(float));
+			dnn_maxpool_backward_cpu(dx + (size_t)acc * nx, x, y, dy, &a);
+		}
+	}
+	dnn_maxpool_set_simd(1);
+	TEST_CHECK(simd[0] == 0 && simd[1] == 1, "maxpool: the scalar and AVX2 runs were not both run (%d, %d)", simd[0],
+		   simd[1]);
+	size_t i = 0;
+	while (i < nout && memcmp(&out[0][i], &out[1][i], sizeof(float)) == 0)
+		i++;
+	TEST_CHECK(i == nout, "maxpool %dx%dx%dx%d: scalar and AVX2 kernels differ at output float %zu of %zu: %.9g vs %.9g",
+		   N, C, H, W, i, nout, i < nout ? (double)out[0][i] : 0.0, i < nout ? (double)out[1][i] : 0.0);
+	free(out[0]), free(out[1]), free(x), free(dy), free(dx0);
 }
 
 static void test_maxpool_args(void)
@@ -264,6 +312,14 @@ int main(int argc, char **argv)
 	test_maxpool_fwd(2, 6, 28, 28, 2, 2, 0, 14, 14); // even 2x2 s2 (LeNet-5): the straight-line path
 	test_maxpool_fwd(3, 2, 10, 6, 2, 2, 0, 5, 3);
 	test_maxpool_ties();
+	if (dnn_maxpool_set_simd(1)) {
+		test_maxpool_simd_identical(2, 6, 28, 28); // LeNet-5's first pooling: Q = 14
+		test_maxpool_simd_identical(3, 16, 10, 10); // its second: Q = 5, the scalar tail only
+		test_maxpool_simd_identical(1, 3, 4, 32);   // Q = 16: no tail
+		test_maxpool_simd_identical(2, 2, 6, 50);   // Q = 25
+	} else {
+		printf("unit_pool_bn: no AVX2, the AVX2 max-pool kernels are not compared here\n");
+	}
 
 	test_bn(4, 3, 25);
 	test_bn(1, 5, 7);
