@@ -90,6 +90,96 @@ direct_rows(float *out, const float *xp, const float *wk, size_t wstride, int C,
 			_mm256_storeu_ps(out + kb * 32 + 8 * v, a[kb][v]);
 }
 
+/* The AVX-512 twin of direct_rows, 16-float vectors, written straight into the KB output rows
+ * yk + kb * kstride (Q floats each; beta 1: added to them): the last vector of a row is masked
+ * (loads of the input and the store), so a row of Q <= 16 (LeNet-5's second conv, Q = 10) is one
+ * vector per tap instead of two, and no row goes through a staging buffer. Each lane sums the same
+ * taps in the same order as direct_rows: the results are the same floats. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+direct_rows512(float *yk, size_t kstride, int Q, float beta, const float *xp, const float *wk, size_t wstride, int C,
+	       int R, int S, int Hp, int ld, int p, const int NV, const int KB)
+{
+	__m512 a[8][2];
+	const __mmask16 last = (__mmask16)((1u << (Q - 16 * (NV - 1))) - 1u);
+	for (int kb = 0; kb < KB; kb++)
+		for (int v = 0; v < NV; v++)
+			a[kb][v] = _mm512_setzero_ps();
+	for (int c = 0; c < C; c++)
+		for (int r = 0; r < R; r++) {
+			const float *row = xp + ((size_t)c * Hp + p + r) * ld;
+			const float *wr = wk + ((size_t)c * R + r) * S;
+			for (int t = 0; t < S; t++) {
+				__m512 xv[2];
+				for (int v = 0; v < NV; v++)
+					xv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, row + t + 16 * v)
+							    : _mm512_loadu_ps(row + t + 16 * v);
+				for (int kb = 0; kb < KB; kb++) {
+					const __m512 b = _mm512_set1_ps(wr[kb * wstride + t]);
+					for (int v = 0; v < NV; v++)
+						a[kb][v] = _mm512_fmadd_ps(b, xv[v], a[kb][v]);
+				}
+			}
+		}
+	for (int kb = 0; kb < KB; kb++) {
+		float *yr = yk + kb * kstride;
+		for (int v = 0; v < NV; v++) {
+			const __mmask16 m = v == NV - 1 ? last : (__mmask16)0xFFFF;
+			__m512 o = a[kb][v];
+			if (beta != 0.0f) // y += conv: the old y added last, as y0 + conv
+				o = _mm512_add_ps(_mm512_maskz_loadu_ps(m, yr + 16 * v), o);
+			_mm512_mask_storeu_ps(yr + 16 * v, m, o);
+		}
+	}
+}
+
+static int direct_avx512 = -1; // -1: not chosen yet
+
+int dnn_conv_direct_set_avx512(int on)
+{
+	__builtin_cpu_init();
+	direct_avx512 = on && __builtin_cpu_supports("avx512f");
+	return direct_avx512;
+}
+
+int dnn_conv_direct_avx512(void)
+{
+	if (direct_avx512 < 0)
+		dnn_conv_direct_set_avx512(1);
+	return direct_avx512;
+}
+
+__attribute__((target("avx512f"))) static void direct_forward512(float *y, const float *x, const float *w,
+								 const conv_geom *g, float beta, float *xp)
+{
+	const int C = g->C, K = g->K, R = g->R, S = g->S, P = g->P, Q = g->Q;
+	const int Hp = g->H + 2 * g->pad_h, ld = direct_ld(g), nv = (Q + 15) / 16;
+	const size_t ws = (size_t)C * R * S, pq = (size_t)P * Q;
+	const int KB = nv == 2 ? 4 : 8; // at most 8 accumulators of 16 floats
+	for (int n = 0; n < g->N; n++) {
+		pad_image(xp, x + (size_t)n * C * g->H * g->W, g, ld);
+		for (int k0 = 0; k0 < K;) {
+			const int kb = K - k0 >= KB ? KB : 1;
+			const float *wk = w + (size_t)k0 * ws;
+			float *yk = y + ((size_t)n * K + k0) * pq;
+			for (int p = 0; p < P; p++) {
+				float *yp = yk + (size_t)p * Q;
+				if (nv == 1) {
+					if (kb > 1)
+						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 1, 8);
+					else
+						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 1, 1);
+				} else {
+					if (kb > 1)
+						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 2, 4);
+					else
+						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 2, 1);
+				}
+			}
+			k0 += kb;
+		}
+	}
+}
+
 /* y (N, K, P, Q) = conv(x, w) (beta 0) or y += conv(x, w) (beta 1); work: dnn_conv_direct_work(g). */
 __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const float *x, const float *w,
 								  const conv_geom *g, float beta, float *xp)
@@ -99,6 +189,10 @@ __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const
 	const size_t ws = (size_t)C * R * S;
 	const int KB = nv >= 3 ? 2 : 4; // at most 8 accumulators
 	float out[4 * 32];
+	if (dnn_conv_direct_avx512()) {
+		direct_forward512(y, x, w, g, beta, xp);
+		return;
+	}
 	for (int n = 0; n < g->N; n++) {
 		pad_image(xp, x + (size_t)n * C * g->H * g->W, g, ld);
 		for (int k0 = 0; k0 < K;) {
@@ -145,6 +239,12 @@ size_t dnn_conv_direct_work(const conv_geom *g)
 	(void)g;
 	return 0;
 }
+int dnn_conv_direct_set_avx512(int on)
+{
+	(void)on;
+	return 0;
+}
+int dnn_conv_direct_avx512(void) { return 0; }
 void dnn_conv_direct_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *xp)
 {
 	(void)y, (void)x, (void)w, (void)g, (void)beta, (void)xp;

@@ -61,4 +61,9 @@ int dnn_conv_direct_applies(const conv_geom *g);
 size_t dnn_conv_direct_work(const conv_geom *g);
 void dnn_conv_direct_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
 			     float *work);
+/* Whether the direct path runs its AVX-512 kernels (16-float rows with masked tails, the same
+ * floats as the AVX2 ones): on = 1 (the default) where the CPU has AVX-512F, on = 0 forces AVX2
+ * (tests, side-by-side measurements). Returns the choice in effect. */
+int dnn_conv_direct_set_avx512(int on);
+int dnn_conv_direct_avx512(void);
 #endif

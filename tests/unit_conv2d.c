@@ -4,8 +4,10 @@
 #include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "conv2d.h"
+#include "conv2d_impl.h"
 #include "test_util.h"
 
 static void check_shape(dnn_conv2d_args a)
@@ -42,6 +44,47 @@ static void check_shape(dnn_conv2d_args a)
 	free(w);
 	free(y);
 	free(ref);
+}
+
+/* The direct path's AVX-512 kernels against its AVX2 ones, bit for bit (each lane sums the same
+ * taps in the same order), overwriting and accumulating (beta 1). */
+static void check_direct_isas(dnn_conv2d_args a)
+{
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "direct N%d C%d K%d: args rejected", a.N, a.C, a.K);
+		return;
+	}
+	const conv_geom g = conv_geom_of(&a);
+	TEST_CHECK(dnn_conv_direct_applies(&g), "direct N%d C%d H%d W%d K%d R%d S%d: not a direct shape", a.N, a.C, a.H,
+		   a.W, a.K, a.R, a.S);
+	size_t nx = (size_t)a.N * a.C * a.H * a.W, nw = (size_t)a.K * a.C * a.R * a.S;
+	size_t ny = (size_t)a.N * a.K * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)), *y0 = malloc(ny * sizeof(float));
+	float *y[2][2], *work = malloc(dnn_conv_direct_work(&g) * sizeof(float));
+	test_fill_uniform(x, nx, -1, 1);
+	test_fill_uniform(w, nw, -1, 1);
+	test_fill_uniform(y0, ny, -1, 1);
+	int isa[2];
+	for (int i = 0; i < 2; i++) {
+		isa[i] = dnn_conv_direct_set_avx512(i);
+		for (int beta = 0; beta < 2; beta++) {
+			y[i][beta] = malloc(ny * sizeof(float));
+			memcpy(y[i][beta], y0, ny * sizeof(float));
+			dnn_conv_direct_forward(y[i][beta], x, w, &g, (float)beta, work);
+		}
+	}
+	dnn_conv_direct_set_avx512(1);
+	TEST_CHECK(isa[0] == 0 && isa[1] == 1, "direct: AVX2 and AVX-512 runs not both made (%d %d)", isa[0], isa[1]);
+	for (int beta = 0; beta < 2; beta++) {
+		size_t i = 0;
+		while (i < ny && memcmp(&y[0][beta][i], &y[1][beta][i], sizeof(float)) == 0)
+			i++;
+		TEST_CHECK(i == ny, "direct C%d H%d W%d K%d R%d S%d beta %d: AVX2 and AVX-512 differ at %zu of %zu: %.9g vs %.9g",
+			   a.C, a.H, a.W, a.K, a.R, a.S, beta, i, ny, i < ny ? (double)y[0][beta][i] : 0.0,
+			   i < ny ? (double)y[1][beta][i] : 0.0);
+		free(y[0][beta]), free(y[1][beta]);
+	}
+	free(x), free(w), free(y0), free(work);
 }
 
 int main(int argc, char **argv)
@@ -84,6 +127,18 @@ int main(int argc, char **argv)
 	check_shape(conv_shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1));  /* LeNet-5 c2: direct path, 2 vectors/row */
 	check_shape(conv_shape(2, 3, 32, 32, 7, 3, 3, 1, 1, 1));   /* direct, K = 7: channel blocks + remainder */
 	check_shape(conv_shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));    /* direct, R != S, 3 vectors/row */
+	check_shape(conv_shape(2, 3, 16, 16, 9, 3, 3, 1, 1, 1));   /* direct, Q = 16: one full AVX-512 vector */
+	check_shape(conv_shape(2, 2, 7, 5, 3, 3, 3, 1, 0, 1));     /* direct, Q = 3 */
+	if (dnn_conv_direct_set_avx512(1)) {
+		check_direct_isas(conv_shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1: Q = 28 */
+		check_direct_isas(conv_shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1)); /* LeNet-5 c2: Q = 10 */
+		check_direct_isas(conv_shape(2, 3, 32, 32, 7, 3, 3, 1, 1, 1));  /* Q = 32, K = 7: blocks + one */
+		check_direct_isas(conv_shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));   /* Q = 19 */
+		check_direct_isas(conv_shape(2, 3, 16, 16, 9, 3, 3, 1, 1, 1));  /* Q = 16, K = 9 */
+		check_direct_isas(conv_shape(2, 2, 7, 5, 3, 3, 3, 1, 0, 1));    /* Q = 3 */
+	} else {
+		printf("unit_conv2d: no AVX-512, the direct path's two ISAs are not compared here\n");
+	}
 
 	/* Random shapes. */
 	for (int t = 0; t < 40; t++) {
