@@ -45,6 +45,8 @@ static int is_2x2(const dnn_maxpool_args *a)
 
 // Same as the general loop's "if (v > m) m = v" from -inf: NaNs are skipped.
 static inline float max_gt(float m, float v) { return v > m ? v : m; }
+// The fused relu, as relu.c's: v > 0 ? v : +0 (NaN gives 0).
+static inline float relu_of(float v) { return v > 0.0f ? v : 0.0f; }
 
 static void maxpool_forward_2x2(float *restrict y, const float *restrict x, const dnn_maxpool_args *a)
 {
@@ -56,6 +58,9 @@ static void maxpool_forward_2x2(float *restrict y, const float *restrict x, cons
 			for (int q = 0; q < Q; q++)
 				yp[q] = max_gt(max_gt(max_gt(max_gt(-INFINITY, r0[2 * q]), r0[2 * q + 1]), r1[2 * q]),
 					       r1[2 * q + 1]);
+			if (a->relu)
+				for (int q = 0; q < Q; q++)
+					yp[q] = relu_of(yp[q]);
 		}
 }
 
@@ -70,7 +75,7 @@ static void maxpool_backward_2x2(float *restrict dx, const float *restrict x, co
 			const size_t o0 = (size_t)(nc * a->H + 2 * p) * W, o1 = o0 + W;
 			const float *yp = y + (nc * P + p) * Q, *dyp = dy + (nc * P + p) * Q;
 			for (int q = 0; q < Q; q++) {
-				const float m = yp[q], g = dyp[q];
+				const float m = yp[q], g = a->relu && !(m > 0.0f) ? 0.0f : dyp[q];
 				const float v0 = x[o0 + 2 * q], v1 = x[o0 + 2 * q + 1], v2 = x[o1 + 2 * q],
 					    v3 = x[o1 + 2 * q + 1];
 				/* Branch-free selection (which cell holds the max is data-dependent and
@@ -189,7 +194,7 @@ __attribute__((target("avx2"))) static void maxpool_forward_2x2_avx2(float *rest
 				deinterleave16(r1 + 2 * q, &v2, &v3);
 				__m256 m = _mm256_max_ps(v0, _mm256_set1_ps(-INFINITY));
 				m = _mm256_max_ps(v3, _mm256_max_ps(v2, _mm256_max_ps(v1, m)));
-				_mm256_storeu_ps(yp + q, m);
+				_mm256_storeu_ps(yp + q, a->relu ? _mm256_max_ps(m, _mm256_setzero_ps()) : m);
 			}
 			if (q < Q) {
 				const int t = Q - q;
@@ -198,17 +203,17 @@ __attribute__((target("avx2"))) static void maxpool_forward_2x2_avx2(float *rest
 				deinterleave_n(r1 + 2 * q, 2 * t, &v2, &v3);
 				__m256 m = _mm256_max_ps(v0, _mm256_set1_ps(-INFINITY));
 				m = _mm256_max_ps(v3, _mm256_max_ps(v2, _mm256_max_ps(v1, m)));
-				_mm256_maskstore_ps(yp + q, first_lanes(t), m);
+				_mm256_maskstore_ps(yp + q, first_lanes(t), a->relu ? _mm256_max_ps(m, _mm256_setzero_ps()) : m);
 			}
 		}
 }
 
 /* One window of the scalar backward (maxpool_backward_2x2's body), for the tails and NaN groups. */
 static inline void maxpool_backward_window(float *restrict d0, float *restrict d1, const float *x0, const float *x1,
-					   float m, float g, int acc)
+					   float m, float g, int acc, int relu)
 {
 	const dnn_maxpool_args one = {.N = 1, .C = 1, .H = 2, .W = 2, .k = 2, .stride = 2, .P = 1, .Q = 1,
-				      .accumulate_dx = acc};
+				      .accumulate_dx = acc, .relu = relu};
 	const float xw[4] = {x0[0], x0[1], x1[0], x1[1]};
 	float dw[4] = {d0[0], d0[1], d1[0], d1[1]};
 	maxpool_backward_2x2(dw, xw, &m, &g, &one);
@@ -236,15 +241,21 @@ __attribute__((target("avx2"))) static void maxpool_backward_2x2_avx2(float *res
 					deinterleave_n(x + o1 + 2 * q, 2 * t, &v2, &v3);
 					m = _mm256_maskload_ps(yp + q, first_lanes(t)), g = _mm256_maskload_ps(dyp + q, first_lanes(t));
 				}
+				if (a->relu) // g where y > 0 (relu_of's max_ps(m, 0): y is never NaN)
+					g = _mm256_and_ps(_mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_GT_OQ), g);
 				const __m256 e0 = _mm256_cmp_ps(v0, m, _CMP_EQ_OQ), e1 = _mm256_cmp_ps(v1, m, _CMP_EQ_OQ),
 					     e2 = _mm256_cmp_ps(v2, m, _CMP_EQ_OQ), e3 = _mm256_cmp_ps(v3, m, _CMP_EQ_OQ);
 				const __m256 any01 = _mm256_or_ps(e0, e1), any012 = _mm256_or_ps(any01, e2);
-				// a window with no cell equal to y (NaNs): this step's windows go the scalar way
+				/* a window with no cell equal to y (NaNs): this step's windows go the scalar way;
+				 * with the relu a window with y = 0 routes a zero, which is 0 wherever it goes */
 				const int unused_lanes = 0xFF & ~((1 << t) - 1);
-				if ((_mm256_movemask_ps(_mm256_or_ps(any012, e3)) | unused_lanes) != 0xFF) {
+				__m256 routed = _mm256_or_ps(any012, e3);
+				if (a->relu)
+					routed = _mm256_or_ps(routed, _mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_LE_OQ));
+				if ((_mm256_movemask_ps(routed) | unused_lanes) != 0xFF) {
 					for (int j = q; j < q + t; j++)
 						maxpool_backward_window(dx + o0 + 2 * j, dx + o1 + 2 * j, x + o0 + 2 * j,
-									x + o1 + 2 * j, yp[j], dyp[j], acc);
+									x + o1 + 2 * j, yp[j], dyp[j], acc, a->relu);
 					continue;
 				}
 				// f_i = cell i is the first equal to the max; g where f_i, else 0
@@ -305,7 +316,7 @@ void dnn_maxpool_forward_cpu(float *y, const float *x, const dnn_maxpool_args *a
 					for (int w = ws; w < we; w++)
 						if (xp[h * W + w] > m)
 							m = xp[h * W + w];
-				yp[p * Q + q] = m;
+				yp[p * Q + q] = a->relu ? relu_of(m) : m;
 			}
 		}
 	}
@@ -328,6 +339,9 @@ void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const f
 	const int H = a->H, W = a->W, P = a->P, Q = a->Q, k = a->k, s = a->stride, pad = a->pad;
 	if (!a->accumulate_dx)
 		memset(dx, 0, (size_t)a->N * a->C * H * W * sizeof(float));
+	else if (a->relu) // the relu's backward adds +0 to every cell (-0 becomes +0): so does the fused one
+		for (size_t i = 0; i < (size_t)a->N * a->C * H * W; i++)
+			dx[i] += 0.0f;
 	for (long long nc = 0; nc < (long long)a->N * a->C; nc++) {
 		const float *xp = x + nc * H * W;
 		const float *yp = y + nc * P * Q, *dyp = dy + nc * P * Q;
@@ -353,7 +367,7 @@ void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const f
 							arg = h * W + w;
 						}
 					}
-				dxp[best >= 0 ? best : arg] += dyp[p * Q + q];
+				dxp[best >= 0 ? best : arg] += a->relu && !(m > 0.0f) ? 0.0f : dyp[p * Q + q];
 			}
 		}
 	}
@@ -389,7 +403,7 @@ static void maxpool_bwd_cpu(void *buffers[], void *cl_arg)
 DNN_CODELET(cl_maxpool_fwd, 2, maxpool_fwd_cpu, dnn_maxpool_fwd_cuda);
 DNN_CODELET(cl_maxpool_bwd, 4, maxpool_bwd_cpu, dnn_maxpool_bwd_cuda);
 
-DNN_ARGS_NO_PADDING(dnn_maxpool_args, 10 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_maxpool_args, 11 * sizeof(int));
 
 int dnn_insert_maxpool_fwd(const dnn_task_opts *o, const dnn_maxpool_args *a, starpu_data_handle_t x, starpu_data_handle_t y)
 {

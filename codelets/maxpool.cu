@@ -11,6 +11,8 @@
  * largest cell (maxpool.c). It is a gather, one thread per cell of dx, which adds the dy of
  * every window that selected it in the CPU's order (window rows, then columns), starting from
  * 0 or from dx (accumulate_dx): no atomics, deterministic, and the CPU's float sums bit for bit.
+ * A fused relu (a->relu): the forward's y = max(y, 0) in a second kernel, as the CPU's relu_of;
+ * the backward adds 0 instead of dy for a window whose y is not positive, as the CPU does.
  * Errors record a worker error and return (dnn_cuda.h).
  */
 #include <math.h>
@@ -63,6 +65,14 @@ static int maxpool_desc_create(maxpool_desc *d, const dnn_maxpool_args *a)
 	return 0;
 }
 
+// y = y > 0 ? y : +0 (NaN gives 0), maxpool.c's relu_of
+static __global__ void relu_inplace_kernel(float *y, size_t n)
+{
+	const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
 // (R x (N,C,H,W), W y (N,C,P,Q))
 extern "C" void dnn_maxpool_fwd_cuda(void *buffers[], void *cl_arg)
 {
@@ -77,8 +87,13 @@ extern "C" void dnn_maxpool_fwd_cuda(void *buffers[], void *cl_arg)
 	const float one = 1.0f, zero = 0.0f;
 	const int bad = DNN_CUDA_FAILED(cudnnPoolingForward(dnn_cudnn_handle(), d.pool, &one, d.x, x, &zero, d.y, y));
 	maxpool_desc_destroy(&d);
-	if (bad)
+	if (bad || !a->relu)
 		return;
+	const size_t ny = (size_t)a->N * a->C * a->P * a->Q;
+	if (ny == 0)
+		return;
+	relu_inplace_kernel<<<DNN_CUDA_BLOCKS(ny), 256, 0, starpu_cuda_get_local_stream()>>>(y, ny);
+	DNN_CUDA_CHECK(cudaGetLastError());
 }
 
 /* The input cell (offset h*W + w in its plane) to which window (p, q) of plane xp routes its
@@ -106,7 +121,7 @@ static __device__ int window_target(const float *xp, float m, int p, int q, int 
 // dx (N,C,H,W) (=|+=) sum of dy (N,C,P,Q) over the windows whose target is the cell; one thread
 // per cell of dx; windows visited as the CPU adds them (p, then q, ascending)
 static __global__ void maxpool_bwd_kernel(float *dx, const float *x, const float *y, const float *dy, size_t n, int H,
-					  int W, int P, int Q, int k, int s, int pad, int accumulate_dx)
+					  int W, int P, int Q, int k, int s, int pad, int accumulate_dx, int relu)
 {
 	const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i >= n)
@@ -117,11 +132,11 @@ static __global__ void maxpool_bwd_kernel(float *dx, const float *x, const float
 	/* Windows holding row h: p * s - pad <= h < p * s - pad + k; likewise for columns. */
 	const int p_lo = h + pad - k < 0 ? 0 : (h + pad - k) / s + 1, p_hi = min((h + pad) / s, P - 1);
 	const int q_lo = w + pad - k < 0 ? 0 : (w + pad - k) / s + 1, q_hi = min((w + pad) / s, Q - 1);
-	float g = accumulate_dx ? dx[i] : 0.0f;
+	float g = accumulate_dx ? (relu ? dx[i] + 0.0f : dx[i]) : 0.0f; // the relu backward's += +0 on every cell, as the CPU
 	for (int p = p_lo; p <= p_hi; p++)
 		for (int q = q_lo; q <= q_hi; q++)
 			if (window_target(xp, yp[p * Q + q], p, q, H, W, k, s, pad) == cell)
-				g += dyp[p * Q + q];
+				g += relu && !(yp[p * Q + q] > 0.0f) ? 0.0f : dyp[p * Q + q];
 	dx[i] = g;
 }
 
@@ -142,6 +157,6 @@ extern "C" void dnn_maxpool_bwd_cuda(void *buffers[], void *cl_arg)
 	if (nx == 0)
 		return;
 	maxpool_bwd_kernel<<<DNN_CUDA_BLOCKS(nx), 256, 0, starpu_cuda_get_local_stream()>>>(
-		dx, x, y, dy, nx, a->H, a->W, a->P, a->Q, a->k, a->stride, a->pad, a->accumulate_dx);
+		dx, x, y, dy, nx, a->H, a->W, a->P, a->Q, a->k, a->stride, a->pad, a->accumulate_dx, a->relu);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }

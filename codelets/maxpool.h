@@ -2,7 +2,10 @@
  * Padding cells are -inf (never selected); NaNs are never the max. Backward recomputes the
  * argmax from x and y, routing dy to the first input (row-major in the window) equal to y, or to
  * the first largest one when none is; dx (=|+=) per accumulate_dx. The CUDA backward
- * (maxpool.cu) applies the same rule and sums overlapping windows in the same order. */
+ * (maxpool.cu) applies the same rule and sums overlapping windows in the same order.
+ * With a->relu, x is the relu's input: y = relu(max) and dy is masked by y > 0 before routing,
+ * which is relu followed by maxpool exactly (a window whose max is positive has the same first
+ * maximal cell before and after the relu; one whose max is not gets no gradient). */
 #ifndef DNN_MAXPOOL_H
 #define DNN_MAXPOOL_H
 #include <starpu.h>
@@ -14,6 +17,9 @@ typedef struct {
 	int k, stride, pad;
 	int P, Q; // filled by dnn_maxpool_args_finish
 	int accumulate_dx;
+	/* A relu fused in front (graph/fuse.h): y = max(window max, 0), the max of the relu'd window
+	 * bit for bit; backward routes dy only where y > 0 (elsewhere the relu's gradient is 0). */
+	int relu;
 } dnn_maxpool_args;
 
 /* 0, or -1 on an empty/invalid output or an x of more than INT_MAX elements (cuDNN's int sizes) */

@@ -24,6 +24,25 @@ int dnn_graph_bn_relu(const dnn_graph *g, int i)
 
 int dnn_fuse_bn_relu(const dnn_plan *p, int i) { return p->bn_relu[i]; }
 
+int dnn_graph_relu_pool(const dnn_graph *g, int i)
+{
+	if (i <= 0 || i >= g->nnodes || g->nodes[i].op != DNN_OP_RELU || g->nodes[i].nconsumers != 1 ||
+	    dnn_graph_bn_relu(g, g->nodes[i].inputs[0]) >= 0)
+		return -1;
+	/* The relu's input has no other reader: the pool's backward is then the only writer of its
+	 * gradient, at the relu's turn (no accumulation order changes). */
+	const int i0 = g->nodes[i].inputs[0];
+	if (i0 == 0 || g->nodes[i0].nconsumers != 1)
+		return -1;
+	for (int j = i + 1; j < g->nnodes; j++)
+		for (int k = 0; k < g->nodes[j].ninputs; k++)
+			if (g->nodes[j].inputs[k] == i)
+				return g->nodes[j].op == DNN_OP_MAXPOOL && g->nodes[j].ninputs == 1 ? j : -1;
+	return -1;
+}
+
+int dnn_fuse_relu_pool(const dnn_plan *p, int i) { return p->relu_pool[i]; }
+
 int dnn_fuse_conv_bias(const dnn_plan *p, int i)
 {
 	const dnn_node *nd = &p->m->g->nodes[i];
@@ -93,22 +112,26 @@ int dnn_fuse_plan(dnn_plan *p, char *err, size_t errlen)
 	const dnn_graph *g = p->m->g;
 	const int nn = g->nnodes;
 	p->bn_relu = malloc((size_t)nn * sizeof(int));
+	p->relu_pool = malloc((size_t)nn * sizeof(int));
 	p->grad_of = malloc((size_t)nn * sizeof(int));
 	int *minr = malloc((size_t)nn * sizeof(int)), *maxw = calloc((size_t)nn, sizeof(int));
 	char *multi = calloc((size_t)nn, 1);
 	int rc = 0;
-	if (!p->bn_relu || !p->grad_of || !minr || !maxw || !multi) {
+	if (!p->bn_relu || !p->relu_pool || !p->grad_of || !minr || !maxw || !multi) {
 		dnn_set_err(err, errlen, g->source, "out of memory creating the activation plan");
 		rc = -1;
 		goto out;
 	}
 	for (int i = 0; i < nn; i++)
-		p->bn_relu[i] = -1, p->grad_of[i] = i, minr[i] = nn;
+		p->bn_relu[i] = -1, p->relu_pool[i] = -1, p->grad_of[i] = i, minr[i] = nn;
 	p->fuse = dnn_fuse_level(); /* DNN_FUSE=0: off, for comparisons */
 	for (int i = 1; p->fuse && i < nn; i++) {
 		const int j = dnn_graph_bn_relu(g, i);
 		if (j >= 0)
 			p->bn_relu[i] = j, p->bn_relu[j] = i;
+		const int m = dnn_graph_relu_pool(g, i);
+		if (m >= 0)
+			p->relu_pool[i] = m, p->relu_pool[m] = i;
 	}
 	if (p->fuse && p->train)
 		fuse_residual_grads(p, minr, maxw, multi);
@@ -121,11 +144,15 @@ void dnn_fuse_print_summary(const dnn_graph *g, FILE *out)
 {
 	/* Execution, not shape: the layers of the summary are all computed, some in a shared task. */
 	const int level = dnn_fuse_level();
-	int bn_relu = 0, conv_bias = 0;
-	for (int i = 0; level >= 1 && i < g->nnodes; i++)
+	int bn_relu = 0, relu_pool = 0, conv_bias = 0;
+	for (int i = 0; level >= 1 && i < g->nnodes; i++) {
 		bn_relu += dnn_graph_bn_relu(g, i) >= 0;
+		relu_pool += dnn_graph_relu_pool(g, i) >= 0;
+	}
 	for (int i = 0; level >= 2 && i < g->nnodes; i++)
 		conv_bias += g->nodes[i].op == DNN_OP_CONV && g->nodes[i].bias;
-	fprintf(out, "fused tasks (DNN_FUSE=%d): %d batchnorm+relu (the batchnorm's output is not stored), %d conv+bias\n",
-		level, bn_relu, conv_bias);
+	fprintf(out,
+		"fused tasks (DNN_FUSE=%d): %d batchnorm+relu (the batchnorm's output is not stored), %d relu+maxpool "
+		"(the relu's output is not stored), %d conv+bias\n",
+		level, bn_relu, relu_pool, conv_bias);
 }

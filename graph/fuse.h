@@ -1,7 +1,7 @@
 /* fuse.h — every fusion decision, in one place.
  *
  * Fusion level (the runtime sets the environment's DNN_FUSE at start-up, runtime/knobs.c): 0 = none; 1 (the default) = batchnorm+relu in
- * one task and residual-add gradients in the add's handle; 2 = also a conv's bias in the conv's
+ * one task, a relu in its maxpool's tasks, and residual-add gradients in the add's handle; 2 = also a conv's bias in the conv's
  * tasks (off by default: traces then have no bias_fwd/bias_bwd tasks). The op files (graph/ops)
  * only ask these questions; the answers for a plan are computed once by dnn_fuse_plan. */
 #ifndef DNN_FUSE_H
@@ -16,10 +16,16 @@ void dnn_fuse_set_level(int level); /* 0, 1 or 2; before plans are made */
 /* For a batchnorm node whose only consumer is a relu: that relu's index; -1 otherwise. */
 int dnn_graph_bn_relu(const dnn_graph *g, int i);
 
-/* Fill p->fuse, p->bn_relu and p->grad_of (model.h) for the plan's graph; -1 on allocation failure. */
+/* For a relu node fused into its maxpool at level >= 1 (model.h relu_pool): that maxpool's index;
+ * -1 otherwise. */
+int dnn_graph_relu_pool(const dnn_graph *g, int i);
+
+/* Fill p->fuse, p->bn_relu, p->relu_pool and p->grad_of (model.h) for the plan's graph; -1 on allocation failure. */
 int dnn_fuse_plan(dnn_plan *p, char *err, size_t errlen);
 /* Node i is a batchnorm or a relu fused with each other: the partner's index; -1 otherwise. */
 int dnn_fuse_bn_relu(const dnn_plan *p, int i);
+/* Node i is a relu fused into its maxpool, or that maxpool: the partner's index; -1 otherwise. */
+int dnn_fuse_relu_pool(const dnn_plan *p, int i);
 /* Conv i adds its bias in its own forward and backward-filter tasks. */
 int dnn_fuse_conv_bias(const dnn_plan *p, int i);
 /* Input ik of add node a has its gradient in the add's own handle: no add-backward task for it. */

@@ -276,7 +276,7 @@ static starpu_data_handle_t lazy_vector(size_t n, size_t elemsize, char *err, si
 }
 
 /* Register the handles of node i for every chunk: its output y (not for a batchnorm fused with
- * its relu: it writes the relu's), its gradient dy (training, unless it shares an add's), and
+ * its relu: it writes the relu's; nor for a relu fused into its maxpool), its gradient dy (training, unless it shares an add's), and
  * the op's saved buffer (training). */
 static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 {
@@ -284,7 +284,9 @@ static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 	const dnn_node *nd = &g->nodes[i];
 	const dnn_op_desc *d = dnn_op_get(nd->op);
 	const int logits = g->nodes[g->nnodes - 1].inputs[0];
-	const int fused_bn = nd->op == DNN_OP_BATCHNORM && dnn_fuse_bn_relu(p, i) >= 0;
+	/* a batchnorm fused with its relu, or a relu fused into its maxpool: no handles of its own */
+	const int fused_bn = (nd->op == DNN_OP_BATCHNORM && dnn_fuse_bn_relu(p, i) >= 0) ||
+			     (nd->op == DNN_OP_RELU && dnn_fuse_relu_pool(p, i) >= 0);
 	const size_t per = (size_t)nd->C * nd->H * nd->W, saved = d->saved_floats ? d->saved_floats(nd) : 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		const size_t n = per * (size_t)p->chunk_n[c], k = (size_t)i * p->nchunks + c;
@@ -407,7 +409,7 @@ void dnn_plan_destroy(dnn_plan *p)
 	}
 	free(p->chunk_n), free(p->chunk_off), free(p->chunk_worker), free(p->y), free(p->dy), free(p->saved);
 	dnn_plan_bn_destroy(p);
-	free(p->bn_relu), free(p->grad_of), free(p->written);
+	free(p->bn_relu), free(p->relu_pool), free(p->grad_of), free(p->written);
 	free(p->x), free(p->labels), free(p->stats), free(p->stats_host);
 	memset(p, 0, sizeof(*p));
 }

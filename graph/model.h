@@ -118,10 +118,15 @@ typedef struct {
 	 *   = max(BN(x), 0); backward: mask then BN backward); the batchnorm has no y/dy handles.
 	 * grad_of[i]: the node whose dy handle holds node i's gradient (i itself, or a residual add
 	 *   whose gradient is also i's: no add-backward copy task; see fuse.c).
+	 * relu_pool[i]: for a relu (not fused with a batchnorm) whose only consumer is a maxpool and
+	 *   whose input's only consumer is the relu, that maxpool's index, and for that maxpool, the
+	 *   relu's; -1 elsewhere. The maxpool's tasks apply the relu (forward: relu of the window's
+	 *   max, which is the max of the relu'd window; backward: dy masked by y > 0, routed to the
+	 *   relu's input's gradient); the relu has no task and no y/dy handles.
 	 * Level 2: a conv with bias=1 adds its bias in the conv's forward task and its bias gradient
 	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
 	int fuse;
-	int *bn_relu, *grad_of;
+	int *bn_relu, *relu_pool, *grad_of;
 	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, SGD
 	                      // (not StarPU's own REDUX init/reduction tasks, nor a multi-rank plan's exchanges)
 	/* --batchnorm global (bnstats.h: dnn_plan_set_batchnorm; 0 = local, per-chunk statistics).

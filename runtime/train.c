@@ -19,8 +19,10 @@
 #include "bnstats.h"
 #include "breakdown.h"
 #include "checkpoint.h"
+#include "conv2d_impl.h"
 #include "conv2d_winograd.h"
 #include "cpu_kernels.h"
+#include "maxpool.h"
 #include "data.h"
 #include "dnn_runtime.h"
 #include "eval.h"
@@ -581,13 +583,15 @@ static void print_result(train_run *r)
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL,
 	       o->batchnorm_global ? "global" : "local", r->p.tasks_per_step);
 	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since
-	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops). simulate.sh keys its CPU
-	 * calibration on it, so a calibration of other kernels is not reused. */
+	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops; since 2026-12-06 the 2x2
+	 * max-pool loops and the direct conv's ISA). simulate.sh keys its CPU calibration on it, so a
+	 * calibration of other kernels is not reused. */
 	if (!DNN_SIMULATED)
-		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-f4-%s+bn-%s", dnn_blas_field(),
+		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-f4-%s+bn-%s+pool-%s+direct-%s", dnn_blas_field(),
 		       dnn_isa_name(dnn_blas_isa()), dnn_isa_name(dnn_cpu_isa()),
 		       dnn_wino_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
-		       dnn_batchnorm_simd() ? "avx2" : "portable");
+		       dnn_batchnorm_simd() ? "avx2" : "portable", dnn_maxpool_simd() ? "avx2" : "portable",
+		       dnn_conv_direct_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none");
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
 #endif

@@ -3,7 +3,8 @@
  *     window's max; the first largest one when a window holds NaNs) and sums overlapping windows
  *     in the CPU's order: CUDA's dx must equal the CPU's exactly, on inputs full of ties, with
  *     NaNs, overlapping and padded windows, written and accumulated. The forward (cuDNN,
- *     CUDNN_POOLING_MAX_DETERMINISTIC) must equal the CPU's exactly too (a max is exact);
+ *     CUDNN_POOLING_MAX_DETERMINISTIC) must equal the CPU's exactly too (a max is exact); so
+ *     with the fused relu (maxpool.h a->relu: relu of the max, dy masked where y <= 0);
  *   - batch-norm's saved variance is computed, not rebuilt from invstd: with var ~ 1e-13, far
  *     below eps = 1e-5, it must match the CPU's to 1e-3 relative (1/invstd^2 - eps would be off
  *     by about 100%);
@@ -38,9 +39,10 @@ static void same_floats(const char *what, const float *got, const float *ref, si
 }
 
 /* ------------------------------------------------------------- max-pool ties */
-static void test_maxpool(int N, int C, int H, int W, int k, int s, int pad)
+/* relu = 1: the fused relu (maxpool.h), on values -1, 0, 1: windows whose max is not positive. */
+static void test_maxpool(int N, int C, int H, int W, int k, int s, int pad, int relu)
 {
-	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = k, .stride = s, .pad = pad};
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = k, .stride = s, .pad = pad, .relu = relu};
 	if (dnn_maxpool_args_finish(&a) != 0) {
 		TEST_CHECK(0, "maxpool %dx%dx%dx%d k%d s%d p%d: bad shape", N, C, H, W, k, s, pad);
 		return;
@@ -48,7 +50,7 @@ static void test_maxpool(int N, int C, int H, int W, int k, int s, int pad)
 	size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
 	float *x = alloc_f(nx), *dy = alloc_f(ny), *dx0 = alloc_f(nx);
 	for (size_t i = 0; i < nx; i++) /* three values only: most windows hold a tie for the max */
-		x[i] = (float)test_rng_int(0, 2);
+		x[i] = (float)test_rng_int(0, 2) - (relu ? 1.0f : 0.0f);
 	for (size_t i = 0; i < nx; i += 17) /* sparse NaNs: never a whole window */
 		x[i] = NAN;
 	test_fill_uniform(dy, ny, -1, 1);
@@ -76,14 +78,14 @@ static void test_maxpool(int N, int C, int H, int W, int k, int s, int pad)
 		starpu_data_unregister(all[i]);
 
 	char what[160];
-	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d forward", N, C, H, W, k, s, pad);
+	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d relu %d forward", N, C, H, W, k, s, pad, relu);
 	same_floats(what, y, ry, ny);
-	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d backward dx=", N, C, H, W, k, s, pad);
+	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d relu %d backward dx=", N, C, H, W, k, s, pad, relu);
 	same_floats(what, dx, rdx, nx);
-	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d backward dx+=", N, C, H, W, k, s, pad);
+	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d k%d s%d p%d relu %d backward dx+=", N, C, H, W, k, s, pad, relu);
 	same_floats(what, dxa, rdxa, nx);
-	printf("maxpool %dx%dx%dx%d k%d s%d p%d: forward and backward checked for exact equality\n", N, C, H, W, k, s,
-	       pad);
+	printf("maxpool %dx%dx%dx%d k%d s%d p%d relu %d: forward and backward checked for exact equality\n", N, C, H, W,
+	       k, s, pad, relu);
 	free(x), free(dy), free(dx0), free(ry), free(rdx), free(rdxa), free(y), free(dx), free(dxa);
 }
 
@@ -182,10 +184,12 @@ int main(int argc, char **argv)
 		return rc;
 	test_rng_seed(1212);
 
-	test_maxpool(2, 3, 8, 8, 2, 2, 0);  /* the CPU's 2x2 fast path */
-	test_maxpool(2, 3, 9, 9, 3, 2, 1);  /* overlapping, padded windows */
-	test_maxpool(1, 4, 7, 7, 3, 1, 1);  /* every cell in up to 9 windows */
-	test_maxpool(3, 2, 13, 11, 2, 1, 0); /* overlapping 2x2, odd sizes */
+	test_maxpool(2, 3, 8, 8, 2, 2, 0, 0);  /* the CPU's 2x2 fast path */
+	test_maxpool(2, 3, 9, 9, 3, 2, 1, 0);  /* overlapping, padded windows */
+	test_maxpool(1, 4, 7, 7, 3, 1, 1, 0);  /* every cell in up to 9 windows */
+	test_maxpool(3, 2, 13, 11, 2, 1, 0, 0); /* overlapping 2x2, odd sizes */
+	test_maxpool(2, 3, 8, 8, 2, 2, 0, 1);  /* the fused relu (LeNet-5's relu+maxpool): 2x2 */
+	test_maxpool(2, 3, 9, 9, 3, 2, 1, 1);  /* the fused relu, overlapping windows */
 
 	test_bn_tiny_var(4, 3, 49);
 	test_bn_tiny_var(16, 8, 196);

@@ -1,7 +1,8 @@
 /* unit_pool_bn — max pooling and batch normalisation forward passes, run as StarPU tasks on
  * registered vectors, against naive double-precision references:
  *   maxpool forward on odd sizes (k=3 s=2 p=1, k=2 s=2, k=3 s=1 p=1, batch 1) and argument checks;
- *   the AVX2 2x2 max-pool kernels against the scalar loops, bit for bit, ties and NaNs included;
+ *   the AVX2 2x2 max-pool kernels against the scalar loops, bit for bit, ties and NaNs included,
+ *   plain and with the fused relu; the fused relu against relu + pooling + their backwards;
  *   batchnorm forward-train (y and saved = mean | biased var | invstd), the running-statistics
  *   update over two steps (PyTorch's formulas), and eval mode with the running statistics;
  *   the AVX2 batch-norm kernels (codelets/batchnorm_simd.c) against the portable loops, bit for
@@ -17,6 +18,7 @@
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
 #include "maxpool.h"
+#include "relu.h"
 #include "test_util.h"
 
 /* ------------------------------------------------------------------ maxpool */
@@ -91,9 +93,9 @@ static void test_maxpool_ties(void)
  * (overwrite and accumulate) on Q below, at and off a multiple of 8; inputs with ties (values
  * rounded to a few levels, relu-like zeros of both signs), and NaNs, whose 8-window groups take
  * the scalar path inside the AVX2 kernel. */
-static void test_maxpool_simd_identical(int N, int C, int H, int W)
+static void test_maxpool_simd_identical(int N, int C, int H, int W, int relu)
 {
-	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = 2, .stride = 2, .pad = 0};
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = 2, .stride = 2, .pad = 0, .relu = relu};
 	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool %dx%dx%dx%d k2 s2 rejected", N, C, H, W);
 	const size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
 	float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float)), *dx0 = malloc(nx * sizeof(float));
@@ -129,9 +131,66 @@ static void test_maxpool_simd_identical(int N, int C, int H, int W)
 	size_t i = 0;
 	while (i < nout && memcmp(&out[0][i], &out[1][i], sizeof(float)) == 0)
 		i++;
-	TEST_CHECK(i == nout, "maxpool %dx%dx%dx%d: scalar and AVX2 kernels differ at output float %zu of %zu: %.9g vs %.9g",
-		   N, C, H, W, i, nout, i < nout ? (double)out[0][i] : 0.0, i < nout ? (double)out[1][i] : 0.0);
+	TEST_CHECK(i == nout, "maxpool %dx%dx%dx%d relu %d: scalar and AVX2 kernels differ at output float %zu of %zu: %.9g vs %.9g",
+		   N, C, H, W, relu, i, nout, i < nout ? (double)out[0][i] : 0.0, i < nout ? (double)out[1][i] : 0.0);
 	free(out[0]), free(out[1]), free(x), free(dy), free(dx0);
+}
+
+/* The fused relu (a->relu, the relu+maxpool fusion of graph/fuse.c) against relu.c's forward and
+ * backward around the plain pooling, bit for bit: y, and dx overwritten and accumulated, on the
+ * 2x2 fast path (scalar and AVX2) and the general loops (overlapping windows, odd sizes), with
+ * windows whose max is negative, zero (+0 and -0) or NaN-only. */
+static void test_maxpool_relu_fused(int N, int C, int H, int W, int k, int stride, int pad)
+{
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = k, .stride = stride, .pad = pad};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool %dx%dx%dx%d k%d rejected", N, C, H, W, k);
+	const size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *r = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float));
+	float *dx0 = malloc(nx * sizeof(float)), *dpool = malloc(nx * sizeof(float));
+	float *y[2] = {malloc(ny * sizeof(float)), malloc(ny * sizeof(float))};
+	float *dx[2][2] = {{malloc(nx * sizeof(float)), malloc(nx * sizeof(float))},
+			   {malloc(nx * sizeof(float)), malloc(nx * sizeof(float))}};
+	test_fill_uniform(x, nx, -1, 0.6f); // many windows entirely negative
+	for (size_t i = 0; i < nx; i += 5)
+		x[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : x[i];
+	x[1] = NAN;
+	test_fill_uniform(dy, ny, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	dx0[0] = -0.0f;
+	for (int simd = 0; simd <= 1; simd++) {
+		if (dnn_maxpool_set_simd(simd) != simd)
+			continue; // no AVX2 here
+		// unfused: relu, pool, pool backward into a zeroed buffer, relu backward (= or +=)
+		a.relu = 0, a.accumulate_dx = 0;
+		dnn_relu_forward_cpu(r, x, (long)nx);
+		dnn_maxpool_forward_cpu(y[0], r, &a);
+		dnn_maxpool_backward_cpu(dpool, r, y[0], dy, &a);
+		for (int acc = 0; acc <= 1; acc++) {
+			memcpy(dx[0][acc], dx0, nx * sizeof(float));
+			dnn_relu_backward_cpu(dx[0][acc], r, dpool, (long)nx, acc);
+		}
+		// fused
+		a.relu = 1;
+		dnn_maxpool_forward_cpu(y[1], x, &a);
+		for (int acc = 0; acc <= 1; acc++) {
+			a.accumulate_dx = acc;
+			memcpy(dx[1][acc], dx0, nx * sizeof(float));
+			dnn_maxpool_backward_cpu(dx[1][acc], x, y[1], dy, &a);
+		}
+		TEST_CHECK(memcmp(y[0], y[1], ny * sizeof(float)) == 0, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d): y differs",
+			   N, C, H, W, k, stride, pad, simd);
+		for (int acc = 0; acc <= 1; acc++) {
+			size_t i = 0;
+			while (i < nx && memcmp(&dx[0][acc][i], &dx[1][acc][i], sizeof(float)) == 0)
+				i++;
+			TEST_CHECK(i == nx, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d, acc %d): dx differs at %zu: %.9g vs %.9g",
+				   N, C, H, W, k, stride, pad, simd, acc, i, i < nx ? (double)dx[0][acc][i] : 0.0,
+				   i < nx ? (double)dx[1][acc][i] : 0.0);
+		}
+	}
+	dnn_maxpool_set_simd(1);
+	free(x), free(r), free(dy), free(dx0), free(dpool), free(y[0]), free(y[1]);
+	free(dx[0][0]), free(dx[0][1]), free(dx[1][0]), free(dx[1][1]);
 }
 
 static void test_maxpool_args(void)
@@ -312,11 +371,17 @@ int main(int argc, char **argv)
 	test_maxpool_fwd(2, 6, 28, 28, 2, 2, 0, 14, 14); // even 2x2 s2 (LeNet-5): the straight-line path
 	test_maxpool_fwd(3, 2, 10, 6, 2, 2, 0, 5, 3);
 	test_maxpool_ties();
+	test_maxpool_relu_fused(2, 6, 28, 28, 2, 2, 0); // the 2x2 fast path
+	test_maxpool_relu_fused(3, 4, 10, 10, 2, 2, 0); // Q = 5
+	test_maxpool_relu_fused(2, 3, 9, 11, 3, 2, 1);  // overlapping windows: the general loops
+	test_maxpool_relu_fused(2, 3, 7, 7, 2, 2, 0);   // odd sizes: the general loops
 	if (dnn_maxpool_set_simd(1)) {
-		test_maxpool_simd_identical(2, 6, 28, 28); // LeNet-5's first pooling: Q = 14
-		test_maxpool_simd_identical(3, 16, 10, 10); // its second: Q = 5, the scalar tail only
-		test_maxpool_simd_identical(1, 3, 4, 32);   // Q = 16: no tail
-		test_maxpool_simd_identical(2, 2, 6, 50);   // Q = 25
+		for (int relu = 0; relu <= 1; relu++) {
+			test_maxpool_simd_identical(2, 6, 28, 28, relu); // LeNet-5's first pooling: Q = 14
+			test_maxpool_simd_identical(3, 16, 10, 10, relu); // its second: Q = 5, a masked tail only
+			test_maxpool_simd_identical(1, 3, 4, 32, relu);   // Q = 16: no tail
+			test_maxpool_simd_identical(2, 2, 6, 50, relu);   // Q = 25
+		}
 	} else {
 		printf("unit_pool_bn: no AVX2, the AVX2 max-pool kernels are not compared here\n");
 	}

@@ -1,7 +1,9 @@
 /* maxpool.c — the maxpool op: `maxpool NAME IN k=K [stride=K] [pad=0]`.
- * Kernels and codelets: codelets/maxpool.{c,h}. */
+ * Kernels and codelets: codelets/maxpool.{c,h}. A maxpool whose input is a relu fused into it
+ * (fuse.h dnn_fuse_relu_pool) reads the relu's input and applies the relu itself (a->relu). */
 #include <errno.h>
 
+#include "fuse.h"
 #include "maxpool.h"
 #include "onnx_emit.h"
 #include "op.h"
@@ -56,23 +58,32 @@ static int pool_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_maxpool_args
 	return dnn_maxpool_args_finish(a) == 0 ? 0 : -EINVAL;
 }
 
+/* The node whose output the pool reads: its input, or a fused relu's input. */
+static int pool_source(const dnn_op_ctx *ctx, const dnn_node *nd, int i, dnn_maxpool_args *a)
+{
+	const int relu = dnn_fuse_relu_pool(ctx->p, i);
+	a->relu = relu >= 0;
+	return relu >= 0 ? ctx->g->nodes[relu].inputs[0] : nd->inputs[0];
+}
+
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	dnn_maxpool_args a;
 	if (pool_args(ctx, nd, &a) != 0)
 		return -EINVAL;
-	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
+	const int i0 = pool_source(ctx, nd, i, &a);
+	DNN_OP_SUBMIT(ctx, dnn_insert_maxpool_fwd(ctx->opts, &a, dnn_op_out(ctx, i0), dnn_op_out(ctx, i)));
 	return 0;
 }
 
 static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	const int i0 = nd->inputs[0];
 	dnn_maxpool_args a;
 	if (pool_args(ctx, nd, &a) != 0)
 		return -EINVAL;
+	const int i0 = pool_source(ctx, nd, i, &a);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
 	if (i0 == 0)
 		return 0;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# train_fusion — the fused task graph (batchnorm+relu in one task, residual-add gradients sharing
-# the add's handle, conv+bias in one task; graph/fuse.c dnn_fuse_plan) trains exactly as the unfused
+# train_fusion — the fused task graph (batchnorm+relu in one task, a relu in its maxpool's tasks,
+# residual-add gradients sharing the add's handle, conv+bias in one task; graph/fuse.c dnn_fuse_plan) trains exactly as the unfused
 # one (DNN_FUSE=0) and submits fewer tasks per step. On one CPU worker the two runs execute the
 # same float operations in the same order, so the losses must match to the printed digits; on
 # two workers only the gradient reductions' order may differ (1e-3, as train_schedulers).
@@ -32,6 +32,23 @@ avgpool pool out
 dense fc pool out=10
 softmax_xent loss fc
 NET
+# relu+maxpool: a fused pair with overlapping windows (k=3 s=2 pad=1: the general loops), a relu
+# read by two nodes (not fused), and a fused pair on an odd-sized image behind a residual add.
+cat >"$TMP/pool.net" <<'NET'
+input x 1 28 28
+conv c1 x out=6 k=3 pad=1
+relu r1 c1
+maxpool p1 r1 k=3 stride=2 pad=1
+conv c2 p1 out=8 k=3 pad=1
+relu r2 c2
+maxpool p2 r2 k=2
+conv c3 r2 out=8 k=1 stride=2
+add a1 p2,c3
+relu r3 a1
+maxpool p3 r3 k=2
+dense fc p3 out=10
+softmax_xent loss fc
+NET
 # run FUSE NCPU NET STEPS -> the result line (FUSE: DNN_FUSE level, graph.h dnn_fuse_level)
 run() {
   STARPU_NCPU="$2" DNN_FUSE="$1" "$STARPU_ANP" train --net "$3" --data synthetic --chunks 4 --batch 32 \
@@ -57,12 +74,16 @@ check() {
   [ "$(( t0 - t1 ))" = "$fewer" ] || fail "$net: fused step has $t1 tasks, unfused $t0: want $fewer fewer"
 }
 # Per chunk: resnet8 fuses 4 batchnorm+relu pairs (-8 tasks) and drops 6 of its 6 add_bwd
-# copies; edge.net: 2 pairs (-4) and 4 of its 9 copies; lenet5: nothing at level 1, and at
-# level 2 its 2 convs with bias=1 do the bias in the conv's forward and backward-filter tasks (-4).
+# copies; edge.net: 2 pairs (-4) and 4 of its 9 copies; lenet5: 2 relu+maxpool pairs at level 1
+# (-4: the relus' forward and backward tasks), and at level 2 also its 2 convs with bias=1 do the
+# bias in the conv's forward and backward-filter tasks (-4); pool.net: 2 relu+maxpool pairs (-4,
+# not r2) and the add's 2 copies (-2).
 check resnet8 1 6 1e-6 $(( 4 * 14 ))
 check "$TMP/edge.net" 1 6 1e-6 $(( 4 * 8 ))
-check lenet5 1 6 1e-6 0
-check lenet5 1 6 1e-6 $(( 4 * 4 )) 2
+check lenet5 1 6 1e-6 $(( 4 * 4 ))
+check lenet5 1 6 1e-6 $(( 4 * 8 )) 2
+check "$TMP/pool.net" 1 6 1e-6 $(( 4 * 6 ))
+check "$TMP/pool.net" 2 6 1e-3 $(( 4 * 6 ))
 check resnet8 1 3 1e-6 $(( 4 * 14 )) 2
 check resnet8 2 6 1e-3 $(( 4 * 14 ))
 finish
