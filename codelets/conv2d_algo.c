@@ -165,7 +165,7 @@ static void conv_forward(float *y, const float *x, const float *w, const conv_ge
 		dnn_wino_shape s = wino_shape(g);
 		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
 	} else if (dnn_conv_direct_applies(g)) {
-		dnn_conv_direct_forward(y, x, w, g, beta, work);
+		dnn_conv_direct_forward(y, x, w, NULL, g, beta, work);
 	} else {
 		dnn_conv_im2col_forward(y, x, w, g, beta, work);
 	}
@@ -177,6 +177,17 @@ void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_
 	float *work = dnn_conv_scratch(forward_work(&g));
 	if (work)
 		conv_forward(y, x, w, &g, 0.0f, work);
+}
+
+int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const float *bias, const dnn_conv2d_args *a)
+{
+	conv_geom g = conv_geom_of(a);
+	if (use_winograd(&g) || !dnn_conv_direct_applies(&g))
+		return 0;
+	float *work = dnn_conv_scratch(forward_work(&g));
+	if (work)
+		dnn_conv_direct_forward(y, x, w, bias, &g, 0.0f, work);
+	return 1;
 }
 
 /* Backward data of a stride-1 conv as a forward conv: dx = conv(dy, w'), w' (C, K, R, S) the

@@ -96,8 +96,8 @@ direct_rows(float *out, const float *xp, const float *wk, size_t wstride, int C,
  * vector per tap instead of two, and no row goes through a staging buffer. Each lane sums the same
  * taps in the same order as direct_rows: the results are the same floats. */
 static inline __attribute__((always_inline, target("avx512f"))) void
-direct_rows512(float *yk, size_t kstride, int Q, float beta, const float *xp, const float *wk, size_t wstride, int C,
-	       int R, int S, int Hp, int ld, int p, const int NV, const int KB)
+direct_rows512(float *yk, size_t kstride, int Q, float beta, const float *bk, const float *xp, const float *wk,
+	       size_t wstride, int C, int R, int S, int Hp, int ld, int p, const int NV, const int KB)
 {
 	__m512 a[8][2];
 	const __mmask16 last = (__mmask16)((1u << (Q - 16 * (NV - 1))) - 1u);
@@ -127,6 +127,8 @@ direct_rows512(float *yk, size_t kstride, int Q, float beta, const float *xp, co
 			__m512 o = a[kb][v];
 			if (beta != 0.0f) // y += conv: the old y added last, as y0 + conv
 				o = _mm512_add_ps(_mm512_maskz_loadu_ps(m, yr + 16 * v), o);
+			if (bk) // the fused bias, added after the conv as bias.c's pass does
+				o = _mm512_add_ps(o, _mm512_set1_ps(bk[kb]));
 			_mm512_mask_storeu_ps(yr + 16 * v, m, o);
 		}
 	}
@@ -149,7 +151,8 @@ int dnn_conv_direct_avx512(void)
 }
 
 __attribute__((target("avx512f"))) static void direct_forward512(float *y, const float *x, const float *w,
-								 const conv_geom *g, float beta, float *xp)
+								 const float *bias, const conv_geom *g, float beta,
+								 float *xp)
 {
 	const int C = g->C, K = g->K, R = g->R, S = g->S, P = g->P, Q = g->Q;
 	const int Hp = g->H + 2 * g->pad_h, ld = direct_ld(g), nv = (Q + 15) / 16;
@@ -161,18 +164,19 @@ __attribute__((target("avx512f"))) static void direct_forward512(float *y, const
 			const int kb = K - k0 >= KB ? KB : 1;
 			const float *wk = w + (size_t)k0 * ws;
 			float *yk = y + ((size_t)n * K + k0) * pq;
+			const float *bk = bias ? bias + k0 : NULL;
 			for (int p = 0; p < P; p++) {
 				float *yp = yk + (size_t)p * Q;
 				if (nv == 1) {
 					if (kb > 1)
-						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 1, 8);
+						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 1, 8);
 					else
-						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 1, 1);
+						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 1, 1);
 				} else {
 					if (kb > 1)
-						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 2, 4);
+						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 2, 4);
 					else
-						direct_rows512(yp, pq, Q, beta, xp, wk, ws, C, R, S, Hp, ld, p, 2, 1);
+						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 2, 1);
 				}
 			}
 			k0 += kb;
@@ -180,9 +184,11 @@ __attribute__((target("avx512f"))) static void direct_forward512(float *y, const
 	}
 }
 
-/* y (N, K, P, Q) = conv(x, w) (beta 0) or y += conv(x, w) (beta 1); work: dnn_conv_direct_work(g). */
+/* y (N, K, P, Q) = conv(x, w) (beta 0) or y += conv(x, w) (beta 1), then + bias[k] per output
+ * channel when bias is not NULL; work: dnn_conv_direct_work(g). */
 __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const float *x, const float *w,
-								  const conv_geom *g, float beta, float *xp)
+								  const float *bias, const conv_geom *g, float beta,
+								  float *xp)
 {
 	const int C = g->C, K = g->K, R = g->R, S = g->S, P = g->P, Q = g->Q;
 	const int Hp = g->H + 2 * g->pad_h, ld = direct_ld(g), nv = (Q + 7) / 8;
@@ -190,7 +196,7 @@ __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const
 	const int KB = nv >= 3 ? 2 : 4; // at most 8 accumulators
 	float out[4 * 32];
 	if (dnn_conv_direct_avx512()) {
-		direct_forward512(y, x, w, g, beta, xp);
+		direct_forward512(y, x, w, bias, g, beta, xp);
 		return;
 	}
 	for (int n = 0; n < g->N; n++) {
@@ -221,6 +227,9 @@ __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const
 							yr[q] += out[i * 32 + q];
 					else
 						memcpy(yr, out + i * 32, (size_t)Q * sizeof(float));
+					if (bias) // the fused bias, added after the conv as bias.c's pass does
+						for (int q = 0; q < Q; q++)
+							yr[q] += bias[k0 + i];
 				}
 			}
 			k0 += kb;
@@ -245,9 +254,10 @@ int dnn_conv_direct_set_avx512(int on)
 	return 0;
 }
 int dnn_conv_direct_avx512(void) { return 0; }
-void dnn_conv_direct_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *xp)
+void dnn_conv_direct_forward(float *y, const float *x, const float *w, const float *bias, const conv_geom *g, float beta,
+			     float *xp)
 {
-	(void)y, (void)x, (void)w, (void)g, (void)beta, (void)xp;
+	(void)y, (void)x, (void)w, (void)bias, (void)g, (void)beta, (void)xp;
 	/* Unreachable: dnn_conv_direct_applies() is 0 on this CPU. */
 	dnn_worker_error("conv2d: the direct path needs an x86-64 CPU with AVX2 and FMA");
 }

@@ -55,12 +55,13 @@ void dnn_conv_im2col_backward_data(float *dx, const float *dy, const float *w, c
 				   int accumulate_dx);
 void dnn_conv_im2col_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g);
 
-/* The direct AVX2 path (conv2d_direct.c), forward only: whether it takes the conv on this CPU,
- * the floats of work it needs, and y = conv(x, w) (beta 0) or y += conv(x, w) (beta 1). */
+/* The direct AVX2/AVX-512 path (conv2d_direct.c), forward only: whether it takes the conv on this
+ * CPU, the floats of work it needs, and y = conv(x, w) (beta 0) or y += conv(x, w) (beta 1), then
+ * + bias[k] per output channel unless bias is NULL (the fused conv+bias, added in the store). */
 int dnn_conv_direct_applies(const conv_geom *g);
 size_t dnn_conv_direct_work(const conv_geom *g);
-void dnn_conv_direct_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
-			     float *work);
+void dnn_conv_direct_forward(float *y, const float *x, const float *w, const float *bias, const conv_geom *g,
+			     float beta, float *work);
 /* Whether the direct path runs its AVX-512 kernels (16-float rows with masked tails, the same
  * floats as the AVX2 ones): on = 1 (the default) where the CPU has AVX-512F, on = 0 forces AVX2
  * (tests, side-by-side measurements). Returns the choice in effect. */

@@ -228,7 +228,7 @@ int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nima
 	predict_ctx pc = {.k = g.classes < TOPK ? g.classes : TOPK};
 	pc.cls = malloc(sizeof(int) * (size_t)nimages * pc.k);
 	pc.prob = malloc(sizeof(float) * (size_t)nimages * pc.k);
-	int chunks = dnn_opts_chunks(o);
+	int chunks = dnn_opts_chunks(o, &g);
 	double t0 = dnn_now();
 	if (!pc.cls || !pc.prob) {
 		fprintf(stderr, "error: out of memory for the predictions of %d images\n", nimages);

@@ -45,7 +45,7 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 		fprintf(stderr, "error: %s\n", err);
 		goto out;
 	}
-	int chunks = dnn_opts_chunks(o);
+	int chunks = dnn_opts_chunks(o, m.g);
 	if (dnn_preflight_memory(&m, NULL, o->batch, chunks, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		goto out;

@@ -31,11 +31,17 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->val_fraction = 0.1;
 }
 
-int dnn_opts_chunks(const dnn_train_opts *o)
+int dnn_opts_chunks(const dnn_train_opts *o, const dnn_graph *g)
 {
 	if (o->chunks > 0)
 		return o->chunks > o->batch ? o->batch : o->chunks;
-	int w = (int)starpu_worker_get_count();
-	int k = 2 * (w > 0 ? w : 1);
+	int w = (int)starpu_worker_get_count(), per_worker = 2;
+	if (g && starpu_cuda_worker_get_count() == 0) {
+		int bn = 0;
+		for (int i = 0; i < g->nnodes; i++)
+			bn |= g->nodes[i].op == DNN_OP_BATCHNORM;
+		per_worker = bn ? 2 : 1;
+	}
+	int k = per_worker * (w > 0 ? w : 1);
 	return k > o->batch ? o->batch : k;
 }

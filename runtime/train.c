@@ -269,7 +269,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		fprintf(stderr, "error: --batch %d is larger than the training set (%d samples)\n", o->batch, r->train.n);
 		return -1;
 	}
-	r->chunks = dnn_opts_chunks(o);
+	r->chunks = dnn_opts_chunks(o, &r->g);
 	if (dnn_model_create(&r->m, &r->g, o->seed, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;

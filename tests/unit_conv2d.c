@@ -47,7 +47,8 @@ static void check_shape(dnn_conv2d_args a)
 }
 
 /* The direct path's AVX-512 kernels against its AVX2 ones, bit for bit (each lane sums the same
- * taps in the same order), overwriting and accumulating (beta 1). */
+ * taps in the same order), overwriting and accumulating (beta 1); and each with the fused bias
+ * against the conv then + bias. */
 static void check_direct_isas(dnn_conv2d_args a)
 {
 	if (dnn_conv2d_args_finish(&a) != 0) {
@@ -70,8 +71,21 @@ static void check_direct_isas(dnn_conv2d_args a)
 		for (int beta = 0; beta < 2; beta++) {
 			y[i][beta] = malloc(ny * sizeof(float));
 			memcpy(y[i][beta], y0, ny * sizeof(float));
-			dnn_conv_direct_forward(y[i][beta], x, w, &g, (float)beta, work);
+			dnn_conv_direct_forward(y[i][beta], x, w, NULL, &g, (float)beta, work);
 		}
+		/* The fused bias (DNN_FUSE=2), added in the store: the conv's floats + bias[k], as the
+		 * separate bias pass gives. */
+		float *yb = malloc(ny * sizeof(float)), *bias = malloc((size_t)a.K * sizeof(float));
+		test_fill_uniform(bias, (size_t)a.K, -1, 1);
+		dnn_conv_direct_forward(yb, x, w, bias, &g, 0.0f, work);
+		size_t bad = 0;
+		for (size_t j = 0; j < ny; j++) {
+			const float want = y[i][0][j] + bias[(j / ((size_t)a.P * a.Q)) % (size_t)a.K];
+			bad += memcmp(&yb[j], &want, sizeof(float)) != 0;
+		}
+		TEST_CHECK(bad == 0, "direct C%d K%d (avx512 %d): conv with its bias differs from conv then + bias in %zu of %zu",
+			   a.C, a.K, isa[i], bad, ny);
+		free(yb), free(bias);
 	}
 	dnn_conv_direct_set_avx512(1);
 	TEST_CHECK(isa[0] == 0 && isa[1] == 1, "direct: AVX2 and AVX-512 runs not both made (%d %d)", isa[0], isa[1]);
