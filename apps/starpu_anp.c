@@ -113,7 +113,8 @@ static void help_cmd(const char *c)
 		       "                       binary batches, or images: one subfolder per class (adjective_noun),\n"
 		       "                       optionally under DIR/train and DIR/val [fashion-mnist]\n");
 	printf("  --batch B            global batch size [64]\n"
-	       "  --chunks K           chunks (micro-batches) per batch [2 x workers]\n");
+	       "  --chunks K           chunks (micro-batches) per batch [2 x workers; 1 x for a net without\n"
+	       "                       batch norm on CPU workers only]\n");
 	printf("  --input N            the net's input is N x N (rewrites its input line; image folders are\n"
 	       "                       resized and cropped to it) [as in the net file%s]\n",
 	       !strcmp(c, "eval") || !strcmp(c, "predict") ? "; eval, predict: the checkpoint's" : "");

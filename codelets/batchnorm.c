@@ -470,13 +470,9 @@ DNN_CODELET(cl_batchnorm_sums_bwd, 7, bn_sums_bwd_cpu, dnn_batchnorm_sums_bwd_cu
 DNN_CODELET(cl_batchnorm_bwd_global, 7, bn_bwd_global_cpu, dnn_batchnorm_bwd_global_cuda);
 
 /* The REDUX methods of the double sums (StarPU calls them with these fixed modes), as vec.c's
- * cl_vec_zero / cl_vec_redux_add (and synchronous on CUDA in the simulation build, for the
- * reason given there). */
-#ifdef DNN_SIMGRID
-#define BN_REDUX_CUDA_FLAGS 0
-#else
+ * cl_vec_zero / cl_vec_redux_add (asynchronous on CUDA, the simulation build included: vec.c
+ * says why that once differed). */
 #define BN_REDUX_CUDA_FLAGS STARPU_CUDA_ASYNC
-#endif
 static struct starpu_perfmodel bn_dsum_zero_model = {.type = STARPU_HISTORY_BASED, .symbol = "dnn_cl_bn_dsum_zero"};
 static struct starpu_perfmodel bn_dsum_add_model = {.type = STARPU_HISTORY_BASED, .symbol = "dnn_cl_bn_dsum_add"};
 struct starpu_codelet cl_bn_dsum_zero = {

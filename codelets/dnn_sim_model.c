@@ -117,16 +117,10 @@ static double cpu_vec_us(const sim_model *sm, struct starpu_task *task)
 static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nimpl)
 {
 	sim_model *sm = (sim_model *)((char *)task->cl->model - offsetof(sim_model, worker_model));
-	/* StarPU's own STARPU_REDUX tasks (datawizard/reduction.c names them redux_task_*) are internal:
-	 * a real run does not time them, and SimGrid runs them in zero time whatever this says. Their
-	 * cost only steers the scheduler: the calibrated one when there is one, else 1 us. */
-	if (task->name && !strncmp(task->name, "redux_task", 10)) {
-		uint32_t fp;
-		double us = starpu_worker_get_type((int)workerid) == STARPU_CPU_WORKER
-				    ? lookup(sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, task, workerid, nimpl, &fp)
-				    : NAN;
-		return us > 0 ? us : 1.0;
-	}
+	/* StarPU's own STARPU_REDUX tasks (datawizard/reduction.c names them redux_task_*) are internal
+	 * jobs, which StarPU 1.4.10's SimGrid mode ran in zero time; third_party/
+	 * starpu-simgrid-time-redux.patch times those whose codelet has a model, so they cost what
+	 * their codelet (cl_vec_redux_add: an add of two vectors; cl_vec_zero) costs, as below. */
 	switch (starpu_worker_get_type((int)workerid)) {
 	case STARPU_CPU_WORKER:
 		if (cpu_vec_us(sm, task) > 0)

@@ -77,18 +77,13 @@ struct starpu_codelet cl_vec_zero = {
 };
 DNN_CUDA_DECLARED(cl_vec_zero);
 
-/* The simulation build declares the reduction method synchronous on CUDA workers. StarPU runs it
- * as an internal task (datawizard/reduction.c: redux_task_*), and StarPU 1.4.10's SimGrid mode skips
- * internal jobs (_starpu_simgrid_submit_job returns at once) without marking the CUDA pipeline slot
- * finished or waking the worker: an asynchronous one leaves the CUDA worker asleep with the task in
- * its pipeline, and the run ends in SimGrid's "Deadlock detected". A
- * synchronous one is finished by the driver itself, right after it is "run". Real builds keep it
- * asynchronous. */
-#ifdef DNN_SIMGRID
-#define DNN_REDUX_CUDA_FLAGS 0
-#else
+/* The reduction method is asynchronous on CUDA workers, in the simulation build too: StarPU runs
+ * it as an internal task (datawizard/reduction.c: redux_task_*), which StarPU 1.4.10's SimGrid mode
+ * skipped without marking the CUDA pipeline slot finished (an asynchronous one then left the worker
+ * asleep: "Deadlock detected"), so the simulation build declared it synchronous until
+ * third_party/starpu-simgrid-time-redux.patch made SimGrid time internal jobs that have a model,
+ * through the same pipeline as every other task. */
 #define DNN_REDUX_CUDA_FLAGS STARPU_CUDA_ASYNC
-#endif
 
 struct starpu_codelet cl_vec_redux_add = {
 	.name = "cl_vec_redux_add",

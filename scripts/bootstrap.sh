@@ -14,7 +14,10 @@
 #
 #   4. With --sim: libsimgrid-dev + xsltproc, and a second StarPU built from the same source for
 #      StarPU's SimGrid mode ($CACHE/starpu-<ver>-simgrid: static, MPI through SMPI, no FxT), for
-#      scripts/simulate.sh. Printed as "starpu sim prefix: DIR" before the "starpu prefix:" line.
+#      scripts/simulate.sh, with third_party/'s three simulation patches (starpu-smpi-vector-bytes,
+#      starpu-smpi-envelope-actor: the simulator's speed; starpu-simgrid-time-redux: STARPU_REDUX's
+#      reduction tasks take simulated time). A cached build that lacks one is rebuilt.
+#      Printed as "starpu sim prefix: DIR" before the "starpu prefix:" line.
 #
 #   5. With --with-anchors: the comparison frameworks (current PyTorch, TensorFlow, NumPy from the
 #      Python package index, through pip) in a virtual environment outside the checkout,
@@ -58,6 +61,8 @@ SIM_PKGS=(libsimgrid-dev xsltproc patch)
 SIM_PATCH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/third_party/starpu-smpi-vector-bytes.patch"
 # and this one: StarPU-MPI's envelopes are not detached SMPI sends (the simulator's cost per message).
 SIM_PATCH2="$(dirname "$SIM_PATCH")/starpu-smpi-envelope-actor.patch"
+# and this one: StarPU's own STARPU_REDUX tasks are timed by their codelets' perfmodels, not skipped.
+SIM_PATCH3="$(dirname "$SIM_PATCH")/starpu-simgrid-time-redux.patch"
 # Applied before the real build: StarPU-MPI's progress thread backs off instead of busy-polling.
 REAL_PATCH="$(dirname "$SIM_PATCH")/starpu-mpi-backoff.patch"
 
@@ -248,6 +253,10 @@ ensure_starpu() {
       say "the cached $prefix predates $(basename "$SIM_PATCH2"): rebuilding it"
       continue
     fi
+    if [ "$kind" = sim ] && ! grep -qx "patch: $(basename "$SIM_PATCH3")" "$stamp"; then
+      say "the cached $prefix predates $(basename "$SIM_PATCH3"): rebuilding it"
+      continue
+    fi
     if [ "$kind" = real ] && ! grep -qx "patch: $(basename "$REAL_PATCH")" "$stamp"; then
       say "the cached $prefix predates $(basename "$REAL_PATCH"): rebuilding it"
       continue
@@ -290,6 +299,10 @@ ensure_starpu() {
   # Its envelopes from an actor of their own, not detached (third_party/, compiled in under SimGrid only).
   if [ "$kind" = sim ] && ! grep -q _starpu_mpi_simgrid_envelope_isend "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
     patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH2" || die "cannot apply $SIM_PATCH2 to $srcdir"
+  fi
+  # STARPU_REDUX's reduction tasks timed in simulation (third_party/, code compiled under SimGrid only).
+  if [ "$kind" = sim ] && ! grep -q "STARPU_REDUX$" "$srcdir/src/core/simgrid.c"; then
+    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH3" || die "cannot apply $SIM_PATCH3 to $srcdir"
   fi
   # The progress thread's back-off (third_party/; compiled out under SimGrid, see the patch's head).
   if [ "$kind" = real ] && ! grep -q STARPU_MPI_BACKOFF_MAX "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
@@ -334,7 +347,8 @@ ensure_starpu() {
   ( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
   msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")" \
     || die "StarPU built without a required feature: $msg (configure log: $log)"
-  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")" && echo "patch: $(basename "$SIM_PATCH2")";
+  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")" && echo "patch: $(basename "$SIM_PATCH2")" &&
+      echo "patch: $(basename "$SIM_PATCH3")";
     [ "$kind" = real ] && echo "patch: $(basename "$REAL_PATCH")"; } > "$prefix/.installed"
   rm -rf "$builddir"
   say "StarPU $upver ($kind) installed in $prefix"

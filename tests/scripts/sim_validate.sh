@@ -59,8 +59,12 @@ echo "$OUT" | grep -q '^result:' && fail "a run with a missing model still print
 echo "missing-model run: exit $RC: $(echo "$OUT" | grep -m1 '^error:')"
 # 5. calibrated GPU models are used when given (--cuda-models/--cuda-host): a "GPU" whose history
 #    files are this CPU's calibration relabelled as CUDA device 0 must run the CPU's rate (one CPU
-#    worker vs one CUDA worker, lenet5; within 5%: the host<->GPU copies of the PCIe model, measured
-#    99%), and say models_cuda=calibrated.
+#    worker vs one CUDA worker, lenet5), and say models_cuda=calibrated. Within -10%/+5%: the GPU
+#    run also pays the host<->GPU copies of the PCIe model and, since third_party/
+#    starpu-simgrid-time-redux.patch (2026-12-06), StarPU's STARPU_REDUX reduction of the gradients'
+#    worker copies into their home copy in host memory, which a CPU worker's copy, already there,
+#    mostly skips (the reductions: 0.4% of the CPU run's worker time, 2.8% of the GPU run's):
+#    measured 99% before that patch, 94% after.
 CAL="$(bash "$ROOT/scripts/simulate.sh" --quiet --net lenet5 --batch 64 --chunks 2 --cores 1 --ncpu 1 --steps 2 --csv "$TMP/s.csv" 2>/dev/null | sed -n 's/^+ .*ANP_SIM_CPU_MODELS=\([^: ]*\).*/\1/p')"
 mkdir -p "$TMP/gpu/codelets/45"
 for f in "$CAL"/codelets/45/*; do
@@ -76,7 +80,7 @@ echo "CPU worker $CPU1 img/s, CUDA worker timed by the same history $G1 img/s"
 # GPU-only nodes (--ncpu 0) look up no CPU model, and say so
 [ "$(result_field "$GL" models_cpu)" = none ] || fail "a GPU-only run does not say models_cpu=none: $GL"
 [ "$(tail -1 "$TMP/s.csv" | cut -d, -f21)" = none ] || fail "the GPU-only CSV row does not say the CPU models were not used"
-fcmp "${CPU1:-0} > 0 && ${G1:-0} >= 0.95 * $CPU1 && ${G1:-0} <= 1.05 * $CPU1" || fail "calibrated CUDA models not used: $G1 vs $CPU1"
+fcmp "${CPU1:-0} > 0 && ${G1:-0} >= 0.90 * $CPU1 && ${G1:-0} <= 1.05 * $CPU1" || fail "calibrated CUDA models not used: $G1 vs $CPU1"
 # 4. usage errors: exit 2 and one line naming the option
 for bad in "--net nosuch" "--nodes 0" "--gpu v100" "--network 5g" "--batch 63 --chunks 2" "--cuda-host x" "--cuda-models /nonexistent --cuda-host x" "--batch-per-node 0" "--batch-per-node 63 --chunks 2"; do
   # shellcheck disable=SC2086
