@@ -100,11 +100,15 @@ struct dnn_dist {
 	 * per bucket b: bucket_len, bucket_lead (its lowest parameter index: where its tasks are
 	 * submitted), every rank j's packed gradient bucket_local[j * nbuckets + b] (owner j) and,
 	 * for a tree bucket, the sum bucket_global[b] (owner 0; NULL for a ring bucket).
-	 * allreduces = collectives per step (buckets + the rest). */
+	 * allreduces = collectives per step (buckets + the rest). bucket_zeroed[b]: this rank's
+	 * bucket was zeroed once (its first pack); its members tile it, so later packs overwrite
+	 * every element and need no zeroing (bucket_allreduce_step).
+	 */
 	size_t bucket_elems;
 	int nbuckets, allreduces;
 	int *bucket_of, *bucket_lead;
 	size_t *bucket_off, *bucket_len;
+	char *bucket_zeroed;
 	starpu_data_handle_t *bucket_local, *bucket_global;
 	/* async: per parameter, the server copy (owner: p's shard rank), S+1 snapshots of it, and
 	 * every rank's applied changes of the last S+1 steps ([(rank * (S+1) + k) * nparams + p]). */
@@ -270,7 +274,8 @@ static int plan_buckets(const dnn_model *m, dnn_dist *d)
 	d->bucket_off = calloc((size_t)P, sizeof(size_t));
 	d->bucket_lead = malloc((size_t)P * sizeof(int));
 	d->bucket_len = calloc((size_t)P, sizeof(size_t));
-	if (!d->bucket_of || !d->bucket_off || !d->bucket_lead || !d->bucket_len)
+	d->bucket_zeroed = calloc((size_t)P, 1);
+	if (!d->bucket_of || !d->bucket_off || !d->bucket_lead || !d->bucket_len || !d->bucket_zeroed)
 		return -1;
 	int nb = 0, members = 0; /* the open bucket is nb, holding `members` tensors */
 	for (int p = P - 1; p >= 0; p--) {
@@ -656,7 +661,15 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 	const dnn_task_opts o = ar_opts(p, d->bucket_lead[b], 0, -1, prio_of(m, d->bucket_lead[b]));
 	dnn_task_opts pack = o, unpack = o;
 	pack.name = "bucket_pack", unpack.name = "bucket_unpack";
-	DNN_TRY(dnn_insert_vec_zero(&pack, mine));
+	/* The members tile the bucket (plan_buckets: bucket_len is the sum of their sizes, no gap),
+	 * so every pack overwrites all of it: only the first needs the zero, which gives StarPU a
+	 * written buffer for the slices' RW accesses. Later zeroing cost a pass over every bucket per
+	 * step: 14 ms of a K80 step on rank 0's critical path, 7 ms of an H200 one (simulated,
+	 * docs/SIMULATION.md study 5 (f), (i)). */
+	if (!d->bucket_zeroed[b]) {
+		DNN_TRY(dnn_insert_vec_zero(&pack, mine));
+		d->bucket_zeroed[b] = 1;
+	}
 	for (int q = d->bucket_lead[b]; q < P; q++)
 		if (d->bucket_of[q] == b)
 			DNN_TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
@@ -829,7 +842,7 @@ void dnn_dist_destroy(dnn_model *m)
 	if (d->stats_local)
 		unreg_all(d->stats_local, (size_t)d->nranks * d->nslots);
 	free(d->g_local), free(d->g_global), free(d->ring_chunk), free(d->ring_off);
-	free(d->bucket_of), free(d->bucket_off), free(d->bucket_lead), free(d->bucket_len);
+	free(d->bucket_of), free(d->bucket_off), free(d->bucket_lead), free(d->bucket_len), free(d->bucket_zeroed);
 	free(d->bucket_local), free(d->bucket_global);
 	free(d->w_server), free(d->snap), free(d->delta);
 	free(d->w_server_mem), free(d->shard);
