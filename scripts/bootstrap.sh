@@ -356,5 +356,17 @@ ensure_starpu() {
 }
 
 # The simulation build first, so that "starpu prefix:" stays the last line.
-if [ "$WITH_SIM" = 1 ]; then ensure_starpu sim; fi
-ensure_starpu real
+# ensure_starpu_locked KIND: ensure_starpu under a lock per kind, so that bootstraps started at
+# once (tests running side by side after a patch of third_party/ changed) build StarPU once: the
+# others wait, then find the first one's stamp. Always sim before real, so two never deadlock.
+# (A failure inside exits the script, which releases the lock.)
+ensure_starpu_locked() {
+  local lockfd
+  mkdir -p "$CACHE"
+  exec {lockfd}>"$CACHE/.starpu-$1.lock"
+  flock "$lockfd"
+  ensure_starpu "$1"
+  exec {lockfd}>&-
+}
+if [ "$WITH_SIM" = 1 ]; then ensure_starpu_locked sim; fi
+ensure_starpu_locked real
