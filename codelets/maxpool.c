@@ -129,29 +129,7 @@ int dnn_maxpool_set_simd(int on)
 	return pool_simd;
 }
 
-// even and odd elements of p[0..16): (p0 p2 .. p14), (p1 p3 .. p15)
-__attribute__((target("avx2"))) static inline void deinterleave16(const float *p, __m256 *ev, __m256 *od)
-{
-	__m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
-	// per 128-bit lane: (a0 a2 b0 b2 | a4 a6 b4 b6); then 64-bit blocks 0 2 1 3
-	*ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-	*od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
-}
-
-// p[0..16) (= or +=) the interleave (e0 o0 e1 o1 ... e7 o7)
-__attribute__((target("avx2"))) static inline void interleave16(float *p, __m256 ev, __m256 od, int acc)
-{
-	__m256 lo = _mm256_unpacklo_ps(ev, od), hi = _mm256_unpackhi_ps(ev, od); // (e0 o0 e1 o1 | e4 o4 e5 o5), (e2 .. | e6 ..)
-	__m256 r0 = _mm256_permute2f128_ps(lo, hi, 0x20), r1 = _mm256_permute2f128_ps(lo, hi, 0x31);
-	if (acc) {
-		r0 = _mm256_add_ps(_mm256_loadu_ps(p), r0);
-		r1 = _mm256_add_ps(_mm256_loadu_ps(p + 8), r1);
-	}
-	_mm256_storeu_ps(p, r0);
-	_mm256_storeu_ps(p + 8, r1);
-}
-
-/* The row tails (t < 8 windows, 2t floats per input row) with AVX2's masked loads and stores:
+/* The row tails (t < 8 windows, 2t floats per input row) use AVX2's masked loads and stores:
  * masked-off lanes read as 0 and are never written, so LeNet-5's 5-wide second pooling is one
  * masked step per row pair instead of 5 scalar windows. */
 __attribute__((target("avx2"))) static inline __m256i first_lanes(int n)
@@ -159,17 +137,33 @@ __attribute__((target("avx2"))) static inline __m256i first_lanes(int n)
 	return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-__attribute__((target("avx2"))) static inline void deinterleave_n(const float *p, int nf, __m256 *ev, __m256 *od)
+/* Even and odd elements of p[0..nf), nf <= 16 (16: plain loads): (p0 p2 .. p14), (p1 p3 .. p15). */
+__attribute__((target("avx2"))) static inline void deinterleave(const float *p, int nf, __m256 *ev, __m256 *od)
 {
-	__m256 a = _mm256_maskload_ps(p, first_lanes(nf)), b = _mm256_maskload_ps(p + 8, first_lanes(nf - 8));
+	__m256 a, b;
+	if (nf == 16)
+		a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+	else
+		a = _mm256_maskload_ps(p, first_lanes(nf)), b = _mm256_maskload_ps(p + 8, first_lanes(nf - 8));
+	// per 128-bit lane: (a0 a2 b0 b2 | a4 a6 b4 b6); then 64-bit blocks 0 2 1 3
 	*ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
 	*od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
 }
 
-__attribute__((target("avx2"))) static inline void interleave_n(float *p, int nf, __m256 ev, __m256 od, int acc)
+/* p[0..nf) (= or +=) the interleave (e0 o0 e1 o1 ... e7 o7), nf <= 16 (16: plain loads/stores). */
+__attribute__((target("avx2"))) static inline void interleave(float *p, int nf, __m256 ev, __m256 od, int acc)
 {
-	__m256 lo = _mm256_unpacklo_ps(ev, od), hi = _mm256_unpackhi_ps(ev, od);
+	__m256 lo = _mm256_unpacklo_ps(ev, od), hi = _mm256_unpackhi_ps(ev, od); // (e0 o0 e1 o1 | e4 o4 e5 o5), (e2 .. | e6 ..)
 	__m256 r0 = _mm256_permute2f128_ps(lo, hi, 0x20), r1 = _mm256_permute2f128_ps(lo, hi, 0x31);
+	if (nf == 16) {
+		if (acc) {
+			r0 = _mm256_add_ps(_mm256_loadu_ps(p), r0);
+			r1 = _mm256_add_ps(_mm256_loadu_ps(p + 8), r1);
+		}
+		_mm256_storeu_ps(p, r0);
+		_mm256_storeu_ps(p + 8, r1);
+		return;
+	}
 	const __m256i k0 = first_lanes(nf), k1 = first_lanes(nf - 8);
 	if (acc) {
 		r0 = _mm256_add_ps(_mm256_maskload_ps(p, k0), r0);
@@ -187,23 +181,19 @@ __attribute__((target("avx2"))) static void maxpool_forward_2x2_avx2(float *rest
 		for (int p = 0; p < P; p++) {
 			const float *r0 = x + (nc * a->H + 2 * p) * W, *r1 = r0 + W;
 			float *yp = y + (nc * P + p) * Q;
-			int q = 0;
-			for (; q + 8 <= Q; q += 8) {
+			for (int q = 0; q < Q; q += 8) {
+				const int t = Q - q < 8 ? Q - q : 8; // windows in this step: 8, or the row's tail
 				__m256 v0, v1, v2, v3;
-				deinterleave16(r0 + 2 * q, &v0, &v1);
-				deinterleave16(r1 + 2 * q, &v2, &v3);
+				deinterleave(r0 + 2 * q, 2 * t, &v0, &v1);
+				deinterleave(r1 + 2 * q, 2 * t, &v2, &v3);
 				__m256 m = _mm256_max_ps(v0, _mm256_set1_ps(-INFINITY));
 				m = _mm256_max_ps(v3, _mm256_max_ps(v2, _mm256_max_ps(v1, m)));
-				_mm256_storeu_ps(yp + q, a->relu ? _mm256_max_ps(m, _mm256_setzero_ps()) : m);
-			}
-			if (q < Q) {
-				const int t = Q - q;
-				__m256 v0, v1, v2, v3;
-				deinterleave_n(r0 + 2 * q, 2 * t, &v0, &v1);
-				deinterleave_n(r1 + 2 * q, 2 * t, &v2, &v3);
-				__m256 m = _mm256_max_ps(v0, _mm256_set1_ps(-INFINITY));
-				m = _mm256_max_ps(v3, _mm256_max_ps(v2, _mm256_max_ps(v1, m)));
-				_mm256_maskstore_ps(yp + q, first_lanes(t), a->relu ? _mm256_max_ps(m, _mm256_setzero_ps()) : m);
+				if (a->relu)
+					m = _mm256_max_ps(m, _mm256_setzero_ps());
+				if (t == 8)
+					_mm256_storeu_ps(yp + q, m);
+				else
+					_mm256_maskstore_ps(yp + q, first_lanes(t), m);
 			}
 		}
 }
@@ -232,15 +222,12 @@ __attribute__((target("avx2"))) static void maxpool_backward_2x2_avx2(float *res
 			for (int q = 0; q < Q; q += 8) {
 				const int t = Q - q < 8 ? Q - q : 8; // windows in this step: 8, or the row's tail
 				__m256 v0, v1, v2, v3, m, g;
-				if (t == 8) {
-					deinterleave16(x + o0 + 2 * q, &v0, &v1);
-					deinterleave16(x + o1 + 2 * q, &v2, &v3);
+				deinterleave(x + o0 + 2 * q, 2 * t, &v0, &v1);
+				deinterleave(x + o1 + 2 * q, 2 * t, &v2, &v3);
+				if (t == 8)
 					m = _mm256_loadu_ps(yp + q), g = _mm256_loadu_ps(dyp + q);
-				} else {
-					deinterleave_n(x + o0 + 2 * q, 2 * t, &v0, &v1);
-					deinterleave_n(x + o1 + 2 * q, 2 * t, &v2, &v3);
+				else
 					m = _mm256_maskload_ps(yp + q, first_lanes(t)), g = _mm256_maskload_ps(dyp + q, first_lanes(t));
-				}
 				if (a->relu) // g where y > 0 (relu_of's max_ps(m, 0): y is never NaN)
 					g = _mm256_and_ps(_mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_GT_OQ), g);
 				const __m256 e0 = _mm256_cmp_ps(v0, m, _CMP_EQ_OQ), e1 = _mm256_cmp_ps(v1, m, _CMP_EQ_OQ),
@@ -262,13 +249,8 @@ __attribute__((target("avx2"))) static void maxpool_backward_2x2_avx2(float *res
 				const __m256 g0 = _mm256_and_ps(e0, g), g1 = _mm256_and_ps(_mm256_andnot_ps(e0, e1), g),
 					     g2 = _mm256_and_ps(_mm256_andnot_ps(any01, e2), g),
 					     g3 = _mm256_and_ps(_mm256_andnot_ps(any012, e3), g);
-				if (t == 8) {
-					interleave16(dx + o0 + 2 * q, g0, g1, acc);
-					interleave16(dx + o1 + 2 * q, g2, g3, acc);
-				} else {
-					interleave_n(dx + o0 + 2 * q, 2 * t, g0, g1, acc);
-					interleave_n(dx + o1 + 2 * q, 2 * t, g2, g3, acc);
-				}
+				interleave(dx + o0 + 2 * q, 2 * t, g0, g1, acc);
+				interleave(dx + o1 + 2 * q, 2 * t, g2, g3, acc);
 			}
 		}
 }
