@@ -11,15 +11,22 @@ int dnn_fuse_level(void) { return fuse_level; }
 
 void dnn_fuse_set_level(int level) { fuse_level = level < 0 ? 0 : level > 2 ? 2 : level; }
 
+/* The index of the first node after i that reads i (its only reader when i has one); -1 if none. */
+static int first_consumer(const dnn_graph *g, int i)
+{
+	for (int j = i + 1; j < g->nnodes; j++)
+		for (int k = 0; k < g->nodes[j].ninputs; k++)
+			if (g->nodes[j].inputs[k] == i)
+				return j;
+	return -1;
+}
+
 int dnn_graph_bn_relu(const dnn_graph *g, int i)
 {
 	if (i <= 0 || i >= g->nnodes || g->nodes[i].op != DNN_OP_BATCHNORM || g->nodes[i].nconsumers != 1)
 		return -1;
-	for (int j = i + 1; j < g->nnodes; j++)
-		for (int k = 0; k < g->nodes[j].ninputs; k++)
-			if (g->nodes[j].inputs[k] == i)
-				return g->nodes[j].op == DNN_OP_RELU ? j : -1;
-	return -1;
+	const int j = first_consumer(g, i);
+	return j >= 0 && g->nodes[j].op == DNN_OP_RELU ? j : -1;
 }
 
 int dnn_fuse_bn_relu(const dnn_plan *p, int i) { return p->bn_relu[i]; }
@@ -34,11 +41,8 @@ int dnn_graph_relu_pool(const dnn_graph *g, int i)
 	const int i0 = g->nodes[i].inputs[0];
 	if (i0 == 0 || g->nodes[i0].nconsumers != 1)
 		return -1;
-	for (int j = i + 1; j < g->nnodes; j++)
-		for (int k = 0; k < g->nodes[j].ninputs; k++)
-			if (g->nodes[j].inputs[k] == i)
-				return g->nodes[j].op == DNN_OP_MAXPOOL && g->nodes[j].ninputs == 1 ? j : -1;
-	return -1;
+	const int j = first_consumer(g, i);
+	return j >= 0 && g->nodes[j].op == DNN_OP_MAXPOOL && g->nodes[j].ninputs == 1 ? j : -1;
 }
 
 int dnn_fuse_relu_pool(const dnn_plan *p, int i) { return p->relu_pool[i]; }
