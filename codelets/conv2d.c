@@ -78,12 +78,10 @@ static void conv2d_fwd_cpu_task(void *buffers[], void *cl_arg)
 	const float *x = vec_ptr(buffers, 0, x_count(a));
 	const float *w = vec_ptr(buffers, 1, w_count(a));
 	float *y = vec_ptr(buffers, 2, y_count(a));
-	if (a->bias && dnn_conv2d_forward_bias_cpu(y, x, w, vec_ptr(buffers, 3, (size_t)a->K), a))
-		return;
-	dnn_conv2d_forward_cpu(y, x, w, a);
-	if (a->bias) {
+	const float *bias = a->bias ? vec_ptr(buffers, 3, (size_t)a->K) : NULL;
+	if (!dnn_conv2d_forward_bias_cpu(y, x, w, bias, a) && bias) {
 		dnn_bias_args b = bias_args(a);
-		dnn_bias_forward_cpu(y, vec_ptr(buffers, 3, (size_t)a->K), &b);
+		dnn_bias_forward_cpu(y, bias, &b);
 	}
 }
 

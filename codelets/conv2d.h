@@ -33,9 +33,10 @@ double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 /* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3) / F(4x4, 3x3); single-threaded,
  * the caller is one worker). */
 void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a);
-/* y = conv(x, w) + bias (per output channel) in one pass where the conv takes the direct path
- * (the bias added in its store, the same floats as conv then bias.c's pass): returns 1; else 0
- * and does nothing (the caller runs the conv and the bias pass). */
+/* y = conv(x, w), and + bias (per output channel; NULL: none) in the same pass where the conv
+ * takes the direct path (added in its store, the same floats as conv then bias.c's pass): returns
+ * 1 when the bias was added (or nothing more can be done: the scratch failed, an error recorded),
+ * 0 when the caller still has to add it. */
 int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const float *bias, const dnn_conv2d_args *a);
 void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_conv2d_args *a);
 void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, const dnn_conv2d_args *a);

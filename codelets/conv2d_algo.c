@@ -156,38 +156,34 @@ static size_t forward_work(const conv_geom *g)
 	return dnn_conv_im2col_forward_work(g);
 }
 
-/* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: forward_work(g) floats. */
-static void conv_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta,
-			 float *work)
+/* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: forward_work(g) floats. With a
+ * bias (or NULL), the direct path also adds it in its store: returns 1 when the bias was added. */
+static int conv_forward(float *y, const float *x, const float *w, const float *bias, const conv_geom *g,
+			float beta, float *work)
 {
 	const int tile = use_winograd(g);
 	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
 		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
 	} else if (dnn_conv_direct_applies(g)) {
-		dnn_conv_direct_forward(y, x, w, NULL, g, beta, work);
+		dnn_conv_direct_forward(y, x, w, bias, g, beta, work);
+		return bias != NULL;
 	} else {
 		dnn_conv_im2col_forward(y, x, w, g, beta, work);
 	}
-}
-
-void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a)
-{
-	conv_geom g = conv_geom_of(a);
-	float *work = dnn_conv_scratch(forward_work(&g));
-	if (work)
-		conv_forward(y, x, w, &g, 0.0f, work);
+	return 0;
 }
 
 int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const float *bias, const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
-	if (use_winograd(&g) || !dnn_conv_direct_applies(&g))
-		return 0;
 	float *work = dnn_conv_scratch(forward_work(&g));
-	if (work)
-		dnn_conv_direct_forward(y, x, w, bias, &g, 0.0f, work);
-	return 1;
+	return work ? conv_forward(y, x, w, bias, &g, 0.0f, work) : 1; /* no scratch: the error is recorded */
+}
+
+void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a)
+{
+	dnn_conv2d_forward_bias_cpu(y, x, w, NULL, a);
 }
 
 /* Backward data of a stride-1 conv as a forward conv: dx = conv(dy, w'), w' (C, K, R, S) the
@@ -236,7 +232,7 @@ static void conv_backward_data_flipped(float *dx, const float *dy, const float *
 		for (int c = 0; c < g->C; c++)
 			for (int i = 0; i < RS; i++)
 				wf[((size_t)c * g->K + k) * RS + (RS - 1 - i)] = w[((size_t)k * g->C + c) * RS + i];
-	conv_forward(dx, dy, wf, &t, beta, wf + nw);
+	conv_forward(dx, dy, wf, NULL, &t, beta, wf + nw);
 }
 
 void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_conv2d_args *a)
