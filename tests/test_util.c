@@ -124,6 +124,19 @@ int test_close_rel_f(const char *what, const float *got, const float *ref, size_
 	return ok;
 }
 
+int test_same_bits(const char *what, const float *got, const float *want, size_t n)
+{
+	size_t i = 0;
+	while (i < n && memcmp(&got[i], &want[i], sizeof(float)) == 0)
+		i++;
+	if (i == n)
+		return 1;
+	fprintf(stderr, "FAIL %s: not bit-identical at [%zu] of %zu: got %.9g want %.9g\n", what, i, n, (double)got[i],
+		(double)want[i]);
+	test_failures++;
+	return 0;
+}
+
 int test_report(const char *name)
 {
 	if (test_failures) {

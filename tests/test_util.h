@@ -32,6 +32,10 @@ int test_close_mixed(const char *what, const float *got, const double *ref, size
 int test_close_mixed_f(const char *what, const float *got, const float *ref, size_t n, double tol);
 int test_close_rel(const char *what, const float *got, const double *ref, size_t n, double tol);
 int test_close_rel_f(const char *what, const float *got, const float *ref, size_t n, double tol);
+/* Bit-for-bit equality of n floats (+0 and -0 differ, NaNs must be the same NaN): the promise of
+ * kernels that compute the same operations in the same order. Prints the first differing index
+ * on failure; returns 1 when equal. */
+int test_same_bits(const char *what, const float *got, const float *want, size_t n);
 
 /* Buffers: a vector handle over n floats (int32s) in main RAM; malloc'd floats and calloc'd
  * (zeroed) doubles that exit(1) when memory runs out (n = 0 gives a valid 1-element block);

@@ -128,11 +128,9 @@ static void test_maxpool_simd_identical(int N, int C, int H, int W, int relu)
 	dnn_maxpool_set_simd(1);
 	TEST_CHECK(simd[0] == 0 && simd[1] == 1, "maxpool: the scalar and AVX2 runs were not both run (%d, %d)", simd[0],
 		   simd[1]);
-	size_t i = 0;
-	while (i < nout && memcmp(&out[0][i], &out[1][i], sizeof(float)) == 0)
-		i++;
-	TEST_CHECK(i == nout, "maxpool %dx%dx%dx%d relu %d: scalar and AVX2 kernels differ at output float %zu of %zu: %.9g vs %.9g",
-		   N, C, H, W, relu, i, nout, i < nout ? (double)out[0][i] : 0.0, i < nout ? (double)out[1][i] : 0.0);
+	char what[96];
+	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d relu %d: AVX2 vs scalar, y|dx=|dx+=", N, C, H, W, relu);
+	test_same_bits(what, out[1], out[0], nout);
 	free(out[0]), free(out[1]), free(x), free(dy), free(dx0);
 }
 
@@ -177,15 +175,14 @@ static void test_maxpool_relu_fused(int N, int C, int H, int W, int k, int strid
 			memcpy(dx[1][acc], dx0, nx * sizeof(float));
 			dnn_maxpool_backward_cpu(dx[1][acc], x, y[1], dy, &a);
 		}
-		TEST_CHECK(memcmp(y[0], y[1], ny * sizeof(float)) == 0, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d): y differs",
-			   N, C, H, W, k, stride, pad, simd);
+		char what[128];
+		snprintf(what, sizeof what, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d): fused vs relu then pool, y", N, C,
+			 H, W, k, stride, pad, simd);
+		test_same_bits(what, y[1], y[0], ny);
 		for (int acc = 0; acc <= 1; acc++) {
-			size_t i = 0;
-			while (i < nx && memcmp(&dx[0][acc][i], &dx[1][acc][i], sizeof(float)) == 0)
-				i++;
-			TEST_CHECK(i == nx, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d, acc %d): dx differs at %zu: %.9g vs %.9g",
-				   N, C, H, W, k, stride, pad, simd, acc, i, i < nx ? (double)dx[0][acc][i] : 0.0,
-				   i < nx ? (double)dx[1][acc][i] : 0.0);
+			snprintf(what, sizeof what, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d, acc %d): fused vs relu then pool, dx",
+				 N, C, H, W, k, stride, pad, simd, acc);
+			test_same_bits(what, dx[1][acc], dx[0][acc], nx);
 		}
 	}
 	dnn_maxpool_set_simd(1);
@@ -349,11 +346,9 @@ static void test_bn_simd_identical(int N, int C, int HW)
 		}
 	}
 	dnn_batchnorm_set_simd(1);
-	size_t i = 0;
-	while (i < nout && memcmp(&out[0][i], &out[1][i], sizeof(float)) == 0)
-		i++;
-	TEST_CHECK(i == nout, "bn %dx%dx%d: portable and AVX2 (%d) kernels differ at output float %zu of %zu: %.9g vs %.9g",
-		   N, C, HW, simd[1], i, nout, i < nout ? (double)out[0][i] : 0.0, i < nout ? (double)out[1][i] : 0.0);
+	char what[96];
+	snprintf(what, sizeof what, "bn %dx%dx%d: AVX2 (%d) vs portable kernels, all outputs", N, C, HW, simd[1]);
+	test_same_bits(what, out[1], out[0], nout);
 	free(out[0]), free(out[1]), free(x), free(dy), free(yr), free(gamma), free(beta), free(dx0);
 }
 
