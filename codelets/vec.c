@@ -173,6 +173,13 @@ struct starpu_codelet cl_vec_slice_get = {
 };
 DNN_CUDA_DECLARED(cl_vec_slice_get);
 
+/* A slice_put writes only its slice of `full`, and every caller puts disjoint slices (a bucket's
+ * members, the ring's and rhd's chunks), so the puts into one vector commute: RW|COMMUTE leaves
+ * them unordered. Plain RW chained them in submission order, and since StarPU starts the
+ * reduction of a STARPU_REDUX source (the gradient's per-worker copies) only when its next
+ * reader acquires it, each member's reduction waited for the previous member's put: a bucket's
+ * pack was a serial chain of reduction trees (16% of a 4-node H200 step's critical path,
+ * docs/SIMULATION.md study 5 (j)). Now each member's reduction starts when its backward ends. */
 struct starpu_codelet cl_vec_slice_put = {
 	.name = "cl_vec_slice_put",
 	.cpu_funcs = {vec_slice_put_cpu_task},
@@ -180,7 +187,7 @@ struct starpu_codelet cl_vec_slice_put = {
 	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_slice_put_cuda)},
 	.cuda_flags = {STARPU_CUDA_ASYNC},
 	.nbuffers = 2,
-	.modes = {STARPU_RW, STARPU_R},
+	.modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
 	.model = &vec_slice_put_model,
 	.color = DNN_COLOR_REDUX,
 };
@@ -222,5 +229,5 @@ int dnn_insert_vec_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, s
 
 int dnn_insert_vec_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
 {
-	return insert_slice(o, &cl_vec_slice_put, "vec_slice_put", STARPU_RW, dst, src, off);
+	return insert_slice(o, &cl_vec_slice_put, "vec_slice_put", STARPU_RW | STARPU_COMMUTE, dst, src, off);
 }

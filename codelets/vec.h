@@ -24,7 +24,7 @@ extern struct starpu_codelet cl_vec_axpy;      // (RW dst, R src), cl_arg a floa
 /* Slices of a vector, for the ring all-reduce and the gradient buckets (graph/dist.c). cl_arg: a
  * size_t offset (in elements); the slice's length is the chunk's. */
 extern struct starpu_codelet cl_vec_slice_get; // (W chunk, R full): chunk[i] = full[off + i]
-extern struct starpu_codelet cl_vec_slice_put; // (RW full, R chunk): full[off + i] = chunk[i]
+extern struct starpu_codelet cl_vec_slice_put; // (RW|COMMUTE full, R chunk): full[off + i] = chunk[i]; disjoint puts commute
 
 /* Make h (a float vector handle) a REDUX target whose copies are summed: StarPU gives each
  * worker a private copy zeroed by cl_vec_zero and sums the copies with cl_vec_redux_add. */

@@ -89,10 +89,22 @@ int dnn_blas_plan_make(dnn_isa cpu, int amd, const char *corename, const char *k
 	out->action = DNN_BLAS_OK;
 	out->coretype = dnn_blas_coretype_for(cpu, amd);
 	const dnn_isa have = dnn_blas_core_isa(corename);
+	const int user_chose = user_coretype && *user_coretype;
+	/* AVX-512 kernels other than SkylakeX's (0.3.21 picks Cooperlake on Zen 4 and Cooper Lake,
+	 * SapphireRapids on Sapphire Rapids): the same sgemm speed (docs/benchmarks.md, "One BLAS
+	 * kernel set on every AVX-512 CPU") but another blocking, hence other float sums for a given
+	 * shape, and the chunk- and rank-invariance of training (mpi_bn_global's 1e-5 bound) moved
+	 * with them: on Zen 4 resnet8's 20 steps under global batch norm differed from one process
+	 * by 1.8e-5 on Cooperlake and passed on SkylakeX. So every AVX-512 CPU runs SkylakeX, the
+	 * same numbers on Intel and AMD; a core type of the user's own is left alone, silently. */
+	if (cpu == DNN_ISA_AVX512 && have == DNN_ISA_AVX512 && strcasecmp(corename, "SkylakeX") != 0) {
+		if (!reexeced && !knob_keep && (!user_chose || knob_auto))
+			out->action = DNN_BLAS_REEXEC;
+		return 0;
+	}
 	/* An unknown core name (a newer OpenBLAS's) or CPU: nothing to compare, nothing to say. */
 	if (have == DNN_ISA_UNKNOWN || cpu == DNN_ISA_UNKNOWN || have >= cpu || !out->coretype)
 		return 0;
-	const int user_chose = user_coretype && *user_coretype;
 	if (reexeced || knob_keep || (user_chose && !knob_auto))
 		out->action = DNN_BLAS_WARN;
 	else

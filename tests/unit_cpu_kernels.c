@@ -62,6 +62,20 @@ static void test_plan(void)
 	/* Already re-executed and still short (OpenBLAS ignored the core type): warn, never loop. */
 	dnn_blas_plan_make(DNN_ISA_AVX512, 0, "Prescott", "auto", NULL, 1, &p);
 	TEST_CHECK(p.action == DNN_BLAS_WARN, "no second re-exec");
+	/* Other AVX-512 kernel sets (Cooperlake on Zen 4 with 0.3.21): SkylakeX, for one set of float
+	 * sums on every AVX-512 CPU; a user's own core type, keep, or a second exec: left alone. */
+	dnn_blas_plan_make(DNN_ISA_AVX512, 1, "Cooperlake", NULL, NULL, 0, &p);
+	TEST_CHECK(p.action == DNN_BLAS_REEXEC && strcmp(p.coretype, "SkylakeX") == 0, "Cooperlake on Zen 4: SkylakeX");
+	dnn_blas_plan_make(DNN_ISA_AVX512, 0, "SapphireRapids", NULL, NULL, 0, &p);
+	TEST_CHECK(p.action == DNN_BLAS_REEXEC && strcmp(p.coretype, "SkylakeX") == 0, "SapphireRapids: SkylakeX");
+	dnn_blas_plan_make(DNN_ISA_AVX512, 1, "Cooperlake", NULL, "Cooperlake", 0, &p);
+	TEST_CHECK(p.action == DNN_BLAS_OK, "the user's Cooperlake: honoured without a warning");
+	dnn_blas_plan_make(DNN_ISA_AVX512, 1, "Cooperlake", "auto", "Cooperlake", 0, &p);
+	TEST_CHECK(p.action == DNN_BLAS_REEXEC, "auto overrides the user's Cooperlake");
+	dnn_blas_plan_make(DNN_ISA_AVX512, 1, "Cooperlake", "keep", NULL, 0, &p);
+	TEST_CHECK(p.action == DNN_BLAS_OK, "keep: Cooperlake stays");
+	dnn_blas_plan_make(DNN_ISA_AVX512, 1, "Cooperlake", NULL, NULL, 1, &p);
+	TEST_CHECK(p.action == DNN_BLAS_OK, "Cooperlake after a re-exec: no loop");
 	/* Nothing to compare. */
 	dnn_blas_plan_make(DNN_ISA_AVX512, 0, "Zen5", NULL, NULL, 0, &p);
 	TEST_CHECK(p.action == DNN_BLAS_OK, "unknown core name: no action");
