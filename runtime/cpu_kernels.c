@@ -146,7 +146,16 @@ int dnn_cpu_kernels_init(char **argv, const char *knob, char *err, size_t errlen
 		fflush(NULL);
 		setenv("OPENBLAS_CORETYPE", plan.coretype, 1);
 		setenv(REEXEC_ENV, core, 1);
-		execv("/proc/self/exe", argv);
+		/* By the binary's own path: exec'ing "/proc/self/exe" names the process "exe"
+		 * (/proc/PID/comm is the exec'd file's basename), which ps, top and tools that find
+		 * the ranks by name (bench/thread_cpu.sh) then show instead of starpu_anp. */
+		char self[4096];
+		const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (len > 0) {
+			self[len] = 0;
+			execv(self, argv);
+		}
+		execv("/proc/self/exe", argv); /* the path did not resolve (or was replaced): the link itself */
 		/* Cannot re-execute (no /proc?): carry on with the slow kernels and say so. */
 		unsetenv(REEXEC_ENV);
 		plan.action = DNN_BLAS_WARN;

@@ -40,6 +40,16 @@ if [ "$(rank "$isa")" -ge 2 ]; then
     >/dev/null 2>"$TMP/err" || fail "bench auto (verbose) failed"
   grep -q "^cpu: .*isa=$isa; blas: openblas-.*($isa kernels; OPENBLAS_CORETYPE=.* set automatically: OpenBLAS had chosen Prescott)" \
     "$TMP/err" || fail "start-up line missing or wrong: $(grep '^cpu:' "$TMP/err")"
+  # The re-executed process keeps its name (/proc/PID/comm), which ps, top and
+  # bench/thread_cpu.sh (mpi_idle_cpu) go by: exec'ing /proc/self/exe had named it "exe".
+  OPENBLAS_CORETYPE=Prescott DNN_BLAS_CORETYPE=auto "$A" bench --net lenet5 --batch 64 --steps 100000 --warmup 1 \
+    >/dev/null 2>"$TMP/err.comm" &
+  pid=$!
+  for _ in $(seq 100); do grep -q '^cpu:' "$TMP/err.comm" && break; sleep 0.1; done
+  comm="$(cat /proc/$pid/comm 2>/dev/null || true)"
+  kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+  grep -q 'set automatically' "$TMP/err.comm" || fail "no re-execution seen: $(cat "$TMP/err.comm")"
+  [ "$comm" = "$(basename "$A" | cut -c1-15)" ] || fail "re-executed process named '$comm', want '$(basename "$A")'"
   # keep: never re-executes.
   line="$(OPENBLAS_CORETYPE=Prescott DNN_BLAS_CORETYPE=keep run)" || fail "bench keep failed"
   [ "$(result_field "$line" blas_isa)" = sse ] || fail "DNN_BLAS_CORETYPE=keep re-executed: $line"
