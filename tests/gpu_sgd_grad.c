@@ -94,7 +94,7 @@ static void test_slices(size_t n, size_t len, const size_t *offs, int noff)
 			gpu_task(&cl_vec_slice_get, workers[d], &offs[k], sizeof offs[k], get, 2, "vec_slice_get");
 		}
 		for (int k = noff - 1; k >= 0; k--) { /* put them back, into another vector, last first */
-			struct starpu_data_descr put[] = {{hdst, STARPU_RW}, {hc[k], STARPU_R}};
+			struct starpu_data_descr put[] = {{hdst, STARPU_RW | STARPU_COMMUTE}, {hc[k], STARPU_R}}; /* disjoint: commute (codelets/vec.c) */
 			gpu_task(&cl_vec_slice_put, workers[d], &offs[k], sizeof offs[k], put, 2, "vec_slice_put");
 		}
 		starpu_data_unregister(hf), starpu_data_unregister(hdst);

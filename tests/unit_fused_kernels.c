@@ -372,7 +372,7 @@ static void test_vec_slices(void)
 		starpu_data_release(hfull);
 		starpu_data_release(hchunk);
 		/* put: full[off + i] = chunk[i], everything else untouched. */
-		rc = starpu_task_insert(&cl_vec_slice_put, STARPU_RW, hfull, STARPU_R, hchunk, STARPU_CL_ARGS_NFREE,
+		rc = starpu_task_insert(&cl_vec_slice_put, STARPU_RW | STARPU_COMMUTE, hfull, STARPU_R, hchunk, STARPU_CL_ARGS_NFREE,
 					&offs[o], sizeof(size_t), STARPU_NAME, "test_slice_put", 0);
 		TEST_CHECK(rc == 0, "insert slice_put: %d", rc);
 		TEST_CHECK(starpu_data_acquire(hfull, STARPU_RW) == 0, "acquire");
