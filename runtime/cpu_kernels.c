@@ -95,9 +95,10 @@ int dnn_blas_plan_make(dnn_isa cpu, int amd, const char *corename, const char *k
 	 * kernel set on every AVX-512 CPU") but another blocking, hence other float sums for a given
 	 * shape, and the chunk- and rank-invariance of training (mpi_bn_global's 1e-5 bound) moved
 	 * with them: on Zen 4 resnet8's 20 steps under global batch norm differed from one process
-	 * by 1.8e-5 on Cooperlake and passed on SkylakeX. So every AVX-512 CPU runs SkylakeX, the
-	 * same numbers on Intel and AMD; a core type of the user's own is left alone, silently. */
-	if (cpu == DNN_ISA_AVX512 && have == DNN_ISA_AVX512 && strcasecmp(corename, "SkylakeX") != 0) {
+	 * by 1.8e-5 on Cooperlake and passed on SkylakeX. So every AVX-512 CPU runs the one set
+	 * dnn_blas_coretype_for names (SkylakeX): the same numbers on Intel and AMD. A core type of
+	 * the user's own is left alone, silently. */
+	if (cpu == DNN_ISA_AVX512 && have == DNN_ISA_AVX512 && strcasecmp(corename, out->coretype) != 0) {
 		if (!reexeced && !knob_keep && (!user_chose || knob_auto))
 			out->action = DNN_BLAS_REEXEC;
 		return 0;
