@@ -10,7 +10,8 @@
 #      - a StarPU >= 1.4 already visible to pkg-config with those features is used as is;
 #      - otherwise the newest 1.4.x Debian *source* package is built into a cache prefix
 #        ($STARPU_ANP_CACHE, default ~/.cache/starpu-anp) and reused on later runs, with
-#        third_party/starpu-mpi-backoff.patch (the MPI progress thread sleeps when idle).
+#        third_party/starpu-mpi-backoff.patch (the MPI progress thread sleeps when idle) and
+#        third_party/starpu-worker-backoff.patch (so do idle CPU workers).
 #
 #   4. With --sim: libsimgrid-dev + xsltproc, and a second StarPU built from the same source for
 #      StarPU's SimGrid mode ($CACHE/starpu-<ver>-simgrid: static, MPI through SMPI, no FxT), for
@@ -65,6 +66,8 @@ SIM_PATCH2="$(dirname "$SIM_PATCH")/starpu-smpi-envelope-actor.patch"
 SIM_PATCH3="$(dirname "$SIM_PATCH")/starpu-simgrid-time-redux.patch"
 # Applied before the real build: StarPU-MPI's progress thread backs off instead of busy-polling.
 REAL_PATCH="$(dirname "$SIM_PATCH")/starpu-mpi-backoff.patch"
+# and this one: an idle CPU worker sleeps instead of spinning.
+REAL_PATCH2="$(dirname "$SIM_PATCH")/starpu-worker-backoff.patch"
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -261,6 +264,10 @@ ensure_starpu() {
       say "the cached $prefix predates $(basename "$REAL_PATCH"): rebuilding it"
       continue
     fi
+    if [ "$kind" = real ] && ! grep -qx "patch: $(basename "$REAL_PATCH2")" "$stamp"; then
+      say "the cached $prefix predates $(basename "$REAL_PATCH2"): rebuilding it"
+      continue
+    fi
     if msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")"; then
       say "StarPU ($kind) cached in $prefix"
       echo "$label: $prefix"
@@ -308,6 +315,10 @@ ensure_starpu() {
   if [ "$kind" = real ] && ! grep -q STARPU_MPI_BACKOFF_MAX "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
     patch -d "$srcdir" -p1 --forward -s < "$REAL_PATCH" || die "cannot apply $REAL_PATCH to $srcdir"
   fi
+  # The idle CPU workers' back-off (third_party/; compiled out under SimGrid, see the patch's head).
+  if [ "$kind" = real ] && ! grep -q STARPU_WORKER_BACKOFF_MAX "$srcdir/src/drivers/driver_common/driver_common.c"; then
+    patch -d "$srcdir" -p1 --forward -s < "$REAL_PATCH2" || die "cannot apply $REAL_PATCH2 to $srcdir"
+  fi
 
   log="$CACHE/starpu-build-$upver-$tag.log"
   local cfg=(--prefix="$prefix" --enable-mpi --disable-opencl --disable-build-doc
@@ -349,7 +360,7 @@ ensure_starpu() {
     || die "StarPU built without a required feature: $msg (configure log: $log)"
   { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")" && echo "patch: $(basename "$SIM_PATCH2")" &&
       echo "patch: $(basename "$SIM_PATCH3")";
-    [ "$kind" = real ] && echo "patch: $(basename "$REAL_PATCH")"; } > "$prefix/.installed"
+    [ "$kind" = real ] && echo "patch: $(basename "$REAL_PATCH")" && echo "patch: $(basename "$REAL_PATCH2")"; } > "$prefix/.installed"
   rm -rf "$builddir"
   say "StarPU $upver ($kind) installed in $prefix"
   echo "$label: $prefix"

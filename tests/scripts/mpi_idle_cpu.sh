@@ -7,6 +7,8 @@
 # second), so that the window is known to catch the wait. Sleeps, not CPU share, tell the two
 # apart on a loaded machine: a spinning thread gets less CPU when the cores are shared, but it
 # never sleeps (measured: 0/s busy-polling, 1100-1700/s with the back-off; docs/NETWORK.md).
+# The same for rank 0's idle CPU worker ("CPU 0", third_party/starpu-worker-backoff.patch): under
+# 10% of a core and sleeping, against the control STARPU_WORKER_BACKOFF_MAX=0 (StarPU's spinning).
 source "$(dirname "$0")/lib.sh"
 set -euo pipefail
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
@@ -14,9 +16,13 @@ command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 LIB="$(ldd "$STARPU_ANP" | awk '/libstarpumpi/ {print $3}')"
 grep -qa STARPU_MPI_BACKOFF_MAX "$LIB" 2>/dev/null \
   || { echo "SKIP: $LIB lacks third_party/starpu-mpi-backoff.patch (a StarPU not built by scripts/bootstrap.sh)"; exit 77; }
+CORE="$(ldd "$STARPU_ANP" | awk '/libstarpu-/ {print $3}')"
+grep -qa STARPU_WORKER_BACKOFF_MAX "$CORE" 2>/dev/null \
+  || { echo "SKIP: $CORE lacks third_party/starpu-worker-backoff.patch (a StarPU not built by scripts/bootstrap.sh)"; exit 77; }
 TC="$DNN_SOURCE_DIR/bench/thread_cpu.sh"
 export STARPU_NCPU=1
-# measure NAME [mpirun args]: the MPI threads of rank 0 while rank 1 is stopped; sets CPU, SLEEPS
+# measure NAME [mpirun args]: the MPI threads of rank 0 while rank 1 is stopped; sets CPU, SLEEPS,
+# and WCPU, WSLEEPS for its worker
 measure() {
   local name="$1"; shift
   local m="$TMP/$name.csv" out
@@ -29,11 +35,21 @@ measure() {
   CPU="$(sed 's/.*cpu_pct=\([0-9.]*\).*/\1/' <<<"$line")"
   SLEEPS="$(sed 's/.*sleeps_per_s=\([0-9]*\).*/\1/' <<<"$line")"
   echo "$name: rank 0's MPI threads while rank 1 is stopped: ${CPU}% of a core, $SLEEPS sleeps/s"
+  line="$(grep '^thread_cpu: total rank=0 comm="CPU 0"' <<<"$out" || true)"
+  [ -n "$line" ] || { echo "$out" >&2; fail "$name: no worker thread (CPU 0) measured on rank 0"; WCPU=-1 WSLEEPS=-1; return; }
+  WCPU="$(sed 's/.*cpu_pct=\([0-9.]*\).*/\1/' <<<"$line")"
+  WSLEEPS="$(sed 's/.*sleeps_per_s=\([0-9]*\).*/\1/' <<<"$line")"
+  echo "$name: rank 0's worker while rank 1 is stopped: ${WCPU}% of a core, $WSLEEPS sleeps/s"
 }
 measure backoff
 fcmp "$CPU >= 0 && $CPU <= 10" || fail "with the back-off, the progress thread took $CPU% of a core (bound 10%)"
 [ "$SLEEPS" -ge 20 ] || fail "with the back-off, the progress thread slept $SLEEPS times a second (want >= 20)"
+fcmp "$WCPU >= 0 && $WCPU <= 10" || fail "with the back-off, the idle worker took $WCPU% of a core (bound 10%)"
+[ "$WSLEEPS" -ge 20 ] || fail "with the back-off, the idle worker slept $WSLEEPS times a second (want >= 20)"
 measure busy -x STARPU_MPI_BACKOFF_MAX=0
 [ "$SLEEPS" -ge 0 ] && [ "$SLEEPS" -lt 20 ] \
   || fail "control: busy polling (STARPU_MPI_BACKOFF_MAX=0) slept $SLEEPS times a second: the window did not catch a rank waiting"
+measure spinning -x STARPU_WORKER_BACKOFF_MAX=0
+[ "$WSLEEPS" -ge 0 ] && [ "$WSLEEPS" -lt 20 ] \
+  || fail "control: a spinning worker (STARPU_WORKER_BACKOFF_MAX=0) slept $WSLEEPS times a second: the window did not catch it idle"
 finish
