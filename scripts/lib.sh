@@ -76,9 +76,8 @@ anp_netbench_platform() {
 anp_netbench_measure() {
   local label="$1" cal="$2" limit="$3" line extra=(); shift 3
   # The progress thread's back-off (third_party/starpu-mpi-backoff.patch), when the caller sets it.
-  [ -z "${STARPU_MPI_BACKOFF_MAX:-}" ] || extra=(-x STARPU_MPI_BACKOFF_MAX="$STARPU_MPI_BACKOFF_MAX")
   # ...and the idle workers' (third_party/starpu-worker-backoff.patch).
-  local v; for v in STARPU_WORKER_BACKOFF_MAX STARPU_WORKER_BACKOFF_SPIN; do
+  local v; for v in STARPU_MPI_BACKOFF_MAX STARPU_MPI_BACKOFF_SPIN STARPU_WORKER_BACKOFF_MAX STARPU_WORKER_BACKOFF_SPIN; do
     [ -z "${!v:-}" ] || extra+=(-x "$v=${!v}")
   done
   # Each rank calibrates into its own STARPU_HOME (CAL/r<rank>): one file per rank, not one file
