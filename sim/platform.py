@@ -60,13 +60,22 @@ NETWORKS = {
 # (1448-byte segments in 1514-byte frames, ACKs; a TCP stream measured 0.938 at 1gbit and 0.944
 # at 100mbit); an unshaped veth pair carries NETNS_VETH_GBPS (the kernel's copies on a shared
 # core); NETNS_LAT_US: one-way latency of a message, StarPU-MPI + Open MPI's TCP BTL + veth and
-# bridge. Override with --netns-eff / --netns-veth-gbps / --netns-lat-us.
+# bridge: 50 us, the best of 25 / 50 / 100 / 150 over the microbenchmark's 114 cells since the
+# workers and the progress thread sleep when idle (it was 2.2 ms while idle workers spun: then it
+# was a wait for a core, not a latency). Override with --netns-eff / --netns-veth-gbps / --netns-lat-us.
 NETNS_TCP_EFF = 0.94
 NETNS_VETH_GBPS = 4.0
-NETNS_LAT_US = 2200.0
-# tests/net/cluster.sh's tbf bucket ("burst 256kb": 256 KiB of frames): a message that finds the
-# bucket full sends its first NETNS_BURST x eff payload bytes at the unshaped veth's speed.
-NETNS_BURST = 256 * 1024
+NETNS_LAT_US = 50.0
+# tests/net/cluster.sh's tbf bucket (its tbf_words): a message that finds the bucket full sends its
+# first burst x eff payload bytes at the unshaped veth's speed. Up to 100 Mbit/s the bucket is 8 KiB
+# and modelled as such. Above, it is 256 KiB, modelled as none: the all-reduces that follow each
+# other leave it no time to refill (2 ms at 1 Gbit/s), and over the microbenchmark's 1 Gbit/s
+# cells no bucket fits 33 of 63 cells, a full one 29 (docs/NETWORK.md, "The links as a wire").
+# --netns-burst B overrides.
+def netns_burst(rate_gbps):
+    return 8 * 1024 if rate_gbps <= 0.1 else 0
+
+
 # Two ranks' transfers to each other do not overlap in time over Open MPI's TCP transport here (the
 # 2-host ring: each link's tx counter rises only while the other's is still; two plain TCP
 # streams over the same links, one each way, get 95 and 91 Mbit/s at once), while a rank's send to
@@ -164,7 +173,8 @@ def main():
     ap.add_argument("--netns-eff", type=float, default=NETNS_TCP_EFF, help="TCP goodput / tbf rate")
     ap.add_argument("--netns-veth-gbps", type=float, default=NETNS_VETH_GBPS, help="unshaped link, Gbit/s")
     ap.add_argument("--netns-lat-us", type=float, default=NETNS_LAT_US, help="one-way latency per message, us")
-    ap.add_argument("--netns-burst", type=int, default=NETNS_BURST, help="tbf bucket, bytes (0: model none)")
+    ap.add_argument("--netns-burst", type=int, default=None,
+                    help="tbf bucket, bytes (0: model none; default 8 KiB up to 100 Mbit/s, none above)")
     ap.add_argument("--netns-duplex", default=NETNS_DUPLEX, choices=["pair", "host", "full"],
                     help="the two directions between two hosts share one rate (pair), a host's sends "
                          "and receives share its link (host), or neither (full)")
@@ -283,7 +293,8 @@ def main():
     cfg = "\n"
     if a.network == "netns":
         g = parse_rate(a.rate)
-        bwf = tbf_bw_factors(g, a.netns_eff, a.netns_veth_gbps, a.netns_burst) if g and a.netns_burst > 0 else "0:1"
+        burst = a.netns_burst if a.netns_burst is not None else (netns_burst(g) if g else 0)
+        bwf = tbf_bw_factors(g, a.netns_eff, a.netns_veth_gbps, burst) if g and burst > 0 else "0:1"
         cfg = f"--cfg=smpi/bw-factor:{bwf} --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0\n"
     write(os.path.join(a.out, "smpi.cfg"), cfg)
     write(os.path.join(a.out, "hostfile"), "".join(f"node{i}\n" for i in range(a.nodes)))

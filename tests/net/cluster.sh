@@ -7,7 +7,8 @@
 #   cluster.sh up N         create hosts 1..N (cleaning leftovers of a crashed run first)
 #   cluster.sh down         remove everything (kills what still runs inside the namespaces)
 #   cluster.sh run N CMD..  up N, run CMD, down (also on failure, Ctrl-C, SIGTERM); CMD's status
-#   cluster.sh rate RATE    tbf RATE (e.g. 1gbit, 10gbit) on every host link, both directions;
+#   cluster.sh rate RATE    tbf RATE (e.g. 1gbit, 10gbit) on every host link, both directions
+#                           (its bucket: tbf_words below; ANP_NET_BURST=SIZE sets one of yours);
 #                           "off" removes it
 #   cluster.sh loss PCT     nft in every host: drop PCT% of the packets in and out (0 removes)
 #   cluster.sh cut I        partition host I by nft (drop everything on its link)
@@ -32,6 +33,7 @@
 # choose (docs/NETWORK.md, "Every host's worker on core 0").
 set -euo pipefail
 ID="${ANP_NET_ID:-1}"
+BURST="${ANP_NET_BURST:-}" # a tbf bucket of your own for every rate (e.g. 256kb, the old default)
 case "$ID" in ''|*[!0-9]*) echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID'" >&2; exit 2 ;; esac
 [ "$ID" -ge 1 ] && [ "$ID" -le 250 ] || { echo "cluster.sh: ANP_NET_ID must be 1..250, not '$ID'" >&2; exit 2; }
 P="anpnet$ID"            # name prefix
@@ -136,6 +138,25 @@ host_ns() {
   echo "${P}h$i"
 }
 
+# tbf_words RATE: tbf's bucket. A message that finds a full bucket leaves as much of itself as the
+# bucket holds at the veth's speed (several Gbit/s), which no wire does. Up to 100 Mbit/s: an 8 KiB
+# bucket (0.65 ms of 100 Mbit/s), so the link sends at its rate. Above: 256 KiB (2 ms of 1 Gbit/s):
+# smaller buckets, or a peakrate bucket, cost 1 Gbit/s links up to half their rate on this 2-core
+# machine once 3-4 hosts send at once (tbf's timer waits behind the ranks' threads). Measured:
+# docs/NETWORK.md, "The links as a wire"; sim/platform.py's netns_burst() models the same.
+tbf_words() {
+  local r="$1" n unit
+  n="${r%%[!0-9]*}"; unit="${r#"$n"}"
+  case "$unit" in
+    kbit) ;; mbit) n=$((n * 1000)) ;; gbit) n=$((n * 1000000)) ;;
+    *) die "rate '$r': give it in kbit, mbit or gbit (e.g. 100mbit, 1gbit)" ;;
+  esac
+  [ -n "$n" ] && [ "$n" -gt 0 ] || die "rate '$r': not a rate (e.g. 100mbit, 1gbit)"
+  if [ -n "$BURST" ]; then echo "burst $BURST"
+  elif [ "$n" -le 100000 ]; then echo "burst 8kb"
+  else echo "burst 256kb"; fi
+}
+
 rate() {
   need_up
   local r="$1" i ns
@@ -145,9 +166,12 @@ rate() {
     tc -n "$ns" qdisc del dev anp0 root 2>/dev/null || true # none yet: nothing to remove
     tc -n "$BR" qdisc del dev "h$i" root 2>/dev/null || true
     [ "$r" = off ] && continue
+    local words; words="$(tbf_words "$r")" || exit 2
     # Host -> bridge (its uplink) and bridge -> host (its downlink): RATE each way.
-    tc -n "$ns" qdisc add dev anp0 root tbf rate "$r" burst 256kb latency 50ms || die "tc tbf $r on host $i failed"
-    tc -n "$BR" qdisc add dev "h$i" root tbf rate "$r" burst 256kb latency 50ms || die "tc tbf $r towards host $i failed"
+    # shellcheck disable=SC2086 # words: tbf's words, split on purpose
+    tc -n "$ns" qdisc add dev anp0 root tbf rate "$r" $words latency 50ms || die "tc tbf $r $words on host $i failed"
+    # shellcheck disable=SC2086
+    tc -n "$BR" qdisc add dev "h$i" root tbf rate "$r" $words latency 50ms || die "tc tbf $r $words towards host $i failed"
   done
 }
 
