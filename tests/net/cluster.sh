@@ -149,7 +149,7 @@ tbf_words() {
   n="${r%%[!0-9]*}"; unit="${r#"$n"}"
   case "$unit" in
     kbit) ;; mbit) n=$((n * 1000)) ;; gbit) n=$((n * 1000000)) ;;
-    *) die "rate '$r': give it in kbit, mbit or gbit (e.g. 100mbit, 1gbit)" ;;
+    *) die "rate '$r': give a whole number of kbit, mbit or gbit (e.g. 100mbit, 1gbit, 2500mbit)" ;;
   esac
   [ -n "$n" ] && [ "$n" -gt 0 ] || die "rate '$r': not a rate (e.g. 100mbit, 1gbit)"
   if [ -n "$BURST" ]; then echo "burst $BURST"
