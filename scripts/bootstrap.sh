@@ -68,6 +68,13 @@ SIM_PATCH3="$(dirname "$SIM_PATCH")/starpu-simgrid-time-redux.patch"
 REAL_PATCH="$(dirname "$SIM_PATCH")/starpu-mpi-backoff.patch"
 # and this one: an idle CPU worker sleeps instead of spinning.
 REAL_PATCH2="$(dirname "$SIM_PATCH")/starpu-worker-backoff.patch"
+# patches_of KIND: the names of the patches a build of KIND (sim, real) carries, as its cache
+# stamp lists them (names only: the checkout's path may hold blanks, these names do not)
+patches_of() {
+  local p
+  if [ "$1" = sim ]; then set -- "$SIM_PATCH" "$SIM_PATCH2" "$SIM_PATCH3"; else set -- "$REAL_PATCH" "$REAL_PATCH2"; fi
+  for p in "$@"; do basename "$p"; done
+}
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -228,7 +235,7 @@ ensure_deb_src() {
 #         StarPU-MPI, without FxT (Debian's libfxt.a is not -fPIC, so the static link fails:
 #         simulated runs have no traces), up to 64 cores and 8 GPUs per simulated node.
 ensure_starpu() {
-  local kind="$1" tag label stamp prefix msg inc
+  local kind="$1" tag label stamp prefix msg inc p stale
   if [ "$kind" = sim ]; then tag=simgrid; label="starpu sim prefix"; else tag="cuda$HAVE_NVCC"; label="starpu prefix"; fi
 
   # (a) a site StarPU already found by pkg-config (real runs only)
@@ -248,24 +255,12 @@ ensure_starpu() {
   for stamp in "$CACHE"/starpu-"$STARPU_SERIES".*-"$tag"/.installed; do
     [ -f "$stamp" ] || continue
     prefix="$(dirname "$stamp")"
-    if [ "$kind" = sim ] && ! grep -qx "patch: $(basename "$SIM_PATCH")" "$stamp"; then
-      say "the cached $prefix predates $(basename "$SIM_PATCH"): rebuilding it"
-      continue
-    fi
-    if [ "$kind" = sim ] && ! grep -qx "patch: $(basename "$SIM_PATCH2")" "$stamp"; then
-      say "the cached $prefix predates $(basename "$SIM_PATCH2"): rebuilding it"
-      continue
-    fi
-    if [ "$kind" = sim ] && ! grep -qx "patch: $(basename "$SIM_PATCH3")" "$stamp"; then
-      say "the cached $prefix predates $(basename "$SIM_PATCH3"): rebuilding it"
-      continue
-    fi
-    if [ "$kind" = real ] && ! grep -qx "patch: $(basename "$REAL_PATCH")" "$stamp"; then
-      say "the cached $prefix predates $(basename "$REAL_PATCH"): rebuilding it"
-      continue
-    fi
-    if [ "$kind" = real ] && ! grep -qx "patch: $(basename "$REAL_PATCH2")" "$stamp"; then
-      say "the cached $prefix predates $(basename "$REAL_PATCH2"): rebuilding it"
+    stale=""
+    for p in $(patches_of "$kind"); do
+      grep -qx "patch: $p" "$stamp" || { stale="$p"; break; }
+    done
+    if [ -n "$stale" ]; then
+      say "the cached $prefix predates $stale: rebuilding it"
       continue
     fi
     if msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")"; then
@@ -358,9 +353,7 @@ ensure_starpu() {
   ( cd "$builddir" && make install ) >>"$log" 2>&1 || { tail -15 "$log" >&2; die "StarPU install failed; full log in $log"; }
   msg="$(check_starpu_config "$kind" "$prefix/include/starpu/$STARPU_SERIES")" \
     || die "StarPU built without a required feature: $msg (configure log: $log)"
-  { date -u +%FT%TZ; [ "$kind" = sim ] && echo "patch: $(basename "$SIM_PATCH")" && echo "patch: $(basename "$SIM_PATCH2")" &&
-      echo "patch: $(basename "$SIM_PATCH3")";
-    [ "$kind" = real ] && echo "patch: $(basename "$REAL_PATCH")" && echo "patch: $(basename "$REAL_PATCH2")"; } > "$prefix/.installed"
+  { date -u +%FT%TZ; for p in $(patches_of "$kind"); do echo "patch: $p"; done; } > "$prefix/.installed"
   rm -rf "$builddir"
   say "StarPU $upver ($kind) installed in $prefix"
   echo "$label: $prefix"

@@ -159,14 +159,14 @@ tbf_words() {
 
 rate() {
   need_up
-  local r="$1" i ns
+  local r="$1" i ns words=""
+  [ "$r" = off ] || words="$(tbf_words "$r")" || exit 2
   for i in $(seq 1 "$(nhosts)"); do
     ns="${P}h$i"
     ip -n "$ns" link set anp0 txqueuelen 1000
     tc -n "$ns" qdisc del dev anp0 root 2>/dev/null || true # none yet: nothing to remove
     tc -n "$BR" qdisc del dev "h$i" root 2>/dev/null || true
     [ "$r" = off ] && continue
-    local words; words="$(tbf_words "$r")" || exit 2
     # Host -> bridge (its uplink) and bridge -> host (its downlink): RATE each way.
     # shellcheck disable=SC2086 # words: tbf's words, split on purpose
     tc -n "$ns" qdisc add dev anp0 root tbf rate "$r" $words latency 50ms || die "tc tbf $r $words on host $i failed"

@@ -21,6 +21,9 @@ grep -qa STARPU_WORKER_BACKOFF_MAX "$CORE" 2>/dev/null \
   || { echo "SKIP: $CORE lacks third_party/starpu-worker-backoff.patch (a StarPU not built by scripts/bootstrap.sh)"; exit 77; }
 TC="$DNN_SOURCE_DIR/bench/thread_cpu.sh"
 export STARPU_NCPU=1
+# thread_stats OUT COMM: "cpu_pct sleeps_per_s" of rank 0's threads named COMM in bench/thread_cpu.sh's
+# output OUT, or nothing
+thread_stats() { grep "^thread_cpu: total rank=0 comm=\"$2\"" <<<"$1" | sed 's/.*cpu_pct=\([0-9.]*\).*sleeps_per_s=\([0-9]*\).*/\1 \2/' || true; }
 # measure NAME [mpirun args]: the MPI threads of rank 0 while rank 1 is stopped; sets CPU, SLEEPS,
 # and WCPU, WSLEEPS for its worker
 measure() {
@@ -30,15 +33,13 @@ measure() {
   out="$(bash "$TC" --nprocs 2 --delay 1 --start-when "grep -q train_epoch $m" --stop-rank 1 --settle 2 --window 3 --kill -- \
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 -x STARPU_NCPU "$@" "$STARPU_ANP" train --net lenet5 \
     --limit-train 640 --epochs 100000 --no-eval --quiet --metrics "$m" 2>"$TMP/$name.err")" || true
-  local line; line="$(grep '^thread_cpu: total rank=0 comm="MPI"' <<<"$out" || true)"
-  [ -n "$line" ] || { cat "$TMP/$name.err" >&2; echo "$out" >&2; fail "$name: no MPI thread measured on rank 0"; CPU=-1 SLEEPS=-1; return; }
-  CPU="$(sed 's/.*cpu_pct=\([0-9.]*\).*/\1/' <<<"$line")"
-  SLEEPS="$(sed 's/.*sleeps_per_s=\([0-9]*\).*/\1/' <<<"$line")"
+  local line; line="$(thread_stats "$out" MPI)"
+  [ -n "$line" ] || { cat "$TMP/$name.err" >&2; echo "$out" >&2; fail "$name: no MPI thread measured on rank 0"; CPU=-1 SLEEPS=-1 WCPU=-1 WSLEEPS=-1; return; }
+  read -r CPU SLEEPS <<<"$line"
   echo "$name: rank 0's MPI threads while rank 1 is stopped: ${CPU}% of a core, $SLEEPS sleeps/s"
-  line="$(grep '^thread_cpu: total rank=0 comm="CPU 0"' <<<"$out" || true)"
+  line="$(thread_stats "$out" "CPU 0")"
   [ -n "$line" ] || { echo "$out" >&2; fail "$name: no worker thread (CPU 0) measured on rank 0"; WCPU=-1 WSLEEPS=-1; return; }
-  WCPU="$(sed 's/.*cpu_pct=\([0-9.]*\).*/\1/' <<<"$line")"
-  WSLEEPS="$(sed 's/.*sleeps_per_s=\([0-9]*\).*/\1/' <<<"$line")"
+  read -r WCPU WSLEEPS <<<"$line"
   echo "$name: rank 0's worker while rank 1 is stopped: ${WCPU}% of a core, $WSLEEPS sleeps/s"
 }
 measure backoff
@@ -46,10 +47,10 @@ fcmp "$CPU >= 0 && $CPU <= 10" || fail "with the back-off, the progress thread t
 [ "$SLEEPS" -ge 20 ] || fail "with the back-off, the progress thread slept $SLEEPS times a second (want >= 20)"
 fcmp "$WCPU >= 0 && $WCPU <= 10" || fail "with the back-off, the idle worker took $WCPU% of a core (bound 10%)"
 [ "$WSLEEPS" -ge 20 ] || fail "with the back-off, the idle worker slept $WSLEEPS times a second (want >= 20)"
-measure busy -x STARPU_MPI_BACKOFF_MAX=0
+# The control: both back-offs off in one run (StarPU's own polling and spinning)
+measure busy -x STARPU_MPI_BACKOFF_MAX=0 -x STARPU_WORKER_BACKOFF_MAX=0
 [ "$SLEEPS" -ge 0 ] && [ "$SLEEPS" -lt 20 ] \
   || fail "control: busy polling (STARPU_MPI_BACKOFF_MAX=0) slept $SLEEPS times a second: the window did not catch a rank waiting"
-measure spinning -x STARPU_WORKER_BACKOFF_MAX=0
 [ "$WSLEEPS" -ge 0 ] && [ "$WSLEEPS" -lt 20 ] \
   || fail "control: a spinning worker (STARPU_WORKER_BACKOFF_MAX=0) slept $WSLEEPS times a second: the window did not catch it idle"
 finish
