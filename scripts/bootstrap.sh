@@ -15,9 +15,11 @@
 #
 #   4. With --sim: libsimgrid-dev + xsltproc, and a second StarPU built from the same source for
 #      StarPU's SimGrid mode ($CACHE/starpu-<ver>-simgrid: static, MPI through SMPI, no FxT), for
-#      scripts/simulate.sh, with third_party/'s three simulation patches (starpu-smpi-vector-bytes,
-#      starpu-smpi-envelope-actor: the simulator's speed; starpu-simgrid-time-redux: STARPU_REDUX's
-#      reduction tasks take simulated time). A cached build that lacks one is rebuilt.
+#      scripts/simulate.sh, with third_party/'s five simulation patches (starpu-smpi-vector-bytes,
+#      starpu-smpi-envelope-actor, starpu-smpi-small-data-actor, starpu-simgrid-request-poll: the
+#      simulator's speed;
+#      starpu-simgrid-time-redux: STARPU_REDUX's reduction tasks take simulated time). A cached
+#      build that lacks one is rebuilt.
 #      Printed as "starpu sim prefix: DIR" before the "starpu prefix:" line.
 #
 #   5. With --with-anchors: the comparison frameworks (current PyTorch, TensorFlow, NumPy from the
@@ -64,6 +66,10 @@ SIM_PATCH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/third_party/starpu-s
 SIM_PATCH2="$(dirname "$SIM_PATCH")/starpu-smpi-envelope-actor.patch"
 # and this one: StarPU's own STARPU_REDUX tasks are timed by their codelets' perfmodels, not skipped.
 SIM_PATCH3="$(dirname "$SIM_PATCH")/starpu-simgrid-time-redux.patch"
+# and this one: empty data-request lists are skipped without a mutex (a simcall each: the speed).
+SIM_PATCH4="$(dirname "$SIM_PATCH")/starpu-simgrid-request-poll.patch"
+# and this one: small data sends go out as the envelopes do (SimGrid's walks of detached comms).
+SIM_PATCH5="$(dirname "$SIM_PATCH")/starpu-smpi-small-data-actor.patch"
 # Applied before the real build: StarPU-MPI's progress thread backs off instead of busy-polling.
 REAL_PATCH="$(dirname "$SIM_PATCH")/starpu-mpi-backoff.patch"
 # and this one: an idle CPU worker sleeps instead of spinning.
@@ -72,7 +78,7 @@ REAL_PATCH2="$(dirname "$SIM_PATCH")/starpu-worker-backoff.patch"
 # stamp lists them (names only: the checkout's path may hold blanks, these names do not)
 patches_of() {
   local p
-  if [ "$1" = sim ]; then set -- "$SIM_PATCH" "$SIM_PATCH2" "$SIM_PATCH3"; else set -- "$REAL_PATCH" "$REAL_PATCH2"; fi
+  if [ "$1" = sim ]; then set -- "$SIM_PATCH" "$SIM_PATCH2" "$SIM_PATCH3" "$SIM_PATCH4" "$SIM_PATCH5"; else set -- "$REAL_PATCH" "$REAL_PATCH2"; fi
   for p in "$@"; do basename "$p"; done
 }
 
@@ -302,9 +308,17 @@ ensure_starpu() {
   if [ "$kind" = sim ] && ! grep -q _starpu_mpi_simgrid_envelope_isend "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
     patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH2" || die "cannot apply $SIM_PATCH2 to $srcdir"
   fi
+  # Small data sends from a copy and an actor, as the envelopes (third_party/, SimGrid only; after the envelopes' patch).
+  if [ "$kind" = sim ] && ! grep -q _starpu_mpi_simgrid_data_isend "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
+    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH5" || die "cannot apply $SIM_PATCH5 to $srcdir"
+  fi
   # STARPU_REDUX's reduction tasks timed in simulation (third_party/, code compiled under SimGrid only).
   if [ "$kind" = sim ] && ! grep -q "STARPU_REDUX$" "$srcdir/src/core/simgrid.c"; then
     patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH3" || die "cannot apply $SIM_PATCH3 to $srcdir"
+  fi
+  # Empty request lists skipped without their mutex under SimGrid (third_party/, SimGrid only).
+  if [ "$kind" = sim ] && ! grep -q "starpu-anp: under SimGrid too" "$srcdir/src/datawizard/data_request.c"; then
+    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH4" || die "cannot apply $SIM_PATCH4 to $srcdir"
   fi
   # The progress thread's back-off (third_party/; compiled out under SimGrid, see the patch's head).
   if [ "$kind" = real ] && ! grep -q STARPU_MPI_BACKOFF_MAX "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
