@@ -163,7 +163,9 @@ static void help_cmd(const char *c)
 		       "                       backward order, into buckets of up to M MiB, each all-reduced\n"
 		       "                       as one tensor as soon as its last gradient is complete, with\n"
 		       "                       --allreduce's algorithm (the tree for a bucket under N x 1 KiB)\n"
-		       "                       (fewer, bigger messages) [0: off]\n"
+		       "                       (fewer, bigger messages); 0: off; auto: off when every rank is\n"
+		       "                       on one node, else 1 MiB or a quarter of the model's gradients\n"
+		       "                       if less (at least 4 buckets, to overlap the backward) [auto]\n"
 		       "  --staleness S        async: step i uses server parameters of step i-S or newer [4]\n"
 		       "  --no-lookahead       async: compute gradients on the stale parameters as they are,\n"
 		       "                       without estimating the other ranks' last S steps by this\n"
@@ -378,7 +380,19 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_STALENESS: o->staleness = (int)parse_long_opt(name, v, 0, 1000); break;
 	case O_NO_LOOKAHEAD: o->async_lookahead = 0; break;
 	case O_STEP_TIMEOUT: o->step_timeout = parse_float_opt(name, v, 0, 86400); break;
-	case O_BUCKET_MB: o->bucket_mb = parse_float_opt(name, v, 0, 4096); break;
+	case O_BUCKET_MB: {
+		if (strcmp(v, "auto") == 0) {
+			o->bucket_mb = -1; /* graph/dist.h dnn_dist_choose_bucket_mb */
+			break;
+		}
+		errno = 0;
+		char *end;
+		const double mb = strtod(v, &end);
+		if (errno || end == v || *end || !(mb >= 0 && mb <= 4096))
+			usage_error("--%s: '%s' is not auto or a number of MiB in [0, 4096]", name, v);
+		o->bucket_mb = mb;
+		break;
+	}
 	case O_AR_BYTES: o->allreduce_bytes = parse_long_opt(name, v, 64, 1L << 31); break;
 	case O_BATCHNORM: o->batchnorm_global = !parse_word(name, v, "global", "local"); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;

@@ -5,8 +5,9 @@
 #   net hosts rate allreduce images_per_s bytes_per_step(all ranks) busiest_rank_bytes_per_step link_bytes_per_step
 # bytes_per_step: StarPU-MPI's count (STARPU_MPI_STATS=1) over the run's steps (warm-up included).
 # Environment: NETS ("lenet5 resnet8 resnet20"), HOSTS ("2 4"), RATES ("off 10gbit 1gbit"),
-# ARS ("tree ring": the all-reduces to compare, each optionally with gradient buckets, e.g.
-# "tree tree+b4" for --allreduce tree and --allreduce tree --bucket-mb 4; run in turn per rep),
+# ARS ("tree ring": the all-reduces to compare, tree, ring or rhd, each optionally with gradient
+# buckets, e.g. "rhd rhd+b4" for --allreduce rhd and --allreduce rhd --bucket-mb 4; run in turn
+# per rep),
 # STEPS_lenet5 (60), STEPS_resnet8 (10), STEPS_resnet20 (5), REPS (1), ANP_NET_ID (40).
 # Needs root (namespaces). Run from the repository root after building.
 set -euo pipefail
@@ -18,7 +19,7 @@ C="$ROOT/tests/net/cluster.sh"
 export ANP_NET_ID="${ANP_NET_ID:-40}"
 NETS="${NETS:-lenet5 resnet8 resnet20}"; HOSTS="${HOSTS:-2 4}"; RATES="${RATES:-off 10gbit 1gbit}"; REPS="${REPS:-1}"
 ARS="${ARS:-tree ring}"
-for v in $ARS; do [[ "$v" =~ ^(tree|ring)(\+b[0-9]+([.][0-9]+)?)?$ ]] || { echo "net_allreduce.sh: ARS item '$v': expected tree, ring, tree+bM or ring+bM" >&2; exit 2; }; done
+for v in $ARS; do [[ "$v" =~ ^(tree|ring|rhd)(\+b[0-9]+([.][0-9]+)?)?$ ]] || { echo "net_allreduce.sh: ARS item '$v': expected tree, ring or rhd, each optionally +bM (e.g. rhd+b4)" >&2; exit 2; }; done
 # One EXIT trap (a second `trap ... EXIT` replaces the first): the cluster goes down and the
 # scratch folder goes, also on Ctrl-C or a failed step.
 TMP="$(mktemp -d)"

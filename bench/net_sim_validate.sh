@@ -10,8 +10,9 @@
 # simulates those cases again without measuring, with sim/platform.py given --platform-args.
 #
 # A case is NET:HOSTS:RATE:MODE (e.g. resnet8:4:100mbit:async); batch 64 (global), 2 chunks per
-# rank, one CPU worker per rank (dmda), the tree all-reduce (explicitly: the tables were taken
-# with it, before the default became auto, which picks rhd or the ring across hosts), --steps S (lenet5 30,
+# rank, one CPU worker per rank (dmda), the tree all-reduce per tensor (explicitly, --allreduce
+# tree --bucket-mb 0: the tables were taken with it, before the defaults became auto, which across
+# hosts pick rhd or the ring, and buckets), --steps S (lenet5 30,
 # resnet8 10, others 5) after 5 warm-up steps. The measured runs calibrate StarPU's CPU models, each
 # rank into its own directory: the simulation then times every task as it ran on this machine
 # during the measured runs, with the ranks' threads sharing its cores (the oversubscription of
@@ -59,7 +60,7 @@ for c in "${L[@]}"; do
     bash "$C" rate "$rate"
   fi
   steps=5; [ "$net" = lenet5 ] && steps=30; [ "$net" = resnet8 ] && steps=10
-  args=(bench --net "$net" --batch 64 --chunks 2 --steps "$steps" --warmup 5 --mode "$mode" --allreduce tree --quiet)
+  args=(bench --net "$net" --batch 64 --chunks 2 --steps "$steps" --warmup 5 --mode "$mode" --allreduce tree --bucket-mb 0 --quiet)
   cal="${WORK:-$TMP}/cal-${c//:/-}"
   ips=() load=""
   [ -z "$row" ] || { read -ra ips <<<"$(cut -d, -f2 <<<"$row")"; load="$(cut -d, -f3 <<<"$row")"; }

@@ -429,6 +429,16 @@ dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_o
 	return dnn_allreduce_resolve(a, nranks, ranks_on_one_node);
 }
 
+double dnn_dist_choose_bucket_mb(double requested, size_t grad_bytes, int nranks, int ranks_on_one_node)
+{
+	if (requested >= 0)
+		return requested;
+	if (nranks < 2 || ranks_on_one_node)
+		return 0;
+	const double quarter = (double)grad_bytes / 4.0 / (1024.0 * 1024.0);
+	return quarter < 1.0 ? quarter : 1.0;
+}
+
 int dnn_dist_mpi_redux(starpu_data_handle_t G, int prio)
 {
 	return g_one_node ? starpu_mpi_redux_data_prio(MPI_COMM_WORLD, G, prio)

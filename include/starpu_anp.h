@@ -74,7 +74,8 @@ typedef struct {
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
 	dnn_allreduce allreduce;  // --allreduce tree|ring|rhd (sync, multi-rank runs)
-	double bucket_mb;         // --bucket-mb M: sync, pack the tree's tensors into all-reduce buckets of M MiB (0 = off)
+	double bucket_mb;         // --bucket-mb M: sync, pack the gradients into all-reduce buckets of M MiB (0 = off;
+	                          // negative = auto, dnn_dist_choose_bucket_mb)
 	int staleness;            // --staleness S (async)
 	int async_lookahead;      // async: estimate the others' S missing steps by ours [1]; --no-lookahead
 	double step_timeout;      // --step-timeout S: multi-rank runs stop when no step completes for S s (0 = off) [300]

@@ -131,6 +131,10 @@ int dnn_cmd_allreduce_bench(const dnn_train_opts *o)
 	int have_m = 0, have_p = 0;
 	dnn_train_opts ro = *o; /* --allreduce auto resolved: the result line names what ran */
 	ro.allreduce = dnn_dist_choose_allreduce(o->allreduce, dnn_runtime_nranks(), dnn_runtime_ranks_on_one_node());
+	/* --bucket-mb auto: off. One tensor in a bucket of its own only adds the pack and unpack
+	 * copies; an explicit size still times that path. */
+	if (ro.bucket_mb < 0)
+		ro.bucket_mb = 0;
 	int rc = run(&ro, &g, &m, &p, &have_m, &have_p);
 	starpu_mpi_wait_for_all(MPI_COMM_WORLD);
 	if (have_p)

@@ -24,6 +24,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->cosine = 1;
 	o->mode = DNN_MODE_SYNC;
 	o->allreduce = DNN_ALLREDUCE_AUTO;
+	o->bucket_mb = -1; /* auto: dnn_dist_choose_bucket_mb */
 	o->staleness = 4;
 	o->async_lookahead = 1;
 	o->batchnorm_global = 0; /* local, as PyTorch DDP: README "Batch norm over the global batch" says why */

@@ -22,6 +22,7 @@
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
 #            --mode sync|async --allreduce tree|ring|rhd --staleness S   (as `starpu_anp bench`)
+#            (and --bucket-mb 0, which `-- --bucket-mb M` or `-- --bucket-mb auto` overrides)
 #            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
 # Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
 #            runs, and a plot of images/s is written next to the CSV (gnuplot).
@@ -283,7 +284,9 @@ for ar in "${L_AR[@]}"; do
     args=(bench --net "$NET" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup "$WARMUP" --quiet
           --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
     [ -z "$INPUT" ] || args+=(--input "$INPUT")
-    args+=("${EXTRA[@]}")
+    # Buckets off unless asked for after `--` (a later --bucket-mb wins): the app's default (auto)
+    # buckets across nodes, and the tables of docs/SIMULATION.md were taken without them.
+    args+=(--bucket-mb 0 "${EXTRA[@]}")
     envs=(STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$name" STARPU_SCHED="$sched"
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
           ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)

@@ -61,6 +61,8 @@ for np in 2 3 4; do for ar in default ring rhd; do
   [ "$(result_field "$LINE" mode)" = sync ] || fail "result line says mode=$(result_field "$LINE" mode)"
   [ "$(result_field "$LINE" allreduce)" = "$([ "$ar" = default ] && echo tree || echo "$ar")" ] \
     || fail "$np ranks ($ar): result line says allreduce=$(result_field "$LINE" allreduce)"
+  # --bucket-mb auto: off when every rank is on one node (graph/dist.h dnn_dist_choose_bucket_mb)
+  [ "$(result_field "$LINE" bucket_mb)" = 0 ] || fail "$np ranks ($ar): default buckets on one node: bucket_mb=$(result_field "$LINE" bucket_mb), expected 0"
   near_ref "$np ranks ($ar)"
 done; done
 # Gradient buckets (--bucket-mb) pack the tensors into fewer all-reduces: the same sums, so the
