@@ -25,9 +25,10 @@ dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_o
  * model of grad_bytes gradient bytes. Off (0) for one rank or when every rank is on one node
  * (no measurement there favours them); across nodes min(1 MiB, grad_bytes / 4): 1 MiB is the
  * best size simulated on the seeds' cluster (16 x 4 K80 over FDR, ResNet-50: +2.9% over none at
- * 16 nodes, +0.3-0.8% at 2-8; 4 and 16 MiB below it), and a net smaller than 4 MiB keeps 4
- * buckets at least, so that its all-reduces still overlap the backward (over the namespace hosts
- * at 100 Mbit/s one bucket for the whole net cost lenet5 18% and resnet8 32-38%, quarter-size
+ * 16 nodes, +0.3-0.8% at 2-8; 4 and 16 MiB below it), and no bucket of a net under 4 MiB holds
+ * more than a quarter of its gradients, so that its all-reduces still overlap the backward
+ * (lenet5: fc1's weight alone, the nine other tensors in one bucket; over the namespace hosts
+ * at 100 Mbit/s one bucket for the whole net cost lenet5 17% and resnet8 29-35%, quarter-size
  * buckets nothing; docs/NETWORK.md "Gradient buckets"). A size >= 0 is returned as it is. */
 double dnn_dist_choose_bucket_mb(double requested, size_t grad_bytes, int nranks, int ranks_on_one_node);
 /* StarPU-MPI's reduction of G's STARPU_MPI_REDUX contributions into G's owner, shaped as
