@@ -32,6 +32,8 @@
 #            --calib-steps N  timed steps per calibration run [12]; a big net needs fewer (ResNet-50: 5)
 #            --no-build       use build/ and build-sim/ as they are (they must exist)
 #            --quiet          only the command lines and result lines
+# Environment: ANP_SIM_ASLR=1 runs the simulation with address-space randomisation (by default
+#            it runs under `setarch -R`, so that the same command gives the same result).
 #            -h, --help       this help
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
@@ -115,6 +117,15 @@ if [ "$NO_BUILD" = 0 ]; then
   build "$REAL_BUILD"
   ( export STARPU_PREFIX="$STARPU_SIM_PREFIX" PKG_CONFIG_PATH="$STARPU_SIM_PREFIX/lib/pkgconfig"
     CC=smpicc build "$SIM_BUILD" -DDNN_SIMGRID=ON )
+fi
+# The same command gives the same result: the simulation runs without address-space
+# randomisation. With it, orders that StarPU and SMPI derive from addresses (tables keyed by
+# pointers) change from run to run, and so does the simulated schedule: a 4-node H200 step
+# varied by up to 6% between identical runs, K80 nodes much less (docs/SIMULATION.md,
+# "Reproducible runs"). ANP_SIM_ASLR=1 keeps the randomisation, to measure that spread.
+NOASLR=()
+if [ "${ANP_SIM_ASLR:-0}" != 1 ] && setarch "$(uname -m)" -R true 2>/dev/null; then
+  NOASLR=(setarch "$(uname -m)" -R)
 fi
 for app in "$REAL_BUILD/apps/starpu_anp" "$SIM_BUILD/apps/starpu_anp"; do
   [ -x "$app" ] || { echo "simulate.sh: $app is missing (run without --no-build to build it)" >&2; exit 1; }
@@ -299,7 +310,7 @@ for ar in "${L_AR[@]}"; do
     elif [ "$gpus" != 0 ]; then
       envs+=(ANP_SIM_GPU="$spec")
     fi
-    cmd=(env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
+    cmd=("${NOASLR[@]}" env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
          -hostfile "$pdir/hostfile" -np "$nodes")
     read -ra smpicfg <"$pdir/smpi.cfg" # the platform's SMPI options (netns: its size factors)
     cmd+=("${smpicfg[@]}" "$SIM_APP" "${args[@]}")
