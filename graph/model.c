@@ -238,6 +238,14 @@ int dnn_model_sync_to_host(dnn_model *m, char *err, size_t errlen)
 	return 0;
 }
 
+size_t dnn_model_grad_bytes(const dnn_model *m)
+{
+	size_t bytes = 0;
+	for (int i = 0; i < m->nparams; i++)
+		bytes += (size_t)m->params[i].n * sizeof(float);
+	return bytes;
+}
+
 void dnn_model_destroy(dnn_model *m)
 {
 	dnn_dist_destroy(m);

@@ -78,6 +78,8 @@ int dnn_model_create(dnn_model *m, dnn_graph *g, uint64_t seed, char *err, size_
 int dnn_model_set_optimizer(dnn_model *m, dnn_optimizer opt, char *err, size_t errlen);
 /* The float count of pr's optimiser state (pr->v). */
 long dnn_param_state_n(const dnn_model *m, const dnn_param *pr);
+/* The bytes of one copy of every parameter's gradient (the sum of the parameters' floats). */
+size_t dnn_model_grad_bytes(const dnn_model *m);
 /* Bring every tensor back to host memory (waits for the tasks that write them). */
 int dnn_model_sync_to_host(dnn_model *m, char *err, size_t errlen);
 void dnn_model_destroy(dnn_model *m);

@@ -32,12 +32,8 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 	if (avail < 0)
 		return 0; // StarPU knows no size for main memory: nothing to compare with
 	double plan = train_plan ? dnn_plan_starpu_bytes(train_plan) : 0, redux = 0, eval = 0;
-	if (train_plan && train_plan->train) {
-		double grads = 0;
-		for (int i = 0; i < m->nparams; i++)
-			grads += (double)m->params[i].n * sizeof(float);
-		redux = grads * starpu_cpu_worker_get_count();
-	}
+	if (train_plan && train_plan->train)
+		redux = (double)dnn_model_grad_bytes(m) * starpu_cpu_worker_get_count();
 	int eval_k = 0;
 	if (eval_batch > 0) {
 		// dnn_evaluate's plan, exactly as it will make it (registering allocates nothing).

@@ -204,12 +204,10 @@ static int setup_plan(train_run *r)
 			r->usage_rc = 2;
 			return -1;
 		}
-		size_t grad_bytes = 0;
-		for (int q = 0; q < r->m.nparams; q++)
-			grad_bytes += (size_t)r->m.params[q].n * sizeof(float);
 		/* --bucket-mb auto resolved (async has no buckets): the result line names what ran */
 		r->o.bucket_mb = o->mode == DNN_MODE_SYNC
-					 ? dnn_dist_choose_bucket_mb(o->bucket_mb, grad_bytes, r->nranks, dnn_runtime_ranks_on_one_node())
+					 ? dnn_dist_choose_bucket_mb(o->bucket_mb, dnn_model_grad_bytes(&r->m), r->nranks,
+								     dnn_runtime_ranks_on_one_node())
 					 : (o->bucket_mb < 0 ? 0 : o->bucket_mb);
 		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
 		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, bucket_elems, o->staleness, o->async_lookahead,

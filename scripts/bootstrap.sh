@@ -81,6 +81,12 @@ patches_of() {
   if [ "$1" = sim ]; then set -- "$SIM_PATCH" "$SIM_PATCH2" "$SIM_PATCH3" "$SIM_PATCH4" "$SIM_PATCH5"; else set -- "$REAL_PATCH" "$REAL_PATCH2"; fi
   for p in "$@"; do basename "$p"; done
 }
+# apply_patch_once SRCDIR PATCH FILE MARKER: apply PATCH to SRCDIR unless FILE (relative to it)
+# already holds MARKER (a grep pattern only the patch adds), so a patched tree is left alone.
+apply_patch_once() {
+  grep -q -- "$4" "$1/$3" && return 0
+  patch -d "$1" -p1 --forward -s < "$2" || die "cannot apply $2 to $1"
+}
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
@@ -299,34 +305,25 @@ ensure_starpu() {
     perl -0pi -e 's/props\[devid\]\.computeMode == cudaComputeModeExclusive/({ int anp_cm_ = 0; cudaDeviceGetAttribute(&anp_cm_, cudaDevAttrComputeMode, devid); anp_cm_; }) == cudaComputeModeExclusive/g' "$f"
   done
 
-  # StarPU-MPI under SMPI sends vectors as bytes, not as a derived datatype that SMPI copies three
-  # times per message (third_party/; the real build behaves as the original, see the patch's head).
-  if [ "$kind" = sim ] && ! grep -q _starpu_mpi_datatype_count "$srcdir/mpi/src/starpu_mpi_datatype.h"; then
-    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH" || die "cannot apply $SIM_PATCH to $srcdir"
-  fi
-  # Its envelopes from an actor of their own, not detached (third_party/, compiled in under SimGrid only).
-  if [ "$kind" = sim ] && ! grep -q _starpu_mpi_simgrid_envelope_isend "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
-    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH2" || die "cannot apply $SIM_PATCH2 to $srcdir"
-  fi
-  # Small data sends from a copy and an actor, as the envelopes (third_party/, SimGrid only; after the envelopes' patch).
-  if [ "$kind" = sim ] && ! grep -q _starpu_mpi_simgrid_data_isend "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
-    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH5" || die "cannot apply $SIM_PATCH5 to $srcdir"
-  fi
-  # STARPU_REDUX's reduction tasks timed in simulation (third_party/, code compiled under SimGrid only).
-  if [ "$kind" = sim ] && ! grep -q "STARPU_REDUX$" "$srcdir/src/core/simgrid.c"; then
-    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH3" || die "cannot apply $SIM_PATCH3 to $srcdir"
-  fi
-  # Empty request lists skipped without their mutex under SimGrid (third_party/, SimGrid only).
-  if [ "$kind" = sim ] && ! grep -q "starpu-anp: under SimGrid too" "$srcdir/src/datawizard/data_request.c"; then
-    patch -d "$srcdir" -p1 --forward -s < "$SIM_PATCH4" || die "cannot apply $SIM_PATCH4 to $srcdir"
-  fi
-  # The progress thread's back-off (third_party/; compiled out under SimGrid, see the patch's head).
-  if [ "$kind" = real ] && ! grep -q STARPU_MPI_BACKOFF_MAX "$srcdir/mpi/src/mpi/starpu_mpi_mpi.c"; then
-    patch -d "$srcdir" -p1 --forward -s < "$REAL_PATCH" || die "cannot apply $REAL_PATCH to $srcdir"
-  fi
-  # The idle CPU workers' back-off (third_party/; compiled out under SimGrid, see the patch's head).
-  if [ "$kind" = real ] && ! grep -q STARPU_WORKER_BACKOFF_MAX "$srcdir/src/drivers/driver_common/driver_common.c"; then
-    patch -d "$srcdir" -p1 --forward -s < "$REAL_PATCH2" || die "cannot apply $REAL_PATCH2 to $srcdir"
+  # third_party/'s patches, each applied once (the source tree is shared by both builds: the
+  # simulation ones compile only under SimGrid, the real ones are compiled out there; see each
+  # patch's head). In this order: the small-data patch goes on top of the envelopes' one.
+  if [ "$kind" = sim ]; then
+    # StarPU-MPI under SMPI sends vectors as bytes, not as a derived datatype SMPI copies 3 times.
+    apply_patch_once "$srcdir" "$SIM_PATCH" mpi/src/starpu_mpi_datatype.h _starpu_mpi_datatype_count
+    # Its envelopes from an actor of their own, not detached.
+    apply_patch_once "$srcdir" "$SIM_PATCH2" mpi/src/mpi/starpu_mpi_mpi.c _starpu_mpi_simgrid_envelope_isend
+    # Small data sends from a copy and an actor, as the envelopes.
+    apply_patch_once "$srcdir" "$SIM_PATCH5" mpi/src/mpi/starpu_mpi_mpi.c _starpu_mpi_simgrid_data_isend
+    # STARPU_REDUX's reduction tasks timed in simulation.
+    apply_patch_once "$srcdir" "$SIM_PATCH3" src/core/simgrid.c "STARPU_REDUX$"
+    # Empty request lists skipped without their mutex.
+    apply_patch_once "$srcdir" "$SIM_PATCH4" src/datawizard/data_request.c "starpu-anp: under SimGrid too"
+  else
+    # The progress thread's back-off.
+    apply_patch_once "$srcdir" "$REAL_PATCH" mpi/src/mpi/starpu_mpi_mpi.c STARPU_MPI_BACKOFF_MAX
+    # The idle CPU workers' back-off.
+    apply_patch_once "$srcdir" "$REAL_PATCH2" src/drivers/driver_common/driver_common.c STARPU_WORKER_BACKOFF_MAX
   fi
 
   log="$CACHE/starpu-build-$upver-$tag.log"

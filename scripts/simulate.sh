@@ -32,9 +32,9 @@
 #            --calib-steps N  timed steps per calibration run [12]; a big net needs fewer (ResNet-50: 5)
 #            --no-build       use build/ and build-sim/ as they are (they must exist)
 #            --quiet          only the command lines and result lines
+#            -h, --help       this help
 # Environment: ANP_SIM_ASLR=1 runs the simulation with address-space randomisation (by default
 #            it runs under `setarch -R`, so that the same command gives the same result).
-#            -h, --help       this help
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -53,7 +53,7 @@ list_of() { local opt="$1" v="$2" re="$3" x; IFS=, read -ra _l <<<"$v"; [ "${#_l
   for x in "${_l[@]}"; do [[ "$x" =~ $re ]] || usage "$opt '$x': not one of the allowed values"; done; }
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^# Exit status/p' "$0"; exit 0 ;;
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
