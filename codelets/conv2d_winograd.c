@@ -164,6 +164,8 @@ size_t dnn_wino4_work(const dnn_wino_shape *s) { return wino_work(s, 4); }
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "simd_tail.h"
+
 int dnn_wino_supported(void)
 {
 	static int cached = -1;
@@ -237,17 +239,30 @@ __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict
 	}
 }
 
-/* Zero p[a..b): the padding columns of an E or O row (0 to pad + 1 floats) in one masked store;
- * a longer span (a whole padding row) with memset. (As a loop, GCC calls memset for every
- * span, which costs as much as copying the row.) */
-__attribute__((target("avx2,fma"))) static inline void zero_span(float *p, int a, int b)
+/* Zero p[a..b): the padding columns of an E or O row (0 to pad + 1 floats) as plain scalar
+ * stores; a longer span (a whole padding row) with memset. Not a masked vector store: AVX2's
+ * vmaskmovps to memory is microcoded on AMD Zen (perf on Zen 4 put ~40% of split_image's time
+ * on the instructions after these stores; cheap on Intel). Not a loop either: GCC turns it into
+ * a memset call for every span, which costs as much as copying the row. */
+static inline void zero_span(float *p, int a, int b)
 {
-	if (b - a > 8)
-		memset(p + a, 0, (size_t)(b - a) * sizeof(float));
-	else if (b > a)
-		_mm256_maskstore_ps(p + a, _mm256_cmpgt_epi32(_mm256_set1_epi32(b - a),
-							      _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-				    _mm256_setzero_ps());
+	const int n = b - a;
+	if (n > 8) {
+		memset(p + a, 0, (size_t)n * sizeof(float));
+		return;
+	}
+	float *q = p + a;
+	switch (n) {
+	case 8: q[7] = 0.0f; /* fall through */
+	case 7: q[6] = 0.0f; /* fall through */
+	case 6: q[5] = 0.0f; /* fall through */
+	case 5: q[4] = 0.0f; /* fall through */
+	case 4: q[3] = 0.0f; /* fall through */
+	case 3: q[2] = 0.0f; /* fall through */
+	case 2: q[1] = 0.0f; /* fall through */
+	case 1: q[0] = 0.0f; /* fall through */
+	default: break;
+	}
 }
 
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
@@ -535,7 +550,7 @@ __attribute__((target("avx2,fma"))) static void filter_transform4(float *restric
 		for (int a = 0; a < 6; a++) { // U = t G^T, row a
 			g4(r, t[a][0], t[a][1], t[a][2]);
 			for (int b = 0; b < 6; b++)
-				_mm256_maskstore_ps(u + f + (size_t)(6 * a + b) * kc, mask, r[b]);
+				dnn_store_first_ps(u + f + (size_t)(6 * a + b) * kc, r[b], (int)(kc - f));
 		}
 	}
 }
@@ -569,9 +584,8 @@ split_row4(float *ph, size_t phs, const float *xr, int W, int pw, int l)
 		__m256 t2 = _mm256_unpackhi_ps(a[0], a[1]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
 		__m256 r[4] = {_mm256_shuffle_ps(t0, t1, 0x44), _mm256_shuffle_ps(t0, t1, 0xee),
 			       _mm256_shuffle_ps(t2, t3, 0x44), _mm256_shuffle_ps(t2, t3, 0xee)};
-		const __m256i sm = _mm256_cmpgt_epi32(_mm256_set1_epi32(l - j), lane);
 		for (int k = 0; k < 4; k++)
-			_mm256_maskstore_ps(ph + k * phs + j, sm, _mm256_permutevar8x32_ps(r[k], perm));
+			dnn_store_first_ps(ph + k * phs + j, _mm256_permutevar8x32_ps(r[k], perm), l - j);
 	}
 }
 
@@ -785,7 +799,7 @@ static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store(
 		return;
 	}
 	const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-	_mm256_maskstore_ps(d, m, beta != 0.0f ? _mm256_add_ps(_mm256_maskload_ps(d, m), v) : v);
+	dnn_store_first_ps(d, beta != 0.0f ? _mm256_add_ps(_mm256_maskload_ps(d, m), v) : v, n);
 }
 
 /* The same for the first n (> 0) of the 4 floats of v. */
@@ -797,7 +811,7 @@ static inline __attribute__((always_inline, target("avx2,fma"))) void seg_store4
 		return;
 	}
 	const __m128i m = _mm_cmpgt_epi32(_mm_set1_epi32(n), _mm_setr_epi32(0, 1, 2, 3));
-	_mm_maskstore_ps(d, m, beta != 0.0f ? _mm_add_ps(_mm_maskload_ps(d, m), v) : v);
+	dnn_store_first_ps128(d, beta != 0.0f ? _mm_add_ps(_mm_maskload_ps(d, m), v) : v, n);
 }
 
 /* y (of channel k: ybase) = or += the output transform of the chunk's nseg tw tiles at mm; the

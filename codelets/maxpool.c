@@ -122,6 +122,8 @@ static int pool_simd = -1; // -1: not chosen yet
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "simd_tail.h"
+
 int dnn_maxpool_set_simd(int on)
 {
 	__builtin_cpu_init();
@@ -169,8 +171,8 @@ __attribute__((target("avx2"))) static inline void interleave(float *p, int nf, 
 		r0 = _mm256_add_ps(_mm256_maskload_ps(p, k0), r0);
 		r1 = _mm256_add_ps(_mm256_maskload_ps(p + 8, k1), r1);
 	}
-	_mm256_maskstore_ps(p, k0, r0);
-	_mm256_maskstore_ps(p + 8, k1, r1);
+	dnn_store_first_ps(p, r0, nf);
+	dnn_store_first_ps(p + 8, r1, nf - 8);
 }
 
 __attribute__((target("avx2"))) static void maxpool_forward_2x2_avx2(float *restrict y, const float *restrict x,
@@ -193,7 +195,7 @@ __attribute__((target("avx2"))) static void maxpool_forward_2x2_avx2(float *rest
 				if (t == 8)
 					_mm256_storeu_ps(yp + q, m);
 				else
-					_mm256_maskstore_ps(yp + q, first_lanes(t), m);
+					dnn_store_first_ps(yp + q, m, t);
 			}
 		}
 }
