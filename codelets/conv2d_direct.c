@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "conv2d_impl.h"
+#include "short_copy.h"
 #include "dnn_codelet.h"
 
 #define DIRECT_MAX_CK 128
@@ -55,8 +56,8 @@ static void pad_image(float *restrict xp, const float *restrict x, const conv_ge
 	memset(xp, 0, (size_t)g->C * Hp * ld * sizeof(float));
 	for (int c = 0; c < g->C; c++)
 		for (int i = 0; i < g->H; i++)
-			memcpy(xp + ((size_t)c * Hp + i + g->pad_h) * ld + g->pad_w,
-			       x + ((size_t)c * g->H + i) * g->W, (size_t)g->W * sizeof(float));
+			dnn_copy_floats(xp + ((size_t)c * Hp + i + g->pad_h) * ld + g->pad_w,
+					x + ((size_t)c * g->H + i) * g->W, g->W);
 }
 
 /* Output row p of KB consecutive output channels, each in NV 8-float registers (KB*NV

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "conv2d_impl.h"
+#include "short_copy.h"
 
 /* Floats of column buffer per block: 64 Ki floats = 256 KiB, half of a typical L2. */
 #define CONV_COL_BUDGET (64 * 1024)
@@ -121,22 +122,22 @@ static void build_phases(float *restrict ph, float *restrict row, const float *r
 				if (!phase_used(b, g->S, g->dil, st))
 					continue;
 				float *d = pa + b * pl->phase + cbase;
-				memset(d, 0, (size_t)ilo * Wc * sizeof(float));
-				memset(d + (size_t)ihi * Wc, 0, (size_t)(Hc - ihi) * Wc * sizeof(float));
+				dnn_zero_floats(d, (long)ilo * Wc);
+				dnn_zero_floats(d + (size_t)ihi * Wc, (long)(Hc - ihi) * Wc);
 			}
 			for (int i = ilo; i < ihi; i++) {
 				const float *xrow = x + ((size_t)c * H + i * st + roff) * W;
 				float *d0 = pa + cbase + (size_t)i * Wc;
 				if (st == 1) {
-					memset(d0, 0, (size_t)jlo * sizeof(float));
-					memcpy(d0 + jlo, xrow + jlo - g->pad_w, (size_t)(jhi - jlo) * sizeof(float));
-					memset(d0 + jhi, 0, (size_t)(Wc - jhi) * sizeof(float));
+					dnn_zero_floats(d0, jlo);
+					dnn_copy_floats(d0 + jlo, xrow + jlo - g->pad_w, jhi - jlo);
+					dnn_zero_floats(d0 + jhi, Wc - jhi);
 					continue;
 				}
 				/* Pad the row, then deal its columns out to the phases. */
-				memset(row, 0, (size_t)jlo * sizeof(float));
-				memcpy(row + jlo, xrow + jlo - g->pad_w, (size_t)(jhi - jlo) * sizeof(float));
-				memset(row + jhi, 0, (size_t)(st * Wc - jhi) * sizeof(float));
+				dnn_zero_floats(row, jlo);
+				dnn_copy_floats(row + jlo, xrow + jlo - g->pad_w, jhi - jlo);
+				dnn_zero_floats(row + jhi, (long)st * Wc - jhi);
 				if (both) {
 					float *d1 = d0 + pl->phase;
 					for (int j = 0; j < Wc; j++) {
@@ -202,16 +203,8 @@ static size_t tap_offset(int c, int r, int s, int p, const conv_geom *g, const c
 	       (size_t)(p + rd / st) * pl->Wc + (size_t)(sd / st);
 }
 
-/* d[0..n) = s[0..n) for the short runs of im2col, in 8-float moves that the compiler inlines
- * (a libc memcpy call per run costs as much as the copy). */
-static inline void copy_floats(float *restrict d, const float *restrict s, int n)
-{
-	int i = 0;
-	for (; i + 8 <= n; i += 8)
-		memcpy(d + i, s + i, 8 * sizeof(float));
-	for (; i < n; i++)
-		d[i] = s[i];
-}
+/* d[0..n) = s[0..n) for the short runs of im2col (short_copy.h: no libc call per run). */
+static inline void copy_floats(float *restrict d, const float *restrict s, int n) { dnn_copy_floats(d, s, n); }
 
 /* im2col of output rows [p0, p1) of one image from its phases: col (C*R*S, ldcol). */
 static void phases_to_col(float *restrict col, size_t ldcol, const float *restrict ph, int p0,
@@ -252,8 +245,8 @@ static void gather_images(float *restrict dst, const float *restrict src, int G,
 {
 	for (int i = 0; i < G; i++)
 		for (int k = 0; k < K; k++)
-			memcpy(dst + (size_t)k * G * pq + (size_t)i * pq, src + ((size_t)i * K + k) * pq,
-			       pq * sizeof(float));
+			dnn_copy_floats(dst + (size_t)k * G * pq + (size_t)i * pq, src + ((size_t)i * K + k) * pq,
+					(long)pq);
 }
 
 static void scatter_images(float *restrict dst, const float *restrict src, int G, int K, size_t pq,
@@ -267,7 +260,7 @@ static void scatter_images(float *restrict dst, const float *restrict src, int G
 				for (size_t j = 0; j < pq; j++)
 					d[j] += s[j];
 			} else {
-				memcpy(d, s, pq * sizeof(float));
+				dnn_copy_floats(d, s, (long)pq);
 			}
 		}
 }

@@ -67,6 +67,7 @@
  */
 #include "conv2d_winograd.h"
 #include "dnn_codelet.h"
+#include "short_copy.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -239,31 +240,11 @@ __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict
 	}
 }
 
-/* Zero p[a..b): the padding columns of an E or O row (0 to pad + 1 floats) as plain scalar
- * stores; a longer span (a whole padding row) with memset. Not a masked vector store: AVX2's
- * vmaskmovps to memory is microcoded on AMD Zen (perf on Zen 4 put ~40% of split_image's time
- * on the instructions after these stores; cheap on Intel). Not a loop either: GCC turns it into
- * a memset call for every span, which costs as much as copying the row. */
-static inline void zero_span(float *p, int a, int b)
-{
-	const int n = b - a;
-	if (n > 8) {
-		memset(p + a, 0, (size_t)n * sizeof(float));
-		return;
-	}
-	float *q = p + a;
-	switch (n) {
-	case 8: q[7] = 0.0f; /* fall through */
-	case 7: q[6] = 0.0f; /* fall through */
-	case 6: q[5] = 0.0f; /* fall through */
-	case 5: q[4] = 0.0f; /* fall through */
-	case 4: q[3] = 0.0f; /* fall through */
-	case 3: q[2] = 0.0f; /* fall through */
-	case 2: q[1] = 0.0f; /* fall through */
-	case 1: q[0] = 0.0f; /* fall through */
-	default: break;
-	}
-}
+/* Zero p[a..b): the padding columns of an E or O row (0 to pad + 1 floats), or a whole padding
+ * row. Plain stores (short_copy.h), not a masked vector store: AVX2's vmaskmovps to memory is
+ * microcoded on AMD Zen (perf on Zen 4 put ~40% of split_image's time on the instructions after
+ * those stores; cheap on Intel); not a memset call per span either (as costly as the row copy). */
+static inline void zero_span(float *p, int a, int b) { dnn_zero_floats(p + a, b - a); }
 
 /* x (C, H, W) -> its zero-padded copy (C, hp, 2 l) split into even columns E (C, hp, l) and
  * odd columns O (C, hp, l), O right after E. Padded column pw + i holds x column i, so the
@@ -898,7 +879,7 @@ static void put_rows(float *y0, size_t Q, float *const rows[4], int nrows, float
 			for (size_t q = 0; q < Q; q++)
 				yr[q] += rows[r][q];
 		else
-			memcpy(yr, rows[r], Q * sizeof(float));
+			dnn_copy_floats(yr, rows[r], (long)Q);
 	}
 }
 
@@ -974,8 +955,7 @@ static void wino_forward(float *y, const float *x, const float *w, const dnn_win
 			if (ntp > nt)
 				for (int xi = 0; xi < nxi; xi++)
 					for (int c = 0; c < C; c++)
-						memset(v + xi * vs + (size_t)c * cap + nt, 0,
-						       (size_t)(ntp - nt) * sizeof(float));
+						dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt, (long)(ntp - nt));
 			for (int xi = 0; xi < nxi; xi++)
 				(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap,
 							  K, C, ntp);
@@ -1292,11 +1272,9 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			if (ntp > nt)
 				for (int xi = 0; xi < 16; xi++) {
 					for (int c = 0; c < C; c++)
-						memset(v + xi * vs + (size_t)c * cap + nt, 0,
-						       (size_t)(ntp - nt) * sizeof(float));
+						dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt, (long)(ntp - nt));
 					for (int k = 0; k < K; k++)
-						memset(d + xi * ds + (size_t)k * cap + nt, 0,
-						       (size_t)(ntp - nt) * sizeof(float));
+						dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt, (long)(ntp - nt));
 				}
 			for (int xi = 0; xi < 16; xi++)
 				(avx512 ? gemm_nt512 : gemm_nt)(du + xi * (size_t)K * C, d + xi * ds, v + xi * vs,
