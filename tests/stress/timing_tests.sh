@@ -4,7 +4,7 @@
 #   tests/stress/timing_tests.sh [--build DIR] [--no-faults] [--no-load] [TEST...]
 #   (--no-load: the pass runs without the busy loops, for comparison)
 #
-# TEST is any of sim_validate robust_kill_resume mpi_async mpi_kill (default: all four).
+# TEST is any of sim_validate robust_kill_resume mpi_async mpi_kill net_train_sim (default: all).
 #   (a) under load: one busy loop per core (nproc of them, `while :; do :; done`) runs for the
 #       whole of each test; each test must pass.
 #   (b) with its fault (no load): what the test checks is broken on purpose, and the test must
@@ -17,7 +17,10 @@
 #       mpi_async          async training that learns less: the async runs stop after 40 steps
 #                          (a wrapper adds --max-steps 40);
 #       mpi_kill           a rank's death goes unnoticed: a wrapper runs each rank as a child and
-#                          sleeps on when it dies, so mpirun sees a live rank and the job hangs.
+#                          sleeps on when it dies, so mpirun sees a live rank and the job hangs;
+#       net_train_sim      the simulated network is not the measured one: a patched copy of
+#                          scripts/lib.sh writes every netns platform at half the goodput
+#                          (it needs root for the namespaces, like the test).
 # Runs each test as CTest does (tests/scripts/<name>.sh with the CTest environment), prints one
 # line per run and a summary; exit 0 when every (a) run passed and every (b) run failed.
 # Needs a build (default build/) and, for sim_validate, the SimGrid StarPU (scripts/env.sh --sim).
@@ -30,11 +33,11 @@ while [ $# -gt 0 ]; do
     --no-faults) FAULTS=0; shift ;;
     --no-load) LOAD=0; shift ;;
     -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
-    sim_validate|robust_kill_resume|mpi_async|mpi_kill) TESTS+=("$1"); shift ;;
+    sim_validate|robust_kill_resume|mpi_async|mpi_kill|net_train_sim) TESTS+=("$1"); shift ;;
     *) echo "timing_tests.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-[ "${#TESTS[@]}" -gt 0 ] || TESTS=(sim_validate robust_kill_resume mpi_async mpi_kill)
+[ "${#TESTS[@]}" -gt 0 ] || TESTS=(sim_validate robust_kill_resume mpi_async mpi_kill net_train_sim)
 APP="$BUILD/apps/starpu_anp"
 [ -x "$APP" ] || { echo "timing_tests.sh: no $APP (build first)" >&2; exit 2; }
 WORK="$(mktemp -d /tmp/anp-timing-XXXXXX)"
@@ -93,6 +96,18 @@ make_sim_fault_tree() {
   echo "$t"
 }
 
+# net_train_sim's fault: a copy whose scripts/lib.sh writes the netns platform at half the goodput.
+make_net_fault_tree() {
+  local t="$WORK/netfault"
+  mkdir -p "$t/tests"
+  cp -r "$ROOT/scripts" "$ROOT/bench" "$ROOT/sim" "$t/"
+  cp -r "$ROOT/tests/scripts" "$ROOT/tests/net" "$t/tests/"
+  sed -i 's|--network netns --rate "$rate" "$@"|--network netns --rate "$rate" --netns-eff 0.47 "$@"|' "$t/scripts/lib.sh"
+  grep -q -- '--netns-eff 0.47 "$@"' "$t/scripts/lib.sh" \
+    || { echo "timing_tests.sh: the net_train_sim patch did not apply" >&2; exit 1; }
+  echo "$t"
+}
+
 RESULTS=()
 BAD=0
 # run_one NAME KIND EXPECT [VAR=VALUE...]: runs the test; KIND load|idle|fault; EXPECT pass|fail.
@@ -123,6 +138,9 @@ for t in "${TESTS[@]}"; do
     robust_kill_resume) run_one "$t" fault fail STARPU_ANP="$WORK/bin/anp-no-resume" ;;
     mpi_async) run_one "$t" fault fail STARPU_ANP="$WORK/bin/anp-async-short" ;;
     mpi_kill) run_one "$t" fault fail STARPU_ANP="$WORK/bin/anp-rank-lingers" ;;
+    net_train_sim) # the copy measures with this tree's builds
+      SRC_OVERRIDE="$(make_net_fault_tree)" run_one "$t" fault fail DNN_SOURCE_DIR="$WORK/netfault" \
+        ANP_SIM_BUILD="${ANP_SIM_BUILD:-$ROOT/build-sim}" ;;
   esac
 done
 echo "summary:"
