@@ -4,7 +4,7 @@
  * A memcpy or memset of a variable, small length is a call into libc (~10-20 ns), and GCC turns
  * a plain element loop into one too. The Winograd and im2col kernels did millions of them per
  * step on the ResNets' 7-, 14- and 28-wide rows: 3.6 M calls per step of resnet8 at batch 256,
- * mostly of 25-85 bytes (counted with an interposed libc, 2026-12-06). These helpers copy in
+ * mostly of 25-85 bytes (counted by bench/libc_copies.sh, 2026-12-06). These helpers copy in
  * fixed 8- and 4-float moves, which GCC inlines, and finish with a fall-through switch; lengths
  * past SHORT_COPY_MAX floats still go to libc, whose call cost is then small. */
 #ifndef DNN_SHORT_COPY_H
