@@ -38,3 +38,24 @@ finish() {
   if [ "$FAILS" -gt 0 ]; then echo "$FAILS check(s) failed" >&2; exit 1; fi
   echo "all checks passed"; exit 0
 }
+
+# net_sim_prepare NET_ID: the set-up the measured-against-simulated net tests share
+# (net_allreduce_sim, net_train_sim): skips (77) without mpirun, SimGrid or namespaces (a trial
+# `cluster.sh up 1`), exports ANP_NET_ID and ANP_REAL_BUILD, takes the cluster down on exit, and
+# builds the simulation (build-sim/ next to the source, as scripts/simulate.sh keeps it) by a tiny
+# calibration-only run of simulate.sh (it builds what is missing, incrementally). Sets ROOT.
+net_sim_prepare() {
+  ROOT="${DNN_SOURCE_DIR:?}"
+  command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+  command -v smpicc >/dev/null && [ -f /usr/include/smpi/smpi.h ] || { echo "SKIP: SimGrid (smpicc) is absent"; exit 77; }
+  export ANP_NET_ID="$1"
+  trap 'bash "$ROOT/tests/net/cluster.sh" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
+  local rc=0 out
+  out="$(bash "$ROOT/tests/net/cluster.sh" up 1 2>&1)" || rc=$?
+  [ "$rc" = 77 ] && { printf '%s\n' "$out" | head -1; exit 77; }
+  [ "$rc" = 0 ] || { echo "$out" >&2; fail "cluster.sh up failed"; finish; }
+  bash "$ROOT/tests/net/cluster.sh" down
+  ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"; export ANP_REAL_BUILD
+  ANP_SIM_CALIB_DIR="$TMP/calib" bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net lenet5 --batch 2 --chunks 1 \
+    --cores 1 --ncpu 1 --calib-steps 1 >/dev/null 2>"$TMP/build.err" || { tail -5 "$TMP/build.err" >&2; fail "building the simulation failed"; finish; }
+}

@@ -12,20 +12,7 @@
 NET_ID=16
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-ROOT="${DNN_SOURCE_DIR:?}"
-command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
-command -v smpicc >/dev/null && [ -f /usr/include/smpi/smpi.h ] || { echo "SKIP: SimGrid (smpicc) is absent"; exit 77; }
-export ANP_NET_ID="$NET_ID"
-trap 'bash "$ROOT/tests/net/cluster.sh" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-rc=0; out="$(bash "$ROOT/tests/net/cluster.sh" up 1 2>&1)" || rc=$?
-[ "$rc" = 77 ] && { printf '%s\n' "$out" | head -1; exit 77; }
-[ "$rc" = 0 ] || { echo "$out" >&2; fail "cluster.sh up failed"; finish; }
-bash "$ROOT/tests/net/cluster.sh" down
-ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"; export ANP_REAL_BUILD
-# The simulation build (build-sim/ next to the source, as scripts/simulate.sh keeps it): built by
-# a tiny calibration-only run of simulate.sh (it builds what is missing, incrementally).
-ANP_SIM_CALIB_DIR="$TMP/calib" bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net lenet5 --batch 2 --chunks 1 \
-  --cores 1 --ncpu 1 --calib-steps 1 >/dev/null 2>"$TMP/build.err" || { tail -5 "$TMP/build.err" >&2; fail "building the simulation failed"; finish; }
+net_sim_prepare "$NET_ID"
 TOL=0.15 TRIES=3 ok=0 seen=""
 CELL=(--variants tree --hosts 2 --rates 100mbit --sizes 4194304 --reps 3)
 for try in $(seq 1 "$TRIES"); do
