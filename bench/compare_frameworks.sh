@@ -2,7 +2,7 @@
 # compare_frameworks.sh — starpu-anp vs current PyTorch and TensorFlow/Keras (CPU), side by side,
 # on this machine.
 #
-# For every net (lenet5 resnet8 resnet20) and batch (64 256), in each of --reps rounds, it runs
+# For every net (lenet5 resnet8 resnet20) and batch (64 256), in each of --rounds rounds, it runs
 #   starpu_anp bench (all cores, STARPU_NCPU = cores), PyTorch with 1 and 2 threads
 #   (bench/pytorch_nets.py, torch.set_num_threads) and TensorFlow/Keras with 1 and 2 threads
 #   (bench/tf_nets.py, tf.config.threading intra- and inter-op threads), alternating the order
@@ -14,7 +14,9 @@
 # and the scaling. Raw results: OUT/runs.csv; tables: OUT/report.md; versions: OUT/machine.txt.
 #
 # Usage: bench/compare_frameworks.sh [options]
-#   --reps N          rounds (default 3: about 15 minutes on the 2-core development VM)
+#   --rounds N        rounds, interleaved in time: every configuration runs once per round, in
+#                     alternating order (default 3: about 15 minutes on the 2-core development VM);
+#                     a table of record wants at least 5 on a quiet machine (--reps: old name)
 #   --nets "A B"      nets (default "lenet5 resnet8 resnet20")
 #   --batches "A B"   batch sizes (default "64 256")
 #   --frameworks "A"  the others, any of "pytorch tensorflow" (default both)
@@ -47,7 +49,7 @@ DO_BUILD=1
 OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    --reps) REPS="$2"; shift ;;
+    --rounds|--reps) REPS="$2"; shift ;;
     --nets) NETS="$2"; shift ;;
     --batches) BATCHES="$2"; shift ;;
     --scaling) SCALING="$2"; shift ;;
@@ -57,12 +59,12 @@ while [ $# -gt 0 ]; do
     --build) BUILD="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift ;;
     --no-build) DO_BUILD=0 ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "compare_frameworks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "compare_frameworks.sh: --reps needs a positive integer" >&2; exit 2; }
+[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "compare_frameworks.sh: --rounds needs a positive integer" >&2; exit 2; }
 for f in $FRAMEWORKS; do
   case "$f" in pytorch|tensorflow) ;; *) echo "compare_frameworks.sh: --frameworks: unknown '$f'" >&2; exit 2 ;; esac
 done
@@ -146,15 +148,17 @@ steps_for() { # net batch
 }
 warmup_for() { case "$1" in lenet5) echo 5 ;; *) echo 1 ;; esac; }
 
-echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1" >"$CSV"
+# kind: "compare" for the side-by-side runs, "scaling" for starpu-anp's 1 -> 2 worker runs;
+# compare_report.py pools each kind apart.
+echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1,kind" >"$CSV"
 field() { anp_result_field "$(cat)" "$1"; } # LINE on stdin
 
-run_starpu() { # round net batch ncpu
+run_starpu() { # round net batch ncpu kind
   local st wu line
   st="$(steps_for "$2" "$3")"; wu="$(warmup_for "$2")"
   line="$(STARPU_NCPU="$4" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" --quiet 2>>"$LOG" | anp_result_line || true)"
   echo "starpu NCPU=$4 $line" >>"$LOG"
-  echo "$1,starpu-anp,$2,$3,$4,$(echo "$line" | field images_per_s),$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
+  echo "$1,starpu-anp,$2,$3,$4,$(echo "$line" | field images_per_s),$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),$5" >>"$CSV"
   printf '  %-10s %-8s b%-4s %d worker(s): %8s img/s\n' starpu-anp "$2" "$3" "$4" "$(echo "$line" | field images_per_s)" >&2
 }
 run_other() { # framework round net batch threads
@@ -165,7 +169,7 @@ run_other() { # framework round net batch threads
   line="$(OMP_NUM_THREADS="$5" "$PY" "$ROOT/bench/$script" --net "$3" --batch "$4" --threads "$5" \
             --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" | anp_result_line || true)"
   echo "$1 threads=$5 $line" >>"$LOG"
-  echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
+  echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),compare" >>"$CSV"
   printf '  %-10s %-8s b%-4s %d thread(s): %8s img/s\n' "$1" "$3" "$4" "$5" "$(echo "$line" | field images_per_s)" >&2
 }
 # The others of one (net, batch), in order: pytorch 1, pytorch 2, tensorflow 1, tensorflow 2.
@@ -186,15 +190,15 @@ for r in $(seq 1 "$REPS"); do
   for n in $NETS; do
     for b in $BATCHES; do
       if [ $((r % 2)) = 1 ]; then
-        run_starpu "$r" "$n" "$b" "$NCORES"; run_others "$r" "$n" "$b" forward
+        run_starpu "$r" "$n" "$b" "$NCORES" compare; run_others "$r" "$n" "$b" forward
       else
-        run_others "$r" "$n" "$b" reverse; run_starpu "$r" "$n" "$b" "$NCORES"
+        run_others "$r" "$n" "$b" reverse; run_starpu "$r" "$n" "$b" "$NCORES" compare
       fi
     done
   done
   for n in $SCALING; do
-    if [ $((r % 2)) = 1 ]; then run_starpu "$r" "$n" 64 1; run_starpu "$r" "$n" 64 2
-    else run_starpu "$r" "$n" 64 2; run_starpu "$r" "$n" 64 1; fi
+    if [ $((r % 2)) = 1 ]; then run_starpu "$r" "$n" 64 1 scaling; run_starpu "$r" "$n" 64 2 scaling
+    else run_starpu "$r" "$n" 64 2 scaling; run_starpu "$r" "$n" 64 1 scaling; fi
   done
 done
 echo "runs took $(( $(date +%s) - T0 )) s; load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$OUT/machine.txt" >&2

@@ -3,7 +3,16 @@
 
   /usr/bin/python3 bench/compare_report.py --csv OUT/runs.csv [--sgemm GFLOPS] [--cores N]
                                            [--machine OUT/machine.txt]
-Standard library only.
+
+Only matching runs are pooled. Each run has a kind: "compare" (one of the side-by-side runs of
+a net and batch) or "scaling" (starpu-anp's 1 -> 2 worker runs). runs.csv has a kind column;
+older files without one are read by the order compare_frameworks.sh writes them in: within a
+round, the first starpu-anp run of a (net, batch, workers) is the comparison's, a later one (or
+one with fewer workers than --cores) a scaling run. A comparison row uses only the rounds in
+which every configuration of that row has a result, and a scaling row only the rounds with both
+a 1- and a 2-worker scaling run, so each median in a row is over the same rounds. A target is
+met only where the median ratio is at least the target, unrounded. Every cell's runs and
+min / median / max are printed. Standard library only.
 """
 import argparse
 import csv
@@ -20,6 +29,47 @@ def fmt(v, nd=0):
     return "—" if v is None else f"{v:,.{nd}f}"
 
 
+def verdict(ratio, target):
+    """'yes' or 'no' on the unrounded ratio; the ratio to 3 places where 2 would mislead."""
+    if ratio is None:
+        return "—"
+    met = ratio >= target
+    shown = round(ratio, 2)
+    if met != (shown >= target) or abs(ratio - target) < 0.01:
+        return f"{'yes' if met else 'no'} ({ratio:.3f})"
+    return "yes" if met else "no"
+
+
+def read_runs(path, cores):
+    """{(kind, framework, net, batch, workers): {round: images/s}}, {same key: {round: GFLOP/s}}, order."""
+    ips = defaultdict(dict)
+    gfl = defaultdict(dict)
+    order = []
+    seen = set()  # (round, net, batch, workers) of starpu-anp rows, to infer the kind
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            fw, net, b, w, r = row["framework"], row["net"], int(row["batch"]), int(row["workers"]), row["round"]
+            kind = (row.get("kind") or "").strip()
+            if not kind:
+                if fw == "starpu-anp" and (w != cores or (r, net, b, w) in seen):
+                    kind = "scaling"
+                else:
+                    kind = "compare"
+            if fw == "starpu-anp":
+                seen.add((r, net, b, w))
+            try:
+                v = float(row["images_per_s"])
+            except ValueError:
+                continue  # a failed run: no result line
+            key = (kind, fw, net, b, w)
+            ips[key][r] = v
+            if row.get("gflops"):
+                gfl[key][r] = float(row["gflops"])
+            if kind == "compare" and (net, b) not in order:
+                order.append((net, b))
+    return ips, gfl, order
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", required=True)
@@ -27,31 +77,8 @@ def main():
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--machine", help="machine.txt to quote")
     a = ap.parse_args()
-
-    rounds = set()
-    ips = defaultdict(list)   # (framework, net, batch, workers) -> [images/s]
-    gfl = defaultdict(list)   # same key -> [GFLOP/s] (starpu-anp only)
-    order = []
-    with open(a.csv) as f:
-        for row in csv.DictReader(f):
-            try:
-                v = float(row["images_per_s"])
-            except ValueError:
-                continue  # a failed run: no result line
-            rounds.add(row["round"])
-            key = (row["framework"], row["net"], int(row["batch"]), int(row["workers"]))
-            ips[key].append(v)
-            if row["gflops"]:
-                gfl[key].append(float(row["gflops"]))
-            if (row["net"], int(row["batch"])) not in order:
-                order.append((row["net"], int(row["batch"])))
-
-    def med(d, key):
-        return statistics.median(d[key]) if d.get(key) else None
-
-    def spread(key):
-        v = ips.get(key)
-        return f"{min(v):,.0f}–{max(v):,.0f}" if v else "—"
+    n = a.cores
+    ips, gfl, order = read_runs(a.csv, n)
 
     out = []
     if a.machine:
@@ -59,36 +86,52 @@ def main():
         out += [l.rstrip() for l in open(a.machine)]
         out.append("```")
         out.append("")
-    n = a.cores
     ceiling = a.sgemm * n if a.sgemm else None
-    present = [f for f in OTHERS if any(k[0] == f for k in ips)]
+    present = [f for f in OTHERS if any(k[1] == f for k in ips)]
     cols = [(f, t) for f in present for t in (1, 2)]
-    out.append(f"Median images/s over {len(rounds)} rounds, training steps (forward, backward, SGD "
+    cells = []  # (label, net, batch, workers, [values]) for the spread table
+
+    def pooled(keys):
+        """Rounds in which every key has a run, and each key's values over those rounds."""
+        have = [k for k in keys if ips.get(k)]
+        rounds = set.intersection(*(set(ips[k]) for k in have)) if have else set()
+        return sorted(rounds, key=lambda r: (len(r), r)), {k: [ips[k][r] for r in rounds] for k in have}
+
+    out.append("Median images/s of the comparison runs, training steps (forward, backward, SGD "
                f"update): starpu-anp with STARPU_NCPU={n}; "
                + ", ".join(f"{OTHERS[f]} with 1 and 2 threads" for f in present)
-               + "; the ratio is starpu-anp / the best of those.")
+               + "; the ratio is starpu-anp / the best of those. Each row pools only the rounds in "
+               "which all its configurations have a result (the rounds column); the scaling runs are "
+               f"not pooled in. A target is met where the unrounded ratio is ≥ {TARGET_RATIO}.")
     out.append("")
-    hdr = ("| net | batch | starpu-anp img/s | "
+    hdr = ("| net | batch | rounds | starpu-anp img/s | "
            + " | ".join(f"{OTHERS[f]} {t} thread{'s' if t > 1 else ''}" for f, t in cols)
            + f" | best other | starpu-anp / best | ≥ {TARGET_RATIO}× |")
     out.append(hdr)
     out.append("|" + "---|" * (hdr.count("|") - 1))
     extra = []  # (net, batch, ratio per framework, gflops)
     for net, b in order:
-        s = med(ips, ("starpu-anp", net, b, n))
-        vals = {c: med(ips, (c[0], net, b, c[1])) for c in cols}
-        have = {c: v for c, v in vals.items() if v is not None}
+        skey = ("compare", "starpu-anp", net, b, n)
+        okeys = {c: ("compare", c[0], net, b, c[1]) for c in cols}
+        rounds, vals = pooled([skey] + list(okeys.values()))
+        med = {k: statistics.median(v) for k, v in vals.items() if v}
+        s = med.get(skey)
+        have = {c: med[k] for c, k in okeys.items() if k in med}
         best = max(have, key=have.get) if have else None
         ratio = s / have[best] if s and best else None
-        line = (f"| {net} | {b} | {fmt(s)} | " + " | ".join(fmt(vals[c]) for c in cols)
-                + f" | {OTHERS[best[0]] + ' ' + str(best[1]) + 't' if best else '—'} | "
-                  f"**{fmt(ratio, 2)}×** | {'yes' if ratio and ratio >= TARGET_RATIO else 'no'} |")
-        out.append(line)
+        out.append(f"| {net} | {b} | {len(rounds)} | {fmt(s)} | "
+                   + " | ".join(fmt(have.get(c)) for c in cols)
+                   + f" | {OTHERS[best[0]] + ' ' + str(best[1]) + 't' if best else '—'} | "
+                     f"**{fmt(ratio, 2)}×** | {verdict(ratio, TARGET_RATIO)} |")
         per = {}
         for f in present:
             bf = max([v for (g, _), v in have.items() if g == f], default=None)
             per[f] = s / bf if s and bf else None
-        extra.append((net, b, per, med(gfl, ("starpu-anp", net, b, n))))
+        g = [gfl[skey][r] for r in rounds if r in gfl.get(skey, {})]
+        extra.append((net, b, per, statistics.median(g) if g else None))
+        cells.append(("compare", "starpu-anp", net, b, n, vals.get(skey, [])))
+        for c, k in okeys.items():
+            cells.append(("compare", c[0], net, b, c[1], vals.get(k, [])))
     out.append("")
     hdr = "| net | batch | " + " | ".join(f"starpu-anp / best {OTHERS[f]}" for f in present) + \
           " | starpu-anp GFLOP/s |"
@@ -103,25 +146,35 @@ def main():
         out.append(line)
     out.append("")
 
-    scal = sorted({(k[1], k[2]) for k in ips if k[0] == "starpu-anp" and k[3] == 1})
+    scal = sorted({(k[2], k[3]) for k in ips if k[0] == "scaling" and k[1] == "starpu-anp"})
     if scal:
-        out.append("starpu-anp scaling, STARPU_NCPU=1 → 2 (median images/s):")
+        out.append("starpu-anp scaling, STARPU_NCPU=1 → 2 (median images/s of the scaling runs only, "
+                   "over the rounds with both):")
         out.append("")
-        out.append(f"| net | batch | 1 worker | 2 workers | speedup | ≥ {TARGET_SCALING}× |")
-        out.append("|---|---|---|---|---|---|")
+        out.append(f"| net | batch | rounds | 1 worker | 2 workers | speedup | ≥ {TARGET_SCALING}× |")
+        out.append("|---|---|---|---|---|---|---|")
         for net, b in scal:
-            s1, s2 = med(ips, ("starpu-anp", net, b, 1)), med(ips, ("starpu-anp", net, b, 2))
+            k1, k2 = ("scaling", "starpu-anp", net, b, 1), ("scaling", "starpu-anp", net, b, 2)
+            rounds, vals = pooled([k1, k2])
+            s1 = statistics.median(vals[k1]) if vals.get(k1) else None
+            s2 = statistics.median(vals[k2]) if vals.get(k2) else None
             sp = s2 / s1 if s1 and s2 else None
-            out.append(f"| {net} | {b} | {fmt(s1)} | {fmt(s2)} | {fmt(sp, 2)}× | "
-                       f"{'yes' if sp and sp >= TARGET_SCALING else 'no'} |")
+            out.append(f"| {net} | {b} | {len(rounds)} | {fmt(s1)} | {fmt(s2)} | {fmt(sp, 2)}× | "
+                       f"{verdict(sp, TARGET_SCALING)} |")
+            cells.append(("scaling", "starpu-anp", net, b, 1, vals.get(k1, [])))
+            cells.append(("scaling", "starpu-anp", net, b, 2, vals.get(k2, [])))
         out.append("")
 
-    out.append("Spread (min–max images/s over the rounds):")
+    out.append("Spread of every cell above (images/s over the runs it pools):")
     out.append("")
-    out.append("| framework | net | batch | workers/threads | runs | min–max |")
-    out.append("|---|---|---|---|---|---|")
-    for k in sorted(ips):
-        out.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {len(ips[k])} | {spread(k)} |")
+    out.append("| kind | framework | net | batch | workers/threads | runs | min | median | max |")
+    out.append("|---|---|---|---|---|---|---|---|---|")
+    for kind, fw, net, b, w, v in cells:
+        if v:
+            out.append(f"| {kind} | {fw} | {net} | {b} | {w} | {len(v)} | {fmt(min(v))} | "
+                       f"{fmt(statistics.median(v))} | {fmt(max(v))} |")
+        else:
+            out.append(f"| {kind} | {fw} | {net} | {b} | {w} | 0 | — | — | — |")
     print("\n".join(out))
     return 0
 
