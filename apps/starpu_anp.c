@@ -7,7 +7,8 @@
  *   starpu_anp export --checkpoint F --onnx M.onnx   the eval-mode net as an ONNX model
  *   starpu_anp nets                list the built-in nets with their sizes
  *
- * Exit status: 0 success, 1 runtime error, 2 usage error. Schedulers and worker counts come from
+ * Exit status: 0 success, 1 runtime error, 2 usage error, 3 train stopped early with its checkpoint
+ * (--stop-after-steps, --time-limit, SIGTERM, SIGUSR1). Schedulers and worker counts come from
  * StarPU's own environment (STARPU_SCHED, STARPU_NCPU, STARPU_NCUDA, ...).
  */
 #include <errno.h>
@@ -74,7 +75,9 @@ static void help_main(void)
 	       "  trace-summary DIR   summarise a --trace directory (traces/trace_summary.py)\n"
 	       "  sweep   scheduler x worker-count throughput sweep (traces/sweep.sh --help)\n\n"
 	       "'%s <command> --help' lists the command's options. StarPU's environment variables choose\n"
-	       "the scheduler and workers, e.g. STARPU_SCHED=dmda STARPU_NCPU=2 %s train.\n",
+	       "the scheduler and workers, e.g. STARPU_SCHED=dmda STARPU_NCPU=2 %s train.\n\n"
+	       "Exit status: 0 done, 1 runtime error, 2 usage error, 3 train stopped before the end of\n"
+	       "its run with the checkpoint written (--stop-after-steps, --time-limit, SIGTERM, SIGUSR1).\n",
 	       prog, prog, prog);
 }
 
@@ -177,7 +180,20 @@ static void help_cmd(const char *c)
 	}
 	if (strcmp(c, "train") == 0)
 		printf("  --epochs E           epochs [1]\n"
-		       "  --max-steps N        stop after N steps in total (checkpoint and evaluate there)\n"
+		       "  --max-steps N        the run is N steps long (checkpoint and evaluate there): this sets\n"
+		       "                       the run's length, so the learning-rate schedule (warm-up,\n"
+		       "                       cosine) spans N steps; to stop early without changing the run,\n"
+		       "                       use --stop-after-steps or --time-limit\n"
+		       "  --stop-after-steps N this job trains N steps (counted from --resume's step), then\n"
+		       "                       writes the checkpoint and exits 3; --resume continues the same\n"
+		       "                       run, bit for bit (needs --checkpoint)\n"
+		       "  --time-limit S       the same once S seconds have passed since the job started: the\n"
+		       "                       steps in flight (--window) finish first, so leave a margin\n"
+		       "                       (needs --checkpoint). SIGTERM and SIGUSR1 (Slurm's warning\n"
+		       "                       before the wall-time limit) stop the same way; under mpirun\n"
+		       "                       send SIGUSR1 to mpirun, which forwards it (SIGTERM makes\n"
+		       "                       mpirun kill the ranks), and every rank stops after the step\n"
+		       "                       rank 0 picks. Exit status 3 = stopped, checkpoint written\n"
 		       "  --limit-train N      use only the first N training samples\n"
 		       "  --limit-test N       evaluate on only the first N test samples\n"
 		       "  --no-eval            skip the per-epoch test-set evaluation\n"
@@ -228,7 +244,8 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
-       O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES };
+       O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
+       O_STOP_AFTER, O_TIME_LIMIT };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -247,6 +264,8 @@ static const struct {
 	{"batchnorm", 1, O_BATCHNORM, C_TRAINS},
 	{"seed", 1, O_SEED, C_RUNS},
 	{"max-steps", 1, O_STEPS, C_TRAIN},
+	{"stop-after-steps", 1, O_STOP_AFTER, C_TRAIN},
+	{"time-limit", 1, O_TIME_LIMIT, C_TRAIN},
 	{"steps", 1, O_BSTEPS, C_BENCH},
 	{"epochs", 1, O_EPOCHS, C_TRAIN},
 	{"limit-train", 1, O_LIMIT_TRAIN, C_TRAIN},
@@ -347,6 +366,8 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_PIN_CHUNKS: o->pin_chunks = 1; break;
 	case O_SEED: o->seed = (uint64_t)parse_long_opt(name, v, 0, LONG_MAX), o->seed_set = 1; break;
 	case O_STEPS: case O_BSTEPS: o->max_steps = parse_long_opt(name, v, 1, 1L << 40); break;
+	case O_STOP_AFTER: o->stop_after_steps = parse_long_opt(name, v, 1, 1L << 40); break;
+	case O_TIME_LIMIT: o->time_limit = parse_float_opt(name, v, 0.001, 1e9); break;
 	case O_EPOCHS: o->epochs = (int)parse_long_opt(name, v, 1, 100000); break;
 	case O_LIMIT_TRAIN: o->limit_train = (int)parse_long_opt(name, v, 1, INT_MAX); break;
 	case O_LIMIT_TEST: case O_LIMIT: o->limit_test = (int)parse_long_opt(name, v, 1, INT_MAX); break;
@@ -475,6 +496,10 @@ static void finish_options(cli *c)
 		o->checkpoint_out = c->checkpoint;
 		if (o->checkpoint_every && !c->checkpoint)
 			usage_error("--checkpoint-every needs --checkpoint FILE");
+		if (o->stop_after_steps && !c->checkpoint)
+			usage_error("--stop-after-steps needs --checkpoint FILE (the state a later --resume continues)");
+		if (o->time_limit > 0 && !c->checkpoint)
+			usage_error("--time-limit needs --checkpoint FILE (the state a later --resume continues)");
 	}
 #ifdef DNN_SIMGRID
 	/* No kernel runs in simulation: only the commands that measure time make sense. */

@@ -53,7 +53,9 @@ typedef struct {
 	const char *data_dir;     // --data: fashion-mnist | synthetic | DIR
 	int bench;                // the bench command: random inputs of the net's shape, no data loading
 	int epochs;
-	long max_steps;           // stop after this many steps in total (0 = no limit)
+	long max_steps;           // the run's length in steps (0 = --epochs decide); the schedule spans it
+	long stop_after_steps;    // --stop-after-steps N: this job trains N steps, then checkpoints and exits 3 (0 = off)
+	double time_limit;        // --time-limit S: this job stops after S seconds the same way (0 = off)
 	int warmup;               // bench: steps excluded from the timing
 	int batch, chunks, window;
 	int pin_chunks;           // --pin-chunks: all of chunk c's tasks on one worker (dnn_plan_pin_chunks)

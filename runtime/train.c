@@ -28,6 +28,7 @@
 #include "eval.h"
 #include "graph.h"
 #include "imagefolder.h"
+#include "jobstop.h"
 #include "knobs.h"
 #include "model_ckpt.h"
 #include "preflight.h"
@@ -123,6 +124,10 @@ typedef struct {
 	double t_begin, t_timed, train_loss, train_acc, test_loss, test_acc;
 	double last_loss, last_acc; /* of the last step, over its global batch */
 	long timed_images;
+	dnn_jobstop js;            /* --stop-after-steps, --time-limit, SIGTERM/SIGUSR1 */
+	int have_js;
+	int stopped;               /* the run ended before its last step (exit DNN_EXIT_STOPPED) */
+	int evaluated;             /* test_loss/test_acc hold an evaluation of this job */
 } train_run;
 
 /* One epoch's running sums. */
@@ -149,6 +154,8 @@ static int close_metrics(train_run *r)
 
 static void run_free(train_run *r)
 {
+	if (r->have_js)
+		dnn_jobstop_free(&r->js);
 	free(r->perm);
 	if (r->metrics)
 		fclose(r->metrics);
@@ -376,6 +383,10 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 		report_non_finite(&r->m, gstep);
 		return -1;
 	}
+	if (dnn_jobstop_after_step(&r->js, gstep, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	if (o->checkpoint_out && o->checkpoint_every > 0 && collected < nsteps &&
 	    gstep % (uint64_t)o->checkpoint_every == 0) {
 		/* Saves the state after every submitted step (it waits for their updates). */
@@ -390,8 +401,10 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 }
 
 /* The steps of one epoch, `window` in flight: step s is collected (its loss read back) once step
- * s + window has been submitted, or in the drain at the end. Returns 0 or -1 (message printed). */
-static int train_epoch(train_run *r, int epoch, epoch_sums *e)
+ * s + window has been submitted, or in the drain at the end. A stop (jobstop.h) submits no more
+ * steps and drains those in flight; *stopped_mid then says the epoch was left unfinished.
+ * Returns 0 or -1 (message printed). */
+static int train_epoch(train_run *r, int epoch, epoch_sums *e, int *stopped_mid)
 {
 	const dnn_train_opts *o = &r->o;
 	const int window = o->window;
@@ -428,6 +441,12 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e)
 			rc = collect_step(r, epoch, ++collected, nsteps, e);
 		if (rc != 0 || s == nsteps)
 			break;
+		if (dnn_jobstop_before_submit(&r->js)) { /* every rank stops before the same step */
+			while (rc == 0 && collected < s)
+				rc = collect_step(r, epoch, ++collected, nsteps, e);
+			*stopped_mid = 1;
+			break;
+		}
 		dnn_sgd_config sgd = o->sgd;
 		sgd.lr = dnn_warm_lr(r->lr_peak, o->cosine, (long)r->step, r->total_steps, r->warmup_steps);
 		sgd.t = (long)r->step + 1; /* AdamW's bias correction: the update count (a resume continues it) */
@@ -469,6 +488,7 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 	if (r->eval) {
 		if (dnn_evaluate_test(&r->m, &r->test, o->batch, r->chunks, &r->anp, &r->test_loss, &r->test_acc) != 0)
 			return -1;
+		r->evaluated = 1;
 		dnn_watchdog_progress((uint64_t)-1);
 		if (!o->quiet)
 			fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s\n",
@@ -494,15 +514,45 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 	return 0;
 }
 
-/* The epochs from the checkpoint's (or the first) to --epochs / --max-steps. */
+/* A stop in the middle of an epoch (jobstop.h): the epoch's lines so far and the checkpoint at
+ * this step, from which --resume continues the epoch as the uninterrupted run would. */
+static int stop_mid_epoch(train_run *r, const epoch_sums *e)
+{
+	const dnn_train_opts *o = &r->o;
+	char err[512];
+	if (dnn_dist_pull_final(&r->m, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	dnn_progress_end_line(&r->pr);
+	r->train_loss = e->images ? e->loss / e->images : NAN;
+	r->train_acc = e->images ? e->correct / e->images : NAN;
+	if (r->metrics)
+		fflush(r->metrics);
+	if (o->checkpoint_out && dnn_model_save(&r->m, o->checkpoint_out, r->step, (uint32_t)(r->step / r->steps_per_epoch),
+						o->seed, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* The epochs from the checkpoint's (or the first) to --epochs / --max-steps, or to a stop. */
 static int train_loop(train_run *r)
 {
 	const dnn_train_opts *o = &r->o;
 	for (; r->epoch < o->epochs; r->epoch++) {
 		epoch_sums e = {0};
-		if (train_epoch(r, r->epoch, &e) != 0 || end_epoch(r, r->epoch, &e) != 0)
+		int stopped_mid = 0;
+		if (train_epoch(r, r->epoch, &e, &stopped_mid) != 0)
 			return -1;
-		if (o->max_steps > 0 && (long)r->step >= o->max_steps) {
+		if (stopped_mid) {
+			r->epoch++;
+			return stop_mid_epoch(r, &e);
+		}
+		if (end_epoch(r, r->epoch, &e) != 0)
+			return -1;
+		if ((o->max_steps > 0 && (long)r->step >= o->max_steps) || r->js.reason != DNN_STOP_NONE) {
 			r->epoch++;
 			break;
 		}
@@ -562,11 +612,13 @@ static void print_result(train_run *r)
 	printf("result: cmd=%s net=%s batch=%d chunks=%d workers=%u ncpu=%u ncuda=%u sched=%s epochs=%d steps=%llu",
 	       o->cmd, o->net, o->batch, r->chunks, starpu_worker_get_count(), starpu_cpu_worker_get_count(),
 	       starpu_cuda_worker_get_count(), sched_name(), r->epoch, (unsigned long long)r->step);
-	if (!DNN_SIMULATED) /* a simulation computes no loss */
+	if (!DNN_SIMULATED && r->step > r->step0) /* a simulation computes no loss; a finished resume trains none */
 		printf(" train_loss=%.6f train_accuracy=%.4f epoch_train_loss=%.6f epoch_train_accuracy=%.4f", r->last_loss,
 		       r->last_acc, r->train_loss, r->train_acc);
-	if (r->eval)
+	if (r->eval && r->evaluated) /* a job stopped mid-epoch evaluated nothing */
 		printf(" test_accuracy=%.4f test_loss=%.6f", r->test_acc, r->test_loss);
+	if (r->stopped)
+		printf(" stopped=%s", dnn_jobstop_reason(&r->js));
 	if (r->train.folder)
 		dnn_anp_print_fields(stdout, &r->train, r->eval ? &r->test : NULL, r->eval ? &r->anp : NULL);
 	dnn_dist_info di;
@@ -625,11 +677,33 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	char err[512];
 	train_run r = {0};
 	int rc = 1;
+	const double t_job = dnn_now(); /* --time-limit counts from here */
 	if (run_setup(&r, opts) != 0) {
 		rc = r.usage_rc ? r.usage_rc : 1;
 		goto out;
 	}
 	const dnn_train_opts *o = &r.o;
+	if (o->resume_path && r.step0 >= (uint64_t)r.total_steps) {
+		/* The checkpoint already holds the whole run (a chain's last job, a kill after the last
+		 * save): nothing to train; it is still evaluated, and the result line has no train loss. */
+		if (r.rank == 0) /* even with --quiet: it explains the missing train loss */
+			fprintf(stderr, "%s: nothing to do: the checkpoint is at the end of the run (step %llu of %ld; "
+					"raise --epochs or --max-steps to train on)\n",
+				o->resume_path, (unsigned long long)r.step0, r.total_steps);
+		if (r.eval && dnn_evaluate_test(&r.m, &r.test, o->batch, r.chunks, &r.anp, &r.test_loss, &r.test_acc) != 0)
+			goto out;
+		r.evaluated = r.eval;
+		r.epoch = (int)r.epoch0;
+		if (r.rank == 0)
+			print_result(&r);
+		rc = close_metrics(&r);
+		goto out;
+	}
+	if (dnn_jobstop_init(&r.js, o->stop_after_steps, o->time_limit, t_job, r.rank, r.nranks, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		goto out;
+	}
+	r.have_js = 1;
 	const dnn_watchdog_cfg wcfg = {.timeout = r.o.step_timeout, .done = r.step0, .metrics = r.metrics,
 				       .metrics_path = r.o.metrics_path, .rank = r.rank, .nranks = r.nranks};
 	dnn_watchdog_start(&wcfg); /* multi-rank runs with --step-timeout only */
@@ -644,14 +718,15 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			abort_job(&r);
 		goto out;
 	}
-	if (r.step == r.step0 && o->resume_path) {
-		/* The checkpoint already holds the whole run: say so, and still evaluate it. */
-		if (!o->quiet)
-			fprintf(stderr, "%s: the checkpoint has already done %llu steps; nothing left to train "
-					"(raise --epochs or --max-steps to continue)\n",
-				o->resume_path, (unsigned long long)r.step0);
-		if (r.eval && dnn_evaluate_test(&r.m, &r.test, o->batch, r.chunks, &r.anp, &r.test_loss, &r.test_acc) != 0)
-			goto out;
+	r.stopped = r.js.reason != DNN_STOP_NONE && (long)r.step < r.total_steps;
+	if (r.stopped && r.rank == 0) { /* even with --quiet: the job chain's log needs it */
+		if (o->checkpoint_out)
+			fprintf(stderr, "stopped (%s) after step %llu of %ld; %s holds it: continue with --resume %s\n",
+				dnn_jobstop_reason(&r.js), (unsigned long long)r.step, r.total_steps, o->checkpoint_out,
+				o->checkpoint_out);
+		else
+			fprintf(stderr, "stopped (%s) after step %llu of %ld; without --checkpoint nothing was saved\n",
+				dnn_jobstop_reason(&r.js), (unsigned long long)r.step, r.total_steps);
 	}
 	if (r.nranks > 1 && r.train.folder && r.train.n > 0 && merge_bad_files(&r) != 0)
 		goto out;
@@ -659,7 +734,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		fprintf(stderr, "error: %s\n", err);
 		goto out;
 	}
-	rc = 0;
+	rc = r.stopped ? DNN_EXIT_STOPPED : 0;
 	if (close_metrics(&r) != 0)
 		rc = 1;
 	if (r.rank == 0) {

@@ -103,14 +103,16 @@ echo "temporary files left by kills during a checkpoint write: $leftover"
 
 ra="$(result_field "$REF" test_accuracy)"; fa="$(result_field "$FINAL" test_accuracy)"
 rl="$(result_field "$REF" train_loss)"; fl="$(result_field "$FINAL" train_loss)"
-if [ "$(result_field "$FINAL" steps)" = "$resumed" ] && [ "$fl" = nan ]; then
+if [ "$(result_field "$FINAL" steps)" = "$resumed" ] && [ -z "$fl" ]; then
   # A kill landed after the last checkpoint (the finished model) was written: the resumed run has
-  # nothing left to train; it says so and evaluates the checkpoint (test_accuracy is compared),
-  # but the last step's training loss is gone with the killed run.
+  # nothing to do; it says so, prints no training loss (not nan) and evaluates the checkpoint
+  # (test_accuracy is compared), but the last step's training loss is gone with the killed run.
   echo "the checkpoint already held the finished run (step $resumed): compared by test accuracy only"
-  grep -q 'nothing left to train' "$TMP"/*.err 2>/dev/null || fail "the finished resume did not say so"
+  grep -q 'nothing to do: the checkpoint is at the end of the run' "$TMP"/*.err 2>/dev/null \
+    || fail "the finished resume did not say so"
   fl="$rl"
 fi
+case "$FINAL" in *=nan*) fail "the final result line holds a nan: $FINAL" ;; esac
 fcmp "($fa - $ra) <= 0.001 && ($ra - $fa) <= 0.001" || fail "test_accuracy $fa vs uninterrupted $ra"
 fcmp "($fl - $rl) <= 1e-5 && ($rl - $fl) <= 1e-5" || fail "train_loss $fl vs uninterrupted $rl"
 [ "$kills" -ge 3 ] || fail "only $kills kills landed (runs too short for the kill times?)"
