@@ -1,0 +1,563 @@
+/* op_cases.c — the op harness's table (op_harness.h): one row per op of graph/ops/ops.def, with
+ * its double-precision forward reference, its shapes and keys per mode, its tolerances and its
+ * own extra checks. Adding an op = a reference function and a row here. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conv2d.h"
+#include "conv2d_impl.h"
+#include "dropout.h"
+#include "fuse.h"
+#include "leaky_relu.h"
+#include "maxpool.h"
+#include "batchnorm_simd.h"
+#include "op_harness.h"
+#include "relu.h"
+#include "test_util.h"
+
+/* Shape rows name only what they set ({N, C, H, W, keys[, chunks[, shift]]}). */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define NS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define SHAPES(u, g, c) .shapes = {u, g, c}, .nshapes = {NS(u), NS(g), NS(c)}
+
+static size_t in_n(const h_ref_args *a) { return (size_t)a->n * a->in->C * a->in->H * a->in->W; }
+
+/* ------------------------------------------------------------------ element-wise fills */
+
+/* Exact zeros every `every`-th element (they map to zero; the backward mask at the kink). */
+static void zeros_every(float *x, size_t n, size_t every)
+{
+	for (size_t i = 0; i < n; i += every)
+		x[i] = 0.0f;
+}
+
+/* At least 0.05 away from the kink at 0: the central difference with eps 1e-3 is exact but for
+ * its rounding. */
+static void off_kink(float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fabsf(x[i]) < 0.05f)
+			x[i] = x[i] < 0 ? -0.05f : 0.05f;
+}
+
+/* ------------------------------------------------------------------ leaky_relu */
+
+#define ALPHA(a) ((double)(a)->nd->fattr[0])
+
+static void ref_leaky_relu(const h_ref_args *a, double *y)
+{
+	for (size_t i = 0, n = in_n(a); i < n; i++)
+		y[i] = a->x[0][i] > 0 ? a->x[0][i] : ALPHA(a) * a->x[0][i];
+}
+
+static void ref_leaky_relu_bwd(const h_ref_args *a, const double *dy, double *dx)
+{
+	for (size_t i = 0, n = in_n(a); i < n; i++)
+		dx[i] = a->x[0][i] > 0 ? dy[i] : ALPHA(a) * dy[i];
+}
+
+/* unit, gpu: in [-2, 2) with exact zeros every 7th; grad: in [-1, 1), off the kink. */
+static void fill_leaky_relu(int mode, int k, float *x, size_t n)
+{
+	(void)k;
+	if (mode == H_GRAD) {
+		test_fill_uniform(x, n, -1, 1);
+		off_kink(x, n);
+	} else {
+		test_fill_uniform(x, n, -2, 2);
+		zeros_every(x, n, 7);
+	}
+}
+
+/* alpha = 0 is relu (codelets/relu.h), every value equal (0 * x is -0 where relu writes +0), and
+ * alpha = 1 is the identity bit for bit, forward; backward likewise against relu's. */
+static void extra_leaky_relu_unit(void)
+{
+	const long lens[] = {1, 7, 1001, 100003};
+	for (int l = 0; l < NS(lens); l++) {
+		const long n = lens[l];
+		float *x = alloc_f(n), *y = alloc_f(n), *dy = alloc_f(n), *dx = alloc_f(n), *yr = alloc_f(n), *dxr = alloc_f(n);
+		test_fill_uniform(x, n, -2, 2);
+		zeros_every(x, n, 7);
+		test_fill_uniform(dy, n, -1, 1);
+		dnn_leaky_relu_forward_cpu(y, x, n, 0.0f);
+		dnn_leaky_relu_backward_cpu(dx, y, dy, n, 0.0f, 0);
+		dnn_relu_forward_cpu(yr, x, n);
+		dnn_relu_backward_cpu(dxr, yr, dy, n, 0);
+		long differ = 0;
+		for (long i = 0; i < n; i++) /* == as values: 0 * x is -0 where relu writes +0 */
+			differ += yr[i] != y[i] || dxr[i] != dx[i];
+		TEST_CHECK(differ == 0, "alpha=0: %ld elements differ from relu's forward or backward (n=%ld)", differ, n);
+		dnn_leaky_relu_forward_cpu(y, x, n, 1.0f);
+		TEST_CHECK(memcmp(x, y, sizeof(float) * (size_t)n) == 0, "alpha=1 is not the identity (n=%ld)", n);
+		free(x), free(y), free(dy), free(dx), free(yr), free(dxr);
+	}
+}
+
+static const h_shape leaky_unit[] = {
+	{1, 1, 1, 1, "alpha=0"},        {1, 1, 1, 1, "alpha=0.01"},      {1, 1, 1, 1, "alpha=0.3"},
+	{1, 1, 1, 1, "alpha=1"},        {1, 7, 1, 1, "alpha=0"},         {1, 7, 1, 1, "alpha=0.01"},
+	{1, 7, 1, 1, "alpha=0.3"},      {1, 7, 1, 1, "alpha=1"},         {1, 1001, 1, 1, "alpha=0"},
+	{1, 1001, 1, 1, "alpha=0.01"},  {1, 1001, 1, 1, "alpha=0.3"},    {1, 1001, 1, 1, "alpha=1"},
+	{1, 15, 1, 6667, "alpha=0"},   {1, 15, 1, 6667, "alpha=0.01"}, {1, 15, 1, 6667, "alpha=0.3"},
+	{1, 15, 1, 6667, "alpha=1"},   {6, 3, 5, 7, "alpha=0.2", 4},
+};
+static const h_shape leaky_grad[] = {
+	{1, 1, 1, 1, "alpha=0.01"},  {1, 1, 1, 1, "alpha=0.2"},  {1, 1, 1, 1, "alpha=1"},
+	{1, 17, 1, 1, "alpha=0.01"}, {1, 17, 1, 1, "alpha=0.2"}, {1, 17, 1, 1, "alpha=1"},
+	{1, 1000, 1, 1, "alpha=0.01"}, {1, 1000, 1, 1, "alpha=0.2"}, {1, 1000, 1, 1, "alpha=1"},
+	{5, 4, 3, 3, "alpha=0.2", 3},
+};
+static const h_shape leaky_gpu[] = {
+	{1, 1, 1, 1, "alpha=0.01"},      {1, 1, 1, 1, "alpha=0.3"},      {1, 7, 1, 1, "alpha=0.01"},
+	{1, 7, 1, 1, "alpha=0.3"},       {1, 1001, 1, 1, "alpha=0.01"},  {1, 1001, 1, 1, "alpha=0.3"},
+	{1, 15, 1, 6667, "alpha=0.01"}, {1, 15, 1, 6667, "alpha=0.3"},
+};
+
+/* ------------------------------------------------------------------ relu */
+
+static void ref_relu(const h_ref_args *a, double *y)
+{
+	for (size_t i = 0, n = in_n(a); i < n; i++)
+		y[i] = a->x[0][i] > 0 ? a->x[0][i] : 0.0;
+}
+
+static void ref_relu_bwd(const h_ref_args *a, const double *dy, double *dx)
+{
+	for (size_t i = 0, n = in_n(a); i < n; i++)
+		dx[i] = a->x[0][i] > 0 ? dy[i] : 0.0;
+}
+
+/* unit: exact zeros every 7th; grad: off the kink; gpu: zeros every 5th. */
+static void fill_relu(int mode, int k, float *x, size_t n)
+{
+	(void)k;
+	test_fill_uniform(x, n, -1, 1);
+	if (mode == H_GRAD)
+		off_kink(x, n);
+	else
+		zeros_every(x, n, mode == H_UNIT ? 7 : 5);
+}
+
+static const h_shape relu_unit[] = {{1, 1, 1, 1}, {1, 7, 1, 1}, {1, 1001, 1, 1}, {1, 4099, 1, 1}, {4, 3, 5, 5, NULL, 3}};
+static const h_shape relu_grad[] = {{1, 1, 1, 1}, {1, 13, 1, 1}, {1, 257, 1, 1}, {4, 3, 3, 3, NULL, 2}};
+static const h_shape relu_gpu[] = {{1, 1, 1, 1}, {1, 7, 1, 1}, {1, 1001, 1, 1}, {1, 15, 1, 6667}};
+
+/* ------------------------------------------------------------------ add */
+
+static void ref_add(const h_ref_args *a, double *y)
+{
+	for (size_t i = 0, n = in_n(a); i < n; i++)
+		y[i] = a->x[0][i] + a->x[1][i];
+}
+
+static const h_shape add_unit[] = {{1, 1, 1, 1}, {1, 7, 1, 1}, {1, 1001, 1, 1}, {1, 4099, 1, 1}, {3, 4, 3, 5, NULL, 2}};
+static const h_shape add_grad[] = {{1, 1, 1, 1}, {1, 13, 1, 1}, {1, 257, 1, 1}};
+static const h_shape add_gpu[] = {{1, 1, 1, 1}, {1, 7, 1, 1}, {1, 1001, 1, 1}, {1, 15, 1, 6667}};
+static const h_shape none[] = {{0}};
+
+/* ------------------------------------------------------------------ avgpool */
+
+static void ref_avgpool(const h_ref_args *a, double *y)
+{
+	const int HW = a->in->H * a->in->W;
+	for (size_t r = 0; r < (size_t)a->n * a->in->C; r++) {
+		double s = 0;
+		for (int i = 0; i < HW; i++)
+			s += a->x[0][r * HW + i];
+		y[r] = s / HW;
+	}
+}
+
+/* (N, C, HW) as N samples of C x HW x 1 */
+static const h_shape avgpool_unit[] = {{1, 1, 1, 1}, {1, 3, 5, 1}, {3, 7, 9, 1}, {8, 16, 49, 1}, {2, 5, 1, 1}, {6, 4, 3, 3, NULL, 3}};
+static const h_shape avgpool_grad[] = {{1, 1, 1, 1}, {2, 3, 5, 1}, {3, 7, 9, 1}, {1, 4, 16, 1}, {4, 2, 3, 2, NULL, 2}};
+static const h_shape avgpool_gpu[] = {{1, 1, 1, 1}, {1, 3, 5, 1}, {3, 7, 9, 1}, {8, 64, 49, 1}, {4, 300, 1, 1}, {2, 3, 1000, 1}};
+
+/* ------------------------------------------------------------------ dense */
+
+static void ref_dense(const h_ref_args *a, double *y)
+{
+	const int IN = a->in->C * a->in->H * a->in->W, OUT = a->nd->out;
+	for (int n = 0; n < a->n; n++)
+		for (int o = 0; o < OUT; o++) {
+			double s = a->w[1][o];
+			for (int i = 0; i < IN; i++)
+				s += a->x[0][(size_t)n * IN + i] * a->w[0][(size_t)o * IN + i];
+			y[(size_t)n * OUT + o] = s;
+		}
+}
+
+/* (N, IN, OUT); the last grad rows: 8 chunks of 3 and 24 chunks of 1 into one REDUX dw, db */
+static const h_shape dense_unit[] = {{1, 1, 1, 1, "out=1"},    {1, 7, 1, 1, "out=3"},     {5, 13, 1, 1, "out=9"},
+				     {17, 33, 1, 1, "out=10"}, {64, 129, 1, 1, "out=65"}, {3, 300, 1, 1, "out=1"},
+				     {9, 3, 2, 2, "out=4", 3}};
+static const h_shape dense_grad[] = {{1, 1, 1, 1, "out=1"}, {3, 5, 1, 1, "out=4"},   {4, 17, 1, 1, "out=9"},
+				     {1, 8, 1, 1, "out=3"}, {7, 3, 1, 1, "out=11"},  {24, 7, 1, 1, "out=5", 8},
+				     {24, 4, 1, 1, "out=3", 24}};
+static const h_shape dense_gpu[] = {{1, 1, 1, 1, "out=1"},    {1, 7, 1, 1, "out=3"}, {5, 13, 1, 1, "out=9"},
+				    {64, 129, 1, 1, "out=65"}, {128, 784, 1, 1, "out=10"}, {16, 33, 1, 1, "out=10", 8}};
+
+/* ------------------------------------------------------------------ softmax_xent */
+
+/* y[0] = the summed loss (log-sum-exp shifted by the row max), y[1] = the correct count (ties
+ * to the lowest index). */
+static void ref_softmax_xent(const h_ref_args *a, double *y)
+{
+	const int CLS = a->in->C;
+	y[0] = y[1] = 0;
+	for (int r = 0; r < a->n; r++) {
+		const double *l = a->x[0] + (size_t)r * CLS;
+		int am = 0;
+		for (int j = 1; j < CLS; j++)
+			if (l[j] > l[am])
+				am = j;
+		double s = 0;
+		for (int j = 0; j < CLS; j++)
+			s += exp(l[j] - l[am]);
+		y[0] += l[am] + log(s) - l[a->labels[r]];
+		y[1] += am == a->labels[r];
+	}
+}
+
+/* dlogits = softmax - onehot(label) (dy unused: the loss's gradient is its own). */
+static void ref_softmax_xent_bwd(const h_ref_args *a, const double *dy, double *dx)
+{
+	(void)dy;
+	const int CLS = a->in->C;
+	for (int r = 0; r < a->n; r++) {
+		const double *l = a->x[0] + (size_t)r * CLS;
+		double m = l[0], s = 0;
+		for (int j = 1; j < CLS; j++)
+			m = fmax(m, l[j]);
+		for (int j = 0; j < CLS; j++)
+			s += exp(l[j] - m);
+		for (int j = 0; j < CLS; j++)
+			dx[(size_t)r * CLS + j] = exp(l[j] - m) / s - (j == a->labels[r]);
+	}
+}
+
+static void fill_softmax_xent(int mode, int k, float *x, size_t n)
+{
+	(void)k;
+	if (mode == H_GRAD)
+		test_fill_uniform(x, n, -3, 3);
+	else if (mode == H_UNIT)
+		test_fill_uniform(x, n, -5, 5);
+	else
+		test_fill_uniform(x, n, -4, 4);
+}
+
+/* (N, CLS) */
+static const h_shape xent_unit[] = {{1, 10, 1, 1}, {7, 3, 1, 1}, {33, 101, 1, 1}, {64, 10, 1, 1}, {12, 5, 1, 1, NULL, 3}};
+static const h_shape xent_grad[] = {{1, 2, 1, 1}, {4, 5, 1, 1}, {3, 10, 1, 1}, {2, 7, 1, 1, NULL, 1, 1000}, {6, 4, 1, 1, NULL, 2}};
+static const h_shape xent_gpu[] = {{1, 10, 1, 1}, {7, 3, 1, 1}, {33, 1000, 1, 1}, {64, 10, 1, 1, NULL, 1, 1000}};
+
+/* ------------------------------------------------------------------ maxpool */
+
+static void ref_maxpool(const h_ref_args *a, double *y)
+{
+	const int H = a->in->H, W = a->in->W, P = a->nd->H, Q = a->nd->W, k = a->nd->k, st = a->nd->stride,
+		  pad = a->nd->pad;
+	for (size_t nc = 0; nc < (size_t)a->n * a->in->C; nc++)
+		for (int p = 0; p < P; p++)
+			for (int q = 0; q < Q; q++) {
+				double m = -INFINITY;
+				for (int i = 0; i < k; i++)
+					for (int j = 0; j < k; j++) {
+						int h = p * st - pad + i, w = q * st - pad + j;
+						if (h >= 0 && h < H && w >= 0 && w < W && a->x[0][(nc * H + h) * W + w] > m)
+							m = a->x[0][(nc * H + h) * W + w];
+					}
+				y[(nc * P + p) * Q + q] = m;
+			}
+}
+
+/* unit: all negative (a padding cell chosen as 0 would show); grad and gpu: distinct values in
+ * shuffled order, gaps 0.01 >> the FD step (no window has a near-tie). */
+static void fill_maxpool(int mode, int k, float *x, size_t n)
+{
+	(void)k;
+	if (mode == H_UNIT) {
+		test_fill_uniform(x, n, -2, -0.5f);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		x[i] = -1.0f + 0.01f * (float)i;
+	for (size_t i = n - 1; i > 0; i--) {
+		size_t j = (size_t)test_rng_int(0, (int)i);
+		float t = x[i];
+		x[i] = x[j], x[j] = t;
+	}
+}
+
+static int maxpool_variant(int v, char *name, size_t len)
+{
+	if (v < 0) {
+		dnn_maxpool_set_simd(1);
+		return 1;
+	}
+	snprintf(name, len, "%s", v ? "avx2" : "scalar");
+	return dnn_maxpool_set_simd(v) == v;
+}
+
+static const h_shape maxpool_unit[] = {
+	{2, 3, 7, 9, "k=3 stride=2 pad=1"}, {3, 2, 9, 7, "k=2 stride=2"},       {1, 4, 5, 5, "k=3 stride=1 pad=1"},
+	{1, 1, 1, 1, "k=1 stride=1"},       {4, 8, 15, 13, "k=3 stride=2 pad=1"}, {2, 6, 28, 28, "k=2 stride=2"},
+	{3, 2, 10, 6, "k=2 stride=2"},      {6, 3, 8, 8, "k=2 stride=2", 3},
+};
+static const h_shape maxpool_grad[] = {
+	{2, 3, 7, 9, "k=3 stride=2 pad=1"}, {3, 2, 9, 7, "k=2 stride=2"}, {1, 4, 6, 5, "k=3 stride=1 pad=1"},
+	{2, 3, 8, 6, "k=2 stride=2"},       {4, 2, 6, 6, "k=2 stride=2", 2},
+};
+static const h_shape maxpool_gpu[] = {
+	{4, 8, 15, 13, "k=3 stride=2 pad=1"}, {2, 3, 9, 7, "k=2 stride=2"}, {1, 4, 6, 5, "k=3 stride=1 pad=1"},
+	{8, 16, 32, 32, "k=3 stride=2 pad=1"},
+};
+
+/* ------------------------------------------------------------------ batchnorm */
+
+static void ref_batchnorm(const h_ref_args *a, double *y)
+{
+	bn_train_ref(y, NULL, NULL, NULL, a->x[0], a->w[0], a->w[1], a->n, a->in->C, a->in->H * a->in->W, a->nd->eps);
+}
+
+/* channel c has mean ~ c - 1 and spread ~ 0.5 + c: statistics differ per channel (C from n:
+ * the fill does not know the shape, so the channel is taken as the element's index mod 7) */
+static void fill_batchnorm(int mode, int k, float *x, size_t n)
+{
+	(void)k, (void)mode;
+	for (size_t i = 0; i < n; i++) {
+		const int c = (int)(i % 7);
+		x[i] = (float)(c - 1) * 0.5f + (0.5f + 0.3f * (float)c) * test_rng_uniform(-1, 1);
+	}
+}
+
+static void fill_bn_param(int slot, float *w, size_t n)
+{
+	if (slot == 0)
+		test_fill_uniform(w, n, 0.5f, 1.5f);
+	else
+		test_fill_uniform(w, n, -0.5f, 0.5f);
+}
+
+static int batchnorm_variant(int v, char *name, size_t len)
+{
+	if (v < 0) {
+		dnn_batchnorm_set_simd(1);
+		return 1;
+	}
+	snprintf(name, len, "%s", v ? "avx2" : "portable");
+	return dnn_batchnorm_set_simd(v) == v;
+}
+
+/* (N, C, HW) */
+static const h_shape bn_unit[] = {{4, 3, 25, 1}, {1, 5, 7, 1}, {8, 2, 1, 1}, {2, 16, 7, 7}, {3, 5, 5, 5},
+				  {4, 3, 8, 1}, {7, 16, 32, 32}, {8, 4, 3, 3, NULL, 4}};
+static const h_shape bn_grad[] = {{3, 4, 10, 1}, {1, 3, 17, 1}, {6, 2, 1, 1}, {12, 4, 5, 2, NULL, 4}};
+static const h_shape bn_gpu[] = {{4, 3, 25, 1}, {1, 5, 7, 1}, {6, 2, 1, 1}, {8, 16, 14, 14}, {32, 64, 7, 7}};
+
+/* ------------------------------------------------------------------ conv */
+
+static void ref_conv(const h_ref_args *a, double *y)
+{
+	dnn_conv2d_args c = conv_shape(a->n, a->in->C, a->in->H, a->in->W, a->nd->out, a->nd->k, a->nd->k,
+				       a->nd->stride, a->nd->pad, a->nd->dilation);
+	dnn_conv2d_args_finish(&c);
+	conv2d_forward_ref_d(y, a->x[0], a->w[0], &c);
+	if (a->nd->bias) {
+		const size_t PQ = (size_t)c.P * c.Q;
+		for (size_t i = 0, ny = (size_t)c.N * c.K * PQ; i < ny; i++)
+			y[i] += a->w[1][(i / PQ) % (size_t)c.K];
+	}
+}
+
+/* Variant 0: bias in its own tasks (fusion level 0); 1: in the conv's tasks (level 2); 2, 3:
+ * the direct path's AVX2 and AVX-512 kernels (where the shape takes it). */
+static int conv_variant(int v, char *name, size_t len)
+{
+	if (v < 0) {
+		dnn_fuse_set_level(0);
+		dnn_conv_direct_set_avx512(1);
+		return 1;
+	}
+	static const char *names[] = {"bias-task", "bias-fused", "direct-avx2", "direct-avx512"};
+	snprintf(name, len, "%s", names[v]);
+	dnn_fuse_set_level(v == 1 ? 2 : 0);
+	if (v >= 2)
+		return dnn_conv_direct_set_avx512(v == 3) == (v == 3);
+	return 1;
+}
+
+static const h_shape conv_unit[] = {
+	{1, 1, 1, 1, "out=1 k=1"},
+	{1, 3, 32, 32, "out=16 k=3 pad=1 bias=1"},
+	{3, 16, 32, 32, "out=16 k=3 pad=1"},
+	{5, 16, 32, 32, "out=32 k=3 stride=2 pad=1 bias=1"},
+	{9, 64, 8, 8, "out=64 k=3 pad=1"},
+	{4, 32, 16, 16, "out=64 k=1 stride=2"},
+	{3, 8, 13, 11, "out=5 k=1 bias=1"},
+	{2, 5, 10, 11, "out=4 k=1 stride=3"},
+	{2, 3, 37, 29, "out=8 k=7 stride=2 pad=3 bias=1"},
+	{2, 5, 17, 19, "out=6 k=3 pad=2 dilation=2"},
+	{1, 2, 300, 5, "out=3 k=3 pad=1"},
+	{2, 1, 3, 700, "out=2 k=3 pad=1"},
+	{3, 1, 28, 28, "out=6 k=5 pad=2 bias=1"},
+	{3, 6, 14, 14, "out=16 k=5 bias=1"},
+	{2, 3, 32, 32, "out=7 k=3 pad=1 bias=1"},
+	{2, 3, 16, 16, "out=9 k=3 pad=1 bias=1"},
+	{2, 2, 7, 5, "out=3 k=3 bias=1"},
+	{6, 3, 8, 8, "out=4 k=3 pad=1 bias=1", 3},
+};
+static const h_shape conv_grad[] = {
+	{1, 1, 1, 1, "out=1 k=1"},
+	{2, 3, 7, 8, "out=4 k=3 pad=1 bias=1"},
+	{3, 4, 9, 9, "out=5 k=3 stride=2 pad=1"},
+	{2, 3, 11, 10, "out=2 k=3 pad=2 dilation=2 bias=1"},
+	{4, 6, 5, 7, "out=3 k=1"},
+	{3, 5, 8, 7, "out=4 k=1 stride=2 bias=1"},
+	{2, 2, 12, 9, "out=3 k=5 pad=2"},
+	{1, 3, 13, 13, "out=4 k=7 stride=2 pad=3"},
+	{3, 20, 5, 5, "out=4 k=3 pad=1"},
+	{2, 1, 12, 12, "out=6 k=5 pad=2 bias=1"},
+	{2, 16, 24, 24, "out=3 k=3 pad=1"},
+	{6, 3, 6, 6, "out=4 k=3 pad=1 bias=1", 3},
+};
+static const h_shape conv_gpu[] = {
+	{64, 3, 32, 32, "out=16 k=3 pad=1"},          {64, 16, 32, 32, "out=16 k=3 pad=1 bias=1"},
+	{32, 16, 32, 32, "out=32 k=3 stride=2 pad=1"}, {32, 16, 32, 32, "out=32 k=1 stride=2"},
+	{16, 64, 8, 8, "out=64 k=3 pad=1"},           {3, 5, 37, 29, "out=7 k=7 stride=2 pad=3 bias=1"},
+	{2, 6, 17, 19, "out=5 k=3 pad=2 dilation=2"}, {5, 12, 13, 11, "out=9 k=1"},
+};
+
+/* ------------------------------------------------------------------ dropout */
+
+/* No forward reference (the mask is the kernel's own function of seed, step and sample): the
+ * unit extras check it against its definition; gpu compares CUDA with CPU (the same mask). */
+static const h_shape dropout_gpu[] = {{16, 1000, 1, 1, "p=0.5"}, {7, 3, 5, 5, "p=0.1", 3}, {1, 1, 1, 1, "p=0.9"}};
+
+/* dropout's kernels (codelets/dropout.h) against their definition (moved from unit_dropout.c):
+ *  - eval and p = 0 are the identity;
+ *  - in training a fraction p of the elements is dropped (binomial bound), kept ones are x/(1-p);
+ *  - the mask is a function of (seed, step, sample position, element) only: a chunk computed at
+ *    sample0 = s gives the rows s.. of a whole-batch run (chunk invariance), and another step or
+ *    seed gives another mask;
+ *  - backward is dy * mask / (1-p), overwrite and accumulate, with the forward's mask. */
+#define NS_DROP 16
+#define PER 1000
+static void extra_dropout_unit(void)
+{
+	static float x[NS_DROP * PER], y[NS_DROP * PER], y2[NS_DROP * PER], dy[NS_DROP * PER], dx[NS_DROP * PER];
+	for (int i = 0; i < NS_DROP * PER; i++)
+		x[i] = test_rng_uniform(0.5f, 2.0f); /* never 0: a dropped element is told by y == 0 */
+	dnn_dropout_args a = {.per_sample = PER, .N = NS_DROP, .train = 0, .p = 0.3f, .seed = 42, .step = 5, .sample0 = 0};
+
+	/* eval, and p = 0 in training: y = x exactly */
+	dnn_dropout_forward_cpu(y, x, &a);
+	TEST_CHECK(memcmp(x, y, sizeof(x)) == 0, "eval mode is not the identity");
+	a.train = 1, a.p = 0.0f;
+	dnn_dropout_forward_cpu(y, x, &a);
+	TEST_CHECK(memcmp(x, y, sizeof(x)) == 0, "p = 0 is not the identity");
+
+	/* training: the dropped fraction and the scale of the kept elements */
+	const float rates[] = {0.1f, 0.5f, 0.9f};
+	for (int r = 0; r < 3; r++) {
+		a.p = rates[r];
+		dnn_dropout_forward_cpu(y, x, &a);
+		long dropped = 0, bad_scale = 0;
+		for (int i = 0; i < NS_DROP * PER; i++) {
+			if (y[i] == 0.0f)
+				dropped++;
+			else if (fabsf(y[i] - x[i] / (1.0f - a.p)) > 1e-6f * fabsf(y[i]))
+				bad_scale++;
+		}
+		const double n = NS_DROP * PER, frac = dropped / n, sd = sqrt(a.p * (1 - a.p) / n);
+		printf("p=%.1f: dropped %.4f of %d elements (5 sd = %.4f)\n", a.p, frac, NS_DROP * PER, 5 * sd);
+		TEST_CHECK(fabs(frac - a.p) < 5 * sd, "p=%.1f: dropped fraction %.4f", a.p, frac);
+		TEST_CHECK(bad_scale == 0, "p=%.1f: %ld kept elements not scaled by 1/(1-p)", a.p, bad_scale);
+	}
+
+	/* chunk invariance: samples [5, 12) as their own chunk give the same rows */
+	a.p = 0.5f;
+	dnn_dropout_forward_cpu(y, x, &a);
+	dnn_dropout_args chunk = a;
+	chunk.N = 7, chunk.sample0 = 5;
+	dnn_dropout_forward_cpu(y2, x + 5 * PER, &chunk);
+	TEST_CHECK(memcmp(y2, y + 5 * PER, sizeof(float) * 7 * PER) == 0, "a chunk at sample0=5 differs from the batch rows");
+	/* masks differ between samples, steps and seeds */
+	int same_rows = 1;
+	for (int e = 0; e < PER; e++)
+		same_rows &= (y[e] == 0.0f) == (y[PER + e] == 0.0f);
+	TEST_CHECK(!same_rows, "samples 0 and 1 have the same mask");
+	dnn_dropout_args other = a;
+	other.step = 6;
+	dnn_dropout_forward_cpu(y2, x, &other);
+	TEST_CHECK(memcmp(y, y2, sizeof(y)) != 0, "step 6 has step 5's mask");
+	other = a, other.seed = 43;
+	dnn_dropout_forward_cpu(y2, x, &other);
+	TEST_CHECK(memcmp(y, y2, sizeof(y)) != 0, "seed 43 has seed 42's mask");
+
+	/* backward: dx = dy * mask / (1 - p); then += */
+	for (int i = 0; i < NS_DROP * PER; i++)
+		dy[i] = test_rng_uniform(-1.0f, 1.0f);
+	a.accumulate_dx = 0;
+	dnn_dropout_backward_cpu(dx, dy, &a);
+	long bad = 0;
+	for (int i = 0; i < NS_DROP * PER; i++) {
+		const float want = y[i] == 0.0f ? 0.0f : dy[i] * 2.0f;
+		bad += fabsf(dx[i] - want) > 1e-6f;
+	}
+	TEST_CHECK(bad == 0, "backward: %ld elements differ from dy * mask / (1-p)", bad);
+	a.accumulate_dx = 1;
+	dnn_dropout_backward_cpu(dx, dy, &a);
+	bad = 0;
+	for (int i = 0; i < NS_DROP * PER; i++) {
+		const float want = y[i] == 0.0f ? 0.0f : dy[i] * 4.0f;
+		bad += fabsf(dx[i] - want) > 1e-6f;
+	}
+	TEST_CHECK(bad == 0, "backward accumulate: %ld elements differ", bad);
+	/* eval backward passes dy through */
+	a.train = 0, a.accumulate_dx = 0;
+	dnn_dropout_backward_cpu(dx, dy, &a);
+	TEST_CHECK(memcmp(dx, dy, sizeof(dx)) == 0, "eval backward is not the identity");
+}
+
+/* ------------------------------------------------------------------ the table */
+
+const h_op h_ops[] = {
+	{.op = "leaky_relu", .ninputs = 1, .ref = ref_leaky_relu, .ref_bwd = ref_leaky_relu_bwd, .fill = fill_leaky_relu,
+	 .fwd = {H_REL, 1.2e-7}, .bwd = {H_TERMS, 1.2e-7}, .grad = {H_TERMS, 1e-6}, .gpu = {H_TERMS, 1e-6},
+	 .fd_eps = 1e-3, .dy_min = 0.05, .gpu_vs_ref = 1, SHAPES(leaky_unit, leaky_grad, leaky_gpu),
+	 .extra = {extra_leaky_relu_unit}, .seed = {31, 1234, 4242}},
+	{.op = "relu", .ninputs = 1, .ref = ref_relu, .ref_bwd = ref_relu_bwd, .fill = fill_relu, .fwd = {H_MIXED, 0},
+	 .bwd = {H_TERMS, 1.2e-7}, .grad = {H_MIXED, 1e-4}, .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4,
+	 SHAPES(relu_unit, relu_grad, relu_gpu)},
+	{.op = "add", .ninputs = 2, .ref = ref_add, .fwd = {H_MIXED, 1e-7}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(add_unit, add_grad, add_gpu)},
+	/* y = x + x: the same tensor feeds both inputs, its gradient is the sum of the two terms */
+	{.op = "add", .ninputs = 2, .fanout = 1, .ref = ref_add, .fwd = {H_MIXED, 1e-7}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, .shapes = {none, add_grad, none}, .nshapes = {0, NS(add_grad), 0}},
+	{.op = "avgpool", .ninputs = 1, .ref = ref_avgpool, .fwd = {H_MIXED, 1e-6}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(avgpool_unit, avgpool_grad, avgpool_gpu)},
+	{.op = "dense", .ninputs = 1, .ref = ref_dense, .fwd = {H_MIXED, 1e-5}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(dense_unit, dense_grad, dense_gpu)},
+	{.op = "softmax_xent", .ninputs = 1, .is_loss = 1, .ref = ref_softmax_xent, .ref_bwd = ref_softmax_xent_bwd,
+	 .fill = fill_softmax_xent, .fwd = {H_MIXED, 1e-5}, .bwd = {H_MIXED, 1e-6}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(xent_unit, xent_grad, xent_gpu)},
+	{.op = "maxpool", .ninputs = 1, .ref = ref_maxpool, .fill = fill_maxpool, .fwd = {H_MIXED, 0},
+	 .grad = {H_MIXED, 1e-5}, .gpu = {H_MIXED, 1e-6}, .gpu_y_exact = 1, .fd_eps = 1e-3, .nvariants = 2,
+	 .set_variant = maxpool_variant, .variants_same_bits = 1,
+	 SHAPES(maxpool_unit, maxpool_grad, maxpool_gpu)},
+	{.op = "batchnorm", .ninputs = 1, .ref = ref_batchnorm, .fill = fill_batchnorm, .fill_param = fill_bn_param,
+	 .fwd = {H_MIXED, 2e-5}, .grad = {H_MIXED, 1e-4}, .gpu = {H_MIXED, 2e-4}, .fd_eps = 1e-4, .nvariants = 2,
+	 .set_variant = batchnorm_variant, .variants_same_bits = 1, SHAPES(bn_unit, bn_grad, bn_gpu)},
+	{.op = "conv", .ninputs = 1, .ref = ref_conv, .fwd = {H_MIXED, 1e-4}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3, .fd_points = 120, .nvariants = 4, .set_variant = conv_variant,
+	 SHAPES(conv_unit, conv_grad, conv_gpu)},
+	{.op = "dropout", .ninputs = 1, .gpu = {H_MIXED, 1e-6}, .shapes = {none, none, dropout_gpu},
+	 .nshapes = {0, 0, NS(dropout_gpu)}, .extra = {extra_dropout_unit}, .seed = {7}},
+};
+const int h_nops = NS(h_ops);
