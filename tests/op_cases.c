@@ -531,7 +531,20 @@ const h_op h_ops[] = {
 	{.op = "leaky_relu", .ninputs = 1, .ref = ref_leaky_relu, .ref_bwd = ref_leaky_relu_bwd, .fill = fill_leaky_relu,
 	 .fwd = {H_REL, 1.2e-7}, .bwd = {H_TERMS, 1.2e-7}, .grad = {H_TERMS, 1e-6}, .gpu = {H_TERMS, 1e-6},
 	 .fd_eps = 1e-3, .dy_min = 0.05, .gpu_vs_ref = 1, SHAPES(leaky_unit, leaky_grad, leaky_gpu),
-	 .extra = {extra_leaky_relu_unit}, .seed = {31, 1234, 4242}},
+	 .extra = {extra_leaky_relu_unit}, .seed = {31, 1234, 4242},
+	 /* after a conv (alpha=0.1), after a batchnorm (the default 0.01), after a dense layer (a
+	  * 2-D value, alpha=0.2): the LeakyRelu nodes carry the three alphas */
+	 .onnx_net = "conv c1 x out=8 k=3 pad=1 bias=1\nleaky_relu l1 c1 alpha=0.1\nmaxpool p1 l1 k=2\n"
+		     "conv c2 p1 out=8 k=3 pad=1\nbatchnorm b2 c2\nleaky_relu l2 b2\nadd a2 l2,p1\navgpool g a2\n"
+		     "dense f1 g out=16\nleaky_relu l3 f1 alpha=0.2\ndense f2 l3 out=10\nsoftmax_xent loss f2\n",
+	 .onnx_py = "import sys, onnx\n"
+		    "m = onnx.load(sys.argv[1])\n"
+		    "got = {n.name: [a.f for a in n.attribute if a.name == 'alpha'] for n in m.graph.node if n.op_type == 'LeakyRelu'}\n"
+		    "want = {'l1': 0.1, 'l2': 0.01, 'l3': 0.2}\n"
+		    "assert sorted(got) == sorted(want), got\n"
+		    "for k, v in want.items():\n"
+		    "    assert len(got[k]) == 1 and abs(got[k][0] - v) < 1e-7, (k, got[k], v)\n"
+		    "print('LeakyRelu nodes:', {k: round(v[0], 7) for k, v in got.items()})\n"},
 	{.op = "relu", .ninputs = 1, .ref = ref_relu, .ref_bwd = ref_relu_bwd, .fill = fill_relu, .fwd = {H_MIXED, 0},
 	 .bwd = {H_TERMS, 1.2e-7}, .grad = {H_MIXED, 1e-4}, .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4,
 	 SHAPES(relu_unit, relu_grad, relu_gpu)},
@@ -558,6 +571,14 @@ const h_op h_ops[] = {
 	 .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3, .fd_points = 120, .nvariants = 4, .set_variant = conv_variant,
 	 SHAPES(conv_unit, conv_grad, conv_gpu)},
 	{.op = "dropout", .ninputs = 1, .gpu = {H_MIXED, 1e-6}, .shapes = {none, none, dropout_gpu},
-	 .nshapes = {0, 0, NS(dropout_gpu)}, .extra = {extra_dropout_unit}, .seed = {7}},
+	 .nshapes = {0, 0, NS(dropout_gpu)}, .extra = {extra_dropout_unit}, .seed = {7},
+	 /* eval mode: the identity, an Identity node */
+	 .onnx_net = "conv c1 x out=4 k=3 pad=1 bias=1\nrelu r1 c1\ndropout d1 r1 p=0.3\nmaxpool p1 d1 k=2\n"
+		     "dense f1 p1 out=16\ndropout d2 f1 p=0.5\ndense f2 d2 out=10\nsoftmax_xent loss f2\n",
+	 .onnx_py = "import sys, onnx\n"
+		    "m = onnx.load(sys.argv[1])\n"
+		    "ids = sorted(n.name for n in m.graph.node if n.op_type == 'Identity')\n"
+		    "assert ids == ['d1', 'd2'], ids\n"
+		    "print('Identity nodes:', ids)\n"},
 };
 const int h_nops = NS(h_ops);

@@ -612,6 +612,30 @@ static void gpu_shape(const h_op *op, const h_shape *s)
 	net_free(&h);
 }
 
+/* `op_harness onnx DIR`: DIR/<op>.net and DIR/<op>.py of every row with an ONNX net; prints the
+ * ops' names, one a line. */
+static int write_onnx(const char *dir)
+{
+	for (int i = 0; i < h_nops; i++) {
+		const h_op *op = &h_ops[i];
+		if (!op->onnx_net)
+			continue;
+		char path[4096];
+		const char *what[2] = {op->onnx_net, op->onnx_py ? op->onnx_py : "pass\n"};
+		const char *ext[2] = {"net", "py"};
+		for (int f = 0; f < 2; f++) {
+			snprintf(path, sizeof(path), "%s/%s.%s", dir, op->op, ext[f]);
+			FILE *fp = fopen(path, "w");
+			if (!fp || fprintf(fp, "%s%s", f ? "" : "input x 1 28 28\n", what[f]) < 0 || fclose(fp) != 0) {
+				fprintf(stderr, "op_harness: cannot write %s\n", path);
+				return 1;
+			}
+		}
+		printf("%s\n", op->op);
+	}
+	return 0;
+}
+
 static const char *mode_names[H_NMODES] = {"unit", "grad", "gpu"};
 
 static int wanted(const h_op *op, int argc, char **argv)
@@ -636,8 +660,10 @@ int main(int argc, char **argv)
 			       h_ops[i].nshapes[H_GRAD], h_ops[i].nshapes[H_GPU], h_ops[i].nvariants > 0 ? h_ops[i].nvariants : 1);
 		return 0;
 	}
+	if (argc > 2 && strcmp(argv[1], "onnx") == 0)
+		return write_onnx(argv[2]);
 	if (mode < 0) {
-		fprintf(stderr, "usage: op_harness unit|grad|gpu|list [OP ...]\n");
+		fprintf(stderr, "usage: op_harness unit|grad|gpu|list [OP ...] | onnx DIR\n");
 		return 2;
 	}
 	int one = 1;

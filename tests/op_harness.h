@@ -14,6 +14,7 @@
  *         L = sum_chunks sum(ref(x) .* r), both overwriting (NaN-filled dx) and accumulating
  *         (dx0 +=), and the parameter gradients through their STARPU_REDUX handles over the chunks
  *         (g0 + sum over the chunks, then twice that after the second pass);
+ *   (onnx: `op_harness onnx DIR` writes the rows' ONNX nets and checks for onnx_ops.sh)
  *   gpu:  the same submissions pinned to a CPU and to a CUDA worker; CUDA against CPU (or both
  *         against the reference where the row says so). 77 without a CUDA worker (gpu_util.h).
  * Adding an op = one row in op_cases.c (and its reference function). */
@@ -88,6 +89,12 @@ struct h_op {
 	 * kernels on chosen inputs, ...), per mode; they count failures in test_failures. */
 	void (*extra[H_NMODES])(void);
 	int seed[H_NMODES];
+	/* ONNX (tests/scripts/onnx_ops.sh, through `op_harness onnx DIR`): a small net using the op
+	 * (the lines after "input x 1 28 28", ending with the loss) that trains a few steps on
+	 * synthetic data, is exported, checked with onnx.checker and run by onnxruntime against
+	 * `starpu_anp predict`; onnx_py: Python lines run on the model (sys.argv[1]) that check the
+	 * op's nodes. NULL: the op's export is covered elsewhere (onnx_export.sh's nets). */
+	const char *onnx_net, *onnx_py;
 };
 
 extern const h_op h_ops[];
