@@ -2,16 +2,19 @@
  * its double-precision forward reference, its shapes and keys per mode, its tolerances and its
  * own extra checks. Adding an op = a reference function and a row here. */
 #include <math.h>
+#include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conv2d.h"
 #include "conv2d_impl.h"
+#include "vec.h"
 #include "dropout.h"
 #include "fuse.h"
 #include "leaky_relu.h"
 #include "maxpool.h"
+#include "batchnorm.h"
 #include "batchnorm_simd.h"
 #include "op_harness.h"
 #include "relu.h"
@@ -357,7 +360,8 @@ static int batchnorm_variant(int v, char *name, size_t len)
 /* (N, C, HW) */
 static const h_shape bn_unit[] = {{4, 3, 25, 1}, {1, 5, 7, 1}, {8, 2, 1, 1}, {2, 16, 7, 7}, {3, 5, 5, 5},
 				  {4, 3, 8, 1}, {7, 16, 32, 32}, {8, 4, 3, 3, NULL, 4}};
-static const h_shape bn_grad[] = {{3, 4, 10, 1}, {1, 3, 17, 1}, {6, 2, 1, 1}, {12, 4, 5, 2, NULL, 4}};
+/* grad: 4 chunks of (3, 4, 10), (1, 3, 17), (6, 2, 1), their dgamma and dbeta through one REDUX */
+static const h_shape bn_grad[] = {{12, 4, 10, 1, NULL, 4}, {4, 3, 17, 1, NULL, 4}, {24, 2, 1, 1, NULL, 4}, {3, 4, 5, 2}};
 static const h_shape bn_gpu[] = {{4, 3, 25, 1}, {1, 5, 7, 1}, {6, 2, 1, 1}, {8, 16, 14, 14}, {32, 64, 7, 7}};
 
 /* ------------------------------------------------------------------ conv */
@@ -525,6 +529,561 @@ static void extra_dropout_unit(void)
 	TEST_CHECK(memcmp(dx, dy, sizeof(dx)) == 0, "eval backward is not the identity");
 }
 
+/* ------------------------------------------------------------------ maxpool and batchnorm: their own checks
+ * (moved from unit_pool_bn.c: the kernels, not through a net) */
+
+// y (N, C, P, Q): max over the window, out-of-range cells are -inf
+static void ref_maxpool_args(double *y, const float *x, const dnn_maxpool_args *a)
+{
+	for (int nc = 0; nc < a->N * a->C; nc++)
+		for (int p = 0; p < a->P; p++)
+			for (int q = 0; q < a->Q; q++) {
+				double m = -INFINITY;
+				for (int i = 0; i < a->k; i++)
+					for (int j = 0; j < a->k; j++) {
+						int h = p * a->stride - a->pad + i, w = q * a->stride - a->pad + j;
+						if (h < 0 || h >= a->H || w < 0 || w >= a->W)
+							continue;
+						double v = x[((size_t)nc * a->H + h) * a->W + w];
+						if (v > m)
+							m = v;
+					}
+				y[((size_t)nc * a->P + p) * a->Q + q] = m;
+			}
+}
+
+static void test_maxpool_fwd(int N, int C, int H, int W, int k, int stride, int pad, int P, int Q)
+{
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = k, .stride = stride, .pad = pad};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool args %dx%dx%dx%d k%d s%d p%d rejected", N, C,
+		   H, W, k, stride, pad);
+	TEST_CHECK(a.P == P && a.Q == Q, "maxpool output %dx%d, want %dx%d", a.P, a.Q, P, Q);
+	size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *y = malloc(ny * sizeof(float));
+	double *ref = malloc(ny * sizeof(double));
+	test_fill_uniform(x, nx, -2, -0.5f); // all negative: a padding cell chosen as 0 would show
+	for (size_t i = 0; i < ny; i++)
+		y[i] = NAN;
+	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, ny);
+	dnn_insert_maxpool_fwd(NULL, &a, hx, hy);
+	starpu_data_unregister(hy);
+	starpu_data_unregister(hx);
+	ref_maxpool_args(ref, x, &a);
+	char what[96];
+	snprintf(what, sizeof what, "maxpool fwd %dx%dx%dx%d k%d s%d p%d", N, C, H, W, k, stride, pad);
+	test_close_mixed(what, y, ref, ny, 0);
+	free(x);
+	free(y);
+	free(ref);
+}
+
+/* Ties in a 2x2 window (the even-size fast path): dy goes to the first cell, row-major, equal to
+ * the max, as in the general loop and cuDNN; the others get 0 (W mode) or keep their value (RW). */
+static void test_maxpool_ties(void)
+{
+	dnn_maxpool_args a = {.N = 1, .C = 1, .H = 2, .W = 4, .k = 2, .stride = 2, .pad = 0};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool 2x4 k2 s2 rejected");
+	// window 0: cells 1 (row 0) and 4 (row 1) tie at 3; window 1: all four cells equal 5
+	float x[8] = {1, 3, 5, 5, 3, 2, 5, 5}, y[2], dy[2] = {10, 20};
+	for (int acc = 0; acc <= 1; acc++) {
+		float dx[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+		a.accumulate_dx = acc;
+		dnn_maxpool_forward_cpu(y, x, &a);
+		dnn_maxpool_backward_cpu(dx, x, y, dy, &a);
+		const float b = acc ? 1.0f : 0.0f;
+		const float want[8] = {b, b + 10, b + 20, b, b, b, b, b};
+		TEST_CHECK(y[0] == 3 && y[1] == 5, "maxpool ties: y = %g %g, want 3 5", y[0], y[1]);
+		for (int i = 0; i < 8; i++)
+			TEST_CHECK(dx[i] == want[i], "maxpool ties (acc %d): dx[%d] = %g, want %g", acc, i, dx[i], want[i]);
+	}
+}
+
+/* The AVX2 2x2 kernels (maxpool.c) against the scalar loops, bit for bit: forward and backward
+ * (overwrite and accumulate) on Q below, at and off a multiple of 8; inputs with ties (values
+ * rounded to a few levels, relu-like zeros of both signs), and NaNs, whose 8-window groups take
+ * the scalar path inside the AVX2 kernel. */
+static void test_maxpool_simd_identical(int N, int C, int H, int W, int relu)
+{
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = 2, .stride = 2, .pad = 0, .relu = relu};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool %dx%dx%dx%d k2 s2 rejected", N, C, H, W);
+	const size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float)), *dx0 = malloc(nx * sizeof(float));
+	test_fill_uniform(x, nx, -1, 1);
+	for (size_t i = 0; i < nx; i++) {
+		if (i % 3 == 0)
+			x[i] = roundf(x[i] * 2.0f) * 0.5f; // ties among the window's cells
+		if (x[i] <= 0.0f && i % 2)
+			x[i] = (i / 2) % 2 ? 0.0f : -0.0f; // relu outputs: +0 and -0 tie too
+	}
+	x[nx / 2] = NAN, x[nx - 1] = NAN; // one window with a NaN, one in the last group
+	if (nx > 8)
+		x[3] = x[2] = NAN;
+	test_fill_uniform(dy, ny, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	// per run: y, dx (=), dx (+=)
+	const size_t nout = ny + 2 * nx;
+	float *out[2] = {malloc(nout * sizeof(float)), malloc(nout * sizeof(float))};
+	int simd[2];
+	for (int r = 0; r < 2; r++) {
+		simd[r] = dnn_maxpool_set_simd(r);
+		float *y = out[r], *dx = y + ny;
+		dnn_maxpool_forward_cpu(y, x, &a);
+		for (int acc = 0; acc <= 1; acc++) {
+			a.accumulate_dx = acc;
+			memcpy(dx + (size_t)acc * nx, dx0, nx * sizeof(float));
+			dnn_maxpool_backward_cpu(dx + (size_t)acc * nx, x, y, dy, &a);
+		}
+	}
+	dnn_maxpool_set_simd(1);
+	TEST_CHECK(simd[0] == 0 && simd[1] == 1, "maxpool: the scalar and AVX2 runs were not both run (%d, %d)", simd[0],
+		   simd[1]);
+	char what[96];
+	snprintf(what, sizeof what, "maxpool %dx%dx%dx%d relu %d: AVX2 vs scalar, y|dx=|dx+=", N, C, H, W, relu);
+	test_same_bits(what, out[1], out[0], nout);
+	free(out[0]), free(out[1]), free(x), free(dy), free(dx0);
+}
+
+/* The fused relu (a->relu, the relu+maxpool fusion of graph/fuse.c) against relu.c's forward and
+ * backward around the plain pooling, bit for bit: y, and dx overwritten and accumulated, on the
+ * 2x2 fast path (scalar and AVX2) and the general loops (overlapping windows, odd sizes), with
+ * windows whose max is negative, zero (+0 and -0) or NaN-only. */
+static void test_maxpool_relu_fused(int N, int C, int H, int W, int k, int stride, int pad)
+{
+	dnn_maxpool_args a = {.N = N, .C = C, .H = H, .W = W, .k = k, .stride = stride, .pad = pad};
+	TEST_CHECK(dnn_maxpool_args_finish(&a) == 0, "maxpool %dx%dx%dx%d k%d rejected", N, C, H, W, k);
+	const size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *r = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float));
+	float *dx0 = malloc(nx * sizeof(float)), *dpool = malloc(nx * sizeof(float));
+	float *y[2] = {malloc(ny * sizeof(float)), malloc(ny * sizeof(float))};
+	float *dx[2][2] = {{malloc(nx * sizeof(float)), malloc(nx * sizeof(float))},
+			   {malloc(nx * sizeof(float)), malloc(nx * sizeof(float))}};
+	test_fill_uniform(x, nx, -1, 0.6f); // many windows entirely negative
+	for (size_t i = 0; i < nx; i += 5)
+		x[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : x[i];
+	x[1] = NAN;
+	test_fill_uniform(dy, ny, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	dx0[0] = -0.0f;
+	for (int simd = 0; simd <= 1; simd++) {
+		if (dnn_maxpool_set_simd(simd) != simd)
+			continue; // no AVX2 here
+		// unfused: relu, pool, pool backward into a zeroed buffer, relu backward (= or +=)
+		a.relu = 0, a.accumulate_dx = 0;
+		dnn_relu_forward_cpu(r, x, (long)nx);
+		dnn_maxpool_forward_cpu(y[0], r, &a);
+		dnn_maxpool_backward_cpu(dpool, r, y[0], dy, &a);
+		for (int acc = 0; acc <= 1; acc++) {
+			memcpy(dx[0][acc], dx0, nx * sizeof(float));
+			dnn_relu_backward_cpu(dx[0][acc], r, dpool, (long)nx, acc);
+		}
+		// fused
+		a.relu = 1;
+		dnn_maxpool_forward_cpu(y[1], x, &a);
+		for (int acc = 0; acc <= 1; acc++) {
+			a.accumulate_dx = acc;
+			memcpy(dx[1][acc], dx0, nx * sizeof(float));
+			dnn_maxpool_backward_cpu(dx[1][acc], x, y[1], dy, &a);
+		}
+		char what[128];
+		snprintf(what, sizeof what, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d): fused vs relu then pool, y", N, C,
+			 H, W, k, stride, pad, simd);
+		test_same_bits(what, y[1], y[0], ny);
+		for (int acc = 0; acc <= 1; acc++) {
+			snprintf(what, sizeof what, "maxpool+relu %dx%dx%dx%d k%d s%d p%d (simd %d, acc %d): fused vs relu then pool, dx",
+				 N, C, H, W, k, stride, pad, simd, acc);
+			test_same_bits(what, dx[1][acc], dx[0][acc], nx);
+		}
+	}
+	dnn_maxpool_set_simd(1);
+	free(x), free(r), free(dy), free(dx0), free(dpool), free(y[0]), free(y[1]);
+	free(dx[0][0]), free(dx[0][1]), free(dx[1][0]), free(dx[1][1]);
+}
+
+static void test_maxpool_args(void)
+{
+	dnn_maxpool_args bad[] = {
+		{.N = 1, .C = 1, .H = 5, .W = 5, .k = 3, .stride = 1, .pad = 2}, // pad > k/2
+		{.N = 1, .C = 1, .H = 2, .W = 5, .k = 3, .stride = 1, .pad = 0}, // window taller than H
+		{.N = 1, .C = 1, .H = 5, .W = 5, .k = 2, .stride = 0, .pad = 0}, // stride 0
+		{.N = 0, .C = 1, .H = 5, .W = 5, .k = 2, .stride = 2, .pad = 0}, // empty batch
+		{.N = 1, .C = 1, .H = 5, .W = 5, .k = 0, .stride = 1, .pad = 0}, // empty window
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		TEST_CHECK(dnn_maxpool_args_finish(&bad[i]) == -1, "invalid maxpool args #%zu accepted", i);
+}
+
+/* ------------------------------------------------------------------ batchnorm */
+
+// double reference of the training forward: y (N, C, HW), saved (3C: mean, var, invstd)
+static void ref_bn_train(double *y, double *saved, const float *x, const float *gamma, const float *beta,
+			 const dnn_batchnorm_args *a)
+{
+	double *xd = to_double(x, (size_t)a->N * a->C * a->HW), *gd = to_double(gamma, a->C),
+	       *bd = to_double(beta, a->C);
+	bn_train_ref(y, saved, saved + a->C, saved + 2 * a->C, xd, gd, bd, a->N, a->C, a->HW, a->eps);
+	free(xd), free(gd), free(bd);
+}
+
+static void fill_bn_input(float *x, const dnn_batchnorm_args *a)
+{
+	// channel c has mean ~ c - 1 and spread ~ 0.5 + c: stats differ per channel
+	for (int n = 0; n < a->N; n++)
+		for (int c = 0; c < a->C; c++)
+			for (int i = 0; i < a->HW; i++)
+				x[((size_t)n * a->C + c) * a->HW + i] = (float)(c - 1) +
+					(0.5f + (float)c) * test_rng_uniform(-1, 1);
+}
+
+static void test_bn_running_eval(int N, int C, int HW)
+{
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f};
+	size_t nx = (size_t)N * C * HW;
+	float *x = malloc(nx * sizeof(float)), *y = malloc(nx * sizeof(float));
+	float *gamma = malloc(C * sizeof(float)), *beta = malloc(C * sizeof(float));
+	float *saved = malloc(3 * C * sizeof(float)), *running = malloc(2 * C * sizeof(float));
+	double *yref = malloc(nx * sizeof(double)), *sref = malloc(3 * C * sizeof(double));
+	double *rref = malloc(2 * C * sizeof(double));
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	for (int c = 0; c < C; c++) { // PyTorch's initial running stats
+		running[c] = 0;
+		running[C + c] = 1;
+		rref[c] = 0;
+		rref[C + c] = 1;
+	}
+	starpu_data_handle_t hx = reg_f(x, nx), hy = reg_f(y, nx), hg = reg_f(gamma, C), hb = reg_f(beta, C);
+	starpu_data_handle_t hs = reg_f(saved, 3 * C), hr = reg_f(running, 2 * C);
+	const double M = (double)N * HW, unbias = M > 1 ? M / (M - 1) : 1;
+	char what[96];
+	for (int step = 0; step < 2; step++) {
+		starpu_data_acquire(hx, STARPU_W);
+		fill_bn_input(x, &a);
+		starpu_data_release(hx);
+		dnn_insert_batchnorm_fwd_train(NULL, &a, hx, hg, hb, hy, hs);
+		dnn_insert_batchnorm_running(NULL, &a, hs, hr);
+		starpu_data_acquire(hy, STARPU_R);
+		starpu_data_acquire(hs, STARPU_R);
+		starpu_data_acquire(hr, STARPU_R);
+		ref_bn_train(yref, sref, x, gamma, beta, &a);
+		for (int c = 0; c < C; c++) {
+			rref[c] = (1 - a.momentum) * rref[c] + a.momentum * sref[c];
+			rref[C + c] = (1 - a.momentum) * rref[C + c] + a.momentum * sref[C + c] * unbias;
+		}
+		snprintf(what, sizeof what, "bn train y %dx%dx%d step %d", N, C, HW, step);
+		test_close_mixed(what, y, yref, nx, 2e-5);
+		snprintf(what, sizeof what, "bn train saved %dx%dx%d step %d", N, C, HW, step);
+		test_close_mixed(what, saved, sref, 3 * C, 2e-5);
+		snprintf(what, sizeof what, "bn running %dx%dx%d step %d", N, C, HW, step);
+		test_close_mixed(what, running, rref, 2 * C, 2e-5);
+		starpu_data_release(hr);
+		starpu_data_release(hs);
+		starpu_data_release(hy);
+	}
+
+	// eval: normalise a fresh input with the running statistics
+	starpu_data_acquire(hx, STARPU_W);
+	fill_bn_input(x, &a);
+	starpu_data_release(hx);
+	dnn_insert_batchnorm_fwd_eval(NULL, &a, hx, hg, hb, hr, hy);
+	starpu_data_acquire(hy, STARPU_R);
+	for (int n = 0; n < N; n++)
+		for (int c = 0; c < C; c++)
+			for (int i = 0; i < HW; i++) {
+				size_t j = ((size_t)n * C + c) * HW + i;
+				yref[j] = gamma[c] * (x[j] - (double)running[c]) /
+						  sqrt((double)running[C + c] + (double)a.eps) +
+					  beta[c];
+			}
+	snprintf(what, sizeof what, "bn eval y %dx%dx%d", N, C, HW);
+	test_close_mixed(what, y, yref, nx, 2e-5);
+	starpu_data_release(hy);
+
+	starpu_data_handle_t all[] = {hx, hy, hg, hb, hs, hr};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		starpu_data_unregister(all[i]);
+	free(x);
+	free(y);
+	free(gamma);
+	free(beta);
+	free(saved);
+	free(running);
+	free(yref);
+	free(sref);
+	free(rref);
+}
+
+/* Every output of the training forward and both backwards, under the portable loops (run 0) and
+ * the AVX2 kernels (run 1), compared bit for bit. */
+static void test_bn_simd_identical(int N, int C, int HW)
+{
+	const size_t nx = (size_t)N * C * HW;
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f};
+	float *x = malloc(nx * sizeof(float)), *dy = malloc(nx * sizeof(float)), *yr = malloc(nx * sizeof(float));
+	float *gamma = malloc(C * sizeof(float)), *beta = malloc(C * sizeof(float));
+	float *dx0 = malloc(nx * sizeof(float));
+	fill_bn_input(x, &a);
+	test_fill_uniform(dy, nx, -1, 1);
+	test_fill_uniform(yr, nx, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	for (size_t i = 0; i < nx; i += 7) // the relu mask's edge cases: y = -0, +0, NaN
+		yr[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : NAN;
+	/* per run: y, y with relu, saved twice (3C each), dx plain (=, +=), dx fused (=, +=), and
+	 * dgamma | dbeta (2C, accumulated over the four backwards) */
+	const size_t nout = 6 * nx + 8 * (size_t)C;
+	float *out[2] = {malloc(nout * sizeof(float)), malloc(nout * sizeof(float))};
+	int simd[2];
+	for (int r = 0; r < 2; r++) {
+		simd[r] = dnn_batchnorm_set_simd(r);
+		float *y = out[r], *yrelu = y + nx, *sv = yrelu + nx, *sv2 = sv + 3 * C, *dx = sv2 + 3 * C;
+		float *dgb = dx + 4 * nx;
+		a.relu = 0;
+		dnn_batchnorm_forward_train_cpu(y, sv, x, gamma, beta, &a);
+		a.relu = 1;
+		dnn_batchnorm_forward_train_cpu(yrelu, sv2, x, gamma, beta, &a);
+		for (int c = 0; c < 2 * C; c++)
+			dgb[c] = 0.25f * (float)c;
+		for (int k = 0; k < 4; k++) {
+			float *d = dx + (size_t)k * nx;
+			a.accumulate_dx = k & 1;
+			memcpy(d, dx0, nx * sizeof(float));
+			if (k < 2)
+				dnn_batchnorm_backward_cpu(d, dgb, dgb + C, x, gamma, sv, dy, &a);
+			else
+				dnn_batchnorm_relu_backward_cpu(d, dgb, dgb + C, x, gamma, sv, dy, yr, &a);
+		}
+	}
+	dnn_batchnorm_set_simd(1);
+	char what[96];
+	snprintf(what, sizeof what, "bn %dx%dx%d: AVX2 (%d) vs portable kernels, all outputs", N, C, HW, simd[1]);
+	test_same_bits(what, out[1], out[0], nout);
+	free(out[0]), free(out[1]), free(x), free(dy), free(yr), free(gamma), free(beta), free(dx0);
+}
+
+
+/* maxpool's own unit checks: argument checks, the output shapes args_finish computes (and the
+ * forward through the insert helper on them, tolerance 0), ties in a 2x2 window, the fused relu
+ * against relu then pooling (bit for bit), the AVX2 2x2 kernels against the scalar loops on
+ * ties, +-0 and NaNs (bit for bit). */
+static void extra_maxpool_unit(void)
+{
+	test_maxpool_args();
+	test_maxpool_fwd(2, 3, 7, 9, 3, 2, 1, 4, 5);
+	test_maxpool_fwd(3, 2, 9, 7, 2, 2, 0, 4, 3);
+	test_maxpool_fwd(1, 4, 5, 5, 3, 1, 1, 5, 5);
+	test_maxpool_fwd(1, 1, 1, 1, 1, 1, 0, 1, 1);
+	test_maxpool_fwd(4, 8, 15, 13, 3, 2, 1, 8, 7);
+	test_maxpool_fwd(2, 6, 28, 28, 2, 2, 0, 14, 14); // even 2x2 s2 (LeNet-5): the straight-line path
+	test_maxpool_fwd(3, 2, 10, 6, 2, 2, 0, 5, 3);
+	test_maxpool_ties();
+	test_maxpool_relu_fused(2, 6, 28, 28, 2, 2, 0); // the 2x2 fast path
+	test_maxpool_relu_fused(3, 4, 10, 10, 2, 2, 0); // Q = 5
+	test_maxpool_relu_fused(2, 3, 9, 11, 3, 2, 1);  // overlapping windows: the general loops
+	test_maxpool_relu_fused(2, 3, 7, 7, 2, 2, 0);   // odd sizes: the general loops
+	if (dnn_maxpool_set_simd(1)) {
+		for (int relu = 0; relu <= 1; relu++) {
+			test_maxpool_simd_identical(2, 6, 28, 28, relu); // LeNet-5's first pooling: Q = 14
+			test_maxpool_simd_identical(3, 16, 10, 10, relu); // its second: Q = 5, a masked tail only
+			test_maxpool_simd_identical(1, 3, 4, 32, relu);   // Q = 16: no tail
+			test_maxpool_simd_identical(2, 2, 6, 50, relu);   // Q = 25
+		}
+	} else {
+		printf("maxpool: no AVX2, the AVX2 max-pool kernels are not compared here\n");
+	}
+}
+
+/* batchnorm's own unit checks: the training forward's saved statistics (mean | biased var |
+ * invstd), the running-statistics update over two steps (PyTorch's formulas) and eval mode with
+ * the running statistics, tolerance 2e-5; the AVX2 kernels against the portable loops, bit for
+ * bit, every output of the forward (plain and fused relu) and both backwards (= and +=). */
+static void extra_batchnorm_unit(void)
+{
+	test_bn_running_eval(4, 3, 25);
+	test_bn_running_eval(1, 5, 7);
+	test_bn_running_eval(8, 2, 1);
+	test_bn_running_eval(2, 16, 49);
+	if (dnn_batchnorm_set_simd(1)) {
+		test_bn_simd_identical(3, 5, 25);
+		test_bn_simd_identical(1, 2, 7);
+		test_bn_simd_identical(4, 3, 8);
+		test_bn_simd_identical(5, 4, 9);
+		test_bn_simd_identical(2, 16, 64);
+		test_bn_simd_identical(7, 16, 1024);
+	} else {
+		printf("batchnorm: no AVX2, the AVX2 batch-norm kernels are not compared here\n");
+	}
+}
+
+/* ------------------------------------------------------------------ batchnorm: grad, its own check
+ * (moved from grad_pool_bn.c): the training backward's dgamma and dbeta through a STARPU_RW handle
+ * (the insert helper's other mode; the descriptor uses REDUX) as well as REDUX, against central
+ * finite differences, over 4 chunks (chunk 0 into the RW pair, odd chunks accumulating dx). */
+
+// L = sum(BN_train(x; gamma, beta) .* r), in double, summed channel by channel
+static double bn_loss(const double *x, const double *gamma, const double *beta, const float *r,
+		      const dnn_batchnorm_args *a)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	double *z = alloc_d((size_t)N * C * HW), L = 0;
+	bn_train_ref(z, NULL, NULL, NULL, x, gamma, beta, N, C, HW, a->eps);
+	for (int c = 0; c < C; c++)
+		for (int n = 0; n < N; n++)
+			for (int i = 0; i < HW; i++) {
+				size_t j = ((size_t)n * C + c) * HW + i;
+				L += z[j] * r[j];
+			}
+	free(z);
+	return L;
+}
+
+// central differences of bn_loss w.r.t. x, gamma, beta, added to gx, gg, gb
+static void bn_fd(double *gx, double *gg, double *gb, const float *x, const float *gamma, const float *beta,
+		  const float *r, const dnn_batchnorm_args *a)
+{
+	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
+	double *xd = malloc(nx * sizeof(double)), *g = malloc(C * sizeof(double)), *b = malloc(C * sizeof(double));
+	for (size_t i = 0; i < nx; i++)
+		xd[i] = x[i];
+	for (size_t c = 0; c < C; c++) {
+		g[c] = gamma[c];
+		b[c] = beta[c];
+	}
+	const double eps = 1e-4;
+	struct {
+		double *v, *grad;
+		size_t n;
+	} params[] = {{xd, gx, nx}, {g, gg, C}, {b, gb, C}};
+	for (int p = 0; p < 3; p++)
+		for (size_t i = 0; i < params[p].n; i++) {
+			double v0 = params[p].v[i];
+			params[p].v[i] = v0 + eps;
+			double lp = bn_loss(xd, g, b, r, a);
+			params[p].v[i] = v0 - eps;
+			double lm = bn_loss(xd, g, b, r, a);
+			params[p].v[i] = v0;
+			params[p].grad[i] += (lp - lm) / (2 * eps);
+		}
+	free(xd);
+	free(g);
+	free(b);
+}
+
+#define BN_CHUNKS 4
+
+static void test_bn_bwd(int N, int C, int HW)
+{
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f};
+	size_t nx = (size_t)N * C * HW;
+	float *gamma = malloc(C * sizeof(float)), *beta = malloc(C * sizeof(float));
+	float *dgamma = malloc(C * sizeof(float)), *dbeta = malloc(C * sizeof(float));
+	float *dgamma_rw = malloc(C * sizeof(float)), *dbeta_rw = malloc(C * sizeof(float));
+	double *gg = malloc(C * sizeof(double)), *gb = malloc(C * sizeof(double));
+	double *gg_rw = malloc(C * sizeof(double)), *gb_rw = malloc(C * sizeof(double));
+	float *x[BN_CHUNKS], *y[BN_CHUNKS], *r[BN_CHUNKS], *dx[BN_CHUNKS], *saved[BN_CHUNKS];
+	double *gx[BN_CHUNKS];
+	starpu_data_handle_t hx[BN_CHUNKS], hy[BN_CHUNKS], hr[BN_CHUNKS], hdx[BN_CHUNKS], hs[BN_CHUNKS];
+
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	test_fill_uniform(dgamma, C, -1, 1); // REDUX and RW both add to what is there
+	test_fill_uniform(dbeta, C, -1, 1);
+	test_fill_uniform(dgamma_rw, C, -1, 1);
+	test_fill_uniform(dbeta_rw, C, -1, 1);
+	for (int c = 0; c < C; c++) {
+		gg[c] = dgamma[c];
+		gb[c] = dbeta[c];
+		gg_rw[c] = dgamma_rw[c];
+		gb_rw[c] = dbeta_rw[c];
+	}
+	starpu_data_handle_t hg = reg_f(gamma, C), hb = reg_f(beta, C);
+	starpu_data_handle_t hdg = reg_f(dgamma, C), hdb = reg_f(dbeta, C);
+	starpu_data_handle_t hdg_rw = reg_f(dgamma_rw, C), hdb_rw = reg_f(dbeta_rw, C);
+	dnn_vec_set_sum_redux(hdg);
+	dnn_vec_set_sum_redux(hdb);
+
+	// chunk 0 goes to the RW pair, chunks 1.. to the REDUX pair; odd chunks accumulate into dx
+	for (int t = 0; t < BN_CHUNKS; t++) {
+		x[t] = malloc(nx * sizeof(float));
+		y[t] = malloc(nx * sizeof(float));
+		r[t] = malloc(nx * sizeof(float));
+		dx[t] = malloc(nx * sizeof(float));
+		saved[t] = malloc(3 * C * sizeof(float));
+		gx[t] = malloc(nx * sizeof(double));
+		for (int n = 0; n < N; n++)
+			for (int c = 0; c < C; c++)
+				for (int i = 0; i < HW; i++)
+					x[t][((size_t)n * C + c) * HW + i] =
+						(float)c * 0.5f + (1.0f + 0.3f * c) * test_rng_uniform(-1, 1);
+		test_fill_uniform(r[t], nx, -1, 1);
+		test_fill_uniform(dx[t], nx, -1, 1);
+		for (size_t i = 0; i < nx; i++)
+			gx[t][i] = (t & 1) ? dx[t][i] : 0;
+		if (!(t & 1))
+			for (size_t i = 0; i < nx; i++)
+				dx[t][i] = NAN; // W mode: old contents must not leak through
+		hx[t] = reg_f(x[t], nx);
+		hy[t] = reg_f(y[t], nx);
+		hr[t] = reg_f(r[t], nx);
+		hdx[t] = reg_f(dx[t], nx);
+		hs[t] = reg_f(saved[t], 3 * C);
+		dnn_batchnorm_args at = a;
+		at.accumulate_dx = t & 1;
+		dnn_insert_batchnorm_fwd_train(NULL, &at, hx[t], hg, hb, hy[t], hs[t]);
+		if (t == 0)
+			dnn_insert_batchnorm_bwd(NULL, &at, hx[t], hg, hs[t], hr[t], hdx[t], hdg_rw, hdb_rw, STARPU_RW);
+		else
+			dnn_insert_batchnorm_bwd(NULL, &at, hx[t], hg, hs[t], hr[t], hdx[t], hdg, hdb, STARPU_REDUX);
+	}
+	for (int t = 0; t < BN_CHUNKS; t++) {
+		starpu_data_handle_t all[] = {hx[t], hy[t], hr[t], hdx[t], hs[t]};
+		for (size_t i = 0; i < 5; i++)
+			starpu_data_unregister(all[i]);
+	}
+	starpu_data_handle_t params[] = {hg, hb, hdg, hdb, hdg_rw, hdb_rw};
+	for (size_t i = 0; i < 6; i++)
+		starpu_data_unregister(params[i]);
+
+	char what[96];
+	for (int t = 0; t < BN_CHUNKS; t++) {
+		if (t == 0)
+			bn_fd(gx[t], gg_rw, gb_rw, x[t], gamma, beta, r[t], &a);
+		else
+			bn_fd(gx[t], gg, gb, x[t], gamma, beta, r[t], &a);
+		snprintf(what, sizeof what, "bn dx %dx%dx%d chunk %d acc%d", N, C, HW, t, t & 1);
+		test_close_mixed(what, dx[t], gx[t], nx, 1e-4);
+	}
+	snprintf(what, sizeof what, "bn dgamma REDUX %dx%dx%d", N, C, HW);
+	test_close_mixed(what, dgamma, gg, C, 1e-4);
+	snprintf(what, sizeof what, "bn dbeta REDUX %dx%dx%d", N, C, HW);
+	test_close_mixed(what, dbeta, gb, C, 1e-4);
+	snprintf(what, sizeof what, "bn dgamma RW %dx%dx%d", N, C, HW);
+	test_close_mixed(what, dgamma_rw, gg_rw, C, 1e-4);
+	snprintf(what, sizeof what, "bn dbeta RW %dx%dx%d", N, C, HW);
+	test_close_mixed(what, dbeta_rw, gb_rw, C, 1e-4);
+
+	for (int t = 0; t < BN_CHUNKS; t++) {
+		free(x[t]);
+		free(y[t]);
+		free(r[t]);
+		free(dx[t]);
+		free(saved[t]);
+		free(gx[t]);
+	}
+	free(gamma);
+	free(beta);
+	free(dgamma);
+	free(dbeta);
+	free(dgamma_rw);
+	free(dbeta_rw);
+	free(gg);
+	free(gb);
+	free(gg_rw);
+	free(gb_rw);
+}
+
+static void extra_batchnorm_grad(void) { test_bn_bwd(3, 4, 10); }
+
 /* ------------------------------------------------------------------ the table */
 
 const h_op h_ops[] = {
@@ -562,11 +1121,12 @@ const h_op h_ops[] = {
 	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(xent_unit, xent_grad, xent_gpu)},
 	{.op = "maxpool", .ninputs = 1, .ref = ref_maxpool, .fill = fill_maxpool, .fwd = {H_MIXED, 0},
 	 .grad = {H_MIXED, 1e-5}, .gpu = {H_MIXED, 1e-6}, .gpu_y_exact = 1, .fd_eps = 1e-3, .nvariants = 2,
-	 .set_variant = maxpool_variant, .variants_same_bits = 1,
+	 .set_variant = maxpool_variant, .extra = {extra_maxpool_unit}, .seed = {7, 11, 23}, .variants_same_bits = 1,
 	 SHAPES(maxpool_unit, maxpool_grad, maxpool_gpu)},
 	{.op = "batchnorm", .ninputs = 1, .ref = ref_batchnorm, .fill = fill_batchnorm, .fill_param = fill_bn_param,
 	 .fwd = {H_MIXED, 2e-5}, .grad = {H_MIXED, 1e-4}, .gpu = {H_MIXED, 2e-4}, .fd_eps = 1e-4, .nvariants = 2,
-	 .set_variant = batchnorm_variant, .variants_same_bits = 1, SHAPES(bn_unit, bn_grad, bn_gpu)},
+	 .set_variant = batchnorm_variant, .variants_same_bits = 1, SHAPES(bn_unit, bn_grad, bn_gpu),
+	 .extra = {extra_batchnorm_unit, extra_batchnorm_grad}, .seed = {7, 11, 23}},
 	{.op = "conv", .ninputs = 1, .ref = ref_conv, .fwd = {H_MIXED, 1e-4}, .grad = {H_MIXED, 1e-4},
 	 .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3, .fd_points = 120, .nvariants = 4, .set_variant = conv_variant,
 	 SHAPES(conv_unit, conv_grad, conv_gpu)},
