@@ -1084,6 +1084,369 @@ static void test_bn_bwd(int N, int C, int HW)
 
 static void extra_batchnorm_grad(void) { test_bn_bwd(3, 4, 10); }
 
+/* ------------------------------------------------------------------ conv: its own checks (moved from
+ * unit_conv2d.c and grad_conv2d.c; the kernels through their insert helpers, not through a net, so
+ * also the shapes a net file cannot write: R != S, padding beyond the kernel's extent).
+ * unit: the shape arithmetic (args_finish's P, Q, rejections, flops); conv2d forward tasks
+ * against the double reference (mixed 1e-4, a NaN-free 1e30 fill the task must overwrite) on
+ * corner cases and 40 random shapes; the direct path's AVX-512 kernels against its AVX2 ones bit
+ * for bit, and with the fused bias against conv then + bias.
+ * grad: backward-data (= on a NaN fill, and +=) and backward-filter (RW, and REDUX over up to 3
+ * batch chunks) against central finite differences (step 1e-3, at most 120 points per tensor,
+ * mixed 1e-4), and the accumulating backward = dx0 + dx within 1e-6. */
+static void conv_unit_shape(dnn_conv2d_args a)
+{
+	char what[160];
+	snprintf(what, sizeof(what), "fwd N%d C%d H%d W%d K%d R%d S%d st%d pad%d dil%d", a.N, a.C, a.H,
+		 a.W, a.K, a.R, a.S, a.stride, a.pad, a.dilation);
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "%s: args rejected", what);
+		return;
+	}
+	size_t nx = (size_t)a.N * a.C * a.H * a.W, nw = (size_t)a.K * a.C * a.R * a.S;
+	size_t ny = (size_t)a.N * a.K * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float));
+	float *y = malloc(ny * sizeof(float));
+	double *ref = malloc(ny * sizeof(double));
+	test_fill_uniform(x, nx, -1, 1);
+	test_fill_uniform(w, nw, -1, 1);
+	for (size_t i = 0; i < ny; i++)
+		y[i] = 1e30f; /* garbage: the task must overwrite every element */
+
+	starpu_data_handle_t hx, hw, hy;
+	starpu_vector_data_register(&hx, STARPU_MAIN_RAM, (uintptr_t)x, nx, sizeof(float));
+	starpu_vector_data_register(&hw, STARPU_MAIN_RAM, (uintptr_t)w, nw, sizeof(float));
+	starpu_vector_data_register(&hy, STARPU_MAIN_RAM, (uintptr_t)y, ny, sizeof(float));
+	dnn_insert_conv2d_fwd(NULL, &a, hx, hw, hy);
+	starpu_data_unregister(hx);
+	starpu_data_unregister(hw);
+	starpu_data_unregister(hy);
+
+	conv2d_forward_ref(ref, x, w, &a);
+	test_close_mixed(what, y, ref, ny, 1e-4);
+	free(x);
+	free(w);
+	free(y);
+	free(ref);
+}
+
+/* The direct path's AVX-512 kernels against its AVX2 ones, bit for bit (each lane sums the same
+ * taps in the same order), overwriting and accumulating (beta 1); and each with the fused bias
+ * against the conv then + bias. */
+static void check_direct_isas(dnn_conv2d_args a)
+{
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "direct N%d C%d K%d: args rejected", a.N, a.C, a.K);
+		return;
+	}
+	const conv_geom g = conv_geom_of(&a);
+	TEST_CHECK(dnn_conv_direct_applies(&g), "direct N%d C%d H%d W%d K%d R%d S%d: not a direct shape", a.N, a.C, a.H,
+		   a.W, a.K, a.R, a.S);
+	size_t nx = (size_t)a.N * a.C * a.H * a.W, nw = (size_t)a.K * a.C * a.R * a.S;
+	size_t ny = (size_t)a.N * a.K * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)), *y0 = malloc(ny * sizeof(float));
+	float *y[2][2], *work = malloc(dnn_conv_direct_work(&g) * sizeof(float));
+	test_fill_uniform(x, nx, -1, 1);
+	test_fill_uniform(w, nw, -1, 1);
+	test_fill_uniform(y0, ny, -1, 1);
+	int isa[2];
+	for (int i = 0; i < 2; i++) {
+		isa[i] = dnn_conv_direct_set_avx512(i);
+		for (int beta = 0; beta < 2; beta++) {
+			y[i][beta] = malloc(ny * sizeof(float));
+			memcpy(y[i][beta], y0, ny * sizeof(float));
+			dnn_conv_direct_forward(y[i][beta], x, w, NULL, &g, (float)beta, work);
+		}
+		/* The fused bias (DNN_FUSE=2), added in the store: the conv's floats + bias[k], as the
+		 * separate bias pass gives. */
+		float *yb = malloc(ny * sizeof(float)), *bias = malloc((size_t)a.K * sizeof(float));
+		test_fill_uniform(bias, (size_t)a.K, -1, 1);
+		dnn_conv_direct_forward(yb, x, w, bias, &g, 0.0f, work);
+		float *want = malloc(ny * sizeof(float));
+		for (size_t j = 0; j < ny; j++)
+			want[j] = y[i][0][j] + bias[(j / ((size_t)a.P * a.Q)) % (size_t)a.K];
+		char what[96];
+		snprintf(what, sizeof what, "direct C%d K%d (avx512 %d): conv with its bias vs conv then + bias", a.C, a.K,
+			 isa[i]);
+		test_same_bits(what, yb, want, ny);
+		free(yb), free(bias), free(want);
+	}
+	dnn_conv_direct_set_avx512(1);
+	TEST_CHECK(isa[0] == 0 && isa[1] == 1, "direct: AVX2 and AVX-512 runs not both made (%d %d)", isa[0], isa[1]);
+	for (int beta = 0; beta < 2; beta++) {
+		char what[96];
+		snprintf(what, sizeof what, "direct C%d H%d W%d K%d R%d S%d beta %d: AVX-512 vs AVX2", a.C, a.H, a.W, a.K, a.R,
+			 a.S, beta);
+		test_same_bits(what, y[1][beta], y[0][beta], ny);
+		free(y[0][beta]), free(y[1][beta]);
+	}
+	free(x), free(w), free(y0), free(work);
+}
+
+#define CONV_FD_H 1e-3
+#define CONV_FD_MAX 120 /* finite differences on at most this many elements per tensor */
+#define CONV_NCHUNKS 3
+
+/* L = sum_{n,k,p,q} y[n,k,p,q] * r[n,k,p,q], y = conv(x, w), all in double (the terms of L
+ * are added in the same order as when the conv loop accumulated L itself). */
+static double conv_loss_ref(const double *x, const double *w, const double *r, const dnn_conv2d_args *a)
+{
+	size_t ny = (size_t)a->N * a->K * a->P * a->Q;
+	double *y = alloc_d(ny);
+	conv2d_forward_ref_d(y, x, w, a);
+	double L = 0;
+	for (size_t i = 0; i < ny; i++)
+		L += y[i] * r[i];
+	free(y);
+	return L;
+}
+
+/* Picks up to CONV_FD_MAX distinct indices of [0, n): all of them when n is small. */
+static size_t conv_fd_points(size_t *idx, size_t n)
+{
+	if (n <= CONV_FD_MAX) {
+		for (size_t i = 0; i < n; i++)
+			idx[i] = i;
+		return n;
+	}
+	for (size_t i = 0; i < CONV_FD_MAX; i++)
+		idx[i] = (size_t)test_rng_int(0, (int)(n - 1));
+	return CONV_FD_MAX;
+}
+
+/* Central difference of L with respect to v[i] (v is x or w, perturbed in place). */
+static double conv_fd(double *v, size_t i, const double *x, const double *w, const double *r,
+		 const dnn_conv2d_args *a)
+{
+	double keep = v[i];
+	v[i] = keep + CONV_FD_H;
+	double lp = conv_loss_ref(x, w, r, a);
+	v[i] = keep - CONV_FD_H;
+	double lm = conv_loss_ref(x, w, r, a);
+	v[i] = keep;
+	return (lp - lm) / (2 * CONV_FD_H);
+}
+
+static void conv_grad_shape(dnn_conv2d_args a)
+{
+	char what[200];
+	int len = snprintf(what, sizeof(what), "N%d C%d H%d W%d K%d R%d S%d st%d pad%d dil%d", a.N, a.C,
+			   a.H, a.W, a.K, a.R, a.S, a.stride, a.pad, a.dilation);
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "%s: args rejected", what);
+		return;
+	}
+	size_t nx = (size_t)a.N * a.C * a.H * a.W, nw = (size_t)a.K * a.C * a.R * a.S;
+	size_t ny = (size_t)a.N * a.K * a.P * a.Q;
+	float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float));
+	float *r = malloc(ny * sizeof(float)); /* dL/dy */
+	float *dx = malloc(nx * sizeof(float)), *dx_acc = malloc(nx * sizeof(float));
+	float *dx0 = malloc(nx * sizeof(float));
+	float *dw = malloc(nw * sizeof(float)), *dw_redux = malloc(nw * sizeof(float));
+	float *dw0 = malloc(nw * sizeof(float));
+	test_fill_uniform(x, nx, -1, 1);
+	test_fill_uniform(w, nw, -1, 1);
+	test_fill_uniform(r, ny, -1, 1);
+	test_fill_uniform(dx0, nx, -1, 1);
+	test_fill_uniform(dw0, nw, -1, 1);
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = NAN; /* accumulate_dx = 0 must overwrite */
+	memcpy(dx_acc, dx0, nx * sizeof(float));
+	memcpy(dw, dw0, nw * sizeof(float));
+	memcpy(dw_redux, dw0, nw * sizeof(float));
+
+	/* dx (overwrite), dx (accumulate) and dw (RW), each one task. */
+	starpu_data_handle_t hx = reg_f(x, nx), hw = reg_f(w, nw), hr = reg_f(r, ny);
+	starpu_data_handle_t hdx = reg_f(dx, nx), hdx_acc = reg_f(dx_acc, nx), hdw = reg_f(dw, nw);
+	dnn_insert_conv2d_bwd_data(NULL, &a, hr, hw, hdx);
+	dnn_conv2d_args acc = a;
+	acc.accumulate_dx = 1;
+	dnn_insert_conv2d_bwd_data(NULL, &acc, hr, hw, hdx_acc);
+	dnn_insert_conv2d_bwd_filter(NULL, &a, hx, hr, hdw, STARPU_RW);
+	starpu_data_unregister(hx);
+	starpu_data_unregister(hdx);
+	starpu_data_unregister(hdx_acc);
+	starpu_data_unregister(hdw);
+	starpu_data_unregister(hr);
+
+	/* dw in REDUX mode: one bwd_filter task per batch chunk, plus one for the whole batch. */
+	starpu_data_handle_t hdwr = reg_f(dw_redux, nw);
+	dnn_vec_set_sum_redux(hdwr);
+	int nchunks = a.N < CONV_NCHUNKS ? a.N : CONV_NCHUNKS;
+	starpu_data_handle_t hxc[CONV_NCHUNKS], hrc[CONV_NCHUNKS];
+	for (int c = 0; c < nchunks; c++) {
+		int n0 = a.N * c / nchunks, n1 = a.N * (c + 1) / nchunks;
+		dnn_conv2d_args ca = a;
+		ca.N = n1 - n0;
+		hxc[c] = reg_f(x + (size_t)n0 * a.C * a.H * a.W, (size_t)ca.N * a.C * a.H * a.W);
+		hrc[c] = reg_f(r + (size_t)n0 * a.K * a.P * a.Q, (size_t)ca.N * a.K * a.P * a.Q);
+		dnn_insert_conv2d_bwd_filter(NULL, &ca, hxc[c], hrc[c], hdwr, STARPU_REDUX);
+	}
+	starpu_data_acquire(hdwr, STARPU_R); /* forces the reduction */
+	starpu_data_release(hdwr);
+	for (int c = 0; c < nchunks; c++) {
+		starpu_data_unregister(hxc[c]);
+		starpu_data_unregister(hrc[c]);
+	}
+	starpu_data_unregister(hdwr);
+	starpu_data_unregister(hw);
+
+	/* Finite differences in double. */
+	double *xd = to_double(x, nx), *wd = to_double(w, nw), *rd = to_double(r, ny);
+	size_t *idx = malloc(CONV_FD_MAX * sizeof(size_t));
+	float *got = malloc(CONV_FD_MAX * sizeof(float));
+	float *got_acc = malloc(CONV_FD_MAX * sizeof(float));
+	float *got_redux = malloc(CONV_FD_MAX * sizeof(float));
+	double *ref = malloc(CONV_FD_MAX * sizeof(double));
+
+	size_t m = conv_fd_points(idx, nx);
+	for (size_t j = 0; j < m; j++) {
+		ref[j] = conv_fd(xd, idx[j], xd, wd, rd, &a);
+		got[j] = dx[idx[j]];
+		got_acc[j] = dx_acc[idx[j]] - dx0[idx[j]];
+	}
+	snprintf(what + len, sizeof(what) - (size_t)len, " dx");
+	test_close_mixed(what, got, ref, m, 1e-4);
+	snprintf(what + len, sizeof(what) - (size_t)len, " dx accumulate (fd)");
+	test_close_mixed(what, got_acc, ref, m, 1e-4);
+	/* The accumulating task must give exactly dx0 + dx, up to one float rounding. */
+	for (size_t i = 0; i < nx; i++)
+		dx0[i] += dx[i];
+	snprintf(what + len, sizeof(what) - (size_t)len, " dx accumulate = dx0 + dx");
+	test_close_mixed_f(what, dx_acc, dx0, nx, 1e-6);
+
+	m = conv_fd_points(idx, nw);
+	for (size_t j = 0; j < m; j++) {
+		ref[j] = conv_fd(wd, idx[j], xd, wd, rd, &a);
+		got[j] = dw[idx[j]] - dw0[idx[j]];
+		got_redux[j] = dw_redux[idx[j]] - dw0[idx[j]];
+	}
+	snprintf(what + len, sizeof(what) - (size_t)len, " dw (RW, +=)");
+	test_close_mixed(what, got, ref, m, 1e-4);
+	snprintf(what + len, sizeof(what) - (size_t)len, " dw (REDUX, %d chunks)", nchunks);
+	test_close_mixed(what, got_redux, ref, m, 1e-4);
+
+	free(xd);
+	free(wd);
+	free(rd);
+	free(idx);
+	free(got);
+	free(got_acc);
+	free(got_redux);
+	free(ref);
+	free(x);
+	free(w);
+	free(r);
+	free(dx);
+	free(dx_acc);
+	free(dx0);
+	free(dw);
+	free(dw_redux);
+	free(dw0);
+}
+
+static void extra_conv_unit(void)
+{
+	/* Shape arithmetic. */
+	dnn_conv2d_args a = conv_shape(2, 3, 32, 32, 16, 3, 3, 1, 1, 1);
+	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && a.P == 32 && a.Q == 32, "3x3 pad 1: P=%d Q=%d", a.P, a.Q);
+	a = conv_shape(2, 3, 32, 31, 16, 3, 3, 2, 1, 1);
+	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && a.P == 16 && a.Q == 16, "stride 2: P=%d Q=%d", a.P, a.Q);
+	a = conv_shape(1, 1, 7, 7, 1, 3, 3, 1, 0, 3);
+	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && a.P == 1 && a.Q == 1, "dilation 3: P=%d Q=%d", a.P, a.Q);
+	a = conv_shape(1, 1, 4, 4, 1, 5, 5, 1, 0, 1);
+	TEST_CHECK(dnn_conv2d_args_finish(&a) == -1, "kernel larger than the input must be rejected");
+	a = conv_shape(1, 1, 4, 4, 1, 3, 3, 0, 0, 1);
+	TEST_CHECK(dnn_conv2d_args_finish(&a) == -1, "stride 0 must be rejected");
+	a = conv_shape(1, 1, 4, 4, 1, 3, 3, 1, 0, 1);
+	TEST_CHECK(dnn_conv2d_args_finish(&a) == 0 && dnn_conv2d_flops_fwd(&a) == 2.0 * 4 * 9,
+		   "flops = %g", dnn_conv2d_flops_fwd(&a));
+
+	/* Corner cases. */
+	conv_unit_shape(conv_shape(1, 1, 1, 1, 1, 1, 1, 1, 0, 1));     /* smallest */
+	conv_unit_shape(conv_shape(1, 3, 32, 32, 16, 3, 3, 1, 1, 1));  /* CIFAR stem, batch 1 */
+	conv_unit_shape(conv_shape(3, 16, 32, 32, 16, 3, 3, 1, 1, 1)); /* ResNet-20 stage 1: row tiles */
+	conv_unit_shape(conv_shape(5, 16, 32, 32, 32, 3, 3, 2, 1, 1)); /* stride 2 */
+	conv_unit_shape(conv_shape(9, 64, 8, 8, 64, 3, 3, 1, 1, 1));   /* small images: grouped, last group partial */
+	conv_unit_shape(conv_shape(4, 32, 16, 16, 64, 1, 1, 2, 0, 1)); /* 1x1 stride 2 shortcut */
+	conv_unit_shape(conv_shape(3, 8, 13, 11, 5, 1, 1, 1, 0, 1));   /* 1x1 stride 1: no im2col */
+	conv_unit_shape(conv_shape(2, 5, 10, 11, 4, 1, 1, 3, 0, 1));   /* 1x1 stride 3: subsampled */
+	conv_unit_shape(conv_shape(2, 4, 9, 10, 3, 1, 1, 1, 1, 1));    /* 1x1 with padding */
+	conv_unit_shape(conv_shape(2, 3, 37, 29, 8, 7, 7, 2, 3, 1));   /* 7x7 stem, odd sizes */
+	conv_unit_shape(conv_shape(2, 5, 17, 19, 6, 3, 3, 1, 2, 2));   /* dilation 2 */
+	conv_unit_shape(conv_shape(3, 2, 11, 7, 3, 3, 2, 3, 4, 1));    /* pad bigger than the kernel, stride 3 */
+	conv_unit_shape(conv_shape(2, 7, 15, 9, 4, 5, 3, 2, 0, 2));    /* non-square kernel, dilation, no pad */
+	conv_unit_shape(conv_shape(1, 2, 300, 5, 3, 3, 3, 1, 1, 1));   /* tall image: many row tiles */
+	conv_unit_shape(conv_shape(2, 1, 3, 700, 2, 3, 3, 1, 1, 1));   /* a single row wider than a block */
+	conv_unit_shape(conv_shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));   /* LeNet-5 c1: direct path, 4 vectors/row */
+	conv_unit_shape(conv_shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1));  /* LeNet-5 c2: direct path, 2 vectors/row */
+	conv_unit_shape(conv_shape(2, 3, 32, 32, 7, 3, 3, 1, 1, 1));   /* direct, K = 7: channel blocks + remainder */
+	conv_unit_shape(conv_shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));    /* direct, R != S, 3 vectors/row */
+	conv_unit_shape(conv_shape(2, 3, 16, 16, 9, 3, 3, 1, 1, 1));   /* direct, Q = 16: one full AVX-512 vector */
+	conv_unit_shape(conv_shape(2, 2, 7, 5, 3, 3, 3, 1, 0, 1));     /* direct, Q = 3 */
+	if (dnn_conv_direct_set_avx512(1)) {
+		check_direct_isas(conv_shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1: Q = 28 */
+		check_direct_isas(conv_shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1)); /* LeNet-5 c2: Q = 10 */
+		check_direct_isas(conv_shape(2, 3, 32, 32, 7, 3, 3, 1, 1, 1));  /* Q = 32, K = 7: blocks + one */
+		check_direct_isas(conv_shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));   /* Q = 19 */
+		check_direct_isas(conv_shape(2, 3, 16, 16, 9, 3, 3, 1, 1, 1));  /* Q = 16, K = 9 */
+		check_direct_isas(conv_shape(2, 2, 7, 5, 3, 3, 3, 1, 0, 1));    /* Q = 3 */
+	} else {
+		printf("conv: no AVX-512, the direct path's two ISAs are not compared here\n");
+	}
+
+	/* Random shapes. */
+	for (int t = 0; t < 40; t++) {
+		dnn_conv2d_args r;
+		do {
+			r = conv_shape(test_rng_int(1, 4), test_rng_int(1, 9), test_rng_int(1, 20),
+				       test_rng_int(1, 20), test_rng_int(1, 9), test_rng_int(1, 5),
+				       test_rng_int(1, 5), test_rng_int(1, 3), test_rng_int(0, 3),
+				       test_rng_int(1, 2));
+		} while (dnn_conv2d_args_finish(&r) != 0);
+		conv_unit_shape(r);
+	}
+
+}
+
+static void extra_conv_grad(void)
+{
+	conv_grad_shape(conv_shape(1, 1, 1, 1, 1, 1, 1, 1, 0, 1));
+	conv_grad_shape(conv_shape(2, 3, 7, 8, 4, 3, 3, 1, 1, 1));    /* 3x3 pad 1, odd sizes */
+	conv_grad_shape(conv_shape(3, 4, 9, 9, 5, 3, 3, 2, 1, 1));    /* stride 2 */
+	conv_grad_shape(conv_shape(2, 3, 11, 10, 2, 3, 3, 1, 2, 2));  /* dilation 2 */
+	conv_grad_shape(conv_shape(4, 6, 5, 7, 3, 1, 1, 1, 0, 1));    /* 1x1 stride 1: no im2col */
+	conv_grad_shape(conv_shape(3, 5, 8, 7, 4, 1, 1, 2, 0, 1));    /* 1x1 stride 2 */
+	conv_grad_shape(conv_shape(2, 2, 12, 9, 3, 5, 5, 1, 2, 1));   /* 5x5 */
+	conv_grad_shape(conv_shape(1, 3, 13, 13, 4, 7, 7, 2, 3, 1));  /* 7x7 stem, batch 1 */
+	conv_grad_shape(conv_shape(3, 2, 6, 9, 2, 2, 3, 3, 4, 1));    /* pad larger than the kernel */
+	conv_grad_shape(conv_shape(2, 3, 5, 6, 4, 3, 3, 1, 3, 1));    /* pad > dilation*(R-1) */
+	conv_grad_shape(conv_shape(2, 3, 8, 7, 4, 2, 3, 1, 1, 1));    /* R != S, stride 1 */
+	conv_grad_shape(conv_shape(2, 3, 6, 5, 64, 3, 3, 1, 1, 1));   /* stride 1, many output channels */
+	conv_grad_shape(conv_shape(7, 8, 4, 4, 6, 3, 3, 1, 1, 1));    /* small images: grouped blocks */
+	conv_grad_shape(conv_shape(2, 3, 10, 11, 4, 1, 1, 3, 0, 1));  /* 1x1 stride 3: subsampled pointwise */
+	conv_grad_shape(conv_shape(2, 4, 7, 7, 3, 1, 1, 2, 1, 1));    /* 1x1 stride 2 with padding */
+	/* C >= 16, stride 1: backward data runs as a forward conv with the flipped kernel. */
+	conv_grad_shape(conv_shape(2, 16, 6, 7, 3, 3, 3, 1, 3, 1));   /* pad > dilation*(R-1): a crop */
+	conv_grad_shape(conv_shape(2, 16, 9, 8, 2, 2, 3, 1, 1, 2));   /* R != S, dilation 2 */
+	conv_grad_shape(conv_shape(3, 20, 5, 5, 4, 3, 3, 1, 1, 1));   /* grouped blocks */
+	conv_grad_shape(conv_shape(2, 1, 12, 12, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1-like: direct forward */
+	conv_grad_shape(conv_shape(2, 6, 8, 8, 5, 5, 5, 1, 0, 1));    /* LeNet-5 c2-like */
+	conv_grad_shape(conv_shape(2, 16, 24, 24, 3, 3, 3, 1, 1, 1)); /* large images: row tiles */
+	conv_grad_shape(conv_shape(2, 16, 47, 45, 3, 3, 3, 2, 1, 1)); /* row tiles, stride 2, odd */
+	for (int t = 0; t < 10; t++) {
+		dnn_conv2d_args r;
+		do {
+			r = conv_shape(test_rng_int(1, 4), test_rng_int(1, 5), test_rng_int(1, 12),
+				       test_rng_int(1, 12), test_rng_int(1, 5), test_rng_int(1, 4),
+				       test_rng_int(1, 4), test_rng_int(1, 3), test_rng_int(0, 2),
+				       test_rng_int(1, 2));
+		} while (dnn_conv2d_args_finish(&r) != 0);
+		conv_grad_shape(r);
+	}
+
+}
+
 /* ------------------------------------------------------------------ the table */
 
 const h_op h_ops[] = {
@@ -1129,7 +1492,7 @@ const h_op h_ops[] = {
 	 .extra = {extra_batchnorm_unit, extra_batchnorm_grad}, .seed = {7, 11, 23}},
 	{.op = "conv", .ninputs = 1, .ref = ref_conv, .fwd = {H_MIXED, 1e-4}, .grad = {H_MIXED, 1e-4},
 	 .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3, .fd_points = 120, .nvariants = 4, .set_variant = conv_variant,
-	 SHAPES(conv_unit, conv_grad, conv_gpu)},
+	 SHAPES(conv_unit, conv_grad, conv_gpu), .extra = {extra_conv_unit, extra_conv_grad}, .seed = {1234, 777}},
 	{.op = "dropout", .ninputs = 1, .gpu = {H_MIXED, 1e-6}, .shapes = {none, none, dropout_gpu},
 	 .nshapes = {0, 0, NS(dropout_gpu)}, .extra = {extra_dropout_unit}, .seed = {7},
 	 /* eval mode: the identity, an Identity node */
