@@ -379,20 +379,28 @@ static void ref_conv(const h_ref_args *a, double *y)
 	}
 }
 
-/* Variant 0: bias in its own tasks (fusion level 0); 1: in the conv's tasks (level 2); 2, 3:
- * the direct path's AVX2 and AVX-512 kernels (where the shape takes it). */
+/* Variant 0: bias in its own tasks (fusion level 0), the algorithm auto; 1: the bias in the
+ * conv's tasks (level 2); 2, 3: the direct path's AVX2 and AVX-512 kernels (where the shape
+ * takes it); 4, 5, 6: im2col, Winograd F(2x2) and F(4x4) forced (DNN_CONV_ALGO; Winograd only
+ * where it runs: AVX2 + FMA, 3x3 stride 1). */
 static int conv_variant(int v, char *name, size_t len)
 {
-	if (v < 0) {
-		dnn_fuse_set_level(0);
-		dnn_conv_direct_set_avx512(1);
-		return 1;
-	}
-	static const char *names[] = {"bias-task", "bias-fused", "direct-avx2", "direct-avx512"};
-	snprintf(name, len, "%s", names[v]);
 	dnn_fuse_set_level(v == 1 ? 2 : 0);
-	if (v >= 2)
-		return dnn_conv_direct_set_avx512(v == 3) == (v == 3);
+	dnn_conv_direct_set_avx512(v != 2);
+	dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_AUTO);
+	if (v < 0)
+		return 1;
+	static const char *names[] = {"bias-task", "bias-fused", "direct-avx2", "direct-avx512", "im2col", "winograd", "winograd4"};
+	snprintf(name, len, "%s", names[v]);
+	if (v == 3)
+		return dnn_conv_direct_set_avx512(1) == 1;
+	if (v == 4)
+		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
+	if (v >= 5) {
+		if (!test_winograd_runs_here())
+			return 0;
+		dnn_conv2d_set_cpu_algo(v == 5 ? DNN_CONV_ALGO_WINOGRAD : DNN_CONV_ALGO_WINOGRAD4);
+	}
 	return 1;
 }
 
@@ -1800,7 +1808,7 @@ const h_op h_ops[] = {
 	 .set_variant = batchnorm_variant, .variants_same_bits = 1, SHAPES(bn_unit, bn_grad, bn_gpu),
 	 .extra = {extra_batchnorm_unit, extra_batchnorm_grad}, .seed = {7, 11, 23}},
 	{.op = "conv", .ninputs = 1, .ref = ref_conv, .fwd = {H_MIXED, 1e-4}, .grad = {H_MIXED, 1e-4},
-	 .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3, .fd_points = 120, .nvariants = 4, .set_variant = conv_variant,
+	 .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3, .fd_points = 120, .nvariants = 7, .set_variant = conv_variant,
 	 SHAPES(conv_unit, conv_grad, conv_gpu), .extra = {extra_conv_unit, extra_conv_grad}, .seed = {1234, 777}},
 	{.op = "dropout", .ninputs = 1, .gpu = {H_MIXED, 1e-6}, .shapes = {none, none, dropout_gpu},
 	 .nshapes = {0, 0, NS(dropout_gpu)}, .extra = {extra_dropout_unit}, .seed = {7},
