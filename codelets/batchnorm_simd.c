@@ -10,7 +10,7 @@
  *   - no FMA (the target is "avx2" only): every product and sum is rounded on its own, as in
  *     the portable loops, which the compiler cannot contract either (x86-64's baseline has no
  *     FMA); the relu mask is the same compare (y > 0, false for NaN) and AND.
- * tests/unit_pool_bn.c checks the two bit for bit. */
+ * the op harness (tests/op_cases.c, the batchnorm row) checks the two bit for bit. */
 #include "batchnorm_simd.h"
 
 #include <math.h>
