@@ -1,11 +1,11 @@
-/* sgd.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW, LAMB: the formulas in sgd.h). */
+/* optim.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW, LAMB: the formulas in optim.h). */
 #include <starpu.h>
 
 #include "cuda_reduce.cuh"
 #include "dnn_cuda.h"
 
 extern "C" {
-#include "sgd.h"
+#include "optim.h"
 }
 
 // w (n), v (n), grad (n): g = grad*scale + wd*w; v = mom*v + g; w -= lr*v
@@ -41,7 +41,7 @@ static __global__ void lars_norms_kernel(const float *w, const float *grad, size
 		part[2 * blockIdx.x] = aw, part[2 * blockIdx.x + 1] = ag;
 }
 
-// One thread: the partial sums in order -> part[0] := lr * lambda (sgd.h).
+// One thread: the partial sums in order -> part[0] := lr * lambda (optim.h).
 static __global__ void lars_rate_kernel(double *part, int nparts, float lr, float trust, float wd)
 {
 	double ww = 0, gg = 0;
@@ -70,7 +70,7 @@ static __global__ void lars_update_kernel(float *w, float *v, float *grad, float
 	}
 }
 
-static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, float *delta, size_t n, dnn_sgd_args a)
+static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, float *delta, size_t n, dnn_optim_args a)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
@@ -95,7 +95,7 @@ static __device__ float lamb_dir(float mi, float si, float wi, float inv_bc1, fl
 	return (mi * inv_bc1) / (sqrtf(si * inv_bc2) + eps) + wd * wi;
 }
 
-static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, const float *grad, size_t n, dnn_sgd_args a,
+static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, const float *grad, size_t n, dnn_optim_args a,
 					   double *part)
 {
 	const float inv_bc1 = 1.0f / a.bc1, inv_bc2 = 1.0f / a.bc2;
@@ -113,7 +113,7 @@ static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, c
 		part[2 * blockIdx.x] = aw, part[2 * blockIdx.x + 1] = au;
 }
 
-// One thread: the partial sums in order -> part[0] := lr * trust ratio (sgd.h).
+// One thread: the partial sums in order -> part[0] := lr * trust ratio (optim.h).
 static __global__ void lamb_rate_kernel(double *part, int nparts, float lr, int layerwise)
 {
 	double ww = 0, uu = 0;
@@ -125,7 +125,7 @@ static __global__ void lamb_rate_kernel(double *part, int nparts, float lr, int 
 
 // Pass 2: the step along u, recomputed from the moments pass 1 wrote.
 static __global__ void lamb_update_kernel(float *w, const float *m, const float *s, float *grad, float *delta, size_t n,
-					  const double *rate_p, dnn_sgd_args a)
+					  const double *rate_p, dnn_optim_args a)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
@@ -139,7 +139,7 @@ static __global__ void lamb_update_kernel(float *w, const float *m, const float 
 	}
 }
 
-static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_sgd_args *a)
+static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a)
 {
 	cudaStream_t st = starpu_cuda_get_local_stream();
 	double *part = NULL;
@@ -150,7 +150,7 @@ static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n,
 	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
 }
 
-static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_sgd_args *a)
+static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a)
 {
 	cudaStream_t st = starpu_cuda_get_local_stream();
 	if (!a->layerwise) { // biases, batch norm: no trust ratio
@@ -167,9 +167,9 @@ static void lars_update(float *w, float *v, float *grad, float *delta, size_t n,
 	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
 }
 
-extern "C" void dnn_sgd_update_cuda(void *buffers[], void *cl_arg)
+extern "C" void dnn_optim_update_cuda(void *buffers[], void *cl_arg)
 {
-	const dnn_sgd_args *a = (const dnn_sgd_args *)cl_arg;
+	const dnn_optim_args *a = (const dnn_optim_args *)cl_arg;
 	size_t n = (size_t)a->n;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n * (size_t)dnn_optimizer_state_mult((dnn_optimizer)a->optimizer));

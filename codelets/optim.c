@@ -1,6 +1,6 @@
-/* sgd.c — the fused update of one parameter tensor: SGD with momentum, LARS, AdamW or LAMB (the
- * formulas: sgd.h). */
-#include "sgd.h"
+/* optim.c — the fused update of one parameter tensor: SGD with momentum, LARS, AdamW or LAMB (the
+ * formulas: optim.h). */
+#include "optim.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include "dnn_codelet.h"
 
 #ifdef DNN_HAVE_CUDA
-void dnn_sgd_update_cuda(void *buffers[], void *cl_arg);
+void dnn_optim_update_cuda(void *buffers[], void *cl_arg);
 #endif
 
 // ------------------------------------------------------------------------------- CPU kernels
@@ -29,12 +29,12 @@ int dnn_optimizer_state_mult(dnn_optimizer o)
 	return o == DNN_OPT_ADAMW || o == DNN_OPT_LAMB ? 2 : 1;
 }
 
-void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a)
+void dnn_optim_update_cpu(float *w, float *v, float *grad, const dnn_optim_args *a)
 {
-	dnn_sgd_update_delta_cpu(w, v, grad, NULL, a);
+	dnn_optim_update_delta_cpu(w, v, grad, NULL, a);
 }
 
-static void momentum_sgd(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
+static void momentum_sgd(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
 {
 	float lr = a->lr, mom = a->momentum, wd = a->weight_decay, scale = a->scale;
 	for (long i = 0; i < a->n; i++) {
@@ -47,7 +47,7 @@ static void momentum_sgd(float *w, float *v, const float *grad, float *delta, co
 	}
 }
 
-double dnn_lars_rate(const float *w, const float *grad, const dnn_sgd_args *a)
+double dnn_lars_rate(const float *w, const float *grad, const dnn_optim_args *a)
 {
 	if (!a->layerwise)
 		return 1.0;
@@ -62,7 +62,7 @@ double dnn_lars_rate(const float *w, const float *grad, const dnn_sgd_args *a)
 	return (double)a->trust * wn / (gn + (double)a->weight_decay * wn);
 }
 
-static void lars(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
+static void lars(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
 {
 	const float rate = (float)((double)a->lr * dnn_lars_rate(w, grad, a));
 	const float mom = a->momentum, wd = a->weight_decay, scale = a->scale;
@@ -76,7 +76,7 @@ static void lars(float *w, float *v, const float *grad, float *delta, const dnn_
 	}
 }
 
-static void adamw(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
+static void adamw(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
 {
 	float *m = v, *s = v + a->n;
 	const float b1 = a->beta1, b2 = a->beta2, step = a->lr / a->bc1, sq2 = sqrtf(a->bc2);
@@ -93,15 +93,15 @@ static void adamw(float *w, float *v, const float *grad, float *delta, const dnn
 	}
 }
 
-/* LAMB's update direction u for element i, from the moments already updated (sgd.h). */
-static inline float lamb_dir(float mi, float si, float wi, float inv_bc1, float inv_bc2, const dnn_sgd_args *a)
+/* LAMB's update direction u for element i, from the moments already updated (optim.h). */
+static inline float lamb_dir(float mi, float si, float wi, float inv_bc1, float inv_bc2, const dnn_optim_args *a)
 {
 	return (mi * inv_bc1) / (sqrtf(si * inv_bc2) + a->eps) + a->weight_decay * wi;
 }
 
 /* Two passes: the moments and the two norms (double sums), then the step along u (recomputed from
  * the same floats, so the step is the u whose norm was taken). */
-static void lamb(float *w, float *v, const float *grad, float *delta, const dnn_sgd_args *a)
+static void lamb(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
 {
 	float *m = v, *s = v + a->n;
 	const float b1 = a->beta1, b2 = a->beta2, inv_bc1 = 1.0f / a->bc1, inv_bc2 = 1.0f / a->bc2;
@@ -130,7 +130,7 @@ double dnn_lamb_ratio(double ww, double uu, int layerwise)
 	return sqrt(ww) / sqrt(uu);
 }
 
-void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a)
+void dnn_optim_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_optim_args *a)
 {
 	// w (n) RW, v (n, adamw 2n) RW, grad (n) RW (zeroed)
 	if (a->optimizer == DNN_OPT_LARS)
@@ -148,9 +148,9 @@ void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, con
 
 // ------------------------------------------------------------------------------- codelet
 
-static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
+static void optim_update_cpu_task(void *buffers[], void *cl_arg)
 {
-	const dnn_sgd_args *a = cl_arg;
+	const dnn_optim_args *a = cl_arg;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n * (size_t)dnn_optimizer_state_mult(a->optimizer));
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->n);
@@ -159,32 +159,32 @@ static void sgd_update_cpu_task(void *buffers[], void *cl_arg)
 		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->n);
 		delta = (float *)STARPU_VECTOR_GET_PTR(buffers[3]);
 	}
-	dnn_sgd_update_delta_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+	dnn_optim_update_delta_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				 (float *)STARPU_VECTOR_GET_PTR(buffers[2]), delta, a);
 }
 
 /* Footprint from the data sizes only: the learning rate changes every step under a schedule
  * (AdamW's and LAMB's larger state gives them their own footprint). 3 buffers (w, v, grad), 4 with write_delta. */
-DNN_CODELET_FP(cl_sgd_update, 4, sgd_update_cpu_task, dnn_sgd_update_cuda, NULL);
+DNN_CODELET_FP(cl_optim_update, 4, optim_update_cpu_task, dnn_optim_update_cuda, NULL);
 
 // ------------------------------------------------------------------------------- insert helper
 
-DNN_ARGS_NO_PADDING(dnn_sgd_args, sizeof(long) + 10 * sizeof(float) + 4 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_optim_args, sizeof(long) + 10 * sizeof(float) + 4 * sizeof(int));
 
-int dnn_insert_sgd_update(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+int dnn_insert_optim_update(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad)
 {
-	return DNN_TASK_INSERT_ARGS(o, &cl_sgd_update, "sgd_update", a, STARPU_RW, w, STARPU_RW, v,
+	return DNN_TASK_INSERT_ARGS(o, &cl_optim_update, "optim_update", a, STARPU_RW, w, STARPU_RW, v,
 					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
 					    STARPU_FLOPS, 6.0 * a->n);
 }
 
-int dnn_insert_sgd_update_delta(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+int dnn_insert_optim_update_delta(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 				 starpu_data_handle_t grad, starpu_data_handle_t delta)
 {
-	dnn_sgd_args c = *a;
+	dnn_optim_args c = *a;
 	c.write_delta = 1;
-	return DNN_TASK_INSERT_ARGS(o, &cl_sgd_update, "sgd_update", &c, STARPU_RW, w, STARPU_RW, v,
+	return DNN_TASK_INSERT_ARGS(o, &cl_optim_update, "optim_update", &c, STARPU_RW, w, STARPU_RW, v,
 					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_W, delta, STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
 					    STARPU_FLOPS, 7.0 * a->n);
 }
