@@ -2,10 +2,10 @@
  * formulas: optim.h). */
 #include "optim.h"
 
-#include <math.h>
 #include <stdlib.h>
 
 #include "dnn_codelet.h"
+#include "optim_formulas.h"
 
 #ifdef DNN_HAVE_CUDA
 void dnn_optim_update_cuda(void *buffers[], void *cl_arg);
@@ -34,16 +34,14 @@ void dnn_optim_update_cpu(float *w, float *v, float *grad, const dnn_optim_args 
 	dnn_optim_update_delta_cpu(w, v, grad, NULL, a);
 }
 
+/* The element updates are optim_formulas.h's, which optim.cu's kernels call too. */
 static void momentum_sgd(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
 {
-	float lr = a->lr, mom = a->momentum, wd = a->weight_decay, scale = a->scale;
+	const float lr = a->lr, mom = a->momentum, wd = a->weight_decay, scale = a->scale;
 	for (long i = 0; i < a->n; i++) {
-		float g = grad[i] * scale + wd * w[i];
-		float vi = mom * v[i] + g;
-		v[i] = vi;
-		w[i] -= lr * vi;
+		const float di = dnn_optim_sgd(&w[i], &v[i], grad[i], lr, mom, wd, scale);
 		if (delta)
-			delta[i] = -lr * vi;
+			delta[i] = di;
 	}
 }
 
@@ -56,10 +54,7 @@ double dnn_lars_rate(const float *w, const float *grad, const dnn_optim_args *a)
 		double g = (double)(grad[i] * a->scale);
 		ww += (double)w[i] * (double)w[i], gg += g * g;
 	}
-	double wn = sqrt(ww), gn = sqrt(gg);
-	if (wn <= 0 || gn <= 0)
-		return 1.0;
-	return (double)a->trust * wn / (gn + (double)a->weight_decay * wn);
+	return dnn_optim_lars_lambda(ww, gg, a->trust, a->weight_decay);
 }
 
 static void lars(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
@@ -67,36 +62,23 @@ static void lars(float *w, float *v, const float *grad, float *delta, const dnn_
 	const float rate = (float)((double)a->lr * dnn_lars_rate(w, grad, a));
 	const float mom = a->momentum, wd = a->weight_decay, scale = a->scale;
 	for (long i = 0; i < a->n; i++) {
-		float g = grad[i] * scale + wd * w[i];
-		float vi = mom * v[i] + rate * g;
-		v[i] = vi;
-		w[i] -= vi;
+		const float di = dnn_optim_lars(&w[i], &v[i], grad[i], rate, mom, wd, scale);
 		if (delta)
-			delta[i] = -vi;
+			delta[i] = di;
 	}
 }
 
 static void adamw(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
 {
 	float *m = v, *s = v + a->n;
-	const float b1 = a->beta1, b2 = a->beta2, step = a->lr / a->bc1, sq2 = sqrtf(a->bc2);
-	const float decay = 1.0f - a->lr * a->weight_decay;
+	float step, sq2, decay;
+	dnn_optim_adamw_consts(&step, &sq2, &decay, a->lr, a->weight_decay, a->bc1, a->bc2);
 	for (long i = 0; i < a->n; i++) {
-		float g = grad[i] * a->scale, w0 = w[i];
-		float mi = b1 * m[i] + (1.0f - b1) * g;
-		float si = b2 * s[i] + (1.0f - b2) * g * g;
-		m[i] = mi, s[i] = si;
-		float wi = w0 * decay - step * mi / (sqrtf(si) / sq2 + a->eps);
-		w[i] = wi;
+		const float di = dnn_optim_adamw(&w[i], &m[i], &s[i], grad[i], a->scale, a->beta1, a->beta2, step, sq2,
+						 decay, a->eps);
 		if (delta)
-			delta[i] = wi - w0;
+			delta[i] = di;
 	}
-}
-
-/* LAMB's update direction u for element i, from the moments already updated (optim.h). */
-static inline float lamb_dir(float mi, float si, float wi, float inv_bc1, float inv_bc2, const dnn_optim_args *a)
-{
-	return (mi * inv_bc1) / (sqrtf(si * inv_bc2) + a->eps) + a->weight_decay * wi;
 }
 
 /* Two passes: the moments and the two norms (double sums), then the step along u (recomputed from
@@ -104,30 +86,24 @@ static inline float lamb_dir(float mi, float si, float wi, float inv_bc1, float 
 static void lamb(float *w, float *v, const float *grad, float *delta, const dnn_optim_args *a)
 {
 	float *m = v, *s = v + a->n;
-	const float b1 = a->beta1, b2 = a->beta2, inv_bc1 = 1.0f / a->bc1, inv_bc2 = 1.0f / a->bc2;
+	const float inv_bc1 = 1.0f / a->bc1, inv_bc2 = 1.0f / a->bc2;
 	double ww = 0, uu = 0;
 	for (long i = 0; i < a->n; i++) {
-		float g = grad[i] * a->scale;
-		float mi = b1 * m[i] + (1.0f - b1) * g;
-		float si = b2 * s[i] + (1.0f - b2) * g * g;
-		m[i] = mi, s[i] = si;
-		double u = (double)lamb_dir(mi, si, w[i], inv_bc1, inv_bc2, a);
+		dnn_optim_moments(&m[i], &s[i], grad[i] * a->scale, a->beta1, a->beta2);
+		double u = (double)dnn_optim_lamb_dir(m[i], s[i], w[i], inv_bc1, inv_bc2, a->eps, a->weight_decay);
 		ww += (double)w[i] * (double)w[i], uu += u * u;
 	}
 	const float rate = (float)((double)a->lr * dnn_lamb_ratio(ww, uu, a->layerwise));
 	for (long i = 0; i < a->n; i++) {
-		float w0 = w[i], wi = w0 - rate * lamb_dir(m[i], s[i], w0, inv_bc1, inv_bc2, a);
-		w[i] = wi;
+		const float di = dnn_optim_lamb(&w[i], m[i], s[i], rate, inv_bc1, inv_bc2, a->eps, a->weight_decay);
 		if (delta)
-			delta[i] = wi - w0;
+			delta[i] = di;
 	}
 }
 
 double dnn_lamb_ratio(double ww, double uu, int layerwise)
 {
-	if (!layerwise || ww <= 0 || uu <= 0)
-		return 1.0;
-	return sqrt(ww) / sqrt(uu);
+	return dnn_optim_lamb_ratio(ww, uu, layerwise);
 }
 
 void dnn_optim_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_optim_args *a)

@@ -24,6 +24,7 @@
  * Then grad = 0 (ready for the next iteration's REDUX accumulation) unless keep_grad: grad is
  * then only read (STARPU_R), e.g. an all-reduced gradient shared by several updates. With
  * write_delta a 4th buffer receives the applied change (new w - old w; async push, sgd only).
+ * The per-element updates are written once, in optim_formulas.h, for optim.c and optim.cu.
  */
 #ifndef DNN_OPTIM_H
 #define DNN_OPTIM_H
