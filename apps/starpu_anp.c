@@ -359,9 +359,9 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_DATA: o->data_dir = v; break;
 	case O_BATCH: o->batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
 	case O_CHUNKS: o->chunks = (int)parse_long_opt(name, v, 1, 1 << 16); break;
-	case O_LR: o->sgd.lr = parse_float_opt(name, v, 0, 100); break;
-	case O_MOM: o->sgd.momentum = parse_float_opt(name, v, 0, 0.9999); break;
-	case O_WD: o->sgd.weight_decay = parse_float_opt(name, v, 0, 1); break;
+	case O_LR: o->optim.lr = parse_float_opt(name, v, 0, 100); break;
+	case O_MOM: o->optim.momentum = parse_float_opt(name, v, 0, 0.9999); break;
+	case O_WD: o->optim.weight_decay = parse_float_opt(name, v, 0, 1); break;
 	case O_WINDOW: o->window = (int)parse_long_opt(name, v, 1, 64); break;
 	case O_PIN_CHUNKS: o->pin_chunks = 1; break;
 	case O_SEED: o->seed = (uint64_t)parse_long_opt(name, v, 0, LONG_MAX), o->seed_set = 1; break;
@@ -418,13 +418,13 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_AR_BYTES: o->allreduce_bytes = parse_long_opt(name, v, 64, 1L << 31); break;
 	case O_BATCHNORM: o->batchnorm_global = !parse_word(name, v, "global", "local"); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
-	case O_OPTIMIZER: o->sgd.optimizer = parse_optimizer(name, v); break;
+	case O_OPTIMIZER: o->optim.optimizer = parse_optimizer(name, v); break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;
 	case O_LR_REF_BATCH: o->lr_ref_batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
-	case O_BETA1: o->sgd.beta1 = parse_float_opt(name, v, 0, 0.999999); break;
-	case O_BETA2: o->sgd.beta2 = parse_float_opt(name, v, 0, 0.999999); break;
-	case O_EPS: o->sgd.eps = parse_float_opt(name, v, 1e-30, 1); break;
-	case O_LARS_ETA: o->sgd.trust = parse_float_opt(name, v, 1e-9, 100); break;
+	case O_BETA1: o->optim.beta1 = parse_float_opt(name, v, 0, 0.999999); break;
+	case O_BETA2: o->optim.beta2 = parse_float_opt(name, v, 0, 0.999999); break;
+	case O_EPS: o->optim.eps = parse_float_opt(name, v, 1e-30, 1); break;
+	case O_LARS_ETA: o->optim.trust = parse_float_opt(name, v, 1e-9, 100); break;
 	default: break;
 	}
 }
@@ -487,10 +487,10 @@ static void finish_options(cli *c)
 		usage_error("--onnx FILE is required");
 	if (c->cmd == C_BENCH)
 		o->max_steps += o->warmup;
-	if (o->mode == DNN_MODE_ASYNC && o->sgd.optimizer != DNN_OPT_SGD)
+	if (o->mode == DNN_MODE_ASYNC && o->optim.optimizer != DNN_OPT_SGD)
 		usage_error("--optimizer %s: --mode async pushes SGD deltas to the parameter server; use --mode sync or "
-			    "--optimizer sgd", o->sgd.optimizer == DNN_OPT_LARS    ? "lars"
-					       : o->sgd.optimizer == DNN_OPT_ADAMW ? "adamw"
+			    "--optimizer sgd", o->optim.optimizer == DNN_OPT_LARS    ? "lars"
+					       : o->optim.optimizer == DNN_OPT_ADAMW ? "adamw"
 										   : "lamb");
 	if (c->cmd == C_TRAIN) {
 		o->checkpoint_out = c->checkpoint;

@@ -9,7 +9,8 @@ The definitions mirror graph/nets/*.net (docs/net-format.md) layer for layer:
     convolutions without bias, global average pool, dense 64->10;
   - PyTorch's default initialisation (the same as starpu-anp's), batch-norm gamma 1, beta 0;
   - SGD with momentum 0.9, lr 0.05, weight decay 5e-4 on conv/dense weights only (not on
-    biases or batch norm), as starpu-anp's dnn_sgd (PyTorch semantics: v = m v + g + wd w).
+    biases or batch norm), as starpu-anp's sgd rule in codelets/optim.h (PyTorch semantics:
+    v = m v + g + wd w).
   - loss: softmax cross-entropy averaged over the batch (starpu-anp scales the summed
     gradients by 1/B in its SGD task: the same update).
 

@@ -13,7 +13,8 @@ layer, as Keras functional models in channels-last layout (TensorFlow's native o
     only), 2 for lenet5's c1;
   - batch norm with PyTorch's constants (momentum 0.1, i.e. Keras momentum 0.9; eps 1e-5);
   - SGD with momentum 0.9, lr 0.05, and weight decay 5e-4 on conv/dense kernels only, added to
-    the gradient (PyTorch's coupled form, as starpu-anp's dnn_sgd), not Keras's decoupled one;
+    the gradient (PyTorch's coupled form, as starpu-anp's sgd rule in codelets/optim.h), not
+    Keras's decoupled one;
   - loss: softmax cross-entropy on logits averaged over the batch.
 Keras's default initialisers (Glorot uniform) are kept: they do not change the work per step.
 

@@ -5,7 +5,9 @@
  * Per-channel sums are accumulated in double: cheap, and it keeps chunk statistics accurate.
  */
 #include "batchnorm.h"
+#include "act_formulas.h"
 #include "batchnorm_simd.h"
+#include "bn_formulas.h"
 #include "dnn_codelet.h"
 
 #include <math.h>
@@ -65,18 +67,17 @@ static inline double lane_sqdev(const float *restrict p, int n, float m)
 }
 
 /* One channel plane of the normalised output, y = (x - m) * scale + b, then max(y, 0) when the
- * batch norm is fused with the ReLU that follows it (train and eval forward alike). */
+ * batch norm is fused with the ReLU that follows it (train and eval forward alike): the formulas
+ * of bn_formulas.h and act_formulas.h, which batchnorm.cu's kernels call too. */
 static void normalise_plane(float *restrict yp, const float *restrict xp, int HW, float m, float scale, float b,
 			    int relu)
 {
 	if (relu)
-		for (int i = 0; i < HW; i++) {
-			float t = (xp[i] - m) * scale + b;
-			yp[i] = t > 0.0f ? t : 0.0f;
-		}
+		for (int i = 0; i < HW; i++)
+			yp[i] = dnn_act_relu(dnn_bn_normalise(xp[i], m, scale, b));
 	else
 		for (int i = 0; i < HW; i++)
-			yp[i] = (xp[i] - m) * scale + b;
+			yp[i] = dnn_bn_normalise(xp[i], m, scale, b);
 }
 
 // y (N, C, HW), saved (3C) = [mean | biased var | invstd]; x (N, C, HW), gamma (C), beta (C)
@@ -128,12 +129,12 @@ void dnn_batchnorm_update_running_cpu(float *running, const float *saved, const 
 	const double M = (double)a->N * a->HW;
 	const float unbias = M > 1 ? (float)(M / (M - 1)) : 1.0f, mom = a->momentum;
 	for (int c = 0; c < C; c++) {
-		running[c] = (1.0f - mom) * running[c] + mom * saved[c];
-		running[C + c] = (1.0f - mom) * running[C + c] + mom * saved[C + c] * unbias;
+		running[c] = dnn_bn_running(running[c], saved[c], mom, 1.0f);
+		running[C + c] = dnn_bn_running(running[C + c], saved[C + c], mom, unbias);
 	}
 }
 
-/* g if y > 0, else +0.0f (relu_bwd's select) as a bit mask: branch-free, so that the compiler
+/* g if y > 0, else +0.0f (act_formulas.h's dnn_act_relu_grad) as a bit mask: branch-free, so that the compiler
  * vectorises the lane loops (a select on a data-dependent sign there made the fused backward
  * several times slower than bn_bwd + relu_bwd). */
 static inline float relu_mask(float g, float y)
@@ -192,12 +193,12 @@ channel_dx(float *dx, const float *x, const float *dy, const float *yr, const dn
 		if (a->accumulate_dx)
 			for (int i = 0; i < HW; i++) {
 				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-				dxp[i] += k * g + (xp[i] - mean) * kx + k0;
+				dxp[i] += dnn_bn_dx(g, xp[i], mean, k, kx, k0);
 			}
 		else
 			for (int i = 0; i < HW; i++) {
 				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
-				dxp[i] = k * g + (xp[i] - mean) * kx + k0;
+				dxp[i] = dnn_bn_dx(g, xp[i], mean, k, kx, k0);
 			}
 	}
 }
@@ -219,8 +220,8 @@ bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float 
 		dgamma[c] += (float)sdyx;
 		// dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
 		//    = k * dy + (x - mean) * kx + k0
-		const float k = gamma[c] * invstd, mdy = (float)(sdy / M), mdyx = (float)(sdyx / M);
-		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
+		float k, kx, k0;
+		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sdy / M), (float)(sdyx / M));
 		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED);
 	}
 }
@@ -334,9 +335,9 @@ bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved,
 	for (int c = 0; c < C; c++) {
 		const float mean = saved[c], invstd = saved[2 * C + c];
 		// dx = k * g + (x - mean) * kx + k0 (bn_backward's form, with the global sums)
-		const float k = gamma[c] * invstd, mdy = (float)(sums[c] / M),
-			    mdyx = (float)(sums[C + c] * (double)invstd / M);
-		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
+		float k, kx, k0;
+		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sums[c] / M),
+				(float)(sums[C + c] * (double)invstd / M));
 		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED);
 	}
 }

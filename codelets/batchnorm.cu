@@ -11,6 +11,8 @@
  */
 #include <starpu.h>
 
+#include "act_formulas.h" /* the per-element formulas, shared with batchnorm.c */
+#include "bn_formulas.h"
 #include "cuda_reduce.cuh"
 #include "dnn_cuda.h"
 
@@ -78,8 +80,8 @@ static __global__ void bn_running_kernel(float *running, const float *saved, int
 {
 	int c = blockIdx.x * blockDim.x + threadIdx.x;
 	if (c < C) {
-		running[c] = (1.0f - mom) * running[c] + mom * saved[c];
-		running[C + c] = (1.0f - mom) * running[C + c] + mom * saved[C + c] * unbias;
+		running[c] = dnn_bn_running(running[c], saved[c], mom, 1.0f);
+		running[C + c] = dnn_bn_running(running[C + c], saved[C + c], mom, unbias);
 	}
 }
 
@@ -88,7 +90,7 @@ static __global__ void bn_relu_inplace_kernel(float *y, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n)
-		y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+		y[i] = dnn_act_relu(y[i]);
 }
 
 // dy (n) = dy * (y > 0): the fused ReLU's backward, in place before the BN backward
@@ -96,7 +98,7 @@ static __global__ void bn_relu_mask_kernel(float *dy, const float *y, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n)
-		dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+		dy[i] = dnn_act_relu_grad(dy[i], y[i]);
 }
 
 static void bn_relu_inplace(float *y, size_t n)
@@ -238,8 +240,8 @@ static __global__ void bn_normalise_kernel(float *y, const float *x, const float
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
 		int c = (int)((i / (size_t)HW) % (size_t)C);
-		float t = (x[i] - saved[c]) * (gamma[c] * saved[2 * C + c]) + beta[c];
-		y[i] = relu && t <= 0.0f ? 0.0f : t;
+		float t = dnn_bn_normalise(x[i], saved[c], gamma[c] * saved[2 * C + c], beta[c]);
+		y[i] = relu ? dnn_act_relu(t) : t;
 	}
 }
 
@@ -254,7 +256,7 @@ static __global__ void bn_sums_bwd_kernel(double *sums, float *dgamma, float *db
 	double a = 0, b = 0;
 	for (size_t j = threadIdx.x; j < count; j += blockDim.x) {
 		size_t n = j / (size_t)HW, i = j % (size_t)HW, k = (n * C + c) * (size_t)HW + i;
-		float g = y && !(y[k] > 0.0f) ? 0.0f : dy[k];
+		float g = y ? dnn_act_relu_grad(dy[k], y[k]) : dy[k];
 		a += (double)g;
 		b += (double)g * (double)(x[k] - mean);
 	}
@@ -275,10 +277,10 @@ static __global__ void bn_bwd_global_kernel(float *dx, const float *x, const flo
 	if (i < n) {
 		int c = (int)((i / (size_t)HW) % (size_t)C);
 		const float mean = saved[c], invstd = saved[2 * C + c];
-		const float k = gamma[c] * invstd, mdy = (float)(sums[c] / M), mdyx = (float)(sums[C + c] * (double)invstd / M);
-		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
-		float g = y && !(y[i] > 0.0f) ? 0.0f : dy[i];
-		float v = k * g + (x[i] - mean) * kx + k0;
+		float k, kx, k0;
+		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sums[c] / M), (float)(sums[C + c] * (double)invstd / M));
+		float g = y ? dnn_act_relu_grad(dy[i], y[i]) : dy[i];
+		float v = dnn_bn_dx(g, x[i], mean, k, kx, k0);
 		dx[i] = accumulate ? dx[i] + v : v;
 	}
 }

@@ -12,6 +12,8 @@
  *     FMA); the relu mask is the same compare (y > 0, false for NaN) and AND.
  * the op harness (tests/op_cases.c, the batchnorm row) checks the two bit for bit. */
 #include "batchnorm_simd.h"
+#include "act_formulas.h"
+#include "bn_formulas.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -94,8 +96,8 @@ __attribute__((target("avx2"))) static inline void normalise(float *restrict yp,
 		_mm256_storeu_ps(yp + i, relu ? _mm256_max_ps(t, z) : t); // t > 0 ? t : 0 (NaN, -0 -> +0)
 	}
 	for (; i < HW; i++) {
-		float t = (xp[i] - m) * scale + b;
-		yp[i] = relu ? (t > 0.0f ? t : 0.0f) : t;
+		float t = dnn_bn_normalise(xp[i], m, scale, b);
+		yp[i] = relu ? dnn_act_relu(t) : t;
 	}
 }
 
@@ -208,7 +210,7 @@ __attribute__((target("avx2"))) static inline void row_dx(float *dx, const float
 		_mm256_storeu_ps(dxp + i, acc ? _mm256_add_ps(_mm256_loadu_ps(dxp + i), t) : t);
 	}
 	for (; i < HW; i++) {
-		float g = grad1(dy + o, yp, i), t = k * g + (x[o + i] - mean) * kx + k0;
+		float g = grad1(dy + o, yp, i), t = dnn_bn_dx(g, x[o + i], mean, k, kx, k0);
 		dxp[i] = acc ? dxp[i] + t : t;
 	}
 }
@@ -241,8 +243,8 @@ __attribute__((target("avx2"))) void dnn_bn_backward_avx2(float *dx, float *dgam
 		sdyx *= invstd;
 		dbeta[c] += (float)sdy;
 		dgamma[c] += (float)sdyx;
-		const float k = gamma[c] * invstd, mdy = (float)(sdy / M), mdyx = (float)(sdyx / M);
-		const float kx = -k * invstd * mdyx, k0 = -k * mdy;
+		float k, kx, k0;
+		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sdy / M), (float)(sdyx / M));
 		for (n = 0; n < N; n++)
 			row_dx(dx, x, dy, yr, n * cs + (size_t)c * HW, HW, mean, k, kx, k0, a->accumulate_dx);
 	}

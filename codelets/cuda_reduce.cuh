@@ -3,7 +3,7 @@
  * dnn_block_sum2<NT>(&a, &b): every thread of the block passes its partial sums a and b and gets
  * back the block's totals. The order is fixed (a shared-memory tree: thread t adds thread t + s's
  * value for s = blockDim.x / 2, ..., 2, 1), so a result never depends on scheduling, and the GPU
- * kernels that promise the CPU's formulas (batchnorm.cu, sgd.cu) sum the same way run after run.
+ * kernels that promise the CPU's formulas (batchnorm.cu, optim.cu) sum the same way run after run.
  * Every thread of the block must call it (it synchronises), once per kernel (its two NT-double
  * shared arrays are reused by nothing else); blockDim.x must be a power of two and at most NT.
  */

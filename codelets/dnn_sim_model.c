@@ -136,13 +136,14 @@ static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nim
 	}
 }
 
-/* Perf models renamed with the vector codelets (codelets/vec.c, formerly grad_accum.c): a history
- * file is named after its model's symbol only, so one calibrated under the old name is read when
- * the new one has none, and saved calibrations (CPU and CUDA) stay usable. */
+/* Perf models renamed with their codelets: the vector codelets (codelets/vec.c, formerly
+ * grad_accum.c) and the optimiser update (codelets/optim.c, formerly sgd.c, cl_sgd_update). A
+ * history file is named after its model's symbol only, so one calibrated under the old name is
+ * read when the new one has none, and saved calibrations (CPU and CUDA) stay usable. */
 static const char *const renamed_models[][2] = {
 	{"dnn_cl_vec_zero", "dnn_cl_grad_zero"},           {"dnn_cl_vec_add", "dnn_cl_grad_accum"},
 	{"dnn_cl_vec_axpy", "dnn_cl_grad_axpy"},           {"dnn_cl_vec_slice_get", "dnn_cl_grad_slice_get"},
-	{"dnn_cl_vec_slice_put", "dnn_cl_grad_slice_put"},
+	{"dnn_cl_vec_slice_put", "dnn_cl_grad_slice_put"}, {"dnn_cl_optim_update", "dnn_cl_sgd_update"},
 };
 
 static const char *old_symbol(const char *symbol)

@@ -1,5 +1,6 @@
 /* leaky_relu.c — the leaky rectifier: CPU kernels, codelets, insert helpers (leaky_relu.h). */
 #include "leaky_relu.h"
+#include "act_formulas.h"
 
 // ------------------------------------------------------------------------------- CPU kernels
 
@@ -8,7 +9,7 @@ void dnn_leaky_relu_forward_cpu(float *restrict y, const float *restrict x, long
 {
 	// y (n), x (n)
 	for (long i = 0; i < n; i++)
-		y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+		y[i] = dnn_act_leaky_relu(x[i], alpha);
 }
 
 void dnn_leaky_relu_backward_cpu(float *restrict dx, const float *restrict y, const float *restrict dy, long n,
@@ -17,10 +18,10 @@ void dnn_leaky_relu_backward_cpu(float *restrict dx, const float *restrict y, co
 	// dx (n) =|+=, y (n), dy (n)
 	if (accumulate_dx) {
 		for (long i = 0; i < n; i++)
-			dx[i] += y[i] > 0.0f ? dy[i] : alpha * dy[i];
+			dx[i] += dnn_act_leaky_relu_grad(dy[i], y[i], alpha);
 	} else {
 		for (long i = 0; i < n; i++)
-			dx[i] = y[i] > 0.0f ? dy[i] : alpha * dy[i];
+			dx[i] = dnn_act_leaky_relu_grad(dy[i], y[i], alpha);
 	}
 }
 

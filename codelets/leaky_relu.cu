@@ -6,13 +6,14 @@
 extern "C" {
 #include "leaky_relu.h"
 }
+#include "act_formulas.h" /* the formulas, shared with leaky_relu.c */
 
 // y (n) = x > 0 ? x : alpha x
 static __global__ void leaky_relu_fwd_kernel(float *y, const float *x, float alpha, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n)
-		y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+		y[i] = dnn_act_leaky_relu(x[i], alpha);
 }
 
 // dx (n) =|+= y > 0 ? dy : alpha dy
@@ -21,7 +22,7 @@ static __global__ void leaky_relu_bwd_kernel(float *dx, const float *y, const fl
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
-		const float g = y[i] > 0.0f ? dy[i] : alpha * dy[i];
+		const float g = dnn_act_leaky_relu_grad(dy[i], y[i], alpha);
 		dx[i] = accumulate_dx ? dx[i] + g : g;
 	}
 }

@@ -7,6 +7,7 @@
  * exactly (tests/gpu_cuda_policy.c checks it bit for bit).
  */
 #include "maxpool.h"
+#include "act_formulas.h"
 #include "dnn_codelet.h"
 
 #include <limits.h>
@@ -45,8 +46,8 @@ static int is_2x2(const dnn_maxpool_args *a)
 
 // Same as the general loop's "if (v > m) m = v" from -inf: NaNs are skipped.
 static inline float max_gt(float m, float v) { return v > m ? v : m; }
-// The fused relu, as relu.c's: v > 0 ? v : +0 (NaN gives 0).
-static inline float relu_of(float v) { return v > 0.0f ? v : 0.0f; }
+// The fused relu (act_formulas.h, as relu.c's): v > 0 ? v : +0 (NaN gives 0).
+static inline float relu_of(float v) { return dnn_act_relu(v); }
 
 static void maxpool_forward_2x2(float *restrict y, const float *restrict x, const dnn_maxpool_args *a)
 {
@@ -75,7 +76,7 @@ static void maxpool_backward_2x2(float *restrict dx, const float *restrict x, co
 			const size_t o0 = (size_t)(nc * a->H + 2 * p) * W, o1 = o0 + W;
 			const float *yp = y + (nc * P + p) * Q, *dyp = dy + (nc * P + p) * Q;
 			for (int q = 0; q < Q; q++) {
-				const float m = yp[q], g = a->relu && !(m > 0.0f) ? 0.0f : dyp[q];
+				const float m = yp[q], g = a->relu ? dnn_act_relu_grad(dyp[q], m) : dyp[q];
 				const float v0 = x[o0 + 2 * q], v1 = x[o0 + 2 * q + 1], v2 = x[o1 + 2 * q],
 					    v3 = x[o1 + 2 * q + 1];
 				/* Branch-free selection (which cell holds the max is data-dependent and
@@ -351,7 +352,7 @@ void dnn_maxpool_backward_cpu(float *dx, const float *x, const float *y, const f
 							arg = h * W + w;
 						}
 					}
-				dxp[best >= 0 ? best : arg] += a->relu && !(m > 0.0f) ? 0.0f : dyp[p * Q + q];
+				dxp[best >= 0 ? best : arg] += a->relu ? dnn_act_relu_grad(dyp[p * Q + q], m) : dyp[p * Q + q];
 			}
 		}
 	}

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <starpu.h>
 
+#include "act_formulas.h" /* the fused relu, shared with maxpool.c */
 #include "dnn_cuda.h"
 
 extern "C" {
@@ -65,12 +66,12 @@ static int maxpool_desc_create(maxpool_desc *d, const dnn_maxpool_args *a)
 	return 0;
 }
 
-// y = y > 0 ? y : +0 (NaN gives 0), maxpool.c's relu_of
+// y = max(y, 0) (NaN gives 0), maxpool.c's relu_of
 static __global__ void relu_inplace_kernel(float *y, size_t n)
 {
 	const size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n)
-		y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+		y[i] = dnn_act_relu(y[i]);
 }
 
 // (R x (N,C,H,W), W y (N,C,P,Q))
@@ -136,7 +137,7 @@ static __global__ void maxpool_bwd_kernel(float *dx, const float *x, const float
 	for (int p = p_lo; p <= p_hi; p++)
 		for (int q = q_lo; q <= q_hi; q++)
 			if (window_target(xp, yp[p * Q + q], p, q, H, W, k, s, pad) == cell)
-				g += relu && !(yp[p * Q + q] > 0.0f) ? 0.0f : dyp[p * Q + q];
+				g += relu ? dnn_act_relu_grad(dyp[p * Q + q], yp[p * Q + q]) : dyp[p * Q + q];
 	dx[i] = g;
 }
 

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "act_formulas.h"
 #include "dnn_codelet.h"
 
 #ifdef DNN_HAVE_CUDA
@@ -21,7 +22,7 @@ void dnn_relu_forward_cpu(float *restrict y, const float *restrict x, long n)
 {
 	// y (n), x (n)
 	for (long i = 0; i < n; i++)
-		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+		y[i] = dnn_act_relu(x[i]);
 }
 
 void dnn_relu_backward_cpu(float *restrict dx, const float *restrict y, const float *restrict dy, long n,
@@ -29,15 +30,11 @@ void dnn_relu_backward_cpu(float *restrict dx, const float *restrict y, const fl
 {
 	// dx (n) =|+=, y (n), dy (n)
 	if (accumulate_dx) {
-		for (long i = 0; i < n; i++) {
-			float g = dy[i];
-			dx[i] += y[i] > 0.0f ? g : 0.0f;
-		}
+		for (long i = 0; i < n; i++)
+			dx[i] += dnn_act_relu_grad(dy[i], y[i]);
 	} else {
-		for (long i = 0; i < n; i++) {
-			float g = dy[i];
-			dx[i] = y[i] > 0.0f ? g : 0.0f;
-		}
+		for (long i = 0; i < n; i++)
+			dx[i] = dnn_act_relu_grad(dy[i], y[i]);
 	}
 }
 

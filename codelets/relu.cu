@@ -6,13 +6,14 @@
 extern "C" {
 #include "relu.h"
 }
+#include "act_formulas.h" /* the formulas, shared with relu.c */
 
 // y (n) = max(x, 0)
 static __global__ void relu_fwd_kernel(float *y, const float *x, size_t n)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n)
-		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+		y[i] = dnn_act_relu(x[i]);
 }
 
 // dx (n) =|+= dy * (y > 0)
@@ -20,7 +21,7 @@ static __global__ void relu_bwd_kernel(float *dx, const float *y, const float *d
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
-		float g = y[i] > 0.0f ? dy[i] : 0.0f;
+		float g = dnn_act_relu_grad(dy[i], y[i]);
 		dx[i] = accumulate_dx ? dx[i] + g : g;
 	}
 }

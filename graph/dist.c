@@ -65,7 +65,7 @@
 #include "dnn_codelet.h"
 #include "errline.h"
 #include "vec.h"
-#include "sgd.h"
+#include "optim.h"
 
 /* Options of a cross-rank task: executed on `node` (-1: where the written data is owned). */
 #define ON_NODE(node_, name_) (&(dnn_task_opts){.mpi = 1, .node = (node_), .name = (name_)})
@@ -535,7 +535,7 @@ static int chunks_copy_in(dnn_plan *p, int q, dnn_task_opts *o, const char *name
 /* Their last stage: every rank's chunks, now the global sums, go back into its gradient, which
  * then holds the global sum: the update reads it and zeroes it for the next step (a bucket's
  * members are unpacked and updated by bucket_allreduce_step). */
-static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const char *name, const dnn_sgd_config *sgd)
+static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const char *name, const dnn_optim_config *optim)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
@@ -551,13 +551,13 @@ static int chunks_copy_out_update(dnn_plan *p, int q, dnn_task_opts *o, const ch
 	if (q >= P)
 		return 0;
 	dnn_param *pr = &m->params[q];
-	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+	dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
 	const dnn_task_opts u = ar_place(p, q, 0, -1, prio_of(m, q), 1);
-	return dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, pr->hg);
+	return dnn_insert_optim_update(&u, &a, pr->hw, pr->hv, pr->hg);
 }
 
 /* The sync step of parameter q with the ring (header comment): all ranks submit every task. */
-static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+static int ring_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *optim)
 {
 	dnn_dist *d = p->m->dist;
 	const int N = d->nranks;
@@ -580,7 +580,7 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 			o.node = to;
 			DNN_TRY(dnn_insert_vec_slice_get(&o, A[to * N + c], A[r * N + c], 0));
 		}
-	return chunks_copy_out_update(p, q, &o, "ring_copy_out", sgd);
+	return chunks_copy_out_update(p, q, &o, "ring_copy_out", optim);
 }
 
 /* The sync step of parameter q by recursive halving-doubling (N = 2^k ranks, the ring's N chunks
@@ -592,7 +592,7 @@ static int ring_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
  * A[r][c] = A[r^m][c]. Every chunk's sum is computed once (on rank c) and copied, so the replicas
  * stay identical; each rank sends and receives (N-1)/N of the tensor per phase, as the ring, but
  * the chain is 2 log2 N hops long instead of 2(N-1). All ranks submit every task. */
-static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *optim)
 {
 	dnn_dist *d = p->m->dist;
 	const int N = d->nranks;
@@ -615,12 +615,12 @@ static int rhd_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 			for (int c = first; c < first + half; c++)
 				DNN_TRY(dnn_insert_vec_slice_get(&o, A[r * N + c], A[(r ^ half) * N + c], 0));
 		}
-	return chunks_copy_out_update(p, q, &o, "rhd_copy_out", sgd);
+	return chunks_copy_out_update(p, q, &o, "rhd_copy_out", optim);
 }
 
 /* The sync step of parameter q with the tree: the sum into rank 0, sent to every rank, and the
  * same update on every replica with it (read-only); then the local gradient is zeroed. */
-static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+static int tree_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *optim)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
@@ -630,23 +630,23 @@ static int tree_allreduce_step(dnn_plan *p, int q, const dnn_sgd_config *sgd)
 	DNN_TRY(mpi_sum_into(G, d->g_local + q, (size_t)m->nparams, d->nranks, "allreduce_zero", "allreduce_contrib", &h));
 	DNN_TRY(mpi_broadcast(G, d->nranks, 1));
 	dnn_param *pr = &m->params[q];
-	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
+	dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
 	a.keep_grad = 1;
-	DNN_TRY(dnn_insert_sgd_update(&u, &a, pr->hw, pr->hv, G));
+	DNN_TRY(dnn_insert_optim_update(&u, &a, pr->hw, pr->hv, G));
 	return dnn_insert_vec_zero(&o, pr->hg);
 }
 
 /* The async step of parameter q: a local step that also writes the applied change, pushed to
  * the parameter's server shard, which then snapshots its copy for the pulls of later steps. */
-static int async_push_step(dnn_plan *p, int q, long step, const dnn_sgd_config *sgd)
+static int async_push_step(dnn_plan *p, int q, long step, const dnn_optim_config *optim)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
 	const int K = d->staleness + 1, P = m->nparams, s = d->shard[q];
 	dnn_param *pr = &m->params[q];
 	/* Weight decay split over the ranks so that the pushed changes add up. */
-	dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, d->nranks);
-	DNN_TRY(dnn_insert_sgd_update_delta(NULL, &a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]));
+	dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, d->nranks);
+	DNN_TRY(dnn_insert_optim_update_delta(NULL, &a, pr->hw, pr->hv, pr->hg, d->delta[((size_t)d->rank * K + step % K) * P + q]));
 	dnn_task_opts push = {.mpi = 1, .node = s, .name = "ps_push", .color = DNN_COLOR_UPDATE};
 	for (int j = 0; j < d->nranks; j++)
 		DNN_TRY(dnn_insert_vec_add(&push, d->w_server[q], STARPU_RW | STARPU_COMMUTE,
@@ -662,7 +662,7 @@ static int async_push_step(dnn_plan *p, int q, long step, const dnn_sgd_config *
  * are all-reduced as one tensor (the ring or rhd when the bucket takes it: its chunks are entry
  * P + b; else the tree: summed into rank 0 and sent to every rank), and every rank unpacks the sum
  * into its members' gradients, which their updates read and zero (as the ring does). */
-static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
+static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_optim_config *optim)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
@@ -684,10 +684,10 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 		if (d->bucket_of[q] == b)
 			DNN_TRY(dnn_insert_vec_slice_put(&pack, mine, m->params[q].hg, d->bucket_off[q]));
 	if (!G && d->allreduce == DNN_ALLREDUCE_RHD) {
-		DNN_TRY(rhd_allreduce_step(p, P + b, sgd)); /* the sum back in `mine` */
+		DNN_TRY(rhd_allreduce_step(p, P + b, optim)); /* the sum back in `mine` */
 		G = mine;
 	} else if (!G) {
-		DNN_TRY(ring_allreduce_step(p, P + b, sgd));
+		DNN_TRY(ring_allreduce_step(p, P + b, optim));
 		G = mine;
 	} else {
 		DNN_TRY(mpi_sum_into(G, d->bucket_local + b, (size_t)NB, d->nranks, "allreduce_zero", "allreduce_contrib", &o));
@@ -698,43 +698,43 @@ static int bucket_allreduce_step(dnn_plan *p, int b, const dnn_sgd_config *sgd)
 			continue;
 		dnn_param *pr = &m->params[q];
 		DNN_TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
-		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-		DNN_TRY(dnn_insert_sgd_update(&o, &a, pr->hw, pr->hv, pr->hg));
+		dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
+		DNN_TRY(dnn_insert_optim_update(&o, &a, pr->hw, pr->hv, pr->hg));
 	}
 	return 0;
 }
 
-int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd)
+int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_optim_config *optim)
 {
 	dnn_dist *d = p->m->dist;
 	for (int q = 0; q < p->m->nparams; q++) {
 		if (in_bucket(d, q)) {
 			if (d->bucket_lead[d->bucket_of[q]] == q)
-				DNN_TRY(bucket_allreduce_step(p, d->bucket_of[q], sgd));
+				DNN_TRY(bucket_allreduce_step(p, d->bucket_of[q], optim));
 		} else if (d->mode == DNN_MODE_ASYNC)
-			DNN_TRY(async_push_step(p, q, step, sgd));
+			DNN_TRY(async_push_step(p, q, step, optim));
 		else if (d->g_global[q])
-			DNN_TRY(tree_allreduce_step(p, q, sgd));
+			DNN_TRY(tree_allreduce_step(p, q, optim));
 		else if (d->allreduce == DNN_ALLREDUCE_RHD)
-			DNN_TRY(rhd_allreduce_step(p, q, sgd));
+			DNN_TRY(rhd_allreduce_step(p, q, optim));
 		else
-			DNN_TRY(ring_allreduce_step(p, q, sgd));
+			DNN_TRY(ring_allreduce_step(p, q, optim));
 	}
 	return 0;
 }
 
 /* One sync all-reduce (and update) of parameter q alone, by the path dnn_dist_after_backward
  * takes for it (the microbenchmark runtime/allreduce_bench.c times this; a bucketed q: its bucket). */
-int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_sgd_config *sgd)
+int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_optim_config *optim)
 {
 	dnn_dist *d = p->m->dist;
 	if (!d || d->mode != DNN_MODE_SYNC || q < 0 || q >= p->m->nparams)
 		return -EINVAL;
 	if (in_bucket(d, q))
-		return bucket_allreduce_step(p, d->bucket_of[q], sgd);
+		return bucket_allreduce_step(p, d->bucket_of[q], optim);
 	if (d->g_global[q])
-		return tree_allreduce_step(p, q, sgd);
-	return d->allreduce == DNN_ALLREDUCE_RHD ? rhd_allreduce_step(p, q, sgd) : ring_allreduce_step(p, q, sgd);
+		return tree_allreduce_step(p, q, optim);
+	return d->allreduce == DNN_ALLREDUCE_RHD ? rhd_allreduce_step(p, q, optim) : ring_allreduce_step(p, q, optim);
 }
 
 int dnn_dist_reduce_stats(dnn_plan *p, int slot)

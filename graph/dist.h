@@ -50,10 +50,10 @@ int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char 
 int dnn_dist_before_forward(dnn_plan *p, long step);
 /* After the step's backward: sync = all-reduce + identical update on every rank; async = push
  * the local gradient to the parameter server (and snapshot it). */
-int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_sgd_config *sgd);
+int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_optim_config *optim);
 /* Sync: one all-reduce (and update) of parameter q alone, as dnn_dist_after_backward does it for
  * q (the all-reduce microbenchmark, `starpu_anp bench --allreduce-bytes`). -EINVAL: no sync run. */
-int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_sgd_config *sgd);
+int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_optim_config *optim);
 /* Sum the step's loss/correct statistics over the ranks into rank 0. */
 int dnn_dist_reduce_stats(dnn_plan *p, int slot);
 /* The statistics handle to wait for in dnn_wait_step. */

@@ -29,7 +29,7 @@ int dnn_graph_bn_relu(const dnn_graph *g, int i)
 	return j >= 0 && g->nodes[j].op == DNN_OP_RELU ? j : -1;
 }
 
-int dnn_fuse_bn_relu(const dnn_plan *p, int i) { return p->bn_relu[i]; }
+int dnn_fuse_bn_relu_partner(const dnn_plan *p, int i) { return p->bn_relu[i]; }
 
 int dnn_graph_relu_pool(const dnn_graph *g, int i)
 {
@@ -45,7 +45,7 @@ int dnn_graph_relu_pool(const dnn_graph *g, int i)
 	return j >= 0 && g->nodes[j].op == DNN_OP_MAXPOOL && g->nodes[j].ninputs == 1 ? j : -1;
 }
 
-int dnn_fuse_relu_pool(const dnn_plan *p, int i) { return p->relu_pool[i]; }
+int dnn_fuse_relu_pool_partner(const dnn_plan *p, int i) { return p->relu_pool[i]; }
 
 int dnn_fuse_conv_bias(const dnn_plan *p, int i)
 {

@@ -23,9 +23,9 @@ int dnn_graph_relu_pool(const dnn_graph *g, int i);
 /* Fill p->fuse, p->bn_relu, p->relu_pool and p->grad_of (model.h) for the plan's graph; -1 on allocation failure. */
 int dnn_fuse_plan(dnn_plan *p, char *err, size_t errlen);
 /* Node i is a batchnorm or a relu fused with each other: the partner's index; -1 otherwise. */
-int dnn_fuse_bn_relu(const dnn_plan *p, int i);
+int dnn_fuse_bn_relu_partner(const dnn_plan *p, int i);
 /* Node i is a relu fused into its maxpool, or that maxpool: the partner's index; -1 otherwise. */
-int dnn_fuse_relu_pool(const dnn_plan *p, int i);
+int dnn_fuse_relu_pool_partner(const dnn_plan *p, int i);
 /* Conv i adds its bias in its own forward and backward-filter tasks. */
 int dnn_fuse_conv_bias(const dnn_plan *p, int i);
 /* Input ik of add node a has its gradient in the add's own handle: no add-backward task for it. */

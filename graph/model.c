@@ -17,7 +17,7 @@
 #include "fuse.h"
 #include "vec.h"
 #include "op.h"
-#include "sgd.h"
+#include "optim.h"
 
 /* ---------------------------------------------------------------- model */
 #ifdef DNN_SIMGRID
@@ -121,15 +121,15 @@ float *dnn_model_add_running(dnn_model *m, int node, char *err, size_t errlen)
 	return m->running[node];
 }
 
-dnn_sgd_args dnn_param_sgd_args(const dnn_param *pr, const dnn_sgd_config *sgd, int global_batch, int decay_share)
+dnn_optim_args dnn_param_optim_args(const dnn_param *pr, const dnn_optim_config *optim, int global_batch, int decay_share)
 {
-	const double t = sgd->t > 0 ? (double)sgd->t : 1.0;
-	return (dnn_sgd_args){.n = pr->n, .lr = sgd->lr, .momentum = sgd->momentum,
-			      .weight_decay = pr->no_decay ? 0.0f : sgd->weight_decay / (float)decay_share,
-			      .scale = 1.0f / (float)global_batch, .optimizer = (int)sgd->optimizer,
-			      .layerwise = !pr->no_decay, .beta1 = sgd->beta1, .beta2 = sgd->beta2, .eps = sgd->eps,
-			      .trust = sgd->trust, .bc1 = (float)(1.0 - pow((double)sgd->beta1, t)),
-			      .bc2 = (float)(1.0 - pow((double)sgd->beta2, t))};
+	const double t = optim->t > 0 ? (double)optim->t : 1.0;
+	return (dnn_optim_args){.n = pr->n, .lr = optim->lr, .momentum = optim->momentum,
+			      .weight_decay = pr->no_decay ? 0.0f : optim->weight_decay / (float)decay_share,
+			      .scale = 1.0f / (float)global_batch, .optimizer = (int)optim->optimizer,
+			      .layerwise = !pr->no_decay, .beta1 = optim->beta1, .beta2 = optim->beta2, .eps = optim->eps,
+			      .trust = optim->trust, .bc1 = (float)(1.0 - pow((double)optim->beta1, t)),
+			      .bc2 = (float)(1.0 - pow((double)optim->beta2, t))};
 }
 
 long dnn_param_state_n(const dnn_model *m, const dnn_param *pr)
@@ -293,8 +293,8 @@ static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 	const dnn_op_desc *d = dnn_op_get(nd->op);
 	const int logits = g->nodes[g->nnodes - 1].inputs[0];
 	/* a batchnorm fused with its relu, or a relu fused into its maxpool: no handles of its own */
-	const int fused_bn = (nd->op == DNN_OP_BATCHNORM && dnn_fuse_bn_relu(p, i) >= 0) ||
-			     (nd->op == DNN_OP_RELU && dnn_fuse_relu_pool(p, i) >= 0);
+	const int fused_bn = (nd->op == DNN_OP_BATCHNORM && dnn_fuse_bn_relu_partner(p, i) >= 0) ||
+			     (nd->op == DNN_OP_RELU && dnn_fuse_relu_pool_partner(p, i) >= 0);
 	const size_t per = (size_t)nd->C * nd->H * nd->W, saved = d->saved_floats ? d->saved_floats(nd) : 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		const size_t n = per * (size_t)p->chunk_n[c], k = (size_t)i * p->nchunks + c;
@@ -456,13 +456,13 @@ static int submit_backward(dnn_op_ctx *ctx)
 	return 0;
 }
 
-static int submit_update(dnn_plan *p, const dnn_sgd_config *sgd)
+static int submit_update(dnn_plan *p, const dnn_optim_config *optim)
 {
 	dnn_model *m = p->m;
 	for (int i = 0; i < m->nparams; i++) {
 		dnn_param *pr = &m->params[i];
-		dnn_sgd_args a = dnn_param_sgd_args(pr, sgd, p->global_batch, 1);
-		int rc = dnn_insert_sgd_update(NULL, &a, pr->hw, pr->hv, pr->hg);
+		dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
+		int rc = dnn_insert_optim_update(NULL, &a, pr->hw, pr->hv, pr->hg);
 		if (rc != 0)
 			return rc;
 		p->tasks_per_step++;
@@ -510,7 +510,7 @@ static int submit_layer_major(dnn_op_ctx *ctx, int backward)
 }
 
 static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
-		       const dnn_sgd_config *sgd)
+		       const dnn_optim_config *optim)
 {
 	dnn_model *m = p->m;
 	dnn_op_ctx ctx = {.p = p, .m = m, .g = m->g, .slot = slot, .step = step, .written = p->written};
@@ -553,15 +553,15 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 				return rc;
 		}
 	if (p->distributed)
-		return dnn_dist_after_backward(p, local_step, sgd);
-	return submit_update(p, sgd);
+		return dnn_dist_after_backward(p, local_step, optim);
+	return submit_update(p, optim);
 }
 
 int dnn_submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
-		    const dnn_sgd_config *sgd, char *err, size_t errlen)
+		    const dnn_optim_config *optim, char *err, size_t errlen)
 {
 	p->steps_submitted++;
-	int rc = submit_step(p, slot, src, idx, step, sgd);
+	int rc = submit_step(p, slot, src, idx, step, optim);
 	if (rc != 0) {
 		snprintf(err, errlen, "step %ld: StarPU refused a task: %s", step,
 			 rc == -ENODEV ? "no worker can run it (-ENODEV)" : strerror(-rc));

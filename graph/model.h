@@ -8,7 +8,7 @@
  *
  * Submission follows docs/ARCHITECTURE.md "The training DAG": per chunk, the data source's load
  * task, then each node's forward tasks in topological order and backward tasks in reverse (what
- * one node submits is its op descriptor's: op.h, graph/ops/); then one SGD task per parameter
+ * one node submits is its op descriptor's: op.h, graph/ops/); then one update task (optim.h) per parameter
  * tensor, or the cross-rank exchange of dist.h. Nothing here waits: dependencies are StarPU's
  * sequential data consistency. Errors return -1 with one line in err; nothing here exits.
  */
@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 #include "graph.h"
-#include "sgd.h"
-#include "starpu_anp.h" /* dnn_sgd_config, dnn_dist_mode, dnn_allreduce */
+#include "optim.h"
+#include "starpu_anp.h" /* dnn_optim_config, dnn_dist_mode, dnn_allreduce */
 
 /* Where a step's samples come from: graph/ knows no data set or file, runtime/ implements this
  * (runtime/data_source.c) for in-memory sets and image folders. */
@@ -94,19 +94,19 @@ int dnn_model_add_param(dnn_model *m, int node, int slot, long n, char *err, siz
  * call, out of memory). */
 float *dnn_model_add_running(dnn_model *m, int node, char *err, size_t errlen);
 
-/* The SGD arguments of parameter pr: the one place that applies the rules (no weight decay for
+/* The update arguments of parameter pr: the one place that applies the rules (no weight decay for
  * biases and BN parameters, and no LARS trust ratio for them either; gradients summed over the
- * global batch scaled by 1/global_batch; the optimiser and its hyper-parameters from sgd, AdamW's
- * and LAMB's bias corrections 1 - beta^t from sgd->t in double).
+ * global batch scaled by 1/global_batch; the optimiser and its hyper-parameters from optim, AdamW's
+ * and LAMB's bias corrections 1 - beta^t from optim->t in double).
  * decay_share divides the weight decay (async: every rank pushes its share of it). */
-dnn_sgd_args dnn_param_sgd_args(const dnn_param *pr, const dnn_sgd_config *sgd, int global_batch, int decay_share);
+dnn_optim_args dnn_param_optim_args(const dnn_param *pr, const dnn_optim_config *optim, int global_batch, int decay_share);
 
 /* A chunked batch layout. The batch of `batch` samples is split into `nchunks` nearly equal
  * contiguous chunks (the first batch % nchunks chunks get one more sample). */
 typedef struct {
 	dnn_model *m;
 	int batch, nchunks, nslots, train;
-	int global_batch;     // the SGD scale is 1/global_batch (= batch without MPI)
+	int global_batch;     // the update scale is 1/global_batch (= batch without MPI)
 	int batch_offset;     // this rank's shard starts here in the global batch's index list
 	int distributed;      // a multi-rank training plan (cross-rank reduction of gradients/stats)
 	long steps_submitted;
@@ -129,7 +129,7 @@ typedef struct {
 	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
 	int fuse;
 	int *bn_relu, *relu_pool, *grad_of;
-	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, SGD
+	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, update
 	                      // (not StarPU's own REDUX init/reduction tasks, nor a multi-rank plan's exchanges)
 	/* --batchnorm global (bnstats.h: dnn_plan_set_batchnorm; 0 = local, per-chunk statistics).
 	 * Per batchnorm node i, slot s and phase ph (0 forward, 1 backward), k = (i * nslots + s) *
@@ -158,10 +158,10 @@ int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nch
 void dnn_plan_destroy(dnn_plan *p);
 
 /* Submit global step `step` in `slot`: load the samples idx[0..batch) of src into the chunks,
- * forward, and when p->train, backward and the SGD update with `sgd` (gradients scaled by
+ * forward, and when p->train, backward and the update with `optim` (gradients scaled by
  * 1/global batch). Returns 0, or -1 with err when StarPU refused a task. */
 int dnn_submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
-		    const dnn_sgd_config *sgd, char *err, size_t errlen);
+		    const dnn_optim_config *optim, char *err, size_t errlen);
 /* Wait for the step in `slot`; its summed loss and correct count over the batch (over the
  * global batch on rank 0 of a multi-rank run, over the rank's shard elsewhere). -1 with err when
  * the wait fails or a task reported an error (dnn_worker_error). */

@@ -20,7 +20,7 @@ extern "C" {
 #define DNN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
 /* ---------------------------------------------------------------- options */
-/* --optimizer: the update rule of every parameter tensor (codelets/sgd.h has the formulas). */
+/* --optimizer: the update rule of every parameter tensor (codelets/optim.h has the formulas). */
 typedef enum { DNN_OPT_SGD = 0, DNN_OPT_LARS = 1, DNN_OPT_ADAMW = 2, DNN_OPT_LAMB = 3 } dnn_optimizer;
 
 typedef struct {
@@ -29,7 +29,7 @@ typedef struct {
 	float beta1, beta2, eps;   // adamw and lamb [0.9, 0.999, 1e-8, PyTorch's AdamW defaults]
 	float trust;               // lars: the trust coefficient eta [0.001]
 	long t;                    // adamw, lamb: this update's 1-based count (bias correction); the trainer sets it
-} dnn_sgd_config;
+} dnn_optim_config;
 
 /* Across ranks (StarPU-MPI, graph/dist.h): synchronous data parallelism, or asynchronous with
  * parameter-server shards and bounded staleness (docs/ARCHITECTURE.md "Across nodes"). */
@@ -60,7 +60,7 @@ typedef struct {
 	int batch, chunks, window;
 	int pin_chunks;           // --pin-chunks: all of chunk c's tasks on one worker (dnn_plan_pin_chunks)
 	int batchnorm_global;     // --batchnorm global|local: batch-norm statistics over the global batch (1) or per chunk (0)
-	dnn_sgd_config sgd;
+	dnn_optim_config optim;
 	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
 	double warmup_epochs;     // --warmup-epochs E: linear warm-up to the peak lr over E epochs (0 = none)
 	int lr_ref_batch;         // --lr-ref-batch N: --lr is for a global batch of N, scaled by batch/N (0 = off)

@@ -48,10 +48,10 @@ static int wait_all(const char *what)
 }
 
 /* `n` all-reduces of parameter 0 (the dense weight), submitted back to back. */
-static int submit(dnn_plan *p, long n, const dnn_sgd_config *sgd)
+static int submit(dnn_plan *p, long n, const dnn_optim_config *optim)
 {
 	for (long i = 0; i < n; i++) {
-		int rc = dnn_dist_allreduce_param(p, 0, sgd);
+		int rc = dnn_dist_allreduce_param(p, 0, optim);
 		if (rc != 0) {
 			fprintf(stderr, "error: submitting all-reduce %ld: %s\n", i, strerror(-rc));
 			return -1;
@@ -99,10 +99,10 @@ static int run(const dnn_train_opts *o, dnn_graph *g, dnn_model *m, dnn_plan *p,
 		goto fail;
 	*have_p = 1;
 	const long reps = o->max_steps - o->warmup; /* bench's --steps (max_steps counts the warm-up too) */
-	if (submit(p, o->warmup, &o->sgd) != 0 || wait_all("warm-up") != 0)
+	if (submit(p, o->warmup, &o->optim) != 0 || wait_all("warm-up") != 0)
 		return 1;
 	const double t0 = dnn_now();
-	if (submit(p, reps, &o->sgd) != 0 || wait_all("timed") != 0)
+	if (submit(p, reps, &o->optim) != 0 || wait_all("timed") != 0)
 		return 1;
 	const double span = dnn_now() - t0;
 	if (dnn_runtime_rank() == 0)

@@ -11,7 +11,7 @@
 #include "dnn_runtime.h"
 #include "errline.h"
 #include "knobs.h"
-#include "sgd.h"
+#include "optim.h"
 #include "vec.h"
 
 enum { BD_COMPUTE, BD_ALLREDUCE, BD_UPDATE, BD_IDLE, BD_OTHER, BD_N };
@@ -25,8 +25,8 @@ static const char *const bd_names[BD_ROW] = {"compute", "allreduce", "update", "
 /* The codelets timed apart, and their cumulated execution time (µs) as last reported. */
 static struct starpu_codelet *const bd_vec[] = {&cl_vec_zero, &cl_vec_redux_add, &cl_vec_add,
 						&cl_vec_axpy, &cl_vec_slice_get, &cl_vec_slice_put};
-#define BD_NCL (int)(sizeof(bd_vec) / sizeof(bd_vec[0]) + 1) /* + cl_sgd_update */
-static struct starpu_codelet *bd_cl(int i) { return i < BD_NCL - 1 ? bd_vec[i] : &cl_sgd_update; }
+#define BD_NCL (int)(sizeof(bd_vec) / sizeof(bd_vec[0]) + 1) /* + cl_optim_update */
+static struct starpu_codelet *bd_cl(int i) { return i < BD_NCL - 1 ? bd_vec[i] : &cl_optim_update; }
 static double bd_cumul[BD_NCL], bd_base[BD_NCL];
 static int bd_on, bd_counter = -1, bd_nranks;
 static struct starpu_perf_counter_listener *bd_listener;

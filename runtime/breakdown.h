@@ -2,10 +2,10 @@
  * bench run (from the end of the warm-up steps to the end of the run; a train run's evaluations
  * are inside it, bench has none), from StarPU's own counters, so that it works in simulation too (the SimGrid StarPU
  * has no FxT). Per rank, over its workers' summed time (docs/SIMULATION.md "Where a step goes"):
- *   compute   executing any task but the vector and SGD codelets (forward, backward, loads)
+ *   compute   executing any task but the vector and update (optim) codelets (forward, backward, loads)
  *   allreduce executing the vector codelets (codelets/vec.h: the all-reduce's zeroing, sums,
  *             slice copies and bucket packing, the REDUX methods, the statistics' sums)
- *   update    executing sgd_update
+ *   update    executing optim_update
  *   idle      sleeping: no task to run (waiting for a dependency: a gradient from another rank,
  *             a transfer, the next step's submission)
  *   other     the rest: the worker awake but not executing (fetching a task's data before it

@@ -1,17 +1,180 @@
-/* eval.c — `starpu_anp eval` (a checkpoint on the test set) and the test-set evaluation that
- * training runs after each epoch (eval.h). */
+/* eval.c — evaluation: the one forward-only loop over a data set (dnn_evaluate: eval, the
+ * per-epoch test, ANP metrics, predict), the test-set evaluation that training runs after each
+ * epoch, and `starpu_anp eval` (a checkpoint on the test set). See eval.h. */
 #include "eval.h"
 
+#include <pthread.h>
+#include <starpu.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "anp.h"
 #include "data.h"
-#include "evaluate.h"
+#include "data_source.h"
 #include "graph.h"
 #include "model_ckpt.h"
 #include "opts.h"
 #include "preflight.h"
 #include "progress.h"
 
+/* ---------------------------------------------------------------- the forward-only loop */
+typedef struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int pending;
+	dnn_logits_sink sink;
+	void *ctx;
+	int classes;
+} logits_reader;
+
+typedef struct {
+	logits_reader *r;
+	starpu_data_handle_t h;
+	int n;
+	int idx[];
+} logits_req;
+
+/* Runs when the chunk's logits are in main memory (after its forward, before the next write). */
+static void logits_ready(void *arg)
+{
+	logits_req *q = arg;
+	logits_reader *r = q->r;
+	const float *l = starpu_data_handle_to_pointer(q->h, STARPU_MAIN_RAM);
+	pthread_mutex_lock(&r->mu);
+	r->sink(r->ctx, l, r->classes, q->idx, q->n);
+	pthread_mutex_unlock(&r->mu);
+	starpu_data_release_on_node(q->h, STARPU_MAIN_RAM);
+	pthread_mutex_lock(&r->mu);
+	r->pending--;
+	pthread_cond_signal(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	free(q);
+}
+
+static int read_logits(logits_reader *r, dnn_plan *p, const int *idx)
+{
+	const dnn_graph *g = p->m->g;
+	const int logits = g->nodes[g->nnodes - 1].inputs[0];
+	for (int c = 0; c < p->nchunks; c++) {
+		logits_req *q = malloc(sizeof(*q) + sizeof(int) * (size_t)p->chunk_n[c]);
+		if (!q) {
+			fprintf(stderr, "error: out of memory reading the logits back\n");
+			return -1;
+		}
+		q->r = r, q->h = p->y[logits * p->nchunks + c], q->n = p->chunk_n[c];
+		memcpy(q->idx, idx + p->chunk_off[c], sizeof(int) * (size_t)q->n);
+		pthread_mutex_lock(&r->mu);
+		r->pending++;
+		pthread_mutex_unlock(&r->mu);
+		int rc = starpu_data_acquire_on_node_cb(q->h, STARPU_MAIN_RAM, STARPU_R, logits_ready, q);
+		if (rc != 0) {
+			pthread_mutex_lock(&r->mu);
+			r->pending--;
+			pthread_mutex_unlock(&r->mu);
+			free(q);
+			fprintf(stderr, "error: starpu_data_acquire_on_node_cb (logits): %s\n", strerror(-rc));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void wait_readers(logits_reader *r)
+{
+	pthread_mutex_lock(&r->mu);
+	while (r->pending > 0)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+}
+
+int dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn_logits_sink sink, void *ctx,
+		 double *loss, double *acc)
+{
+	logits_reader r = {.sink = sink, .ctx = ctx, .classes = m->g->classes};
+	pthread_mutex_init(&r.mu, NULL);
+	pthread_cond_init(&r.cv, NULL);
+	double lsum = 0, csum = 0;
+	int rc = 0;
+	int *idx = malloc(sizeof(int) * (size_t)(ds->n ? ds->n : 1));
+	if (!idx) {
+		fprintf(stderr, "error: out of memory for the evaluation of %d samples\n", ds->n);
+		rc = -1;
+		goto out;
+	}
+	for (int i = 0; i < ds->n; i++)
+		idx[i] = i;
+	if (batch > ds->n)
+		batch = ds->n;
+	const int full = batch > 0 ? ds->n / batch : 0, rest = batch > 0 ? ds->n % batch : 0;
+	dnn_optim_config none = {0};
+	dnn_data_source src;
+	dnn_dataset_source(&src, ds);
+	/* Pass 0: the full batches, two in flight; pass 1: the rest, one smaller batch. */
+	for (int pass = 0; rc == 0 && pass < 2; pass++) {
+		const int nsteps = pass == 0 ? full : (rest > 0), bsz = pass == 0 ? batch : rest;
+		if (nsteps == 0)
+			continue;
+		const int slots = pass == 0 ? 2 : 1, off = pass == 0 ? 0 : full * batch;
+		dnn_plan p;
+		char err[512];
+		if (dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0, err, sizeof(err)) != 0) {
+			fprintf(stderr, "error: evaluation plan (batch %d): %s\n", bsz, err);
+			rc = -1;
+			break;
+		}
+		int s = 0;
+		for (; s < nsteps; s++) {
+			if (s >= slots) { /* at most `slots` batches in flight */
+				double l, c;
+				if (dnn_wait_step(&p, s % slots, &l, &c, err, sizeof(err)) != 0) {
+					fprintf(stderr, "error: %s\n", err);
+					rc = -1;
+					break;
+				}
+				lsum += l, csum += c;
+			}
+			const int *bidx = idx + off + (size_t)s * bsz;
+			if (dnn_submit_step(&p, s % slots, &src, bidx, s, &none, err, sizeof(err)) != 0) {
+				fprintf(stderr, "error: %s\n", err);
+				rc = -1;
+				break;
+			}
+			if (sink && read_logits(&r, &p, bidx) != 0) {
+				rc = -1;
+				s++;
+				break;
+			}
+		}
+		for (int t = s > slots ? s - slots : 0; t < s; t++) {
+			double l, c;
+			if (dnn_wait_step(&p, t % slots, &l, &c, err, sizeof(err)) != 0) {
+				if (rc == 0)
+					fprintf(stderr, "error: %s\n", err);
+				rc = -1;
+			}
+			lsum += l, csum += c;
+		}
+		int w = starpu_task_wait_for_all();
+		if (w != 0) {
+			fprintf(stderr, "error: starpu_task_wait_for_all: %s\n", strerror(-w));
+			rc = -1;
+		}
+		wait_readers(&r);
+		dnn_plan_destroy(&p);
+	}
+out:
+	free(idx);
+	pthread_cond_destroy(&r.cv);
+	pthread_mutex_destroy(&r.mu);
+	if (loss)
+		*loss = ds->n ? lsum / ds->n : 0;
+	if (acc)
+		*acc = ds->n ? csum / ds->n : 0;
+	return rc;
+}
+
+/* ---------------------------------------------------------------- the test set */
 int dnn_evaluate_test(dnn_model *m, const dnn_dataset *test, int batch, int chunks, dnn_anp_metrics *anp, double *loss,
 		      double *acc)
 {

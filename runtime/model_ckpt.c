@@ -9,7 +9,7 @@
 
 #include "checkpoint.h"
 #include "data.h"
-#include "sgd.h"
+#include "optim.h"
 
 /* The names of each optimiser's state tensors, "<param>.<name>" (sgd's are version 3's). */
 static const char *const state_names[][2] = {

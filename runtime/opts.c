@@ -13,12 +13,12 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->epochs = 1;
 	o->batch = 64;
 	o->window = 2;
-	o->sgd.lr = 0.05f;
-	o->sgd.momentum = 0.9f;
-	o->sgd.weight_decay = 5e-4f;
-	o->sgd.optimizer = DNN_OPT_SGD;
-	o->sgd.beta1 = 0.9f, o->sgd.beta2 = 0.999f, o->sgd.eps = 1e-8f; /* PyTorch's AdamW defaults */
-	o->sgd.trust = 0.001f;                                           /* LARS's eta (You et al. 2017) */
+	o->optim.lr = 0.05f;
+	o->optim.momentum = 0.9f;
+	o->optim.weight_decay = 5e-4f;
+	o->optim.optimizer = DNN_OPT_SGD;
+	o->optim.beta1 = 0.9f, o->optim.beta2 = 0.999f, o->optim.eps = 1e-8f; /* PyTorch's AdamW defaults */
+	o->optim.trust = 0.001f;                                           /* LARS's eta (You et al. 2017) */
 	o->seed = 1;
 	o->eval = 1;
 	o->cosine = 1;

@@ -196,9 +196,9 @@ static int setup_plan(train_run *r)
 	char err[512];
 	const dnn_train_opts *o = &r->o;
 	if (r->nranks > 1) {
-		if (o->mode == DNN_MODE_ASYNC && o->sgd.optimizer != DNN_OPT_SGD) {
+		if (o->mode == DNN_MODE_ASYNC && o->optim.optimizer != DNN_OPT_SGD) {
 			fprintf(stderr, "error: --optimizer %s: --mode async pushes SGD deltas to the parameter server; "
-					"use --mode sync or --optimizer sgd\n", dnn_optimizer_name(o->sgd.optimizer));
+					"use --mode sync or --optimizer sgd\n", dnn_optimizer_name(o->optim.optimizer));
 			return -1;
 		}
 		if (o->batch < r->nranks) {
@@ -287,7 +287,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 		return -1;
 	}
 	r->have_model = 1;
-	if (dnn_model_set_optimizer(&r->m, o->sgd.optimizer, err, sizeof(err)) != 0) {
+	if (dnn_model_set_optimizer(&r->m, o->optim.optimizer, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
@@ -338,11 +338,11 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	r->total_steps = (long)o->epochs * r->steps_per_epoch;
 	if (o->max_steps > 0 && o->max_steps < r->total_steps)
 		r->total_steps = o->max_steps;
-	r->lr_peak = dnn_scaled_lr(o->sgd.lr, o->batch, o->lr_ref_batch);
+	r->lr_peak = dnn_scaled_lr(o->optim.lr, o->batch, o->lr_ref_batch);
 	r->warmup_steps = (long)llround(o->warmup_epochs * (double)r->steps_per_epoch);
 	if (!o->quiet)
 		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s), warm-up %ld steps, then %s\n", o->cmd,
-			dnn_optimizer_name(o->sgd.optimizer), (double)r->lr_peak, (double)o->sgd.lr,
+			dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak, (double)o->optim.lr,
 			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", r->warmup_steps,
 			o->cosine ? "cosine decay" : "constant");
 	dnn_progress_init(&r->pr, stderr, o->quiet, r->steps_per_epoch);
@@ -447,13 +447,13 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e, int *stopped_mid)
 			*stopped_mid = 1;
 			break;
 		}
-		dnn_sgd_config sgd = o->sgd;
-		sgd.lr = dnn_warm_lr(r->lr_peak, o->cosine, (long)r->step, r->total_steps, r->warmup_steps);
-		sgd.t = (long)r->step + 1; /* AdamW's bias correction: the update count (a resume continues it) */
+		dnn_optim_config optim = o->optim;
+		optim.lr = dnn_warm_lr(r->lr_peak, o->cosine, (long)r->step, r->total_steps, r->warmup_steps);
+		optim.t = (long)r->step + 1; /* AdamW's bias correction: the update count (a resume continues it) */
 		/* Tag the step's tasks: traces (tasks.rec "Iteration:") can then tell steps apart. */
 		starpu_iteration_push((unsigned long)r->step);
 		const int src_rc = dnn_submit_step(&r->p, (int)(s % window), &r->train_src, r->perm + (size_t)s * o->batch,
-						   (long)r->step, &sgd, err, sizeof(err));
+						   (long)r->step, &optim, err, sizeof(err));
 		if (src_rc != 0) {
 			starpu_iteration_pop();
 			fprintf(stderr, "error: %s\n", err);
@@ -635,7 +635,7 @@ static void print_result(train_run *r)
 	if (r->m.dist && o->mode == DNN_MODE_ASYNC)
 		printf(" staleness=%d lookahead=%d staleness_mean=%.2f staleness_max=%ld", o->staleness, di.lookahead,
 		       di.staleness_mean, di.staleness_max);
-	printf(" optimizer=%s lr_peak=%g warmup_steps=%ld", dnn_optimizer_name(o->sgd.optimizer), (double)r->lr_peak,
+	printf(" optimizer=%s lr_peak=%g warmup_steps=%ld", dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak,
 	       r->warmup_steps);
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL,
 	       o->batchnorm_global ? "global" : "local", r->p.tasks_per_step);

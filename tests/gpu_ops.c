@@ -16,7 +16,7 @@
 #include "dense.h"
 #include "vec.h"
 #include "relu.h"
-#include "sgd.h"
+#include "optim.h"
 #include "softmax_xent.h"
 #include "test_util.h"
 
@@ -119,10 +119,10 @@ static void check_eltwise(long n)
 		compare_cpu_cuda(what, &cl_add_bwd, &aa, sizeof(aa), add_bwd, 2);
 	}
 
-	dnn_sgd_args sa = {.n = n, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f, .scale = 0.25f};
+	dnn_optim_args sa = {.n = n, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f, .scale = 0.25f};
 	buf_t sgd[] = {fb(x, n, STARPU_RW), fb(x1, n, STARPU_RW), fb(dx, n, STARPU_RW)};
 	snprintf(what, sizeof(what), "sgd n=%ld", n);
-	compare_cpu_cuda(what, &cl_sgd_update, &sa, sizeof(sa), sgd, 3);
+	compare_cpu_cuda(what, &cl_optim_update, &sa, sizeof(sa), sgd, 3);
 	float alpha = -1.5f;
 	buf_t axpy[] = {fb(x, n, STARPU_RW), fb(x1, n, STARPU_R)};
 	snprintf(what, sizeof(what), "vec_axpy n=%ld", n);

@@ -1,4 +1,4 @@
-/* gpu_optim — the LARS, AdamW and LAMB updates of the update codelet (codelets/sgd.cu) on a CUDA
+/* gpu_optim — the LARS, AdamW and LAMB updates of the update codelet (codelets/optim.cu) on a CUDA
  * worker against the CPU worker (whose kernel unit_optim checks against the double reference of
  * each published formula), from the same inputs, three steps each with keep_grad off and on and
  * with write_delta: LARS on a weight (trust ratio: the two norms reduced on the device in a fixed
@@ -16,13 +16,13 @@
 #include <string.h>
 
 #include "gpu_util.h"
-#include "sgd.h"
+#include "optim.h"
 #include "test_util.h"
 
 enum { GPU = 0, CPU = 1, NDEV = 2, STEPS = 3 };
 static int workers[NDEV];
 
-static void test_opt(const char *name, dnn_sgd_args a, long n)
+static void test_opt(const char *name, dnn_optim_args a, long n)
 {
 	a.n = n, a.write_delta = 1;
 	const long ns = n * dnn_optimizer_state_mult((dnn_optimizer)a.optimizer);
@@ -38,9 +38,9 @@ static void test_opt(const char *name, dnn_sgd_args a, long n)
 		struct starpu_data_descr desc[] = {
 			{hw, STARPU_RW}, {hv, STARPU_RW}, {hg, a.keep_grad ? STARPU_R : STARPU_RW}, {hd, STARPU_W}};
 		for (long t = 1; t <= STEPS; t++) {
-			dnn_sgd_args s = a;
+			dnn_optim_args s = a;
 			s.bc1 = (float)(1 - pow((double)a.beta1, (double)t)), s.bc2 = (float)(1 - pow((double)a.beta2, (double)t));
-			gpu_task(&cl_sgd_update, workers[d], &s, sizeof s, desc, 4, "sgd_update");
+			gpu_task(&cl_optim_update, workers[d], &s, sizeof s, desc, 4, "optim_update");
 		}
 		starpu_data_unregister(hw), starpu_data_unregister(hv), starpu_data_unregister(hg), starpu_data_unregister(hd);
 	}
@@ -70,20 +70,20 @@ int main(int argc, char **argv)
 	workers[GPU] = gpu_cuda_worker;
 	workers[CPU] = gpu_cpu_worker;
 	test_rng_seed(5);
-	const dnn_sgd_args lars_w = {.lr = 2.0f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 256,
+	const dnn_optim_args lars_w = {.lr = 2.0f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 256,
 				     .optimizer = DNN_OPT_LARS, .layerwise = 1, .trust = 0.001f};
-	dnn_sgd_args lars_b = lars_w;
+	dnn_optim_args lars_b = lars_w;
 	lars_b.layerwise = 0, lars_b.weight_decay = 0, lars_b.lr = 0.1f;
-	const dnn_sgd_args adamw = {.lr = 1e-3f, .weight_decay = 0.01f, .scale = 1.0f / 256, .optimizer = DNN_OPT_ADAMW,
+	const dnn_optim_args adamw = {.lr = 1e-3f, .weight_decay = 0.01f, .scale = 1.0f / 256, .optimizer = DNN_OPT_ADAMW,
 				    .layerwise = 1, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
-	dnn_sgd_args lamb_w = adamw;
+	dnn_optim_args lamb_w = adamw;
 	lamb_w.optimizer = DNN_OPT_LAMB, lamb_w.lr = 5e-3f;
-	dnn_sgd_args lamb_b = lamb_w;
+	dnn_optim_args lamb_b = lamb_w;
 	lamb_b.layerwise = 0, lamb_b.weight_decay = 0;
 	const long lens[] = {1, 7, 1000, 100003, 1 << 20};
 	for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
 		for (int kg = 0; kg < 2; kg++) {
-			dnn_sgd_args a;
+			dnn_optim_args a;
 			a = lars_w, a.keep_grad = kg, test_opt("lars weight", a, lens[i]);
 			a = lars_b, a.keep_grad = kg, test_opt("lars bias", a, lens[i]);
 			a = adamw, a.keep_grad = kg, test_opt("adamw", a, lens[i]);

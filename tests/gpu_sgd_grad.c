@@ -1,6 +1,6 @@
 /* gpu_sgd_grad — the update and gradient-plumbing codelets that gpu_ops.c does not cover, on a
  * CUDA worker against a CPU worker from the same inputs (STARPU_EXECUTE_ON_WORKER):
- *   - sgd_update with keep_grad (grad read-only, STARPU_R: two steps on the same worker, so the
+ *   - optim_update with keep_grad (grad read-only, STARPU_R: two steps on the same worker, so the
  *     second step sees the device's copy of grad: it must be intact) and with write_delta (the
  *     async mode's 4th buffer, delta = -lr * v), alone and together;
  *   - vec_slice_get / vec_slice_put (the ring all-reduce's slices), at aligned and odd offsets;
@@ -16,7 +16,7 @@
 
 #include "vec.h"
 #include "gpu_util.h"
-#include "sgd.h"
+#include "optim.h"
 #include "test_util.h"
 
 enum { GPU = 0, CPU = 1, NDEV = 2 };
@@ -27,7 +27,7 @@ static const char *dev_name[NDEV] = {"cuda", "cpu"};
 
 static void test_sgd(long n, int keep_grad, int write_delta)
 {
-	dnn_sgd_args a = {.n = n, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 64,
+	dnn_optim_args a = {.n = n, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 64,
 			  .keep_grad = keep_grad, .write_delta = write_delta};
 	float *w0 = alloc_f(n), *v0 = alloc_f(n), *g0 = alloc_f(n);
 	test_fill_uniform(w0, n, -1, 1);
@@ -44,14 +44,14 @@ static void test_sgd(long n, int keep_grad, int write_delta)
 						   {hd, STARPU_W}};
 		/* two steps on the same worker: the second reads the device's grad after the first */
 		for (int step = 0; step < 2; step++)
-			gpu_task(&cl_sgd_update, workers[d], &a, sizeof a, desc, write_delta ? 4 : 3, "sgd_update");
+			gpu_task(&cl_optim_update, workers[d], &a, sizeof a, desc, write_delta ? 4 : 3, "optim_update");
 		starpu_data_unregister(hw), starpu_data_unregister(hv), starpu_data_unregister(hg),
 			starpu_data_unregister(hd);
 	}
 	/* Reference: the plain kernel, twice. */
 	float *rw = gpu_copy_f(w0, n), *rv = gpu_copy_f(v0, n), *rg = gpu_copy_f(g0, n), *rd = alloc_f(n);
 	for (int step = 0; step < 2; step++)
-		dnn_sgd_update_delta_cpu(rw, rv, rg, write_delta ? rd : NULL, &a);
+		dnn_optim_update_delta_cpu(rw, rv, rg, write_delta ? rd : NULL, &a);
 	char what[128];
 	for (int d = 0; d < NDEV; d++) {
 #define CMP(name, got, want, tol)                                                                          \

@@ -232,12 +232,12 @@ float *test_train_net(const dnn_dataset *ds, const char *text, const char *sourc
 	}
 	dnn_data_source src;
 	dnn_dataset_source(&src, ds);
-	dnn_sgd_config sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	dnn_optim_config optim = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
 	for (int s = 0; s < steps; s++) {
 		for (int i = 0; i < batch; i++)
 			idx[i] = ((s * batch + i) * 7919) % ds->n;
 		double l, c;
-		if (dnn_submit_step(&p, 0, &src, idx, s, &sgd, err, sizeof(err)) != 0 ||
+		if (dnn_submit_step(&p, 0, &src, idx, s, &optim, err, sizeof(err)) != 0 ||
 		    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0) {
 			fprintf(stderr, "FAIL: %s: step %d: %s\n", source, s, err);
 			exit(1);

@@ -45,7 +45,7 @@ static float *run(const dnn_dataset *ds, int chunks, int window, double *losses,
 	}
 	dnn_data_source src;
 	dnn_dataset_source(&src, ds);
-	dnn_sgd_config sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	dnn_optim_config optim = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
 	int *idx = malloc(sizeof(int) * STEPS * BATCH);
 	for (int i = 0; i < STEPS * BATCH; i++)
 		idx[i] = (i * 7919) % ds->n; /* a fixed, shuffled-looking order */
@@ -58,7 +58,7 @@ static float *run(const dnn_dataset *ds, int chunks, int window, double *losses,
 			}
 			losses[s - window] = l / BATCH;
 		}
-		if (dnn_submit_step(&p, s % window, &src, idx + s * BATCH, s, &sgd, err, sizeof(err)) != 0) {
+		if (dnn_submit_step(&p, s % window, &src, idx + s * BATCH, s, &optim, err, sizeof(err)) != 0) {
 			fprintf(stderr, "%s\n", err);
 			exit(1);
 		}

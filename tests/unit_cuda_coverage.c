@@ -204,12 +204,12 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 		die("plan", err);
 	dnn_data_source src;
 	dnn_dataset_source(&src, ds);
-	dnn_sgd_config sgd = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
 	int idx[BATCH];
 	for (int i = 0; i < BATCH; i++)
 		idx[i] = (i * 5 + 3) % ds->n;
 	double l, c;
-	if (dnn_submit_step(&p, 0, &src, idx, 0, &sgd, err, sizeof(err)) != 0 ||
+	if (dnn_submit_step(&p, 0, &src, idx, 0, &optim, err, sizeof(err)) != 0 ||
 	    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0)
 		die(train ? "training step" : "evaluation step", err);
 	starpu_task_wait_for_all();
@@ -294,7 +294,7 @@ int main(void)
 	TEST_CHECK(nrecorded >= MIN_CODELETS, "only %d distinct codelets recorded (want >= %d): is the recording policy in use?",
 		   nrecorded, MIN_CODELETS);
 	const char *must[] = {"cl_load_batch",    "cl_load_images",        "cl_conv2d_fwd",     "cl_conv2d_bwd_filter",
-			      "cl_sgd_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
+			      "cl_optim_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
 			      "cl_batchnorm_bwd", "cl_avgpool_bwd",        "cl_maxpool_bwd",    "cl_add_fwd",
 			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)

@@ -8,8 +8,8 @@
  *     cl_conv2d_bwd_filter tasks with their 4th buffer (the bias is added only inside the task):
  *     y = conv(x, w) + b and dw += ..., db += sum(dy) against double references;
  *   - cl_vec_slice_get / cl_vec_slice_put (the ring all-reduce's slices), through tasks: exact;
- *   - dnn_sgd_update_delta_cpu (async push): against a double reference, w_new == w_old + delta
- *     exactly, grad zeroed (or kept with keep_grad), and the same as dnn_sgd_update_cpu.
+ *   - dnn_optim_update_delta_cpu (async push): against a double reference, w_new == w_old + delta
+ *     exactly, grad zeroed (or kept with keep_grad), and the same as dnn_optim_update_cpu.
  * Tolerances, of the mixed error |d| / max(1, |ref|) (test_close_mixed), from the errors measured here
  * (every bound probed at 1e-13 to read them): batch norm forward 2.1e-7, backward 3.0e-7, its
  * finite differences (double, h = 1e-5, themselves accurate to ~1e-9) 2.5e-7 -> bound 1e-5;
@@ -24,7 +24,7 @@
 #include "batchnorm.h"
 #include "conv2d.h"
 #include "vec.h"
-#include "sgd.h"
+#include "optim.h"
 #include "test_util.h"
 
 /* ------------------------------------------------------------------ batch norm + ReLU */
@@ -395,7 +395,7 @@ static void test_vec_slices(void)
 
 static void test_sgd_delta(long n, int keep_grad)
 {
-	dnn_sgd_args a = {.n = n, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 64,
+	dnn_optim_args a = {.n = n, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 64,
 			  .keep_grad = keep_grad, .write_delta = 1};
 	float *w = alloc_f(n), *v = alloc_f(n), *g = alloc_f(n), *delta = alloc_f(n);
 	float *w0 = alloc_f(n), *v0 = alloc_f(n), *g0 = alloc_f(n), *w2 = alloc_f(n), *v2 = alloc_f(n),
@@ -406,8 +406,8 @@ static void test_sgd_delta(long n, int keep_grad)
 	memcpy(w, w0, n * sizeof(float)), memcpy(v, v0, n * sizeof(float)), memcpy(g, g0, n * sizeof(float));
 	memcpy(w2, w0, n * sizeof(float)), memcpy(v2, v0, n * sizeof(float)), memcpy(g2, g0, n * sizeof(float));
 	fill_nan(delta, n);
-	dnn_sgd_update_delta_cpu(w, v, g, delta, &a);
-	dnn_sgd_update_cpu(w2, v2, g2, &a); /* delta NULL */
+	dnn_optim_update_delta_cpu(w, v, g, delta, &a);
+	dnn_optim_update_cpu(w2, v2, g2, &a); /* delta NULL */
 	double *wref = alloc_d(n), *vref = alloc_d(n), *dref = alloc_d(n);
 	for (long i = 0; i < n; i++) {
 		double gg = (double)g0[i] * a.scale + (double)a.weight_decay * w0[i];
@@ -433,7 +433,7 @@ static void test_sgd_delta(long n, int keep_grad)
 		   keep_grad ? "changed" : "not zeroed");
 	TEST_CHECK(memcmp(w, w2, n * sizeof(float)) == 0 && memcmp(v, v2, n * sizeof(float)) == 0 &&
 			   memcmp(g, g2, n * sizeof(float)) == 0,
-		   "sgd n%ld: dnn_sgd_update_cpu and dnn_sgd_update_delta_cpu disagree", n);
+		   "sgd n%ld: dnn_optim_update_cpu and dnn_optim_update_delta_cpu disagree", n);
 	free(w), free(v), free(g), free(delta), free(w0), free(v0), free(g0), free(w2), free(v2), free(g2);
 	free(wref), free(vref), free(dref);
 }

@@ -13,7 +13,7 @@
 #include "bias.h"
 #include "dense.h"
 #include "relu.h"
-#include "sgd.h"
+#include "optim.h"
 #include "softmax_xent.h"
 #include "test_util.h"
 
@@ -162,7 +162,7 @@ static void check_softmax_xent_special(void)
 static void check_sgd(void)
 {
 	const long n = 37;
-	dnn_sgd_args a = {.n = n, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .scale = 0.5f};
+	dnn_optim_args a = {.n = n, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .scale = 0.5f};
 	float *w = alloc_f(n), *v = alloc_f(n), *g = alloc_f(n);
 	test_fill_uniform(w, n, -1, 1);
 	for (long i = 0; i < n; i++)
@@ -189,7 +189,7 @@ static void check_sgd(void)
 			wref[i] -= (double)a.lr * vref[i];
 		}
 		starpu_data_release(hg);
-		dnn_insert_sgd_update(NULL, &a, hw, hv, hg);
+		dnn_insert_optim_update(NULL, &a, hw, hv, hg);
 
 		starpu_data_acquire(hw, STARPU_R);
 		starpu_data_acquire(hv, STARPU_R);

@@ -1,5 +1,5 @@
-/* unit_optim — the four update rules of the update codelet's CPU kernel (codelets/sgd.h:
- * dnn_sgd_update_delta_cpu) against a double-precision reference of each published formula,
+/* unit_optim — the four update rules of the update codelet's CPU kernel (codelets/optim.h:
+ * dnn_optim_update_delta_cpu) against a double-precision reference of each published formula,
  * written out here, over 20 steps with fresh gradients each step:
  *   sgd   PyTorch's SGD with momentum and (coupled) weight decay;
  *   lars  You, Gitman & Ginsburg 2017, Algorithm 1 (local rate eta*||w||/(||g||+wd*||w||)), on a
@@ -19,14 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sgd.h"
+#include "optim.h"
 #include "test_util.h"
 
 enum { N = 1000, STEPS = 20 };
 #define TOL 2e-6
 
 /* The double reference, one step. variant != 0 alters the formula (the sensitivity check). */
-static void ref_step(double *w, double *s1, double *s2, const float *grad, const dnn_sgd_args *a, long t, int variant)
+static void ref_step(double *w, double *s1, double *s2, const float *grad, const dnn_optim_args *a, long t, int variant)
 {
 	const double lr = a->lr, mom = a->momentum, wd = a->weight_decay;
 	double g[N];
@@ -82,7 +82,7 @@ static double max_err(const float *got, const double *ref, int n)
 
 /* STEPS updates by the kernel and by the reference from the same start; returns the max error
  * over w and the state, and (variant) the altered reference's distance. */
-static double run(const char *what, dnn_sgd_args a, int variant)
+static double run(const char *what, dnn_optim_args a, int variant)
 {
 	test_rng_seed(7);
 	float w[N], v[2 * N], grad[N], delta[N];
@@ -98,7 +98,7 @@ static double run(const char *what, dnn_sgd_args a, int variant)
 		float wold[N];
 		memcpy(wold, w, sizeof w);
 		ref_step(rw, r1, r2, grad, &a, t, variant);
-		dnn_sgd_update_delta_cpu(w, v, grad, delta, &a);
+		dnn_optim_update_delta_cpu(w, v, grad, delta, &a);
 		for (int i = 0; i < N; i++) {
 			TEST_CHECK(grad[i] == 0.0f, "%s: grad[%d] not zeroed", what, i);
 			TEST_CHECK(delta[i] == w[i] - wold[i] || fabsf(delta[i] - (w[i] - wold[i])) <= 1e-7f * fmaxf(1, fabsf(wold[i])),
@@ -115,7 +115,7 @@ static double run(const char *what, dnn_sgd_args a, int variant)
 
 int main(void)
 {
-	const dnn_sgd_args base = {.n = N, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 256,
+	const dnn_optim_args base = {.n = N, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 256,
 				   .write_delta = 1, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .trust = 0.001f};
 	struct {
 		const char *name;
@@ -128,7 +128,7 @@ int main(void)
 		     {"lamb weight", DNN_OPT_LAMB, 1, 5e-3f, 0.01f},
 		     {"lamb bias (no trust ratio)", DNN_OPT_LAMB, 0, 5e-3f, 0.0f}};
 	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-		dnn_sgd_args a = base;
+		dnn_optim_args a = base;
 		a.optimizer = cases[k].opt, a.layerwise = cases[k].layerwise, a.lr = cases[k].lr,
 		a.weight_decay = cases[k].wd;
 		double e = run(cases[k].name, a, 0);
@@ -150,7 +150,7 @@ int main(void)
 	float w[N], g[N];
 	for (int i = 0; i < N; i++)
 		w[i] = 3.0f, g[i] = 4.0f * 256; /* scaled gradient 4 */
-	dnn_sgd_args a = base;
+	dnn_optim_args a = base;
 	a.optimizer = DNN_OPT_LARS, a.layerwise = 1, a.weight_decay = 0.1f;
 	double want = (double)a.trust * 3.0 / (4.0 + (double)a.weight_decay * 3.0);
 	double got = dnn_lars_rate(w, g, &a);

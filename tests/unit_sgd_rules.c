@@ -1,5 +1,5 @@
 /* unit_sgd_rules — the one place that turns the SGD configuration into a parameter's update
- * arguments (graph/model.c dnn_param_sgd_args): biases and batch-norm parameters get no weight
+ * arguments (graph/model.c dnn_param_optim_args): biases and batch-norm parameters get no weight
  * decay, weights do (divided by async's per-rank share), and the summed gradient is scaled by
  * 1/global batch. Checked on every parameter of resnet8 (conv weights, dense weight and bias,
  * batch-norm gamma and beta). */
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: %s\n", err);
 		return 1;
 	}
-	const dnn_sgd_config sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	const dnn_optim_config optim = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
 	int kinds[3] = {0}; /* weights, biases, BN parameters seen */
 	for (int i = 0; i < m.nparams; i++) {
 		const dnn_param *pr = &m.params[i];
@@ -37,12 +37,12 @@ int main(int argc, char **argv)
 		TEST_CHECK(weight + bias + bn == 1, "%s: unexpected parameter name", pr->name);
 		kinds[weight ? 0 : bias ? 1 : 2]++;
 		for (int share = 1; share <= 4; share *= 4) {
-			dnn_sgd_args a = dnn_param_sgd_args(pr, &sgd, 256, share);
-			const float want_decay = weight ? sgd.weight_decay / (float)share : 0.0f;
+			dnn_optim_args a = dnn_param_optim_args(pr, &optim, 256, share);
+			const float want_decay = weight ? optim.weight_decay / (float)share : 0.0f;
 			TEST_CHECK(a.weight_decay == want_decay, "%s (share %d): weight_decay %g, want %g", pr->name, share,
 				   a.weight_decay, want_decay);
 			TEST_CHECK(a.scale == 1.0f / 256.0f, "%s: scale %g, want 1/256", pr->name, a.scale);
-			TEST_CHECK(a.n == pr->n && a.lr == sgd.lr && a.momentum == sgd.momentum, "%s: n/lr/momentum not passed",
+			TEST_CHECK(a.n == pr->n && a.lr == optim.lr && a.momentum == optim.momentum, "%s: n/lr/momentum not passed",
 				   pr->name);
 			TEST_CHECK(!a.keep_grad && !a.write_delta, "%s: keep_grad/write_delta set by default", pr->name);
 		}

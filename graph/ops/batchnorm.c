@@ -111,7 +111,7 @@ static int fwd_global_apply(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a,
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
-	const int relu = dnn_fuse_bn_relu(ctx->p, i);
+	const int relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
 	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_global(ctx->opts, a, dnn_op_out(ctx, nd->inputs[0]), gamma->hw, beta->hw,
 							   G, dnn_op_out(ctx, relu >= 0 ? relu : i), saved));
@@ -129,7 +129,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
-	const int relu = dnn_fuse_bn_relu(ctx->p, i);
+	const int relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]);
 	starpu_data_handle_t y = dnn_op_out(ctx, relu >= 0 ? relu : i); /* fused: straight into the relu's output */
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
@@ -154,7 +154,7 @@ static int forward(dnn_op_ctx *ctx, int i)
  * this chunk's dx (a->accumulate_dx, backward) is every chunk's. */
 static int bwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t T)
 {
-	const int relu = dnn_fuse_bn_relu(ctx->p, i);
+	const int relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_bwd(ctx->opts, a, dnn_op_out(ctx, ctx->g->nodes[i].inputs[0]),
 							 dnn_op_saved(ctx, i), dnn_op_dy(ctx, relu >= 0 ? relu : i),
@@ -164,7 +164,7 @@ static int bwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, 
 
 static int bwd_global_apply(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t G)
 {
-	const int i0 = ctx->g->nodes[i].inputs[0], relu = dnn_fuse_bn_relu(ctx->p, i);
+	const int i0 = ctx->g->nodes[i].inputs[0], relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA);
 	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd_global(ctx->opts, a, dnn_op_out(ctx, i0), gamma->hw, dnn_op_saved(ctx, i),
 							   dnn_op_dy(ctx, relu >= 0 ? relu : i),
@@ -177,7 +177,7 @@ static const global_pass bwd_global = {DNN_BN_BWD, bwd_global_sums, bwd_global_a
 static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	const int i0 = nd->inputs[0], relu = dnn_fuse_bn_relu(ctx->p, i);
+	const int i0 = nd->inputs[0], relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	starpu_data_handle_t x = dnn_op_out(ctx, i0), saved = dnn_op_saved(ctx, i), dx = dnn_op_dy(ctx, i0);
 	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);

@@ -1,6 +1,6 @@
 /* maxpool.c — the maxpool op: `maxpool NAME IN k=K [stride=K] [pad=0]`.
  * Kernels and codelets: codelets/maxpool.{c,h}. A maxpool whose input is a relu fused into it
- * (fuse.h dnn_fuse_relu_pool) reads the relu's input and applies the relu itself (a->relu). */
+ * (fuse.h dnn_fuse_relu_pool_partner) reads the relu's input and applies the relu itself (a->relu). */
 #include <errno.h>
 
 #include "fuse.h"
@@ -61,7 +61,7 @@ static int pool_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_maxpool_args
 /* The node whose output the pool reads: its input, or a fused relu's input. */
 static int pool_source(const dnn_op_ctx *ctx, const dnn_node *nd, int i, dnn_maxpool_args *a)
 {
-	const int relu = dnn_fuse_relu_pool(ctx->p, i);
+	const int relu = dnn_fuse_relu_pool_partner(ctx->p, i);
 	a->relu = relu >= 0;
 	return relu >= 0 ? ctx->g->nodes[relu].inputs[0] : nd->inputs[0];
 }

@@ -9,7 +9,7 @@
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	if (dnn_fuse_bn_relu(ctx->p, i) >= 0 || dnn_fuse_relu_pool(ctx->p, i) >= 0)
+	if (dnn_fuse_bn_relu_partner(ctx->p, i) >= 0 || dnn_fuse_relu_pool_partner(ctx->p, i) >= 0)
 		return 0; /* done by its batchnorm's or its maxpool's fused task */
 	dnn_relu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W};
 	DNN_OP_SUBMIT(ctx, dnn_insert_relu_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
@@ -20,10 +20,10 @@ static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const int i0 = nd->inputs[0];
-	if (dnn_fuse_relu_pool(ctx->p, i) >= 0)
+	if (dnn_fuse_relu_pool_partner(ctx->p, i) >= 0)
 		return 0; /* in its maxpool's backward, which wrote i0's gradient */
 	const int acc = dnn_op_take_dx(ctx, i0);
-	if (i0 == 0 || dnn_fuse_bn_relu(ctx->p, i) >= 0)
+	if (i0 == 0 || dnn_fuse_bn_relu_partner(ctx->p, i) >= 0)
 		return 0; /* no gradient for the net's input; or in its batchnorm's fused backward */
 	dnn_relu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W, .accumulate_dx = acc};
 	DNN_OP_SUBMIT(ctx, dnn_insert_relu_bwd(ctx->opts, &a, dnn_op_out(ctx, i), dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));

@@ -83,7 +83,7 @@ for line in open(tdir + "/tasks.rec", errors="replace"):
         names.add(line[6:].strip())
     elif line.startswith("Model: "):
         models.add(line[7:].strip())
-want = {"load_batch", "sgd_update"}
+want = {"load_batch", "optim_update"}
 for line in open(netfile):
     f = line.split("#")[0].split()
     if len(f) < 3:
@@ -129,7 +129,7 @@ if not cp:
     bad.append("summary.txt: no critical path")
 elif not 0 < float(cp.group(1)) <= span * 1.001:
     bad.append("summary.txt: critical path %s ms not in (0, span %g ms]" % (cp.group(1), span))
-for name in ("conv_fwd", "conv_bwd_data", "conv_bwd_filter", "sgd_update", "redux:vec_add"):
+for name in ("conv_fwd", "conv_bwd_data", "conv_bwd_filter", "optim_update", "redux:vec_add"):
     if not re.search(r"^%s\s" % re.escape(name), s, re.M):
         bad.append("summary.txt: no per-codelet row for %s" % name)
 for b in bad:

@@ -1,6 +1,6 @@
-/* sgd.h — the update of one parameter tensor: one task per tensor, whatever the optimiser
- * (--optimizer; a->optimizer). g = grad * scale (scale = 1/B turns the summed gradient into a
- * mean), wd = weight_decay (0 for biases and batch-norm parameters, dnn_param_sgd_args).
+/* optim.h — the optimiser codelets: the update of one parameter tensor, one task per tensor, whatever
+ * the optimiser (--optimizer; a->optimizer). g = grad * scale (scale = 1/B turns the summed gradient into a
+ * mean), wd = weight_decay (0 for biases and batch-norm parameters, dnn_param_optim_args).
  *
  * sgd (PyTorch semantics), state v (n floats, the momentum buffer):
  *   v = momentum * v + (g + wd * w);  w = w - lr * v
@@ -24,9 +24,10 @@
  * Then grad = 0 (ready for the next iteration's REDUX accumulation) unless keep_grad: grad is
  * then only read (STARPU_R), e.g. an all-reduced gradient shared by several updates. With
  * write_delta a 4th buffer receives the applied change (new w - old w; async push, sgd only).
+ * The per-element updates are written once, in optim_formulas.h, for optim.c and optim.cu.
  */
-#ifndef DNN_SGD_H
-#define DNN_SGD_H
+#ifndef DNN_OPTIM_H
+#define DNN_OPTIM_H
 #include <starpu.h>
 
 #include "dnn_codelet.h"
@@ -42,27 +43,27 @@ typedef struct {
 	float beta1, beta2, eps; // adamw, lamb
 	float trust;     // lars: eta
 	float bc1, bc2;  // adamw, lamb: 1 - beta1^t, 1 - beta2^t (computed in double by the caller)
-} dnn_sgd_args;
+} dnn_optim_args;
 
 /* "sgd", "lars", "adamw", "lamb" (NULL for anything else). */
 const char *dnn_optimizer_name(dnn_optimizer o);
 /* Floats of optimiser state per parameter element: 2 for adamw and lamb, else 1. */
 int dnn_optimizer_state_mult(dnn_optimizer o);
 
-void dnn_sgd_update_cpu(float *w, float *v, float *grad, const dnn_sgd_args *a);
+void dnn_optim_update_cpu(float *w, float *v, float *grad, const dnn_optim_args *a);
 /* delta may be NULL (write_delta == 0). The update of a->optimizer (v: its state, see above). */
-void dnn_sgd_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_sgd_args *a);
+void dnn_optim_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_optim_args *a);
 /* LARS's local rate lambda for w and the scaled gradient (double accumulations). */
-double dnn_lars_rate(const float *w, const float *grad, const dnn_sgd_args *a);
+double dnn_lars_rate(const float *w, const float *grad, const dnn_optim_args *a);
 /* LAMB's trust ratio from ww = ||w||^2 and uu = ||u||^2: sqrt(ww / uu), 1 when either is 0 or
  * without layerwise. */
 double dnn_lamb_ratio(double ww, double uu, int layerwise);
 
 /* (RW w, RW v, RW grad) — or R grad with keep_grad */
-extern struct starpu_codelet cl_sgd_update;
-int dnn_insert_sgd_update(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+extern struct starpu_codelet cl_optim_update;
+int dnn_insert_optim_update(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad);
 /* With write_delta: (RW w, RW v, RW|R grad, W delta). */
-int dnn_insert_sgd_update_delta(const dnn_task_opts *o, const dnn_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+int dnn_insert_optim_update_delta(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 				 starpu_data_handle_t grad, starpu_data_handle_t delta);
 #endif

@@ -1,12 +1,13 @@
-/* sgd.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW, LAMB: the formulas in sgd.h). */
+/* optim.cu — CUDA side of the fused update (SGD with momentum, LARS, AdamW, LAMB: the formulas in optim.h). */
 #include <starpu.h>
 
 #include "cuda_reduce.cuh"
 #include "dnn_cuda.h"
 
 extern "C" {
-#include "sgd.h"
+#include "optim.h"
 }
+#include "optim_formulas.h" /* the element updates, shared with optim.c */
 
 // w (n), v (n), grad (n): g = grad*scale + wd*w; v = mom*v + g; w -= lr*v
 static __global__ void sgd_update_kernel(float *w, float *v, float *grad, float *delta, size_t n, float lr, float mom, float wd,
@@ -14,12 +15,9 @@ static __global__ void sgd_update_kernel(float *w, float *v, float *grad, float 
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
-		float g = grad[i] * scale + wd * w[i];
-		float vi = mom * v[i] + g;
-		v[i] = vi;
-		w[i] -= lr * vi;
+		const float di = dnn_optim_sgd(&w[i], &v[i], grad[i], lr, mom, wd, scale);
 		if (delta)
-			delta[i] = -lr * vi;
+			delta[i] = di;
 		if (!keep_grad)
 			grad[i] = 0.0f;
 	}
@@ -41,15 +39,13 @@ static __global__ void lars_norms_kernel(const float *w, const float *grad, size
 		part[2 * blockIdx.x] = aw, part[2 * blockIdx.x + 1] = ag;
 }
 
-// One thread: the partial sums in order -> part[0] := lr * lambda (sgd.h).
+// One thread: the partial sums in order -> part[0] := lr * lambda (optim.h).
 static __global__ void lars_rate_kernel(double *part, int nparts, float lr, float trust, float wd)
 {
 	double ww = 0, gg = 0;
 	for (int b = 0; b < nparts; b++)
 		ww += part[2 * b], gg += part[2 * b + 1];
-	double wn = sqrt(ww), gn = sqrt(gg);
-	double lambda = (wn <= 0 || gn <= 0) ? 1.0 : (double)trust * wn / (gn + (double)wd * wn);
-	part[0] = (double)lr * lambda;
+	part[0] = (double)lr * dnn_optim_lars_lambda(ww, gg, trust, wd);
 }
 
 // rate_p NULL: the rate is lr (lambda = 1, no trust ratio)
@@ -58,31 +54,24 @@ static __global__ void lars_update_kernel(float *w, float *v, float *grad, float
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
-		float rate = rate_p ? (float)rate_p[0] : lr;
-		float g = grad[i] * scale + wd * w[i];
-		float vi = mom * v[i] + rate * g;
-		v[i] = vi;
-		w[i] -= vi;
+		const float rate = rate_p ? (float)rate_p[0] : lr;
+		const float di = dnn_optim_lars(&w[i], &v[i], grad[i], rate, mom, wd, scale);
 		if (delta)
-			delta[i] = -vi;
+			delta[i] = di;
 		if (!keep_grad)
 			grad[i] = 0.0f;
 	}
 }
 
-static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, float *delta, size_t n, dnn_sgd_args a)
+static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, float *delta, size_t n, dnn_optim_args a)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
-		const float step = a.lr / a.bc1, sq2 = sqrtf(a.bc2), decay = 1.0f - a.lr * a.weight_decay;
-		float g = grad[i] * a.scale, w0 = w[i];
-		float mi = a.beta1 * m[i] + (1.0f - a.beta1) * g;
-		float si = a.beta2 * s[i] + (1.0f - a.beta2) * g * g;
-		m[i] = mi, s[i] = si;
-		float wi = w0 * decay - step * mi / (sqrtf(si) / sq2 + a.eps);
-		w[i] = wi;
+		float step, sq2, decay;
+		dnn_optim_adamw_consts(&step, &sq2, &decay, a.lr, a.weight_decay, a.bc1, a.bc2);
+		const float di = dnn_optim_adamw(&w[i], &m[i], &s[i], grad[i], a.scale, a.beta1, a.beta2, step, sq2, decay, a.eps);
 		if (delta)
-			delta[i] = wi - w0;
+			delta[i] = di;
 		if (!a.keep_grad)
 			grad[i] = 0.0f;
 	}
@@ -90,22 +79,14 @@ static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, f
 
 /* LAMB, pass 1: the moments, and each of LARS_BLOCKS blocks sums its strided share of w^2 and u^2
  * into part[2*b], part[2*b+1] (fixed order, as LARS's norms). */
-static __device__ float lamb_dir(float mi, float si, float wi, float inv_bc1, float inv_bc2, float eps, float wd)
-{
-	return (mi * inv_bc1) / (sqrtf(si * inv_bc2) + eps) + wd * wi;
-}
-
-static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, const float *grad, size_t n, dnn_sgd_args a,
+static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, const float *grad, size_t n, dnn_optim_args a,
 					   double *part)
 {
 	const float inv_bc1 = 1.0f / a.bc1, inv_bc2 = 1.0f / a.bc2;
 	double aw = 0, au = 0;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-		float g = grad[i] * a.scale;
-		float mi = a.beta1 * m[i] + (1.0f - a.beta1) * g;
-		float si = a.beta2 * s[i] + (1.0f - a.beta2) * g * g;
-		m[i] = mi, s[i] = si;
-		double u = (double)lamb_dir(mi, si, w[i], inv_bc1, inv_bc2, a.eps, a.weight_decay);
+		dnn_optim_moments(&m[i], &s[i], grad[i] * a.scale, a.beta1, a.beta2);
+		double u = (double)dnn_optim_lamb_dir(m[i], s[i], w[i], inv_bc1, inv_bc2, a.eps, a.weight_decay);
 		aw += (double)w[i] * (double)w[i], au += u * u;
 	}
 	dnn_block_sum2<LARS_THREADS>(&aw, &au);
@@ -113,33 +94,31 @@ static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, c
 		part[2 * blockIdx.x] = aw, part[2 * blockIdx.x + 1] = au;
 }
 
-// One thread: the partial sums in order -> part[0] := lr * trust ratio (sgd.h).
+// One thread: the partial sums in order -> part[0] := lr * trust ratio (optim.h).
 static __global__ void lamb_rate_kernel(double *part, int nparts, float lr, int layerwise)
 {
 	double ww = 0, uu = 0;
 	for (int b = 0; b < nparts; b++)
 		ww += part[2 * b], uu += part[2 * b + 1];
-	double r = (!layerwise || ww <= 0 || uu <= 0) ? 1.0 : sqrt(ww) / sqrt(uu);
-	part[0] = (double)lr * r;
+	part[0] = (double)lr * dnn_optim_lamb_ratio(ww, uu, layerwise);
 }
 
 // Pass 2: the step along u, recomputed from the moments pass 1 wrote.
 static __global__ void lamb_update_kernel(float *w, const float *m, const float *s, float *grad, float *delta, size_t n,
-					  const double *rate_p, dnn_sgd_args a)
+					  const double *rate_p, dnn_optim_args a)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
 		const float rate = (float)rate_p[0], inv_bc1 = 1.0f / a.bc1, inv_bc2 = 1.0f / a.bc2;
-		float w0 = w[i], wi = w0 - rate * lamb_dir(m[i], s[i], w0, inv_bc1, inv_bc2, a.eps, a.weight_decay);
-		w[i] = wi;
+		const float di = dnn_optim_lamb(&w[i], m[i], s[i], rate, inv_bc1, inv_bc2, a.eps, a.weight_decay);
 		if (delta)
-			delta[i] = wi - w0;
+			delta[i] = di;
 		if (!a.keep_grad)
 			grad[i] = 0.0f;
 	}
 }
 
-static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_sgd_args *a)
+static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a)
 {
 	cudaStream_t st = starpu_cuda_get_local_stream();
 	double *part = NULL;
@@ -150,7 +129,7 @@ static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n,
 	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
 }
 
-static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_sgd_args *a)
+static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a)
 {
 	cudaStream_t st = starpu_cuda_get_local_stream();
 	if (!a->layerwise) { // biases, batch norm: no trust ratio
@@ -167,9 +146,9 @@ static void lars_update(float *w, float *v, float *grad, float *delta, size_t n,
 	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
 }
 
-extern "C" void dnn_sgd_update_cuda(void *buffers[], void *cl_arg)
+extern "C" void dnn_optim_update_cuda(void *buffers[], void *cl_arg)
 {
-	const dnn_sgd_args *a = (const dnn_sgd_args *)cl_arg;
+	const dnn_optim_args *a = (const dnn_optim_args *)cl_arg;
 	size_t n = (size_t)a->n;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n * (size_t)dnn_optimizer_state_mult((dnn_optimizer)a->optimizer));
