@@ -1,6 +1,7 @@
 /* evaluate.c — forward-only passes over a data set, optionally reading the logits back (see evaluate.h). */
 #include "evaluate.h"
 #include "data_source.h"
+#include "knobs.h"
 
 #include <pthread.h>
 #include <starpu.h>
@@ -107,7 +108,7 @@ int dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn
 		const int slots = pass == 0 ? 2 : 1, off = pass == 0 ? 0 : full * batch;
 		dnn_plan p;
 		char err[512];
-		if (dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0, err, sizeof(err)) != 0) {
+		if (dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0, dnn_knobs_get(), err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: evaluation plan (batch %d): %s\n", bsz, err);
 			rc = -1;
 			break;
