@@ -191,7 +191,8 @@ static void bench_conv2d(const bench_opts *o)
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
-				    .stride = layers[l].stride, .pad = layers[l].pad, .dilation = 1}};
+				    .stride = layers[l].stride, .pad = layers[l].pad, .dilation = 1,
+				    .algo = (int)dnn_knobs_get()->conv_algo}}; /* DNN_CONV_ALGO, unless --algo */
 		if (dnn_conv2d_args_finish(&c.a) != 0) {
 			fprintf(stderr, "error: bad conv shape in the table\n");
 			exit(1);
@@ -214,7 +215,7 @@ static void bench_conv2d(const bench_opts *o)
 				char phase[24];
 				snprintf(phase, sizeof(phase), "%s", phases[p]);
 				if (o->nalgos > 0) {
-					dnn_conv2d_set_cpu_algo(o->algos[i]);
+					c.a.algo = (int)o->algos[i];
 					if (o->nalgos > 1)
 						snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
 				}
@@ -557,7 +558,8 @@ int main(int argc, char **argv)
 	}
 
 	char kline[1024];
-	if (dnn_cpu_kernels_init(argv, dnn_knobs_blas_coretype(), kerr, sizeof(kerr)) != 0) { /* may re-execute (cpu_kernels.h) */
+	if (dnn_cpu_kernels_init(argv, dnn_knobs_get()->blas_coretype, dnn_knobs_get()->blas_reexec_from, kerr,
+				 sizeof(kerr)) != 0) { /* may re-execute (cpu_kernels.h) */
 		fprintf(stderr, "error: %s\n", kerr);
 		return 2;
 	}

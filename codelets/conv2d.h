@@ -22,6 +22,7 @@ typedef struct {
 	int P, Q;           // output height, width (filled by dnn_conv2d_args_finish)
 	int accumulate_dx;  // backward-data: 0 = dx = ..., 1 = dx += ...
 	int bias;           // fwd and bwd_filter take a 4th buffer: b (K) (R) / db (K) (+=, as dw)
+	int algo;           // dnn_conv_algo below: the CPU algorithm [0: auto] (the plan's DNN_CONV_ALGO)
 } dnn_conv2d_args;
 
 /* Computes P and Q; returns 0, or -1 when the shapes give an empty output or when x or y holds
@@ -42,16 +43,14 @@ void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, co
 void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, const dnn_conv2d_args *a);
 
 /* The CPU algorithm of 3x3, stride-1, undilated convs (forward, backward data through the
- * flipped forward conv, and backward filter): AUTO picks Winograd F(2x2, 3x3) where it measured faster than im2col,
- * IM2COL and WINOGRAD force one, WINOGRAD4 forces F(4x4, 3x3) for the forward and backward data
- * (the weight gradient stays F(2x2, 3x3)) (Winograd needs an AVX2+FMA CPU; without one, im2col runs).
- * Default AUTO; the runtime sets the environment's DNN_CONV_ALGO=im2col|winograd|winograd4|auto at start-up
- * (runtime/knobs.c). Set it before tasks run, not while they do. */
+ * flipped forward conv, and backward filter), dnn_conv2d_args.algo: AUTO picks Winograd F(2x2, 3x3) where it
+ * measured faster than im2col, IM2COL and WINOGRAD force one, WINOGRAD4 forces F(4x4, 3x3) for the forward and
+ * backward data (the weight gradient stays F(2x2, 3x3)) (Winograd needs an AVX2+FMA CPU; without one, im2col
+ * runs). Default AUTO (0); the plan sets the environment's DNN_CONV_ALGO=im2col|winograd|winograd4|auto
+ * (graph/exec_config.h) in the args of every conv task. */
 typedef enum { DNN_CONV_ALGO_AUTO, DNN_CONV_ALGO_IM2COL, DNN_CONV_ALGO_WINOGRAD, DNN_CONV_ALGO_WINOGRAD4 } dnn_conv_algo;
-void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo);
-dnn_conv_algo dnn_conv2d_cpu_algo(void);
 /* 1 when the CPU kernel runs this conv's pass (0 forward, 1 backward data, 2 backward filter)
- * as Winograd under the current algorithm choice. */
+ * as Winograd under a->algo. */
 int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass);
 /* The same as the output tile size m of F(m x m, 3x3): 2 or 4, or 0 when not Winograd. */
 int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass);

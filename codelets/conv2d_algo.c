@@ -31,9 +31,9 @@ float *dnn_conv_scratch(size_t nfloats)
  *
  * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) or F(4x4, 3x3)
  * (codelets/conv2d_winograd.c): forward, and backward data through its forward conv with the
- * flipped kernel; the weight gradient only as F(2x2, 3x3). Which one runs is
- * dnn_conv2d_set_cpu_algo()'s choice (at start-up, the environment's DNN_CONV_ALGO: im2col,
- * winograd, winograd4 or auto, runtime/knobs.c), else auto: WINO_RULE, then WINO4_RULE below. */
+ * flipped kernel; the weight gradient only as F(2x2, 3x3). Which one runs is the conv's
+ * dnn_conv2d_args.algo (the plan sets it from DNN_CONV_ALGO: im2col, winograd, winograd4 or auto,
+ * graph/exec_config.h), else auto: WINO_RULE, then WINO4_RULE below. */
 /* Auto rule, from forward-pass timings of 16 images, one core, im2col time / Winograd time
  * (same run, best of 15-40 calls, thread CPU clock; the ratios moved by ~10% between runs):
  *   ResNet stages  C16 32x32 K16: 2.0   C32 16x16 K32: 1.9   C64 8x8 K64: 1.4 (backward data
@@ -81,15 +81,6 @@ float *dnn_conv_scratch(size_t nfloats)
  * and what it would take). */
 #define WINO4_ENABLED_IN_AUTO 0
 
-static int algo_set = DNN_CONV_ALGO_AUTO; // dnn_conv_algo (runtime/knobs.c sets DNN_CONV_ALGO's)
-
-dnn_conv_algo dnn_conv2d_cpu_algo(void) { return (dnn_conv_algo)__atomic_load_n(&algo_set, __ATOMIC_RELAXED); }
-
-void dnn_conv2d_set_cpu_algo(dnn_conv_algo algo)
-{
-	__atomic_store_n(&algo_set, (int)algo, __ATOMIC_RELAXED);
-}
-
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
@@ -104,7 +95,7 @@ static int winograd_choice(const conv_geom *g, int rule, int tile4)
 	if (!(g->R == 3 && g->S == 3 && g->stride == 1 && g->dil == 1 && g->pad_h >= 0 &&
 	      g->pad_w >= 0 && dnn_wino_supported()))
 		return 0;
-	switch (dnn_conv2d_cpu_algo()) {
+	switch ((dnn_conv_algo)g->algo) {
 	case DNN_CONV_ALGO_IM2COL:
 		return 0;
 	case DNN_CONV_ALGO_WINOGRAD:
@@ -194,7 +185,8 @@ static conv_geom flipped_geom(const conv_geom *g)
 {
 	conv_geom t = {.N = g->N, .C = g->K, .H = g->P, .W = g->Q, .K = g->C, .R = g->R, .S = g->S,
 		       .P = g->H, .Q = g->W, .stride = 1, .dil = g->dil,
-		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w};
+		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w,
+		       .algo = g->algo};
 	return t;
 }
 

@@ -21,13 +21,14 @@ typedef struct {
 	int K, R, S;    // weights (K, C, R, S)
 	int P, Q;       // output (N, K, P, Q)
 	int stride, dil, pad_h, pad_w;
+	int algo;       // dnn_conv_algo: which CPU algorithm runs it (dnn_conv2d_args.algo)
 } conv_geom;
 
 static inline conv_geom conv_geom_of(const dnn_conv2d_args *a)
 {
 	conv_geom g = {.N = a->N, .C = a->C, .H = a->H, .W = a->W, .K = a->K, .R = a->R, .S = a->S,
 		       .P = a->P, .Q = a->Q, .stride = a->stride, .dil = a->dilation, .pad_h = a->pad,
-		       .pad_w = a->pad};
+		       .pad_w = a->pad, .algo = a->algo};
 	return g;
 }
 

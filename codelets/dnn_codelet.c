@@ -88,12 +88,6 @@ int dnn_mpi_task_insert_(void *args, struct starpu_codelet *cl, ...)
 	return rc;
 }
 
-static int g_pin_by_mask = 1;
-
-void dnn_task_set_pin_by_mask(int by_mask) { g_pin_by_mask = by_mask; }
-
-int dnn_pin_by_mask(void) { return g_pin_by_mask; }
-
 #define DNN_MASK_WORDS ((STARPU_NMAXWORKERS + 31) / 32)
 static uint32_t worker_masks[STARPU_NMAXWORKERS][DNN_MASK_WORDS];
 static pthread_once_t worker_masks_once = PTHREAD_ONCE_INIT;
@@ -173,13 +167,6 @@ int dnn_worker_error_unreported(char *msg, size_t len)
 	pthread_mutex_unlock(&worker_error_lock);
 	return pending;
 }
-
-/* ---------------------------------------------------------------- CUDA environment */
-static dnn_cuda_env cuda_env = {.fp32 = 0, .workspace_mb = -1};
-
-void dnn_cuda_env_set(const dnn_cuda_env *e) { cuda_env = *e; }
-
-const dnn_cuda_env *dnn_cuda_env_get(void) { return &cuda_env; }
 
 #ifdef DNN_SIMGRID
 /* StarPU does not run codelets in SimGrid mode, with one exception: a STARPU_REDUX handle's

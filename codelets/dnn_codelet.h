@@ -40,9 +40,10 @@ typedef struct {
 	const char *name; /* STARPU_NAME; NULL: the helper's default ("relu_fwd", ...) */
 	int color;        /* STARPU_TASK_COLOR where the helper supports it (vec_add); 0: default */
 	int pinned;       /* 1 = run on `worker` (a chunk's worker under --pin-chunks; under MPI the
-			   * executing rank's worker of that id; how: dnn_task_set_pin_by_mask), 0 = the
+			   * executing rank's worker of that id; how: pin_queue), 0 = the
 			   * scheduler chooses */
 	int worker;
+	int pin_queue;    /* how a pinned task is pinned (DNN_PIN_MODE, the plan's config): see below */
 } dnn_task_opts;
 
 static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt)
@@ -50,14 +51,13 @@ static inline const char *dnn_task_name(const dnn_task_opts *o, const char *dflt
 	return o && o->name ? o->name : dflt;
 }
 
-/* How a pinned task (dnn_task_opts.pinned) is pinned (DNN_PIN_MODE, runtime/knobs.c). 1 [default]:
+/* How a pinned task (dnn_task_opts.pinned) is pinned (dnn_task_opts.pin_queue, which the plan sets
+ * from DNN_PIN_MODE: graph/exec_config.h). pin_queue 0 [default, DNN_PIN_MODE=mask]:
  * with a worker mask (STARPU_TASK_WORKERIDS of that one worker): the scheduler queues it on that
- * worker in its order, with StarPU's own STARPU_REDUX reduction tasks. 0: STARPU_EXECUTE_ON_WORKER,
+ * worker in its order, with StarPU's own STARPU_REDUX reduction tasks. 1 (queue): STARPU_EXECUTE_ON_WORKER,
  * the worker's local queue, which StarPU serves before anything its scheduler queued: a reduction
  * task of a gradient (unpinned, internal) then waits until the worker has no pinned task ready,
  * i.e. the end of the backward, and no all-reduce overlaps it (docs/SIMULATION.md, study 5). */
-void dnn_task_set_pin_by_mask(int by_mask);
-int dnn_pin_by_mask(void);
 /* The STARPU_TASK_WORKERIDS bit mask of one worker (static storage: StarPU keeps the pointer). */
 const uint32_t *dnn_worker_mask(int worker);
 
@@ -65,16 +65,16 @@ const uint32_t *dnn_worker_mask(int worker);
  * queue, or -1 (the scheduler's choice, within dnn_task_wmask's worker when pinned by mask). */
 static inline int dnn_task_worker(const dnn_task_opts *o)
 {
-	return o && o->pinned && !dnn_pin_by_mask() ? o->worker : -1;
+	return o && o->pinned && o->pin_queue ? o->worker : -1;
 }
 /* STARPU_TASK_WORKERIDS' arguments: o's worker's mask when pinned by mask, else none (0, NULL). */
 static inline unsigned dnn_task_wlen(const dnn_task_opts *o)
 {
-	return o && o->pinned && dnn_pin_by_mask() ? (unsigned)(o->worker / 32 + 1) : 0;
+	return o && o->pinned && !o->pin_queue ? (unsigned)(o->worker / 32 + 1) : 0;
 }
 static inline uint32_t *dnn_task_wmask(const dnn_task_opts *o)
 {
-	return o && o->pinned && dnn_pin_by_mask() ? (uint32_t *)dnn_worker_mask(o->worker) : NULL;
+	return o && o->pinned && !o->pin_queue ? (uint32_t *)dnn_worker_mask(o->worker) : NULL;
 }
 
 /* Every insert helper's one call: StarPU's return code (0 or a negative errno). NAME is the
@@ -157,7 +157,7 @@ int dnn_worker_error_unreported(char *msg, size_t len);
 
 /* The settings of the CUDA codelets, from the environment (parsed once at start-up by
  * runtime/knobs.c, in every build, with or without CUDA workers, so a typo is caught on a CPU
- * machine too):
+ * machine too; graph/exec_config.h):
  *   DNN_CUDA_MATH=tf32|fp32 (default tf32): tf32 lets cuDNN's convolutions (CUDNN_DEFAULT_MATH)
  *     and cuBLAS's SGEMMs (CUBLAS_TF32_TENSOR_OP_MATH) use TF32 tensor cores on Ampere and
  *     later, as PyTorch's cuDNN convolutions do by default; fp32 keeps both in plain FP32
@@ -165,13 +165,11 @@ int dnn_worker_error_unreported(char *msg, size_t len);
  *   DNN_CUDA_WORKSPACE_MB=N (0..65536; default: 512, at most 1/16 of the device's memory): the
  *     cuDNN workspace each CUDA worker allocates once at start-up; convolution algorithms that
  *     need more are not chosen (0: only algorithms without workspace).
- * dnn_cuda_env_set: before dnn_cuda_init (unset: tf32, the default cap); dnn_cuda_env_get: them. */
-typedef struct {
+ * dnn_cuda_init (dnn_cuda.h) takes them. */
+typedef struct dnn_cuda_env {
 	int fp32;          /* DNN_CUDA_MATH=fp32 */
 	long workspace_mb; /* DNN_CUDA_WORKSPACE_MB, -1 when unset (the default cap) */
 } dnn_cuda_env;
-void dnn_cuda_env_set(const dnn_cuda_env *e);
-const dnn_cuda_env *dnn_cuda_env_get(void);
 #define DNN_CUDA_WORKSPACE_DEFAULT_MB 512L
 #define DNN_CUDA_WORKSPACE_MAX_MB 65536L
 

@@ -175,11 +175,10 @@ static void tear_down(void *arg)
 	}
 }
 
-extern "C" int dnn_cuda_init(char *err, size_t errlen)
+extern "C" int dnn_cuda_init(const struct dnn_cuda_env *env, char *err, size_t errlen)
 {
-	const dnn_cuda_env env = *dnn_cuda_env_get(); /* runtime/knobs.c parsed it */
-	math_fp32 = env.fp32;
-	workspace_want = env.workspace_mb < 0 ? SIZE_MAX : (size_t)env.workspace_mb << 20;
+	math_fp32 = env->fp32; /* the handles' math mode, from the execution config */
+	workspace_want = env->workspace_mb < 0 ? SIZE_MAX : (size_t)env->workspace_mb << 20;
 	if (starpu_cuda_worker_get_count() == 0)
 		return 0;
 	init_err[0] = '\0';

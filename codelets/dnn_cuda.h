@@ -19,12 +19,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Called after starpu_init(): takes DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB (dnn_cuda_env_get) and, on every CUDA
+struct dnn_cuda_env;
+/* Called after starpu_init(): takes DNN_CUDA_MATH / DNN_CUDA_WORKSPACE_MB (env: dnn_codelet.h
+ * dnn_cuda_env, from the execution config) and, on every CUDA
  * worker, creates the cuBLAS and cuDNN handles on its stream, sets their math mode and allocates
  * the workspace.
  * 0 (also when there are no CUDA workers), or -1 with one line in err (what failed, on which
  * worker); then dnn_cuda_shutdown still releases what was made. */
-int dnn_cuda_init(char *err, size_t errlen);
+int dnn_cuda_init(const struct dnn_cuda_env *env, char *err, size_t errlen);
 void dnn_cuda_shutdown(void);
 #ifdef __cplusplus
 }

@@ -2,9 +2,9 @@
 #include "dnn_sim_model.h"
 
 #ifndef DNN_SIMGRID
-int dnn_sim_models_install(char *err, size_t errlen)
+int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 {
-	(void)err, (void)errlen;
+	(void)env, (void)err, (void)errlen;
 	return 0;
 }
 #else
@@ -201,11 +201,11 @@ static int parse_gpu(const char *spec, char *err, size_t errlen)
 }
 
 
-int dnn_sim_models_install(char *err, size_t errlen)
+int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 {
-	const char *cpu_dir = getenv("ANP_SIM_CPU_MODELS"), *cpu_host = getenv("ANP_SIM_CPU_HOST");
-	const char *cuda_dir = getenv("ANP_SIM_CUDA_MODELS"), *cuda_host = getenv("ANP_SIM_CUDA_HOST");
-	const char *gpu = getenv("ANP_SIM_GPU");
+	const char *cpu_dir = env->cpu_models, *cpu_host = env->cpu_host;
+	const char *cuda_dir = env->cuda_models, *cuda_host = env->cuda_host;
+	const char *gpu = env->gpu;
 	if (!cpu_dir || !*cpu_dir || !cpu_host || !*cpu_host) {
 		snprintf(err, errlen, "simulation: ANP_SIM_CPU_MODELS and ANP_SIM_CPU_HOST must name the calibrated CPU "
 				      "models (run through scripts/simulate.sh, which sets them)");
@@ -213,7 +213,7 @@ int dnn_sim_models_install(char *err, size_t errlen)
 	}
 	if (gpu && *gpu && parse_gpu(gpu, err, errlen) != 0)
 		return -1;
-	const char *vec = getenv("ANP_SIM_CPU_VEC_GBS");
+	const char *vec = env->cpu_vec_gbs;
 	if (vec && *vec) {
 		char *end;
 		g_cpu_vec_gbs = strtod(vec, &end);

@@ -18,9 +18,19 @@
 
 #include <stddef.h>
 
-/* Installs the models; 0, or -1 with a one-line message (a malformed $ANP_SIM_GPU, no CPU model
- * directory). Call after StarPU starts and before any task is submitted. No-op outside
+/* The ANP_SIM_* variables, as the environment has them (NULL when unset; runtime/knobs.c reads
+ * them, scripts/simulate.sh sets them). */
+typedef struct dnn_sim_env {
+	const char *cpu_models, *cpu_host;   /* ANP_SIM_CPU_MODELS (DIR[:DIR...]), ANP_SIM_CPU_HOST */
+	const char *cuda_models, *cuda_host; /* ANP_SIM_CUDA_MODELS, ANP_SIM_CUDA_HOST */
+	const char *gpu;                     /* ANP_SIM_GPU: the roofline of a GPU without calibrated files */
+	const char *cpu_vec_gbs;             /* ANP_SIM_CPU_VEC_GBS: the vector codelets' stream rate */
+	const char *platform, *models;       /* ANP_SIM_PLATFORM, ANP_SIM_MODELS: named in the result line */
+} dnn_sim_env;
+
+/* Installs the models from env; 0, or -1 with a one-line message (a malformed $ANP_SIM_GPU, no CPU
+ * model directory). Call after StarPU starts and before any task is submitted. No-op outside
  * the simulation build. */
-int dnn_sim_models_install(char *err, size_t errlen);
+int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen);
 
 #endif

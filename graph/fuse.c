@@ -5,11 +5,8 @@
 
 #include "errline.h"
 
-static int fuse_level = 1; /* runtime/knobs.c sets DNN_FUSE's */
-
-int dnn_fuse_level(void) { return fuse_level; }
-
-void dnn_fuse_set_level(int level) { fuse_level = level < 0 ? 0 : level > 2 ? 2 : level; }
+/* A fusion level in 0..2. */
+static int fuse_level(int level) { return level < 0 ? 0 : level > 2 ? 2 : level; }
 
 /* The index of the first node after i that reads i (its only reader when i has one); -1 if none. */
 static int first_consumer(const dnn_graph *g, int i)
@@ -128,7 +125,7 @@ int dnn_fuse_plan(dnn_plan *p, char *err, size_t errlen)
 	}
 	for (int i = 0; i < nn; i++)
 		p->bn_relu[i] = -1, p->relu_pool[i] = -1, p->grad_of[i] = i, minr[i] = nn;
-	p->fuse = dnn_fuse_level(); /* DNN_FUSE=0: off, for comparisons */
+	p->fuse = fuse_level(p->cfg.fuse); /* DNN_FUSE=0: off, for comparisons */
 	for (int i = 1; p->fuse && i < nn; i++) {
 		const int j = dnn_graph_bn_relu(g, i);
 		if (j >= 0)
@@ -144,10 +141,10 @@ out:
 	return rc;
 }
 
-void dnn_fuse_print_summary(const dnn_graph *g, FILE *out)
+void dnn_fuse_print_summary(const dnn_graph *g, int fuse, FILE *out)
 {
 	/* Execution, not shape: the layers of the summary are all computed, some in a shared task. */
-	const int level = dnn_fuse_level();
+	const int level = fuse_level(fuse);
 	int bn_relu = 0, relu_pool = 0, conv_bias = 0;
 	for (int i = 0; level >= 1 && i < g->nnodes; i++) {
 		bn_relu += dnn_graph_bn_relu(g, i) >= 0;

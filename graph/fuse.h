@@ -1,6 +1,6 @@
 /* fuse.h — every fusion decision, in one place.
  *
- * Fusion level (the runtime sets the environment's DNN_FUSE at start-up, runtime/knobs.c): 0 = none; 1 (the default) = batchnorm+relu in
+ * Fusion level (the plan's cfg.fuse: the environment's DNN_FUSE, graph/exec_config.h): 0 = none; 1 (the default) = batchnorm+relu in
  * one task, a relu in its maxpool's tasks, and residual-add gradients in the add's handle; 2 = also a conv's bias in the conv's
  * tasks (off by default: traces then have no bias_fwd/bias_bwd tasks). The op files (graph/ops)
  * only ask these questions; the answers for a plan are computed once by dnn_fuse_plan. */
@@ -11,8 +11,6 @@
 #include "graph.h"
 #include "model.h"
 
-int dnn_fuse_level(void);
-void dnn_fuse_set_level(int level); /* 0, 1 or 2; before plans are made */
 /* For a batchnorm node whose only consumer is a relu: that relu's index; -1 otherwise. */
 int dnn_graph_bn_relu(const dnn_graph *g, int i);
 
@@ -30,6 +28,6 @@ int dnn_fuse_relu_pool_partner(const dnn_plan *p, int i);
 int dnn_fuse_conv_bias(const dnn_plan *p, int i);
 /* Input ik of add node a has its gradient in the add's own handle: no add-backward task for it. */
 int dnn_fuse_shares_grad(const dnn_plan *p, int ik, int a);
-/* The summary's line: how many tasks the fusions merge at the current level. */
-void dnn_fuse_print_summary(const dnn_graph *g, FILE *out);
+/* The summary's line: how many tasks the fusions merge at `level` (DNN_FUSE: 0, 1 or 2). */
+void dnn_fuse_print_summary(const dnn_graph *g, int level, FILE *out);
 #endif

@@ -755,7 +755,7 @@ static void fmt_count(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.0f", v);
 }
 
-void dnn_graph_print_summary(const dnn_graph *g, FILE *out)
+void dnn_graph_print_summary(const dnn_graph *g, int fuse, FILE *out)
 {
 	fprintf(out, "%-4s %-16s %-12s %-22s %-16s %12s %10s\n", "#", "name", "op", "inputs", "output (CxHxW)",
 		"params", "fwd FLOPs");
@@ -777,5 +777,5 @@ void dnn_graph_print_summary(const dnn_graph *g, FILE *out)
 	fmt_count(tr, sizeof(tr), dnn_graph_flops_train(g));
 	fprintf(out, "total: %d nodes, %lld parameters (%.2f MB), %s FLOPs forward / %s FLOPs training per sample, %d classes\n",
 		g->nnodes, dnn_graph_params(g), dnn_graph_params(g) * 4.0 / 1e6, fl, tr, g->classes);
-	dnn_fuse_print_summary(g, out);
+	dnn_fuse_print_summary(g, fuse, out);
 }

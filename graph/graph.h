@@ -108,7 +108,8 @@ uint64_t dnn_graph_structure_hash(const dnn_graph *g);
 long long dnn_graph_params(const dnn_graph *g);
 double dnn_graph_flops_fwd(const dnn_graph *g);   // per sample
 double dnn_graph_flops_train(const dnn_graph *g); // per sample: forward + backward (~3x fwd)
-void dnn_graph_print_summary(const dnn_graph *g, FILE *out);
+/* The layer table, the totals and the line of fused tasks at fusion level `fuse` (DNN_FUSE, fuse.h). */
+void dnn_graph_print_summary(const dnn_graph *g, int fuse, FILE *out);
 const char *dnn_op_name(dnn_op op);
 
 /* Built-in nets: names and their text. */

@@ -309,11 +309,13 @@ static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 	return 0;
 }
 
-int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train, char *err,
-		    size_t errlen)
+int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train,
+		    const dnn_exec_config *cfg, char *err, size_t errlen)
 {
 	const dnn_graph *g = m->g;
+	static const dnn_exec_config defaults = DNN_EXEC_CONFIG_DEFAULTS;
 	memset(p, 0, sizeof(*p));
+	p->cfg = cfg ? *cfg : defaults;
 	if (batch < 1 || nchunks < 1) {
 		snprintf(err, errlen, "a plan needs a batch and chunks of at least 1 (got %d in %d)", batch, nchunks);
 		return -1;
@@ -372,11 +374,11 @@ fail:
 	return -1;
 }
 
-int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots, char *err,
-			    size_t errlen)
+int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots,
+			    const dnn_exec_config *cfg, char *err, size_t errlen)
 {
 	if (!m->dist)
-		return dnn_plan_create(p, m, global_batch, nchunks, nslots, 1, err, errlen);
+		return dnn_plan_create(p, m, global_batch, nchunks, nslots, 1, cfg, err, errlen);
 	/* Rank r's shard: contiguous, nearly equal (the first B % N ranks get one more sample). */
 	const int N = dnn_dist_nranks(m->dist), r = dnn_dist_rank(m->dist);
 	int shard = global_batch / N + (r < global_batch % N ? 1 : 0), off = 0;
@@ -386,7 +388,7 @@ int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nch
 		snprintf(err, errlen, "--batch %d is smaller than the number of ranks (%d)", global_batch, N);
 		return -1;
 	}
-	if (dnn_plan_create(p, m, shard, nchunks, nslots, 1, err, errlen) != 0)
+	if (dnn_plan_create(p, m, shard, nchunks, nslots, 1, cfg, err, errlen) != 0)
 		return -1;
 	p->global_batch = global_batch;
 	p->batch_offset = off;
@@ -476,7 +478,7 @@ static const dnn_task_opts *chunk_opts(const dnn_plan *p, int c, dnn_task_opts *
 {
 	if (!p->chunk_worker)
 		return NULL;
-	*buf = (dnn_task_opts){.pinned = 1, .worker = p->chunk_worker[c]};
+	*buf = (dnn_task_opts){.pinned = 1, .worker = p->chunk_worker[c], .pin_queue = !p->cfg.pin_by_mask};
 	return buf;
 }
 

@@ -17,6 +17,7 @@
 #include <starpu.h>
 #include <stdint.h>
 
+#include "exec_config.h"
 #include "graph.h"
 #include "optim.h"
 #include "starpu_anp.h" /* dnn_optim_config, dnn_dist_mode, dnn_allreduce */
@@ -105,6 +106,7 @@ dnn_optim_args dnn_param_optim_args(const dnn_param *pr, const dnn_optim_config 
  * contiguous chunks (the first batch % nchunks chunks get one more sample). */
 typedef struct {
 	dnn_model *m;
+	dnn_exec_config cfg;  // the execution config the plan's tasks run with (exec_config.h; a copy)
 	int batch, nchunks, nslots, train;
 	int global_batch;     // the update scale is 1/global_batch (= batch without MPI)
 	int batch_offset;     // this rank's shard starts here in the global batch's index list
@@ -114,7 +116,7 @@ typedef struct {
 	int *chunk_n, *chunk_off;
 	int *chunk_worker;    // --pin-chunks: the worker of each chunk's tasks; NULL: the scheduler's
 	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
-	/* Fusion level (fuse.h dnn_fuse_level: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
+	/* Fusion level (cfg.fuse clamped to 0..2, fuse.h: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
 	 * bn_relu[i]: for a batchnorm whose only consumer is a relu, that relu's index, and for that
 	 *   relu, the batchnorm's; -1 elsewhere. One task per chunk does both (forward: y of the relu
 	 *   = max(BN(x), 0); backward: mask then BN backward); the batchnorm has no y/dy handles.
@@ -142,19 +144,20 @@ typedef struct {
 	float *stats_host;                    // [slot][c][2]: loss sum, correct count
 } dnn_plan;
 
-/* 0, or -1 with one line in err: among others, when a chunk is too large for an op's kernels
- * (op.h check_chunk, e.g. a conv tensor over cuDNN's INT_MAX elements), checked first, before
- * anything is allocated. */
+/* dnn_plan_create: cfg (copied into p->cfg; NULL: DNN_EXEC_CONFIG_DEFAULTS) is what the plan's
+ * tasks run with. 0, or -1 with one line in err: among others, when a chunk is too large for an
+ * op's kernels (op.h check_chunk, e.g. a conv tensor over cuDNN's INT_MAX elements), checked first,
+ * before anything is allocated. */
 /* --pin-chunks: chunk c's load, forward and backward tasks all run on one worker, the CUDA
  * workers' (c mod their count), or without GPUs the CPU workers'. The scheduler still places the
  * updates and the reductions. Without it a scheduler may move a chunk between GPUs layer by
  * layer, and its activations with it (docs/SIMULATION.md). 0, or -1 with a message. */
 int dnn_plan_pin_chunks(dnn_plan *p, char *err, size_t errlen);
-int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train, char *err,
-		    size_t errlen);
+int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslots, int train,
+		    const dnn_exec_config *cfg, char *err, size_t errlen);
 /* The same for this rank's shard of a global batch split over the model's ranks. */
-int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots, char *err,
-			    size_t errlen);
+int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots,
+			    const dnn_exec_config *cfg, char *err, size_t errlen);
 void dnn_plan_destroy(dnn_plan *p);
 
 /* Submit global step `step` in `slot`: load the samples idx[0..batch) of src into the chunks,

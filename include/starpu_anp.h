@@ -105,10 +105,10 @@ int dnn_cmd_nets(void);
  * others). Returns the exit status: 0, 1 (bad file) or 2 (usage error), the line printed. */
 int dnn_cmd_check_net(dnn_train_opts *o, int print_summary);
 
-/* The DNN_* environment variables (README "Environment variables": DNN_FUSE, DNN_CONV_ALGO,
- * DNN_CUDA_MATH, DNN_CUDA_WORKSPACE_MB, DNN_TRACES_DIR), parsed once, before StarPU starts, and
- * handed to the layers that use them. 0, or -1 with one line in err naming the variable and the
- * values it accepts (a usage error: exit 2). */
+/* The project's environment variables (README "Environment variables": DNN_FUSE, DNN_CONV_ALGO,
+ * DNN_CUDA_MATH, DNN_CUDA_WORKSPACE_MB, DNN_TRACES_DIR, ..., and the ANP_* ones), parsed once, before
+ * StarPU starts, into the execution config that the runtime hands to the layers that use them.
+ * 0, or -1 with one line in err naming the variable and the values it accepts (a usage error: exit 2). */
 int dnn_knobs_load(char *err, size_t errlen);
 
 /* Start StarPU with our settings: OpenBLAS at one thread per worker, cuBLAS/cuDNN handles on

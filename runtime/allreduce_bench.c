@@ -21,6 +21,7 @@
 #include "dist.h"
 #include "dnn_runtime.h"
 #include "graph.h"
+#include "knobs.h"
 #include "model.h"
 #include "progress.h"
 
@@ -68,7 +69,7 @@ static void print_result(const dnn_train_opts *o, int nranks, long reps, double 
 	       o->allreduce_bytes, nranks, dnn_allreduce_name(o->allreduce), o->bucket_mb, reps, o->warmup,
 	       starpu_cpu_worker_get_count(), getenv("STARPU_SCHED") ? getenv("STARPU_SCHED") : "lws");
 #ifdef DNN_SIMGRID
-	const char *plat = getenv("ANP_SIM_PLATFORM");
+	const char *plat = dnn_knobs_get()->sim.platform;
 	printf(" simulated=1 platform=%s", plat && *plat && !strpbrk(plat, " =") ? plat : "unnamed");
 #endif
 	/* algbw: the tensor's bytes over the time (NCCL's convention) */
@@ -95,7 +96,7 @@ static int run(const dnn_train_opts *o, dnn_graph *g, dnn_model *m, dnn_plan *p,
 	*have_m = 1;
 	const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
 	if (dnn_model_enable_dist(m, DNN_MODE_SYNC, o->allreduce, bucket_elems, 0, 0, 1, err, sizeof(err)) != 0 ||
-	    dnn_plan_create_sharded(p, m, nranks, 1, 1, err, sizeof(err)) != 0)
+	    dnn_plan_create_sharded(p, m, nranks, 1, 1, dnn_knobs_get(), err, sizeof(err)) != 0)
 		goto fail;
 	*have_p = 1;
 	const long reps = o->max_steps - o->warmup; /* bench's --steps (max_steps counts the warm-up too) */

@@ -104,7 +104,7 @@ static void local_shares(float *out)
 static int local_critpath(float *out)
 {
 	dnn_cp_result cp;
-	if (dnn_cp_finish(&cp, dnn_knobs_breakdown() == 2 ? stderr : NULL) != 0)
+	if (dnn_cp_finish(&cp, dnn_knobs_get()->breakdown == 2 ? stderr : NULL) != 0)
 		return -1;
 	const double span = cp.span > 0 ? cp.span : 1;
 	out[CP_SPAN] = (float)(cp.span / 1e6);

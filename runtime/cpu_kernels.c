@@ -121,9 +121,9 @@ static int cpu_is_amd(void)
 }
 #endif
 
-int dnn_cpu_kernels_init(char **argv, const char *knob, char *err, size_t errlen)
+int dnn_cpu_kernels_init(char **argv, const char *knob, const char *reexec_from, char *err, size_t errlen)
 {
-	const char *from = getenv(REEXEC_ENV);
+	const char *from = reexec_from; /* REEXEC_ENV, read by runtime/knobs.c */
 	if (from) {
 		snprintf(g_fixed_from, sizeof(g_fixed_from), "%s", from);
 		unsetenv(REEXEC_ENV); /* not inherited by anything this process starts */

@@ -38,10 +38,12 @@ int dnn_blas_plan_make(dnn_isa cpu, int amd, const char *corename, const char *k
 		       int reexeced, dnn_blas_plan *out);
 
 /* Checks the kernels and, when the plan says so, sets OPENBLAS_CORETYPE and re-executes argv
- * (does not return then). knob: DNN_BLAS_CORETYPE as parsed (knobs.h), NULL when unset. 0, or -1
- * with one line in err (a knob value dnn_knobs_parse would have refused). A no-op in the
- * simulation build (SMPI ranks are threads of one process). */
-int dnn_cpu_kernels_init(char **argv, const char *knob, char *err, size_t errlen);
+ * (does not return then). knob: DNN_BLAS_CORETYPE as parsed (knobs.h), NULL when unset; reexec_from:
+ * DNN_BLAS_REEXEC_FROM as parsed, which this function sets for the process it re-executes (the
+ * kernels OpenBLAS had chosen), NULL when unset. 0, or -1 with one line in err (a knob value
+ * dnn_knobs_parse would have refused). A no-op in the simulation build (SMPI ranks are threads
+ * of one process). */
+int dnn_cpu_kernels_init(char **argv, const char *knob, const char *reexec_from, char *err, size_t errlen);
 /* "openblas-0.3.21:skylakex" (the result line's blas=). */
 const char *dnn_blas_field(void);
 /* The start-up line: "cpu: <model>, isa=avx512; blas: openblas-0.3.21:skylakex (avx512 kernels...)". */

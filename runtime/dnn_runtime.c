@@ -54,7 +54,8 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi, char *err, size_t err
 		return -1;
 	/* Then the BLAS must run the CPU's kernels: this may re-execute the program (cpu_kernels.h),
 	 * so it comes before anything is started. */
-	if (dnn_cpu_kernels_init(argv ? *argv : NULL, dnn_knobs_blas_coretype(), err, errlen) != 0)
+	const dnn_exec_config *cfg = dnn_knobs_get();
+	if (dnn_cpu_kernels_init(argv ? *argv : NULL, cfg->blas_coretype, cfg->blas_reexec_from, err, errlen) != 0)
 		return -1;
 	openblas_set_num_threads(1);
 	struct starpu_conf conf;
@@ -83,10 +84,10 @@ int dnn_runtime_init(int *argc, char ***argv, int use_mpi, char *err, size_t err
 		if (warn)
 			fprintf(stderr, "%s\n", warn + 1);
 	}
-	if (dnn_sim_models_install(err, errlen) != 0) /* the simulation build only */
+	if (dnn_sim_models_install(&cfg->sim, err, errlen) != 0) /* the simulation build only */
 		return started_failed(use_mpi);
 #ifdef DNN_HAVE_CUDA
-	if (dnn_cuda_init(err, errlen) != 0)
+	if (dnn_cuda_init(&cfg->cuda, err, errlen) != 0)
 		return started_failed(use_mpi);
 #endif
 	return 0;

@@ -13,6 +13,7 @@
 #include "data.h"
 #include "data_source.h"
 #include "graph.h"
+#include "knobs.h"
 #include "model_ckpt.h"
 #include "opts.h"
 #include "preflight.h"
@@ -118,7 +119,7 @@ int dnn_evaluate(dnn_model *m, const dnn_dataset *ds, int batch, int chunks, dnn
 		const int slots = pass == 0 ? 2 : 1, off = pass == 0 ? 0 : full * batch;
 		dnn_plan p;
 		char err[512];
-		if (dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0, err, sizeof(err)) != 0) {
+		if (dnn_plan_create(&p, m, bsz, chunks < bsz ? chunks : bsz, slots, 0, dnn_knobs_get(), err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: evaluation plan (batch %d): %s\n", bsz, err);
 			rc = -1;
 			break;

@@ -1,4 +1,5 @@
-/* knobs.c — the DNN_* environment variables, parsed once (knobs.h). */
+/* knobs.c — the project's environment variables (DNN_*, ANP_*), parsed once (knobs.h): the one
+ * getenv of a project variable (scripts/check_getenv.sh, the CTest arch_getenv, enforces it). */
 #include "knobs.h"
 
 #include <errno.h>
@@ -8,12 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist.h"
-#include "fuse.h"
+#include "dist.h" /* dnn_dist_set_priorities, dnn_dist_set_allreduce_on */
 #include "starpu_anp.h"
 
-static dnn_knobs g_knobs = {.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .cuda = {.fp32 = 0, .workspace_mb = -1},
-			    .allreduce_prio = 2, .pin_by_mask = 1};
+static dnn_exec_config g_knobs = DNN_EXEC_CONFIG_DEFAULTS;
 static int g_loaded;
 
 /* The variable's value, or NULL when unset or empty (both mean: the default). */
@@ -53,20 +52,26 @@ static int parse_workspace(const char *v, long *mb, char *err, size_t errlen)
 	return 0;
 }
 
-int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
+int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 {
 	static const char *const levels[] = {"0", "1", "2", NULL}; /* DNN_FUSE, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO */
 	static const char *const algo[] = {"auto", "im2col", "winograd", "winograd4", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */
-	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dnn_dist_set_allreduce_on */
+	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dist.h */
 	const char *v;
 	int i;
-	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
-	k->traces_dir = NULL, k->blas_coretype = NULL, k->breakdown = 0, k->allreduce_prio = 2;
-	k->pin_by_mask = 1;
-	k->allreduce_on = 0;
+	*k = (dnn_exec_config)DNN_EXEC_CONFIG_DEFAULTS;
+	/* Taken as they are, checked where they are used (as before they moved here): the simulation's
+	 * (dnn_sim_models_install; its messages name the variable), the launcher's, our own. */
+	k->sim = (dnn_sim_env){.cpu_models = getenv("ANP_SIM_CPU_MODELS"), .cpu_host = getenv("ANP_SIM_CPU_HOST"),
+			       .cuda_models = getenv("ANP_SIM_CUDA_MODELS"), .cuda_host = getenv("ANP_SIM_CUDA_HOST"),
+			       .gpu = getenv("ANP_SIM_GPU"), .cpu_vec_gbs = getenv("ANP_SIM_CPU_VEC_GBS"),
+			       .platform = getenv("ANP_SIM_PLATFORM"), .models = getenv("ANP_SIM_MODELS")};
+	k->host = getenv("ANP_HOST");
+	k->self_exe = getenv("STARPU_ANP"); /* ours despite the prefix: traces/sweep.sh's binary */
+	k->blas_reexec_from = getenv("DNN_BLAS_REEXEC_FROM"); /* runtime/cpu_kernels.c sets it */
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, levels, err, errlen)) < 0)
 		return -1;
 	if (v)
@@ -113,31 +118,20 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	return 0;
 }
 
-void dnn_knobs_apply(const dnn_knobs *k)
-{
-	g_knobs = *k;
-	dnn_fuse_set_level(k->fuse);
-	dnn_conv2d_set_cpu_algo(k->conv_algo);
-	dnn_cuda_env_set(&k->cuda);
-	dnn_dist_set_priorities(k->allreduce_prio);
-	dnn_task_set_pin_by_mask(k->pin_by_mask);
-	dnn_dist_set_allreduce_on(k->allreduce_on);
-}
-
 int dnn_knobs_load(char *err, size_t errlen)
 {
-	dnn_knobs k;
+	dnn_exec_config k;
 	if (dnn_knobs_parse(&k, err, errlen) != 0)
 		return -1;
-	dnn_knobs_apply(&k);
+	g_knobs = k;
+	/* graph/dist.c still keeps these two in statics of its own; the plan carries them too
+	 * (p->cfg.allreduce_prio, p->cfg.allreduce_on), for dist.c to read there instead. */
+	dnn_dist_set_priorities(k.allreduce_prio);
+	dnn_dist_set_allreduce_on(k.allreduce_on);
 	g_loaded = 1;
 	return 0;
 }
 
 int dnn_knobs_loaded(void) { return g_loaded; }
 
-const char *dnn_knobs_traces_dir(void) { return g_knobs.traces_dir; }
-
-const char *dnn_knobs_blas_coretype(void) { return g_knobs.blas_coretype; }
-
-int dnn_knobs_breakdown(void) { return g_knobs.breakdown; }
+const dnn_exec_config *dnn_knobs_get(void) { return &g_knobs; }

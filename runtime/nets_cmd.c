@@ -5,6 +5,7 @@
 
 #include "data.h"
 #include "graph.h"
+#include "knobs.h"
 #include "model_ckpt.h"
 #include "starpu_anp.h"
 
@@ -71,7 +72,7 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 		if (o->resume_path && !strcmp(o->cmd, "train"))
 			rc = resume_same_net(&g, o);
 		if (rc == 0 && print_summary)
-			dnn_graph_print_summary(&g, stdout);
+			dnn_graph_print_summary(&g, dnn_knobs_get()->fuse, stdout);
 	}
 	dnn_graph_free(&g);
 	return rc;

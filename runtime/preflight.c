@@ -1,5 +1,6 @@
 /* preflight.c — memory check before a run (see preflight.h). */
 #include "preflight.h"
+#include "knobs.h"
 
 #include <starpu.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 	if (eval_batch > 0) {
 		// dnn_evaluate's plan, exactly as it will make it (registering allocates nothing).
 		dnn_plan ep;
-		if (dnn_plan_create(&ep, m, eval_batch, eval_chunks, 2, 0, err, errlen) != 0)
+		if (dnn_plan_create(&ep, m, eval_batch, eval_chunks, 2, 0, dnn_knobs_get(), err, errlen) != 0)
 			return -1;
 		eval = dnn_plan_starpu_bytes(&ep);
 		eval_k = ep.nchunks;

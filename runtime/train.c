@@ -223,7 +223,7 @@ static int setup_plan(train_run *r)
 			return -1;
 		}
 	}
-	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window, err, sizeof(err)) != 0) {
+	if (dnn_plan_create_sharded(&r->p, &r->m, o->batch, r->chunks, o->window, dnn_knobs_get(), err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
@@ -584,7 +584,7 @@ static int merge_bad_files(train_run *r)
  * "cpu=calibrated,cuda=estimated"); its images_per_s and wall_s are simulated time. */
 static void print_sim_fields(FILE *f)
 {
-	const char *plat = getenv("ANP_SIM_PLATFORM"), *models = getenv("ANP_SIM_MODELS");
+	const char *plat = dnn_knobs_get()->sim.platform, *models = dnn_knobs_get()->sim.models;
 	if (!plat || !*plat)
 		plat = getenv("STARPU_HOSTNAME");
 	fprintf(f, " simulated=1 platform=");
@@ -707,7 +707,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	const dnn_watchdog_cfg wcfg = {.timeout = r.o.step_timeout, .done = r.step0, .metrics = r.metrics,
 				       .metrics_path = r.o.metrics_path, .rank = r.rank, .nranks = r.nranks};
 	dnn_watchdog_start(&wcfg); /* multi-rank runs with --step-timeout only */
-	if (dnn_knobs_breakdown()) {
+	if (dnn_knobs_get()->breakdown) {
 		dnn_breakdown_setup();
 		dnn_breakdown_start();
 	}

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "knobs.h"    /* ANP_HOST */
 #include "progress.h" /* dnn_now */
 
 typedef struct {
@@ -52,7 +53,7 @@ static void *watchdog_main(void *arg)
 		pthread_mutex_unlock(&g_wd.mu);
 		/* ANP_HOST: set by launchers whose hosts share one hostname (tests/net/agent.sh). */
 		char host[256] = "?";
-		const char *env_host = getenv("ANP_HOST");
+		const char *env_host = dnn_knobs_get()->host;
 		if (env_host && *env_host)
 			snprintf(host, sizeof(host), "%s", env_host);
 		else if (gethostname(host, sizeof(host)) != 0)

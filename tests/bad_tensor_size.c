@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "graph.h"
+#include "knobs.h"
 #include "model.h"
 #include "test_util.h"
 
@@ -58,7 +59,7 @@ int main(int argc, char **argv)
 			dnn_graph_free(&g);
 			continue;
 		}
-		int rc = dnn_plan_create(&p, &m, c->batch, c->chunks, 1, c->train, err, sizeof(err));
+		int rc = dnn_plan_create(&p, &m, c->batch, c->chunks, 1, c->train, dnn_knobs_get(), err, sizeof(err));
 		if (c->want) {
 			printf("%-60s -> %s\n", c->what, rc == 0 ? "(accepted)" : err);
 			TEST_CHECK(rc != 0, "%s: the plan was accepted", c->what);

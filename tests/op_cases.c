@@ -385,9 +385,9 @@ static void ref_conv(const h_ref_args *a, double *y)
  * where it runs: AVX2 + FMA, 3x3 stride 1). */
 static int conv_variant(int v, char *name, size_t len)
 {
-	dnn_fuse_set_level(v == 1 ? 2 : 0);
+	h_cfg.fuse = v == 1 ? 2 : 0;
 	dnn_conv_direct_set_avx512(v != 2);
-	dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_AUTO);
+	h_cfg.conv_algo = DNN_CONV_ALGO_AUTO;
 	if (v < 0)
 		return 1;
 	static const char *names[] = {"bias-task", "bias-fused", "direct-avx2", "direct-avx512", "im2col", "winograd", "winograd4"};
@@ -395,11 +395,11 @@ static int conv_variant(int v, char *name, size_t len)
 	if (v == 3)
 		return dnn_conv_direct_set_avx512(1) == 1;
 	if (v == 4)
-		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
+		h_cfg.conv_algo = DNN_CONV_ALGO_IM2COL;
 	if (v >= 5) {
 		if (!test_winograd_runs_here())
 			return 0;
-		dnn_conv2d_set_cpu_algo(v == 5 ? DNN_CONV_ALGO_WINOGRAD : DNN_CONV_ALGO_WINOGRAD4);
+		h_cfg.conv_algo = v == 5 ? DNN_CONV_ALGO_WINOGRAD : DNN_CONV_ALGO_WINOGRAD4;
 	}
 	return 1;
 }

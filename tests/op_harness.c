@@ -73,7 +73,7 @@ static int net_make(h_net *h, const h_op *op, const h_shape *s)
 		return -1;
 	}
 	h->ok_m = 1;
-	if (dnn_plan_create(&h->p, &h->m, s->N, s->chunks > 0 ? s->chunks : 1, 1, 1, err, sizeof(err)) != 0) {
+	if (dnn_plan_create(&h->p, &h->m, s->N, s->chunks > 0 ? s->chunks : 1, 1, 1, &h_cfg, err, sizeof(err)) != 0) {
 		TEST_CHECK(0, "%s: plan: %s", op->op, err);
 		return -1;
 	}
@@ -416,6 +416,8 @@ static void check_against_ref(const char *name, const h_op *op, const h_net *h, 
 	dref_free(&r);
 }
 
+dnn_exec_config h_cfg = DNN_EXEC_CONFIG_DEFAULTS;
+
 /* ------------------------------------------------------------------ modes */
 
 static void unit_shape(const h_op *op, const h_shape *s)
@@ -676,9 +678,8 @@ int main(int argc, char **argv)
 	} else {
 		test_starpu_init(&one, &a0);
 	}
-	/* Each op's own tasks, no fusion across the placeholders (a row's variants may set a level);
-	 * after the start-up, which applies DNN_FUSE. */
-	dnn_fuse_set_level(0);
+	/* Each op's own tasks, no fusion across the placeholders (a row's variants may set a level). */
+	h_cfg.fuse = 0;
 	/* Every op of ops.def except the input line has a row. */
 	for (int o = 1; o < DNN_OP_COUNT; o++) {
 		int found = 0;

@@ -22,6 +22,7 @@
 #define DNN_OP_HARNESS_H
 #include <stddef.h>
 
+#include "exec_config.h"
 #include "graph.h"
 
 enum { H_UNIT, H_GRAD, H_GPU, H_NMODES };
@@ -103,4 +104,8 @@ extern const int h_nops;
 /* For extras that need a CPU and a CUDA worker (gpu mode): their ids (gpu_util.h). */
 int h_cpu_worker(void);
 int h_cuda_worker(void);
+/* The execution config every net the harness builds is planned with (the plan copies it): a
+ * row's set_variant may change its fusion level or conv algorithm before the net is made. */
+extern dnn_exec_config h_cfg;
+
 #endif

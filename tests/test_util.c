@@ -11,6 +11,7 @@
 #include "data_source.h"
 #include "dnn_codelet.h"
 #include "dnn_runtime.h"
+#include "knobs.h"
 
 /* The one copy of stb's PNG writer in a test binary (test_image_files; unit_anp_images and
  * unit_cuda_coverage call it too). */
@@ -226,7 +227,8 @@ float *test_train_net(const dnn_dataset *ds, const char *text, const char *sourc
 		exit(1);
 	}
 	dnn_dataset_channel_stats(ds, m.in_mean, m.in_std);
-	if (dnn_plan_create(&p, &m, batch, chunks, 1, train, err, sizeof(err)) != 0) {
+	/* the environment's config (DNN_FUSE, DNN_CONV_ALGO, ...), as the app's plans */
+	if (dnn_plan_create(&p, &m, batch, chunks, 1, train, dnn_knobs_get(), err, sizeof(err)) != 0) {
 		fprintf(stderr, "FAIL: %s: plan: %s\n", source, err);
 		exit(1);
 	}
@@ -387,8 +389,8 @@ dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int 
 
 int test_winograd_runs_here(void)
 {
-	dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD);
 	dnn_conv2d_args probe = conv_shape(1, 16, 8, 8, 16, 3, 3, 1, 1, 1);
+	probe.algo = DNN_CONV_ALGO_WINOGRAD;
 	dnn_conv2d_args_finish(&probe);
 	return dnn_conv2d_cpu_uses_winograd(&probe, 0);
 }

@@ -86,8 +86,8 @@ void test_rmtree(const char *dir);
 dnn_conv2d_args conv_shape(int N, int C, int H, int W, int K, int R, int S, int stride, int pad,
 			   int dilation);
 void conv2d_forward_ref(double *y, const float *x, const float *w, const dnn_conv2d_args *a);
-/* Does the CPU Winograd path run here (AVX2 + FMA)? Forces DNN_CONV_ALGO=winograd to ask, and
- * leaves it so: the caller sets the algorithm it tests next. */
+/* Does the CPU Winograd path run here (AVX2 + FMA)? Asks with a conv forced to DNN_CONV_ALGO_WINOGRAD
+ * (its args' algo). */
 int test_winograd_runs_here(void);
 void conv2d_forward_ref_d(double *y, const double *x, const double *w, const dnn_conv2d_args *a);
 

@@ -12,6 +12,7 @@
 #include "data_source.h"
 #include "dataset.h"
 #include "graph.h"
+#include "knobs.h"
 #include "model.h"
 #include "test_util.h"
 #include "train.h"
@@ -39,7 +40,7 @@ static float *run(const dnn_dataset *ds, int chunks, int window, double *losses,
 	}
 	dnn_dataset_channel_stats(ds, m.in_mean, m.in_std);
 	dnn_plan p;
-	if (dnn_plan_create(&p, &m, BATCH, chunks, window, 1, err, sizeof(err)) != 0) {
+	if (dnn_plan_create(&p, &m, BATCH, chunks, window, 1, dnn_knobs_get(), err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s\n", err);
 		exit(1);
 	}

@@ -1,5 +1,5 @@
 /* unit_conv2d_winograd — the Winograd F(2x2, 3x3) and F(4x4, 3x3) paths of the CPU conv kernels,
- * forced with dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_WINOGRAD, then _WINOGRAD4), against a
+ * forced with dnn_conv2d_args.algo = DNN_CONV_ALGO_WINOGRAD, then _WINOGRAD4, against a
  * double-precision direct conv:
  * forward, backward data (overwrite and accumulate) and backward filter (accumulating onto a
  * nonzero dw), on ResNet shapes and on odd sizes,
@@ -170,7 +170,7 @@ static void check_isa_identical(const char *what, dnn_conv2d_args a, const float
 static void check_shape(int N, int C, int H, int W, int K, int pad)
 {
 	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1,
-			     .pad = pad, .dilation = 1};
+			     .pad = pad, .dilation = 1, .algo = algo};
 	char what[160];
 	snprintf(what, sizeof(what), "F%d N%d C%d H%d W%d K%d pad%d", tile, N, C, H, W, K, pad);
 	if (dnn_conv2d_args_finish(&a) != 0) {
@@ -237,7 +237,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	check_isa_identical(what, a, x, w, dy, dw0);
 	if (verbose) {
 		/* The same metric for the im2col path, for comparison. */
-		dnn_conv2d_set_cpu_algo(DNN_CONV_ALGO_IM2COL);
+		a.algo = DNN_CONV_ALGO_IM2COL;
 		a.accumulate_dx = 0;
 		dnn_conv2d_forward_cpu(y, x, w, &a);
 		direct_ref(REF_FWD, ref, s, x, w, NULL, NULL, &a);
@@ -247,7 +247,7 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 				fi = fmax(fi, fabs(y[i] - ref[i]) / s[i]);
 		memcpy(dw, dw0, nw * sizeof(float));
 		dnn_conv2d_backward_filter_cpu(dw, x, dy, &a);
-		dnn_conv2d_set_cpu_algo(algo);
+		a.algo = algo;
 		direct_ref(REF_BWD_FILTER, ref, s, x, NULL, dy, dw0, &a);
 		filter_scale(s, nw);
 		double wi = 0;
@@ -278,8 +278,7 @@ int main(int argc, char **argv)
 	for (int pass = 0; pass < 2; pass++) {
 		algo = pass ? DNN_CONV_ALGO_WINOGRAD4 : DNN_CONV_ALGO_WINOGRAD;
 		tile = pass ? 4 : 2;
-		fwd_tol = pass ? WINO4_TOL : WINO_TOL;
-		dnn_conv2d_set_cpu_algo(algo);
+		fwd_tol = pass ? WINO4_TOL : WINO_TOL; /* check_shape's convs take algo */
 		test_rng_seed(4321);
 		/* ResNet-20 / ResNet-8 stages. */
 		check_shape(1, 16, 32, 32, 16, 1);

@@ -190,7 +190,8 @@ static const char *mixed_net = "input x 1 28 28\n"
 static void one_step_bn(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train, int bn_global)
 {
 	char err[512];
-	dnn_fuse_set_level(fuse); /* what DNN_FUSE sets at start-up (runtime/knobs.c) */
+	dnn_exec_config cfg = DNN_EXEC_CONFIG_DEFAULTS;
+	cfg.fuse = fuse; /* what DNN_FUSE sets (runtime/knobs.c) */
 	dnn_graph g;
 	dnn_model m;
 	dnn_plan p;
@@ -199,7 +200,7 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 	if (dnn_model_create(&m, &g, 7, err, sizeof(err)) != 0)
 		die("model", err);
 	m.in_mean[0] = 0.5f, m.in_std[0] = 0.25f;
-	if (dnn_plan_create(&p, &m, BATCH, 2, 1, train, err, sizeof(err)) != 0 ||
+	if (dnn_plan_create(&p, &m, BATCH, 2, 1, train, &cfg, err, sizeof(err)) != 0 ||
 	    dnn_plan_set_batchnorm(&p, bn_global, err, sizeof(err)) != 0)
 		die("plan", err);
 	dnn_data_source src;
@@ -249,7 +250,8 @@ int main(void)
 		die("starpu_init", strerror(-rc));
 #ifdef DNN_HAVE_CUDA
 	char cerr[512];
-	if (dnn_cuda_init(cerr, sizeof(cerr)) != 0)
+	const dnn_exec_config defaults = DNN_EXEC_CONFIG_DEFAULTS;
+	if (dnn_cuda_init(&defaults.cuda, cerr, sizeof(cerr)) != 0)
 		die("dnn_cuda_init", cerr);
 #endif
 	test_rng_seed(2024);

@@ -223,7 +223,7 @@ int main(void)
 		TEST_CHECK(g.nodes[3].C == 6 && g.nodes[3].H == 14 && g.nodes[3].W == 14, "p1 shape %dx%dx%d",
 			   g.nodes[3].C, g.nodes[3].H, g.nodes[3].W);
 		TEST_CHECK(g.classes == 10, "classes %d", g.classes);
-		dnn_graph_print_summary(&g, stdout);
+		dnn_graph_print_summary(&g, 1, stdout); /* DNN_FUSE's default */
 		dnn_graph_free(&g);
 	} else {
 		TEST_CHECK(0, "nnodes %d", g.nnodes);

@@ -3,8 +3,8 @@
  * their worker this way, graph/model.c), through both insert macros (DNN_TASK_INSERT: vec_add;
  * DNN_TASK_INSERT_CL_ARGS: vec_axpy); NULL and an options block without .pinned leave the choice
  * to the scheduler (dnn_task_worker: -1), whatever .worker holds. Both ways of pinning
- * (dnn_task_set_pin_by_mask): 1 [default], w's mask (STARPU_TASK_WORKERIDS, dnn_task_wmask);
- * 0, w's local queue (STARPU_EXECUTE_ON_WORKER, dnn_task_worker). Counted from StarPU's per-worker
+ * (dnn_task_opts.pin_queue): 0 [default], w's mask (STARPU_TASK_WORKERIDS, dnn_task_wmask);
+ * 1, w's local queue (STARPU_EXECUTE_ON_WORKER, dnn_task_worker). Counted from StarPU's per-worker
  * profiling: K independent tasks pinned to w must all have run on w and none elsewhere, on each
  * CPU worker in turn, either way; and they computed what they should. Needs 2 CPU workers (else 77). */
 #include <starpu.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dnn_codelet.h"
+#include "exec_config.h"
 #include "test_util.h"
 #include "vec.h"
 
@@ -32,7 +33,8 @@ int main(int argc, char **argv)
 	TEST_CHECK(dnn_task_worker(NULL) == -1, "NULL options: worker %d, want -1", dnn_task_worker(NULL));
 	TEST_CHECK(dnn_task_worker(&unpinned) == -1, "options without .pinned: worker %d, want -1",
 		   dnn_task_worker(&unpinned));
-	TEST_CHECK(dnn_pin_by_mask() == 1, "pinning by mask is not the default");
+	const dnn_exec_config dflt = DNN_EXEC_CONFIG_DEFAULTS;
+	TEST_CHECK(dflt.pin_by_mask == 1 && pinned.pin_queue == 0, "pinning by mask is not the default");
 	TEST_CHECK(dnn_task_worker(&pinned) == -1 && dnn_task_wlen(&pinned) == 1 && dnn_task_wmask(&pinned) &&
 			   dnn_task_wmask(&pinned)[0] == 1u << 1,
 		   "pinned to worker 1 by mask: worker %d, mask of %u words", dnn_task_worker(&pinned), dnn_task_wlen(&pinned));
@@ -40,9 +42,9 @@ int main(int argc, char **argv)
 	const dnn_task_opts w40 = {.pinned = 1, .worker = 40};
 	TEST_CHECK(dnn_task_wlen(&w40) == 2 && dnn_task_wmask(&w40)[0] == 0 && dnn_task_wmask(&w40)[1] == 1u << 8,
 		   "pinned to worker 40 by mask: %u words", dnn_task_wlen(&w40));
-	dnn_task_set_pin_by_mask(0);
-	TEST_CHECK(dnn_task_worker(&pinned) == 1 && dnn_task_wlen(&pinned) == 0 && !dnn_task_wmask(&pinned),
-		   "pinned to worker 1's queue: worker %d", dnn_task_worker(&pinned));
+	const dnn_task_opts queued = {.pinned = 1, .worker = 1, .pin_queue = 1};
+	TEST_CHECK(dnn_task_worker(&queued) == 1 && dnn_task_wlen(&queued) == 0 && !dnn_task_wmask(&queued),
+		   "pinned to worker 1's queue: worker %d", dnn_task_worker(&queued));
 
 	test_starpu_init(&argc, &argv);
 	int cpus[STARPU_NMAXWORKERS];
@@ -65,11 +67,10 @@ int main(int argc, char **argv)
 	const int nw = (int)starpu_worker_get_count();
 	for (int i = 0; i < 2 * P; i++) { /* each worker by its queue, then by its mask */
 		const int w = cpus[i % P];
-		dnn_task_set_pin_by_mask(i >= P);
 		starpu_task_wait_for_all();
 		for (int j = 0; j < nw; j++)
 			executed_since_last(j);
-		const dnn_task_opts o = {.pinned = 1, .worker = w};
+		const dnn_task_opts o = {.pinned = 1, .worker = w, .pin_queue = i < P};
 		for (int k = 0; k < K; k++) {
 			int rc = k % 2 ? dnn_insert_vec_add(&o, hdst[k], STARPU_RW, hsrc)
 				       : dnn_insert_vec_axpy(&o, hdst[k], 0.5f, hsrc);

@@ -146,14 +146,13 @@ static void check_pass(dnn_conv_algo algo, int pass, const dnn_conv2d_args *a1, 
 static void check_shape(dnn_conv_algo algo, int C, int H, int W, int K, int pad)
 {
 	dnn_conv2d_args a = {.N = 1, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1,
-			     .pad = pad, .dilation = 1};
+			     .pad = pad, .dilation = 1, .algo = algo};
 	char what[96];
 	snprintf(what, sizeof(what), "C%d %dx%d K%d pad%d", C, H, W, K, pad);
 	if (dnn_conv2d_args_finish(&a) != 0) {
 		TEST_CHECK(0, "%s: args rejected", what);
 		return;
 	}
-	dnn_conv2d_set_cpu_algo(algo);
 	/* The Winograd kernels' scratch for the largest batch, forward and backward data (the
 	 * flipped conv: C and K swapped, padding 2 - pad, after the flipped filters). */
 	dnn_wino_shape f = {.N = POOL, .C = C, .H = H, .W = W, .K = K, .P = a.P, .Q = a.Q, .pad_h = pad,

@@ -3,7 +3,7 @@
  * is recorded (the run's end prints it once), dnn_worker_error_unreported hands it out once (what
  * dnn_runtime_shutdown prints when no step reported it), dnn_worker_error_get always. Also
  * dnn_knobs_parse (runtime/knobs.h), which checks DNN_CUDA_MATH and DNN_CUDA_WORKSPACE_MB (and
- * the other DNN_* knobs) in every build. */
+ * the other DNN_* knobs) in every build, and reads the ANP_* ones into the execution config. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,7 @@ static void env_case(const char *math, const char *ws, int want_rc, int want_fp3
 		setenv("DNN_CUDA_WORKSPACE_MB", ws, 1);
 	else
 		unsetenv("DNN_CUDA_WORKSPACE_MB");
-	dnn_knobs k;
+	dnn_exec_config k;
 	char err[256] = "";
 	int rc = dnn_knobs_parse(&k, err, sizeof err);
 	const dnn_cuda_env e = k.cuda;
@@ -39,7 +39,7 @@ static void env_case(const char *math, const char *ws, int want_rc, int want_fp3
  * line naming what is accepted. */
 static void other_knobs(void)
 {
-	dnn_knobs k;
+	dnn_exec_config k;
 	char err[256] = "";
 	unsetenv("DNN_FUSE"), unsetenv("DNN_CONV_ALGO"), unsetenv("DNN_TRACES_DIR");
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.fuse == 1 && k.conv_algo == DNN_CONV_ALGO_AUTO &&
@@ -102,6 +102,14 @@ static void other_knobs(void)
 			   strcmp(err, "DNN_ALLREDUCE_ON=cpu: expected device, host or host-update") == 0,
 		   "DNN_ALLREDUCE_ON=cpu: '%s'", err);
 	unsetenv("DNN_ALLREDUCE_ON");
+	/* The ANP_* variables and STARPU_ANP are taken as they are (their users check them), NULL when unset. */
+	setenv("ANP_HOST", "h7", 1), setenv("ANP_SIM_GPU", "bad", 1), setenv("ANP_SIM_PLATFORM", "p", 1);
+	unsetenv("ANP_SIM_CPU_MODELS");
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.host && !strcmp(k.host, "h7") && k.sim.gpu &&
+			   !strcmp(k.sim.gpu, "bad") && k.sim.platform && !strcmp(k.sim.platform, "p") &&
+			   !k.sim.cpu_models,
+		   "ANP_HOST, ANP_SIM_GPU, ANP_SIM_PLATFORM, ANP_SIM_CPU_MODELS: not read as they are");
+	unsetenv("ANP_HOST"), unsetenv("ANP_SIM_GPU"), unsetenv("ANP_SIM_PLATFORM");
 }
 
 int main(void)

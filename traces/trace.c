@@ -192,7 +192,7 @@ static int find_exec(const char *name, int in_starpu, char *out, size_t n)
 static int find_traces_dir(char *out, size_t n)
 {
 	char probe[PATH_MAX + 32];
-	const char *env = dnn_knobs_traces_dir(); /* DNN_TRACES_DIR, checked at start-up */
+	const char *env = dnn_knobs_get()->traces_dir; /* DNN_TRACES_DIR, checked at start-up */
 	char exe[PATH_MAX];
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	exe[len > 0 ? len : 0] = '\0';
@@ -402,7 +402,7 @@ int dnn_trace_tool_main(const char *tool, int argc, char **argv)
 		fprintf(stderr, "starpu_anp %s: %s not found\n", tool, summary ? "python3" : "bash");
 		return 1;
 	}
-	if (!summary && !getenv("STARPU_ANP")) { /* the sweep runs this very binary */
+	if (!summary && !dnn_knobs_get()->self_exe) { /* STARPU_ANP: the sweep runs this very binary */
 		char exe[PATH_MAX];
 		ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		if (len > 0) {

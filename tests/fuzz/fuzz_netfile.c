@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)dnn_graph_params(&g);
 	(void)dnn_graph_flops_train(&g);
 	if (devnull)
-		dnn_graph_print_summary(&g, devnull);
+		dnn_graph_print_summary(&g, 1, devnull); /* DNN_FUSE's default */
 	// The same text parses to the same graph; so does its canonical text (the same net).
 	dnn_graph g2;
 	dnn_graph_diff d;

@@ -49,7 +49,7 @@ maxpool p3 r3 k=2
 dense fc p3 out=10
 softmax_xent loss fc
 NET
-# run FUSE NCPU NET STEPS -> the result line (FUSE: DNN_FUSE level, graph.h dnn_fuse_level)
+# run FUSE NCPU NET STEPS -> the result line (FUSE: DNN_FUSE level, graph/fuse.h)
 run() {
   STARPU_NCPU="$2" DNN_FUSE="$1" "$STARPU_ANP" train --net "$3" --data synthetic --chunks 4 --batch 32 \
     --max-steps "$4" --limit-test 128 --quiet 2>"$TMP/err" | tail -1
