@@ -22,11 +22,8 @@
  *   - tiles are processed in chunks (tile rows of one image, or several whole images when an
  *     image has few tiles) sized so that V (16, C, cap) and M (16, K, cap) stay within
  *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
- *   - the 16 GEMMs are register-blocked AVX2 loops (4 output channels x 24 tiles: 12 FMA
- *     chains; on an AVX-512 CPU 512-bit ones, gemm512 and gemm_nt512, bit-identical), not
- *     OpenBLAS: their inner dimension is only C (16..64) and a chunk has a few dozen to a few
- *     hundred tiles, 16 calls per chunk, too small for sgemm's packing and call overhead to
- *     pay off (a choice by that reasoning; a cblas_sgemm version was not measured).
+ *   - the 16 GEMMs are conv2d_winograd.c's (dnn_wino_gemms: register-blocked AVX2 loops, or
+ *     AVX-512 ones, bit-identical; that file says why not OpenBLAS);
  *   - the weight gradient is the adjoint of the forward: dU[xi] (K, C) = sum over tiles of
  *     (A dY A^T)[xi] (K, tiles) @ V[xi] (C, tiles)^T, then dw += G^T dU G. Its GEMMs reduce
  *     over tiles: 4 x 3 (k, c) dot products of 8-lane FMA chains, summed across lanes at the

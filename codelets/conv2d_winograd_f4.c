@@ -33,7 +33,7 @@
  *   - chunks of WINO4_BUDGET floats (4x F(2x2)'s, measured), the same GEMMs;
  *   - its transforms hold 36 vectors: where the CPU has AVX-512 they are compiled a second time
  *     for AVX-512 VL (32 registers), the same 8-float operations.
- * The weight gradient stays F(2x2).
+ * The weight gradient stays F(2x2) (conv2d_winograd_f2.c).
  * The plan (dnn_wino_plan_make) picks the layout from the tiles per row; each has its own forward
  * function: forward_rows (wide images, tile rows of one image at a time, as F(2x2)),
  * forward_groups (row groups) and forward_strips (strips).
