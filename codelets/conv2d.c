@@ -3,7 +3,7 @@
  *
  * The CPU kernels dnn_conv2d_*_cpu are in conv2d_algo.c, which picks for each pass the im2col +
  * GEMM path (conv2d_im2col.c), the direct AVX2 path (conv2d_direct.c) or Winograd F(2x2, 3x3)
- * (conv2d_winograd.c); see conv2d_impl.h. The CUDA side (cuDNN) is conv2d.cu. The
+ * (conv2d_winograd_f2.c, _f4.c); see conv2d_impl.h. The CUDA side (cuDNN) is conv2d.cu. The
  * double-precision naive reference lives in the tests (tests/op_cases.c).
  */
 #include "conv2d.h"

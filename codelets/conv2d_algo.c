@@ -1,6 +1,6 @@
 /* conv2d_algo.c — the CPU conv kernels of conv2d.h: which algorithm runs each pass.
  *
- * Forward: Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_winograd.c) where the algorithm choice allows it, else
+ * Forward: Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_winograd_f2.c, _f4.c) where the algorithm choice allows it, else
  * the direct AVX2 path (conv2d_direct.c) for stride-1 convs with few channels, else im2col +
  * GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs as the
  * forward conv of dy with the flipped kernel (so through the same choice); other backward data
@@ -30,10 +30,10 @@ float *dnn_conv_scratch(size_t nfloats)
 /* ------------------------------------------------------------------ Winograd dispatch
  *
  * 3x3, stride-1, undilated convs may run as Winograd F(2x2, 3x3) or F(4x4, 3x3)
- * (codelets/conv2d_winograd.c): forward, and backward data through its forward conv with the
- * flipped kernel; the weight gradient only as F(2x2, 3x3). Which one runs is the conv's
- * dnn_conv2d_args.algo (the plan sets it from DNN_CONV_ALGO: im2col, winograd, winograd4 or auto,
- * graph/exec_config.h), else auto: WINO_RULE, then WINO4_RULE below. */
+ * (codelets/conv2d_winograd_f2.c, conv2d_winograd_f4.c): forward, and backward data through its
+ * forward conv with the flipped kernel; the weight gradient only as F(2x2, 3x3). Which one runs is
+ * the conv's dnn_conv2d_args.algo (the plan sets it from DNN_CONV_ALGO: im2col, winograd,
+ * winograd4 or auto, graph/exec_config.h), else auto: WINO_RULE, then WINO4_RULE below. */
 /* Auto rule, from forward-pass timings of 16 images, one core, im2col time / Winograd time
  * (same run, best of 15-40 calls, thread CPU clock; the ratios moved by ~10% between runs):
  *   ResNet stages  C16 32x32 K16: 2.0   C32 16x16 K32: 1.9   C64 8x8 K64: 1.4 (backward data
@@ -60,7 +60,7 @@ float *dnn_conv_scratch(size_t nfloats)
  *   wide images (8 tiles a row and more)  C16 32x32 K16 0.99-1.11 (backward data 1.08)
  *           C32 32x32 K16 1.09   C16 32x32 K32 1.24   C32 32x32 K32 1.20   C64 32x32 K64 1.17
  *           C8 32x32 K64 1.23   C128 32x32 K128 1.48   C16 64x64 K16 1.31;
- *   row groups (1 to 4 tiles a row, codelets/conv2d_winograd.c)  C32 16x16 K32 1.20 (backward
+ *   row groups (1 to 4 tiles a row, codelets/conv2d_winograd_f4.c)  C32 16x16 K32 1.20 (backward
  *           data 1.02)   C16 16x16 K16 1.44   C32 16x16 K16 1.23   C64 8x8 K64 1.26 (1.18)
  *           C128 8x8 K128 1.19   C64 8x8 K256 1.15   C16 4x4 K64 1.49   C128 4x4 K128 1.03
  *           C64 4x4 K64 1.22; with partial tiles (ResNet-8's 14x14 and 7x7): C32 14x14 K32 1.28

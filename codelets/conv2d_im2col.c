@@ -16,7 +16,7 @@
  *   - stride-1 convs with few channels (C*K <= 128, rows <= 32: LeNet-5's) skip im2col and GEMM
  *     on AVX2+FMA CPUs: register-blocked direct loops over a padded image ("direct path");
  *   - 3x3 stride-1 undilated convs run as Winograd F(2x2, 3x3) where that measured faster
- *     (codelets/conv2d_winograd.c; the choice, DNN_CONV_ALGO, under "Winograd dispatch").
+ *     (codelets/conv2d_winograd_f2.c; the choice, DNN_CONV_ALGO, under "Winograd dispatch").
  * The double-precision naive reference lives in the tests (tests/op_cases.c).
  */
 #include <cblas.h>

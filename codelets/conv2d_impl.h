@@ -4,7 +4,8 @@
  *                    direct, im2col) and the scratch they get;
  *   conv2d_im2col.c  im2col + OpenBLAS sgemm (and the 1x1 convs' GEMMs without im2col);
  *   conv2d_direct.c  the direct AVX2 path for stride-1 convs with few channels;
- *   conv2d_winograd.c Winograd F(2x2, 3x3) and F(4x4, 3x3);
+ *   conv2d_winograd_f2.c, conv2d_winograd_f4.c  Winograd F(2x2, 3x3) and F(4x4, 3x3);
+ *   conv2d_winograd.c what they share: the chunk plan, scratch layout, forward GEMMs, ISA choice;
  *   conv2d.c         the StarPU glue: shapes, codelets, perf models, insert helpers.
  */
 #ifndef DNN_CONV2D_IMPL_H

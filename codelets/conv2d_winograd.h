@@ -1,5 +1,6 @@
 /* conv2d_winograd.h — Winograd F(2x2, 3x3) and F(4x4, 3x3) CPU kernels for 3x3, stride-1, undilated convs
- * (internal to codelets/conv2d.c, which decides when to use it; see conv2d_winograd.c). */
+ * (internal to codelets/conv2d.c, which decides when to use it). F(2x2): conv2d_winograd_f2.c,
+ * F(4x4): conv2d_winograd_f4.c, what they share (plan, scratch, GEMMs, ISA): conv2d_winograd.c. */
 #ifndef DNN_CONV2D_WINOGRAD_H
 #define DNN_CONV2D_WINOGRAD_H
 #include <stddef.h>
@@ -26,7 +27,7 @@ size_t dnn_wino_work(const dnn_wino_shape *s);
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work);
 /* The same on 4x4 output tiles, Winograd F(4x4, 3x3): 36 GEMMs per chunk instead of 16 for
- * 4x the outputs, with a larger rounding error (conv2d_winograd.c); work: dnn_wino4_work(s). */
+ * 4x the outputs, with a larger rounding error (conv2d_winograd_f4.c); work: dnn_wino4_work(s). */
 size_t dnn_wino4_work(const dnn_wino_shape *s);
 void dnn_wino4_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		       float *work);

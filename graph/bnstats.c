@@ -113,7 +113,7 @@ int dnn_bn_sums_reduce(dnn_plan *p, int i, int slot, int phase, starpu_data_hand
 	for (int j = 0; j < N; j++)
 		DNN_TRY(dnn_insert_bn_dsum_add(&(dnn_task_opts){.mpi = 1, .node = j, .priority = STARPU_MAX_PRIO, .name = "bn_allreduce_contrib"}, G,
 					   STARPU_MPI_REDUX, p->bn_rank_sums[k * N + j]));
-	DNN_TRY(dnn_dist_mpi_redux(G, STARPU_MAX_PRIO));
+	DNN_TRY(dnn_dist_mpi_redux(p->m->dist, G, STARPU_MAX_PRIO));
 	for (int j = 1; j < N; j++)
 		DNN_TRY(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, G, j, NULL, NULL));
 	return 0;

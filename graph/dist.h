@@ -6,10 +6,13 @@
 #include "model.h"
 
 /* Turn on multi-rank training (call on every rank, after dnn_model_create, before any plan;
- * nslots = the window; bucket_elems: sync, the all-reduce bucket size in floats, 0 = no
- * buckets). No-op for one rank. -1 with err on failure. */
-int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, size_t bucket_elems,
-			  int staleness, int lookahead, int nslots, char *err, size_t errlen);
+ * allreduce: sync, the algorithm (resolved: not auto; dnn_allreduce_resolve); ranks_on_one_node:
+ * every rank runs on one node (dnn_runtime_ranks_on_one_node), which shapes the tree's reduction:
+ * flat on one node, else binary (dnn_dist_mpi_redux); nslots = the window; bucket_elems: sync,
+ * the all-reduce bucket size in floats, 0 = no buckets). No-op for one rank. -1 with err on
+ * failure. */
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int ranks_on_one_node,
+			  size_t bucket_elems, int staleness, int lookahead, int nslots, char *err, size_t errlen);
 /* --allreduce auto's choice, from the evidence of docs/SIMULATION.md study 5 (e) and
  * docs/NETWORK.md: the tree when every rank runs on one node (ranks that share a machine's cores
  * pay for every dependent hop in scheduling waits, and there the tree's 2 hops beat the ring's
@@ -17,10 +20,6 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
  * 16-node K80/FDR target: 92.6% per node against the tree's 75.4%) and the ring for the others
  * (best of the three at 4 and 8 nodes). Any other value is returned as it is. */
 dnn_allreduce dnn_allreduce_resolve(dnn_allreduce a, int nranks, int one_node);
-/* Before the run, on every rank: the all-reduce that runs (dnn_allreduce_resolve) given whether
- * every rank is on one node (dnn_runtime_ranks_on_one_node), which also shapes the tree's
- * reduction: flat on one node, else binary (mpi_sum_into in dist.c says why). */
-dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_on_one_node);
 /* --bucket-mb auto (requested < 0), on every rank before the run: the bucket size in MiB for a
  * model of grad_bytes gradient bytes. Off (0) for one rank or when every rank is on one node
  * (no measurement there favours them); across nodes min(1 MiB, grad_bytes / 4): 1 MiB is the
@@ -31,12 +30,12 @@ dnn_allreduce dnn_dist_choose_allreduce(dnn_allreduce a, int nranks, int ranks_o
  * at 100 Mbit/s one bucket for the whole net cost lenet5 17% and resnet8 29-35%, quarter-size
  * buckets nothing; docs/NETWORK.md "Gradient buckets"). A size >= 0 is returned as it is. */
 double dnn_dist_choose_bucket_mb(double requested, size_t grad_bytes, int nranks, int ranks_on_one_node);
-/* StarPU-MPI's reduction of G's STARPU_MPI_REDUX contributions into G's owner, shaped as
- * dnn_dist_choose_allreduce decided: flat when every rank is on one node, else a binary tree
- * (dist.c says why). For the gradients' tree and global batch norm's statistics (bnstats.c). */
-int dnn_dist_mpi_redux(starpu_data_handle_t G, int prio);
-/* Can all-reduce `a` run over nranks ranks? rhd needs a power of two: -1 with the usage line in
- * err otherwise (the callers exit with status 2), else 0. */
+/* StarPU-MPI's reduction of G's STARPU_MPI_REDUX contributions into G's owner, shaped by d's
+ * ranks_on_one_node (dnn_model_enable_dist): flat when every rank is on one node, else a binary
+ * tree (dist.c says why). For the gradients' tree and global batch norm's statistics (bnstats.c). */
+int dnn_dist_mpi_redux(const dnn_dist *d, starpu_data_handle_t G, int prio);
+/* Can all-reduce `a` run over nranks ranks (its descriptor's check_ranks: rhd needs a power of
+ * two)? -1 with the usage line in err otherwise (the callers exit with status 2), else 0. */
 int dnn_allreduce_check_ranks(dnn_allreduce a, int nranks, char *err, size_t errlen);
 /* Async mode: the server's current parameters into this rank's replica (the end of a run). */
 int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen);
@@ -87,7 +86,7 @@ typedef struct {
 } dnn_dist_info;
 void dnn_dist_get_info(const dnn_dist *d, dnn_dist_info *info);
 /* Return a non-zero status (a negative errno) from a helper or a StarPU-MPI call to the caller:
- * the error propagation of the cross-rank code (dist.c, bnstats.c). */
+ * the error propagation of the cross-rank code (dist*.c, allreduce/, bnstats.c). */
 #define DNN_TRY(call)                      \
 	do {                               \
 		int dnn_try_rc_ = (call);  \

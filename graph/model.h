@@ -48,7 +48,7 @@ typedef struct {
 	starpu_data_handle_t hw, hv, hg;
 } dnn_param;
 
-/* Across ranks (StarPU-MPI): the multi-rank state, opaque (defined in dist.c; what runtime/
+/* Across ranks (StarPU-MPI): the multi-rank state, opaque (defined in dist_impl.h; what runtime/
  * reads of it: the accessors of dist.h). dnn_dist_mode and dnn_allreduce are in starpu_anp.h. */
 typedef struct dnn_dist dnn_dist;
 

@@ -95,7 +95,8 @@ static int run(const dnn_train_opts *o, dnn_graph *g, dnn_model *m, dnn_plan *p,
 		goto fail;
 	*have_m = 1;
 	const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-	if (dnn_model_enable_dist(m, DNN_MODE_SYNC, o->allreduce, bucket_elems, 0, 0, 1, err, sizeof(err)) != 0 ||
+	if (dnn_model_enable_dist(m, DNN_MODE_SYNC, o->allreduce, dnn_runtime_ranks_on_one_node(), bucket_elems, 0, 0, 1,
+				  err, sizeof(err)) != 0 ||
 	    dnn_plan_create_sharded(p, m, nranks, 1, 1, dnn_knobs_get(), err, sizeof(err)) != 0)
 		goto fail;
 	*have_p = 1;
@@ -131,7 +132,7 @@ int dnn_cmd_allreduce_bench(const dnn_train_opts *o)
 	dnn_plan p;
 	int have_m = 0, have_p = 0;
 	dnn_train_opts ro = *o; /* --allreduce auto resolved: the result line names what ran */
-	ro.allreduce = dnn_dist_choose_allreduce(o->allreduce, dnn_runtime_nranks(), dnn_runtime_ranks_on_one_node());
+	ro.allreduce = dnn_allreduce_resolve(o->allreduce, dnn_runtime_nranks(), dnn_runtime_ranks_on_one_node());
 	/* --bucket-mb auto: off. One tensor in a bucket of its own only adds the pack and unpack
 	 * copies; an explicit size still times that path. */
 	if (ro.bucket_mb < 0)

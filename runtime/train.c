@@ -205,7 +205,8 @@ static int setup_plan(train_run *r)
 			fprintf(stderr, "error: --batch %d is smaller than the number of ranks (%d)\n", o->batch, r->nranks);
 			return -1;
 		}
-		r->o.allreduce = dnn_dist_choose_allreduce(o->allreduce, r->nranks, dnn_runtime_ranks_on_one_node());
+		const int one_node = dnn_runtime_ranks_on_one_node();
+		r->o.allreduce = dnn_allreduce_resolve(o->allreduce, r->nranks, one_node);
 		if (o->mode == DNN_MODE_SYNC && dnn_allreduce_check_ranks(o->allreduce, r->nranks, err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: %s\n", err);
 			r->usage_rc = 2;
@@ -214,11 +215,11 @@ static int setup_plan(train_run *r)
 		/* --bucket-mb auto resolved (async has no buckets): the result line names what ran */
 		r->o.bucket_mb = o->mode == DNN_MODE_SYNC
 					 ? dnn_dist_choose_bucket_mb(o->bucket_mb, dnn_model_grad_bytes(&r->m), r->nranks,
-								     dnn_runtime_ranks_on_one_node())
+								     one_node)
 					 : (o->bucket_mb < 0 ? 0 : o->bucket_mb);
 		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, bucket_elems, o->staleness, o->async_lookahead,
-					  o->window, err, sizeof(err)) != 0) {
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, one_node, bucket_elems, o->staleness,
+					  o->async_lookahead, o->window, err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
 		}

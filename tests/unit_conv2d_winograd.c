@@ -35,7 +35,7 @@
  * must give bit-identical y, dx and dw.
  * Each kernel call starts from released scratch memory (dnn_cpu_scratch_release), so that a
  * sanitizer build checks the scratch sizes: the transforms load and store whole 8-float vectors
- * past the ends of rows, inside the scratch by construction (codelets/conv2d_winograd.c).
+ * past the ends of rows, inside the scratch by construction (codelets/conv2d_winograd*.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -140,7 +140,7 @@ static double check(const char *what, const float *got, const double *ref, const
 	return worst;
 }
 
-/* The AVX-512 GEMMs (codelets/conv2d_winograd.c) promise the AVX2 loops' results bit for bit:
+/* The AVX-512 GEMMs (codelets/conv2d_winograd.c, conv2d_winograd_f2.c) promise the AVX2 loops' results bit for bit:
  * y, dx (overwrite) and dw (+= onto dw0) under each ISA, compared exactly. Where the CPU has no
  * AVX-512 both runs take AVX2 and the check is trivially true. */
 static void check_isa_identical(const char *what, dnn_conv2d_args a, const float *x, const float *w,

@@ -13,7 +13,7 @@
  * The batches are drawn from a pool of 16 images, batch b holding pool images (o + j) mod 16
  * for j < N at offsets o = 0, 5 and 11, so that each image meets several positions and batch
  * sizes; the reference is each pool image alone. The shapes take every path of the F(4x4)
- * kernel (codelets/conv2d_winograd.c; which one a shape takes follows from its tiles per row,
+ * kernel (codelets/conv2d_winograd_f4.c; which one a shape takes follows from its tiles per row,
  * tw): wide images (tw >= 8: 32x32, several images per chunk; 64x64, several chunks per image),
  * row groups (tw = 4, 2, 1: 16x16, 8x8, 4x4, and ResNet-8's 14x14 and 7x7 with partial tiles),
  * strips (tw = 7 and 3: 28x28, 12x12), the plain narrow path (13x11: tw = 3 with partial
