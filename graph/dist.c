@@ -44,7 +44,7 @@ const dnn_allreduce_algo *dnn_allreduce_algo_get(dnn_allreduce a)
 	return (unsigned)a < sizeof(algo_table) / sizeof(algo_table[0]) ? algo_table[a] : NULL;
 }
 
-/* DNN_ALLREDUCE_PRIO (dnn_dist_set_priorities; 2 by default: docs/SIMULATION.md, study 5, +4% to
+/* DNN_ALLREDUCE_PRIO (the plan's config, p->cfg.allreduce_prio; 2 by default: docs/SIMULATION.md, study 5, +4% to
  * +10% at 2-16 simulated K80 nodes). 1 = the sync all-reduce's tasks and the updates of parameter
  * q get StarPU priority P - q, so that the layers the next forward needs first go first (P3,
  * ByteScheduler); 0: every such task at priority 0 (the ring's and rhd's hops keep
@@ -52,26 +52,18 @@ const dnn_allreduce_algo *dnn_allreduce_algo_get(dnn_allreduce a)
  * chunk q mod K's worker: a pinned task waits in its worker's own queue, which StarPU serves
  * before the scheduler's, so an unpinned all-reduce task waits for every ready pinned forward or
  * backward task of that worker whatever its priority; pinned, it takes its place by priority. */
-static int g_prio = 2;
-
-void dnn_dist_set_priorities(int level) { g_prio = level; }
-
-int dnn_dist_prio_of(const dnn_model *m, int q) { return g_prio ? m->nparams - q : 0; }
+int dnn_dist_prio_of(const dnn_plan *p, int q) { return p->cfg.allreduce_prio ? p->m->nparams - q : 0; }
 
 /* The options of parameter q's all-reduce tasks and update (mpi: cross-rank, on `node`). */
 dnn_task_opts dnn_dist_ar_opts(const dnn_plan *p, int q, int mpi, int node, int prio)
 {
-	dnn_task_opts o = {.mpi = mpi, .node = node, .priority = prio};
-	if (g_prio >= 2 && p->chunk_worker)
+	dnn_task_opts o = {.mpi = mpi, .node = node, .priority = prio, .pin_queue = !p->cfg.pin_by_mask};
+	if (p->cfg.allreduce_prio >= 2 && p->chunk_worker)
 		o.pinned = 1, o.worker = p->chunk_worker[q % p->nchunks];
 	return o;
 }
 
-/* DNN_ALLREDUCE_ON (dnn_dist_set_allreduce_on; graph/dist.h): 0 device, 1 host, 2 host-update. */
-static int g_on;
-
-void dnn_dist_set_allreduce_on(int where) { g_on = where; }
-
+/* DNN_ALLREDUCE_ON (the plan's config, p->cfg.allreduce_on): 0 device, 1 host, 2 host-update. */
 /* As dnn_dist_ar_opts, for a task of parameter q's all-reduce that DNN_ALLREDUCE_ON puts on the host
  * (`update`: the SGD step, there only at 2): pinned to a CPU worker (q mod the CPU workers, the
  * same id on every rank), whatever the priority level, so that it reads and writes host memory
@@ -79,7 +71,8 @@ void dnn_dist_set_allreduce_on(int where) { g_on = where; }
 dnn_task_opts dnn_dist_ar_place(const dnn_plan *p, int q, int mpi, int node, int prio, int update)
 {
 	dnn_task_opts o = dnn_dist_ar_opts(p, q, mpi, node, prio);
-	if (g_on == 0 || (update && g_on < 2))
+	const int on = p->cfg.allreduce_on;
+	if (on == 0 || (update && on < 2))
 		return o;
 	int cpu[STARPU_NMAXWORKERS];
 	const unsigned n = starpu_worker_get_ids_by_type(STARPU_CPU_WORKER, cpu, STARPU_NMAXWORKERS);
@@ -289,17 +282,17 @@ static int param_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *opti
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
-	const dnn_task_opts h = dnn_dist_ar_place(p, q, 0, -1, dnn_dist_prio_of(m, q), 0);
+	const dnn_task_opts h = dnn_dist_ar_place(p, q, 0, -1, dnn_dist_prio_of(p, q), 0);
 	starpu_data_handle_t G;
 	DNN_TRY(d->entry[q].algo->reduce(p, q, &h, &G));
 	dnn_param *pr = &m->params[q];
 	dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
-	const dnn_task_opts u = dnn_dist_ar_place(p, q, 0, -1, dnn_dist_prio_of(m, q), 1);
+	const dnn_task_opts u = dnn_dist_ar_place(p, q, 0, -1, dnn_dist_prio_of(p, q), 1);
 	if (G == pr->hg)
 		return dnn_insert_optim_update(&u, &a, pr->hw, pr->hv, pr->hg);
 	a.keep_grad = 1;
 	DNN_TRY(dnn_insert_optim_update(&u, &a, pr->hw, pr->hv, G));
-	const dnn_task_opts o = dnn_dist_ar_opts(p, q, 0, -1, dnn_dist_prio_of(m, q));
+	const dnn_task_opts o = dnn_dist_ar_opts(p, q, 0, -1, dnn_dist_prio_of(p, q));
 	return dnn_insert_vec_zero(&o, pr->hg);
 }
 

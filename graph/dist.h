@@ -62,17 +62,15 @@ void dnn_dist_destroy(dnn_model *m);
  * returned), and whether this is a sync run (the ranks' sums meet every step). */
 int64_t dnn_dist_reserve_tags(dnn_dist *d, int64_t n);
 int dnn_dist_is_sync(const dnn_dist *d);
-/* DNN_ALLREDUCE_PRIO (runtime/knobs.c): 1 = the sync all-reduce's tasks and updates of the first
- * layers first (StarPU priority nparams - q for parameter q), 2 = as 1 and pinned to the chunks'
- * workers under --pin-chunks (the default), 0 = all at priority 0, unpinned. */
-void dnn_dist_set_priorities(int level);
-/* DNN_ALLREDUCE_ON (runtime/knobs.c): 0 = device (the default: every all-reduce task where the
- * chunks' compute runs), 1 = host: a rank's gradient, already summed over its chunks by the
- * REDUX reduction, is read once on a CPU worker, and the cross-rank hops and sums run on CPU
- * workers on host buffers next to StarPU-MPI; the update stays on the chunks' worker (the sum
- * goes up once); 2 = as 1 with the update on the host too (the weights go up once). Without a
- * CPU worker both are 0. */
-void dnn_dist_set_allreduce_on(int where);
+/* DNN_ALLREDUCE_PRIO and DNN_ALLREDUCE_ON travel in the plan's config (graph/exec_config.h):
+ * allreduce_prio 1 = the sync all-reduce's tasks and updates of the first layers first (StarPU
+ * priority nparams - q for parameter q), 2 = as 1 and pinned to the chunks' workers under
+ * --pin-chunks (the default), 0 = all at priority 0, unpinned. allreduce_on 0 = device (the
+ * default: every all-reduce task where the chunks' compute runs), 1 = host: a rank's gradient,
+ * already summed over its chunks, is read once on a CPU worker, and the cross-rank hops and sums
+ * run on CPU workers on host buffers next to StarPU-MPI; the update stays on the chunks' worker
+ * (the sum goes up once); 2 = as 1 with the update on the host too (the weights go up once).
+ * Without a CPU worker both are 0. */
 
 /* ---- what runtime/ reads of a model's multi-rank state (m->dist; NULL: one process) */
 int dnn_dist_rank(const dnn_dist *d);   /* 0 for NULL */

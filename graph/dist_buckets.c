@@ -72,7 +72,7 @@ int dnn_dist_bucket_step(dnn_plan *p, int b, const dnn_optim_config *optim)
 	dnn_dist *d = m->dist;
 	const int NB = d->nbuckets, P = m->nparams;
 	starpu_data_handle_t mine = d->bucket_local[d->rank * NB + b];
-	const dnn_task_opts o = dnn_dist_ar_opts(p, d->bucket_lead[b], 0, -1, dnn_dist_prio_of(m, d->bucket_lead[b]));
+	const dnn_task_opts o = dnn_dist_ar_opts(p, d->bucket_lead[b], 0, -1, dnn_dist_prio_of(p, d->bucket_lead[b]));
 	dnn_task_opts pack = o, unpack = o;
 	pack.name = "bucket_pack", unpack.name = "bucket_unpack";
 	/* The members tile the bucket (dnn_dist_plan_buckets: bucket_len is the sum of their sizes, no gap),

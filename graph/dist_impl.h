@@ -114,13 +114,13 @@ starpu_data_handle_t dnn_dist_register(dnn_dist *d, float *home, size_t n, int o
 starpu_data_handle_t dnn_dist_local(const dnn_dist *d, int e, int j);
 const starpu_data_handle_t *dnn_dist_locals(const dnn_dist *d, int e, size_t *stride);
 /* The options of parameter (or entry) q's all-reduce tasks and update (mpi: cross-rank, on
- * `node`): DNN_ALLREDUCE_PRIO's pinning (dnn_dist_set_priorities) ... */
+ * `node`): DNN_ALLREDUCE_PRIO's pinning (p->cfg.allreduce_prio) ... */
 dnn_task_opts dnn_dist_ar_opts(const dnn_plan *p, int q, int mpi, int node, int prio);
 /* ... and, for a task DNN_ALLREDUCE_ON puts on the host (`update`: the SGD step, there only at
- * 2), pinned to a CPU worker (dnn_dist_set_allreduce_on). */
+ * 2), pinned to a CPU worker (DNN_ALLREDUCE_ON: p->cfg.allreduce_on). */
 dnn_task_opts dnn_dist_ar_place(const dnn_plan *p, int q, int mpi, int node, int prio, int update);
 /* The StarPU priority of parameter q's all-reduce and update (DNN_ALLREDUCE_PRIO). */
-int dnn_dist_prio_of(const dnn_model *m, int q);
+int dnn_dist_prio_of(const dnn_plan *p, int q);
 /* G <- the sum over ranks j of local[j * stride], into G's owner: zero G, one STARPU_MPI_REDUX
  * contribution executed on each rank, then StarPU-MPI's reduction tree (dnn_dist_mpi_redux).
  * Tasks named zero_name and contrib_name, with base's other options (NULL: none). */

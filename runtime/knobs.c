@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist.h" /* dnn_dist_set_priorities, dnn_dist_set_allreduce_on */
 #include "starpu_anp.h"
 
 static dnn_exec_config g_knobs = DNN_EXEC_CONFIG_DEFAULTS;
@@ -124,10 +123,6 @@ int dnn_knobs_load(char *err, size_t errlen)
 	if (dnn_knobs_parse(&k, err, errlen) != 0)
 		return -1;
 	g_knobs = k;
-	/* graph/dist.c still keeps these two in statics of its own; the plan carries them too
-	 * (p->cfg.allreduce_prio, p->cfg.allreduce_on), for dist.c to read there instead. */
-	dnn_dist_set_priorities(k.allreduce_prio);
-	dnn_dist_set_allreduce_on(k.allreduce_on);
 	g_loaded = 1;
 	return 0;
 }
