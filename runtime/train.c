@@ -131,6 +131,37 @@ typedef struct {
 	long images, done, warm_done;
 } epoch_sums;
 
+/* --resume under mpirun: each rank reads the checkpoint itself. Should the file change between
+ * their reads (a job still writing it), they would start from different steps, and the job would
+ * hang at its end: one rank waiting for the reduction of a step the others never run. Every rank
+ * sends its step to rank 0 (exact in floats: two 24-bit halves), which compares them. Returns 0,
+ * or -1 on rank 0 after one line (the caller stops the job). */
+static int resume_agrees(train_run *r)
+{
+	const size_t n = 2 * (size_t)r->nranks;
+	float *mine = calloc(n, sizeof(float)), *all = calloc(n, sizeof(float));
+	char err[512] = "out of memory comparing the ranks' checkpoints";
+	if (mine) {
+		mine[2 * r->rank] = (float)(r->step0 & 0xffffff);
+		mine[2 * r->rank + 1] = (float)(r->step0 >> 24);
+	}
+	/* Every rank takes part in the collective, even one short of memory (it then sends 0s). */
+	int rc = mine && all ? dnn_dist_sum_to_root(&r->m, mine, all, n, err, sizeof(err)) : -1;
+	if (rc != 0)
+		fprintf(stderr, "error: %s\n", err);
+	for (int j = 1; rc == 0 && r->rank == 0 && j < r->nranks; j++) {
+		const uint64_t sj = (uint64_t)all[2 * j] | (uint64_t)all[2 * j + 1] << 24;
+		if (sj != r->step0) {
+			fprintf(stderr, "error: --resume %s: rank 0 read step %llu, rank %d step %llu: the file changed "
+					"while the ranks read it (is another job still writing it?)\n",
+				r->o.resume_path, (unsigned long long)r->step0, j, (unsigned long long)sj);
+			rc = -1;
+		}
+	}
+	free(mine), free(all);
+	return rc;
+}
+
 /* Closes the metrics file: 0, or 1 after one line when a row could not be written (a full disk
  * shows only here, since fprintf buffers). */
 static int close_metrics(train_run *r)
@@ -630,6 +661,8 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		goto out;
 	}
 	const dnn_train_opts *o = &r.o;
+	if (r.nranks > 1 && o->resume_path && resume_agrees(&r) != 0)
+		abort_job(&r);
 	const dnn_watchdog_cfg wcfg = {.timeout = r.o.step_timeout, .done = r.step0, .metrics = r.metrics,
 				       .metrics_path = r.o.metrics_path, .rank = r.rank, .nranks = r.nranks};
 	dnn_watchdog_start(&wcfg); /* multi-rank runs with --step-timeout only */
