@@ -130,7 +130,10 @@ static void help_cmd(const char *c)
 		printf("  --checkpoint FILE    checkpoint to evaluate (required)\n"
 		       "  --limit N            evaluate only the first N test samples\n");
 	} else {
-		printf("  --lr X               learning rate (peak of the schedule) [0.05]\n"
+		printf("  --lr X               learning rate (peak of the schedule) [the --optimizer's recipe in\n"
+		       "                       docs/large-batch.md, for a global batch B (--lr-ref-batch if given,\n"
+		       "                       else --batch): sgd 0.05; lars 4 x sqrt(B/4096); lamb\n"
+		       "                       0.04 x sqrt(B/4096); adamw none: --lr required]\n"
 		       "  --lr-schedule S      cosine (decay to 0 over the run) or constant [cosine]\n"
 		       "  --warmup-epochs E    linear warm-up from lr/steps to the peak over E epochs (fractions\n"
 		       "                       allowed), then the schedule over the rest of the run [0]\n"
@@ -340,7 +343,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_DATA: o->data_dir = v; break;
 	case O_BATCH: o->batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
 	case O_CHUNKS: o->chunks = (int)parse_long_opt(name, v, 1, 1 << 16); break;
-	case O_LR: o->sgd.lr = parse_float_opt(name, v, 0, 100); break;
+	case O_LR: o->sgd.lr = parse_float_opt(name, v, 0, 100), o->lr_set = 1; break;
 	case O_MOM: o->sgd.momentum = parse_float_opt(name, v, 0, 0.9999); break;
 	case O_WD: o->sgd.weight_decay = parse_float_opt(name, v, 0, 1); break;
 	case O_WINDOW: o->window = (int)parse_long_opt(name, v, 1, 64); break;
@@ -471,6 +474,13 @@ static void finish_options(cli *c)
 			    "--optimizer sgd", o->sgd.optimizer == DNN_OPT_LARS    ? "lars"
 					       : o->sgd.optimizer == DNN_OPT_ADAMW ? "adamw"
 										   : "lamb");
+	/* No --lr: the optimiser's recipe (docs/large-batch.md), at the batch --lr is for; AdamW has none. */
+	if ((c->cmd & C_TRAINS) && !o->lr_set) {
+		o->sgd.lr = dnn_train_opts_default_lr(o->sgd.optimizer, o->lr_ref_batch > 0 ? o->lr_ref_batch : o->batch);
+		if (!(o->sgd.lr > 0))
+			usage_error("--optimizer adamw needs --lr: docs/large-batch.md has no AdamW recipe to take a "
+				    "default rate from");
+	}
 	if (c->cmd == C_TRAIN) {
 		o->checkpoint_out = c->checkpoint;
 		if (o->checkpoint_every && !c->checkpoint)

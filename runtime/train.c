@@ -365,10 +365,10 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	r->lr_peak = dnn_scaled_lr(o->sgd.lr, o->batch, o->lr_ref_batch);
 	r->warmup_steps = (long)llround(o->warmup_epochs * (double)r->steps_per_epoch);
 	if (!o->quiet)
-		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s), warm-up %ld steps, then %s\n", o->cmd,
+		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s%s), warm-up %ld steps, then %s\n", o->cmd,
 			dnn_optimizer_name(o->sgd.optimizer), (double)r->lr_peak, (double)o->sgd.lr,
-			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", r->warmup_steps,
-			o->cosine ? "cosine decay" : "constant");
+			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", o->lr_set ? "" : ", the optimizer's default",
+			r->warmup_steps, o->cosine ? "cosine decay" : "constant");
 	dnn_progress_init(&r->pr, stderr, o->quiet, r->steps_per_epoch);
 	/* Checkpoints may be taken mid-epoch (--checkpoint-every): the epoch and the position in its
 	 * (seeded, reproducible) permutation both follow from the step count. */
