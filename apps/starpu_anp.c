@@ -133,7 +133,10 @@ static void help_cmd(const char *c)
 		printf("  --checkpoint FILE    checkpoint to evaluate (required)\n"
 		       "  --limit N            evaluate only the first N test samples\n");
 	} else {
-		printf("  --lr X               learning rate (peak of the schedule) [0.05]\n"
+		printf("  --lr X               learning rate (peak of the schedule) [the --optimizer's recipe in\n"
+		       "                       docs/large-batch.md, for a global batch B (--lr-ref-batch if given,\n"
+		       "                       else --batch): sgd 0.05; lars 4 x sqrt(B/4096); lamb\n"
+		       "                       0.04 x sqrt(B/4096); adamw none: --lr required]\n"
 		       "  --lr-schedule S      cosine (decay to 0 over the run) or constant [cosine]\n"
 		       "  --warmup-epochs E    linear warm-up from lr/steps to the peak over E epochs (fractions\n"
 		       "                       allowed), then the schedule over the rest of the run [0]\n"
@@ -191,9 +194,11 @@ static void help_cmd(const char *c)
 		       "                       steps in flight (--window) finish first, so leave a margin\n"
 		       "                       (needs --checkpoint). SIGTERM and SIGUSR1 (Slurm's warning\n"
 		       "                       before the wall-time limit) stop the same way; under mpirun\n"
-		       "                       send SIGUSR1 to mpirun, which forwards it (SIGTERM makes\n"
-		       "                       mpirun kill the ranks), and every rank stops after the step\n"
-		       "                       rank 0 picks. Exit status 3 = stopped, checkpoint written\n"
+		       "                       send SIGUSR1 to mpirun, which forwards it (on SIGTERM Open\n"
+		       "                       MPI's mpirun returns at once and leaves its ranks running),\n"
+		       "                       or the signal to every rank, as Slurm does; every rank stops\n"
+		       "                       after the step rank 0 picks. Exit status 3 = stopped,\n"
+		       "                       checkpoint written\n"
 		       "  --limit-train N      use only the first N training samples\n"
 		       "  --limit-test N       evaluate on only the first N test samples\n"
 		       "  --no-eval            skip the per-epoch test-set evaluation\n"
@@ -359,7 +364,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_DATA: o->data_dir = v; break;
 	case O_BATCH: o->batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
 	case O_CHUNKS: o->chunks = (int)parse_long_opt(name, v, 1, 1 << 16); break;
-	case O_LR: o->optim.lr = parse_float_opt(name, v, 0, 100); break;
+	case O_LR: o->optim.lr = parse_float_opt(name, v, 0, 100), o->lr_set = 1; break;
 	case O_MOM: o->optim.momentum = parse_float_opt(name, v, 0, 0.9999); break;
 	case O_WD: o->optim.weight_decay = parse_float_opt(name, v, 0, 1); break;
 	case O_WINDOW: o->window = (int)parse_long_opt(name, v, 1, 64); break;
@@ -492,6 +497,13 @@ static void finish_options(cli *c)
 			    "--optimizer sgd", o->optim.optimizer == DNN_OPT_LARS    ? "lars"
 					       : o->optim.optimizer == DNN_OPT_ADAMW ? "adamw"
 										   : "lamb");
+	/* No --lr: the optimiser's recipe (docs/large-batch.md), at the batch --lr is for; AdamW has none. */
+	if ((c->cmd & C_TRAINS) && !o->lr_set) {
+		o->optim.lr = dnn_train_opts_default_lr(o->optim.optimizer, o->lr_ref_batch > 0 ? o->lr_ref_batch : o->batch);
+		if (!(o->optim.lr > 0))
+			usage_error("--optimizer adamw needs --lr: docs/large-batch.md has no AdamW recipe to take a "
+				    "default rate from");
+	}
 	if (c->cmd == C_TRAIN) {
 		o->checkpoint_out = c->checkpoint;
 		if (o->checkpoint_every && !c->checkpoint)

@@ -64,6 +64,7 @@ typedef struct {
 	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
 	double warmup_epochs;     // --warmup-epochs E: linear warm-up to the peak lr over E epochs (0 = none)
 	int lr_ref_batch;         // --lr-ref-batch N: --lr is for a global batch of N, scaled by batch/N (0 = off)
+	int lr_set;               // --lr was given (else the app sets optim.lr to dnn_train_opts_default_lr's)
 	uint64_t seed;
 	int seed_set;             // --seed was given (a resume then refuses a checkpoint of another seed)
 	int limit_train, limit_test; // 0 = whole set
@@ -90,6 +91,10 @@ typedef struct {
 
 /* The defaults of `starpu_anp train` (the values --help shows in brackets). */
 void dnn_train_opts_default(dnn_train_opts *o);
+/* --lr when it is not given: the peak rate of the optimiser's recipe in docs/large-batch.md for a
+ * global batch of `batch`: sgd 0.05 at every batch, lars 4 x sqrt(batch / 4096), lamb
+ * 0.04 x sqrt(batch / 4096); 0 for adamw, which has no documented recipe (--lr is then required). */
+float dnn_train_opts_default_lr(dnn_optimizer opt, int batch);
 
 /* ---------------------------------------------------------------- commands
  * Each returns the process exit status (0, or 1 on a runtime error, whose one-line message is

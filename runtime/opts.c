@@ -1,6 +1,7 @@
 /* opts.c — option defaults (see opts.h). */
 #include "opts.h"
 
+#include <math.h>
 #include <starpu.h>
 #include <string.h>
 
@@ -30,6 +31,19 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->batchnorm_global = 0; /* local, as PyTorch DDP: README "Batch norm over the global batch" says why */
 	o->step_timeout = 300;
 	o->val_fraction = 0.1;
+}
+
+float dnn_train_opts_default_lr(dnn_optimizer opt, int batch)
+{
+	/* docs/large-batch.md, 20 epochs of lenet5: the LARS and LAMB peaks were tuned at 4,096 and
+	 * carried to the other batches by the square-root rule (0.5 / 0.005 at 64, 2 / 0.02 at 1,024) */
+	const double sq = sqrt((batch > 0 ? batch : 1) / 4096.0);
+	switch (opt) {
+	case DNN_OPT_SGD: return 0.05f;
+	case DNN_OPT_LARS: return (float)(4 * sq);
+	case DNN_OPT_LAMB: return (float)(0.04 * sq);
+	default: return 0; /* adamw: no recipe */
+	}
 }
 
 int dnn_opts_chunks(const dnn_train_opts *o, const dnn_graph *g)

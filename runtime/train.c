@@ -136,6 +136,37 @@ typedef struct {
 	long images, done, warm_done;
 } epoch_sums;
 
+/* --resume under mpirun: each rank reads the checkpoint itself. Should the file change between
+ * their reads (a job still writing it), they would start from different steps, and the job would
+ * hang at its end: one rank waiting for the reduction of a step the others never run. Every rank
+ * sends its step to rank 0 (exact in floats: two 24-bit halves), which compares them. Returns 0,
+ * or -1 on rank 0 after one line (the caller stops the job). */
+static int resume_agrees(train_run *r)
+{
+	const size_t n = 2 * (size_t)r->nranks;
+	float *mine = calloc(n, sizeof(float)), *all = calloc(n, sizeof(float));
+	char err[512] = "out of memory comparing the ranks' checkpoints";
+	if (mine) {
+		mine[2 * r->rank] = (float)(r->step0 & 0xffffff);
+		mine[2 * r->rank + 1] = (float)(r->step0 >> 24);
+	}
+	/* Every rank takes part in the collective, even one short of memory (it then sends 0s). */
+	int rc = mine && all ? dnn_dist_sum_to_root(&r->m, mine, all, n, err, sizeof(err)) : -1;
+	if (rc != 0)
+		fprintf(stderr, "error: %s\n", err);
+	for (int j = 1; rc == 0 && r->rank == 0 && j < r->nranks; j++) {
+		const uint64_t sj = (uint64_t)all[2 * j] | (uint64_t)all[2 * j + 1] << 24;
+		if (sj != r->step0) {
+			fprintf(stderr, "error: --resume %s: rank 0 read step %llu, rank %d step %llu: the file changed "
+					"while the ranks read it (is another job still writing it?)\n",
+				r->o.resume_path, (unsigned long long)r->step0, j, (unsigned long long)sj);
+			rc = -1;
+		}
+	}
+	free(mine), free(all);
+	return rc;
+}
+
 /* Closes the metrics file: 0, or 1 after one line when a row could not be written (a full disk
  * shows only here, since fprintf buffers). */
 static int close_metrics(train_run *r)
@@ -342,10 +373,10 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	r->lr_peak = dnn_scaled_lr(o->optim.lr, o->batch, o->lr_ref_batch);
 	r->warmup_steps = (long)llround(o->warmup_epochs * (double)r->steps_per_epoch);
 	if (!o->quiet)
-		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s), warm-up %ld steps, then %s\n", o->cmd,
+		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s%s), warm-up %ld steps, then %s\n", o->cmd,
 			dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak, (double)o->optim.lr,
-			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", r->warmup_steps,
-			o->cosine ? "cosine decay" : "constant");
+			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", o->lr_set ? "" : ", the optimizer's default",
+			r->warmup_steps, o->cosine ? "cosine decay" : "constant");
 	dnn_progress_init(&r->pr, stderr, o->quiet, r->steps_per_epoch);
 	/* Checkpoints may be taken mid-epoch (--checkpoint-every): the epoch and the position in its
 	 * (seeded, reproducible) permutation both follow from the step count. */
@@ -684,6 +715,8 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 		goto out;
 	}
 	const dnn_train_opts *o = &r.o;
+	if (r.nranks > 1 && o->resume_path && resume_agrees(&r) != 0)
+		abort_job(&r);
 	if (o->resume_path && r.step0 >= (uint64_t)r.total_steps) {
 		/* The checkpoint already holds the whole run (a chain's last job, a kill after the last
 		 * save): nothing to train; it is still evaluated, and the result line has no train loss. */

@@ -57,7 +57,8 @@ PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
-      xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv patch)
+      xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv patch
+      gdb) # gdb: the stacks of a hung test's processes (tests/scripts/lib.sh, run_or_dump_stacks)
 # --sim: SimGrid (with smpicc/smpirun) and xsltproc, which StarPU's SimGrid configure needs.
 SIM_PKGS=(libsimgrid-dev xsltproc patch)
 # Applied to StarPU's source before the simulation build (section 4).

@@ -59,3 +59,71 @@ net_sim_prepare() {
   ANP_SIM_CALIB_DIR="$TMP/calib" bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net lenet5 --batch 2 --chunks 1 \
     --cores 1 --ncpu 1 --calib-steps 1 >/dev/null 2>"$TMP/build.err" || { tail -5 "$TMP/build.err" >&2; fail "building the simulation failed"; finish; }
 }
+
+# descendants PID: PID and every process below it, one per line (parents first).
+descendants() {
+  local p todo=("$1")
+  while [ "${#todo[@]}" -gt 0 ]; do
+    p="${todo[0]}"; todo=("${todo[@]:1}")
+    echo "$p"
+    # shellcheck disable=SC2207
+    todo+=($(pgrep -P "$p" || true))
+  done
+}
+# wait_gone SECONDS PID...: waits until none of the PIDs runs any more (a zombie counts as gone);
+# status 1 if some still run after SECONDS.
+wait_gone() {
+  local limit="$1" t0 p alive; shift
+  t0="$(date +%s)"
+  while :; do
+    alive=0
+    for p in "$@"; do
+      [ -e "/proc/$p" ] && [ "$(awk '{ print $3 }' "/proc/$p/stat" 2>/dev/null)" != Z ] && alive=1
+    done
+    [ "$alive" = 0 ] && return 0
+    [ $(($(date +%s) - t0)) -lt "$limit" ] || return 1
+    sleep 0.1
+  done
+}
+# run_or_dump_stacks LIMIT OUT ERR CMD...: runs CMD (e.g. an mpirun of $STARPU_ANP), its stdout
+# into OUT and its stderr into ERR, for at most LIMIT seconds; returns CMD's exit status. When
+# it is still running at LIMIT (a hang: the runs it takes end in seconds), it prints, on this
+# script's stderr, the stack of every thread of each $STARPU_ANP process CMD started (all the
+# ranks: gdb -p PID -batch -ex 'thread apply all bt'; scripts/bootstrap.sh installs gdb), then
+# kills CMD and its processes and returns 124, as timeout(1) does. The stacks say where a
+# rank waits, which a bare timeout throws away.
+run_or_dump_stacks() {
+  local limit="$1" out="$2" err="$3" pid rc=0 t0 p
+  shift 3
+  "$@" >"$out" 2>"$err" &
+  pid=$!
+  t0="$(date +%s)"
+  while kill -0 "$pid" 2>/dev/null && [ $(($(date +%s) - t0)) -lt "$limit" ]; do sleep 0.2; done
+  if ! kill -0 "$pid" 2>/dev/null; then
+    wait "$pid" || rc=$?
+    return "$rc"
+  fi
+  local app procs=()
+  app="$(basename "${STARPU_ANP:-starpu_anp}")"
+  # shellcheck disable=SC2207
+  procs=($(descendants "$pid"))
+  echo "HANG: '$*' still running after ${limit} s; the threads of its ${app} processes:" >&2
+  for p in "${procs[@]}"; do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = "${app:0:15}" ] || continue
+    echo "=== pid $p, rank $(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')" >&2
+    if command -v gdb >/dev/null; then
+      timeout 60 gdb -p "$p" -batch -ex 'set pagination off' -ex 'thread apply all bt' </dev/null 2>&1 \
+        | grep -v '^\[New LWP\|^\[Thread debugging\|^Using host libthread_db' >&2 || true
+    else
+      echo "(gdb is not installed: scripts/bootstrap.sh installs it)" >&2
+      for t in /proc/"$p"/task/*; do echo "thread ${t##*/}: $(cat "$t/comm" 2>/dev/null) in $(cat "$t/wchan" 2>/dev/null)"; done >&2
+    fi
+  done
+  echo "=== stderr of the hung command (last 20 lines):" >&2
+  tail -20 "$err" >&2
+  kill -TERM "$pid" "${procs[@]}" 2>/dev/null || true
+  sleep 2
+  kill -KILL "$pid" "${procs[@]}" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  return 124
+}

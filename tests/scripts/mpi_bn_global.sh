@@ -16,10 +16,9 @@ export STARPU_NCPU=1
 TOL="${BN_TOL:-1e-5}"
 BN_LAUNCH=()
 check() { # check WHAT REF RUN
-  local dl dp
-  read -r _ dl _ dp <<<"$(bn_compare "$2" "$3")"
-  echo "$1: loss $dl params $dp"
-  fcmp "$dl <= $TOL && $dp <= $TOL" || fail "$1: loss $dl, params $dp > $TOL"
+  bn_compare "$2" "$3" || return 0 # (failed, with its line)
+  echo "$1: loss $BN_DL params $BN_DP"
+  fcmp "$BN_DL <= $TOL && $BN_DP <= $TOL" || fail "$1: loss $BN_DL, params $BN_DP > $TOL"
 }
 for net in resnet8 resnet20; do
   LINE="$(STARPU_SCHED=lws bn_run "$TMP/ref_$net" $net --chunks 1 --batchnorm global)" || { cat "$TMP/ref_$net.err" >&2; fail "$net 1 process failed"; continue; }
@@ -42,9 +41,10 @@ done
 BN_LAUNCH=("${ANP_MPIRUN[@]}" -np 2 -x STARPU_NCPU)
 LINE="$(bn_run "$TMP/local2" resnet8 --chunks 2 --batchnorm local)" || { cat "$TMP/local2.err" >&2; fail "local over 2 ranks failed"; }
 # ... local statistics over ranks are not global ones (so the checks below can fail)
-read -r _ DL _ DP <<<"$(bn_compare "$TMP/ref_resnet8" "$TMP/local2")"
-echo "local, 2 ranks x 2 chunks vs global 1 process: loss $DL params $DP"
-fcmp "$DL > 100 * $TOL" || fail "local statistics over 2 ranks stay within $DL of global: the test cannot tell them apart"
+if bn_compare "$TMP/ref_resnet8" "$TMP/local2"; then
+  echo "local, 2 ranks x 2 chunks vs global 1 process: loss $BN_DL params $BN_DP"
+  fcmp "$BN_DL > 100 * $TOL" || fail "local statistics over 2 ranks stay within $BN_DL of global: the test cannot tell them apart"
+fi
 export BN_LR=0.0002
 BN_LAUNCH=()
 LINE="$(bn_run "$TMP/ghost1" resnet8 --chunks 4 --batchnorm local)" || { cat "$TMP/ghost1.err" >&2; fail "ghost: 1 process failed"; }

@@ -4,7 +4,9 @@
 # parameter and every optimiser state tensor bit for bit: SGD's and LARS's momentum, AdamW's and
 # LAMB's m and v, whose bias correction continues from the checkpoint's step count). The warm-up (1.5 epochs
 # of 8 steps) spans the split; the schedule is constant after it, so that the half run's shorter
-# --max-steps total does not change its rates (the cosine resume is train_anp_resume's). Then:
+# --max-steps total does not change its rates (the cosine resume is train_anp_resume's). The
+# resumed run's --metrics rows must be steps 9 to 16: a --resume that is ignored trains steps 1 to
+# 16 to the same bytes (a constant rate, a fixed seed), which the comparisons alone let pass. Then:
 # a checkpoint of one optimiser is refused, with one line, by a resume under another; eval reads
 # any optimiser's checkpoint. One CPU worker: the task order, hence every sum, is the same.
 source "$(dirname "$0")/lib.sh"
@@ -19,8 +21,13 @@ for opt in sgd lars adamw lamb; do
     || { cat "$TMP/$opt.err" >&2; fail "$opt: uninterrupted run failed"; continue; }
   "$STARPU_ANP" "${A[@]}" --max-steps 8 --checkpoint "$TMP/$opt.ckpt" >"$TMP/$opt-a.out" 2>"$TMP/$opt.err" \
     || { cat "$TMP/$opt.err" >&2; fail "$opt: first half failed"; continue; }
-  "$STARPU_ANP" "${A[@]}" --resume "$TMP/$opt.ckpt" --checkpoint "$TMP/$opt.ckpt" >"$TMP/$opt-b.out" 2>"$TMP/$opt.err" \
-    || { cat "$TMP/$opt.err" >&2; fail "$opt: resumed run failed"; continue; }
+  "$STARPU_ANP" "${A[@]}" --resume "$TMP/$opt.ckpt" --checkpoint "$TMP/$opt.ckpt" --metrics "$TMP/$opt-b.csv" \
+    >"$TMP/$opt-b.out" 2>"$TMP/$opt.err" || { cat "$TMP/$opt.err" >&2; fail "$opt: resumed run failed"; continue; }
+  # The resumed run must start where the checkpoint stopped: its metrics rows are steps 9..16,
+  # one each. (A --resume that is ignored trains 16 fresh steps, rows 1..16, and would reach the
+  # same bytes: the comparisons below alone cannot tell.)
+  STEPS="$(awk -F, '$1 == "train_step" { printf "%s%s", sep, $3; sep = " " }' "$TMP/$opt-b.csv")"
+  [ "$STEPS" = "9 10 11 12 13 14 15 16" ] || fail "$opt: the resumed run trained steps '$STEPS', want 9 to 16"
   REF="$(tail -1 "$TMP/$opt-ref.out")" FINAL="$(tail -1 "$TMP/$opt-b.out")"
   echo "$opt: uninterrupted $(result_field "$REF" steps) steps, train_loss $(result_field "$REF" train_loss); resumed: $(result_field "$FINAL" train_loss)"
   [ "$(result_field "$FINAL" optimizer)" = "$opt" ] || fail "$opt: result line says optimizer=$(result_field "$FINAL" optimizer)"
@@ -31,11 +38,11 @@ for opt in sgd lars adamw lamb; do
 done
 # lr_peak: --lr 0.02 for a batch of 16, at 32 -> 0.04
 [ "$(result_field "$(tail -1 "$TMP/sgd-ref.out")" lr_peak)" = 0.04 ] || fail "sgd: lr_peak is not 0.02 x 32/16"
-# Another optimiser's checkpoint: one line, exit 1.
+# Another optimiser's checkpoint: one line, exit 1. (With an --lr: adamw has no default rate.)
 for pair in sgd:adamw adamw:lars lars:sgd lamb:adamw adamw:lamb; do
   set -- "${pair%%:*}" "${pair##*:}"
   [ -f "$TMP/$1.ckpt" ] || continue
-  rc=0; "$STARPU_ANP" "${ARGS[@]}" --optimizer "$2" --resume "$TMP/$1.ckpt" >/dev/null 2>"$TMP/x.err" || rc=$?
+  rc=0; "$STARPU_ANP" "${ARGS[@]}" --optimizer "$2" --lr 0.001 --resume "$TMP/$1.ckpt" >/dev/null 2>"$TMP/x.err" || rc=$?
   [ "$rc" = 1 ] || fail "resume of a $1 checkpoint with --optimizer $2: exit $rc, want 1"
   if [ "$(wc -l <"$TMP/x.err")" != 1 ] ||
      ! grep -q "^error: .*holds the state of --optimizer $1, this run uses --optimizer $2" "$TMP/x.err"; then
