@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chunksum.h"
 #include "dist.h"
 #include "fuse.h"
 #include "starpu_anp.h"
@@ -61,6 +62,7 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 	static const char *const blas[] = {"auto", "keep", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */
 	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dnn_dist_set_allreduce_on */
+	static const char *const order[] = {"tree", "reverse", NULL}; /* dnn_chunksum_set_order */
 	const char *v;
 	int i;
 	k->fuse = 1, k->conv_algo = DNN_CONV_ALGO_AUTO, k->cuda.fp32 = 0, k->cuda.workspace_mb = -1;
@@ -100,6 +102,11 @@ int dnn_knobs_parse(dnn_knobs *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->allreduce_on = i;
+	k->test_sum_reverse = 0;
+	if ((v = knob("DNN_TEST_SUM_ORDER")) && (i = one_of("DNN_TEST_SUM_ORDER", v, order, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->test_sum_reverse = i;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
@@ -122,6 +129,7 @@ void dnn_knobs_apply(const dnn_knobs *k)
 	dnn_dist_set_priorities(k->allreduce_prio);
 	dnn_task_set_pin_by_mask(k->pin_by_mask);
 	dnn_dist_set_allreduce_on(k->allreduce_on);
+	dnn_chunksum_set_order(k->test_sum_reverse);
 }
 
 int dnn_knobs_load(char *err, size_t errlen)

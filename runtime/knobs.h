@@ -21,6 +21,8 @@ typedef struct {
 	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [2]: first layers' all-reduce first (graph/dist.h) */
 	int pin_by_mask;         /* DNN_PIN_MODE=mask|queue [mask]: how pinned tasks are pinned (dnn_codelet.h) */
 	int allreduce_on;        /* DNN_ALLREDUCE_ON=device|host|host-update [device]: where the hops run (graph/dist.h) */
+	int test_sum_reverse;    /* DNN_TEST_SUM_ORDER=tree|reverse [tree]: tests only, another fixed order of the
+				  * sums over chunks (graph/chunksum.h), to show a test sees an order change */
 } dnn_knobs;
 
 /* Reads the variables into *k (the defaults where unset or empty); no side effect. 0, or -1 with
