@@ -107,7 +107,7 @@ int dnn_bn_parts_register(dnn_plan *p, char *err, size_t errlen)
 		for (int c = 1; c < K; c++) {
 			starpu_vector_data_register(&p->bn_part[k * K + c], -1, 0,
 						    (uint32_t)starpu_vector_get_nx(p->bn_sums[k]), sizeof(double));
-			int rc = dnn_insert_bn_dsum_zero(NULL, p->bn_part[k * K + c]);
+			int rc = dnn_insert_bn_dsum_zero(&(dnn_task_opts){.name = "partial_zero"}, p->bn_part[k * K + c]);
 			if (rc != 0) {
 				dnn_set_err(err, errlen, g->source, "zeroing --batchnorm global's per-chunk sums: %s",
 					    strerror(-rc));

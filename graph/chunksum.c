@@ -60,7 +60,7 @@ int dnn_chunksum_plan_register(dnn_plan *p, char *err, size_t errlen)
 		for (int c = 1; c < K; c++) {
 			/* home -1: allocated where chunk c's first task needs it (a GPU's memory) */
 			starpu_vector_data_register(&part[c], -1, 0, (uint32_t)m->params[q].n, sizeof(float));
-			int rc = dnn_insert_vec_zero(NULL, part[c]);
+			int rc = dnn_insert_vec_zero(&(dnn_task_opts){.name = "partial_zero"}, part[c]);
 			if (rc != 0) {
 				dnn_set_err(err, errlen, m->g->source, "zeroing the per-chunk gradients: %s", strerror(-rc));
 				return -1;
