@@ -4,7 +4,6 @@
 
 #include <starpu_mpi.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "batchnorm.h"
 #include "chunksum.h"
@@ -104,17 +103,11 @@ int dnn_bn_parts_register(dnn_plan *p, char *err, size_t errlen)
 		if (!p->bn_sums[k])
 			continue;
 		p->bn_part[k * K] = p->bn_sums[k];
-		for (int c = 1; c < K; c++) {
+		for (int c = 1; c < K; c++) /* zeroed by the first step (chunksum.h: dnn_chunksum_zero_parts) */
 			starpu_vector_data_register(&p->bn_part[k * K + c], -1, 0,
 						    (uint32_t)starpu_vector_get_nx(p->bn_sums[k]), sizeof(double));
-			int rc = dnn_insert_bn_dsum_zero(&(dnn_task_opts){.name = "partial_zero"}, p->bn_part[k * K + c]);
-			if (rc != 0) {
-				dnn_set_err(err, errlen, g->source, "zeroing --batchnorm global's per-chunk sums: %s",
-					    strerror(-rc));
-				return -1;
-			}
-		}
 	}
+	p->parts_zeroed = 0;
 	return 0;
 }
 

@@ -1,11 +1,10 @@
 /* chunksum.c — sums over chunks in an order fixed by chunk index (chunksum.h). */
 #include "chunksum.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "batchnorm.h"
 #include "bnstats.h"
 #include "errline.h"
 #include "vec.h"
@@ -57,16 +56,36 @@ int dnn_chunksum_plan_register(dnn_plan *p, char *err, size_t errlen)
 	for (int q = 0; q < m->nparams; q++) {
 		starpu_data_handle_t *part = &p->gpart[(size_t)q * K];
 		part[0] = m->params[q].hg;
-		for (int c = 1; c < K; c++) {
-			/* home -1: allocated where chunk c's first task needs it (a GPU's memory) */
+		for (int c = 1; c < K; c++) /* home -1: allocated where chunk c's first task needs it */
 			starpu_vector_data_register(&part[c], -1, 0, (uint32_t)m->params[q].n, sizeof(float));
-			int rc = dnn_insert_vec_zero(&(dnn_task_opts){.name = "partial_zero"}, part[c]);
-			if (rc != 0) {
-				dnn_set_err(err, errlen, m->g->source, "zeroing the per-chunk gradients: %s", strerror(-rc));
-				return -1;
-			}
+	}
+	p->parts_zeroed = 0; /* by the first step (dnn_chunksum_zero_parts), after the memory check */
+	return 0;
+}
+
+int dnn_chunksum_zero_parts(dnn_plan *p)
+{
+	const int K = p->nchunks;
+	if (p->parts_zeroed || K < 2)
+		return 0;
+	const size_t nk = (size_t)p->m->g->nnodes * p->nslots * 2;
+	for (int c = 1; c < K; c++) {
+		/* on chunk c's worker under --pin-chunks, so the partial is allocated where it is used */
+		dnn_task_opts o = {.name = "partial_zero"};
+		if (p->chunk_worker)
+			o.pinned = 1, o.worker = p->chunk_worker[c];
+		for (int q = 0; p->gpart && q < p->m->nparams; q++) {
+			int rc = dnn_insert_vec_zero(&o, p->gpart[(size_t)q * K + c]);
+			if (rc != 0)
+				return rc;
+		}
+		for (size_t k = 0; p->bn_part && k < nk; k++) {
+			int rc = p->bn_part[k * K + c] ? dnn_insert_bn_dsum_zero(&o, p->bn_part[k * K + c]) : 0;
+			if (rc != 0)
+				return rc;
 		}
 	}
+	p->parts_zeroed = 1;
 	return 0;
 }
 

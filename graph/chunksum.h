@@ -34,12 +34,18 @@ int dnn_chunksum_order(void);
 int dnn_chunksum_submit(const dnn_task_opts *o, starpu_data_handle_t *part, int K);
 
 /* A training plan's sums over chunks: sum_redux 0 (fixed order, the default of dnn_plan_create)
- * registers every parameter's K - 1 partial gradients (plan->gpart, zeroed by a task each) and,
+ * registers every parameter's K - 1 partial gradients (plan->gpart) and,
  * under --batchnorm global, the batch-norm sums' (bnstats.c); 1 frees them and returns to
  * StarPU's REDUX. 0, or -1 with one line in err. */
 int dnn_plan_set_sum_redux(dnn_plan *p, int sum_redux, char *err, size_t errlen);
-/* Register the parameters' partial gradients (p->sum_redux must be 0), or free them. */
+/* Register the parameters' partial gradients (unless p->sum_redux or not training; nothing is
+ * allocated yet), or free them. */
 int dnn_chunksum_plan_register(dnn_plan *p, char *err, size_t errlen);
+/* Before the first step's tasks use them: zero every partial (gradients and batch-norm sums) once,
+ * on its chunk's worker under --pin-chunks. Later steps find them zeroed by the sums' adds. Done
+ * at the first step, not when they are registered, so that the memory check (runtime/preflight.c)
+ * comes before anything is allocated. 0 or a negative errno. */
+int dnn_chunksum_zero_parts(dnn_plan *p);
 void dnn_chunksum_plan_free(dnn_plan *p);
 /* After every chunk's backward: each parameter's tree (none under sum_redux), the last
  * parameters' first, into its hg, which the update (or graph/dist.c) reads. 0 or a negative errno. */
