@@ -12,7 +12,6 @@
 static int g_reverse;
 
 void dnn_chunksum_set_order(int reverse) { g_reverse = reverse ? 1 : 0; }
-int dnn_chunksum_order(void) { return g_reverse; }
 
 int dnn_chunksum_submit(const dnn_task_opts *o, starpu_data_handle_t *part, int K)
 {

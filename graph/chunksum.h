@@ -27,7 +27,6 @@
  * part[0] + (part[1] + (... + part[K-1])), another fixed order, which the determinism tests use
  * to prove they see an order change. */
 void dnn_chunksum_set_order(int reverse);
-int dnn_chunksum_order(void);
 
 /* Submit the fixed-order sum of part[0..K) into part[0], zeroing part[1..K). Float or double
  * vectors of one length. Returns the number of tasks inserted (K - 1), or a negative errno. */
