@@ -7,14 +7,15 @@
 # sums over chunks too) under eager/1 and random/2, and each net pinned (--pin-chunks, dmda/2).
 # Negative control: DNN_TEST_SUM_ORDER=reverse sums the same partials in another fixed order; its
 # checkpoint must differ, or this test could not see an order change at all. Reported, not
-# asserted: whether two --deterministic off runs (StarPU's REDUX, 2 workers) differ.
+# asserted: whether two --deterministic off runs (StarPU's REDUX, 2 workers) differ. And a LARS
+# run resumed mid-epoch on 2 workers ends byte-identical to the uninterrupted one.
 # The chunk count is fixed (--chunks 4): K is part of what defines the run (K = 1 and K = 4 are
 # other float sums), while the default K follows the worker count.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 export STARPU_NCUDA=0
-STEPS="${DNN_DETERMINISM_STEPS:-200}"
+STEPS=200
 COMMON=(train --max-steps "$STEPS" --limit-train 3200 --no-eval --chunks 4 --seed 3 --quiet)
 
 # run TAG [VAR=VALUE...] -- ARGS...: one training run, its checkpoint in $TMP/TAG.ckpt; prints
@@ -70,6 +71,15 @@ done
 if run bn_eager_1 STARPU_SCHED=eager STARPU_NCPU=1 -- --net resnet8 --batchnorm global >/dev/null &&
    run bn_random_2 STARPU_SCHED=random STARPU_NCPU=2 -- --net resnet8 --batchnorm global >/dev/null; then
   same bn_eager_1 bn_random_2
+fi
+
+# A resume mid-epoch on 2 workers ends on the uninterrupted run's bytes (constant rate: --max-steps
+# sets the run's length, and with it a cosine schedule's).
+RES=(--net lenet5 --epochs 3 --lr-schedule constant --optimizer lars --lr 1)
+if run resume_half STARPU_SCHED=lws STARPU_NCPU=2 -- "${RES[@]}" --max-steps 70 >/dev/null &&
+   run resume_rest STARPU_SCHED=lws STARPU_NCPU=2 -- "${RES[@]}" --max-steps 120 --resume "$TMP/resume_half.ckpt" >/dev/null &&
+   run resume_whole STARPU_SCHED=dmda STARPU_NCPU=2 -- "${RES[@]}" --max-steps 120 >/dev/null; then
+  same resume_whole resume_rest
 fi
 
 # The option: a bad word is a usage error; the result line says which mode ran.
