@@ -156,6 +156,14 @@ static void help_cmd(const char *c)
 		       "  --batchnorm B        batch-norm statistics in training: global (over the whole\n"
 		       "                       global batch: every chunk and rank; K chunks and N ranks then\n"
 		       "                       train as one) or local (each chunk's own, as PyTorch DDP) [local]\n"
+		       "  --deterministic D    on: every sum over chunks (gradients, batch-norm statistics) is\n"
+		       "                       added in an order fixed by chunk index, so the same command gives\n"
+		       "                       the same bits under every STARPU_SCHED, worker count and\n"
+		       "                       --pin-chunks, at the cost of K-1 gradient copies and adds;\n"
+		       "                       off: StarPU's REDUX adds per-worker copies in the order the\n"
+		       "                       workers finish (2+ workers: other bits from run to run).\n"
+		       "                       --mode async is never bit-identical across runs: its staleness\n"
+		       "                       is timing [on]\n"
 		       "  --seed S             seed for initialisation and shuffling [1]\n"
 		       "  --mode M             under mpirun: sync (all-reduce every step) or async (sharded\n"
 		       "                       parameter server, bounded staleness) [sync]\n"
@@ -248,7 +256,7 @@ static const struct {
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
-       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
+       O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
        O_STOP_AFTER, O_TIME_LIMIT };
 
@@ -267,6 +275,7 @@ static const struct {
 	{"window", 1, O_WINDOW, C_TRAINS},
 	{"pin-chunks", 0, O_PIN_CHUNKS, C_TRAINS},
 	{"batchnorm", 1, O_BATCHNORM, C_TRAINS},
+	{"deterministic", 1, O_DETERMINISTIC, C_TRAINS},
 	{"seed", 1, O_SEED, C_RUNS},
 	{"max-steps", 1, O_STEPS, C_TRAIN},
 	{"stop-after-steps", 1, O_STOP_AFTER, C_TRAIN},
@@ -422,6 +431,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	}
 	case O_AR_BYTES: o->allreduce_bytes = parse_long_opt(name, v, 64, 1L << 31); break;
 	case O_BATCHNORM: o->batchnorm_global = !parse_word(name, v, "global", "local"); break;
+	case O_DETERMINISTIC: o->deterministic = !parse_word(name, v, "on", "off"); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
 	case O_OPTIMIZER: o->optim.optimizer = parse_optimizer(name, v); break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;

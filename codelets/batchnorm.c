@@ -401,7 +401,7 @@ static void bn_bwd_cpu(void *buffers[], void *cl_arg)
 
 #define DPTR(i) ((double *)STARPU_VECTOR_GET_PTR(buffers[i]))
 
-// (R x, REDUX sums)
+// (R x, REDUX or RW sums)
 static void bn_sums_fwd_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
@@ -418,7 +418,7 @@ static void bn_fwd_global_cpu(void *buffers[], void *cl_arg)
 	dnn_batchnorm_forward_global_cpu(PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), DPTR(3), a);
 }
 
-// (R x, R saved, R dy, REDUX sums, REDUX dgamma, REDUX dbeta), + (R y) when a->relu
+// (R x, R saved, R dy, REDUX or RW sums, dgamma, dbeta), + (R y) when a->relu
 static void bn_sums_bwd_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
@@ -587,9 +587,9 @@ int dnn_insert_bn_dsum_add(const dnn_task_opts *o, starpu_data_handle_t dst, int
 }
 
 int dnn_insert_batchnorm_sums_fwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
-				   starpu_data_handle_t sums)
+				   starpu_data_handle_t sums, int mode)
 {
-	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_sums_fwd, "bn_sums_fwd", a, STARPU_R, x, STARPU_REDUX, sums,
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_sums_fwd, "bn_sums_fwd", a, STARPU_R, x, mode, sums,
 				    STARPU_FLOPS, 5.0 * elems(a), STARPU_TASK_COLOR, (int)DNN_COLOR_BN_FWD);
 }
 
@@ -605,17 +605,16 @@ int dnn_insert_batchnorm_fwd_global(const dnn_task_opts *o, const dnn_batchnorm_
 
 int dnn_insert_batchnorm_sums_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				   starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t y,
-				   starpu_data_handle_t sums, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta)
+				   starpu_data_handle_t sums, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta, int mode)
 {
 	if (!a->relu != !y)
 		return -EINVAL;
 	if (a->relu)
 		return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_sums_bwd, "bn_relu_sums_bwd", a, STARPU_R, x, STARPU_R, saved,
-					    STARPU_R, dy, STARPU_REDUX, sums, STARPU_REDUX, dgamma, STARPU_REDUX, dbeta,
-					    STARPU_R, y, STARPU_FLOPS, 5.0 * elems(a), STARPU_TASK_COLOR,
+					    STARPU_R, dy, mode, sums, mode, dgamma, mode, dbeta, STARPU_R, y, STARPU_FLOPS, 5.0 * elems(a), STARPU_TASK_COLOR,
 					    (int)DNN_COLOR_BN_BWD);
 	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_sums_bwd, "bn_sums_bwd", a, STARPU_R, x, STARPU_R, saved, STARPU_R,
-				    dy, STARPU_REDUX, sums, STARPU_REDUX, dgamma, STARPU_REDUX, dbeta, STARPU_FLOPS,
+				    dy, mode, sums, mode, dgamma, mode, dbeta, STARPU_FLOPS,
 				    4.0 * elems(a), STARPU_TASK_COLOR, (int)DNN_COLOR_BN_BWD);
 }
 

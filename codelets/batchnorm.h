@@ -97,9 +97,11 @@ void dnn_batchnorm_backward_global_cpu(float *dx, const float *x, const float *g
 				       const float *dy, const float *yrelu, const double *sums,
 				       const dnn_batchnorm_args *a);
 
-/* sums_fwd (R x, REDUX sums)
+/* sums_fwd (R x, REDUX|RW sums)
  * fwd_global (R x, R gamma, R beta, R sums, W y, W saved)
- * sums_bwd (R x, R saved, R dy, REDUX sums, REDUX dgamma, REDUX dbeta), + (R y) when a->relu
+ * sums_bwd (R x, R saved, R dy, REDUX|RW sums, REDUX|RW dgamma, REDUX|RW dbeta), + (R y) when a->relu
+ *   (the insert helpers' `mode`: STARPU_REDUX into one handle for all chunks, or STARPU_RW into
+ *   the chunk's own partial sums, which graph/chunksum.h then adds in a fixed order)
  * bwd_global (R x, R gamma, R saved, R dy, R sums, W|RW dx), + (R y) when a->relu
  * The double vectors' REDUX methods: cl_bn_dsum_zero (W) and cl_bn_dsum_redux_add (RW|COMMUTE,
  * R); cl_bn_dsum_add is the same add with modes given at insert time (a rank's contribution
@@ -111,14 +113,14 @@ void dnn_bn_set_dsum_redux(starpu_data_handle_t h);
 int dnn_insert_bn_dsum_zero(const dnn_task_opts *o, starpu_data_handle_t dst);
 int dnn_insert_bn_dsum_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
 int dnn_insert_batchnorm_sums_fwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
-				   starpu_data_handle_t sums);
+				   starpu_data_handle_t sums, int mode);
 int dnn_insert_batchnorm_fwd_global(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				     starpu_data_handle_t gamma, starpu_data_handle_t beta, starpu_data_handle_t sums,
 				     starpu_data_handle_t y, starpu_data_handle_t saved);
 /* y: the fused relu's output when a->relu, else NULL */
 int dnn_insert_batchnorm_sums_bwd(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				   starpu_data_handle_t saved, starpu_data_handle_t dy, starpu_data_handle_t y,
-				   starpu_data_handle_t sums, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta);
+				   starpu_data_handle_t sums, starpu_data_handle_t dgamma, starpu_data_handle_t dbeta, int mode);
 int dnn_insert_batchnorm_bwd_global(const dnn_task_opts *o, const dnn_batchnorm_args *a, starpu_data_handle_t x,
 				     starpu_data_handle_t gamma, starpu_data_handle_t saved, starpu_data_handle_t dy,
 				     starpu_data_handle_t y, starpu_data_handle_t sums, starpu_data_handle_t dx);

@@ -98,7 +98,8 @@ static double roofline_us(struct starpu_task *task)
  * of from their calibrated history. Their multi-rank calibration runs N ranks on this machine's
  * cores, where a descheduled rank turns a 1 ms add into 40 ms (means 2-30x off with deviations of
  * several means); a stream rate is what a node's spare core gives. Bytes moved, n the smallest
- * buffer: zero n, add / axpy 3n (read both, write one), slices 2n (the chunk read and written). */
+ * buffer: zero n, add / axpy 3n (read both, write one), add_clear 4n (both read and written),
+ * slices 2n (the chunk read and written). */
 static double g_cpu_vec_gbs;
 
 static double cpu_vec_us(const sim_model *sm, struct starpu_task *task)
@@ -110,7 +111,13 @@ static double cpu_vec_us(const sim_model *sm, struct starpu_task *task)
 		size_t b = starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
 		n = b < n ? b : n;
 	}
-	const double k = strstr(sm->symbol, "_zero") ? 1 : strstr(sm->symbol, "_slice_") ? 2 : 3;
+	double k = 3;
+	if (strstr(sm->symbol, "_zero"))
+		k = 1;
+	else if (strstr(sm->symbol, "_slice_"))
+		k = 2;
+	else if (strstr(sm->symbol, "_add_clear"))
+		k = 4;
 	return 1.0 + k * (double)n / (g_cpu_vec_gbs * 1e3);
 }
 

@@ -23,6 +23,18 @@ void dnn_vec_add_cpu(float *dst, const float *src, size_t n)
 		dst[i] += src[i];
 }
 
+void dnn_vec_add_clear_cpu(float *dst, float *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i], src[i] = 0.0f;
+}
+
+void dnn_vec_add_clear_cpu_d(double *dst, double *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += src[i], src[i] = 0.0;
+}
+
 void dnn_vec_axpy_cpu(float *dst, float alpha, const float *src, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -42,6 +54,19 @@ static void vec_add_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
 	dnn_vec_add_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+}
+
+static void vec_add_clear_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]), es = STARPU_VECTOR_GET_ELEMSIZE(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n && STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == es);
+	if (es == sizeof(double))
+		dnn_vec_add_clear_cpu_d((double *)STARPU_VECTOR_GET_PTR(buffers[0]),
+					(double *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+	else
+		dnn_vec_add_clear_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				      n);
 }
 
 static void vec_axpy_cpu_task(void *buffers[], void *cl_arg)
@@ -113,6 +138,26 @@ struct starpu_codelet cl_vec_add = {
 	.color = DNN_COLOR_REDUX,
 };
 DNN_CUDA_DECLARED(cl_vec_add);
+
+static struct starpu_perfmodel vec_add_clear_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_add_clear",
+};
+
+/* One add of the fixed-order tree over chunks (graph/chunksum.c): the sum moves into dst and src
+ * is zeroed for the next step's backward, which accumulates into it (+=) again. */
+struct starpu_codelet cl_vec_add_clear = {
+	.name = "cl_vec_add_clear",
+	.cpu_funcs = {vec_add_clear_cpu_task},
+	.cpu_funcs_name = {"vec_add_clear_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_add_clear_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_RW, STARPU_RW},
+	.model = &vec_add_clear_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_add_clear);
 
 static struct starpu_perfmodel vec_axpy_model = {
 	.type = STARPU_HISTORY_BASED,
@@ -213,6 +258,14 @@ int dnn_insert_vec_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst
 	if (o && o->color)
 		return DNN_TASK_INSERT(o, &cl_vec_add, "vec_add", dst_mode, dst, STARPU_R, src, STARPU_TASK_COLOR, o->color);
 	return DNN_TASK_INSERT(o, &cl_vec_add, "vec_add", dst_mode, dst, STARPU_R, src);
+}
+
+int dnn_insert_vec_add_clear(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src)
+{
+	if (o && o->color)
+		return DNN_TASK_INSERT(o, &cl_vec_add_clear, "vec_add_clear", STARPU_RW, dst, STARPU_RW, src,
+				       STARPU_TASK_COLOR, o->color);
+	return DNN_TASK_INSERT(o, &cl_vec_add_clear, "vec_add_clear", STARPU_RW, dst, STARPU_RW, src);
 }
 
 /* The slice codelets read their offset from a size_t cl_arg; each task gets its own copy. */

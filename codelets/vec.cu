@@ -14,6 +14,32 @@ static __global__ void vec_axpy_kernel(float *dst, float alpha, const float *src
 		dst[i] += alpha * src[i];
 }
 
+template <typename T> static __global__ void vec_add_clear_kernel(T *dst, T *src, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n) {
+		dst[i] += src[i];
+		src[i] = 0;
+	}
+}
+
+/* buffers[0] += buffers[1], buffers[1] = 0: floats or doubles (the vectors' element size). */
+extern "C" void dnn_vec_add_clear_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	if (n == 0)
+		return;
+	unsigned blocks = (unsigned)((n + 255) / 256);
+	if (STARPU_VECTOR_GET_ELEMSIZE(buffers[0]) == sizeof(double))
+		vec_add_clear_kernel<double><<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(
+			(double *)STARPU_VECTOR_GET_PTR(buffers[0]), (double *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+	else
+		vec_add_clear_kernel<float><<<blocks, 256, 0, starpu_cuda_get_local_stream()>>>(
+			(float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
 extern "C" void dnn_vec_zero_cuda(void *buffers[], void *cl_arg)
 {
 	(void)cl_arg;

@@ -15,6 +15,8 @@
 /* Plain kernels. */
 void dnn_vec_zero_cpu(float *dst, size_t n);                                // dst[n] = 0
 void dnn_vec_add_cpu(float *dst, const float *src, size_t n);               // dst[n] += src[n]
+void dnn_vec_add_clear_cpu(float *dst, float *src, size_t n);               // dst[n] += src[n]; src[n] = 0
+void dnn_vec_add_clear_cpu_d(double *dst, double *src, size_t n);           // the same in double
 void dnn_vec_axpy_cpu(float *dst, float alpha, const float *src, size_t n); // dst[n] += alpha*src[n]
 
 extern struct starpu_codelet cl_vec_zero;      // (W dst); also the REDUX init method
@@ -25,6 +27,10 @@ extern struct starpu_codelet cl_vec_axpy;      // (RW dst, R src), cl_arg a floa
  * size_t offset (in elements); the slice's length is the chunk's. */
 extern struct starpu_codelet cl_vec_slice_get; // (W chunk, R full): chunk[i] = full[off + i]
 extern struct starpu_codelet cl_vec_slice_put; // (RW|COMMUTE full, R chunk): full[off + i] = chunk[i]; disjoint puts commute
+/* The fixed-order sums over chunks (graph/chunksum.h): (RW dst, RW src): dst += src, then src = 0,
+ * float or double vectors (the element size of the handles), element by element, so the result
+ * is the same on a CPU and a GPU worker. src is left zeroed for its next accumulation. */
+extern struct starpu_codelet cl_vec_add_clear;
 
 /* Make h (a float vector handle) a REDUX target whose copies are summed: StarPU gives each
  * worker a private copy zeroed by cl_vec_zero and sums the copies with cl_vec_redux_add. */
@@ -35,6 +41,8 @@ int dnn_insert_vec_zero(const dnn_task_opts *o, starpu_data_handle_t dst);
 /* dst += src as a task (cl_vec_add); dst_mode STARPU_RW, STARPU_RW|STARPU_COMMUTE, STARPU_REDUX
  * or STARPU_MPI_REDUX; o->color honoured. */
 int dnn_insert_vec_add(const dnn_task_opts *o, starpu_data_handle_t dst, int dst_mode, starpu_data_handle_t src);
+/* dst += src, src = 0 as a task (cl_vec_add_clear; both RW; o->color and o->name honoured). */
+int dnn_insert_vec_add_clear(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src);
 /* dst += alpha * src as a task (dst RW). */
 int dnn_insert_vec_axpy(const dnn_task_opts *o, starpu_data_handle_t dst, float alpha, starpu_data_handle_t src);
 /* dst = src[off .. off + len(dst)) and src[off ..] = whole dst (STARPU_RW on the full vector). */
@@ -44,6 +52,7 @@ int dnn_insert_vec_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, s
 #ifdef DNN_HAVE_CUDA
 void dnn_vec_zero_cuda(void *buffers[], void *cl_arg);
 void dnn_vec_add_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_add_clear_cuda(void *buffers[], void *cl_arg);
 void dnn_vec_axpy_cuda(void *buffers[], void *cl_arg);
 void dnn_vec_slice_get_cuda(void *buffers[], void *cl_arg);
 void dnn_vec_slice_put_cuda(void *buffers[], void *cl_arg);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "batchnorm.h"
+#include "chunksum.h"
 #include "dist.h"
 #include "errline.h"
 
@@ -71,11 +72,48 @@ int dnn_plan_set_batchnorm(dnn_plan *p, int global, char *err, size_t errlen)
 	}
 	p->bn_global = 1;
 	p->bn_global_n = cross ? p->global_batch : p->batch;
+	return dnn_bn_parts_register(p, err, errlen);
+}
+
+static void bn_parts_free(dnn_plan *p)
+{
+	const size_t nk = p->m ? (size_t)p->m->g->nnodes * p->nslots * 2 : 0;
+	const int K = p->nchunks;
+	for (size_t k = 0; k < nk && p->bn_part; k++)
+		for (int c = 1; c < K; c++)
+			if (p->bn_part[k * K + c])
+				starpu_data_unregister_no_coherency(p->bn_part[k * K + c]);
+	free(p->bn_part);
+	p->bn_part = NULL;
+}
+
+int dnn_bn_parts_register(dnn_plan *p, char *err, size_t errlen)
+{
+	const dnn_graph *g = p->m->g;
+	const int K = p->nchunks;
+	bn_parts_free(p);
+	if (!p->bn_global || p->sum_redux || K < 2)
+		return 0;
+	const size_t nk = (size_t)g->nnodes * p->nslots * 2;
+	if (!(p->bn_part = calloc(nk * K, sizeof(starpu_data_handle_t)))) {
+		dnn_set_err(err, errlen, g->source, "out of memory setting up --batchnorm global's per-chunk sums");
+		return -1;
+	}
+	for (size_t k = 0; k < nk; k++) {
+		if (!p->bn_sums[k])
+			continue;
+		p->bn_part[k * K] = p->bn_sums[k];
+		for (int c = 1; c < K; c++) /* zeroed by the first step (chunksum.h: dnn_chunksum_zero_parts) */
+			starpu_vector_data_register(&p->bn_part[k * K + c], -1, 0,
+						    (uint32_t)starpu_vector_get_nx(p->bn_sums[k]), sizeof(double));
+	}
+	p->parts_zeroed = 0;
 	return 0;
 }
 
 void dnn_plan_bn_destroy(dnn_plan *p)
 {
+	bn_parts_free(p);
 	const size_t nk = p->m ? (size_t)p->m->g->nnodes * p->nslots * 2 : 0;
 	for (size_t k = 0; k < nk && p->bn_sums; k++) {
 		if (!p->bn_sums[k])
@@ -98,6 +136,13 @@ starpu_data_handle_t dnn_bn_sums_local(const dnn_plan *p, int i, int slot, int p
 	return p->bn_sums[bn_key(p, i, slot, phase)];
 }
 
+starpu_data_handle_t dnn_bn_sums_chunk(const dnn_plan *p, int i, int slot, int phase, int c, int *mode)
+{
+	const size_t k = bn_key(p, i, slot, phase);
+	*mode = p->sum_redux ? STARPU_REDUX : STARPU_RW;
+	return p->bn_part ? p->bn_part[k * p->nchunks + c] : p->bn_sums[k];
+}
+
 /* G <- the sum over the ranks of their handles L[j], then G to every rank (graph/dist.c's tree:
  * a STARPU_MPI_REDUX contribution executed on each rank, reduced into rank 0 flat on one node
  * and by a binary tree across nodes, dnn_dist_mpi_redux). */
@@ -106,6 +151,13 @@ int dnn_bn_sums_reduce(dnn_plan *p, int i, int slot, int phase, starpu_data_hand
 	const size_t k = bn_key(p, i, slot, phase);
 	starpu_data_handle_t G = p->bn_gsums[k];
 	*out = G;
+	if (p->bn_part) {
+		int n = dnn_chunksum_submit(&(dnn_task_opts){.name = "bn_sums_sum"}, &p->bn_part[k * p->nchunks], p->nchunks,
+						p->cfg.test_sum_reverse);
+		if (n < 0)
+			return n;
+		p->tasks_per_step += n;
+	}
 	if (!p->bn_rank_sums)
 		return 0;
 	const int N = p->bn_nranks;

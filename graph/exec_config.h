@@ -22,6 +22,8 @@ typedef struct dnn_exec_config {
 	int pin_by_mask;         /* DNN_PIN_MODE=mask|queue [mask]: how pinned tasks are pinned (dnn_codelet.h) */
 	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [2]: first layers' all-reduce first (dist.h) */
 	int allreduce_on;        /* DNN_ALLREDUCE_ON=device|host|host-update [device]: where the hops run (dist.h) */
+	int test_sum_reverse;    /* DNN_TEST_SUM_ORDER=tree|reverse [tree]: tests only, another fixed order of the
+				  * sums over chunks (graph/chunksum.h), to show a test sees an order change */
 	/* ---- handed by runtime/ to the start-up calls */
 	dnn_cuda_env cuda;       /* DNN_CUDA_MATH=tf32|fp32 [tf32], DNN_CUDA_WORKSPACE_MB=0..65536 (dnn_cuda_init) */
 	dnn_sim_env sim;         /* ANP_SIM_* (dnn_sim_model.h; the simulation build) */

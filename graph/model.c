@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bnstats.h"
+#include "chunksum.h"
 #include "dist.h"
 #include "dnn_codelet.h"
 #include "dnn_rng.h"
@@ -358,6 +359,8 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 	for (int i = 1; i < g->nnodes - 1; i++)
 		if (plan_node_handles(p, i, err, errlen) != 0)
 			goto fail;
+	if (dnn_chunksum_plan_register(p, err, errlen) != 0) /* fixed-order sums by default */
+		goto fail;
 	const dnn_node *in = &g->nodes[0];
 	for (int s = 0; s < nslots; s++)
 		for (int c = 0; c < nchunks; c++) {
@@ -417,6 +420,7 @@ void dnn_plan_destroy(dnn_plan *p)
 		if (p->stats[i])
 			starpu_data_unregister(p->stats[i]);
 	}
+	dnn_chunksum_plan_free(p);
 	free(p->chunk_n), free(p->chunk_off), free(p->chunk_worker), free(p->y), free(p->dy), free(p->saved);
 	dnn_plan_bn_destroy(p);
 	free(p->bn_relu), free(p->relu_pool), free(p->grad_of), free(p->written);
@@ -527,6 +531,8 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 			return rc;
 		p->tasks_per_step++;
 	}
+	if (p->train && (rc = dnn_chunksum_zero_parts(p)) != 0) /* the first step: the partials' zeroing */
+		return rc;
 	/* The cross-rank DAG counts this process's steps (async server versions start at 0 in every
 	 * run, resumed or not); the data source and the ops get the global step. */
 	const long local_step = p->steps_submitted - 1;
@@ -554,6 +560,8 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 			if ((rc = submit_backward(&ctx)) != 0)
 				return rc;
 		}
+	if ((rc = dnn_chunksum_submit_grads(p)) != 0) /* each gradient's chunks, in a fixed order, into its hg */
+		return rc;
 	if (p->distributed)
 		return dnn_dist_after_backward(p, local_step, optim);
 	return submit_update(p, optim);

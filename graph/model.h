@@ -1,7 +1,8 @@
 /* model.h — a net's parameters and the StarPU submission of its iterations.
  *
  * dnn_model owns the trainable tensors (value, momentum, gradient) registered as StarPU vector
- * handles; gradients are STARPU_REDUX targets (vec.h: dnn_vec_set_sum_redux). dnn_plan owns the
+ * handles; a gradient is the fixed-order sum of its chunks' partials (chunksum.h), or with
+ * --deterministic off a STARPU_REDUX target (vec.h: dnn_vec_set_sum_redux). dnn_plan owns the
  * activation handles of one way of splitting a batch into chunks: one handle per (node, chunk) for the
  * outputs, their gradients and batch-norm statistics, plus `nslots` sets of input/label/stats
  * handles so that up to nslots iterations can be in flight (the window).
@@ -131,8 +132,16 @@ typedef struct {
 	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
 	int fuse;
 	int *bn_relu, *relu_pool, *grad_of;
-	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, update
-	                      // (not StarPU's own REDUX init/reduction tasks, nor a multi-rank plan's exchanges)
+	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, the
+	                      // fixed-order sums over chunks, optim_update (not StarPU's own REDUX init/reduction
+	                      // tasks, nor a multi-rank plan's exchanges)
+	/* Sums over chunks (chunksum.h). sum_redux = 1 (--deterministic off): every chunk adds into one
+	 * STARPU_REDUX handle, in the order workers finish; 0 (the default): chunk c accumulates into
+	 * its own partial, gpart[param * nchunks + c] (c = 0: the parameter's hg; training plans
+	 * only), and a fixed tree over chunk index adds them. bn_part: the same for --batchnorm
+	 * global's sums, [k * nchunks + c] with k as bn_sums (c = 0: bn_sums[k]); NULL under one chunk. */
+	int sum_redux, parts_zeroed; // parts_zeroed: the partials were zeroed once (chunksum.h)
+	starpu_data_handle_t *gpart, *bn_part;
 	/* --batchnorm global (bnstats.h: dnn_plan_set_batchnorm; 0 = local, per-chunk statistics).
 	 * Per batchnorm node i, slot s and phase ph (0 forward, 1 backward), k = (i * nslots + s) *
 	 * 2 + ph: bn_sums[k], this process's double sums that its chunks add into (REDUX), and

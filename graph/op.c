@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "chunksum.h"
 #include "dnn_rng.h"
 #include "errline.h"
 
@@ -67,6 +68,11 @@ dnn_param *dnn_op_param(const dnn_model *m, int i, int slot)
 	if (m->param_of[i] < 0 || slot < 0 || p >= m->nparams || m->params[p].node != i || m->params[p].slot != slot)
 		return NULL;
 	return &m->params[p];
+}
+
+starpu_data_handle_t dnn_op_grad(const dnn_op_ctx *ctx, const dnn_param *pr, int *mode)
+{
+	return dnn_chunksum_grad(ctx->p, (int)(pr - ctx->m->params), ctx->c, mode);
 }
 
 int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64_t *rng, char *err, size_t errlen)

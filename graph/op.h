@@ -127,6 +127,10 @@ int dnn_op_check_int_elems(const dnn_graph *g, const dnn_node *nd, const char *w
 int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen);
 /* Parameter `slot` of node i (param_slots), or NULL when the node has no such tensor. */
 dnn_param *dnn_op_param(const dnn_model *m, int i, int slot);
+/* The handle chunk ctx->c's backward accumulates (+=) parameter pr's gradient into, and the
+ * access mode to insert it with (*mode): its partial in STARPU_RW (fixed-order sums, chunksum.h)
+ * or, with --deterministic off, pr->hg in STARPU_REDUX. */
+starpu_data_handle_t dnn_op_grad(const dnn_op_ctx *ctx, const dnn_param *pr, int *mode);
 /* Weight (and bias) of a conv or dense layer (dnn_op_linear_slots): PyTorch's default uniform
  * init in +-1/sqrt(fan_in). */
 int dnn_op_params_linear(dnn_model *m, int i, long fan_in, long nweights, uint64_t *rng, char *err, size_t errlen);

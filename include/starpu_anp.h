@@ -60,6 +60,8 @@ typedef struct {
 	int batch, chunks, window;
 	int pin_chunks;           // --pin-chunks: all of chunk c's tasks on one worker (dnn_plan_pin_chunks)
 	int batchnorm_global;     // --batchnorm global|local: batch-norm statistics over the global batch (1) or per chunk (0)
+	int deterministic;        // --deterministic on|off: sums over chunks in a fixed order (1, graph/chunksum.h) or
+	                          // StarPU's REDUX, in the order workers finish (0) [1]
 	dnn_optim_config optim;
 	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
 	double warmup_epochs;     // --warmup-epochs E: linear warm-up to the peak lr over E epochs (0 = none)

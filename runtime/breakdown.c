@@ -24,7 +24,8 @@ static const char *const bd_names[BD_ROW] = {"compute", "allreduce", "update", "
 
 /* The codelets timed apart, and their cumulated execution time (µs) as last reported. */
 static struct starpu_codelet *const bd_vec[] = {&cl_vec_zero, &cl_vec_redux_add, &cl_vec_add,
-						&cl_vec_axpy, &cl_vec_slice_get, &cl_vec_slice_put};
+						&cl_vec_axpy, &cl_vec_slice_get, &cl_vec_slice_put,
+						&cl_vec_add_clear};
 #define BD_NCL (int)(sizeof(bd_vec) / sizeof(bd_vec[0]) + 1) /* + cl_optim_update */
 static struct starpu_codelet *bd_cl(int i) { return i < BD_NCL - 1 ? bd_vec[i] : &cl_optim_update; }
 static double bd_cumul[BD_NCL], bd_base[BD_NCL];

@@ -59,6 +59,7 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 	static const char *const blas[] = {"auto", "keep", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */
 	static const char *const on[] = {"device", "host", "host-update", NULL}; /* dist.h */
+	static const char *const order[] = {"tree", "reverse", NULL}; /* graph/chunksum.h */
 	const char *v;
 	int i;
 	*k = (dnn_exec_config)DNN_EXEC_CONFIG_DEFAULTS;
@@ -104,6 +105,11 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->allreduce_on = i;
+	k->test_sum_reverse = 0;
+	if ((v = knob("DNN_TEST_SUM_ORDER")) && (i = one_of("DNN_TEST_SUM_ORDER", v, order, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->test_sum_reverse = i;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);

@@ -29,6 +29,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->staleness = 4;
 	o->async_lookahead = 1;
 	o->batchnorm_global = 0; /* local, as PyTorch DDP: README "Batch norm over the global batch" says why */
+	o->deterministic = 1; /* the same bits under every scheduler and worker count (graph/chunksum.h) */
 	o->step_timeout = 300;
 	o->val_fraction = 0.1;
 }

@@ -33,7 +33,17 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 	if (avail < 0)
 		return 0; // StarPU knows no size for main memory: nothing to compare with
 	double plan = train_plan ? dnn_plan_starpu_bytes(train_plan) : 0, redux = 0, eval = 0;
-	if (train_plan && train_plan->train)
+	/* The gradients' extra copies: with fixed-order sums (graph/chunksum.h) every chunk but the
+	 * first has its own partial of every gradient (and of --batchnorm global's sums); with
+	 * --deterministic off, StarPU's REDUX gives every CPU worker one copy of each. */
+	const int fixed = train_plan && train_plan->train && !train_plan->sum_redux;
+	if (fixed) {
+		const dnn_plan *tp = train_plan;
+		redux = handles_bytes(tp->gpart, (size_t)m->nparams * tp->nchunks) +
+			handles_bytes(tp->bn_part, (size_t)m->g->nnodes * tp->nslots * 2 * tp->nchunks);
+		if (!tp->gpart) /* not registered (cannot happen after dnn_plan_create): count them anyway */
+			redux = (double)dnn_model_grad_bytes(m) * (tp->nchunks - 1);
+	} else if (train_plan && train_plan->train)
 		redux = (double)dnn_model_grad_bytes(m) * starpu_cpu_worker_get_count();
 	int eval_k = 0;
 	if (eval_batch > 0) {
@@ -54,7 +64,8 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 		k += (size_t)snprintf(parts + k, sizeof(parts) - k, "training activations for batch %d in %d chunks, window %d: %.1f MiB; ",
 				      train_plan->batch, train_plan->nchunks, train_plan->nslots, plan / MIB);
 	if (redux > 0 && k < sizeof(parts))
-		k += (size_t)snprintf(parts + k, sizeof(parts) - k, "per-worker gradient copies: %.1f MiB; ", redux / MIB);
+		k += (size_t)snprintf(parts + k, sizeof(parts) - k, "%s: %.1f MiB; ",
+				      fixed ? "per-chunk gradient partials" : "per-worker gradient copies", redux / MIB);
 	if (eval_batch > 0 && k < sizeof(parts))
 		k += (size_t)snprintf(parts + k, sizeof(parts) - k, "evaluation batch %d in %d chunks: %.1f MiB; ", eval_batch,
 				      eval_k, eval / MIB);

@@ -19,6 +19,7 @@
 #include "bnstats.h"
 #include "breakdown.h"
 #include "checkpoint.h"
+#include "chunksum.h"
 #include "conv2d_impl.h"
 #include "conv2d_winograd.h"
 #include "cpu_kernels.h"
@@ -249,7 +250,10 @@ static int setup_plan(train_run *r)
 								     one_node)
 					 : (o->bucket_mb < 0 ? 0 : o->bucket_mb);
 		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, one_node, bucket_elems, o->staleness,
+		/* The flat tree (one node) adds the other ranks' contributions in arrival order: fixed for 2
+		 * ranks only, so --deterministic on takes the binary tree (fixed order) from 3 ranks on. */
+		const int flat_tree = one_node && (!o->deterministic || r->nranks <= 2);
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, flat_tree, bucket_elems, o->staleness,
 					  o->async_lookahead, o->window, err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
@@ -260,7 +264,8 @@ static int setup_plan(train_run *r)
 		return -1;
 	}
 	r->have_plan = 1;
-	if (dnn_plan_set_batchnorm(&r->p, o->batchnorm_global, err, sizeof(err)) != 0) {
+	if (dnn_plan_set_sum_redux(&r->p, !o->deterministic, err, sizeof(err)) != 0 ||
+	    dnn_plan_set_batchnorm(&r->p, o->batchnorm_global, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
@@ -669,8 +674,9 @@ static void print_result(train_run *r)
 		       di.staleness_mean, di.staleness_max);
 	printf(" optimizer=%s lr_peak=%g warmup_steps=%ld", dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak,
 	       r->warmup_steps);
-	printf(" fuse=%d pin_chunks=%d batchnorm=%s tasks_per_step=%ld", r->p.fuse, r->p.chunk_worker != NULL,
-	       o->batchnorm_global ? "global" : "local", r->p.tasks_per_step);
+	printf(" fuse=%d pin_chunks=%d batchnorm=%s deterministic=%s tasks_per_step=%ld", r->p.fuse,
+	       r->p.chunk_worker != NULL, o->batchnorm_global ? "global" : "local", r->p.sum_redux ? "off" : "on",
+	       r->p.tasks_per_step);
 	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since
 	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops; since 2026-12-06 the 2x2
 	 * max-pool loops and the direct conv's ISA; since 2026-12-06 "+tails": row tails stored with

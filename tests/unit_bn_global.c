@@ -55,7 +55,7 @@ static void run_split(float *y_all, float *saved_all, float *dx_all, float *dgam
 	TEST_CHECK(dnn_insert_bn_dsum_zero(NULL, hS) == 0 && dnn_insert_bn_dsum_zero(NULL, hT) == 0, "zero tasks refused");
 	for (int c = 0; c < K; c++) {
 		a.N = off[c + 1] - off[c];
-		TEST_CHECK(dnn_insert_batchnorm_sums_fwd(NULL, &a, hx[c], hS) == 0, "sums_fwd refused");
+		TEST_CHECK(dnn_insert_batchnorm_sums_fwd(NULL, &a, hx[c], hS, STARPU_REDUX) == 0, "sums_fwd refused");
 	}
 	for (int c = 0; c < K; c++) {
 		a.N = off[c + 1] - off[c];
@@ -63,7 +63,7 @@ static void run_split(float *y_all, float *saved_all, float *dx_all, float *dgam
 	}
 	for (int c = 0; c < K; c++) {
 		a.N = off[c + 1] - off[c];
-		TEST_CHECK(dnn_insert_batchnorm_sums_bwd(NULL, &a, hx[c], hs[c], hdy[c], relu ? hy[c] : NULL, hT, hdg, hdb) == 0,
+		TEST_CHECK(dnn_insert_batchnorm_sums_bwd(NULL, &a, hx[c], hs[c], hdy[c], relu ? hy[c] : NULL, hT, hdg, hdb, STARPU_REDUX) == 0,
 			   "sums_bwd refused");
 	}
 	for (int c = 0; c < K; c++) {

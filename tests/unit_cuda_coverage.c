@@ -37,6 +37,7 @@
 #include "dnn_cuda.h"
 #include "dnn_runtime.h"
 #include "bnstats.h"
+#include "chunksum.h"
 #include "fuse.h"
 #include "graph.h"
 #include "imagefolder.h"
@@ -186,8 +187,10 @@ static const char *mixed_net = "input x 1 28 28\n"
 			       "dense f2 d1 out=10\nsoftmax_xent loss f2\n";
 
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks;
- * bn_global: with --batchnorm global's codelets (bnstats.h). */
-static void one_step_bn(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train, int bn_global)
+ * bn_global: with --batchnorm global's codelets (bnstats.h); redux: with --deterministic off's
+ * (StarPU's REDUX reductions instead of the fixed-order sums of chunksum.h). */
+static void one_step_bn(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train, int bn_global,
+			int redux)
 {
 	char err[512];
 	dnn_exec_config cfg = DNN_EXEC_CONFIG_DEFAULTS;
@@ -201,6 +204,7 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 		die("model", err);
 	m.in_mean[0] = 0.5f, m.in_std[0] = 0.25f;
 	if (dnn_plan_create(&p, &m, BATCH, 2, 1, train, &cfg, err, sizeof(err)) != 0 ||
+	    dnn_plan_set_sum_redux(&p, redux, err, sizeof(err)) != 0 ||
 	    dnn_plan_set_batchnorm(&p, bn_global, err, sizeof(err)) != 0)
 		die("plan", err);
 	dnn_data_source src;
@@ -214,9 +218,9 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 	    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0)
 		die(train ? "training step" : "evaluation step", err);
 	starpu_task_wait_for_all();
-	printf("%-8s %-6s DNN_FUSE=%d %s%s: %ld tasks, loss %.4f; %d distinct codelets so far\n", name,
+	printf("%-8s %-6s DNN_FUSE=%d %s%s%s: %ld tasks, loss %.4f; %d distinct codelets so far\n", name,
 	       ds->folder ? "folder" : "memory", fuse, train ? "train" : "eval ", bn_global ? " (bn global)" : "",
-	       p.tasks_per_step, l / BATCH, nrecorded);
+	       redux ? " (REDUX)" : "", p.tasks_per_step, l / BATCH, nrecorded);
 	dnn_plan_destroy(&p);
 	dnn_model_destroy(&m);
 	dnn_graph_free(&g);
@@ -224,7 +228,7 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 
 static void one_step(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train)
 {
-	one_step_bn(name, text, ds, fuse, train, 0);
+	one_step_bn(name, text, ds, fuse, train, 0, 0);
 }
 
 static int recorded_named(const char *name)
@@ -268,7 +272,9 @@ int main(void)
 	for (int train = 1; train >= 0; train--)
 		one_step("lenet5", NULL, &folder, 1, train);
 	for (int fuse = 0; fuse <= 1; fuse++) /* --batchnorm global: its sums, with and without the fused relu */
-		one_step_bn("mixed", mixed_net, &mem, fuse, 1, 1);
+		for (int redux = 0; redux <= 1; redux++) /* fixed-order sums, and --deterministic off */
+			one_step_bn("mixed", mixed_net, &mem, fuse, 1, 1, redux);
+	one_step_bn("resnet8", NULL, &mem, 1, 1, 0, 1); /* --deterministic off's gradient reductions */
 
 	/* The check. */
 	int bad = 0;
@@ -298,7 +304,8 @@ int main(void)
 	const char *must[] = {"cl_load_batch",    "cl_load_images",        "cl_conv2d_fwd",     "cl_conv2d_bwd_filter",
 			      "cl_optim_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
 			      "cl_batchnorm_bwd", "cl_avgpool_bwd",        "cl_maxpool_bwd",    "cl_add_fwd",
-			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add"};
+			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add",
+			      "cl_vec_add_clear"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
 		TEST_CHECK(recorded_named(must[i]), "%s was never scheduled: the nets do not cover it", must[i]);
 	const char *bn_global[] = {"cl_batchnorm_sums_fwd", "cl_batchnorm_fwd_global", "cl_batchnorm_sums_bwd",

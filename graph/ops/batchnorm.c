@@ -67,8 +67,9 @@ static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int
 /* --batchnorm global: what the forward and the backward pass each give global_walk. */
 typedef struct {
 	int phase; /* DNN_BN_FWD or DNN_BN_BWD: which local and reduced sums (bnstats.h) */
-	/* chunk ctx->c's task adding its sums into S (and, backward, its share of dgamma, dbeta) */
-	int (*sums)(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t S);
+	/* chunk ctx->c's task adding its sums into S (and, backward, its share of dgamma, dbeta), with
+	 * access mode `mode` (RW into the chunk's partials, or REDUX) */
+	int (*sums)(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t S, int mode);
 	/* chunk ctx->c's task reading the sums over the ranks, G */
 	int (*apply)(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t G);
 } global_pass;
@@ -78,10 +79,11 @@ typedef struct {
  * chunk's apply task, ending on the last chunk, where it started. */
 static int global_walk(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a, const global_pass *pass)
 {
-	starpu_data_handle_t S = dnn_bn_sums_local(ctx->p, i, ctx->slot, pass->phase), G;
-	if (ctx->c == 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_bn_dsum_zero(ctx->opts, S));
-	int rc = pass->sums(ctx, i, &a, S);
+	int mode; /* the chunk's partial sums (RW), or the one REDUX handle (bnstats.h) */
+	starpu_data_handle_t S = dnn_bn_sums_chunk(ctx->p, i, ctx->slot, pass->phase, ctx->c, &mode), G;
+	if (ctx->c == 0) /* chunk 0's partial is the local handle, which holds the last step's sums */
+		DNN_OP_SUBMIT(ctx, dnn_insert_bn_dsum_zero(ctx->opts, dnn_bn_sums_local(ctx->p, i, ctx->slot, pass->phase)));
+	int rc = pass->sums(ctx, i, &a, S, mode);
 	if (rc != 0 || ctx->c < ctx->p->nchunks - 1)
 		return rc;
 	if ((rc = dnn_bn_sums_reduce(ctx->p, i, ctx->slot, pass->phase, &G)) != 0)
@@ -99,9 +101,9 @@ static int global_walk(dnn_op_ctx *ctx, int i, dnn_batchnorm_args a, const globa
 	return rc;
 }
 
-static int fwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t S)
+static int fwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t S, int mode)
 {
-	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_fwd(ctx->opts, a, dnn_op_out(ctx, ctx->g->nodes[i].inputs[0]), S));
+	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_fwd(ctx->opts, a, dnn_op_out(ctx, ctx->g->nodes[i].inputs[0]), S, mode));
 	return 0;
 }
 
@@ -152,13 +154,15 @@ static int forward(dnn_op_ctx *ctx, int i)
 /* --batchnorm global, backward: chunk ctx->c's two sums (and its share of dgamma, dbeta); then
  * every chunk's dx. Every chunk walks the same nodes, so the accumulate-or-overwrite choice of
  * this chunk's dx (a->accumulate_dx, backward) is every chunk's. */
-static int bwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t T)
+static int bwd_global_sums(dnn_op_ctx *ctx, int i, const dnn_batchnorm_args *a, starpu_data_handle_t T, int mode)
 {
 	const int relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
+	int gmode; /* the same as mode: both follow the plan's sum_redux */
+	starpu_data_handle_t dg = dnn_op_grad(ctx, gamma, &gmode), db = dnn_op_grad(ctx, beta, &gmode);
 	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_sums_bwd(ctx->opts, a, dnn_op_out(ctx, ctx->g->nodes[i].inputs[0]),
 							 dnn_op_saved(ctx, i), dnn_op_dy(ctx, relu >= 0 ? relu : i),
-							 relu >= 0 ? dnn_op_out(ctx, relu) : NULL, T, gamma->hg, beta->hg));
+							 relu >= 0 ? dnn_op_out(ctx, relu) : NULL, T, dg, db, mode));
 	return 0;
 }
 
@@ -186,12 +190,14 @@ static int backward(dnn_op_ctx *ctx, int i)
 		a.global_n = ctx->p->bn_global_n;
 		return global_walk(ctx, i, a, &bwd_global);
 	}
+	int mode; /* the chunk's partial gradients (RW), or the REDUX handles (chunksum.h) */
+	starpu_data_handle_t dg = dnn_op_grad(ctx, gamma, &mode), db = dnn_op_grad(ctx, beta, &mode);
 	if (relu >= 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, relu),
-								 dnn_op_out(ctx, relu), dx, gamma->hg, beta->hg, STARPU_REDUX));
+								 dnn_op_out(ctx, relu), dx, dg, db, mode));
 	else
-		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, i), dx, gamma->hg,
-							    beta->hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, i), dx, dg,
+							    db, mode));
 	return 0;
 }
 

@@ -105,16 +105,18 @@ static int backward(dnn_op_ctx *ctx, int i)
 	if (conv_args(ctx, nd, &a) != 0)
 		return -EINVAL;
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
+	int mode; /* the chunk's partial gradients (RW), or the REDUX handles (chunksum.h) */
+	starpu_data_handle_t dw = dnn_op_grad(ctx, w, &mode), db = b ? dnn_op_grad(ctx, b, &mode) : NULL;
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* the bias gradient in the filter gradient's task */
 		dnn_conv2d_args ab = a;
 		ab.bias = 1;
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(ctx->opts, &ab, x, dy, w->hg, b->hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(ctx->opts, &ab, x, dy, dw, db, mode));
 	} else {
 		if (b) {
 			dnn_bias_args ba = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
-			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(ctx->opts, &ba, dy, b->hg, STARPU_REDUX));
+			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(ctx->opts, &ba, dy, db, mode));
 		}
-		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(ctx->opts, &a, x, dy, w->hg, STARPU_REDUX));
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(ctx->opts, &a, x, dy, dw, mode));
 	}
 	if (i0 != 0) /* the net's input has no gradient */
 		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_data(ctx->opts, &a, dy, w->hw, dnn_op_dy(ctx, i0)));

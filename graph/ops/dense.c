@@ -57,7 +57,9 @@ static int backward(dnn_op_ctx *ctx, int i)
 	starpu_data_handle_t dy = dnn_op_dy(ctx, i);
 	dnn_dense_args a = dense_args(ctx, nd);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(ctx->opts, &a, dnn_op_out(ctx, i0), dy, w->hg, b->hg, STARPU_REDUX));
+	int mode; /* the chunk's partial gradients (RW), or the REDUX handles (chunksum.h) */
+	starpu_data_handle_t dw = dnn_op_grad(ctx, w, &mode), db = dnn_op_grad(ctx, b, &mode);
+	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(ctx->opts, &a, dnn_op_out(ctx, i0), dy, dw, db, mode));
 	if (i0 != 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_data(ctx->opts, &a, dy, w->hw, dnn_op_dy(ctx, i0)));
 	return 0;

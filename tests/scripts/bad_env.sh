@@ -18,6 +18,7 @@ declare -A WANT=(
   [DNN_CUDA_WORKSPACE_MB=12x]="expected an integer from 0 to 65536"
   [DNN_CUDA_WORKSPACE_MB=-1]="expected an integer from 0 to 65536"
   [DNN_TRACES_DIR=/nonexistent/traces]="expected the traces/ folder"
+  [DNN_TEST_SUM_ORDER=forward]="expected tree or reverse"
 )
 for bad in "${!WANT[@]}"; do
   for cmd in "${BENCH[*]}" "train --net lenet5 --data synthetic --summary" nets "trace-summary /nonexistent"; do

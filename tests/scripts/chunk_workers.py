@@ -4,9 +4,11 @@ tasks.rec (StarPU's per-task records: Name, WorkerId, SubmitOrder, Handles, Mode
 
 A chunk's tasks (its load, forward and backward) are the tasks linked through the chunk's own
 data: two tasks belong together when they access a handle that one of the per-chunk tasks writes
-(mode W or RW). Parameters are written only by optim_update and gradients only in REDUX mode (X),
-so they link nothing; optim_update and StarPU's reduction tasks belong to no chunk and are left
-out. Each group is one chunk of one window slot, over all steps (the plan reuses its handles).
+(mode W or RW). Parameters are written only by optim_update, and gradients either in REDUX mode (X)
+or, with the fixed-order sums (graph/chunksum.h), in the chunk's own partial, which only that
+chunk's tasks and the sums' adds touch; optim_update, StarPU's reduction tasks, the fixed-order
+sums' adds (grad_sum, bn_sums_sum) and the partials' one-time zeroing belong to no chunk and
+are left out. Each group is one chunk of one window slot, over all steps (the plan reuses its handles).
 
 Prints one line per group and a summary; exit 1 (one line per problem) unless
   - every group's tasks ran on one worker,
@@ -18,7 +20,7 @@ Exit 2 when the file holds no task records."""
 import sys
 from collections import Counter, defaultdict
 
-NOT_PER_CHUNK = {"optim_update", "redux_task_between_replicates"}
+NOT_PER_CHUNK = {"optim_update", "redux_task_between_replicates", "grad_sum", "bn_sums_sum", "partial_zero"}
 
 
 def records(path):
