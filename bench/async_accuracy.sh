@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# async_accuracy.sh — mixed-asynchronous accuracy against sync (issue 28, part 4): N real mpirun
+# async_accuracy.sh — mixed-asynchronous accuracy against sync: N real mpirun
 # ranks (--oversubscribe, one CPU worker each), staleness S, with and without lookahead, under
 # the large-batch recipe (SGD, the linear scaling rule and a linear warm-up: --lr 0.05 for batch
 # 64, --lr-ref-batch 64 --warmup-epochs 1; async takes SGD only), against the sync run of the same

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# large_batch.sh — test accuracy against global batch for a fixed epoch budget (issue 28 part 2).
+# large_batch.sh — test accuracy against global batch for a fixed epoch budget.
 # Recipes (each a word of RECIPES; NAME@X runs NAME with peak rate X at every batch, a sweep point):
 #   sgd     plain SGD, --lr 0.05 at every batch, cosine to 0, no warm-up;
 #   scaled  SGD with Goyal et al.'s rule: 0.1 per 256 samples (--lr 0.1 --lr-ref-batch 256),

@@ -170,7 +170,7 @@ fi
 
 # ---------------------------------------------------------------- calibration (this machine's CPU)
 HOST="$(hostname)"
-# The CPU kernels the calibration times (issue 26): the BLAS's kernel set and the CPU's ISA as the
+# The CPU kernels the calibration times: the BLAS's kernel set and the CPU's ISA as the
 # real binary reports them (result line blas=, cpu_isa=; the start-up fix of runtime/cpu_kernels.c
 # included), DNN_CONV_ALGO, the ISA of our own Winograd GEMMs and batch-norm loops (own_simd=),
 # and the CPU model. A calibration is only reused with the same kernels:

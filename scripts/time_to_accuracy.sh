@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # time_to_accuracy.sh — how many hours N nodes need to reach an accuracy: real training here,
-# step times from the simulator (issue 28, part 3; docs/time-to-accuracy.md).
+# step times from the simulator (docs/time-to-accuracy.md).
 #
 #   scripts/time_to_accuracy.sh [options] [-- extra train options, e.g. --limit-train 4096]
 #

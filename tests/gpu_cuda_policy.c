@@ -1,4 +1,4 @@
-/* gpu_cuda_policy — what the CUDA codelets promise beyond "close to the CPU" (issue 12 §3):
+/* gpu_cuda_policy — what the CUDA codelets promise beyond "close to the CPU":
  *   - max-pool backward routes ties exactly as the CPU kernel (the first cell equal to the
  *     window's max; the first largest one when a window holds NaNs) and sums overlapping windows
  *     in the CPU's order: CUDA's dx must equal the CPU's exactly, on inputs full of ties, with

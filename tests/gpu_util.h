@@ -1,4 +1,4 @@
-/* gpu_util.h — what the gpu_* tests added for issue 12 share (header only; the test glob
+/* gpu_util.h — what the gpu_* tests share (header only; the test glob
  * takes *_*.c files, so this is no test of its own).
  *
  * gpu_setup(): starts StarPU with DNN_CUDA_MATH=fp32 unless the caller's environment sets it

@@ -4,7 +4,7 @@
 # load tasks too) against CPU workers alone (STARPU_NCUDA=0), same seed, same synthetic data,
 # same chunks, DNN_CUDA_MATH=fp32. Checks:
 #   - both runs succeed and print ncuda=1 / ncuda=0;
-#   - per-step losses (metrics CSV) finite and within 1e-3 relative (issue 12 §4);
+#   - per-step losses (metrics CSV) finite and within 1e-3 relative;
 #   - every tensor of the final checkpoints (weights, momentum buffers, batch-norm running
 #     statistics) within 1e-3 in relative norm ||gpu - cpu|| / ||cpu||.
 # Why 1e-3 for the parameters: on the CPU alone, changing the worker count (reduction order) or

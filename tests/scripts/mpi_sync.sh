@@ -16,7 +16,7 @@ export STARPU_NCPU=1
 # of training). Global batch 96 splits evenly over 2, 3 and 4 ranks of 2 chunks; measured there
 # (lenet5, 20 steps, STARPU_NCPU=1, train_loss printed to 9 decimals for the measurement): 1
 # process 2.246068557, every variant of this file at 2, 3 and 4 ranks 2.246068478 or 2.246068637,
-# within 3.6e-8 relative. TOL = 1e-6 (issue 27's bound; ~28x that, 2 print quanta of the result
+# within 3.6e-8 relative. TOL = 1e-6 (the bound the cross-rank sums were held to; ~28x that, 2 print quanta of the result
 # line's 6 decimals). An uneven split (batch 64 over 3 ranks: 22/21/21 samples in chunks of 11
 # and 10) differs more: 1 process 2.242490768, 3-rank ring 2.242491007 (1.1e-7), 3-rank tree
 # 2.242494583 (1.7e-6, the same with the flat and the binary reduction tree and in every rerun);

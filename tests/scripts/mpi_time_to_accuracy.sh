@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mpi_time_to_accuracy — scripts/time_to_accuracy.sh on a tiny configuration (issue 28, part 3):
+# mpi_time_to_accuracy — scripts/time_to_accuracy.sh on a tiny configuration:
 # lenet5, 1 epoch of 2,048 training samples, N = 1 and 2 nodes of 2 GPUs x 16 samples, sync and
 # async, K80 over FDR. Asserts real results:
 #  1. the table has one row per (mode, N) and epoch, each run trained the exact configuration

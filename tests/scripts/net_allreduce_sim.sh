@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# net_allreduce_sim — the simulated network tracks the real one (issue 27, goal 4): one cell of
+# net_allreduce_sim — the simulated network tracks the real one (the validation tolerance): one cell of
 # the all-reduce microbenchmark (docs/NETWORK.md "The all-reduce microbenchmark"): the app's tree
 # all-reduce of a 4 MiB tensor between 2 namespace hosts whose links tbf shapes to 100 Mbit/s,
 # measured 3 times (median s/all-reduce) and simulated on sim/platform.py --network netns --rate

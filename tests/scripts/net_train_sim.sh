@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# net_train_sim — the simulated multi-rank training tracks the real one (issue 27, goal 4): one
+# net_train_sim — the simulated multi-rank training tracks the real one (the validation tolerance): one
 # case of the training table (docs/SIMULATION.md "Validation across hosts"): lenet5, batch 64,
 # sync, the tree all-reduce per tensor, over 2 namespace hosts whose links tbf shapes to
 # 100 Mbit/s, measured twice (pooled images/s) and simulated from those runs' own calibration on
 # sim/platform.py --network netns --rate 100mbit (bench/net_sim_validate.sh); simulated /
-# measured must be within 1 +- TOL (goal 4's +-20%).
+# measured must be within 1 +- TOL (the validation's +-20%).
 # Why this case: at one rank per core it held in every measurement on record (1.04-1.06 over six,
 # 2026-12-06), and it is the wire's: 0.5 MB of gradients cross the 100 Mbit/s link per step (~40 ms)
 # against ~4 ms of compute per rank, so other load on the machine moves it little. Its measured

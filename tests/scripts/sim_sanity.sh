@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sim_sanity — what a simulation must show whatever its models (issue 14):
+# sim_sanity — what a simulation must show whatever its models:
 #  1. two simulated nodes doing the same per-node work (batch 64 each, sync, tree all-reduce) give
 #     the same per-node images/s as one node when the network is infinitely fast: never more,
 #     and at most 10% less. A free network does not make the all-reduce free: its own tasks
@@ -22,7 +22,7 @@
 #     through host memory over PCIe, which an infinite network does not make free (measured:
 #     4178 img/s on 1 node, 5359 tree / 5091 ring on 2; pinned by mask, the default since
 #     2026-12-05: 5244 on 1 node, 6484 tree / 6301 ring on 2).
-#  4. the CPU calibration records the kernels it was taken with (issue 26) and is not reused with
+#  4. the CPU calibration records the kernels it was taken with and is not reused with
 #     others: after section 1, the calibration folder's kernels.txt names this machine's blas= and
 #     cpu_isa=, the CSV's cpu_kernels column says the same; the folder with other kernels written
 #     into it is refused (exit 1, one line), and so is a CSV of other columns (exit 2); an older

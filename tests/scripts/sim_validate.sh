@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sim_validate — the simulation tracks reality (issue 14's tolerance, one small case): lenet5,
+# sim_validate — the simulation tracks reality (within the simulator's stated tolerance, one small case): lenet5,
 # batch 64, one CPU worker, one process. bench/sim_validate.sh calibrates this machine's CPU
 # models afresh on the case's shapes, runs the real binary 3 times (median images/s) and
 # simulates the same configuration (StarPU + SimGrid, scripts/simulate.sh); the simulated

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# unit_blas_isa — the BLAS in use runs kernels at the CPU's ISA (issue 26): the result line's
+# unit_blas_isa — the BLAS in use runs kernels at the CPU's ISA: the result line's
 # blas= (library:kernel set) and cpu_isa= fields, blas_isa= (the kernels' ISA) not below cpu_isa=.
 # Fails on a machine whose BLAS falls back below the CPU (SSE kernels on an AVX-512 CPU, say) and
 # the start-up fix (runtime/cpu_kernels.c) did not catch it. Then, on a CPU with AVX or more, forces
