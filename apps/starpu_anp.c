@@ -98,6 +98,36 @@ static void help_export(void)
 	       "The last line of output is 'result: key=value ...'.\n", prog);
 }
 
+/* train's own options: the run's length, jobs, metrics and checkpoints. */
+static void help_train_run(void)
+{
+	printf("  --epochs E           epochs [1]\n"
+	       "  --max-steps N        the run is N steps long (checkpoint and evaluate there): this sets\n"
+	       "                       the run's length, so the learning-rate schedule (warm-up,\n"
+	       "                       cosine) spans N steps; to stop early without changing the run,\n"
+	       "                       use --stop-after-steps or --time-limit\n"
+	       "  --stop-after-steps N this job trains N steps (counted from --resume's step), then\n"
+	       "                       writes the checkpoint and exits 3; --resume continues the same\n"
+	       "                       run, bit for bit (needs --checkpoint)\n"
+	       "  --time-limit S       the same once S seconds have passed since the job started: the\n"
+	       "                       steps in flight (--window) finish first, so leave a margin\n"
+	       "                       (needs --checkpoint). SIGTERM and SIGUSR1 (Slurm's warning\n"
+	       "                       before the wall-time limit) stop the same way; under mpirun\n"
+	       "                       send SIGUSR1 to mpirun, which forwards it (on SIGTERM Open\n"
+	       "                       MPI's mpirun returns at once and leaves its ranks running),\n"
+	       "                       or the signal to every rank, as Slurm does; every rank stops\n"
+	       "                       after the step rank 0 picks. Exit status 3 = stopped,\n"
+	       "                       checkpoint written\n"
+	       "  --limit-train N      use only the first N training samples\n"
+	       "  --limit-test N       evaluate on only the first N test samples\n"
+	       "  --no-eval            skip the per-epoch test-set evaluation\n"
+	       "  --metrics FILE       write per-step and per-epoch metrics as CSV\n"
+	       "  --checkpoint FILE    write a checkpoint after every epoch (atomically)\n"
+	       "  --checkpoint-every N also write it every N steps\n"
+	       "  --resume FILE        continue from a checkpoint (same net, data and options)\n"
+	       "  --summary            print the net's per-layer summary and exit\n");
+}
+
 static void help_cmd(const char *c)
 {
 	if (!strcmp(c, "export")) {
@@ -190,31 +220,7 @@ static void help_cmd(const char *c)
 		       "                       (MPI_Abort after flushing --metrics); 0 = never [300]\n");
 	}
 	if (strcmp(c, "train") == 0)
-		printf("  --epochs E           epochs [1]\n"
-		       "  --max-steps N        the run is N steps long (checkpoint and evaluate there): this sets\n"
-		       "                       the run's length, so the learning-rate schedule (warm-up,\n"
-		       "                       cosine) spans N steps; to stop early without changing the run,\n"
-		       "                       use --stop-after-steps or --time-limit\n"
-		       "  --stop-after-steps N this job trains N steps (counted from --resume's step), then\n"
-		       "                       writes the checkpoint and exits 3; --resume continues the same\n"
-		       "                       run, bit for bit (needs --checkpoint)\n"
-		       "  --time-limit S       the same once S seconds have passed since the job started: the\n"
-		       "                       steps in flight (--window) finish first, so leave a margin\n"
-		       "                       (needs --checkpoint). SIGTERM and SIGUSR1 (Slurm's warning\n"
-		       "                       before the wall-time limit) stop the same way; under mpirun\n"
-		       "                       send SIGUSR1 to mpirun, which forwards it (on SIGTERM Open\n"
-		       "                       MPI's mpirun returns at once and leaves its ranks running),\n"
-		       "                       or the signal to every rank, as Slurm does; every rank stops\n"
-		       "                       after the step rank 0 picks. Exit status 3 = stopped,\n"
-		       "                       checkpoint written\n"
-		       "  --limit-train N      use only the first N training samples\n"
-		       "  --limit-test N       evaluate on only the first N test samples\n"
-		       "  --no-eval            skip the per-epoch test-set evaluation\n"
-		       "  --metrics FILE       write per-step and per-epoch metrics as CSV\n"
-		       "  --checkpoint FILE    write a checkpoint after every epoch (atomically)\n"
-		       "  --checkpoint-every N also write it every N steps\n"
-		       "  --resume FILE        continue from a checkpoint (same net, data and options)\n"
-		       "  --summary            print the net's per-layer summary and exit\n");
+		help_train_run();
 	if (strcmp(c, "bench") == 0)
 		printf("  --steps N            timed steps [20]\n"
 		       "  --warmup N           untimed steps first [3]\n"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chunksum.h"
 #include "fuse.h"
 #include "gpu_util.h"
 #include "model.h"
@@ -218,6 +219,10 @@ static void run(h_net *h, const h_op *op, h_data *d, const dnn_task_opts *opts)
 	const size_t most = (size_t)d->N * (h->in_per > h->out_per ? h->in_per : h->out_per) + 2;
 	float *nan = alloc_f(most);
 	fill_nan(nan, most);
+	/* The parameters' gradients go as in training: each chunk into its own partial, then the
+	 * fixed-order sum over chunks into hg (graph/chunksum.h), which starts at g0. */
+	if (p->train && dnn_chunksum_zero_parts(p) != 0)
+		TEST_CHECK(0, "%s: zeroing the per-chunk gradients failed", op->op);
 	for (int pass = 0; pass < (op->is_loss ? 1 : 2); pass++) {
 		for (int c = 0; c < K; c++) {
 			dnn_op_ctx ctx = {.p = p, .m = &h->m, .g = &h->g, .slot = 0, .step = H_STEP};
@@ -255,6 +260,8 @@ static void run(h_net *h, const h_op *op, h_data *d, const dnn_task_opts *opts)
 				h_get(dnn_op_dy(&ctx, h->d[k]), (pass ? d->dxa[k] : d->dxw[k]) + off * h->in_per,
 				      n * h->in_per * sizeof(float));
 		}
+		if (p->train && dnn_chunksum_submit_grads(p) != 0)
+			TEST_CHECK(0, "%s: the sums over chunks failed", op->op);
 		for (int s = 0; s < h->nparams; s++)
 			h_get(h->pr[s]->hg, pass ? d->gB[s] : d->gA[s], h->pn[s] * sizeof(float));
 	}
@@ -668,15 +675,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: op_harness unit|grad|gpu|list [OP ...] | onnx DIR\n");
 		return 2;
 	}
-	int one = 1;
-	char *args0[] = {argv[0], NULL};
-	char **a0 = args0;
+	/* The whole command line: start-up may re-execute the program (runtime/cpu_kernels.c, to fix
+	 * OpenBLAS's kernel set), and the copy must run the same mode. */
+	int ac = argc;
+	char **av = argv;
 	if (mode == H_GPU) {
-		int rc = gpu_setup(&one, &a0, "gpu_op_harness", 1);
+		int rc = gpu_setup(&ac, &av, "gpu_op_harness", 1);
 		if (rc != 0)
 			return rc;
 	} else {
-		test_starpu_init(&one, &a0);
+		test_starpu_init(&ac, &av);
 	}
 	/* Each op's own tasks, no fusion across the placeholders (a row's variants may set a level). */
 	h_cfg.fuse = 0;
