@@ -103,11 +103,12 @@ int dnn_bn_parts_register(dnn_plan *p, char *err, size_t errlen)
 		if (!p->bn_sums[k])
 			continue;
 		p->bn_part[k * K] = p->bn_sums[k];
-		for (int c = 1; c < K; c++) /* zeroed by the first step (chunksum.h: dnn_chunksum_zero_parts) */
+		for (int c = 1; c < K; c++) { /* zeroed when first used, as chunksum.c's partials */
 			starpu_vector_data_register(&p->bn_part[k * K + c], -1, 0,
 						    (uint32_t)starpu_vector_get_nx(p->bn_sums[k]), sizeof(double));
+			dnn_bn_set_dsum_redux(p->bn_part[k * K + c]);
+		}
 	}
-	p->parts_zeroed = 0;
 	return 0;
 }
 

@@ -51,36 +51,15 @@ int dnn_chunksum_plan_register(dnn_plan *p, char *err, size_t errlen)
 	for (int q = 0; q < m->nparams; q++) {
 		starpu_data_handle_t *part = &p->gpart[(size_t)q * K];
 		part[0] = m->params[q].hg;
-		for (int c = 1; c < K; c++) /* home -1: allocated where chunk c's first task needs it */
+		for (int c = 1; c < K; c++) {
+			/* Home -1: allocated where chunk c's first task needs it, and zeroed there by StarPU's
+			 * lazy initialisation (the init method: a call inside that task's data fetch, no task
+			 * of its own, so no perf model to calibrate for the simulation); later steps find it
+			 * zeroed by the sum's add-and-clear. */
 			starpu_vector_data_register(&part[c], -1, 0, (uint32_t)m->params[q].n, sizeof(float));
-	}
-	p->parts_zeroed = 0; /* by the first step (dnn_chunksum_zero_parts), after the memory check */
-	return 0;
-}
-
-int dnn_chunksum_zero_parts(dnn_plan *p)
-{
-	const int K = p->nchunks;
-	if (p->parts_zeroed || K < 2)
-		return 0;
-	const size_t nk = (size_t)p->m->g->nnodes * p->nslots * 2;
-	for (int c = 1; c < K; c++) {
-		/* on chunk c's worker under --pin-chunks, so the partial is allocated where it is used */
-		dnn_task_opts o = {.name = "partial_zero"};
-		if (p->chunk_worker)
-			o.pinned = 1, o.worker = p->chunk_worker[c];
-		for (int q = 0; p->gpart && q < p->m->nparams; q++) {
-			int rc = dnn_insert_vec_zero(&o, p->gpart[(size_t)q * K + c]);
-			if (rc != 0)
-				return rc;
-		}
-		for (size_t k = 0; p->bn_part && k < nk; k++) {
-			int rc = p->bn_part[k * K + c] ? dnn_insert_bn_dsum_zero(&o, p->bn_part[k * K + c]) : 0;
-			if (rc != 0)
-				return rc;
+			dnn_vec_set_sum_redux(part[c]);
 		}
 	}
-	p->parts_zeroed = 1;
 	return 0;
 }
 

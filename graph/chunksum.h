@@ -37,11 +37,6 @@ int dnn_plan_set_sum_redux(dnn_plan *p, int sum_redux, char *err, size_t errlen)
 /* Register the parameters' partial gradients (unless p->sum_redux or not training; nothing is
  * allocated yet), or free them. */
 int dnn_chunksum_plan_register(dnn_plan *p, char *err, size_t errlen);
-/* Before the first step's tasks use them: zero every partial (gradients and batch-norm sums) once,
- * on its chunk's worker under --pin-chunks. Later steps find them zeroed by the sums' adds. Done
- * at the first step, not when they are registered, so that the memory check (runtime/preflight.c)
- * comes before anything is allocated. 0 or a negative errno. */
-int dnn_chunksum_zero_parts(dnn_plan *p);
 void dnn_chunksum_plan_free(dnn_plan *p);
 /* After every chunk's backward: each parameter's tree (none under sum_redux), the last
  * parameters' first, into its hg, which the update (or graph/dist.c) reads. 0 or a negative errno. */

@@ -531,8 +531,6 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 			return rc;
 		p->tasks_per_step++;
 	}
-	if (p->train && (rc = dnn_chunksum_zero_parts(p)) != 0) /* the first step: the partials' zeroing */
-		return rc;
 	/* The cross-rank DAG counts this process's steps (async server versions start at 0 in every
 	 * run, resumed or not); the data source and the ops get the global step. */
 	const long local_step = p->steps_submitted - 1;

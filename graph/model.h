@@ -140,7 +140,7 @@ typedef struct {
 	 * its own partial, gpart[param * nchunks + c] (c = 0: the parameter's hg; training plans
 	 * only), and a fixed tree over chunk index adds them. bn_part: the same for --batchnorm
 	 * global's sums, [k * nchunks + c] with k as bn_sums (c = 0: bn_sums[k]); NULL under one chunk. */
-	int sum_redux, parts_zeroed; // parts_zeroed: the partials were zeroed once (chunksum.h)
+	int sum_redux;
 	starpu_data_handle_t *gpart, *bn_part;
 	/* --batchnorm global (bnstats.h: dnn_plan_set_batchnorm; 0 = local, per-chunk statistics).
 	 * Per batchnorm node i, slot s and phase ph (0 forward, 1 backward), k = (i * nslots + s) *

@@ -219,10 +219,8 @@ static void run(h_net *h, const h_op *op, h_data *d, const dnn_task_opts *opts)
 	const size_t most = (size_t)d->N * (h->in_per > h->out_per ? h->in_per : h->out_per) + 2;
 	float *nan = alloc_f(most);
 	fill_nan(nan, most);
-	/* The parameters' gradients go as in training: each chunk into its own partial, then the
-	 * fixed-order sum over chunks into hg (graph/chunksum.h), which starts at g0. */
-	if (p->train && dnn_chunksum_zero_parts(p) != 0)
-		TEST_CHECK(0, "%s: zeroing the per-chunk gradients failed", op->op);
+	/* The parameters' gradients go as in training: each chunk into its own partial (zero when
+	 * first used), then the fixed-order sum over chunks into hg (graph/chunksum.h), from g0. */
 	for (int pass = 0; pass < (op->is_loss ? 1 : 2); pass++) {
 		for (int c = 0; c < K; c++) {
 			dnn_op_ctx ctx = {.p = p, .m = &h->m, .g = &h->g, .slot = 0, .step = H_STEP};

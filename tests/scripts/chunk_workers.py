@@ -20,7 +20,7 @@ Exit 2 when the file holds no task records."""
 import sys
 from collections import Counter, defaultdict
 
-NOT_PER_CHUNK = {"optim_update", "redux_task_between_replicates", "grad_sum", "bn_sums_sum", "partial_zero"}
+NOT_PER_CHUNK = {"optim_update", "redux_task_between_replicates", "grad_sum", "bn_sums_sum"}
 
 
 def records(path):

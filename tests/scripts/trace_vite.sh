@@ -103,8 +103,8 @@ for line in open(netfile):
 missing = sorted(want - names)
 if missing:
     bad.append("tasks.rec lacks codelets: " + " ".join(missing))
-if "dnn_cl_vec_add" not in models:
-    bad.append("tasks.rec has no gradient-reduction task (model dnn_cl_vec_add)")
+if "dnn_cl_vec_add_clear" not in models:  # the fixed-order sums over chunks (--deterministic on)
+    bad.append("tasks.rec has no gradient-sum task (model dnn_cl_vec_add_clear)")
 
 # summary.txt: one row per worker, busy + idle + overhead ~ 100%, efficiency in (0,1], CP <= span
 s = open(tdir + "/summary.txt").read()
@@ -129,7 +129,7 @@ if not cp:
     bad.append("summary.txt: no critical path")
 elif not 0 < float(cp.group(1)) <= span * 1.001:
     bad.append("summary.txt: critical path %s ms not in (0, span %g ms]" % (cp.group(1), span))
-for name in ("conv_fwd", "conv_bwd_data", "conv_bwd_filter", "optim_update", "redux:vec_add"):
+for name in ("conv_fwd", "conv_bwd_data", "conv_bwd_filter", "optim_update", "grad_sum"):
     if not re.search(r"^%s\s" % re.escape(name), s, re.M):
         bad.append("summary.txt: no per-codelet row for %s" % name)
 for b in bad:
