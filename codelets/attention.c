@@ -1,0 +1,403 @@
+/* attention.c — causal multi-head self-attention: CPU kernels (tiled, online softmax), codelets,
+ * insert helpers (attention.h).
+ *
+ * Forward, per (sample, head) and block of DNN_ATT_BQ queries (FlashAttention's loop): for each
+ * block of DNN_ATT_BK keys up to the diagonal, S = q k^T / sqrt(D) (an SGEMM on the tile), then per
+ * query row the online softmax: m' = max(m, max S), P = exp(S - m'), l = l e^(m - m') + sum P, and
+ * the row of y (the accumulator, in place) scaled by e^(m - m') before y += P v (an SGEMM). At the
+ * end y /= l and lse = m + log l. Keys past a query are masked (P = 0) inside the diagonal tiles,
+ * and tiles wholly past the last query of the block are never computed.
+ * Backward, per (sample, head) and block of queries: D_t = dy[t].y[t] first, then per key block
+ * up to the diagonal P = exp(S - lse) (recomputed), dv += P^T dy, dP = dy v^T, dS = P (dP - D) /
+ * sqrt(D), dq += dS k (in scratch, written once per query block), dk += dS^T q (in dqkv). dk and
+ * dv are summed in dqkv directly, so the overwrite mode zeroes their columns first; the order of
+ * every sum is fixed.
+ */
+#include "attention.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "dnn_codelet.h"
+
+#define BQ DNN_ATT_BQ
+#define BK DNN_ATT_BK
+
+size_t dnn_attention_scratch_floats(int D)
+{
+	/* forward: S (BQ x BK), m, l (BQ); backward: P and dP (BQ x BK each), dq (BQ x D), D_t (BQ) */
+	return 2 * (size_t)BQ * BK + (size_t)BQ * (D > 0 ? (size_t)D : 0) + 2 * (size_t)BQ;
+}
+
+double dnn_attention_flops_fwd(const dnn_attention_args *a) { return 2.0 * a->N * (double)a->T * a->T * a->C; }
+double dnn_attention_flops_bwd(const dnn_attention_args *a) { return 5.0 * a->N * (double)a->T * a->T * a->C; }
+
+// ------------------------------------------------------------------------------- row loops
+
+/* The softmax's row loops, portable and AVX2 (the exp there is Cephes' expf polynomial, within
+ * 2 ulp of expf; the tail of a row past its last multiple of 8 uses expf). Both only read the
+ * row's valid columns. */
+typedef struct {
+	float (*max)(const float *s, int n);              // max of s[0..n), n >= 1
+	float (*exp_sum)(float *s, int n, float sub);     // s[j] = exp(s[j] - sub), j < n; returns the sum
+	void (*dsoft)(float *dp, const float *p, float dt, float scale, int n); // dp = p (dp - dt) scale
+} row_ops;
+
+static float max_scalar(const float *s, int n)
+{
+	float m = s[0];
+	for (int j = 1; j < n; j++)
+		m = s[j] > m ? s[j] : m;
+	return m;
+}
+
+static float exp_sum_scalar(float *s, int n, float sub)
+{
+	float sum = 0.0f;
+	for (int j = 0; j < n; j++) {
+		s[j] = expf(s[j] - sub);
+		sum += s[j];
+	}
+	return sum;
+}
+
+static void dsoft_scalar(float *restrict dp, const float *restrict p, float dt, float scale, int n)
+{
+	for (int j = 0; j < n; j++)
+		dp[j] = p[j] * (dp[j] - dt) * scale;
+}
+
+static const row_ops ops_scalar = {max_scalar, exp_sum_scalar, dsoft_scalar};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ATT_AVX2 __attribute__((target("avx2,fma")))
+
+/* exp(x) for x <= 0 (scores minus their max or log-sum-exp; larger x are clamped at 88): x =
+ * n ln2 + r, |r| <= ln2/2, exp(r) by Cephes' degree-7 polynomial, 2^n by the exponent bits; below
+ * -87.3 (2^-126) it returns about 1e-38 rather than a denormal or 0. */
+ATT_AVX2 static inline __m256 exp8(__m256 x)
+{
+	x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.33654f));
+	const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+					 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 y = _mm256_set1_ps(1.9875691500e-4f);
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+	y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+ATT_AVX2 static inline float hsum8(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+ATT_AVX2 static float max_avx2(const float *s, int n)
+{
+	int j = 0;
+	float m = s[0];
+	if (n >= 8) {
+		__m256 v = _mm256_loadu_ps(s);
+		for (j = 8; j + 8 <= n; j += 8)
+			v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		m = _mm_cvtss_f32(h);
+	}
+	for (; j < n; j++)
+		m = s[j] > m ? s[j] : m;
+	return m;
+}
+
+ATT_AVX2 static float exp_sum_avx2(float *s, int n, float sub)
+{
+	const __m256 vs = _mm256_set1_ps(sub);
+	__m256 acc = _mm256_setzero_ps();
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
+		_mm256_storeu_ps(s + j, e);
+		acc = _mm256_add_ps(acc, e);
+	}
+	float sum = hsum8(acc);
+	for (; j < n; j++) {
+		s[j] = expf(s[j] - sub);
+		sum += s[j];
+	}
+	return sum;
+}
+
+ATT_AVX2 static void dsoft_avx2(float *restrict dp, const float *restrict p, float dt, float scale, int n)
+{
+	const __m256 vd = _mm256_set1_ps(dt), vc = _mm256_set1_ps(scale);
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		const __m256 g = _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd);
+		_mm256_storeu_ps(dp + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + j), g), vc));
+	}
+	for (; j < n; j++)
+		dp[j] = p[j] * (dp[j] - dt) * scale;
+}
+
+static const row_ops ops_avx2 = {max_avx2, exp_sum_avx2, dsoft_avx2};
+
+static int have_avx2(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+static const row_ops ops_avx2 = {max_scalar, exp_sum_scalar, dsoft_scalar};
+static int have_avx2(void) { return 0; }
+#endif
+
+static const row_ops *volatile row = NULL; /* NULL: not chosen yet (the first kernel chooses) */
+
+int dnn_attention_set_simd(int on)
+{
+	const int simd = on && have_avx2();
+	row = simd ? &ops_avx2 : &ops_scalar;
+	return simd;
+}
+
+static const row_ops *row_ops_get(void)
+{
+	const row_ops *r = row;
+	if (!r) {
+		dnn_attention_set_simd(1);
+		r = row;
+	}
+	return r;
+}
+
+// ------------------------------------------------------------------------------- CPU kernels
+
+/* One (sample, head): q, k, v rows of stride ld (3C), y and its rows of stride C, lse (T) or NULL. */
+static void fwd_head(float *y, float *lse, const float *q, const float *k, const float *v, int T, int D, int ld,
+		     int ldy, float scale, float *scratch, const row_ops *ro)
+{
+	float *S = scratch, *m = S + (size_t)BQ * BK, *l = m + BQ;
+	for (int i0 = 0; i0 < T; i0 += BQ) {
+		const int bq = T - i0 < BQ ? T - i0 : BQ;
+		float *yi = y + (size_t)i0 * ldy;
+		for (int r = 0; r < bq; r++) {
+			m[r] = -INFINITY, l[r] = 0.0f;
+			memset(yi + (size_t)r * ldy, 0, (size_t)D * sizeof(float));
+		}
+		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
+			/* keys j0 .. j0+bk-1, the last one no later than the block's last query */
+			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, scale, q + (size_t)i0 * ld, ld,
+				    k + (size_t)j0 * ld, ld, 0.0f, S, BK);
+			for (int r = 0; r < bq; r++) {
+				float *s = S + (size_t)r * BK;
+				/* query i0+r sees keys up to itself: n of this tile's columns */
+				const int lim = i0 + r - j0 + 1, n = lim < bk ? lim : bk;
+				if (n <= 0) {
+					memset(s, 0, (size_t)bk * sizeof(float));
+					continue;
+				}
+				const float mx = ro->max(s, n), mnew = mx > m[r] ? mx : m[r];
+				const float sum = ro->exp_sum(s, n, mnew);
+				if (n < bk)
+					memset(s + n, 0, (size_t)(bk - n) * sizeof(float));
+				if (mnew != m[r]) {
+					const float alpha = expf(m[r] - mnew); /* 0 on the row's first tile */
+					float *yr = yi + (size_t)r * ldy;
+					for (int d = 0; d < D; d++)
+						yr[d] *= alpha;
+					l[r] = l[r] * alpha + sum;
+					m[r] = mnew;
+				} else {
+					l[r] += sum;
+				}
+			}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, S, BK, v + (size_t)j0 * ld,
+				    ld, 1.0f, yi, ldy);
+		}
+		for (int r = 0; r < bq; r++) {
+			const float inv = 1.0f / l[r];
+			float *yr = yi + (size_t)r * ldy;
+			for (int d = 0; d < D; d++)
+				yr[d] *= inv;
+			if (lse)
+				lse[i0 + r] = m[r] + logf(l[r]);
+		}
+	}
+}
+
+void dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch)
+{
+	// y (N,T,C), lse (N,H,T), qkv (N,T,3C)
+	const int T = a->T, C = a->C, H = a->H, D = C / H;
+	const float scale = 1.0f / sqrtf((float)D);
+	const row_ops *ro = row_ops_get();
+	for (int n = 0; n < a->N; n++)
+		for (int h = 0; h < H; h++) {
+			const float *q = qkv + (size_t)n * T * 3 * C + (size_t)h * D;
+			fwd_head(y + (size_t)n * T * C + (size_t)h * D, lse ? lse + ((size_t)n * H + h) * T : NULL, q,
+				 q + C, q + 2 * C, T, D, 3 * C, C, scale, scratch, ro);
+		}
+}
+
+/* One (sample, head): dq, dk, dv rows of stride ld in dqkv (dk, dv already zeroed or holding what
+ * they accumulate onto), q, k, v of stride ld, y, dy of stride ldy, lse (T). */
+static void bwd_head(float *dq, float *dk, float *dv, const float *q, const float *k, const float *v, const float *y,
+		     const float *dy, const float *lse, int T, int D, int ld, int ldy, float scale, int accumulate,
+		     float *scratch, const row_ops *ro)
+{
+	float *P = scratch, *dP = P + (size_t)BQ * BK, *dqs = dP + (size_t)BQ * BK, *Dt = dqs + (size_t)BQ * D;
+	for (int i0 = 0; i0 < T; i0 += BQ) {
+		const int bq = T - i0 < BQ ? T - i0 : BQ;
+		const float *qi = q + (size_t)i0 * ld, *dyi = dy + (size_t)i0 * ldy;
+		for (int r = 0; r < bq; r++) {
+			const float *yr = y + (size_t)(i0 + r) * ldy, *dyr = dyi + (size_t)r * ldy;
+			float s = 0.0f;
+			for (int d = 0; d < D; d++)
+				s += dyr[d] * yr[d];
+			Dt[r] = s;
+		}
+		memset(dqs, 0, (size_t)bq * D * sizeof(float));
+		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
+			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, scale, qi, ld, k + (size_t)j0 * ld, ld,
+				    0.0f, P, BK);
+			for (int r = 0; r < bq; r++) {
+				float *p = P + (size_t)r * BK;
+				const int lim = i0 + r - j0 + 1, n = lim < 0 ? 0 : lim < bk ? lim : bk;
+				if (n > 0)
+					ro->exp_sum(p, n, lse[i0 + r]);
+				if (n < bk)
+					memset(p + n, 0, (size_t)(bk - n) * sizeof(float));
+			}
+			// dv (bk,D) += P^T (bk,bq) dy (bq,D)
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, P, BK, dyi, ldy, 1.0f,
+				    dv + (size_t)j0 * ld, ld);
+			// dP (bq,bk) = dy (bq,D) v^T (D,bk)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, 1.0f, dyi, ldy, v + (size_t)j0 * ld,
+				    ld, 0.0f, dP, BK);
+			for (int r = 0; r < bq; r++)
+				ro->dsoft(dP + (size_t)r * BK, P + (size_t)r * BK, Dt[r], scale, bk);
+			// dq (bq,D) += dS (bq,bk) k (bk,D); dk (bk,D) += dS^T (bk,bq) q (bq,D)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, dP, BK, k + (size_t)j0 * ld,
+				    ld, 1.0f, dqs, D);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, dP, BK, qi, ld, 1.0f,
+				    dk + (size_t)j0 * ld, ld);
+		}
+		for (int r = 0; r < bq; r++) {
+			float *dqr = dq + (size_t)(i0 + r) * ld;
+			const float *s = dqs + (size_t)r * D;
+			if (accumulate)
+				for (int d = 0; d < D; d++)
+					dqr[d] += s[d];
+			else
+				memcpy(dqr, s, (size_t)D * sizeof(float));
+		}
+	}
+}
+
+void dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, const float *dy, const float *lse,
+				const dnn_attention_args *a, float *scratch)
+{
+	// dqkv (N,T,3C) =|+=, qkv (N,T,3C), y (N,T,C), dy (N,T,C), lse (N,H,T)
+	const int T = a->T, C = a->C, H = a->H, D = C / H;
+	const float scale = 1.0f / sqrtf((float)D);
+	const row_ops *ro = row_ops_get();
+	for (int n = 0; n < a->N; n++) {
+		float *dx = dqkv + (size_t)n * T * 3 * C;
+		if (!a->accumulate_dx) /* dk and dv are sums in place: start them at 0 */
+			for (int t = 0; t < T; t++)
+				memset(dx + (size_t)t * 3 * C + C, 0, 2 * (size_t)C * sizeof(float));
+		for (int h = 0; h < H; h++) {
+			const size_t o = (size_t)h * D;
+			const float *q = qkv + (size_t)n * T * 3 * C + o;
+			bwd_head(dx + o, dx + o + C, dx + o + 2 * C, q, q + C, q + 2 * C, y + (size_t)n * T * C + o,
+				 dy + (size_t)n * T * C + o, lse + ((size_t)n * H + h) * T, T, D, 3 * C, C, scale,
+				 a->accumulate_dx, scratch, ro);
+		}
+	}
+}
+
+// ------------------------------------------------------------------------------- codelets
+
+static float *task_scratch(const dnn_attention_args *a, const char *what)
+{
+	float *s = dnn_cpu_scratch(dnn_attention_scratch_floats(a->C / a->H));
+	if (!s)
+		dnn_worker_error("attention %s: out of memory for %zu floats of scratch", what,
+				 dnn_attention_scratch_floats(a->C / a->H));
+	return s;
+}
+
+static void attention_fwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_attention_args *a = cl_arg;
+	const size_t tok = (size_t)a->N * a->T;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == tok * 3 * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == tok * a->C);
+	STARPU_ASSERT(!a->save_lse || STARPU_VECTOR_GET_NX(buffers[2]) >= tok * a->H);
+	float *scratch = task_scratch(a, "forward");
+	if (!scratch)
+		return;
+	dnn_attention_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				  a->save_lse ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+				  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch);
+}
+
+static void attention_bwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_attention_args *a = cl_arg;
+	const size_t tok = (size_t)a->N * a->T;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == tok * 3 * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == tok * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == tok * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) >= tok * a->H);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[4]) == tok * 3 * a->C);
+	float *scratch = task_scratch(a, "backward");
+	if (!scratch)
+		return;
+	dnn_attention_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[4]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), a, scratch);
+}
+
+DNN_CODELET(cl_attention_fwd, 3, attention_fwd_cpu_task, dnn_attention_fwd_cuda);
+DNN_CODELET(cl_attention_bwd, 5, attention_bwd_cpu_task, dnn_attention_bwd_cuda);
+
+// ------------------------------------------------------------------------------- insert helpers
+
+DNN_ARGS_NO_PADDING(dnn_attention_args, 6 * sizeof(int));
+
+int dnn_insert_attention_fwd(const dnn_task_opts *o, const dnn_attention_args *a, starpu_data_handle_t qkv,
+			     starpu_data_handle_t y, starpu_data_handle_t lse)
+{
+	if (a->save_lse)
+		return DNN_TASK_INSERT_ARGS(o, &cl_attention_fwd, "attention_fwd", a, STARPU_R, qkv, STARPU_W, y, STARPU_W,
+					    lse, STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD, STARPU_FLOPS,
+					    dnn_attention_flops_fwd(a));
+	return DNN_TASK_INSERT_ARGS(o, &cl_attention_fwd, "attention_fwd", a, STARPU_R, qkv, STARPU_W, y,
+				    STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD, STARPU_FLOPS, dnn_attention_flops_fwd(a));
+}
+
+int dnn_insert_attention_bwd(const dnn_task_opts *o, const dnn_attention_args *a, starpu_data_handle_t qkv,
+			     starpu_data_handle_t y, starpu_data_handle_t dy, starpu_data_handle_t lse,
+			     starpu_data_handle_t dqkv)
+{
+	return DNN_TASK_INSERT_ARGS(o, &cl_attention_bwd, "attention_bwd", a, STARPU_R, qkv, STARPU_R, y, STARPU_R, dy,
+				    STARPU_R, lse, a->accumulate_dx ? STARPU_RW : STARPU_W, dqkv, STARPU_TASK_COLOR,
+				    DNN_COLOR_DENSE_BWD, STARPU_FLOPS, dnn_attention_flops_bwd(a));
+}
