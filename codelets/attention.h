@@ -11,8 +11,9 @@
  *
  * CPU: tiles of DNN_ATT_BQ queries x DNN_ATT_BK keys (OpenBLAS SGEMMs on the tiles, AVX2 exp and
  * row loops where the CPU has them) with an online softmax, so no T x T matrix is ever held: a
- * task's scratch is dnn_attention_scratch_floats(D) floats whatever T. The loops run in a fixed
- * order (no atomics), so results do not depend on threads or runs.
+ * task's scratch is dnn_attention_scratch_floats(T, D), the tiles plus one head's packed q, k, v
+ * (and dy, dk, dv) blocks, linear in T. The loops run in a fixed order (no atomics), so results
+ * do not depend on threads or runs.
  * CUDA: cuBLAS strided-batched SGEMMs over the heads of a sample (scores, then probabilities times
  * v; the backward likewise), with the T x T matrices of as many heads as fit in the worker's
  * workspace (DNN_CUDA_WORKSPACE_MB) at a time. */
@@ -35,15 +36,15 @@ typedef struct {
 	int accumulate_dx; // backward: 0 = dqkv = ..., 1 = dqkv += ...
 } dnn_attention_args;
 
-/* Floats of the scratch the CPU kernels need (forward or backward) for head size D: O(tile^2),
- * independent of T. */
-size_t dnn_attention_scratch_floats(int D);
+/* Floats of the scratch the CPU kernels need (forward or backward) for T tokens and head size D:
+ * 6 T D + O(tile^2), never T x T. */
+size_t dnn_attention_scratch_floats(int T, int D);
 /* FLOPs of the forward (2 per multiply-add, the causal half of the two products; the softmax
  * not counted): 2 N T^2 C; the backward's five products: 5 N T^2 C (dnn_attention_flops_bwd). */
 double dnn_attention_flops_fwd(const dnn_attention_args *a);
 double dnn_attention_flops_bwd(const dnn_attention_args *a);
 
-/* y (N,T,C), lse (N,H,T) or NULL, qkv (N,T,3C); scratch: dnn_attention_scratch_floats(C/H). */
+/* y (N,T,C), lse (N,H,T) or NULL, qkv (N,T,3C); scratch: dnn_attention_scratch_floats(T, C/H) floats. */
 void dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch);
 /* dqkv (N,T,3C) =|+= (a->accumulate_dx), qkv (N,T,3C), y (N,T,C), dy (N,T,C), lse (N,H,T). */
 void dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, const float *dy, const float *lse,

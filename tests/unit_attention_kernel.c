@@ -2,8 +2,8 @@
  * StarPU: forward (y and the log-sum-exp) and backward (dq, dk, dv; overwrite and accumulate)
  * against a plain double-precision softmax attention, with the AVX2 and the portable row loops,
  * at shapes that end inside and across tiles; and a long sequence (T = 2048, D = 64) run with
- * exactly dnn_attention_scratch_floats(D) floats of scratch, which must be far below T x T,
- * checked against the reference at a few rows. The descriptor's tests (finite differences,
+ * exactly dnn_attention_scratch_floats(T, D) floats of scratch, which must be far below T x T
+ * (it is linear in T), checked against the reference at a few rows. The descriptor's tests (finite differences,
  * chunks) are the attention row of tests/op_cases.c. */
 #include <math.h>
 #include <stdio.h>
@@ -119,7 +119,7 @@ static int check_shape(int N, int T, int C, int H, int simd)
 	const size_t nx = (size_t)N * T * 3 * C, ny = (size_t)N * T * C, nl = (size_t)N * H * T;
 	const dnn_attention_args a = {.N = N, .T = T, .C = C, .H = H, .save_lse = 1};
 	float *qkv = alloc_f(nx), *y = alloc_f(ny), *lse = alloc_f(nl), *dy = alloc_f(ny), *dx = alloc_f(nx);
-	float *dx0 = alloc_f(nx), *scratch = alloc_f(dnn_attention_scratch_floats(C / H));
+	float *dx0 = alloc_f(nx), *scratch = alloc_f(dnn_attention_scratch_floats(T, C / H));
 	double *ry = alloc_d(ny), *rl = alloc_d(nl), *rdx = alloc_d(nx);
 	test_fill_uniform(qkv, nx, -2.0f, 2.0f); /* scores up to ~4 sqrt(D): peaked softmaxes too */
 	test_fill_uniform(dy, ny, -1.0f, 1.0f);
@@ -158,20 +158,28 @@ static int check_shape(int N, int T, int C, int H, int simd)
 	return ok;
 }
 
-/* T = 2048, D = 64, H = 1: the kernels get exactly their scratch (no T x T block: the whole
- * scratch is below T*T/64 floats); y, lse and dv at a few rows against the reference. */
+/* T = 2048, D = 64, H = 1: the kernels get exactly their scratch, in a block with a NaN canary
+ * after it: no T x T matrix (the scratch is below T*T/4 floats, and a T x T one would not fit);
+ * y, lse and dv at a few rows against the reference. */
 static int check_long(void)
 {
 	const int T = 2048, C = 64, H = 1;
-	const size_t nx = (size_t)T * 3 * C, ny = (size_t)T * C, ns = dnn_attention_scratch_floats(C / H);
+	const size_t nx = (size_t)T * 3 * C, ny = (size_t)T * C, ns = dnn_attention_scratch_floats(T, C / H);
 	int ok = 1;
-	if (ns * 64 > (size_t)T * T) {
-		printf("FAIL long: scratch of %zu floats is not O(tile^2) (T*T = %zu)\n", ns, (size_t)T * T);
+	if (ns * 4 > (size_t)T * T) {
+		printf("FAIL long: scratch of %zu floats is not far below T*T = %zu\n", ns, (size_t)T * T);
+		ok = 0;
+	}
+	/* a scratch-size function that grew with T^2 would be caught at T = 4096 too */
+	if (dnn_attention_scratch_floats(2 * T, C / H) > 2 * ns) {
+		printf("FAIL long: scratch grows faster than T (%zu at T=%d, %zu at T=%d)\n", ns, T,
+		       dnn_attention_scratch_floats(2 * T, C / H), 2 * T);
 		ok = 0;
 	}
 	const dnn_attention_args a = {.N = 1, .T = T, .C = C, .H = H, .save_lse = 1};
 	float *qkv = alloc_f(nx), *y = alloc_f(ny), *lse = alloc_f(T), *dy = alloc_f(ny), *dx = alloc_f(nx);
-	float *scratch = alloc_f(ns);
+	float *scratch = alloc_f(ns + 16);
+	fill_nan(scratch + ns, 16);
 	test_fill_uniform(qkv, nx, -2.0f, 2.0f);
 	test_fill_uniform(dy, ny, -1.0f, 1.0f);
 	dnn_attention_forward_cpu(y, lse, qkv, &a, scratch);
@@ -193,6 +201,12 @@ static int check_long(void)
 	for (int d = 0; d < C; d++)
 		dv[d] = p[T - 1] * dy[(size_t)(T - 1) * C + d];
 	ok &= close_scaled("long dv of the last key", dx + (size_t)(T - 1) * 3 * C + 2 * C, dv, C, 2e-5);
+	for (int i = 0; i < 16; i++)
+		if (!isnan(scratch[ns + i])) {
+			printf("FAIL long: the kernels wrote past their %zu floats of scratch\n", ns);
+			ok = 0;
+			break;
+		}
 	free(qkv), free(y), free(lse), free(dy), free(dx), free(scratch), free(p);
 	return ok;
 }
