@@ -304,7 +304,9 @@ static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 		if (((p->train && !fused_bn && p->grad_of[i] == i) || i == logits) &&
 		    !(p->dy[k] = lazy_vector(n, sizeof(float), err, errlen)))
 			return -1;
-		if (p->train && saved && !(p->saved[k] = lazy_vector(saved, sizeof(float), err, errlen)))
+		if (p->train && saved &&
+		    !(p->saved[k] = lazy_vector(d->saved_per_sample ? saved * (size_t)p->chunk_n[c] : saved, sizeof(float),
+						err, errlen)))
 			return -1;
 	}
 	return 0;
