@@ -78,10 +78,11 @@ static const row_ops ops_scalar = {max_scalar, exp_sum_scalar, dsoft_scalar};
 
 /* exp(x) for x <= 0 (scores minus their max or log-sum-exp; larger x are clamped at 88): x =
  * n ln2 + r, |r| <= ln2/2, exp(r) by Cephes' degree-7 polynomial, 2^n by the exponent bits; below
- * -87.3 (2^-126) it returns about 1e-38 rather than a denormal or 0. */
+ * -87.3 (2^-126) it returns about 1e-38 rather than a denormal or 0. A NaN stays NaN (min/max
+ * return their second operand when either is NaN), so a non-finite score reaches the output. */
 ATT_AVX2 static inline __m256 exp8(__m256 x)
 {
-	x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.33654f));
+	x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), _mm256_min_ps(_mm256_set1_ps(88.0f), x));
 	const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
 					 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);

@@ -3,7 +3,8 @@
  * against a plain double-precision softmax attention, with the AVX2 and the portable row loops,
  * at shapes that end inside and across tiles; and a long sequence (T = 2048, D = 64) run with
  * exactly dnn_attention_scratch_floats(T, D) floats of scratch, which must be far below T x T
- * (it is linear in T), checked against the reference at a few rows. The descriptor's tests (finite differences,
+ * (it is linear in T), checked against the reference at a few rows; a NaN or an infinity in the
+ * input reaches the outputs it should. The descriptor's tests (finite differences,
  * chunks) are the attention row of tests/op_cases.c. */
 #include <math.h>
 #include <stdio.h>
@@ -211,6 +212,34 @@ static int check_long(void)
 	return ok;
 }
 
+/* A NaN in one query reaches that query's output, and that one only (it is not clamped into a
+ * finite exp); an infinite value reaches every later query's: the loss's non-finite check then
+ * sees them. (Earlier queries of the same tile get 0 * inf = NaN from the masked product too,
+ * as in any masked matrix product, PyTorch's included: finite values are exactly causal,
+ * non-finite ones poison their tile.) */
+static int check_nonfinite(int simd)
+{
+	const int N = 1, T = 20, C = 16, H = 2, L = 3 * C;
+	const dnn_attention_args a = {.N = N, .T = T, .C = C, .H = H, .save_lse = 1};
+	float *qkv = alloc_f((size_t)T * L), *y = alloc_f((size_t)T * C), *lse = alloc_f((size_t)H * T);
+	float *scratch = alloc_f(dnn_attention_scratch_floats(T, C / H));
+	int ok = 1;
+	test_fill_uniform(qkv, (size_t)T * L, -1.0f, 1.0f);
+	qkv[(size_t)9 * L + 3] = NAN;                   /* head 0's query 9 */
+	qkv[(size_t)12 * L + 2 * C + 8] = INFINITY; /* head 1: token 12's value */
+	dnn_attention_forward_cpu(y, lse, qkv, &a, scratch);
+	for (int t = 0; t < T; t++) {
+		const int nan0 = isnan(y[(size_t)t * C]), bad1 = !isfinite(y[(size_t)t * C + 8]);
+		if (nan0 != (t == 9) || (t >= 12 && !bad1)) {
+			printf("FAIL simd=%d non-finite: token %d: head 0 %g, head 1 %g\n", simd, t, y[(size_t)t * C],
+			       y[(size_t)t * C + 8]);
+			ok = 0;
+		}
+	}
+	free(qkv), free(y), free(lse), free(scratch);
+	return ok;
+}
+
 int main(void)
 {
 	static const int shapes[][4] = {
@@ -225,6 +254,7 @@ int main(void)
 		printf("row loops: %s\n", got ? "AVX2" : "portable");
 		for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
 			ok &= check_shape(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], got);
+		ok &= check_nonfinite(got);
 	}
 	dnn_attention_set_simd(1);
 	ok &= check_long();
