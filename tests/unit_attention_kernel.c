@@ -212,9 +212,9 @@ static int check_long(void)
 	return ok;
 }
 
-/* A NaN in one query reaches that query's output, and that one only (it is not clamped into a
- * finite exp); an infinite value reaches every later query's: the loss's non-finite check then
- * sees them. (Earlier queries of the same tile get 0 * inf = NaN from the masked product too,
+/* A NaN in one key reaches the outputs of the queries that see it, and those only (its score is
+ * not clamped into a finite exp, which would turn it into a finite weight); an infinite value
+ * reaches every later query's: the loss's non-finite check then sees them. (Earlier queries of the same tile get 0 * inf = NaN from the masked product too,
  * as in any masked matrix product, PyTorch's included: finite values are exactly causal,
  * non-finite ones poison their tile.) */
 static int check_nonfinite(int simd)
@@ -225,12 +225,12 @@ static int check_nonfinite(int simd)
 	float *scratch = alloc_f(dnn_attention_scratch_floats(T, C / H));
 	int ok = 1;
 	test_fill_uniform(qkv, (size_t)T * L, -1.0f, 1.0f);
-	qkv[(size_t)9 * L + 3] = NAN;                   /* head 0's query 9 */
+	qkv[(size_t)9 * L + C + 3] = NAN;               /* head 0: token 9's key */
 	qkv[(size_t)12 * L + 2 * C + 8] = INFINITY; /* head 1: token 12's value */
 	dnn_attention_forward_cpu(y, lse, qkv, &a, scratch);
 	for (int t = 0; t < T; t++) {
 		const int nan0 = isnan(y[(size_t)t * C]), bad1 = !isfinite(y[(size_t)t * C + 8]);
-		if (nan0 != (t == 9) || (t >= 12 && !bad1)) {
+		if (nan0 != (t >= 9) || (t >= 12 && !bad1)) {
 			printf("FAIL simd=%d non-finite: token %d: head 0 %g, head 1 %g\n", simd, t, y[(size_t)t * C],
 			       y[(size_t)t * C + 8]);
 			ok = 0;
