@@ -15,7 +15,7 @@ extern "C" {
 
 #define LN_MAX_THREADS 256
 #define LN_COLS 32 /* dgamma/dbeta: channels per block (one warp across them) */
-#define LN_ROW_LANES 8 /* dgamma/dbeta: rows walked in parallel per column */
+#define LN_ROW_LANES 16 /* dgamma/dbeta: rows walked in parallel per column */
 
 /* Threads per row block: the power of two >= C, between 32 and LN_MAX_THREADS. */
 static unsigned row_threads(int C)
