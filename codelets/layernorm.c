@@ -64,9 +64,9 @@ void dnn_layernorm_forward_cpu(float *restrict y, float *restrict saved, const f
 	}
 }
 
-int dnn_layernorm_backward_cpu(float *restrict dx, float *restrict dgamma, float *restrict dbeta, const float *restrict x,
-			       const float *restrict gamma, const float *restrict saved, const float *restrict dy,
-			       const dnn_layernorm_args *a)
+int dnn_layernorm_backward_cpu(float *restrict dx, float *restrict dgamma, float *restrict dbeta,
+			       const float *restrict x, const float *restrict gamma, const float *restrict saved,
+			       const float *restrict dy, const dnn_layernorm_args *a)
 {
 	// dx (rows x C) =|+= or NULL, dgamma, dbeta (C) +=, x, dy (rows x C), gamma (C), saved (3 rows)
 	const int C = a->C;

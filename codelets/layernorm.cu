@@ -124,7 +124,8 @@ extern "C" void dnn_layernorm_bwd_cuda(void *buffers[], void *cl_arg)
 	const dnn_layernorm_args *a = (const dnn_layernorm_args *)cl_arg;
 	const size_t n = (size_t)a->rows * a->C;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n && STARPU_VECTOR_GET_NX(buffers[3]) == n);
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->C && STARPU_VECTOR_GET_NX(buffers[2]) == 3 * (size_t)a->rows);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == 3 * (size_t)a->rows);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[4]) == (size_t)a->C && STARPU_VECTOR_GET_NX(buffers[5]) == (size_t)a->C);
 	STARPU_ASSERT(!a->has_dx || STARPU_VECTOR_GET_NX(buffers[6]) == n);
 	if (a->rows == 0)

@@ -641,7 +641,8 @@ static void extra_gelu_unit(void)
 	}
 	test_close_mixed("gelu at chosen points", y, want, (size_t)n, 2e-7);
 	test_close_mixed("gelu' at chosen points", dx, dwant, (size_t)n, 2e-7);
-	TEST_CHECK(y[3] == 0.0f && dx[3] == 0.5f, "gelu(0) = %g, gelu'(0) = %g: want 0 and 0.5", (double)y[3], (double)dx[3]);
+	TEST_CHECK(y[3] == 0.0f && dx[3] == 0.5f, "gelu(0) = %g, gelu'(0) = %g: want 0 and 0.5", (double)y[3],
+		   (double)dx[3]);
 	TEST_CHECK(y[8] == 20.0f && dx[8] == 1.0f, "gelu(20) = %g, gelu'(20) = %g: want 20 and 1", (double)y[8],
 		   (double)dx[8]);
 	TEST_CHECK(y[9] == 0.0f && dx[9] == 0.0f, "gelu(-20) = %g, gelu'(-20) = %g: want 0 and 0", (double)y[9],
