@@ -18,6 +18,7 @@
 #include "maxpool.h"
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
+#include "op.h"
 #include "op_harness.h"
 #include "relu.h"
 #include "test_util.h"
@@ -542,8 +543,44 @@ static void ln_parse_checks(void)
 	}
 }
 
+/* The model's tensors of a layernorm: "<node>.weight" = 1 and "<node>.bias" = 0, C each, neither
+ * weight-decayed, in that order; a sequence's layernorm has C of each too (shared by the tokens). */
+static void ln_model_checks(void)
+{
+	static const char *const texts[] = {
+		"input x 3 4 4\ndense d x out=6\nlayernorm ln d\ndense o ln out=2\nsoftmax_xent loss o\n",
+		"input x seq 5 6\ndense d x out=6\nlayernorm ln d\ndense o ln out=2\nsoftmax_xent loss o\n",
+	};
+	for (int t = 0; t < NS(texts); t++) {
+		dnn_graph g;
+		dnn_model m;
+		char err[512] = "";
+		if (dnn_graph_parse(&g, texts[t], "t.net", err, sizeof(err)) != 0) {
+			TEST_CHECK(0, "layernorm model case %d: %s", t, err);
+			continue;
+		}
+		if (dnn_model_create(&m, &g, 1, err, sizeof(err)) != 0) {
+			TEST_CHECK(0, "layernorm model case %d: %s", t, err);
+			dnn_graph_free(&g);
+			continue;
+		}
+		const int i = 2; /* ln */
+		const dnn_param *w = dnn_op_param(&m, i, 0), *b = dnn_op_param(&m, i, 1);
+		TEST_CHECK(w && b && !strcmp(w->name, "ln.weight") && !strcmp(b->name, "ln.bias") && w->n == 6 && b->n == 6 &&
+				   w->no_decay && b->no_decay && w < b,
+			   "layernorm model case %d: its tensors are not ln.weight, ln.bias (6 each, no decay)", t);
+		long bad = 0;
+		for (long c = 0; w && b && c < w->n; c++)
+			bad += w->w[c] != 1.0f || b->w[c] != 0.0f;
+		TEST_CHECK(bad == 0, "layernorm model case %d: %ld channels not initialised to weight 1, bias 0", t, bad);
+		dnn_model_destroy(&m);
+		dnn_graph_free(&g);
+	}
+}
+
 static void extra_layernorm_unit(void)
 {
+	ln_model_checks();
 	ln_kernel_checks(1, 1, 1e-5f, 0);
 	ln_kernel_checks(3, 7, 1e-5f, 0);
 	ln_kernel_checks(17, 64, 1e-5f, 0);
