@@ -48,8 +48,8 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 	return 0;
 }
 
-/* The log-sum-exp per head and token, per sample (saved_per_sample). */
-static size_t saved_floats(const dnn_node *nd) { return (size_t)HEADS(nd) * nd->H; }
+/* The log-sum-exp per head and token, per sample. */
+static size_t saved_per_sample(const dnn_node *nd) { return (size_t)HEADS(nd) * nd->H; }
 
 static dnn_attention_args attention_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
@@ -153,6 +153,6 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 
 const dnn_op_desc dnn_op_attention = {
 	.name = "attention", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .check = check, .infer = infer,
-	.saved_floats = saved_floats, .saved_per_sample = 1, .forward = forward, .backward = backward,
+	.saved_floats_per_sample = saved_per_sample, .forward = forward, .backward = backward,
 	.export_onnx = export_onnx,
 };
