@@ -1,17 +1,18 @@
 /* attention.c — causal multi-head self-attention: CPU kernels (tiled, online softmax), codelets,
  * insert helpers (attention.h).
  *
- * Forward, per (sample, head) and block of DNN_ATT_BQ queries (FlashAttention's loop): for each
- * block of DNN_ATT_BK keys up to the diagonal, S = q k^T / sqrt(D) (an SGEMM on the tile), then per
- * query row the online softmax: m' = max(m, max S), P = exp(S - m'), l = l e^(m - m') + sum P, and
- * the row of y (the accumulator, in place) scaled by e^(m - m') before y += P v (an SGEMM). At the
- * end y /= l and lse = m + log l. Keys past a query are masked (P = 0) inside the diagonal tiles,
+ * Each (sample, head)'s q, k, v (and dy) are first packed into T x D blocks (see pack()).
+ * Forward, per block of DNN_ATT_BQ queries (FlashAttention's loop): for each block of DNN_ATT_BK
+ * keys up to the diagonal, S = q k^T / sqrt(D) (an SGEMM on the tile), then per query row the
+ * online softmax: m' = max(m, max S), P = exp(S - m'), l = l e^(m - m') + sum P, and the row's
+ * accumulator o (BQ x D scratch) scaled by e^(m - m') before o += P v (an SGEMM). At the end
+ * y = o / l and lse = m + log l. Keys past a query are masked (P = 0) inside the diagonal tiles,
  * and tiles wholly past the last query of the block are never computed.
- * Backward, per (sample, head) and block of queries: D_t = dy[t].y[t] first, then per key block
- * up to the diagonal P = exp(S - lse) (recomputed), dv += P^T dy, dP = dy v^T, dS = P (dP - D) /
- * sqrt(D), dq += dS k (in scratch, written once per query block), dk += dS^T q (in dqkv). dk and
- * dv are summed in dqkv directly, so the overwrite mode zeroes their columns first; the order of
- * every sum is fixed.
+ * Backward, per block of queries: D_t = dy[t].y[t] first, then per key block up to the diagonal
+ * P = exp(S - lse) (recomputed), dv += P^T dy, dP = dy v^T, dS = P (dP - D) / sqrt(D), dq += dS k
+ * (a BQ x D scratch, written into dqkv once per query block), dk += dS^T q; dk and dv are summed
+ * in packed T x D blocks, written (or added) into dqkv once per head. The order of every sum is
+ * fixed, whatever the thread or run.
  */
 #include "attention.h"
 
