@@ -58,34 +58,43 @@ extern "C" void dnn_grad_sumsq_cuda(void *buffers[], void *cl_arg)
 	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
 }
 
-// acc[0] (+)= x[0]: one launch per parameter on the worker's stream, so in parameter order.
-static __global__ void clip_add_kernel(double *acc, const double *x, int first)
-{
-	acc[0] = first ? x[0] : acc[0] + x[0];
-}
+/* Up to CLIP_PER_LAUNCH sums' device pointers, by value (a kernel argument of 520 bytes). */
+#define CLIP_PER_LAUNCH 64
+typedef struct {
+	const double *p[CLIP_PER_LAUNCH];
+	int n;
+} clip_ptrs;
 
-// norm[0] holds the total: the root and the coefficient (clip.h: dnn_clip_finish).
-static __global__ void clip_finish_kernel(float *coef, double *norm, float max_norm)
+/* One thread: norm[0] (0 first) += the sums in order; the last launch then takes the root and
+ * the coefficient (clip.h: dnn_clip_finish). */
+static __global__ void clip_sum_kernel(float *coef, double *norm, clip_ptrs s, int first, int last, float max_norm)
 {
-	dnn_clip_finish(coef, norm, norm[0], max_norm);
+	double t = first ? 0.0 : norm[0];
+	for (int i = 0; i < s.n; i++)
+		t += s.p[i][0];
+	norm[0] = t;
+	if (last)
+		dnn_clip_finish(coef, norm, t, max_norm);
 }
 
 /* buffers: (W coef: 1 float, W norm: 1 double, R sumsq[0..nparams): 1 double each). The sums are
- * added one launch after the other, in parameter order, as the CPU task adds them (0 + s0 = s0:
- * the first launch's copy is that add). */
+ * added in parameter order, as the CPU task adds them (0 + s0 + s1 + ...), CLIP_PER_LAUNCH per
+ * launch on the worker's stream (one launch up to 64 tensors, three for ResNet-50's 161). */
 extern "C" void dnn_clip_coef_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_clip_args *a = (const dnn_clip_args *)cl_arg;
 	float *coef = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
 	double *norm = (double *)STARPU_VECTOR_GET_PTR(buffers[1]);
 	cudaStream_t st = starpu_cuda_get_local_stream();
-	if (a->nparams == 0)
-		DNN_CUDA_CHECK(cudaMemsetAsync(norm, 0, sizeof(double), st));
-	for (int i = 0; i < a->nparams; i++) {
-		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2 + i]) == 1);
-		clip_add_kernel<<<1, 1, 0, st>>>(norm, (const double *)STARPU_VECTOR_GET_PTR(buffers[2 + i]), i == 0);
+	int i = 0;
+	do {
+		clip_ptrs s;
+		s.n = 0;
+		for (; i < a->nparams && s.n < CLIP_PER_LAUNCH; i++, s.n++) {
+			STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2 + i]) == 1);
+			s.p[s.n] = (const double *)STARPU_VECTOR_GET_PTR(buffers[2 + i]);
+		}
+		clip_sum_kernel<<<1, 1, 0, st>>>(coef, norm, s, i == s.n, i == a->nparams, a->max_norm);
 		DNN_CUDA_CHECK(cudaGetLastError());
-	}
-	clip_finish_kernel<<<1, 1, 0, st>>>(coef, norm, a->max_norm);
-	DNN_CUDA_CHECK(cudaGetLastError());
+	} while (i < a->nparams);
 }
