@@ -522,6 +522,8 @@ static void finish_options(cli *c)
 			    "--optimizer sgd", o->optim.optimizer == DNN_OPT_LARS    ? "lars"
 					       : o->optim.optimizer == DNN_OPT_ADAMW ? "adamw"
 										   : "lamb");
+	if (o->allreduce_bytes > 0 && o->optim.clip_norm > 0)
+		usage_error("--clip-grad-norm: bench --allreduce-bytes times one all-reduce alone, without updates to clip");
 	if (o->mode == DNN_MODE_ASYNC && o->optim.clip_norm > 0)
 		usage_error("--clip-grad-norm: not with --mode async: each rank there updates with its own share of the "
 			    "batch and no rank sees the global gradient whose norm it clips (use --mode sync)");

@@ -85,4 +85,5 @@ expect_rc 2 "$STARPU_ANP" train --net lenet5 --clip-grad-norm abc
 expect_rc 2 "$STARPU_ANP" train --net lenet5 --clip-grad-norm 1 --mode async
 grep -q "clip-grad-norm" <<<"$ERR" || fail "--mode async with clipping: the error does not name the option: $ERR"
 expect_rc 2 "$STARPU_ANP" eval --clip-grad-norm 1 --checkpoint "$TMP/sgd_none.ckpt"
+expect_rc 2 "$STARPU_ANP" bench --allreduce-bytes 4096 --clip-grad-norm 1
 finish
