@@ -297,9 +297,11 @@ static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 	/* a batchnorm fused with its relu, or a relu fused into its maxpool: no handles of its own */
 	const int fused_bn = (nd->op == DNN_OP_BATCHNORM && dnn_fuse_bn_relu_partner(p, i) >= 0) ||
 			     (nd->op == DNN_OP_RELU && dnn_fuse_relu_pool_partner(p, i) >= 0);
-	const size_t per = (size_t)nd->C * nd->H * nd->W, saved = d->saved_floats ? d->saved_floats(nd) : 0;
+	const size_t per = (size_t)nd->C * nd->H * nd->W, saved0 = d->saved_floats ? d->saved_floats(nd) : 0,
+		     saved_per = d->saved_floats_per_sample ? d->saved_floats_per_sample(nd) : 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		const size_t n = per * (size_t)p->chunk_n[c], k = (size_t)i * p->nchunks + c;
+		const size_t saved = saved0 + saved_per * (size_t)p->chunk_n[c];
 		if (!fused_bn && !(p->y[k] = lazy_vector(n, sizeof(float), err, errlen)))
 			return -1;
 		if (((p->train && !fused_bn && p->grad_of[i] == i) || i == logits) &&
@@ -365,11 +367,12 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 	if (dnn_clip_plan_register(p, err, errlen) != 0)
 		goto fail;
 	const dnn_node *in = &g->nodes[0];
+	const size_t label_len = g->label_len > 0 ? (size_t)g->label_len : 1; /* T labels per sample: per-token loss */
 	for (int s = 0; s < nslots; s++)
 		for (int c = 0; c < nchunks; c++) {
 			size_t k = (size_t)s * nchunks + c;
 			if (!(p->x[k] = lazy_vector((size_t)in->C * in->H * in->W * p->chunk_n[c], sizeof(float), err, errlen)) ||
-			    !(p->labels[k] = lazy_vector((size_t)p->chunk_n[c], sizeof(int32_t), err, errlen)))
+			    !(p->labels[k] = lazy_vector((size_t)p->chunk_n[c] * label_len, sizeof(int32_t), err, errlen)))
 				goto fail;
 			starpu_vector_data_register(&p->stats[k], STARPU_MAIN_RAM, (uintptr_t)(p->stats_host + 2 * k), 2,
 						    sizeof(float));

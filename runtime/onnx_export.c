@@ -344,9 +344,14 @@ static Onnx__ModelProto *model_proto(ox *x, const dnn_model *m, char *const *cla
 {
 	const dnn_graph *g = m->g;
 	const dnn_node *in = &g->nodes[0];
-	int64_t idims[4] = {-1, in->C, in->H, in->W}, odims[2] = {-1, g->classes};
-	Onnx__ValueInfoProto *vin = value_info(x, DNN_ONNX_INPUT, 4, idims);
-	Onnx__ValueInfoProto *vout = value_info(x, DNN_ONNX_OUTPUT, 2, odims);
+	int64_t idims[4] = {-1, in->C, in->H, in->W}, odims[3] = {-1, g->classes, 0};
+	int irank = 4, orank = 2;
+	if (in->seq) { /* a language model: ids N x T (floats holding integers) or floats N x T x C; per-token output */
+		idims[1] = in->H, idims[2] = in->C, irank = in->tokens ? 2 : 3;
+		odims[1] = g->label_len, odims[2] = g->classes, orank = 3;
+	}
+	Onnx__ValueInfoProto *vin = value_info(x, DNN_ONNX_INPUT, irank, idims);
+	Onnx__ValueInfoProto *vout = value_info(x, DNN_ONNX_OUTPUT, orank, odims);
 	Onnx__ValueInfoProto **vins = ar(x, sizeof(*vins)), **vouts = ar(x, sizeof(*vouts));
 	Onnx__GraphProto *gp = ar(x, sizeof(*gp));
 	Onnx__ModelProto *mp = ar(x, sizeof(*mp));
@@ -359,10 +364,14 @@ static Onnx__ModelProto *model_proto(ox *x, const dnn_model *m, char *const *cla
 		prop(x, "input_mean", float_list(x, m->in_mean, in->C)),
 		prop(x, "input_std", float_list(x, m->in_std, in->C)),
 		prop(x, "short_side", str(x, "%d", dnn_image_short_side(in->H, in->W))),
-		prop(x, "input", str(x, "pixels: float32 N x %d x %d x %d, %s values 0-255: resize the short side to %d, "
-				 "crop the centre %dx%d; the normalisation is in the model",
-				 in->C, in->H, in->W, in->C == 3 ? "RGB" : "grey", dnn_image_short_side(in->H, in->W),
-				 in->H, in->W)),
+		in->tokens ? prop(x, "input", str(x, "token ids: float32 N x %d (integers in [0, %d)); the output is each "
+						      "position's next-token probabilities, N x %d x %d",
+						  in->H, g->classes, in->H, g->classes))
+		: in->seq ? prop(x, "input", str(x, "a sequence: float32 N x %d x %d", in->H, in->C))
+			  : prop(x, "input", str(x, "pixels: float32 N x %d x %d x %d, %s values 0-255: resize the short side "
+						   "to %d, crop the centre %dx%d; the normalisation is in the model",
+						   in->C, in->H, in->W, in->C == 3 ? "RGB" : "grey",
+						   dnn_image_short_side(in->H, in->W), in->H, in->W)),
 		prop(x, "net", net_copy)};
 	Onnx__StringStringEntryProto **propl = ar(x, sizeof(props));
 	if (x->oom || !vin || !vout || !vins || !vouts || !gp || !mp || !ops || !opsl || !propl)
