@@ -188,6 +188,9 @@ static const char *mixed_net = "input x 1 28 28\n"
 			       "gelu e1 r3\ndropout d1 e1 p=0.3\n"
 			       "dense f2 d1 out=10\nsoftmax_xent loss f2\n";
 
+/* --clip-grad-norm's threshold for the training steps (0: off; graph/gradclip.h's codelets). */
+static float g_clip;
+
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks;
  * bn_global: with --batchnorm global's codelets (bnstats.h); redux: with --deterministic off's
  * (StarPU's REDUX reductions instead of the fixed-order sums of chunksum.h). */
@@ -211,7 +214,7 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 		die("plan", err);
 	dnn_data_source src;
 	dnn_dataset_source(&src, ds);
-	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f, .clip_norm = g_clip};
 	int idx[BATCH];
 	for (int i = 0; i < BATCH; i++)
 		idx[i] = (i * 5 + 3) % ds->n;
@@ -338,6 +341,9 @@ int main(void)
 	one_step_bn("resnet8", NULL, &mem, 1, 1, 0, 1); /* --deterministic off's gradient reductions */
 	for (int train = 1; train >= 0; train--) /* attention: forward with and without its saved buffer */
 		seq_step(train);
+	g_clip = 0.01f; /* --clip-grad-norm: the sums of squares and the coefficient */
+	one_step("lenet5", NULL, &mem, 1, 1);
+	g_clip = 0;
 
 	/* The check. */
 	int bad = 0;
@@ -368,7 +374,7 @@ int main(void)
 			      "cl_optim_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
 			      "cl_batchnorm_bwd", "cl_avgpool_bwd",        "cl_maxpool_bwd",    "cl_add_fwd",
 			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add",
-			      "cl_vec_add_clear"};
+			      "cl_vec_add_clear", "cl_grad_sumsq",       "cl_clip_coef"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
 		TEST_CHECK(recorded_named(must[i]), "%s was never scheduled: the nets do not cover it", must[i]);
 	const char *bn_global[] = {"cl_batchnorm_sums_fwd", "cl_batchnorm_fwd_global", "cl_batchnorm_sums_bwd",
