@@ -11,9 +11,11 @@
  *   first row of the chunk with its id (it scans rows [0, r) for an earlier one) owns that id's
  *   row of dwte and walks rows r, r+1, ... in order, adding dy of each row with the same id,
  *   its threads over the channels. Every row of dwte has one writer, which adds in token
- *   order: the same sums, in the same order, as dnn_embed_backward_cpu. The cost is the scans:
- *   at most rows^2 id compares per chunk (rows = N*T), no more than a chunk's other work for
- *   the chunk sizes a GPU takes (8192 rows: 67 M compares).
+ *   order: the same sums, in the same order, as dnn_embed_backward_cpu. The cost is the scans,
+ *   shared by the block's threads: at most rows^2 / 2 id compares for the owners' search and
+ *   (distinct ids) x rows for their walks, per chunk (rows = N*T; 65536 rows of GPT-2 text:
+ *   about 2 G + 1.3 G compares; tests/gpu_embed.c times an 8192-row chunk of GPT-2's size, never
+ *   yet run on a GPU).
  */
 #include <starpu.h>
 #include <stdint.h>
@@ -25,7 +27,7 @@ extern "C" {
 }
 
 #define EMBED_THREADS 128
-#define EMBED_TILE 1024 /* ids staged in shared memory per step of the owner's walk */
+#define EMBED_TILE 1024 /* rows per step of the owner's walk (a multiple of EMBED_THREADS) */
 
 /* Per CUDA worker: the lowest bad row of its last forward (a worker runs one task at a time,
  * so its slot has one writer; each device has its own copy of the array). */
@@ -61,32 +63,50 @@ static __global__ void embed_bwd_wpe_kernel(float *dwpe, const float *dy, int N,
 	dwpe[i] = acc;
 }
 
-// dwte (V,C) += dy rows by id, in row order; one block per row, the id's first row owns it
+// dwte (V,C) += dy rows by id, in row order; one block of EMBED_THREADS per row, the id's first
+// row owns it
 static __global__ void embed_bwd_wte_kernel(float *dwte, const float *ids, const float *dy, size_t rows, int V, int C)
 {
-	__shared__ float s_ids[EMBED_TILE];
+	__shared__ int s_row[EMBED_TILE];        // the tile's rows with this id, in order (offsets in the tile)
+	__shared__ int s_at[EMBED_THREADS + 1];  // where each thread's matches go; [EMBED_THREADS]: their count
+	const int per = EMBED_TILE / EMBED_THREADS, tid = threadIdx.x;
 	const size_t r = blockIdx.x;
 	const float id = ids[r];
 	if (!dnn_embed_id_ok(id, V))
 		return; /* the whole block: id is the block's */
-	for (size_t base = 0; base < r; base += blockDim.x) {
-		const size_t j = base + threadIdx.x;
+	// 1. an earlier row with this id owns it: the block's threads look at rows [0, r) side by side
+	for (size_t base = 0; base < r; base += EMBED_THREADS) {
+		const size_t j = base + tid;
 		if (__syncthreads_or(j < r && ids[j] == id))
-			return; /* an earlier row owns this id (the same answer in every thread) */
+			return; /* the same answer in every thread */
 	}
+	// 2. the owner walks rows r, r+1, ... tile by tile: each thread finds the matches among its
+	//    `per` consecutive rows, a scan of their counts places them in row order, then all threads
+	//    add those rows of dy in that order, one channel each
 	float *e = dwte + (size_t)id * C;
 	for (size_t base = r; base < rows; base += EMBED_TILE) {
-		const int n = rows - base < EMBED_TILE ? (int)(rows - base) : EMBED_TILE;
-		for (int k = threadIdx.x; k < n; k += blockDim.x)
-			s_ids[k] = ids[base + k];
+		const size_t lo = base + (size_t)tid * per;
+		int n = 0;
+		for (int k = 0; k < per; k++)
+			n += lo + k < rows && ids[lo + k] == id;
+		s_at[tid] = n;
 		__syncthreads();
-		for (int k = 0; k < n; k++)
-			if (s_ids[k] == id) {
-				const float *g = dy + (base + k) * (size_t)C;
-				for (int c = threadIdx.x; c < C; c += blockDim.x)
-					e[c] += g[c];
+		if (tid == 0) /* exclusive scan of EMBED_THREADS counts: small beside the tile's work */
+			for (int t = 0, acc = 0; t <= EMBED_THREADS; t++) {
+				const int c = t < EMBED_THREADS ? s_at[t] : 0;
+				s_at[t] = acc, acc += c;
 			}
 		__syncthreads();
+		for (int k = 0, o = s_at[tid]; k < per; k++)
+			if (lo + k < rows && ids[lo + k] == id)
+				s_row[o++] = (int)(lo + k - base);
+		__syncthreads();
+		for (int k = 0; k < s_at[EMBED_THREADS]; k++) {
+			const float *g = dy + (base + s_row[k]) * (size_t)C;
+			for (int c = tid; c < C; c += EMBED_THREADS)
+				e[c] += g[c];
+		}
+		__syncthreads(); /* s_row and s_at are the next tile's */
 	}
 }
 
