@@ -36,8 +36,8 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 	const dnn_node *in = &g->nodes[nd->inputs[0]];
 	if (in->op != DNN_OP_INPUT || !in->tokens)
 		return dnn_op_fail(err, errlen, g->source, nd->line,
-				   "%s: embed reads token ids: its input '%s' must be the line `input %s tokens T`", nd->name,
-				   in->name, in->name);
+				   "%s: embed reads token ids: its input must be the net's `input NAME tokens T` line, but %s is %s",
+				   nd->name, in->name, in->op == DNN_OP_INPUT ? "an input of floats" : dnn_op_name(in->op));
 	const long long table = (long long)VOCAB(nd) * DIM(nd);
 	if (table > INT32_MAX) /* one StarPU vector, int sizes in the kernels' arguments */
 		return dnn_op_fail(err, errlen, g->source, nd->line,
