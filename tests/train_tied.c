@@ -16,6 +16,7 @@
  *  - determinism: two runs of 4 chunks give the same bits (losses and parameters), as does a
  *    third with the chunks pinned round-robin to the workers;
  *  - it learns: the loss falls from about log(V);
+ *  - the table is one tensor: --summary's count (lm_head's 0) is the model's 4 tensors' floats;
  *  - checkpoints hold the tied table once, as any parameter: saved after training and loaded
  *    into a model of another seed, the same parameters bit for bit and the same eval loss;
  *  - the ONNX export (Cast + Gather + Add for the embed, MatMul with the transposed table for
@@ -339,6 +340,13 @@ static void check_ckpt_onnx(void)
 		die("load", err2);
 	TEST_CHECK(a.m.nparams == 4 && b.m.nparams == 4, "the tied net has %d and %d tensors, want 4 (wte once)", a.m.nparams,
 		   b.m.nparams);
+	long long held = 0; /* --summary's count (the nodes' params) is what the model holds: wte once */
+	for (int i = 0; i < a.m.nparams; i++)
+		held += a.m.params[i].n;
+	TEST_CHECK(dnn_graph_params(&a.g) == held && held == (long long)V * C + T * C + C * C + C &&
+			   a.g.nodes[a.g.nnodes - 2].params == 0,
+		   "--summary counts %lld parameters (lm_head %lld), the model holds %lld", dnn_graph_params(&a.g),
+		   a.g.nodes[a.g.nnodes - 2].params, held);
 	for (int i = 0; i < a.m.nparams && i < b.m.nparams; i++) {
 		const dnn_param *pa = &a.m.params[i], *pb = &b.m.params[i];
 		if (starpu_data_acquire(pb->hw, STARPU_R) != 0)
