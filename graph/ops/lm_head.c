@@ -44,13 +44,22 @@ static dnn_dense_args head_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 	return (dnn_dense_args){.N = ctx->n * x->H, .IN = x->C, .OUT = nd->C};
 }
 
+/* The chunk's insert options under lm_head's own task name (traces tell it from a dense layer). */
+static const dnn_task_opts *named(const dnn_op_ctx *ctx, dnn_task_opts *buf, const char *name)
+{
+	*buf = ctx->opts ? *ctx->opts : (dnn_task_opts){0};
+	buf->name = name;
+	return buf;
+}
+
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const dnn_param *wte = dnn_op_param(ctx->m, nd->inputs[EMB], 0);
 	dnn_dense_args a = head_args(ctx, nd);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dense_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[X]), wte->hw, NULL,
-						dnn_op_out(ctx, i)));
+	dnn_task_opts o;
+	DNN_OP_SUBMIT(ctx, dnn_insert_dense_fwd(named(ctx, &o, "lm_head_fwd"), &a, dnn_op_out(ctx, nd->inputs[X]), wte->hw,
+						NULL, dnn_op_out(ctx, i)));
 	return 0;
 }
 
@@ -64,9 +73,12 @@ static int backward(dnn_op_ctx *ctx, int i)
 	a.accumulate_dx = dnn_op_take_dx(ctx, ix);
 	int mode; /* the chunk's partial of wte's gradient (RW), or its REDUX handle: the embed's own */
 	starpu_data_handle_t dwte = dnn_op_grad(ctx, wte, &mode);
-	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(ctx->opts, &a, dnn_op_out(ctx, ix), dy, dwte, NULL, mode));
+	dnn_task_opts o;
+	DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_weight(named(ctx, &o, "lm_head_bwd_weight"), &a, dnn_op_out(ctx, ix), dy,
+						       dwte, NULL, mode));
 	if (ix != 0)
-		DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_data(ctx->opts, &a, dy, wte->hw, dnn_op_dy(ctx, ix)));
+		DNN_OP_SUBMIT(ctx, dnn_insert_dense_bwd_data(named(ctx, &o, "lm_head_bwd_data"), &a, dy, wte->hw,
+							     dnn_op_dy(ctx, ix)));
 	return 0;
 }
 
