@@ -10,9 +10,10 @@
  *     line per variant, "<op> <key> <node number> <node name> <new value> <old value> <file>",
  *     then "covered N keys of M ops". Exits 1, naming it, on an op that BASE does not use or a
  *     key that no node of BASE lets change: the test then fails instead of skipping the key.
- *     Further bases after OUTDIR (`keys BASE.net OUTDIR MORE.net ...`: nets another input needs,
- *     tests/data/every_seq_op.net's token input) count too: an op is covered by the first base
- *     that uses it, and its variants are that base's, written as OUTDIR/<op>.<key>.net alike.
+ *     Further bases after OUTDIR (`keys BASE.net OUTDIR SEQ.net ...`: nets of another input,
+ *     tests/data/every_seq_op.net's tokens for the ops that take only sequences, which an image net
+ *     cannot hold) count too: an op is covered by the first base that uses it, and its variants
+ *     are that base's, written as OUTDIR/<op>.<key>.net alike.
  *   netvariants ckpt NET.net CKPT
  *     A checkpoint of NET's freshly made model (seed 1, step 0), as train writes one: for a base
  *     no command can train yet (a token net before a token data set), whose variants must still

@@ -149,17 +149,21 @@ static void test_same_net(void)
 	}
 	const char *data = getenv("DNN_TEST_DATA");
 	char path[4096];
-	const char *every[] = {"every_op.net", "every_seq_op.net"}; /* the image ops, the token ones */
-	for (int k = 0; k < 2; k++) {
-		snprintf(path, sizeof(path), "%s/%s", data ? data : "tests/data", every[k]);
-		TEST_CHECK(dnn_graph_load(&g, path, err, sizeof(err)) == 0, "%s", err);
-		if (g.nodes) {
-			check_every_key(&g, every[k], seen);
-			dnn_graph_free(&g);
-		}
+	snprintf(path, sizeof(path), "%s/every_op.net", data ? data : "tests/data");
+	TEST_CHECK(dnn_graph_load(&g, path, err, sizeof(err)) == 0, "%s", err);
+	if (g.nodes) {
+		check_every_key(&g, "every_op.net", seen);
+		dnn_graph_free(&g);
+	}
+	/* the ops that take only sequences cannot join that image net: every_seq_op.net holds them */
+	snprintf(path, sizeof(path), "%s/every_seq_op.net", data ? data : "tests/data");
+	TEST_CHECK(dnn_graph_load(&g, path, err, sizeof(err)) == 0, "%s", err);
+	if (g.nodes) {
+		check_every_key(&g, "every_seq_op.net", seen);
+		dnn_graph_free(&g);
 	}
 	for (int o = 0; o < DNN_OP_COUNT; o++)
-		TEST_CHECK(seen[o], "op %s is in no net checked (add it to tests/data/every_op.net or every_seq_op.net)",
+		TEST_CHECK(seen[o], "op %s is in no net checked (add it to tests/data/every_op.net, or every_seq_op.net)",
 			   dnn_op_name((dnn_op)o));
 	/* Float keys at their range's ends: the canonical text (%.9g of the float) reads back, p=0.99
 	 * included (written 0.99000001, above 0.99 as a double, not as a float). */

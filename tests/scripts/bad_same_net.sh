@@ -8,7 +8,8 @@
 # earlier build wrote it (version 2, tests/scripts/ckpt_v1.py): each must refuse with exit 2 and
 # one line naming the node and the key with both values. The unchanged net is accepted by all
 # four (so the refusals are about the key), and a version-1 file, which records no float key,
-# still refuses a structural change by its hash. The ops that need a token input (embed, lm_head)
+# still refuses a structural change by its hash. The ops that take only sequences (attention,
+# embed, lm_head)
 # are in a second base, tests/data/every_seq_op.net; no command trains it yet (no token data set
 # behind --data), so its checkpoint is its fresh model's (netvariants ckpt), its unchanged net is
 # accepted by export, and its variants are refused by all four like the others.
