@@ -47,7 +47,6 @@ typedef struct {
 	long long params;              // number of trainable parameters
 	double flops;                  // forward FLOPs per sample (multiply-add = 2)
 	int nconsumers;                // how many nodes read this node's output
-	int seq, tokens;               // PLACEHOLDER until the Sequence foundation lands (reverted then)
 } dnn_node;
 
 typedef struct {
@@ -55,7 +54,6 @@ typedef struct {
 	int nnodes;
 	dnn_node *nodes;  // topological order; nodes[0] is the input, nodes[nnodes-1] the loss
 	int classes;      // = the loss input's feature count
-	int label_len;    // PLACEHOLDER until the Sequence foundation lands (reverted then)
 } dnn_graph;
 
 /* Parse text (NUL-terminated) named `source`. Returns 0, or -1 with "source:line: message". */
