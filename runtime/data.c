@@ -109,6 +109,11 @@ int dnn_data_check_lm(dnn_train_opts *o, const dnn_graph *g)
 		}
 		return 0;
 	}
+	if (!strcmp(o->cmd, "predict")) {
+		fprintf(stderr, "error: predict: net %s is a language model, which predicts tokens, not image classes: "
+				"use generate\n", o->net);
+		return 2;
+	}
 	if (strcmp(o->cmd, "train") != 0 && strcmp(o->cmd, "eval") != 0)
 		return 0;
 	if (o->data_set && strcmp(o->data_dir, "synthetic") != 0) {

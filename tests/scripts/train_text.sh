@@ -17,7 +17,9 @@
 #   5. data errors: --text on an image net, --data on a language model, --val-tokens alone,
 #      --text with --tokens (2); invalid UTF-8 and a token >= the vocabulary (1, one line naming
 #      the file and the position); no corpus and no --text (2, naming --text FILE);
-#   6. bench on a language model (synthetic tokens) reports tokens_per_s.
+#   6. predict refuses a language model (exit 2: use generate); --eval-every on an image net adds
+#      a test_step row and keeps the 7-column CSV; 2 ranks (mpirun) give the 1-process loss;
+#   7. bench on a language model (synthetic tokens) reports tokens_per_s.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export STARPU_NCPU=1 STARPU_NCUDA=0
@@ -128,7 +130,26 @@ expect_rc 1 "$A" train --net "$TMP/tiny.net" --tokens "$TMP/v300.bin" --quiet --
 STARPU_ANP_CACHE="$TMP/nocache" expect_rc 2 "$A" train --net "$TMP/tiny.net" || fail "no corpus: $ERR"
 [[ "$ERR" == *"nocache/corpus/kjv.txt"*"--text FILE"* ]] || fail "no corpus: $ERR"
 
-# ---- 6. bench
+expect_rc 2 "$A" predict --checkpoint "$TMP/a.ckpt" "$TMP/t.txt" && [[ "$ERR" == *"use generate"* ]] \
+  || fail "predict on a language model: $ERR"
+# --eval-every on an image net too: one test_step row (step 2; step 4 ends the run)
+"$A" train --net lenet5 --data synthetic --limit-test 64 --max-steps 4 --eval-every 2 --metrics "$TMP/l.csv" --quiet \
+  >/dev/null 2>&1 || fail "lenet5 --eval-every"
+[ "$(grep -c '^test_step,1,2,' "$TMP/l.csv")" = 1 ] && head -1 "$TMP/l.csv" | grep -qx 'kind,epoch,step,loss,accuracy,images_per_s,wall_s' \
+  || fail "lenet5 --eval-every: $(cat "$TMP/l.csv")"
+
+# ---- 6. two ranks train as one process (sync: the same global batch)
+if command -v mpirun >/dev/null; then
+  L1="$("$A" train "${NET[@]}" --max-steps 20 2>/dev/null | tail -1)"
+  L2="$(timeout 300 "${ANP_MPIRUN[@]}" -np 2 "$A" train "${NET[@]}" --max-steps 20 2>/dev/null | tail -1)"
+  T1="$(result_field "$L1" train_loss)" T2="$(result_field "$L2" train_loss)"
+  fcmp "($T1 - $T2) ^ 2 < (1e-4 * $T1) ^ 2" || fail "2 ranks: train_loss $T2, 1 process: $T1"
+  [ "$(result_field "$L2" ranks)" = 2 ] || fail "2 ranks: $L2"
+else
+  echo "note: no mpirun, the 2-rank run is not part of this run"
+fi
+
+# ---- 7. bench
 BL="$("$A" bench --net "$TMP/tiny.net" --batch 8 --steps 3 --warmup 1 --quiet 2>"$TMP/err" | tail -1)" \
   || fail "bench: $(tail -2 "$TMP/err")"
 fcmp "$(result_field "$BL" tokens_per_s) > 0" || fail "bench: tokens_per_s: $BL"
