@@ -8,6 +8,8 @@
  *  - the split (the last round(n/10) tokens validate) and the windows: training stride 1,
  *    validation stride T, their counts, and what the load kernel writes for them (ids and next
  *    tokens, checked against the stream directly);
+ *  - 300 random mutations (cuts, overwritten bytes, absurd header counts): a clean load or one
+ *    line naming the file, never a crash;
  *  - the window order: the seeded per-epoch permutation is a function of (seed, epoch) alone, so
  *    a resumed run (and every rank) sees the same windows at the same step.
  */
@@ -259,6 +261,59 @@ static void test_nanogpt(void)
 	expect_fail("nanoGPT token >= vocab", &f, 1, T, V, "ng/train.bin", "position 77 is 1000");
 }
 
+/* Absurd input: 300 mutations of an llm.c file and of a text (cut at a random length, random
+ * bytes overwritten, the header's count set to random values) must each load or fail with one
+ * line, never crash; a loaded set's every window lies inside its stream. */
+static void test_mutations(void)
+{
+	enum { N = 400, T = 8 };
+	uint16_t tok[N];
+	for (int i = 0; i < N; i++)
+		tok[i] = (uint16_t)test_rng_int(0, 499);
+	int loaded = 0, failed = 0, bad = 0;
+	for (int k = 0; k < 300; k++) {
+		const int text = k % 3 == 2;
+		size_t n = text ? 2000 : 1024 + 2 * N;
+		uint8_t *b = malloc(n);
+		if (text) {
+			for (size_t i = 0; i < n; i++)
+				b[i] = (uint8_t)test_rng_int(32, 126);
+		} else {
+			memset(b, 0, 1024);
+			put_le32(b, 20240520), put_le32(b + 4, 1), put_le32(b + 8, N);
+			for (int i = 0; i < N; i++)
+				b[1024 + 2 * i] = (uint8_t)tok[i], b[1024 + 2 * i + 1] = (uint8_t)(tok[i] >> 8);
+		}
+		const int what = test_rng_int(0, 2);
+		if (what == 0)
+			n = (size_t)test_rng_int(0, (int)n);
+		for (int m = what == 1 ? test_rng_int(1, 4) : 0; m > 0; m--)
+			b[test_rng_int(0, (int)n - 1)] = (uint8_t)test_rng_int(0, 255);
+		if (what == 2 && !text)
+			put_le32(b + (k % 2 ? 4 : 8), (int32_t)(test_rng_int(0, 1 << 30) - (1 << 29))); /* version or count */
+		write_bytes("mut.bin", b, n);
+		const dnn_token_files f = {.text = text ? path_of("mut.bin") : NULL, .tokens = text ? NULL : path_of("mut.bin")};
+		for (int train = 0; train <= 1; train++) {
+			dnn_dataset ds;
+			char err[1024] = "";
+			if (dnn_dataset_load_tokens(&ds, &f, train, T, 500, err, sizeof(err)) == 0) {
+				loaded++;
+				bad += ds.n <= 0 || (long)(ds.n - 1) * ds.stride + T + 1 > ds.ntokens;
+				for (long i = 0; i < ds.ntokens; i++)
+					bad += ds.tokens[i] >= 500;
+				dnn_dataset_free(&ds);
+			} else {
+				failed++;
+				bad += !err[0] || strchr(err, '\n') != NULL || !strstr(err, "mut.bin");
+			}
+		}
+		free(b);
+	}
+	TEST_CHECK(bad == 0, "%d mutated files gave a bad set or a bad error line", bad);
+	TEST_CHECK(loaded > 0 && failed > 0, "mutations: %d loaded, %d failed (want both)", loaded, failed);
+	printf("mutations: %d loads, %d clean failures\n", loaded, failed);
+}
+
 /* The window order: the permutation of epoch e is a function of (seed, e) only. */
 static void test_order(void)
 {
@@ -287,6 +342,7 @@ int main(void)
 	test_text();
 	test_llmc();
 	test_nanogpt();
+	test_mutations();
 	test_order();
 	char cmd[4200];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
