@@ -11,7 +11,7 @@
 #   3. eval of the checkpoint on the same windows (--val-batches) gives the training run's last
 #      validation loss;
 #   4. generate: greedy (temperature 0) twice gives the same bytes, the prompt then --tokens
-#      bytes; a seeded sampling run repeats itself; its argument errors exit 2 with one line;
+#      bytes; a seeded sampling run repeats itself; sampling among the top 1 is greedy; its argument errors exit 2 with one line;
 #      a checkpoint that is no language model, or not a byte-level one (vocabulary 300, from an
 #      llm.c token file), is refused (2) naming the reason;
 #   5. data errors: --text on an image net, --data on a language model, --val-tokens alone,
@@ -86,6 +86,8 @@ cmp -s "$TMP/g1" "$TMP/g2" || fail "greedy generation differs between runs: '$(c
 "$A" "${G[@]}" --temperature 1 --top-k 5 --seed 3 >"$TMP/s1" 2>/dev/null || fail "generate sampling"
 "$A" "${G[@]}" --temperature 1 --top-k 5 --seed 3 >"$TMP/s2" 2>/dev/null || fail "generate sampling (2)"
 cmp -s "$TMP/s1" "$TMP/s2" || fail "seeded sampling differs between runs"
+"$A" "${G[@]}" --temperature 1.5 --top-k 1 --seed 7 >"$TMP/k1" 2>/dev/null || fail "generate top-k 1"
+cmp -s "$TMP/g1" "$TMP/k1" || fail "sampling among the top 1 is not the greedy text: '$(cat "$TMP/k1")'"
 echo "greedy: $(tr '\n' '|' <"$TMP/g1")"
 echo "sampled: $(tr '\n' '|' <"$TMP/s1")"
 one_line() { [ "$(printf '%s' "$ERR" | wc -l)" = 0 ] && [ -n "$ERR" ] || fail "$1: not one line: $ERR"; }
