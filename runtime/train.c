@@ -447,12 +447,16 @@ static void metrics_lm_cols(train_run *r, double ips, double loss)
 	fputc('\n', r->metrics);
 }
 
-/* --eval-every N: an evaluation after every N-th step (it waits for the steps in flight: their
- * updates come before its forward passes), one line and a test_step row. */
-static int eval_at_step(train_run *r, int epoch, uint64_t gstep)
+/* --eval-every N: the evaluation of the parameters after step `gstep` (train_epoch drains the
+ * steps in flight first and submits the next after it), one line and a test_step row. Its time is
+ * left out of the epoch's images/s and tokens/s. */
+static int eval_at_step(train_run *r, int epoch, uint64_t gstep, epoch_sums *e)
 {
+	const double t0 = dnn_now();
 	if (evaluate(r) != 0)
 		return -1;
+	const double took = dnn_now() - t0;
+	e->t_start += took, e->t_warm += took;
 	dnn_watchdog_progress((uint64_t)-1);
 	if (!r->o.quiet && !r->pr.tty) {
 		if (r->T > 0)
@@ -504,9 +508,6 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
-	if (r->eval && o->eval_every > 0 && collected < nsteps && gstep % (uint64_t)o->eval_every == 0 &&
-	    eval_at_step(r, epoch, gstep) != 0)
-		return -1;
 	if (o->checkpoint_out && o->checkpoint_every > 0 && collected < nsteps &&
 	    gstep % (uint64_t)o->checkpoint_every == 0) {
 		/* Saves the state after every submitted step (it waits for their updates). */
@@ -561,6 +562,15 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e, int *stopped_mid)
 			rc = collect_step(r, epoch, ++collected, nsteps, e);
 		if (rc != 0 || s == nsteps)
 			break;
+		if (r->eval && o->eval_every > 0 && s > first && r->step % (uint64_t)o->eval_every == 0) {
+			/* --eval-every: the parameters after this step exactly; the window refills after it */
+			while (rc == 0 && collected < s)
+				rc = collect_step(r, epoch, ++collected, nsteps, e);
+			if (rc != 0 || eval_at_step(r, epoch, r->step, e) != 0) {
+				rc = -1;
+				break;
+			}
+		}
 		if (dnn_jobstop_before_submit(&r->js)) { /* every rank stops before the same step */
 			while (rc == 0 && collected < s)
 				rc = collect_step(r, epoch, ++collected, nsteps, e);

@@ -4,7 +4,8 @@
 # per token, per-token softmax_xent; the ids go into the first dense as floats):
 #   1. train: the loss falls (the last steps' mean < half the first step's) and the validation
 #      loss ends below ln 256, a uniform guess over bytes; the metrics CSV keeps its 7 columns and
-#      adds tokens_per_s, bits_per_byte; --eval-every writes test_step rows; the result line's
+#      adds tokens_per_s, bits_per_byte; --eval-every writes test_step rows, each of the parameters
+#      after exactly its step (= a shorter run's final validation loss); the result line's
 #      test_bits_per_byte is test_loss / ln 2, its tokens_per_s images_per_s x T;
 #   2. train -> --stop-after-steps -> --resume ends byte-identical to the uninterrupted run (the
 #      window order is the seeded per-epoch permutation: the same after a resume);
@@ -59,6 +60,14 @@ IPS="$(result_field "$LINE" images_per_s)"; TPS="$(result_field "$LINE" tokens_p
 fcmp "($TPS - 16 * $IPS) ^ 2 < (0.01 * $TPS + 1) ^ 2" || fail "tokens_per_s $TPS != 16 x images_per_s $IPS"
 [ "$(result_field "$LINE" context)" = 16 ] || fail "context: $LINE"
 echo "train: first loss $FIRST, last $LAST, val $VL ($BPB bits/byte), $TPS tokens/s"
+# --eval-every evaluates the parameters after exactly that step: with a constant rate, the row of
+# step 20 of a 40-step run is the end-of-run validation loss of a 20-step run
+"$A" train "${NET[@]}" --lr-schedule constant --max-steps 40 --eval-every 20 --metrics "$TMP/e40.csv" >/dev/null 2>&1 \
+  || fail "40 steps"
+E20="$("$A" train "${NET[@]}" --lr-schedule constant --max-steps 20 2>/dev/null | tail -1)"
+R20="$(awk -F, '$1 == "test_step" && $3 == 20 { print $4 }' "$TMP/e40.csv")"
+[ -n "$R20" ] && fcmp "$R20 == $(result_field "$E20" test_loss)" \
+  || fail "--eval-every 20's loss $R20 != the 20-step run's $(result_field "$E20" test_loss)"
 
 # ---- 2. stop and resume: byte-identical
 RC=0; "$A" train "${NET[@]}" --max-steps 60 --eval-every 20 --checkpoint "$TMP/b.ckpt" --stop-after-steps 25 \
