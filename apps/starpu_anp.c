@@ -189,7 +189,7 @@ static void help_cmd(const char *c)
 		       "                       optionally under DIR/train and DIR/val [fashion-mnist]\n");
 	if (!strcmp(c, "train") || !strcmp(c, "eval"))
 		help_text_data(c);
-	printf("  --batch B            global batch size [64]\n"
+	printf("  --batch B            global batch size (a language model: windows of T tokens) [64]\n"
 	       "  --chunks K           chunks (micro-batches) per batch [2 x workers; 1 x for a net without\n"
 	       "                       batch norm on CPU workers only]\n");
 	printf("  --input N            the net's input is N x N (rewrites its input line; image folders are\n"
