@@ -11,7 +11,8 @@
  * embed and lm_head, whose ids the host writes) submit one training step and one evaluation step
  * at each fusion level (DNN_FUSE=0, 1, 2: they insert different codelets), reading an in-memory set
  * (load_batch) and an image folder of PNGs made
- * here (load_images, augmented when training).
+ * here (load_images, augmented when training); a language model's step reads a token set
+ * (load_tokens).
  *
  * The check, per recorded codelet:
  *  - CUDA build (DNN_HAVE_CUDA): cl->cuda_funcs[0] != NULL;
@@ -261,6 +262,19 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 	dnn_graph_free(&g);
 }
 
+/* A language model's data: windows of 8 random token ids (vocabulary 32). */
+static const char *token_net = "input idx tokens 8\ndense h idx out=16\nrelu r h\ndense head r out=32\n"
+			       "softmax_xent loss head\n";
+static void token_set(dnn_dataset *ds)
+{
+	uint16_t tok[200];
+	char err[512];
+	for (int i = 0; i < 200; i++)
+		tok[i] = (uint16_t)test_rng_int(0, 31);
+	if (dnn_dataset_from_tokens(ds, tok, 200, 8, 1, 32, 0, "tokens", err, sizeof(err)) != 0)
+		die("token set", err);
+}
+
 static void one_step(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train)
 {
 	one_step_bn(name, text, ds, fuse, train, 0, 0);
@@ -366,6 +380,11 @@ int main(void)
 		}
 	for (int train = 1; train >= 0; train--)
 		one_step("lenet5", NULL, &folder, 1, train);
+	dnn_dataset tokens;
+	token_set(&tokens);
+	for (int train = 1; train >= 0; train--)
+		one_step("tokens", token_net, &tokens, 1, train);
+	dnn_dataset_free(&tokens);
 	for (int fuse = 0; fuse <= 1; fuse++) /* --batchnorm global: its sums, with and without the fused relu */
 		for (int redux = 0; redux <= 1; redux++) /* fixed-order sums, and --deterministic off */
 			one_step_bn("mixed", mixed_net, &mem, fuse, 1, 1, redux);
@@ -406,7 +425,8 @@ int main(void)
 			      "cl_optim_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
 			      "cl_batchnorm_bwd", "cl_avgpool_bwd",        "cl_maxpool_bwd",    "cl_add_fwd",
 			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add",
-			      "cl_vec_add_clear", "cl_grad_sumsq",       "cl_clip_coef"};
+			      "cl_vec_add_clear", "cl_grad_sumsq",       "cl_clip_coef",
+			      "cl_load_tokens"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
 		TEST_CHECK(recorded_named(must[i]), "%s was never scheduled: the nets do not cover it", must[i]);
 	const char *bn_global[] = {"cl_batchnorm_sums_fwd", "cl_batchnorm_fwd_global", "cl_batchnorm_sums_bwd",
