@@ -57,8 +57,9 @@ SEED = 43
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, C, H):
         super().__init__()
+        self.C, self.H = C, H
         self.ln1 = nn.LayerNorm(C, eps=1e-5)
         self.qkv = nn.Linear(C, 3 * C)
         self.proj = nn.Linear(C, C)
@@ -68,19 +69,23 @@ class Block(nn.Module):
 
     def forward(self, x):
         b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-        q, k, v = (z.view(b, t, H, c // H).transpose(1, 2) for z in (q, k, v))
+        q, k, v = self.qkv(self.ln1(x)).split(self.C, dim=2)
+        q, k, v = (z.view(b, t, self.H, c // self.H).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # scale 1/sqrt(C/H)
         x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
         return x + self.mlp(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
 
 class GPT(nn.Module):
-    def __init__(self):
+    """The .net's GPT (graph/nets/gen_nets.py): vocabulary V, context T, L blocks of width C, H heads.
+    bench/gpt_learning.py trains it too."""
+
+    def __init__(self, V=V, T=T, C=C, L=L, H=H):
         super().__init__()
+        self.V = V
         self.wte = nn.Parameter(torch.empty(V, C))
         self.wpe = nn.Parameter(torch.empty(T, C))
-        self.h = nn.ModuleList(Block() for _ in range(L))
+        self.h = nn.ModuleList(Block(C, H) for _ in range(L))
         self.lnf = nn.LayerNorm(C, eps=1e-5)
 
     def forward(self, idx, targets):
@@ -88,7 +93,7 @@ class GPT(nn.Module):
         for blk in self.h:
             x = blk(x)
         logits = self.lnf(x) @ self.wte.t()  # the head is wte itself
-        return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+        return F.cross_entropy(logits.reshape(-1, self.V), targets.reshape(-1))
 
     def named(self):
         """(the .net's name, tensor) in the .net's parameter order."""
@@ -117,6 +122,21 @@ def net_param_names(path):
                 keys.setdefault(k, set()).add(int(v))
         names += [f"{f[1]}.{s}" for s in slots.get(f[0], ())]
     return names, keys
+
+
+def net_model(path):
+    """A GPT of the .net at path (its vocab, context, dim, heads and block count), checked to have
+    the .net's parameters in its order; exits with a line when the .net is not such a GPT."""
+    names, keys = net_param_names(path)
+    try:
+        (V,), (C,), (H,), T = keys["vocab"], keys["dim"], keys["heads"], keys["T"]
+    except (KeyError, ValueError):
+        sys.exit(f"{path}: not a GPT net of gen_nets.py's form (keys {keys})")
+    L = sum(n.endswith("_ln1.weight") for n in names)
+    model = GPT(V, T, C, L, H)
+    if names != [n for n, _ in model.named()]:
+        sys.exit(f"{path}: its parameters are not gen_nets.py's GPT's: {names}")
+    return model
 
 
 def init(model, gen):
@@ -150,12 +170,9 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(1)  # one summation order: the same file on every run
 
-    model = GPT()
-    names, keys = net_param_names(a.net)
-    if names != [n for n, _ in model.named()]:
-        sys.exit(f"gpt_reference.py: {a.net}'s parameters are not this model's: {names}")
-    if keys.get("T") != T or keys.get("vocab") != {V} or keys.get("dim") != {C} or keys.get("heads") != {H}:
-        sys.exit(f"gpt_reference.py: {a.net}: shape keys {keys} are not T={T} V={V} C={C} H={H}")
+    model = net_model(a.net)
+    if model.named()[1][1].shape != (T, C) or model.V != V or len(model.h) != L or model.h[0].H != H:
+        sys.exit(f"gpt_reference.py: {a.net} is not gpt-tiny (T={T} V={V} C={C} L={L} H={H})")
 
     gen = torch.Generator().manual_seed(SEED)
     init(model, gen)  # float32 values
