@@ -1,7 +1,7 @@
 /* softmax_xent.c — softmax + cross-entropy in one codelet: CPU kernels, codelet, insert helper.
  *
- * logits (N,CLS), labels (N) int32 -> dlogits (N,CLS) = softmax - onehot (not divided by N),
- * stats (2) = [sum of -log softmax[label], number of correct argmax predictions].
+ * logits (N T,CLS), labels (N T) int32 -> dlogits (N T,CLS) = (softmax - onehot) / T (not divided
+ * by N), stats (2) = [sum of -log softmax[label], number of correct argmax predictions] / T.
  * Numerically stable: everything is computed from logits - max(row). Argmax ties go to the
  * lowest index.
  */
@@ -41,16 +41,18 @@ void dnn_softmax_cpu(float *probs, const float *logits, int N, int CLS)
 void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, const int32_t *labels,
 			  const dnn_softmax_xent_args *a)
 {
-	// dlogits (N,CLS), stats (2), logits (N,CLS), labels (N)
+	// dlogits (N T,CLS), stats (2), logits (N T,CLS), labels (N T)
+	const long rows = (long)a->N * a->T;
+	const float scale = 1.0f / (float)a->T; // exact for T = 1: image losses keep their bits
 	double loss = 0.0;
-	int correct = 0;
-	for (int n = 0; n < a->N; n++) {
+	long correct = 0;
+	for (long n = 0; n < rows; n++) {
 		const float *l = logits + (size_t)n * a->CLS;
 		float *d = dlogits + (size_t)n * a->CLS;
 		int label = labels[n];
 		int valid = label >= 0 && label < a->CLS; // else: a worker error and a NaN loss, as on CUDA
 		if (!valid)
-			dnn_worker_error("softmax_xent: label %d of sample %d is out of [0, %d)", label, n, a->CLS);
+			dnn_worker_error("softmax_xent: label %d of row %ld is out of [0, %d)", label, n, a->CLS);
 		int argmax = 0;
 		for (int j = 1; j < a->CLS; j++)
 			if (l[j] > l[argmax])
@@ -62,18 +64,22 @@ void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, con
 			sum += d[j];
 		}
 		float inv = 1.0f / sum;
-		for (int j = 0; j < a->CLS; j++)
-			d[j] *= inv;
+		if (a->T == 1)
+			for (int j = 0; j < a->CLS; j++)
+				d[j] *= inv;
+		else
+			for (int j = 0; j < a->CLS; j++)
+				d[j] *= inv * scale;
 		if (!valid) {
 			loss = NAN;
 			continue;
 		}
-		d[label] -= 1.0f;
+		d[label] -= scale;
 		loss += (double)(logf(sum) - (l[label] - maxv));
 		correct += argmax == label;
 	}
-	stats[0] = (float)loss;
-	stats[1] = (float)correct;
+	stats[0] = (float)(loss / a->T);
+	stats[1] = (float)((double)correct / a->T);
 }
 
 // ------------------------------------------------------------------------------- codelet
@@ -81,10 +87,11 @@ void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, con
 static void softmax_xent_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_softmax_xent_args *a = cl_arg;
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->CLS);
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N);
+	const size_t rows = (size_t)a->N * a->T;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == rows * a->CLS);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == rows);
 	STARPU_ASSERT(STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == sizeof(int32_t));
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->CLS);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == rows * a->CLS);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == 2);
 	dnn_softmax_xent_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]),
 			     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
@@ -95,7 +102,7 @@ DNN_CODELET(cl_softmax_xent, 4, softmax_xent_cpu_task, dnn_softmax_xent_cuda);
 
 // ------------------------------------------------------------------------------- insert helper
 
-DNN_ARGS_NO_PADDING(dnn_softmax_xent_args, 2 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_softmax_xent_args, 3 * sizeof(int));
 
 int dnn_insert_softmax_xent(const dnn_task_opts *o, const dnn_softmax_xent_args *a, starpu_data_handle_t logits,
 			     starpu_data_handle_t labels, starpu_data_handle_t dlogits,
@@ -103,5 +110,5 @@ int dnn_insert_softmax_xent(const dnn_task_opts *o, const dnn_softmax_xent_args 
 {
 	return DNN_TASK_INSERT_ARGS(o, &cl_softmax_xent, "softmax_xent", a, STARPU_R, logits, STARPU_R, labels,
 				    STARPU_W, dlogits, STARPU_W, stats, STARPU_TASK_COLOR, DNN_COLOR_LOSS,
-					    STARPU_FLOPS, 5.0 * a->N * a->CLS);
+					    STARPU_FLOPS, 5.0 * a->N * a->T * a->CLS);
 }

@@ -16,9 +16,9 @@ extern "C" {
 
 #define XENT_THREADS 256
 
-// dlogits (N,CLS), stats (2) +=, logits (N,CLS), labels (N); grid = N blocks of XENT_THREADS
+// dlogits (N T,CLS), stats (2) +=, logits (N T,CLS), labels (N T); grid = N T blocks of XENT_THREADS
 static __global__ void softmax_xent_kernel(float *dlogits, float *stats, const float *logits, const int32_t *labels,
-					   int CLS)
+					   int CLS, float scale)
 {
 	__shared__ float s_val[XENT_THREADS];
 	__shared__ int s_idx[XENT_THREADS];
@@ -70,21 +70,22 @@ static __global__ void softmax_xent_kernel(float *dlogits, float *stats, const f
 	bool valid = label >= 0 && label < CLS;
 	float inv = 1.0f / sum;
 	for (int j = (int)t; j < CLS; j += blockDim.x)
-		d[j] = expf(l[j] - maxv) * inv - (j == label ? 1.0f : 0.0f);
+		d[j] = (expf(l[j] - maxv) * inv - (j == label ? 1.0f : 0.0f)) * scale;
 	if (t == 0) {
 		float loss = valid ? logf(sum) - (l[label] - maxv) : nanf("");
-		atomicAdd(&stats[0], loss);
-		atomicAdd(&stats[1], argmax == label ? 1.0f : 0.0f);
+		atomicAdd(&stats[0], loss * scale);
+		atomicAdd(&stats[1], argmax == label ? scale : 0.0f);
 	}
 }
 
 extern "C" void dnn_softmax_xent_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_softmax_xent_args *a = (const dnn_softmax_xent_args *)cl_arg;
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->CLS);
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N);
+	const size_t rows = (size_t)a->N * a->T;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == rows * a->CLS);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == rows);
 	STARPU_ASSERT(STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == sizeof(int32_t));
-	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->CLS);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == rows * a->CLS);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == 2);
 	const float *logits = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);   // (N,CLS)
 	const int32_t *labels = (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]); // (N)
@@ -92,8 +93,10 @@ extern "C" void dnn_softmax_xent_cuda(void *buffers[], void *cl_arg)
 	float *stats = (float *)STARPU_VECTOR_GET_PTR(buffers[3]);                 // (2)
 	cudaStream_t stream = starpu_cuda_get_local_stream();
 	DNN_CUDA_CHECK(cudaMemsetAsync(stats, 0, 2 * sizeof(float), stream));
-	if (a->N == 0 || a->CLS == 0)
+	if (rows == 0 || a->CLS == 0)
 		return;
-	softmax_xent_kernel<<<(unsigned)a->N, XENT_THREADS, 0, stream>>>(dlogits, stats, logits, labels, a->CLS);
+	// one block per row; each row's terms are scaled by 1/T (the mean over a sample's tokens)
+	softmax_xent_kernel<<<(unsigned)rows, XENT_THREADS, 0, stream>>>(dlogits, stats, logits, labels, a->CLS,
+									   1.0f / (float)a->T);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }

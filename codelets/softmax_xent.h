@@ -1,8 +1,11 @@
 /* softmax_xent.h — softmax + cross-entropy, loss and gradient in one codelet.
- * logits (N,CLS), labels (N) int32 in [0,CLS). Outputs:
- *   dlogits (N,CLS) = softmax(logits) - onehot(label)   (NOT divided by N: the SGD update scales
- *                                                         the summed gradient by 1/B)
- *   stats (2) = [sum over the chunk of -log softmax[label], number of correct argmax predictions]
+ * N samples of T rows each (T = 1 for images; T tokens for a language model's per-token loss):
+ * logits (N T, CLS), labels (N T) int32 in [0,CLS). Outputs:
+ *   dlogits (N T, CLS) = (softmax(logits) - onehot(label)) / T   (NOT divided by N: the update
+ *                                                  scales the summed gradient by 1/B)
+ *   stats (2) = [sum over the samples of their mean -log softmax[label] over the T rows,
+ *                sum over the samples of their fraction of correct argmax predictions]
+ * so that stats / N are the mean loss and accuracy per row. With T = 1 nothing is scaled.
  * Ties in argmax go to the lowest index. */
 #ifndef DNN_SOFTMAX_XENT_H
 #define DNN_SOFTMAX_XENT_H
@@ -12,7 +15,7 @@
 #include "dnn_codelet.h"
 
 typedef struct {
-	int N, CLS;
+	int N, CLS, T; // samples, classes, rows per sample (T >= 1)
 } dnn_softmax_xent_args;
 
 void dnn_softmax_xent_cpu(float *dlogits, float *stats, const float *logits, const int32_t *labels,

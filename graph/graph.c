@@ -113,7 +113,13 @@ static int infer_node(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 {
 	nd->params = 0;
 	nd->flops = 0;
-	if (dnn_op_get(nd->op)->infer(g, nd, err, errlen) != 0)
+	nd->seq = nd->op == DNN_OP_INPUT ? nd->seq : 0;
+	const dnn_op_desc *d = dnn_op_get(nd->op);
+	for (int j = 0; j < nd->ninputs && d->image_only; j++)
+		if (g->nodes[nd->inputs[j]].seq)
+			return fail(err, errlen, g->source, nd->line, "%s: %s takes images (C H W), but %s is a sequence",
+				    nd->name, d->name, g->nodes[nd->inputs[j]].name);
+	if (d->infer(g, nd, err, errlen) != 0)
 		return -1;
 	if ((long long)nd->C * nd->H * nd->W > MAX_SAMPLE_FLOATS)
 		return fail(err, errlen, g->source, nd->line, "%s: output %dx%dx%d is absurdly large", nd->name, nd->C,
@@ -176,16 +182,32 @@ static int parse_input_shape(dnn_node *nd, char **tok, int ntok, const char *src
 			     size_t errlen)
 {
 	int c, h, w;
-	if (ntok != 5)
-		return fail(err, errlen, src, lineno, "input needs a shape: input <name> C H W");
-	if (parse_int(tok[2], 1, MAX_CHANNELS, &c) || parse_int(tok[3], 1, MAX_SPATIAL, &h) ||
-	    parse_int(tok[4], 1, MAX_SPATIAL, &w))
-		return fail(err, errlen, src, lineno,
-			    "input shape '%s %s %s' must be integers (C in [1, %d], H and W in [1, %d])", tok[2], tok[3],
-			    tok[4], MAX_CHANNELS, MAX_SPATIAL);
-	nd->C = c, nd->H = h, nd->W = w;
-	if ((long long)c * h * w > MAX_SAMPLE_FLOATS)
-		return fail(err, errlen, src, lineno, "input %dx%dx%d is absurdly large", c, h, w);
+	if (ntok >= 3 && !strcmp(tok[2], "tokens")) { /* input x tokens T: T token ids per sample */
+		if (ntok != 4 || parse_int(tok[3], 1, MAX_SPATIAL, &h))
+			return fail(err, errlen, src, lineno, "input %s tokens T: T must be an integer in [1, %d]", nd->name,
+				    MAX_SPATIAL);
+		nd->C = 1, nd->H = h, nd->W = 1, nd->seq = 1, nd->tokens = 1;
+		return 0;
+	}
+	if (ntok >= 3 && !strcmp(tok[2], "seq")) { /* input x seq T C: T tokens of C floats */
+		if (ntok != 5 || parse_int(tok[3], 1, MAX_SPATIAL, &h) || parse_int(tok[4], 1, MAX_CHANNELS, &c))
+			return fail(err, errlen, src, lineno,
+				    "input %s seq T C: T must be an integer in [1, %d], C in [1, %d]", nd->name,
+				    MAX_SPATIAL, MAX_CHANNELS);
+		nd->C = c, nd->H = h, nd->W = 1, nd->seq = 1;
+	} else {
+		if (ntok != 5)
+			return fail(err, errlen, src, lineno,
+				    "input needs a shape: input <name> C H W, input <name> seq T C or input <name> tokens T");
+		if (parse_int(tok[2], 1, MAX_CHANNELS, &c) || parse_int(tok[3], 1, MAX_SPATIAL, &h) ||
+		    parse_int(tok[4], 1, MAX_SPATIAL, &w))
+			return fail(err, errlen, src, lineno,
+				    "input shape '%s %s %s' must be integers (C in [1, %d], H and W in [1, %d])", tok[2],
+				    tok[3], tok[4], MAX_CHANNELS, MAX_SPATIAL);
+		nd->C = c, nd->H = h, nd->W = w;
+	}
+	if ((long long)nd->C * nd->H * nd->W > MAX_SAMPLE_FLOATS)
+		return fail(err, errlen, src, lineno, "input %dx%dx%d is absurdly large", nd->C, nd->H, nd->W);
 	return 0;
 }
 
@@ -596,7 +618,12 @@ int dnn_graph_node_line(const dnn_graph *g, int i, char *buf, size_t len)
 	if (len)
 		buf[0] = '\0';
 	if (n->op == DNN_OP_INPUT) {
-		OUT("input %s %d %d %d", n->name, n->C, n->H, n->W);
+		if (n->tokens)
+			OUT("input %s tokens %d", n->name, n->H);
+		else if (n->seq)
+			OUT("input %s seq %d %d", n->name, n->H, n->C);
+		else
+			OUT("input %s %d %d %d", n->name, n->C, n->H, n->W);
 	} else {
 		inputs_text(g, n, val, sizeof(val));
 		OUT("%s %s %s", dnn_op_name(n->op), n->name, val);
@@ -755,8 +782,52 @@ static void fmt_count(char *buf, size_t len, double v)
 		snprintf(buf, len, "%.0f", v);
 }
 
+/* A language model's table (input `tokens` or `seq`): per layer its output T x C, parameters,
+ * forward FLOPs per token and output bytes per token (the activation a training step keeps, and
+ * as much again for its gradient). */
+static void print_seq_summary(const dnn_graph *g, int fuse, FILE *out)
+{
+	const int T = g->nodes[0].H;
+	fprintf(out, "%-4s %-16s %-12s %-22s %-14s %12s %12s %12s\n", "#", "name", "op", "inputs", "output (TxC)",
+		"params", "FLOPs/token", "act B/token");
+	double act = 0;
+	for (int i = 0; i < g->nnodes; i++) {
+		const dnn_node *n = &g->nodes[i];
+		char ins[23] = "", shape[32], fl[16], ab[16];
+		for (int j = 0; j < n->ninputs; j++) {
+			if (j)
+				strncat(ins, ",", sizeof(ins) - strlen(ins) - 1);
+			strncat(ins, g->nodes[n->inputs[j]].name, sizeof(ins) - strlen(ins) - 1);
+		}
+		const int loss = n->op == DNN_OP_SOFTMAX_XENT;
+		if (n->seq)
+			snprintf(shape, sizeof(shape), "%dx%d", n->H, n->C);
+		else
+			snprintf(shape, sizeof(shape), "%s", loss ? "loss" : "(flat)");
+		const double bytes = loss ? 0 : 4.0 * n->C * n->H * n->W / T;
+		act += bytes;
+		fmt_count(fl, sizeof(fl), n->flops / T);
+		fmt_count(ab, sizeof(ab), bytes);
+		fprintf(out, "%-4d %-16s %-12s %-22s %-14s %12lld %12s %12s\n", i, n->name, dnn_op_name(n->op), ins, shape,
+			n->params, fl, ab);
+	}
+	char fl[16], tr[16], ab[16];
+	fmt_count(fl, sizeof(fl), dnn_graph_flops_fwd(g) / T);
+	fmt_count(tr, sizeof(tr), dnn_graph_flops_train(g) / T);
+	fmt_count(ab, sizeof(ab), act);
+	fprintf(out, "total: %d nodes, %lld parameters (%.2f MB), %s FLOPs forward / %s FLOPs training per token, "
+		     "%sB of layer outputs per token (training keeps about twice that with their gradients), "
+		     "context %d, vocabulary %d\n",
+		g->nnodes, dnn_graph_params(g), dnn_graph_params(g) * 4.0 / 1e6, fl, tr, ab, T, g->classes);
+	dnn_fuse_print_summary(g, fuse, out);
+}
+
 void dnn_graph_print_summary(const dnn_graph *g, int fuse, FILE *out)
 {
+	if (g->nodes[0].seq) {
+		print_seq_summary(g, fuse, out);
+		return;
+	}
 	fprintf(out, "%-4s %-16s %-12s %-22s %-16s %12s %10s\n", "#", "name", "op", "inputs", "output (CxHxW)",
 		"params", "fwd FLOPs");
 	for (int i = 0; i < g->nnodes; i++) {

@@ -2,8 +2,9 @@
  *
  * A network is a DAG written one node per line (docs/net-format.md):
  *     <op> <name> [<input>[,<input>...]] key=value ...
- * `#` starts a comment. The `input` line gives the sample shape (C H W); the last node is the
- * loss (softmax_xent). Every error is reported as "file:line: message".
+ * `#` starts a comment. The `input` line gives the sample shape: `input x C H W` (images),
+ * `input x seq T C` (a float sequence) or `input x tokens T` (T token ids); the last node is the
+ * loss (softmax_xent, per token on a sequence). Every error is reported as "file:line: message".
  */
 #ifndef DNN_GRAPH_H
 #define DNN_GRAPH_H
@@ -44,6 +45,10 @@ typedef struct {
 	float fattr[DNN_NODE_FATTRS];  // further float keys of an op (its descriptor names them)
 	/* inferred per-sample output shape */
 	int C, H, W;
+	/* seq: the output is a sequence of H = T tokens of C channels each (W = 1), stored token-major:
+	 * element (t, c) of a sample at t * C + c, so a chunk of n samples is an (n T) x C matrix.
+	 * tokens (the input line only): its values are token ids (exact integers held in floats). */
+	int seq, tokens;
 	long long params;              // number of trainable parameters
 	double flops;                  // forward FLOPs per sample (multiply-add = 2)
 	int nconsumers;                // how many nodes read this node's output
@@ -53,7 +58,8 @@ typedef struct {
 	char source[256]; // file name (or "builtin:NAME") used in messages
 	int nnodes;
 	dnn_node *nodes;  // topological order; nodes[0] is the input, nodes[nnodes-1] the loss
-	int classes;      // = the loss input's feature count
+	int classes;      // = the loss input's feature count (a language model: the vocabulary)
+	int label_len;    // labels per sample: 1, or T for a per-token loss (a sequence's softmax_xent)
 } dnn_graph;
 
 /* Parse text (NUL-terminated) named `source`. Returns 0, or -1 with "source:line: message". */

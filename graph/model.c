@@ -362,11 +362,12 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 	if (dnn_chunksum_plan_register(p, err, errlen) != 0) /* fixed-order sums by default */
 		goto fail;
 	const dnn_node *in = &g->nodes[0];
+	const size_t label_len = g->label_len > 0 ? (size_t)g->label_len : 1; /* T labels per sample: per-token loss */
 	for (int s = 0; s < nslots; s++)
 		for (int c = 0; c < nchunks; c++) {
 			size_t k = (size_t)s * nchunks + c;
 			if (!(p->x[k] = lazy_vector((size_t)in->C * in->H * in->W * p->chunk_n[c], sizeof(float), err, errlen)) ||
-			    !(p->labels[k] = lazy_vector((size_t)p->chunk_n[c], sizeof(int32_t), err, errlen)))
+			    !(p->labels[k] = lazy_vector((size_t)p->chunk_n[c] * label_len, sizeof(int32_t), err, errlen)))
 				goto fail;
 			starpu_vector_data_register(&p->stats[k], STARPU_MAIN_RAM, (uintptr_t)(p->stats_host + 2 * k), 2,
 						    sizeof(float));

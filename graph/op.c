@@ -54,7 +54,7 @@ int dnn_op_infer_same_shape(dnn_graph *g, dnn_node *nd, char *err, size_t errlen
 {
 	(void)err, (void)errlen;
 	const dnn_node *in = &g->nodes[nd->inputs[0]];
-	nd->C = in->C, nd->H = in->H, nd->W = in->W;
+	nd->C = in->C, nd->H = in->H, nd->W = in->W, nd->seq = in->seq;
 	nd->params = 0;
 	nd->flops = (double)in->C * in->H * in->W;
 	return 0;

@@ -88,6 +88,9 @@ typedef struct {
 	/* The op routes its inputs' gradients itself (add: one per input), so the loop does not
 	 * mark input 0's gradient as written after its backward. */
 	int routes_grads;
+	/* The op works on images only (C x H x W, channel-major): the parser refuses a sequence input
+	 * (graph.h: seq). */
+	int image_only;
 } dnn_op_desc;
 
 const dnn_op_desc *dnn_op_get(dnn_op op);

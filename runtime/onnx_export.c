@@ -344,9 +344,14 @@ static Onnx__ModelProto *model_proto(ox *x, const dnn_model *m, char *const *cla
 {
 	const dnn_graph *g = m->g;
 	const dnn_node *in = &g->nodes[0];
-	int64_t idims[4] = {-1, in->C, in->H, in->W}, odims[2] = {-1, g->classes};
-	Onnx__ValueInfoProto *vin = value_info(x, DNN_ONNX_INPUT, 4, idims);
-	Onnx__ValueInfoProto *vout = value_info(x, DNN_ONNX_OUTPUT, 2, odims);
+	int64_t idims[4] = {-1, in->C, in->H, in->W}, odims[3] = {-1, g->classes, 0};
+	int irank = 4, orank = 2;
+	if (in->seq) { /* a language model: ids N x T (floats holding integers) or floats N x T x C; per-token output */
+		idims[1] = in->H, idims[2] = in->C, irank = in->tokens ? 2 : 3;
+		odims[1] = g->label_len, odims[2] = g->classes, orank = 3;
+	}
+	Onnx__ValueInfoProto *vin = value_info(x, DNN_ONNX_INPUT, irank, idims);
+	Onnx__ValueInfoProto *vout = value_info(x, DNN_ONNX_OUTPUT, orank, odims);
 	Onnx__ValueInfoProto **vins = ar(x, sizeof(*vins)), **vouts = ar(x, sizeof(*vouts));
 	Onnx__GraphProto *gp = ar(x, sizeof(*gp));
 	Onnx__ModelProto *mp = ar(x, sizeof(*mp));

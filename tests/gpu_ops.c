@@ -143,7 +143,7 @@ static void check_softmax_xent(int N, int CLS, float offset)
 		labels[i] = test_rng_int(0, CLS - 1);
 	if (CLS > 2)
 		labels[0] = 1;
-	dnn_softmax_xent_args a = {.N = N, .CLS = CLS};
+	dnn_softmax_xent_args a = {.N = N, .CLS = CLS, .T = 1};
 	buf_t bufs[] = {fb(logits, n, STARPU_R), {labels, N, sizeof(int32_t), STARPU_R}, fb(dl, n, STARPU_W),
 			fb(stats, 2, STARPU_W)};
 	char what[64];

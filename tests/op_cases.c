@@ -182,10 +182,12 @@ static const h_shape avgpool_gpu[] = {{1, 1, 1, 1}, {1, 3, 5, 1}, {3, 7, 9, 1}, 
 
 /* ------------------------------------------------------------------ dense */
 
+/* On a sequence, per token: rows = n T tokens of C features. */
 static void ref_dense(const h_ref_args *a, double *y)
 {
-	const int IN = a->in->C * a->in->H * a->in->W, OUT = a->nd->out;
-	for (int n = 0; n < a->n; n++)
+	const int seq = a->in->seq, IN = seq ? a->in->C : a->in->C * a->in->H * a->in->W, OUT = a->nd->out;
+	const int rows = seq ? a->n * a->in->H : a->n;
+	for (int n = 0; n < rows; n++)
 		for (int o = 0; o < OUT; o++) {
 			double s = a->w[1][o];
 			for (int i = 0; i < IN; i++)
@@ -194,25 +196,29 @@ static void ref_dense(const h_ref_args *a, double *y)
 		}
 }
 
-/* (N, IN, OUT); the last grad rows: 8 chunks of 3 and 24 chunks of 1 into one REDUX dw, db */
+/* (N, IN, OUT); the last grad rows: 8 chunks of 3 and 24 chunks of 1 into one REDUX dw, db;
+ * the seq rows (N, C, T): per token over a sequence [T][C] */
 static const h_shape dense_unit[] = {{1, 1, 1, 1, "out=1"},    {1, 7, 1, 1, "out=3"},     {5, 13, 1, 1, "out=9"},
 				     {17, 33, 1, 1, "out=10"}, {64, 129, 1, 1, "out=65"}, {3, 300, 1, 1, "out=1"},
-				     {9, 3, 2, 2, "out=4", 3}};
+				     {9, 3, 2, 2, "out=4", 3}, {1, 8, 5, 1, "out=3", 0, 0, 1},
+				     {4, 16, 33, 1, "out=48", 3, 0, 1}};
 static const h_shape dense_grad[] = {{1, 1, 1, 1, "out=1"}, {3, 5, 1, 1, "out=4"},   {4, 17, 1, 1, "out=9"},
 				     {1, 8, 1, 1, "out=3"}, {7, 3, 1, 1, "out=11"},  {24, 7, 1, 1, "out=5", 8},
-				     {24, 4, 1, 1, "out=3", 24}};
+				     {24, 4, 1, 1, "out=3", 24}, {2, 6, 7, 1, "out=5", 0, 0, 1},
+				     {5, 4, 3, 1, "out=3", 2, 0, 1}};
 static const h_shape dense_gpu[] = {{1, 1, 1, 1, "out=1"},    {1, 7, 1, 1, "out=3"}, {5, 13, 1, 1, "out=9"},
-				    {64, 129, 1, 1, "out=65"}, {128, 784, 1, 1, "out=10"}, {16, 33, 1, 1, "out=10", 8}};
+				    {64, 129, 1, 1, "out=65"}, {128, 784, 1, 1, "out=10"}, {16, 33, 1, 1, "out=10", 8},
+				    {4, 64, 128, 1, "out=192", 2, 0, 1}};
 
 /* ------------------------------------------------------------------ softmax_xent */
 
 /* y[0] = the summed loss (log-sum-exp shifted by the row max), y[1] = the correct count (ties
- * to the lowest index). */
+ * to the lowest index). On a sequence: rows are tokens, both divided by T (each sample's mean). */
 static void ref_softmax_xent(const h_ref_args *a, double *y)
 {
-	const int CLS = a->in->C;
+	const int CLS = a->in->C, T = a->in->seq ? a->in->H : 1;
 	y[0] = y[1] = 0;
-	for (int r = 0; r < a->n; r++) {
+	for (int r = 0; r < a->n * T; r++) {
 		const double *l = a->x[0] + (size_t)r * CLS;
 		int am = 0;
 		for (int j = 1; j < CLS; j++)
@@ -221,8 +227,8 @@ static void ref_softmax_xent(const h_ref_args *a, double *y)
 		double s = 0;
 		for (int j = 0; j < CLS; j++)
 			s += exp(l[j] - l[am]);
-		y[0] += l[am] + log(s) - l[a->labels[r]];
-		y[1] += am == a->labels[r];
+		y[0] += (l[am] + log(s) - l[a->labels[r]]) / T;
+		y[1] += (double)(am == a->labels[r]) / T;
 	}
 }
 
@@ -230,8 +236,8 @@ static void ref_softmax_xent(const h_ref_args *a, double *y)
 static void ref_softmax_xent_bwd(const h_ref_args *a, const double *dy, double *dx)
 {
 	(void)dy;
-	const int CLS = a->in->C;
-	for (int r = 0; r < a->n; r++) {
+	const int CLS = a->in->C, T = a->in->seq ? a->in->H : 1;
+	for (int r = 0; r < a->n * T; r++) {
 		const double *l = a->x[0] + (size_t)r * CLS;
 		double m = l[0], s = 0;
 		for (int j = 1; j < CLS; j++)
@@ -239,7 +245,7 @@ static void ref_softmax_xent_bwd(const h_ref_args *a, const double *dy, double *
 		for (int j = 0; j < CLS; j++)
 			s += exp(l[j] - m);
 		for (int j = 0; j < CLS; j++)
-			dx[(size_t)r * CLS + j] = exp(l[j] - m) / s - (j == a->labels[r]);
+			dx[(size_t)r * CLS + j] = (exp(l[j] - m) / s - (j == a->labels[r])) / T;
 	}
 }
 
@@ -254,10 +260,13 @@ static void fill_softmax_xent(int mode, int k, float *x, size_t n)
 		test_fill_uniform(x, n, -4, 4);
 }
 
-/* (N, CLS) */
-static const h_shape xent_unit[] = {{1, 10, 1, 1}, {7, 3, 1, 1}, {33, 101, 1, 1}, {64, 10, 1, 1}, {12, 5, 1, 1, NULL, 3}};
-static const h_shape xent_grad[] = {{1, 2, 1, 1}, {4, 5, 1, 1}, {3, 10, 1, 1}, {2, 7, 1, 1, NULL, 1, 1000}, {6, 4, 1, 1, NULL, 2}};
-static const h_shape xent_gpu[] = {{1, 10, 1, 1}, {7, 3, 1, 1}, {33, 1000, 1, 1}, {64, 10, 1, 1, NULL, 1, 1000}};
+/* (N, CLS); seq rows (N, V, T): per token over a vocabulary of V */
+static const h_shape xent_unit[] = {{1, 10, 1, 1}, {7, 3, 1, 1}, {33, 101, 1, 1}, {64, 10, 1, 1}, {12, 5, 1, 1, NULL, 3},
+				    {1, 7, 5, 1, NULL, 0, 0, 1}, {5, 256, 17, 1, NULL, 2, 0, 1}};
+static const h_shape xent_grad[] = {{1, 2, 1, 1}, {4, 5, 1, 1}, {3, 10, 1, 1}, {2, 7, 1, 1, NULL, 1, 1000}, {6, 4, 1, 1, NULL, 2},
+				    {2, 5, 3, 1, NULL, 0, 0, 1}, {3, 6, 4, 1, NULL, 3, 0, 1}};
+static const h_shape xent_gpu[] = {{1, 10, 1, 1}, {7, 3, 1, 1}, {33, 1000, 1, 1}, {64, 10, 1, 1, NULL, 1, 1000},
+				   {4, 50257, 8, 1, NULL, 2, 0, 1}};
 
 /* ------------------------------------------------------------------ maxpool */
 

@@ -57,7 +57,8 @@ static int net_make(h_net *h, const h_op *op, const h_shape *s)
 {
 	memset(h, 0, sizeof(*h));
 	char text[1024], err[512];
-	int len = snprintf(text, sizeof(text), "input x %d %d %d\ndropout d0 x p=0\n", s->C, s->H, s->W);
+	int len = s->seq ? snprintf(text, sizeof(text), "input x seq %d %d\ndropout d0 x p=0\n", s->H, s->C)
+			 : snprintf(text, sizeof(text), "input x %d %d %d\ndropout d0 x p=0\n", s->C, s->H, s->W);
 	if (op->ninputs > 1 && !op->fanout)
 		len += snprintf(text + len, sizeof(text) - len, "dropout d1 x p=0\n");
 	len += snprintf(text + len, sizeof(text) - len, "%s t d0%s %s\n", op->op,
@@ -168,10 +169,11 @@ static void data_make(h_data *d, const h_op *op, const h_net *h, int mode, const
 		for (size_t i = 0; i < nx && s->shift != 0; i++)
 			d->x[k][i] += s->shift;
 	}
-	if (op->is_loss) {
-		d->labels = malloc((size_t)N * sizeof(int32_t));
-		for (int i = 0; i < N; i++)
-			d->labels[i] = test_rng_int(0, (int)h->in_per - 1);
+	if (op->is_loss) { /* label_len per sample (T on a sequence), each in [0, classes) */
+		const size_t nl = (size_t)N * (size_t)h->g.label_len;
+		d->labels = malloc(nl * sizeof(int32_t));
+		for (size_t i = 0; i < nl; i++)
+			d->labels[i] = test_rng_int(0, h->g.classes - 1);
 	}
 	d->r = alloc_f(ny);
 	test_fill_uniform(d->r, ny, -1, 1);
@@ -231,7 +233,8 @@ static void run(h_net *h, const h_op *op, h_data *d, const dnn_task_opts *opts)
 			for (int k = 0; k < h->nd; k++)
 				h_set(dnn_op_out(&ctx, h->d[k]), d->x[k] + off * h->in_per, n * h->in_per * sizeof(float));
 			if (op->is_loss) {
-				h_set(p->labels[c], d->labels + off, n * sizeof(int32_t));
+				h_set(p->labels[c], d->labels + off * (size_t)h->g.label_len,
+				      n * (size_t)h->g.label_len * sizeof(int32_t));
 				h_set(dnn_op_dy(&ctx, h->d[0]), nan, n * h->in_per * sizeof(float));
 			}
 			if (op->is_loss) /* NaN: an output the tasks leave unwritten shows */
@@ -302,7 +305,8 @@ static h_ref_args ref_args(const h_dref *r, int c, const double **xs)
 	xs[0] = r->x[0] + off * r->h->in_per;
 	xs[1] = r->op->fanout ? xs[0] : (r->x[1] ? r->x[1] + off * r->h->in_per : NULL);
 	return (h_ref_args){.nd = &r->h->g.nodes[r->h->t], .in = &r->h->g.nodes[r->h->d[0]], .n = p->chunk_n[c],
-			    .x = xs, .w = (const double *const *)r->w, .labels = r->d->labels ? r->d->labels + off : NULL};
+			    .x = xs, .w = (const double *const *)r->w,
+			    .labels = r->d->labels ? r->d->labels + off * (size_t)r->h->g.label_len : NULL};
 }
 
 /* The forward reference of every chunk into y (N x out_per), or the loss's (loss, correct) pairs. */
@@ -368,9 +372,14 @@ static void cmp(const char *what, h_tol t, const float *got, const double *ref, 
 
 static void shape_name(char *buf, size_t len, const h_op *op, const h_shape *s, const char *variant)
 {
-	snprintf(buf, len, "%s N%d %dx%dx%d%s%s K%d%s%s%s", op->op, s->N, s->C, s->H, s->W, s->keys ? " " : "",
-		 s->keys ? s->keys : "", s->chunks > 0 ? s->chunks : 1, s->shift != 0 ? " shifted" : "", variant ? " " : "",
-		 variant ? variant : "");
+	if (s->seq)
+		snprintf(buf, len, "%s N%d seq T%d C%d%s%s K%d%s%s%s", op->op, s->N, s->H, s->C, s->keys ? " " : "",
+			 s->keys ? s->keys : "", s->chunks > 0 ? s->chunks : 1, s->shift != 0 ? " shifted" : "",
+			 variant ? " " : "", variant ? variant : "");
+	else
+		snprintf(buf, len, "%s N%d %dx%dx%d%s%s K%d%s%s%s", op->op, s->N, s->C, s->H, s->W, s->keys ? " " : "",
+			 s->keys ? s->keys : "", s->chunks > 0 ? s->chunks : 1, s->shift != 0 ? " shifted" : "",
+			 variant ? " " : "", variant ? variant : "");
 }
 
 /* Forward (and the analytic backward, where the row has one) against the references: y, the

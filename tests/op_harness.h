@@ -40,16 +40,19 @@ typedef struct {
 } h_tol;
 
 /* One shape: batch N in `chunks` chunks (0: 1), the input C x H x W, the op's keys; shift is
- * added to every input (large logits). */
+ * added to every input (large logits). seq: the input is a sequence of H tokens of C channels
+ * (`input x seq H C`, token-major; W must be 1). */
 typedef struct {
 	int N, C, H, W;
 	const char *keys;
 	int chunks;
 	float shift;
+	int seq;
 } h_shape;
 
 /* What a reference sees: node t (its keys and inferred shape) of a chunk of n samples, the op's
- * inputs x[k] (n x in->C x in->H x in->W doubles) and parameters w[slot]; labels for the loss. */
+ * inputs x[k] (n x in->C x in->H x in->W doubles; token-major when in->seq) and parameters
+ * w[slot]; labels for the loss (n x label_len: T per sample on a sequence). */
 typedef struct {
 	const dnn_node *nd, *in;
 	int n;

@@ -50,7 +50,7 @@ static void check_bias(int N, int C, int HW)
 static void check_softmax_xent_data(const char *name, const float *logits_in, const int32_t *labels_in, int N,
 				    int CLS)
 {
-	dnn_softmax_xent_args a = {.N = N, .CLS = CLS};
+	dnn_softmax_xent_args a = {.N = N, .CLS = CLS, .T = 1};
 	size_t n = (size_t)N * CLS;
 	float *logits = alloc_f(n), *dlogits = alloc_f(n), stats[2] = {NAN, NAN};
 	int32_t *labels = malloc(N * sizeof(int32_t));
@@ -142,7 +142,7 @@ static void check_softmax_xent_special(void)
 	int32_t labels[4];
 	memcpy(logits, tie, sizeof(tie));
 	memcpy(labels, tie_labels, sizeof(tie_labels));
-	dnn_softmax_xent_args a = {.N = 4, .CLS = 4};
+	dnn_softmax_xent_args a = {.N = 4, .CLS = 4, .T = 1};
 	starpu_data_handle_t hl = reg_f(logits, 16), hlab = reg_i(labels, 4), hd = reg_f(dl, 16),
 			     hs = reg_f(stats, 2);
 	dnn_insert_softmax_xent(NULL, &a, hl, hlab, hd, hs);

@@ -13,10 +13,11 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 	const dnn_node *in = &g->nodes[nd->inputs[0]];
 	for (int k = 1; k < nd->ninputs; k++) {
 		const dnn_node *o = &g->nodes[nd->inputs[k]];
-		if (o->C != in->C || o->H != in->H || o->W != in->W)
+		if (o->C != in->C || o->H != in->H || o->W != in->W || o->seq != in->seq)
 			return dnn_op_fail(err, errlen, g->source, nd->line,
-					   "%s: inputs have different shapes: %s is %dx%dx%d but %s is %dx%dx%d", nd->name,
-					   in->name, in->C, in->H, in->W, o->name, o->C, o->H, o->W);
+					   "%s: inputs have different shapes: %s is %dx%dx%d%s but %s is %dx%dx%d%s", nd->name,
+					   in->name, in->C, in->H, in->W, in->seq ? " (a sequence)" : "", o->name, o->C, o->H,
+					   o->W, o->seq ? " (a sequence)" : "");
 	}
 	dnn_op_infer_same_shape(g, nd, err, errlen);
 	nd->flops = (double)nd->C * nd->H * nd->W * (nd->ninputs - 1);

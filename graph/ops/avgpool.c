@@ -44,4 +44,5 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 const dnn_op_desc dnn_op_avgpool = {
 	.name = "avgpool", .min_inputs = 1, .max_inputs = 1, .infer = infer, .forward = forward, .backward = backward,
 	.export_onnx = export_onnx,
+	.image_only = 1,
 };

@@ -220,4 +220,5 @@ const dnn_op_desc dnn_op_batchnorm = {
 	.param_slots = slots, .nparam_slots = 2, .running_blocks = running_blocks, .nrunning_blocks = 2,
 	.check_chunk = check_chunk, .create_params = create_params, .saved_floats = saved_floats, .forward = forward,
 	.backward = backward, .export_onnx = export_onnx,
+	.image_only = 1,
 };

@@ -145,4 +145,5 @@ const dnn_op_desc dnn_op_conv = {
 	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
 	.check_chunk = check_chunk, .create_params = create_params, .forward = forward, .backward = backward,
 	.export_onnx = export_onnx,
+	.image_only = 1,
 };

@@ -1,4 +1,6 @@
 /* dense.c — the dense (fully connected) op: `dense NAME IN out=N`, always with a bias.
+ * On an image it flattens the input (C x H x W features); on a sequence ([T][C], graph.h) it
+ * applies to each token: [T][C] -> [T][out], the kernels seeing n T rows of C features.
  * Kernels and codelets: codelets/dense.{c,h}. */
 #include "dense.h"
 #include "onnx_emit.h"
@@ -19,6 +21,12 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 {
 	(void)err, (void)errlen;
 	const dnn_node *in = &g->nodes[nd->inputs[0]];
+	if (in->seq) { /* per token */
+		nd->C = nd->out, nd->H = in->H, nd->W = 1, nd->seq = 1;
+		nd->params = (long long)nd->out * in->C + nd->out;
+		nd->flops = (2.0 * nd->out * in->C + nd->out) * in->H;
+		return 0;
+	}
 	long long chw = (long long)in->C * in->H * in->W;
 	nd->C = nd->out, nd->H = 1, nd->W = 1;
 	nd->params = (long long)nd->out * chw + nd->out;
@@ -26,17 +34,20 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 	return 0;
 }
 
+/* The features one row of the GEMM has: a token's channels, or a whole flattened sample. */
+static long dense_fan_in(const dnn_node *in) { return in->seq ? in->C : (long)in->C * in->H * in->W; }
+
 static int create_params(dnn_model *m, int i, uint64_t *rng, char *err, size_t errlen)
 {
 	const dnn_node *nd = &m->g->nodes[i], *in = &m->g->nodes[nd->inputs[0]];
-	long fan_in = (long)in->C * in->H * in->W;
+	long fan_in = dense_fan_in(in);
 	return dnn_op_params_linear(m, i, fan_in, (long)nd->out * fan_in, rng, err, errlen);
 }
 
 static dnn_dense_args dense_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
-	return (dnn_dense_args){.N = ctx->n, .IN = in->C * in->H * in->W, .OUT = nd->out};
+	return (dnn_dense_args){.N = in->seq ? ctx->n * in->H : ctx->n, .IN = (int)dense_fan_in(in), .OUT = nd->out};
 }
 
 static int forward(dnn_op_ctx *ctx, int i)
@@ -65,14 +76,23 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
-/* Gemm: y = x W^T + b, on the flattened input. */
+/* Gemm: y = x W^T + b, on the flattened input; on a sequence MatMul(x, W^T) + b over [N, T, C]. */
 static int export_onnx(dnn_onnx_ctx *x, int i)
 {
 	const dnn_node *nd = &x->g->nodes[i], *in = &x->g->nodes[nd->inputs[0]];
-	int64_t wd[2] = {nd->out, (long)in->C * in->H * in->W}, bd[1] = {nd->out};
+	int64_t wd[2] = {nd->out, dense_fan_in(in)}, bd[1] = {nd->out};
 	const char *ins[3] = {NULL};
 	if (!(ins[1] = dnn_onnx_param(x, i, DNN_SLOT_WEIGHT, 2, wd)) || !(ins[2] = dnn_onnx_param(x, i, DNN_SLOT_BIAS, 1, bd)))
 		return -1;
+	if (in->seq) {
+		const char *wt = dnn_onnx_name(x, i, ".wT"), *mm = dnn_onnx_name(x, i, ".mm");
+		dnn_onnx_node1(x, "Transpose", wt, 1, &ins[1], wt);
+		const char *m_in[2] = {x->v[nd->inputs[0]].val, wt}, *a_in[2] = {mm, ins[2]};
+		dnn_onnx_node1(x, "MatMul", mm, 2, m_in, mm);
+		dnn_onnx_node1(x, "Add", nd->name, 2, a_in, nd->name);
+		x->v[i].rank = 3;
+		return 0;
+	}
 	ins[0] = dnn_onnx_as2d(x, nd->inputs[0]);
 	dnn_onnx_attr_int(x, dnn_onnx_node1(x, "Gemm", nd->name, 3, ins, nd->name), "transB", 1);
 	x->v[i].rank = 2;

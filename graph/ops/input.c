@@ -13,12 +13,19 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 	return 0;
 }
 
-/* The model's input is DNN_ONNX_INPUT, pixel values 0-255; the normalisation of load_images.c is
+/* A sequence's input is its values (N x T token ids, or N x T x C). An image model's input is
+ * DNN_ONNX_INPUT, pixel values 0-255; the normalisation of load_images.c is
  * in the model: x = pixel * (1 / (255 std)) - mean / std, a Mul and a Sub per channel. */
 static int export_onnx(dnn_onnx_ctx *x, int i)
 {
 	const dnn_node *nd = &x->g->nodes[i];
 	const dnn_model *m = x->m;
+	if (nd->seq) { /* token ids or a float sequence: taken as they are */
+		const char *in = DNN_ONNX_INPUT;
+		dnn_onnx_node1(x, "Identity", nd->name, 1, &in, nd->name);
+		x->v[i].rank = nd->tokens ? 2 : 3;
+		return 0;
+	}
 	float *scale = malloc(sizeof(float) * (size_t)nd->C), *shift = malloc(sizeof(float) * (size_t)nd->C);
 	const char *ts = NULL, *tsh = NULL;
 	if (scale && shift) {

@@ -107,4 +107,5 @@ const dnn_op_desc dnn_op_maxpool = {
 	.name = "maxpool", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 3, .defaults = defaults,
 	.check = check, .infer = infer, .check_chunk = check_chunk, .forward = forward, .backward = backward,
 	.export_onnx = export_onnx,
+	.image_only = 1,
 };
