@@ -5,7 +5,7 @@ loss and bits per byte written to a CSV at intervals.
 
   ~/.cache/starpu-anp/anchors-venv/bin/python bench/gpt_learning.py TEXT [--net gpt-nano] [--seed 1]
       [--batch 32] [--tokens N | --steps N] [--lr 1e-3] [--warmup-steps 100] [--weight-decay 0.1]
-      [--beta1 0.9] [--beta2 0.999] [--eps 1e-8] [--clip 0] [--eval-every 100] [--val-windows 0]
+      [--beta1 0.9] [--beta2 0.999] [--eps 1e-8] [--clip 0] [--eval-every 100] [--val-batches 0]
       [--threads 2] [--csv FILE] [--time-limit S]
 
 The same model and recipe as `starpu_anp train` on the same file (docs/transformers.md):
@@ -19,12 +19,13 @@ The same model and recipe as `starpu_anp train` on the same file (docs/transform
     y = tok[i+1:i+T+1]) in starpu-anp's order: each epoch the permutation of
     runtime/schedule.c's dnn_epoch_permutation (Fisher-Yates from splitmix64, seeded by --seed
     and the epoch), step s taking entries [s*B, (s+1)*B) of it. Validation windows do not
-    overlap (stride T, from the validation part's start); --val-windows N takes the first N (0: all);
+    overlap (stride T, from the validation part's start); --val-batches N takes the first N x B of
+    them (0: all), as starpu_anp train's --val-batches;
   - AdamW (torch.optim.AdamW: decoupled decay, as codelets/optim.h), weight decay on the dense
     weights and both embeddings, none on biases and layer norms (starpu-anp's no_decay slots);
   - the rate: runtime/schedule.c's dnn_warm_lr: (step+1)/W of the peak for the W warm-up steps,
     then cosine from the peak to 0 over the remaining steps of the run (W = --warmup-steps, which
-    is starpu-anp's --warmup-epochs times its steps per epoch, rounded);
+    is starpu_anp train's --warmup-steps);
   - the loss: cross-entropy averaged over the B*T tokens of the step; --clip C scales the
     gradients to global norm C when above it (0: off);
   - the budget: --tokens N is ceil(N / (B*T)) steps (--steps N directly).
@@ -124,13 +125,13 @@ def main():
     ap.add_argument("--eps", type=float, default=1e-8)
     ap.add_argument("--clip", type=float, default=0.0, help="global gradient-norm clipping (0: off)")
     ap.add_argument("--eval-every", type=int, default=100, help="steps between validation rows")
-    ap.add_argument("--val-windows", type=int, default=0, help="validation windows (0: all)")
+    ap.add_argument("--val-batches", type=int, default=0, help="validation batches of --batch windows (0: all)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--csv", default="gpt_learning.csv")
     ap.add_argument("--time-limit", type=float, default=0, help="stop after S seconds of training (0: off)")
     a = ap.parse_args()
-    if a.batch < 1 or a.eval_every < 1 or a.threads < 1 or a.warmup_steps < 0 or a.val_windows < 0:
-        ap.error("--batch, --eval-every and --threads must be >= 1, --warmup-steps and --val-windows >= 0")
+    if a.batch < 1 or a.eval_every < 1 or a.threads < 1 or a.warmup_steps < 0 or a.val_batches < 0:
+        ap.error("--batch, --eval-every and --threads must be >= 1, --warmup-steps and --val-batches >= 0")
 
     net = a.net if os.path.exists(a.net) else os.path.join(ROOT, "graph", "nets", a.net + ".net")
     if not os.path.exists(net):
@@ -145,14 +146,16 @@ def main():
 
     try:
         raw = open(a.text, "rb").read()
-        raw.decode("utf-8")
     except OSError as e:
         sys.exit(f"{a.text}: {e.strerror}")
+    bad = raw.find(b"\0")  # the first NUL or invalid UTF-8 byte, as starpu_anp's --text reports it
+    try:
+        raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        sys.exit(f"{a.text}: not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start}")
-    nul = raw.find(b"\0")
-    if nul >= 0:
-        sys.exit(f"{a.text}: not UTF-8 text: NUL at offset {nul} (a binary file?)")
+        bad = e.start if bad < 0 else min(bad, e.start)
+    if bad >= 0:
+        sys.exit(f"{a.text}: not UTF-8 text: byte 0x{raw[bad]:02x} at offset {bad}"
+                 + (" (NUL: a binary file?)" if raw[bad] == 0 else ""))
     tok = torch.tensor(np.frombuffer(raw, dtype=np.uint8).astype(np.int64))
     nval = (len(tok) + 5) // 10
     train, val = tok[: len(tok) - nval], tok[len(tok) - nval:]
@@ -161,8 +164,8 @@ def main():
     if nwin_train < a.batch or nwin_val < 1:
         sys.exit(f"{a.text}: {len(tok)} bytes: too short for a batch of {a.batch} windows of {T + 1} bytes and "
                  "one validation window in its last tenth")
-    if a.val_windows:
-        nwin_val = min(nwin_val, a.val_windows)
+    if a.val_batches:
+        nwin_val = min(nwin_val, a.val_batches * a.batch)
     steps_per_epoch = nwin_train // a.batch
     steps = a.steps if a.steps else math.ceil(a.tokens / (a.batch * T)) if a.tokens else 1000
 
