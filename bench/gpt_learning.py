@@ -6,7 +6,7 @@ loss and bits per byte written to a CSV at intervals.
   ~/.cache/starpu-anp/anchors-venv/bin/python bench/gpt_learning.py TEXT [--net gpt-nano] [--seed 1]
       [--batch 32] [--tokens N | --steps N] [--lr 1e-3] [--warmup-steps 100] [--weight-decay 0.1]
       [--beta1 0.9] [--beta2 0.999] [--eps 1e-8] [--clip 0] [--eval-every 100] [--val-batches 0]
-      [--threads 2] [--csv FILE] [--time-limit S]
+      [--threads 1] [--csv FILE] [--time-limit S]
 
 The same model and recipe as `starpu_anp train` on the same file (docs/transformers.md):
   - the model: bench/gpt_reference.py's GPT built from the .net (its vocabulary, context, width,
@@ -126,7 +126,9 @@ def main():
     ap.add_argument("--clip", type=float, default=0.0, help="global gradient-norm clipping (0: off)")
     ap.add_argument("--eval-every", type=int, default=100, help="steps between validation rows")
     ap.add_argument("--val-batches", type=int, default=0, help="validation batches of --batch windows (0: all)")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (more: faster on an idle machine; on a loaded one OpenMP's waiting threads "
+                    "made 2 threads 10x slower than 1)")
     ap.add_argument("--csv", default="gpt_learning.csv")
     ap.add_argument("--time-limit", type=float, default=0, help="stop after S seconds of training (0: off)")
     a = ap.parse_args()
