@@ -6,9 +6,10 @@
  * through it, including StarPU's REDUX reduction tasks (cl_vec_redux_add); a task with a REDUX access
  * also records the handle's init method (cl_vec_zero), which StarPU calls outside the scheduler. Then
  * several nets that together cover every op (lenet5; resnet8; a net with conv+bias, batchnorm
- * with and without a following relu, maxpool, avgpool, add, dense, leaky_relu and dropout) submit one
- * training step and one evaluation step at each fusion level (DNN_FUSE=0, 1, 2: they insert
- * different codelets), reading an in-memory set (load_batch) and an image folder of PNGs made
+ * with and without a following relu, maxpool, avgpool, add, dense, layernorm, leaky_relu, gelu and
+ * dropout; a sequence net with attention, fed by a source of its own) submit one training step and
+ * one evaluation step at each fusion level (DNN_FUSE=0, 1, 2: they insert different codelets),
+ * reading an in-memory set (load_batch) and an image folder of PNGs made
  * here (load_images, augmented when training).
  *
  * The check, per recorded codelet:
@@ -183,7 +184,8 @@ static void folder_set(dnn_dataset *ds, int n)
 static const char *mixed_net = "input x 1 28 28\n"
 			       "conv c1 x out=8 k=3 pad=1 bias=1\nbatchnorm b1 c1\nrelu r1 b1\nmaxpool p1 r1 k=2\n"
 			       "conv c2 p1 out=8 k=3 pad=1\nbatchnorm b2 c2\nadd a2 b2,p1\nrelu r2 a2\n"
-			       "avgpool g r2\ndense f1 g out=16\nleaky_relu r3 f1 alpha=0.1\ndropout d1 r3 p=0.3\n"
+			       "avgpool g r2\ndense f1 g out=16\nlayernorm n1 f1\nleaky_relu r3 n1 alpha=0.1\n"
+			       "gelu e1 r3\ndropout d1 e1 p=0.3\n"
 			       "dense f2 d1 out=10\nsoftmax_xent loss f2\n";
 
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks;
@@ -231,6 +233,65 @@ static void one_step(const char *name, const char *text, const dnn_dataset *ds, 
 	one_step_bn(name, text, ds, fuse, train, 0, 0);
 }
 
+/* A sequence net (attention between per-token dense layers, the per-token loss). No loader gives
+ * sequences yet, so its source writes each chunk's x (n T C floats) and labels (n T ids) from the
+ * submitting thread (starpu_data_acquire) instead of inserting a load task. */
+#define SEQ_T 6
+#define SEQ_C 12
+#define SEQ_V 5
+static const char *seq_net = "input x seq 6 12\ndense qkv x out=48\nattention att qkv heads=2\ndense o att out=5\n"
+			     "softmax_xent loss o\n";
+
+static int seq_insert_load(const dnn_data_source *src, const dnn_task_opts *o, const int *idx, int n, int train,
+			   long step, const float *mean, const float *std, starpu_data_handle_t x,
+			   starpu_data_handle_t labels)
+{
+	(void)src, (void)o, (void)train, (void)step, (void)mean, (void)std;
+	if (starpu_data_acquire(x, STARPU_W) != 0)
+		return -EIO;
+	float *xp = (float *)starpu_vector_get_local_ptr(x);
+	for (size_t i = 0; i < (size_t)n * SEQ_T * SEQ_C; i++)
+		xp[i] = (float)((idx[i / (SEQ_T * SEQ_C)] * 31 + (int)i * 7) % 17) / 8.0f - 1.0f;
+	starpu_data_release(x);
+	if (starpu_data_acquire(labels, STARPU_W) != 0)
+		return -EIO;
+	int32_t *lp = (int32_t *)starpu_vector_get_local_ptr(labels);
+	for (int i = 0; i < n * SEQ_T; i++)
+		lp[i] = (idx[i / SEQ_T] + i) % SEQ_V;
+	starpu_data_release(labels);
+	return 0;
+}
+
+static void seq_step(int train)
+{
+	char err[512];
+	const dnn_exec_config cfg = DNN_EXEC_CONFIG_DEFAULTS;
+	dnn_graph g;
+	dnn_model m;
+	dnn_plan p;
+	if (dnn_graph_parse(&g, seq_net, "seq", err, sizeof(err)) != 0)
+		die("graph", err);
+	if (dnn_model_create(&m, &g, 7, err, sizeof(err)) != 0)
+		die("model", err);
+	if (dnn_plan_create(&p, &m, BATCH, 2, 1, train, &cfg, err, sizeof(err)) != 0)
+		die("plan", err);
+	dnn_data_source src = {.insert_load = seq_insert_load};
+	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	int idx[BATCH];
+	for (int i = 0; i < BATCH; i++)
+		idx[i] = i;
+	double l, c;
+	if (dnn_submit_step(&p, 0, &src, idx, 0, &optim, err, sizeof(err)) != 0 ||
+	    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0)
+		die(train ? "sequence training step" : "sequence evaluation step", err);
+	starpu_task_wait_for_all();
+	printf("%-8s %-6s %s: %ld tasks, loss %.4f; %d distinct codelets so far\n", "seq", "memory",
+	       train ? "train" : "eval ", p.tasks_per_step, l / BATCH, nrecorded);
+	dnn_plan_destroy(&p);
+	dnn_model_destroy(&m);
+	dnn_graph_free(&g);
+}
+
 static int recorded_named(const char *name)
 {
 	for (int i = 0; i < nrecorded; i++)
@@ -275,6 +336,8 @@ int main(void)
 		for (int redux = 0; redux <= 1; redux++) /* fixed-order sums, and --deterministic off */
 			one_step_bn("mixed", mixed_net, &mem, fuse, 1, 1, redux);
 	one_step_bn("resnet8", NULL, &mem, 1, 1, 0, 1); /* --deterministic off's gradient reductions */
+	for (int train = 1; train >= 0; train--) /* attention: forward with and without its saved buffer */
+		seq_step(train);
 
 	/* The check. */
 	int bad = 0;
@@ -314,6 +377,12 @@ int main(void)
 		TEST_CHECK(recorded_named(bn_global[i]), "%s was never scheduled: --batchnorm global is not covered", bn_global[i]);
 	TEST_CHECK(recorded_named("cl_leaky_relu_fwd") && recorded_named("cl_leaky_relu_bwd"),
 		   "cl_leaky_relu_fwd/bwd were never scheduled: the nets do not cover leaky_relu");
+	TEST_CHECK(recorded_named("cl_layernorm_fwd") && recorded_named("cl_layernorm_bwd"),
+		   "cl_layernorm_fwd/bwd were never scheduled: the nets do not cover layernorm");
+	TEST_CHECK(recorded_named("cl_gelu_fwd") && recorded_named("cl_gelu_bwd"),
+		   "cl_gelu_fwd/bwd were never scheduled: the nets do not cover gelu");
+	TEST_CHECK(recorded_named("cl_attention_fwd") && recorded_named("cl_attention_bwd"),
+		   "cl_attention_fwd/bwd were never scheduled: the nets do not cover attention");
 
 	dnn_dataset_free(&mem);
 	dnn_dataset_free(&folder);
