@@ -16,9 +16,11 @@ int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 #include <string.h>
 #include <unistd.h>
 
+#include "attention.h"
 #include "dnn_codelet.h"
+#include "embed.h"
 
-#define DNN_SIM_MAX_CODELETS 64
+#define DNN_SIM_MAX_CODELETS 96
 #define DNN_PERFMODEL_VERSION_DIR "codelets/45" /* StarPU 1.4's history file layout */
 
 #define DNN_SIM_MAX_CPU_DIRS 4
@@ -82,15 +84,53 @@ static double history(const sim_model *sm, struct starpu_perfmodel *hist, const 
 	return us;
 }
 
-static double roofline_us(struct starpu_task *task)
+/* What a CUDA kernel does beyond its task's STARPU_FLOPS and buffers, for the codelets whose
+ * CUDA side does more (docs/SIMULATION.md, "GPU, estimated"):
+ * - attention (attention.cu): per sample and group of G heads, cuBLAS strided-batched SGEMMs over
+ *   the whole T x T square (cuBLAS does not skip the causal half that STARPU_FLOPS counts: twice
+ *   the FLOPs), through a T x T matrix per head in the worker's workspace: forward S written by
+ *   the scores' GEMM, read and written by the softmax, read by P v (4 passes of T^2 floats per
+ *   head); backward P written, recomputed (2), read by dv, dP written, dS read with P and
+ *   written (3), read by dq and by dk (10 passes); kernel launches per (sample, group): 3
+ *   forward, 7 backward. G = heads whose T x T matrices (1 forward, 2 backward) fit in the
+ *   workspace (DNN_CUDA_WORKSPACE_MB, else DNN_CUDA_WORKSPACE_DEFAULT_MB: 512 MiB; dnn_cuda.cu
+ *   caps it at 1/16 of the device, which K80 and H200 dies exceed).
+ * - embed's backward (embed.cu): the deterministic owner search compares ids, at most
+ *   rows^2 / 2 compares for the owners' scans and rows^2 / 2 for their walks when every id of
+ *   the chunk is distinct (random tokens over GPT-2's vocabulary nearly are): rows^2 operations,
+ *   counted at the FLOP rate. */
+static double g_workspace_bytes = (double)DNN_CUDA_WORKSPACE_DEFAULT_MB * 1024 * 1024;
+
+static void kernel_extra(const sim_model *sm, struct starpu_task *task, double *flops, double *bytes, double *launches)
 {
-	double bytes = 0;
+	if (!task->cl_arg)
+		return;
+	if (!strncmp(sm->symbol, "dnn_cl_attention_", 17) && task->cl_arg_size == sizeof(dnn_attention_args)) {
+		const dnn_attention_args *a = (const dnn_attention_args *)task->cl_arg;
+		const int bwd = strstr(sm->symbol, "bwd") != NULL;
+		const double tt = (double)a->T * a->T * sizeof(float);
+		double G = tt > 0 ? floor(g_workspace_bytes / ((bwd ? 2 : 1) * tt)) : a->H;
+		G = G < 1 ? 1 : G > a->H ? a->H : G;
+		*flops *= 2; /* the full square */
+		*bytes += (bwd ? 10.0 : 4.0) * a->N * (double)a->H * tt;
+		*launches = (double)a->N * ceil(a->H / G) * (bwd ? 7 : 3);
+	} else if (!strcmp(sm->symbol, "dnn_cl_embed_bwd") && task->cl_arg_size == sizeof(dnn_embed_args)) {
+		const dnn_embed_args *a = (const dnn_embed_args *)task->cl_arg;
+		const double rows = (double)a->N * a->T;
+		*flops += rows * rows;
+	}
+}
+
+static double roofline_us(const sim_model *sm, struct starpu_task *task)
+{
+	double bytes = 0, flops = task->flops, launches = 1;
 	for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
 		bytes += (double)starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+	kernel_extra(sm, task, &flops, &bytes, &launches);
 	/* peak in GFLOP/s = 1e3 FLOP/us; bandwidth in GB/s = 1e3 B/us */
-	const double compute = task->flops / (g_gpu.peak_gflops * 1e3 * g_gpu.eff_compute);
+	const double compute = flops / (g_gpu.peak_gflops * 1e3 * g_gpu.eff_compute);
 	const double memory = bytes / (g_gpu.mem_gbs * 1e3 * g_gpu.eff_memory);
-	return g_gpu.launch_us + (compute > memory ? compute : memory);
+	return g_gpu.launch_us * launches + (compute > memory ? compute : memory);
 }
 
 /* ANP_SIM_CPU_VEC_GBS (GB/s, > 0; unset: the calibrated history): the CPU vector codelets (zero,
@@ -141,7 +181,7 @@ static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nim
 		return history(sm, sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, sm->cpu_path, "CPU", task, workerid, nimpl);
 	case STARPU_CUDA_WORKER:
 		if (g_gpu.set)
-			return roofline_us(task);
+			return roofline_us(sm, task);
 		return history(sm, &sm->cuda_hist, &sm->have_cuda, 1, sm->cuda_path, "CUDA", task, workerid, nimpl);
 	default:
 		missing(sm, "(unsupported worker kind)", "", 0, task);
@@ -226,6 +266,8 @@ int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 	}
 	if (gpu && *gpu && parse_gpu(gpu, err, errlen) != 0)
 		return -1;
+	if (env->cuda_workspace_mb >= 0) /* the attention's head groups (kernel_extra) */
+		g_workspace_bytes = (double)env->cuda_workspace_mb * 1024 * 1024;
 	const char *vec = env->cpu_vec_gbs;
 	if (vec && *vec) {
 		char *end;

@@ -9,7 +9,8 @@
  *     $ANP_SIM_CUDA_HOST name them, else a roofline estimate from $ANP_SIM_GPU
  *     ("name:peak_gflops:mem_gbs:eff_compute:eff_memory:launch_us"):
  *       t = launch_us + max(flops / (peak x eff_compute), bytes / (bandwidth x eff_memory)),
- *     flops being the task's STARPU_FLOPS and bytes the size of all its buffers.
+ *     flops being the task's STARPU_FLOPS and bytes the size of all its buffers (attention and
+ *     embed's backward add what their CUDA kernels do beyond that: dnn_sim_model.c, kernel_extra).
  * A task whose shape has no calibrated entry never runs on a guess: the first one records a
  * worker error naming the codelet, the worker kind and the shape, and the run stops with it.
  * The codelets covered are those of the dnn_cuda_cl registry (DNN_CUDA_DECLARED): all of them. */
@@ -26,6 +27,7 @@ typedef struct dnn_sim_env {
 	const char *gpu;                     /* ANP_SIM_GPU: the roofline of a GPU without calibrated files */
 	const char *cpu_vec_gbs;             /* ANP_SIM_CPU_VEC_GBS: the vector codelets' stream rate */
 	const char *platform, *models;       /* ANP_SIM_PLATFORM, ANP_SIM_MODELS: named in the result line */
+	long cuda_workspace_mb;              /* DNN_CUDA_WORKSPACE_MB, -1 unset: the attention's head groups */
 } dnn_sim_env;
 
 /* Installs the models from env; 0, or -1 with a one-line message (a malformed $ANP_SIM_GPU, no CPU

@@ -88,6 +88,7 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 		k->cuda.fp32 = i;
 	if ((v = knob("DNN_CUDA_WORKSPACE_MB")) && parse_workspace(v, &k->cuda.workspace_mb, err, errlen) != 0)
 		return -1;
+	k->sim.cuda_workspace_mb = k->cuda.workspace_mb;
 	if ((v = knob("DNN_BLAS_CORETYPE")) && one_of("DNN_BLAS_CORETYPE", v, blas, err, errlen) < 0)
 		return -1;
 	k->blas_coretype = v;
