@@ -2,9 +2,11 @@
 #include "preflight.h"
 #include "knobs.h"
 
+#include <math.h>
 #include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static double handles_bytes(starpu_data_handle_t *h, size_t n)
 {
@@ -81,5 +83,100 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
 		 "not enough memory: this run needs %.1f MiB of StarPU-allocated main memory (%s) but %s leaves "
 		 "%.1f MiB, and StarPU would wait for memory forever. Raise STARPU_LIMIT_CPU_MEM or lower --batch%s",
 		 need / MIB, parts, where, (double)avail / MIB, train_plan ? " or --window" : "");
+	return -1;
+}
+
+static double handle_bytes(starpu_data_handle_t h) { return h ? (double)starpu_data_get_size(h) : 0; }
+
+/* The buffers chunk c keeps: every node's output, gradient and saved buffer, and its input,
+ * labels and loss statistics (one slot's). */
+static double chunk_bytes(const dnn_plan *p, int c)
+{
+	double b = 0;
+	for (int i = 0; i < p->m->g->nnodes; i++) {
+		const size_t k = (size_t)i * p->nchunks + c;
+		b += (p->y ? handle_bytes(p->y[k]) : 0) + (p->dy ? handle_bytes(p->dy[k]) : 0) +
+		     (p->saved ? handle_bytes(p->saved[k]) : 0);
+	}
+	b += (p->x ? handle_bytes(p->x[c]) : 0) + (p->labels ? handle_bytes(p->labels[c]) : 0) +
+	     (p->stats ? handle_bytes(p->stats[c]) : 0);
+	return b;
+}
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+
+int dnn_preflight_gpu_memory(dnn_model *m, const dnn_plan *p, char *info, size_t infolen, char *err, size_t errlen)
+{
+	if (info && infolen)
+		info[0] = '\0';
+	const int ngpu = (int)starpu_cuda_worker_get_count();
+	if (ngpu <= 0 || !p || !p->train || p->nchunks <= 0 || p->batch <= 0)
+		return 0;
+	double cap = -1;
+	for (int w = 0; w < (int)starpu_worker_get_count(); w++) {
+		if (starpu_worker_get_type(w) != STARPU_CUDA_WORKER)
+			continue;
+		const starpu_ssize_t t = starpu_memory_get_total(starpu_worker_get_memory_node((unsigned)w));
+		if (t > 0 && (cap < 0 || (double)t < cap))
+			cap = (double)t;
+	}
+	if (cap <= 0)
+		return 0; // StarPU knows no size for the devices: nothing to compare with
+	double params = 0, state = 0;
+	for (int q = 0; q < m->nparams; q++) {
+		params += 4.0 * (double)m->params[q].n;
+		state += 4.0 * (double)dnn_param_state_n(m, &m->params[q]);
+	}
+	/* dnn_cuda.cu's workspace: DNN_CUDA_WORKSPACE_MB, else the default capped at 1/16 of the device */
+	double ws = (double)DNN_CUDA_WORKSPACE_DEFAULT_MB * 1024 * 1024;
+	if (p->cfg.cuda.workspace_mb >= 0)
+		ws = (double)p->cfg.cuda.workspace_mb * 1024 * 1024;
+	else if (ws > cap / 16)
+		ws = cap / 16;
+	/* chunk 0 is the largest (the first batch % nchunks chunks have one more sample) */
+	const double per_chunk = chunk_bytes(p, 0), per_sample = per_chunk / p->chunk_n[0];
+	const int T = m->g->nodes[0].tokens ? m->g->nodes[0].H : 0;
+	const int ranks = p->global_batch > p->batch ? p->global_batch / p->batch : 1;
+	/* need(K, s): the bytes per device with K chunks of s samples on this rank */
+	double need_fixed[2], cpg[2];
+	int kk[2] = {p->nchunks, ngpu < p->nchunks ? ngpu : p->nchunks};
+	for (int j = 0; j < 2; j++) {
+		cpg[j] = ceil((double)kk[j] / ngpu);
+		need_fixed[j] = params + (p->sum_redux ? 1.0 : cpg[j]) * params + state + ws;
+	}
+	const double act = cpg[0] * per_chunk, need = need_fixed[0] + act;
+	char act_what[160];
+	if (T > 0)
+		snprintf(act_what, sizeof(act_what), "%d samples x %d tokens x %.1f KiB per token", (int)cpg[0] * p->chunk_n[0],
+			 T, per_sample / T / 1024);
+	else
+		snprintf(act_what, sizeof(act_what), "%d samples x %.1f KiB per sample", (int)cpg[0] * p->chunk_n[0],
+			 per_sample / 1024);
+	if (info && infolen)
+		snprintf(info, infolen,
+			 "GPU memory per device: %.2f GiB of %.2f GiB: activations %.2f GiB (%d chunk(s) of %d: %s), "
+			 "parameters %.2f GiB, gradients %.2f GiB, optimiser state %.2f GiB, workspace %.2f GiB",
+			 need / GIB, cap / GIB, act / GIB, (int)cpg[0], p->chunk_n[0], act_what, params / GIB,
+			 (p->sum_redux ? 1.0 : cpg[0]) * params / GIB, state / GIB, ws / GIB);
+	if (need <= cap)
+		return 0;
+	char fit[200];
+	double s0 = floor((cap - need_fixed[0]) / (cpg[0] * per_sample));
+	double s1 = floor((cap - need_fixed[1]) / (cpg[1] * per_sample));
+	if (s0 >= 1)
+		snprintf(fit, sizeof(fit), "the largest that fits: --batch %.0f (%d chunk(s) of %.0f per rank)",
+			 s0 * p->nchunks * ranks, p->nchunks, s0);
+	else if (s1 >= 1)
+		snprintf(fit, sizeof(fit), "no batch fits at %d chunks; with one chunk per GPU: --batch %.0f --chunks %d",
+			 p->nchunks, s1 * kk[1] * ranks, kk[1]);
+	else
+		snprintf(fit, sizeof(fit), "no batch fits: the parameters, gradients, optimiser state and workspace alone "
+					   "need %.2f GiB",
+			 need_fixed[1] / GIB);
+	snprintf(err, errlen,
+		 "not enough GPU memory: --batch %d needs %.2f GiB per device (activations %.2f GiB for %s; parameters, "
+		 "gradients, optimiser state and workspace %.2f GiB) and the smallest has %.2f GiB%s; %s",
+		 p->global_batch, need / GIB, act / GIB, act_what, need_fixed[0] / GIB, cap / GIB,
+		 getenv("STARPU_LIMIT_CUDA_MEM") ? " (STARPU_LIMIT_CUDA_MEM)" : "", fit);
 	return -1;
 }

@@ -24,4 +24,19 @@ double dnn_plan_starpu_bytes(const dnn_plan *p);
  * err. Skipped (0) when CUDA workers exist: activations may then live in GPU memory only. */
 int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batch, int eval_chunks, char *err,
 			 size_t errlen);
+/* GPU memory per CUDA worker of a training plan, computed before any task runs (each worker's
+ * device holds what its chunks keep; docs/transformers.md, "Simulation"):
+ *   activations: the registered buffers of one chunk (every node's output, its gradient and its
+ *     saved buffer, the chunk's input and labels), the largest chunk's, times the chunks a GPU
+ *     runs (ceil(chunks / GPUs));
+ *   parameters (one copy per device), gradients (the chunks' partials of every gradient, one
+ *     per chunk a GPU runs; one with --deterministic off's REDUX) and the optimiser's state (all
+ *     of it: a device may run every update, whose state then stays there);
+ *   the worker's CUDA workspace (DNN_CUDA_WORKSPACE_MB, counted by StarPU on the device).
+ * Capacity: the smallest device's StarPU memory size (starpu_memory_get_total: the device's, or
+ * STARPU_LIMIT_CUDA_MEM; in simulation the platform's). Writes one line into info (what each
+ * part takes, when there are CUDA workers; "" otherwise). Returns 0 when it fits (or there is no
+ * CUDA worker), else -1 with one line in err naming the largest --batch that fits at the same
+ * --chunks (the global batch: per rank x ranks), or, when none does, at one chunk per GPU. */
+int dnn_preflight_gpu_memory(dnn_model *m, const dnn_plan *p, char *info, size_t infolen, char *err, size_t errlen);
 #endif

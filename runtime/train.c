@@ -280,6 +280,15 @@ static int setup_plan(train_run *r)
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
+	char info[512];
+	const int gpu_rc = dnn_preflight_gpu_memory(&r->m, &r->p, info, sizeof(info), err, sizeof(err));
+	if (info[0] && r->rank == 0)
+		fprintf(stderr, "%s\n", info);
+	if (gpu_rc != 0) {
+		if (r->rank == 0)
+			fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	return 0;
 }
 

@@ -26,7 +26,8 @@
 #            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
 # Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
 #            runs, and a plot of images/s is written next to the CSV (gnuplot).
-# Output:    --csv FILE       append one row per run [sim-results.csv]
+# Output:    --csv FILE       append one row per run [sim-results.csv]; GPU nodes: the memory per
+#                             device the run needs (runtime/preflight.c) is printed and in the row
 #            --platform-dir D keep the generated platform files in D [$CACHE/sim/platforms/...]
 #            --calibrate-only calibrate the CPU models and stop
 #            --calib-steps N  timed steps per calibration run [12]; a big net needs fewer (ResNet-50: 5)
@@ -150,7 +151,7 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
   exit 2
 fi
 
-CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal"
+CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal,tokens_per_s,gpu_mem_gib,gpu_act_gib"
 BD_FIELDS="$(tr , '\n' <<<"$CSV_HEADER" | grep '^bd_')" # the breakdown's columns, read from the result line
 # Rows are appended only under the same columns. A CSV of an older simulate.sh whose columns
 # are the first ones of today's (columns are only ever added at the end) is brought up to them in
@@ -340,6 +341,11 @@ for ar in "${L_AR[@]}"; do
       continue
     fi
     grep '^critpath: ' "$log" || true # DNN_BREAKDOWN=2: each rank's critical path by codelet
+    # GPU nodes: the memory each device needs (runtime/preflight.c), before the run
+    gmem="$(grep -m1 '^GPU memory per device: ' "$log" || true)"
+    [ -z "$gmem" ] || echo "$gmem"
+    gmem_total="$(sed -n 's/^GPU memory per device: \([0-9.]*\) GiB.*/\1/p' <<<"$gmem")"
+    gmem_act="$(sed -n 's/.*: activations \([0-9.]*\) GiB.*/\1/p' <<<"$gmem")"
     rm -f "$log"
     echo "$line"
     field() { anp_result_field "$line" "$1"; }
@@ -350,7 +356,7 @@ for ar in "${L_AR[@]}"; do
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }
