@@ -216,11 +216,11 @@ mkdir -p "$CALIB/stamps"
 calibrate() {
   local ranks="$1" c="$2" mode="$3" ar="$4"
   [ "$ranks" = 1 ] || c=1
-  local key="$NET-i${INPUT:-def}-c$c-r$ranks-$mode-$ar${CLIP[*]:+-clip}"
+  local key="$NET-i${INPUT:-def}-c$c-r$ranks-$mode-$ar${CLIP[*]:+-clip}${OPTIM_NAME:+-$OPTIM_NAME}"
   key="${key//\//_}"
   [ -f "$CALIB/stamps/$key" ] && return 0
   local args=(bench --net "$NET" --batch $((2 * c * ranks)) --chunks 2 --window 1 --steps "$CALIB_STEPS"
-              --warmup 1 --quiet --mode "$mode" --allreduce "$ar" --staleness "$STALENESS" "${CLIP[@]}")
+              --warmup 1 --quiet --mode "$mode" --allreduce "$ar" --staleness "$STALENESS" "${CLIP[@]}" "${OPTIM[@]}")
   [ -z "$INPUT" ] || args+=(--input "$INPUT")
   say "calibrating the CPU models: $ranks rank(s), chunks of $c sample(s) ($NET, $mode/$ar; $CALIB_STEPS steps)"
   local log="$CALIB/calibrate-$key.log" rc=0
@@ -247,14 +247,27 @@ calibrate() {
 }
 
 # --clip-grad-norm X after `--` adds tasks (graph/gradclip.h) and a buffer to every update (another
-# shape): the calibration runs with it too, into its own stamp.
-CLIP=()
+# shape): the calibration runs with it too, into its own stamp. So does --optimizer X: AdamW's and
+# LAMB's update holds twice SGD's state (another shape of cl_optim_update), with its --lr (AdamW
+# has no default rate).
+CLIP=() OPTIM=()
 for ((i = 0; i < ${#EXTRA[@]}; i++)); do
   case "${EXTRA[$i]}" in
     --clip-grad-norm) CLIP=(--clip-grad-norm "${EXTRA[$((i + 1))]:-}") ;;
     --clip-grad-norm=*) CLIP=("${EXTRA[$i]}") ;;
+    --optimizer|--lr) OPTIM+=("${EXTRA[$i]}" "${EXTRA[$((i + 1))]:-}") ;;
+    --optimizer=*|--lr=*) OPTIM+=("${EXTRA[$i]}") ;;
   esac
 done
+OPTIM_NAME=""
+for ((i = 0; i < ${#OPTIM[@]}; i++)); do
+  case "${OPTIM[$i]}" in
+    --optimizer) OPTIM_NAME="${OPTIM[$((i + 1))]:-}" ;;
+    --optimizer=*) OPTIM_NAME="${OPTIM[$i]#--optimizer=}" ;;
+  esac
+done
+# SGD (the default) keeps the stamps of before this option was passed on
+[ "$OPTIM_NAME" != sgd ] || OPTIM_NAME=""
 # ---------------------------------------------------------------- the runs
 IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_GPUS <<<"$GPUS"; IFS=, read -ra L_SCHED <<<"$SCHED"
 IFS=, read -ra L_MODE <<<"$MODE"; IFS=, read -ra L_AR <<<"$ALLREDUCE"
