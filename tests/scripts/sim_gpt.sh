@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# sim_gpu_memory — a training configuration that does not fit a GPU's memory is refused before it
+# sim_gpt — language models in simulation.
+# GPU memory: a training configuration that does not fit a GPU's memory is refused before it
 # runs, with one line naming the largest batch that fits, and that batch runs (runtime/preflight.c,
 # dnn_preflight_gpu_memory; docs/transformers.md, "Simulation"). GPT-2 XL (1.56 G parameters,
 # context 1024) on one simulated GPU-only node of one GPU (--ncpu 0, so nothing is calibrated), one
@@ -11,6 +12,11 @@
 #     N than the H200's. Measured: N = 4.
 #  3. the message's figures are the line printed before an accepted run: the per-token activation
 #     bytes of the refused and the accepted runs are the same.
+# CPU calibration of a token net:
+#  4. gpt-nano (embed, layernorm, attention, gelu, lm_head, the per-token loss) with AdamW on one
+#     CPU-only node: simulate.sh calibrates its CPU codelets (AdamW's update included: its
+#     --optimizer is passed to the calibration) and simulates it, models_cpu=calibrated, with
+#     tokens/s = images/s x 128.
 # Skipped (77) only where SimGrid is absent.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -56,4 +62,18 @@ N141="$N_LAST"
 STARPU_LIMIT_CUDA_MEM=76293 check_device "80 GB (STARPU_LIMIT_CUDA_MEM=76293)"
 N80="$N_LAST"
 [ -n "$N141" ] && [ -n "$N80" ] && [ "$N80" -lt "$N141" ] || fail "80 GB names batch ${N80:-none}, not below 141 GB's ${N141:-none}"
+# 4.
+rc=0
+bash "$ROOT/scripts/simulate.sh" --quiet --csv "$TMP/c.csv" --net gpt-nano --batch 8 --chunks 2 --nodes 1 --cores 1 \
+  --ncpu 1 --steps 3 --warmup 1 -- --optimizer adamw --lr 1e-3 >"$TMP/out" 2>&1 || rc=$?
+LINE="$(grep '^result:' "$TMP/out" || true)"
+if [ "$rc" != 0 ] || [ -z "$LINE" ]; then
+  cat "$TMP/out" >&2; fail "gpt-nano on a CPU node (calibrated) exited $rc"
+else
+  TPS="$(result_field "$LINE" tokens_per_s)"; IPS="$(result_field "$LINE" images_per_s)"
+  echo "gpt-nano, 1 CPU worker, calibrated: $TPS tokens/s"
+  [ "$(result_field "$LINE" models_cpu)" = calibrated ] || fail "gpt-nano: models_cpu is not 'calibrated': $LINE"
+  [ "$(result_field "$LINE" optimizer)" = adamw ] || fail "gpt-nano: the simulated run is not AdamW's: $LINE"
+  fcmp "$TPS > 0 && $TPS > 127 * $IPS && $TPS < 129 * $IPS" || fail "gpt-nano: tokens/s $TPS is not 128 x images/s $IPS"
+fi
 finish
