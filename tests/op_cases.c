@@ -2185,8 +2185,6 @@ static void extra_layernorm_gpu(void)
 	gpu_test_ln(300, 768);
 }
 
-/* ------------------------------------------------------------------ the table */
-
 /* ------------------------------------------------------------------ attention */
 
 /* Causal multi-head attention in double, the plain O(T^2) way: per sample, head h and query t,
@@ -2328,6 +2326,71 @@ static const h_shape attention_gpu[] = {
 	ATT(1, 12, 1, "heads=1", 0),   ATT(2, 24, 5, "heads=2", 2),    ATT(3, 192, 17, "heads=4", 3),
 	ATT(2, 384, 130, "heads=2", 2), ATT(2, 2304, 256, "heads=12", 2),
 };
+/* ------------------------------------------------------------------ embed, lm_head */
+
+/* embed: its placeholder is the net's token input (ids in [0, vocab)); y = wte[id] + wpe[t]. */
+static int embed_net(const h_shape *s, char *buf, size_t len)
+{
+	return snprintf(buf, len, "input d0 tokens %d\nembed t d0 %s\n", s->H, s->keys);
+}
+
+static void ref_embed(const h_ref_args *a, double *y)
+{
+	const int T = a->nd->H, C = a->nd->C;
+	for (size_t r = 0; r < (size_t)a->n * T; r++)
+		for (int c = 0; c < C; c++)
+			y[r * C + c] = a->w[0][(size_t)a->x[0][r] * C + c] + a->w[1][(r % T) * C + c];
+}
+
+/* (N, dim, T) with "vocab=V dim=C": ids repeated (V small), V = 1, T = 1, more rows than V x T */
+static const h_shape embed_unit[] = {{1, 1, 1, 1, "vocab=1 dim=1", 0, 0, 1},   {2, 8, 5, 1, "vocab=3 dim=8", 0, 0, 1},
+				     {3, 33, 17, 1, "vocab=50 dim=33", 2, 0, 1}, {4, 16, 64, 1, "vocab=7 dim=16", 3, 0, 1},
+				     {6, 5, 1, 1, "vocab=9 dim=5", 0, 0, 1}};
+static const h_shape embed_grad[] = {{2, 4, 3, 1, "vocab=5 dim=4", 0, 0, 1}, {5, 3, 4, 1, "vocab=4 dim=3", 3, 0, 1},
+				     {4, 2, 2, 1, "vocab=2 dim=2", 4, 0, 1}};
+static const h_shape embed_gpu[] = {{1, 1, 1, 1, "vocab=1 dim=1", 0, 0, 1}, {8, 64, 32, 1, "vocab=11 dim=64", 2, 0, 1},
+				    {4, 200, 128, 1, "vocab=1000 dim=200", 2, 0, 1},
+				    {8, 256, 256, 1, "vocab=5000 dim=256", 3, 0, 1}};
+
+/* lm_head: its placeholder d0 is a sequence [T][C] after an embed e (keys: e's), whose table is
+ * the parameter the harness sets and checks (slot 0 wte; wpe must get no gradient from it). */
+static int lm_head_net(const h_shape *s, char *buf, size_t len)
+{
+	return snprintf(buf, len, "input x tokens %d\nembed e x %s\ndropout d0 e p=0\nlm_head t d0,e\n", s->H, s->keys);
+}
+
+static void ref_lm_head(const h_ref_args *a, double *y)
+{
+	const int V = a->nd->C, C = a->in->C;
+	for (size_t r = 0; r < (size_t)a->n * a->in->H; r++)
+		for (int v = 0; v < V; v++) {
+			double s = 0;
+			for (int c = 0; c < C; c++)
+				s += a->x[0][r * C + c] * a->w[0][(size_t)v * C + c];
+			y[r * V + v] = s;
+		}
+}
+
+static void ref_lm_head_bwd(const h_ref_args *a, const double *dy, double *dx)
+{
+	const int V = a->nd->C, C = a->in->C;
+	for (size_t r = 0; r < (size_t)a->n * a->in->H; r++)
+		for (int c = 0; c < C; c++) {
+			double s = 0;
+			for (int v = 0; v < V; v++)
+				s += dy[r * V + v] * a->w[0][(size_t)v * C + c];
+			dx[r * C + c] = s;
+		}
+}
+
+/* (N, dim, T) with the embed's "vocab=V dim=C" */
+static const h_shape lm_head_unit[] = {{1, 1, 1, 1, "vocab=2 dim=1", 0, 0, 1}, {3, 8, 5, 1, "vocab=11 dim=8", 0, 0, 1},
+				       {4, 16, 7, 1, "vocab=33 dim=16", 3, 0, 1}};
+static const h_shape lm_head_grad[] = {{2, 4, 3, 1, "vocab=5 dim=4", 0, 0, 1}, {3, 3, 2, 1, "vocab=7 dim=3", 3, 0, 1}};
+static const h_shape lm_head_gpu[] = {{4, 64, 32, 1, "vocab=500 dim=64", 2, 0, 1},
+				      {2, 128, 64, 1, "vocab=5000 dim=128", 2, 0, 1}};
+
+/* ------------------------------------------------------------------ the table */
 
 const h_op h_ops[] = {
 	{.op = "leaky_relu", .ninputs = 1, .ref = ref_leaky_relu, .ref_bwd = ref_leaky_relu_bwd, .fill = fill_leaky_relu,
@@ -2430,5 +2493,13 @@ const h_op h_ops[] = {
 	 .fwd = {H_MIXED, 1e-5}, .bwd = {H_MIXED, 1e-5}, .grad = {H_MIXED, 1e-5}, .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3,
 	 .fd_points = 150, .nvariants = 2, .set_variant = attention_variant,
 	 SHAPES(attention_unit, attention_grad, attention_gpu), .extra = {extra_attention_unit}, .seed = {5, 6, 7}},
+	/* y = wte[id] + wpe[t] is one float add: exact; the backward adds each gradient row in token
+	 * order on both devices (embed.h): CUDA gives the CPU's bits */
+	{.op = "embed", .ninputs = 1, .net = embed_net, .ref = ref_embed, .fwd = {H_EXACT, 0}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 0}, .gpu_y_exact = 1, .fd_eps = 1e-3, SHAPES(embed_unit, embed_grad, embed_gpu),
+	 .seed = {43, 44, 45}},
+	{.op = "lm_head", .ninputs = 1, .net = lm_head_net, .param_node = "e", .ref = ref_lm_head,
+	 .ref_bwd = ref_lm_head_bwd, .fwd = {H_MIXED, 1e-5}, .bwd = {H_MIXED, 1e-5}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-3, SHAPES(lm_head_unit, lm_head_grad, lm_head_gpu), .seed = {46, 47, 48}},
 };
 const int h_nops = NS(h_ops);
