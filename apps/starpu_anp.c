@@ -121,6 +121,8 @@ static void help_generate(void)
 /* A language model's data (train, eval). */
 static void help_text_data(const char *c)
 {
+	if (strcmp(c, "train") != 0 && strcmp(c, "eval") != 0)
+		return;
 	printf("  --text FILE          a language model's data: UTF-8 text, one token per byte (vocabulary\n"
 	       "                       256); its last tenth is the validation set [a net whose input is\n"
 	       "                       tokens: the default corpus, the King James Bible that\n"
@@ -187,8 +189,7 @@ static void help_cmd(const char *c)
 		       "                       samples of the net's shape), or a directory of IDX files, CIFAR-10\n"
 		       "                       binary batches, or images: one subfolder per class (adjective_noun),\n"
 		       "                       optionally under DIR/train and DIR/val [fashion-mnist]\n");
-	if (!strcmp(c, "train") || !strcmp(c, "eval"))
-		help_text_data(c);
+	help_text_data(c);
 	printf("  --batch B            global batch size (a language model: windows of T tokens) [64]\n"
 	       "  --chunks K           chunks (micro-batches) per batch [2 x workers; 1 x for a net without\n"
 	       "                       batch norm on CPU workers only]\n");
