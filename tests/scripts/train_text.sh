@@ -170,6 +170,7 @@ expect_rc 1 "$A" train --net "$TMP/tiny.net" --tokens "$TMP/v300.bin" --quiet --
 [[ "$ERR" == *"v300.bin"*"position 5 is 295"*"256"* ]] && one_line "token >= vocab" || fail "token >= vocab: $ERR"
 STARPU_ANP_CACHE="$TMP/nocache" expect_rc 2 "$A" train --net "$TMP/tiny.net" || fail "no corpus: $ERR"
 [[ "$ERR" == *"nocache/corpus/kjv.txt"*"--text FILE"* ]] || fail "no corpus: $ERR"
+STARPU_ANP_CACHE="$TMP/nocache" "$A" train --net "$TMP/gpt.net" --summary >/dev/null 2>&1 || fail "--summary needs no corpus"
 
 expect_rc 2 "$A" predict --checkpoint "$TMP/a.ckpt" "$TMP/t.txt" && [[ "$ERR" == *"use generate"* ]] \
   || fail "predict on a language model: $ERR"
