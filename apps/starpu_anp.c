@@ -121,6 +121,8 @@ static void help_generate(void)
 /* A language model's data (train, eval). */
 static void help_text_data(const char *c)
 {
+	if (strcmp(c, "train") != 0 && strcmp(c, "eval") != 0)
+		return;
 	printf("  --text FILE          a language model's data: UTF-8 text, one token per byte (vocabulary\n"
 	       "                       256); its last tenth is the validation set [a net whose input is\n"
 	       "                       tokens: the default corpus, the King James Bible that\n"
@@ -187,8 +189,7 @@ static void help_cmd(const char *c)
 		       "                       samples of the net's shape), or a directory of IDX files, CIFAR-10\n"
 		       "                       binary batches, or images: one subfolder per class (adjective_noun),\n"
 		       "                       optionally under DIR/train and DIR/val [fashion-mnist]\n");
-	if (!strcmp(c, "train") || !strcmp(c, "eval"))
-		help_text_data(c);
+	help_text_data(c);
 	printf("  --batch B            global batch size (a language model: windows of T tokens) [64]\n"
 	       "  --chunks K           chunks (micro-batches) per batch [2 x workers; 1 x for a net without\n"
 	       "                       batch norm on CPU workers only]\n");
@@ -234,8 +235,9 @@ static void help_cmd(const char *c)
 		       "                       global gradient there); 0 = off [0]\n"
 		       "  --window W           iterations in flight at most [2]\n"
 		       "  --pin-chunks         run all of chunk c's tasks (load, forward, backward) on one\n"
-		       "                       worker: CUDA worker c mod n, or CPU worker c mod n without\n"
-		       "                       GPUs; the scheduler still places the rest [off]\n"
+		       "                       worker: K chunks on n CUDA workers (CPU workers without GPUs)\n"
+		       "                       in blocks, chunk c on worker c*n/K; the scheduler still\n"
+		       "                       places the rest [off]\n"
 		       "  --batchnorm B        batch-norm statistics in training: global (over the whole\n"
 		       "                       global batch: every chunk and rank; K chunks and N ranks then\n"
 		       "                       train as one) or local (each chunk's own, as PyTorch DDP) [local]\n"
@@ -319,8 +321,8 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
-       O_STOP_AFTER, O_TIME_LIMIT, O_TEXT, O_TOKENS, O_VAL_TOKENS, O_VAL_BATCHES, O_EVAL_EVERY, O_PROMPT,
-       O_TEMPERATURE, O_TOP_K, O_CLIP };
+       O_STOP_AFTER, O_TIME_LIMIT, O_CLIP, O_TEXT, O_TOKENS, O_VAL_TOKENS, O_VAL_BATCHES, O_EVAL_EVERY, O_PROMPT,
+       O_TEMPERATURE, O_TOP_K };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {

@@ -166,7 +166,8 @@ typedef struct {
  * op's kernels (op.h check_chunk, e.g. a conv tensor over cuDNN's INT_MAX elements), checked first,
  * before anything is allocated. */
 /* --pin-chunks: chunk c's load, forward and backward tasks all run on one worker, the CUDA
- * workers' (c mod their count), or without GPUs the CPU workers'. The scheduler still places the
+ * workers', or without GPUs the CPU workers', in blocks of neighbouring chunks (K chunks on n
+ * workers: chunk c on worker c * n / K), so that the fixed-order sum's first levels stay on one. The scheduler still places the
  * updates and the reductions. Without it a scheduler may move a chunk between GPUs layer by
  * layer, and its activations with it (docs/SIMULATION.md). 0, or -1 with a message. */
 int dnn_plan_pin_chunks(dnn_plan *p, char *err, size_t errlen);

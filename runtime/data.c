@@ -158,8 +158,8 @@ static int load_token_set(const dnn_train_opts *o, const dnn_graph *g, int T, in
 	int rc;
 	if (o->bench || !(o->text_path || o->tokens_path)) {
 		/* Enough windows for the run's steps without an epoch end inside a bench's timing. */
-		long want = train ? (o->max_steps > 0 ? o->max_steps : 4) * (long)o->batch : 64L * o->batch;
-		if (want < 8192)
+		long want = train ? (o->max_steps > 0 ? o->max_steps : 4) * (long)o->batch : 16L * o->batch;
+		if (train && want < 8192)
 			want = 8192;
 		const long n = train ? want + T : want * T + 1;
 		uint16_t *tok = malloc(sizeof(uint16_t) * (size_t)n);

@@ -70,7 +70,8 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 		fprintf(stderr, "error: --input %d: %s\n", o->input, err);
 		rc = 1;
 	} else {
-		rc = dnn_data_check_lm(o, &g); /* a language model's data options, its default corpus */
+		if (!print_summary) /* a language model's data options, its default corpus (--summary reads none) */
+			rc = dnn_data_check_lm(o, &g);
 		if (rc == 0 && o->resume_path && !strcmp(o->cmd, "train"))
 			rc = resume_same_net(&g, o);
 		if (rc == 0 && print_summary)

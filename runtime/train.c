@@ -385,7 +385,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 			fprintf(stderr, "error: --metrics %s: %s\n", o->metrics_path, strerror(errno));
 			return -1;
 		}
-		if (!o->resume_path) /* a language model's two columns come after the images' (unchanged) ones */
+		if (!o->resume_path) /* a language model's two columns come after the others (unchanged) */
 			fprintf(r->metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s,grad_norm%s\n",
 				r->T <= 0 ? "" : r->train.bytes ? ",tokens_per_s,bits_per_byte" : ",tokens_per_s,bits_per_token");
 	}

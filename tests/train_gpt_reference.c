@@ -16,7 +16,7 @@
  * order of float sums differs; no batch norm); a negative control: one weight moved by 1e-3
  * (h0_qkv.weight[0], a query weight of layer 0: 1.4e-4 in float64 PyTorch) must fail the check;
  * and the file reader refuses truncated copies of the file.
- * Measured (the op branches merged, an AMD EPYC Zen 5 VM): 1 chunk worst 6.8e-7 (h0_qkv.bias), loss
+ * Measured (main with the ops, an AMD EPYC Zen 5 VM): 1 chunk worst 6.8e-7 (h0_qkv.bias), loss
  * 3.1e-9; 3 chunks 6.4e-7 (h1_ln2.weight); 3 chunks against 1: 4.8e-7 (h0_qkv.bias: its gradient
  * sums 128 rows of dqkv that largely cancel, so another grouping of the rows moves it most); the
  * negative control 1.4e-4. The same figures under STARPU_NCPU=1 and 2, eager, random, DNN_FUSE=0,
