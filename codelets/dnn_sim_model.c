@@ -277,6 +277,14 @@ int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 			return -1;
 		}
 	}
+	/* Every buffer StarPU allocates in main memory (the home-less handles' host replicas: activations
+	 * staged for the host, the all-reduce's gradient copies, slices and buckets) folded onto a few
+	 * shared pages (SMPI's shared malloc): no kernel runs and nothing reads them, and one process
+	 * holds all the ranks, so 16 ranks of GPT-2 (498 MB of gradient each, several copies per rank)
+	 * went past this VM's 24 GB (killed, exit 137). The pinned-allocation cost StarPU simulates
+	 * comes before the allocation and is unchanged. */
+	starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM, STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT |
+								 STARPU_MALLOC_SIMULATION_FOLDED);
 	size_t ncl;
 	struct starpu_codelet *const *all = dnn_cuda_codelets(&ncl);
 	for (size_t j = 0; j < ncl; j++) {
