@@ -339,6 +339,11 @@ for ar in "${L_AR[@]}"; do
     cmd=("${NOASLR[@]}" env "${envs[@]}" "$STARPU_SIM_PREFIX/bin/starpu_smpirun" -platform "$pdir/cluster.xml"
          -hostfile "$pdir/hostfile" -np "$nodes")
     read -ra smpicfg <"$pdir/smpi.cfg" # the platform's SMPI options (netns: its size factors)
+    # SMPI folds shared memory (the big parameters, StarPU's main-memory buffers) by mapping one
+    # block of a file again and again: with its 1 MiB default, 16 ranks of GPT-2 XL (6.2 GB per
+    # parameter array) needed more mappings than vm.max_map_count allows ("Could not map folded
+    # virtual memory", abort at the 13th rank). 64 MiB blocks need 64x fewer; memory only.
+    smpicfg+=(--cfg=smpi/shared-malloc-blocksize:$((64 << 20)))
     cmd+=("${smpicfg[@]}" "$SIM_APP" "${args[@]}")
     echo "+ ${cmd[*]}"
     log="$(mktemp /tmp/anp-sim-XXXXXX.log)"
