@@ -36,6 +36,7 @@
 #            -h, --help       this help
 # Environment: ANP_SIM_ASLR=1 runs the simulation with address-space randomisation (by default
 #            it runs under `setarch -R`, so that the same command gives the same result).
+#            ANP_SIM_SHARED_BLOCK_MB: SMPI's shared-memory block [64] (fewer mappings when larger).
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -343,7 +344,8 @@ for ar in "${L_AR[@]}"; do
     # block of a file again and again: with its 1 MiB default, 16 ranks of GPT-2 XL (6.2 GB per
     # parameter array) needed more mappings than vm.max_map_count allows ("Could not map folded
     # virtual memory", abort at the 13th rank). 64 MiB blocks need 64x fewer; memory only.
-    smpicfg+=(--cfg=smpi/shared-malloc-blocksize:$((64 << 20)))
+    # ANP_SIM_SHARED_BLOCK_MB sets another size.
+    smpicfg+=(--cfg=smpi/shared-malloc-blocksize:$((${ANP_SIM_SHARED_BLOCK_MB:-64} << 20)))
     cmd+=("${smpicfg[@]}" "$SIM_APP" "${args[@]}")
     echo "+ ${cmd[*]}"
     log="$(mktemp /tmp/anp-sim-XXXXXX.log)"
