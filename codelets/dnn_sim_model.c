@@ -282,9 +282,12 @@ int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 	 * shared pages (SMPI's shared malloc): no kernel runs and nothing reads them, and one process
 	 * holds all the ranks, so 16 ranks of GPT-2 (498 MB of gradient each, several copies per rank)
 	 * went past this VM's 24 GB (killed, exit 137). The pinned-allocation cost StarPU simulates
-	 * comes before the allocation and is unchanged. */
+	 * comes before the allocation and is unchanged. UNIQUE: one folded block per size, shared by
+	 * every buffer of that size: each folded allocation is at least one mapping of SMPI's block
+	 * file, and 16 ranks of GPT-2 XL went past vm.max_map_count (65,530) with one per buffer. */
 	starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM, STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT |
-								 STARPU_MALLOC_SIMULATION_FOLDED);
+								 STARPU_MALLOC_SIMULATION_FOLDED |
+								 STARPU_MALLOC_SIMULATION_UNIQUE);
 	size_t ncl;
 	struct starpu_codelet *const *all = dnn_cuda_codelets(&ncl);
 	for (size_t j = 0; j < ncl; j++) {
