@@ -282,12 +282,16 @@ int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 	 * shared pages (SMPI's shared malloc): no kernel runs and nothing reads them, and one process
 	 * holds all the ranks, so 16 ranks of GPT-2 (498 MB of gradient each, several copies per rank)
 	 * went past this VM's 24 GB (killed, exit 137). The pinned-allocation cost StarPU simulates
-	 * comes before the allocation and is unchanged. UNIQUE: one folded block per size, shared by
-	 * every buffer of that size: each folded allocation is at least one mapping of SMPI's block
-	 * file, and 16 ranks of GPT-2 XL went past vm.max_map_count (65,530) with one per buffer. */
+	 * comes before the allocation and is unchanged. ANP_SIM_FOLD_UNIQUE=1 adds UNIQUE: one folded
+	 * block per size, shared by every buffer of that size: each folded allocation is at least one
+	 * mapping of SMPI's block file, and 16 ranks of GPT-2 XL went past vm.max_map_count (65,530)
+	 * with one per buffer. Not the default: StarPU frees its small-buffer chunks at shutdown with
+	 * the flags of then, and a chunk allocated before these flags were set fails UNIQUE's lookup
+	 * (an assertion at shutdown, after the result line: 2 resnet18 ranks, ring). */
+	const int unique = env->fold_unique && !strcmp(env->fold_unique, "1");
 	starpu_malloc_on_node_set_default_flags(STARPU_MAIN_RAM, STARPU_MALLOC_PINNED | STARPU_MALLOC_COUNT |
 								 STARPU_MALLOC_SIMULATION_FOLDED |
-								 STARPU_MALLOC_SIMULATION_UNIQUE);
+								 (unique ? STARPU_MALLOC_SIMULATION_UNIQUE : 0));
 	size_t ncl;
 	struct starpu_codelet *const *all = dnn_cuda_codelets(&ncl);
 	for (size_t j = 0; j < ncl; j++) {

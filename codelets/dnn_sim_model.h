@@ -28,6 +28,7 @@ typedef struct dnn_sim_env {
 	const char *cpu_vec_gbs;             /* ANP_SIM_CPU_VEC_GBS: the vector codelets' stream rate */
 	const char *platform, *models;       /* ANP_SIM_PLATFORM, ANP_SIM_MODELS: named in the result line */
 	long cuda_workspace_mb;              /* DNN_CUDA_WORKSPACE_MB, -1 unset: the attention's head groups */
+	const char *fold_unique;             /* ANP_SIM_FOLD_UNIQUE=1: one folded host block per size */
 } dnn_sim_env;
 
 /* Installs the models from env; 0, or -1 with a one-line message (a malformed $ANP_SIM_GPU, no CPU

@@ -37,6 +37,7 @@
 # Environment: ANP_SIM_ASLR=1 runs the simulation with address-space randomisation (by default
 #            it runs under `setarch -R`, so that the same command gives the same result).
 #            ANP_SIM_SHARED_BLOCK_MB: SMPI's shared-memory block [64] (fewer mappings when larger).
+#            ANP_SIM_FOLD_UNIQUE=1: one folded host buffer per size (16 ranks of GPT-2 XL need it).
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -332,6 +333,7 @@ for ar in "${L_AR[@]}"; do
     [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields; 2: and critpath: lines)
     [ -z "${DNN_ALLREDUCE_PRIO:-}" ] || envs+=(DNN_ALLREDUCE_PRIO="$DNN_ALLREDUCE_PRIO")
     [ -z "${DNN_ALLREDUCE_ON:-}" ] || envs+=(DNN_ALLREDUCE_ON="$DNN_ALLREDUCE_ON")
+    [ -z "${ANP_SIM_FOLD_UNIQUE:-}" ] || envs+=(ANP_SIM_FOLD_UNIQUE="$ANP_SIM_FOLD_UNIQUE") # codelets/dnn_sim_model.c
     if [ "$gpus" != 0 ] && [ -n "$CUDA_MODELS" ]; then
       envs+=(ANP_SIM_CUDA_MODELS="$CUDA_MODELS" ANP_SIM_CUDA_HOST="$CUDA_HOST")
     elif [ "$gpus" != 0 ]; then
