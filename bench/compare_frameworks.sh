@@ -283,7 +283,8 @@ run_gpt() { # round spec framework n
   rm -f "$tf"
   echo "$3 gpt ${label}:$gt:$gb n=$4 peak_rss_mb=${rss:-?} $line" >>"$LOG"
   ips="$(echo "$line" | field images_per_s)"
-  tps="$(awk -v i="$ips" -v t="$gt" 'BEGIN { if (i != "") printf "%.1f", i * t }')"
+  tps="$(echo "$line" | field tokens_per_s)"
+  [ -n "$tps" ] || tps="$(awk -v i="$ips" -v t="$gt" 'BEGIN { if (i != "") printf "%.1f", i * t }')"
   echo "$1,$3,$label,$gb,$4,$ips,$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),gpt,$gt,$tps,$rss" >>"$CSV"
   printf '  %-10s %-8s T%-5s b%-4s %d %s: %9s tokens/s, peak RSS %s MB\n' "$3" "$label" "$gt" "$gb" "$4" \
     "$([ "$3" = starpu-anp ] && echo 'worker(s)' || echo 'thread(s)')" "${tps:-?}" "${rss:-?}" >&2

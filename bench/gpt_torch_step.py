@@ -130,6 +130,9 @@ def main():
     ap.add_argument("--adamw", choices=["default", "foreach", "fused"], default="fused",
                     help="PyTorch's AdamW implementation on CPU [fused: its fastest here]")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", metavar="FILE",
+                    help="also run 2 more steps under torch.profiler and write its per-op CPU time table to FILE "
+                         "(the timed steps are not profiled)")
     ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net (or --net's, with the overrides) and exit")
     a = ap.parse_args()
     if a.params and not a.net:
@@ -173,6 +176,15 @@ def main():
     wall, loss, done = time_steps(step, a.steps, a.warmup, a.max_seconds, lambda x: x.item())
     if not math.isfinite(loss):
         sys.exit(f"error: the training loss is {loss}")
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for i in range(2):
+                step(i).item()
+        with open(a.profile, "w") as f:
+            f.write(f"# torch.profiler, 2 training steps: {a.net} vocab {v} context {t} d {d} layers {l} heads {h} "
+                    f"batch {a.batch} threads {a.threads} adamw {a.adamw}, torch {torch.__version__}\n")
+            f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40) + "\n")
     sps = a.batch * done / wall
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
     print(f"result: framework=pytorch torch={torch.__version__} net={a.net} vocab={v} context={t} d={d} "
