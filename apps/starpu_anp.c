@@ -170,6 +170,8 @@ static void help_cmd(const char *c)
 		       "  --lr-schedule S      cosine (decay to 0 over the run) or constant [cosine]\n"
 		       "  --warmup-epochs E    linear warm-up from lr/steps to the peak over E epochs (fractions\n"
 		       "                       allowed), then the schedule over the rest of the run [0]\n"
+		       "  --warmup-steps N     the same over N steps (language models: an epoch of every text\n"
+		       "                       window is far longer than a run); not with --warmup-epochs\n"
 		       "  --lr-ref-batch N     --lr is for a global batch of N: scaled to --batch by batch/N\n"
 		       "                       (the linear scaling rule) [off]\n"
 		       "  --optimizer O        sgd (momentum), lars (layer-wise trust ratio, You et al. 2017),\n"
@@ -263,7 +265,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_LIMIT_TRAIN, O_LIMIT_TEST, O_NO_EVAL, O_METRICS, O_CHECKPOINT, O_RESUME, O_SUMMARY, O_WARMUP, O_QUIET,
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
-       O_OPTIMIZER, O_WARMUP_EPOCHS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
+       O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
        O_STOP_AFTER, O_TIME_LIMIT };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
@@ -301,6 +303,7 @@ static const struct {
 	{"lr-schedule", 1, O_SCHEDULE, C_TRAINS},
 	{"optimizer", 1, O_OPTIMIZER, C_TRAINS},
 	{"warmup-epochs", 1, O_WARMUP_EPOCHS, C_TRAINS},
+	{"warmup-steps", 1, O_WARMUP_STEPS, C_TRAINS},
 	{"lr-ref-batch", 1, O_LR_REF_BATCH, C_TRAINS},
 	{"beta1", 1, O_BETA1, C_TRAINS},
 	{"beta2", 1, O_BETA2, C_TRAINS},
@@ -441,6 +444,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
 	case O_OPTIMIZER: o->optim.optimizer = parse_optimizer(name, v); break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;
+	case O_WARMUP_STEPS: o->warmup_steps = parse_long_opt(name, v, 0, 1L << 40); break;
 	case O_LR_REF_BATCH: o->lr_ref_batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
 	case O_BETA1: o->optim.beta1 = parse_float_opt(name, v, 0, 0.999999); break;
 	case O_BETA2: o->optim.beta2 = parse_float_opt(name, v, 0, 0.999999); break;
@@ -508,6 +512,8 @@ static void finish_options(cli *c)
 		usage_error("--onnx FILE is required");
 	if (c->cmd == C_BENCH)
 		o->max_steps += o->warmup;
+	if (o->warmup_steps > 0 && o->warmup_epochs > 0)
+		usage_error("--warmup-steps and --warmup-epochs both set the warm-up: give one");
 	if (o->mode == DNN_MODE_ASYNC && o->optim.optimizer != DNN_OPT_SGD)
 		usage_error("--optimizer %s: --mode async pushes SGD deltas to the parameter server; use --mode sync or "
 			    "--optimizer sgd", o->optim.optimizer == DNN_OPT_LARS    ? "lars"

@@ -296,9 +296,11 @@ static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 	/* a batchnorm fused with its relu, or a relu fused into its maxpool: no handles of its own */
 	const int fused_bn = (nd->op == DNN_OP_BATCHNORM && dnn_fuse_bn_relu_partner(p, i) >= 0) ||
 			     (nd->op == DNN_OP_RELU && dnn_fuse_relu_pool_partner(p, i) >= 0);
-	const size_t per = (size_t)nd->C * nd->H * nd->W, saved = d->saved_floats ? d->saved_floats(nd) : 0;
+	const size_t per = (size_t)nd->C * nd->H * nd->W, saved0 = d->saved_floats ? d->saved_floats(nd) : 0,
+		     saved_per = d->saved_floats_per_sample ? d->saved_floats_per_sample(nd) : 0;
 	for (int c = 0; c < p->nchunks; c++) {
 		const size_t n = per * (size_t)p->chunk_n[c], k = (size_t)i * p->nchunks + c;
+		const size_t saved = saved0 + saved_per * (size_t)p->chunk_n[c];
 		if (!fused_bn && !(p->y[k] = lazy_vector(n, sizeof(float), err, errlen)))
 			return -1;
 		if (((p->train && !fused_bn && p->grad_of[i] == i) || i == logits) &&

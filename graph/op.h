@@ -76,8 +76,11 @@ typedef struct {
 	 * dnn_op_check_int_elems); optional. dnn_plan_create calls it with its largest chunk before
 	 * it registers any handle. 0, or -1 with "src:line: name: message" in err. */
 	int (*check_chunk)(const dnn_graph *g, const dnn_node *nd, int n, char *err, size_t errlen);
-	/* Floats of a per-chunk buffer kept from forward to backward (training), 0: none; optional. */
+	/* Floats of a per-chunk buffer kept from forward to backward (training), 0: none; optional:
+	 * saved_floats(nd) + saved_floats_per_sample(nd) x the chunk's samples (per-token statistics:
+	 * layernorm's mean and rstd of each row). */
 	size_t (*saved_floats)(const dnn_node *nd);
+	size_t (*saved_floats_per_sample)(const dnn_node *nd);
 	/* Submit node i's tasks for ctx's chunk; return 0 or a negative errno. backward may be
 	 * NULL (nothing to do). Backward writes input 0's gradient with dnn_op_take_dx. */
 	int (*forward)(dnn_op_ctx *ctx, int i);

@@ -65,6 +65,7 @@ typedef struct {
 	dnn_optim_config optim;
 	int cosine;               // 1: cosine learning-rate decay to 0 over the run; 0: constant
 	double warmup_epochs;     // --warmup-epochs E: linear warm-up to the peak lr over E epochs (0 = none)
+	long warmup_steps;        // --warmup-steps N: the same over N steps (0 = none; not with warmup_epochs)
 	int lr_ref_batch;         // --lr-ref-batch N: --lr is for a global batch of N, scaled by batch/N (0 = off)
 	int lr_set;               // --lr was given (else the app sets optim.lr to dnn_train_opts_default_lr's)
 	uint64_t seed;

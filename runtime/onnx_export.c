@@ -364,10 +364,14 @@ static Onnx__ModelProto *model_proto(ox *x, const dnn_model *m, char *const *cla
 		prop(x, "input_mean", float_list(x, m->in_mean, in->C)),
 		prop(x, "input_std", float_list(x, m->in_std, in->C)),
 		prop(x, "short_side", str(x, "%d", dnn_image_short_side(in->H, in->W))),
-		prop(x, "input", str(x, "pixels: float32 N x %d x %d x %d, %s values 0-255: resize the short side to %d, "
-				 "crop the centre %dx%d; the normalisation is in the model",
-				 in->C, in->H, in->W, in->C == 3 ? "RGB" : "grey", dnn_image_short_side(in->H, in->W),
-				 in->H, in->W)),
+		in->tokens ? prop(x, "input", str(x, "token ids: float32 N x %d (integers in [0, %d)); the output is each "
+						      "position's next-token probabilities, N x %d x %d",
+						  in->H, g->classes, in->H, g->classes))
+		: in->seq ? prop(x, "input", str(x, "a sequence: float32 N x %d x %d", in->H, in->C))
+			  : prop(x, "input", str(x, "pixels: float32 N x %d x %d x %d, %s values 0-255: resize the short side "
+						   "to %d, crop the centre %dx%d; the normalisation is in the model",
+						   in->C, in->H, in->W, in->C == 3 ? "RGB" : "grey",
+						   dnn_image_short_side(in->H, in->W), in->H, in->W)),
 		prop(x, "net", net_copy)};
 	Onnx__StringStringEntryProto **propl = ar(x, sizeof(props));
 	if (x->oom || !vin || !vout || !vins || !vouts || !gp || !mp || !ops || !opsl || !propl)

@@ -120,7 +120,7 @@ typedef struct {
 	uint32_t epoch0;
 	long steps_per_epoch, total_steps;
 	float lr_peak;             /* --lr, scaled by batch / --lr-ref-batch (the schedule's peak) */
-	long warmup_steps;         /* --warmup-epochs in steps */
+	long warmup_steps;         /* --warmup-steps, or --warmup-epochs in steps */
 	int epoch;                 /* epochs started (the result line's epochs=) */
 	double t_begin, t_timed, train_loss, train_acc, test_loss, test_acc;
 	double last_loss, last_acc; /* of the last step, over its global batch */
@@ -376,7 +376,8 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	if (o->max_steps > 0 && o->max_steps < r->total_steps)
 		r->total_steps = o->max_steps;
 	r->lr_peak = dnn_scaled_lr(o->optim.lr, o->batch, o->lr_ref_batch);
-	r->warmup_steps = (long)llround(o->warmup_epochs * (double)r->steps_per_epoch);
+	r->warmup_steps = o->warmup_steps > 0 ? o->warmup_steps
+					      : (long)llround(o->warmup_epochs * (double)r->steps_per_epoch);
 	if (!o->quiet)
 		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s%s), warm-up %ld steps, then %s\n", o->cmd,
 			dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak, (double)o->optim.lr,

@@ -12,10 +12,13 @@
 #include "vec.h"
 #include "dropout.h"
 #include "fuse.h"
+#include "gelu.h"
+#include "layernorm.h"
 #include "leaky_relu.h"
 #include "maxpool.h"
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
+#include "op.h"
 #include "op_harness.h"
 #include "relu.h"
 #include "test_util.h"
@@ -372,6 +375,348 @@ static const h_shape bn_unit[] = {{4, 3, 25, 1}, {1, 5, 7, 1}, {8, 2, 1, 1}, {2,
 /* grad: 4 chunks of (3, 4, 10), (1, 3, 17), (6, 2, 1), their dgamma and dbeta through one REDUX */
 static const h_shape bn_grad[] = {{12, 4, 10, 1, NULL, 4}, {4, 3, 17, 1, NULL, 4}, {24, 2, 1, 1, NULL, 4}, {3, 4, 5, 2}};
 static const h_shape bn_gpu[] = {{4, 3, 25, 1}, {1, 5, 7, 1}, {6, 2, 1, 1}, {8, 16, 14, 14}, {32, 64, 7, 7}};
+
+/* ------------------------------------------------------------------ layernorm */
+
+/* rows x C: a sequence's tokens (H = T, W = 1) or a flat input's samples (H = W = 1) */
+static long ln_rows(const h_ref_args *a) { return (long)a->n * a->in->H * a->in->W; }
+
+/* xhat of each element and each row's rstd, in double (the biased variance, as PyTorch's) */
+static void ln_ref_xhat(const h_ref_args *a, double *xh, double *rstd)
+{
+	const int C = a->in->C;
+	for (long r = 0; r < ln_rows(a); r++) {
+		const double *x = a->x[0] + (size_t)r * C;
+		double m = 0, v = 0;
+		for (int c = 0; c < C; c++)
+			m += x[c];
+		m /= C;
+		for (int c = 0; c < C; c++)
+			v += (x[c] - m) * (x[c] - m);
+		rstd[r] = 1.0 / sqrt(v / C + (double)a->nd->eps);
+		for (int c = 0; c < C; c++)
+			xh[(size_t)r * C + c] = (x[c] - m) * rstd[r];
+	}
+}
+
+static void ref_layernorm(const h_ref_args *a, double *y)
+{
+	const int C = a->in->C;
+	const long rows = ln_rows(a);
+	double *xh = alloc_d((size_t)rows * C), *rstd = alloc_d((size_t)rows);
+	ln_ref_xhat(a, xh, rstd);
+	for (long r = 0; r < rows; r++)
+		for (int c = 0; c < C; c++)
+			y[(size_t)r * C + c] = xh[(size_t)r * C + c] * a->w[0][c] + a->w[1][c];
+	free(xh), free(rstd);
+}
+
+/* dx = rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)), g = dy * gamma */
+static void ref_layernorm_bwd(const h_ref_args *a, const double *dy, double *dx)
+{
+	const int C = a->in->C;
+	const long rows = ln_rows(a);
+	double *xh = alloc_d((size_t)rows * C), *rstd = alloc_d((size_t)rows);
+	ln_ref_xhat(a, xh, rstd);
+	for (long r = 0; r < rows; r++) {
+		const size_t o = (size_t)r * C;
+		double mg = 0, mgx = 0;
+		for (int c = 0; c < C; c++)
+			mg += dy[o + c] * a->w[0][c], mgx += dy[o + c] * a->w[0][c] * xh[o + c];
+		mg /= C, mgx /= C;
+		for (int c = 0; c < C; c++)
+			dx[o + c] = rstd[r] * (dy[o + c] * a->w[0][c] - mg - xh[o + c] * mgx);
+	}
+	free(xh), free(rstd);
+}
+
+/* Rows with their own offsets and spreads: x = row offset + spread * u (the fill does not know the
+ * shape, so a "row" here is a run of 5 elements; every real row still mixes several). */
+static void fill_layernorm(int mode, int k, float *x, size_t n)
+{
+	(void)mode, (void)k;
+	for (size_t i = 0; i < n; i++) {
+		const int r = (int)(i / 5 % 11);
+		x[i] = 0.2f * (float)(r - 5) + (0.25f + 0.15f * (float)r) * test_rng_uniform(-1, 1);
+	}
+}
+
+/* Kernel-level checks on one (rows, C): the saved mean and rstd against double; the eval forward
+ * (nothing saved) gives the training forward's y bit for bit; a backward without dx (the input is
+ * the net's) gives the same dgamma, dbeta bit for bit; the accumulating dx adds the overwriting
+ * one's values exactly (dx0 + dx, one float add each). */
+static void ln_kernel_checks(long rows, int C, float eps, float shift)
+{
+	const size_t n = (size_t)rows * C;
+	dnn_layernorm_args a = {.rows = rows, .C = C, .eps = eps, .save = 1};
+	float *x = alloc_f(n), *y = alloc_f(n), *ye = alloc_f(n), *saved = alloc_f(3 * (size_t)rows), *dy = alloc_f(n);
+	float *gamma = alloc_f(C), *beta = alloc_f(C), *dxw = alloc_f(n), *dxa = alloc_f(n), *dx0 = alloc_f(n);
+	float *dg = calloc(C, sizeof(float)), *db = calloc(C, sizeof(float)), *dg2 = calloc(C, sizeof(float)),
+	      *db2 = calloc(C, sizeof(float));
+	fill_layernorm(H_UNIT, 0, x, n);
+	for (size_t i = 0; i < n; i++)
+		x[i] += shift;
+	test_fill_uniform(dy, n, -1, 1);
+	test_fill_uniform(dx0, n, -1, 1);
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	dnn_layernorm_forward_cpu(y, saved, x, gamma, beta, &a);
+	dnn_layernorm_forward_cpu(ye, NULL, x, gamma, beta, &a);
+	char what[128];
+	snprintf(what, sizeof(what), "layernorm rows %ld C %d shift %g: eval y vs training y", rows, C, (double)shift);
+	test_same_bits(what, ye, y, n);
+	/* the mean as m + dm (its float rounding) to 1e-7 of the row's spread (rstd^-1), rstd to 1e-6 */
+	double *wr = alloc_d((size_t)rows), worst = 0;
+	for (long r = 0; r < rows; r++) {
+		double m = 0, v = 0;
+		for (int c = 0; c < C; c++)
+			m += x[(size_t)r * C + c];
+		m /= C;
+		for (int c = 0; c < C; c++)
+			v += (x[(size_t)r * C + c] - m) * (x[(size_t)r * C + c] - m);
+		wr[r] = 1.0 / sqrt(v / C + (double)eps);
+		const double e = fabs((double)saved[r] + (double)saved[2 * rows + r] - m) * wr[r];
+		worst = e > worst ? e : worst;
+	}
+	TEST_CHECK(worst <= 1e-7, "layernorm rows %ld C %d shift %g: saved mean off by %.3g of the spread", rows, C,
+		   (double)shift, worst);
+	snprintf(what, sizeof(what), "layernorm rows %ld C %d shift %g: saved rstd", rows, C, (double)shift);
+	test_close_rel(what, saved + rows, wr, (size_t)rows, 1e-6);
+	a.has_dx = 1;
+	fill_nan(dxw, n);
+	TEST_CHECK(dnn_layernorm_backward_cpu(dxw, dg, db, x, gamma, saved, dy, &a) == 0, "layernorm bwd");
+	memcpy(dxa, dx0, n * sizeof(float));
+	a.accumulate_dx = 1;
+	float *dg3 = calloc(C, sizeof(float)), *db3 = calloc(C, sizeof(float));
+	TEST_CHECK(dnn_layernorm_backward_cpu(dxa, dg3, db3, x, gamma, saved, dy, &a) == 0, "layernorm bwd +=");
+	long differ = 0;
+	for (size_t i = 0; i < n; i++)
+		differ += dxa[i] != dx0[i] + dxw[i];
+	TEST_CHECK(differ == 0, "layernorm rows %ld C %d: %ld elements of dx += are not dx0 + dx", rows, C, differ);
+	a.has_dx = 0;
+	TEST_CHECK(dnn_layernorm_backward_cpu(NULL, dg2, db2, x, gamma, saved, dy, &a) == 0, "layernorm bwd");
+	snprintf(what, sizeof(what), "layernorm rows %ld C %d: dgamma without dx", rows, C);
+	test_same_bits(what, dg2, dg, (size_t)C);
+	snprintf(what, sizeof(what), "layernorm rows %ld C %d: dbeta without dx", rows, C);
+	test_same_bits(what, db2, db, (size_t)C);
+	snprintf(what, sizeof(what), "layernorm rows %ld C %d: dgamma with dx +=", rows, C);
+	test_same_bits(what, dg3, dg, (size_t)C);
+	free(x), free(y), free(ye), free(saved), free(dy), free(gamma), free(beta), free(dxw), free(dxa), free(dx0);
+	free(dg), free(db), free(dg2), free(db2), free(dg3), free(db3), free(wr);
+}
+
+/* The net files a layernorm refuses (an image: its channels are not the last axis) and accepts
+ * (a flat input, a sequence; on the net's input, where it has no dx to give). */
+static void ln_parse_checks(void)
+{
+	static const struct {
+		const char *text;
+		const char *err; /* NULL: parses */
+	} cases[] = {
+		{"input x 3 4 4\nlayernorm ln x\ndense o ln out=2\nsoftmax_xent loss o\n",
+		 "t.net:2: ln: layernorm needs a sequence or a flat C x 1 x 1 input, not 3x4x4"},
+		{"input x 3 4 4\nconv c x out=4 k=3\nlayernorm ln c eps=1e-3\ndense o ln out=2\nsoftmax_xent loss o\n",
+		 "t.net:3: ln: layernorm needs a sequence or a flat C x 1 x 1 input"},
+		{"input x 3 4 4\ndense d x out=6\nlayernorm ln d eps=0\ndense o ln out=2\nsoftmax_xent loss o\n",
+		 "t.net:3:"},
+		{"input x 3 4 4\ndense d x out=6\nlayernorm ln d eps=1e-3\ndense o ln out=2\nsoftmax_xent loss o\n", NULL},
+		{"input x 5 1 1\nlayernorm ln x\ngelu g ln\ndense o g out=2\nsoftmax_xent loss o\n", NULL},
+		{"input x seq 4 6\nlayernorm ln x\ngelu g ln\ndense o g out=3\nsoftmax_xent loss o\n", NULL},
+	};
+	for (int i = 0; i < NS(cases); i++) {
+		dnn_graph g;
+		char err[512] = "";
+		const int rc = dnn_graph_parse(&g, cases[i].text, "t.net", err, sizeof(err));
+		if (!cases[i].err) {
+			TEST_CHECK(rc == 0, "layernorm parse case %d: %s", i, err);
+			if (rc == 0) {
+				const dnn_node *ln = g.nodes[1].op == DNN_OP_LAYERNORM ? &g.nodes[1] : &g.nodes[2];
+				TEST_CHECK(ln->op == DNN_OP_LAYERNORM && ln->params == 2LL * ln->C,
+					   "layernorm parse case %d: params %lld for C %d", i, ln->params, ln->C);
+			}
+		} else {
+			TEST_CHECK(rc != 0 && strncmp(err, cases[i].err, strlen(cases[i].err)) == 0,
+				   "layernorm parse case %d: got '%s', want '%s...'", i, rc ? err : "(parsed)", cases[i].err);
+		}
+		if (rc == 0)
+			dnn_graph_free(&g);
+	}
+}
+
+/* The model's tensors of a layernorm: "<node>.weight" = 1 and "<node>.bias" = 0, C each, neither
+ * weight-decayed, in that order; a sequence's layernorm has C of each too (shared by the tokens). */
+static void ln_model_checks(void)
+{
+	static const char *const texts[] = {
+		"input x 3 4 4\ndense d x out=6\nlayernorm ln d\ndense o ln out=2\nsoftmax_xent loss o\n",
+		"input x seq 5 6\ndense d x out=6\nlayernorm ln d\ndense o ln out=2\nsoftmax_xent loss o\n",
+	};
+	for (int t = 0; t < NS(texts); t++) {
+		dnn_graph g;
+		dnn_model m;
+		char err[512] = "";
+		if (dnn_graph_parse(&g, texts[t], "t.net", err, sizeof(err)) != 0) {
+			TEST_CHECK(0, "layernorm model case %d: %s", t, err);
+			continue;
+		}
+		if (dnn_model_create(&m, &g, 1, err, sizeof(err)) != 0) {
+			TEST_CHECK(0, "layernorm model case %d: %s", t, err);
+			dnn_graph_free(&g);
+			continue;
+		}
+		const int i = 2; /* ln */
+		const dnn_param *w = dnn_op_param(&m, i, 0), *b = dnn_op_param(&m, i, 1);
+		TEST_CHECK(w && b && !strcmp(w->name, "ln.weight") && !strcmp(b->name, "ln.bias") && w->n == 6 && b->n == 6 &&
+				   w->no_decay && b->no_decay && w < b,
+			   "layernorm model case %d: its tensors are not ln.weight, ln.bias (6 each, no decay)", t);
+		long bad = 0;
+		for (long c = 0; w && b && c < w->n; c++)
+			bad += w->w[c] != 1.0f || b->w[c] != 0.0f;
+		TEST_CHECK(bad == 0, "layernorm model case %d: %ld channels not initialised to weight 1, bias 0", t, bad);
+		dnn_model_destroy(&m);
+		dnn_graph_free(&g);
+	}
+}
+
+static void extra_layernorm_unit(void)
+{
+	ln_model_checks();
+	ln_kernel_checks(1, 1, 1e-5f, 0);
+	ln_kernel_checks(3, 7, 1e-5f, 0);
+	ln_kernel_checks(17, 64, 1e-5f, 0);
+	ln_kernel_checks(5, 771, 1e-3f, 0);
+	ln_kernel_checks(9, 48, 1e-5f, 100.0f); /* mean >> spread: the two-pass variance */
+	ln_parse_checks();
+}
+
+/* (N, C, H, W [, keys, chunks, shift]): flat inputs (a row per sample) and sequences (`.seq`: H = T
+ * tokens of C, a row per token) */
+static const h_shape ln_unit[] = {
+	{1, 1, 1, 1},
+	{3, 7, 1, 1},
+	{4, 64, 1, 1, NULL, 2},
+	{5, 33, 1, 1, "eps=1e-3", 3},
+	{2, 100, 1, 1, NULL, 1, 50.0f},
+	{6, 256, 1, 1, NULL, 4},
+	{1, 1, 1, 1, NULL, 1, 0, .seq = 1},
+	{2, 8, 5, 1, NULL, 1, 0, .seq = 1},
+	{5, 48, 7, 1, NULL, 3, 0, .seq = 1},
+	{4, 200, 3, 1, "eps=1e-3", 2, 20.0f, .seq = 1},
+	{3, 771, 2, 1, NULL, 3, 0, .seq = 1},
+};
+static const h_shape ln_grad[] = {
+	{1, 1, 1, 1},
+	{4, 9, 1, 1, NULL, 2},
+	{6, 16, 1, 1, "eps=1e-2", 3},
+	{3, 40, 1, 1},
+	{2, 6, 4, 1, NULL, 1, 0, .seq = 1},
+	{5, 12, 3, 1, NULL, 3, 0, .seq = 1},
+	{4, 24, 5, 1, "eps=1e-3", 4, 0, .seq = 1},
+};
+static const h_shape ln_gpu[] = {
+	{1, 1, 1, 1},
+	{4, 9, 1, 1, NULL, 2},
+	{6, 64, 1, 1, NULL, 3},
+	{8, 300, 1, 1, "eps=1e-3", 2},
+	{2, 1000, 1, 1},
+	{3, 5, 7, 1, NULL, 2, 0, .seq = 1},
+	{4, 768, 16, 1, NULL, 3, 10.0f, .seq = 1},
+	{2, 33, 64, 1, NULL, 1, 0, .seq = 1},
+};
+
+/* ------------------------------------------------------------------ gelu */
+
+static double gelu_d(double x)
+{
+	const double k = sqrt(2.0 / M_PI);
+	return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+static void ref_gelu(const h_ref_args *a, double *y)
+{
+	for (size_t i = 0, n = in_n(a); i < n; i++)
+		y[i] = gelu_d(a->x[0][i]);
+}
+
+static void ref_gelu_bwd(const h_ref_args *a, const double *dy, double *dx)
+{
+	const double k = sqrt(2.0 / M_PI);
+	for (size_t i = 0, n = in_n(a); i < n; i++) {
+		const double x = a->x[0][i], t = tanh(k * (x + 0.044715 * x * x * x));
+		dx[i] = dy[i] * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x));
+	}
+}
+
+/* unit, gpu: in [-5, 5) with exact zeros every 9th (deep in both tails and at 0); grad: [-3, 3) */
+static void fill_gelu(int mode, int k, float *x, size_t n)
+{
+	(void)k;
+	if (mode == H_GRAD) {
+		test_fill_uniform(x, n, -3, 3);
+	} else {
+		test_fill_uniform(x, n, -5, 5);
+		zeros_every(x, n, 9);
+	}
+}
+
+/* gelu and its derivative at chosen points against double, its limits (0 and 0.5 at 0; x and 1
+ * for large x; 0 far below 0, where tanh is -1 in float), and PyTorch's float32 values. */
+static void extra_gelu_unit(void)
+{
+	static const float xs[] = {-3.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 2.0f, 3.0f, 20.0f, -20.0f};
+	const int n = NS(xs);
+	float y[NS(xs)], dx[NS(xs)], one[NS(xs)];
+	for (int i = 0; i < n; i++)
+		one[i] = 1.0f;
+	dnn_gelu_forward_cpu(y, xs, n);
+	dnn_gelu_backward_cpu(dx, xs, one, n, 0);
+	double want[NS(xs)], dwant[NS(xs)];
+	for (int i = 0; i < n; i++) {
+		const double x = xs[i], k = sqrt(2.0 / M_PI), t = tanh(k * (x + 0.044715 * x * x * x));
+		want[i] = gelu_d(x);
+		dwant[i] = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
+	}
+	test_close_mixed("gelu at chosen points", y, want, (size_t)n, 2e-7);
+	test_close_mixed("gelu' at chosen points", dx, dwant, (size_t)n, 2e-7);
+	TEST_CHECK(y[3] == 0.0f && dx[3] == 0.5f, "gelu(0) = %g, gelu'(0) = %g: want 0 and 0.5", (double)y[3],
+		   (double)dx[3]);
+	TEST_CHECK(y[8] == 20.0f && dx[8] == 1.0f, "gelu(20) = %g, gelu'(20) = %g: want 20 and 1", (double)y[8],
+		   (double)dx[8]);
+	TEST_CHECK(y[9] == 0.0f && dx[9] == 0.0f, "gelu(-20) = %g, gelu'(-20) = %g: want 0 and 0", (double)y[9],
+		   (double)dx[9]);
+	/* PyTorch 2.15 (CPU, float32): F.gelu(x, approximate='tanh') and its gradient at x = -3, -1,
+	 * 0.5, 1, 2, 3 (printed with %.9g) */
+	static const float tx[] = {-3.0f, -1.0f, 0.5f, 1.0f, 2.0f, 3.0f};
+	static const double ty[] = {-0.00363743305, -0.158807993, 0.345714003, 0.841192007, 1.95459771, 2.99636269};
+	static const double tdx[] = {-0.0115842968, -0.0829640925, 0.86736989, 1.08296406, 1.08609927, 1.01158428};
+	float gy[6], gdx[6];
+	dnn_gelu_forward_cpu(gy, tx, 6);
+	dnn_gelu_backward_cpu(gdx, tx, one, 6, 0);
+	test_close_mixed("gelu vs PyTorch", gy, ty, 6, 2.5e-7);
+	test_close_mixed("gelu' vs PyTorch", gdx, tdx, 6, 2.5e-7);
+}
+
+/* element-wise, any shape: flat, images, sequences */
+static const h_shape gelu_unit[] = {
+	{1, 1, 1, 1},
+	{1, 7, 1, 1},
+	{1, 1001, 1, 1},
+	{1, 15, 1, 6667},
+	{6, 3, 5, 7, NULL, 4},
+	{3, 16, 9, 1, NULL, 2, 0, .seq = 1},
+	{1, 1, 1, 1, NULL, 1, 0, .seq = 1},
+};
+static const h_shape gelu_grad[] = {
+	{1, 1, 1, 1}, {1, 17, 1, 1}, {1, 1000, 1, 1}, {5, 4, 3, 3, NULL, 3}, {4, 6, 5, 1, NULL, 3, 0, .seq = 1},
+};
+static const h_shape gelu_gpu[] = {
+	{1, 1, 1, 1},
+	{1, 7, 1, 1},
+	{1, 1001, 1, 1},
+	{1, 15, 1, 6667},
+	{6, 3, 5, 7, NULL, 4},
+	{4, 64, 33, 1, NULL, 3, 0, .seq = 1},
+};
 
 /* ------------------------------------------------------------------ conv */
 
@@ -1773,6 +2118,72 @@ static void extra_pool_bn_gpu(void)
 	workers[GPU] = h_cuda_worker(), workers[CPU] = h_cpu_worker();
 }
 
+/* ------------------------------------------------------------------ layernorm: gpu, its own checks */
+
+/* What the descriptor's gpu rows do not submit, on each device against the CPU kernels: the eval
+ * forward (nothing saved) and a backward without dx (a layernorm on the net's input), which adds
+ * only dgamma, dbeta into REDUX handles (one contribution from each device: g0 + 2 x the CPU's). */
+static void gpu_test_ln(long rows, int C)
+{
+	const size_t n = (size_t)rows * C;
+	dnn_layernorm_args a = {.rows = rows, .C = C, .eps = 1e-5f, .save = 1, .has_dx = 1};
+	float *x = alloc_f(n), *dy = alloc_f(n), *gamma = alloc_f(C), *beta = alloc_f(C), *g0 = alloc_f(C);
+	float *saved = alloc_f(3 * (size_t)rows), *yt = alloc_f(n), *dxs = alloc_f(n), *ye[NDEV];
+	fill_layernorm(H_GPU, 0, x, n);
+	test_fill_uniform(dy, n, -1, 1);
+	test_fill_uniform(gamma, C, 0.5f, 1.5f);
+	test_fill_uniform(beta, C, -0.5f, 0.5f);
+	test_fill_uniform(g0, C, -1, 1);
+	float *rg = alloc_f(C), *rb = alloc_f(C), *tg = calloc(C, sizeof(float)), *tb = calloc(C, sizeof(float));
+	memcpy(rg, g0, C * sizeof(float));
+	memcpy(rb, g0, C * sizeof(float));
+	dnn_layernorm_forward_cpu(yt, saved, x, gamma, beta, &a);
+	TEST_CHECK(dnn_layernorm_backward_cpu(dxs, tg, tb, x, gamma, saved, dy, &a) == 0, "layernorm bwd");
+	starpu_data_handle_t hx = reg_f(x, n), hdy = reg_f(dy, n), hg = reg_f(gamma, C), hb = reg_f(beta, C),
+			     hs = reg_f(saved, 3 * (size_t)rows), hrg = reg_f(rg, C), hrb = reg_f(rb, C), hye[NDEV];
+	dnn_vec_set_sum_redux(hrg);
+	dnn_vec_set_sum_redux(hrb);
+	for (int d = 0; d < NDEV; d++) {
+		ye[d] = alloc_f(n);
+		fill_nan(ye[d], n);
+		hye[d] = reg_f(ye[d], n);
+		dnn_layernorm_args e = a;
+		e.save = 0;
+		struct starpu_data_descr fe[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hye[d], STARPU_W}};
+		test_task(&cl_layernorm_fwd, workers[d], &e, sizeof e, fe, 4, "layernorm_fwd");
+		dnn_layernorm_args b = a;
+		b.has_dx = 0;
+		struct starpu_data_descr bw[] = {{hx, STARPU_R},  {hg, STARPU_R},     {hs, STARPU_R},
+						 {hdy, STARPU_R}, {hrg, STARPU_REDUX}, {hrb, STARPU_REDUX}};
+		test_task(&cl_layernorm_bwd, workers[d], &b, sizeof b, bw, 6, "layernorm_bwd");
+	}
+	starpu_data_handle_t all[] = {hx, hdy, hg, hb, hs, hrg, hrb, hye[0], hye[1]};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		starpu_data_unregister(all[i]);
+	float *eg = alloc_f(C), *eb = alloc_f(C);
+	for (int c = 0; c < C; c++)
+		eg[c] = g0[c] + 2 * tg[c], eb[c] = g0[c] + 2 * tb[c];
+	char what[128];
+	for (int d = 0; d < NDEV; d++) {
+		snprintf(what, sizeof what, "layernorm rows %ld C %d: eval y on %s", rows, C, dev_name[d]);
+		test_close_mixed_f(what, ye[d], yt, n, 1e-5);
+	}
+	snprintf(what, sizeof what, "layernorm rows %ld C %d: dgamma without dx (REDUX, both devices)", rows, C);
+	test_close_mixed_f(what, rg, eg, C, 1e-5);
+	snprintf(what, sizeof what, "layernorm rows %ld C %d: dbeta without dx (REDUX, both devices)", rows, C);
+	test_close_mixed_f(what, rb, eb, C, 1e-5);
+	free(x), free(dy), free(gamma), free(beta), free(g0), free(saved), free(yt), free(dxs), free(rg), free(rb);
+	free(tg), free(tb), free(eg), free(eb), free(ye[0]), free(ye[1]);
+}
+
+static void extra_layernorm_gpu(void)
+{
+	workers[GPU] = h_cuda_worker(), workers[CPU] = h_cpu_worker();
+	gpu_test_ln(1, 1);
+	gpu_test_ln(37, 48);
+	gpu_test_ln(300, 768);
+}
+
 /* ------------------------------------------------------------------ the table */
 
 const h_op h_ops[] = {
@@ -1829,5 +2240,48 @@ const h_op h_ops[] = {
 		    "ids = sorted(n.name for n in m.graph.node if n.op_type == 'Identity')\n"
 		    "assert ids == ['d1', 'd2'], ids\n"
 		    "print('Identity nodes:', ids)\n"},
+	{.op = "layernorm", .ninputs = 1, .ref = ref_layernorm, .ref_bwd = ref_layernorm_bwd, .fill = fill_layernorm,
+	 .fill_param = fill_bn_param, .fwd = {H_MIXED, 1e-6}, .bwd = {H_MIXED, 2e-6}, .grad = {H_MIXED, 5e-6},
+	 .gpu = {H_MIXED, 2e-6}, .fd_eps = 1e-4, .gpu_vs_ref = 1, SHAPES(ln_unit, ln_grad, ln_gpu),
+	 .extra = {extra_layernorm_unit, NULL, extra_layernorm_gpu}, .seed = {41, 43, 47},
+	 /* after dense layers (2-D values: LayerNormalization over the last axis), eps default and 1e-3 */
+	 .onnx_net = "dense f1 x out=32\nlayernorm ln1 f1\nrelu r1 ln1\ndense f2 r1 out=16\nlayernorm ln2 f2 eps=1e-3\n"
+		     "dense f3 ln2 out=10\nsoftmax_xent loss f3\n",
+	 .onnx_py = "import sys, onnx\n"
+		    "m = onnx.load(sys.argv[1])\n"
+		    "got = {n.name: {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}\n"
+		    "       for n in m.graph.node if n.op_type == 'LayerNormalization'}\n"
+		    "assert sorted(got) == ['ln1', 'ln2'], got\n"
+		    "for k, eps in (('ln1', 1e-5), ('ln2', 1e-3)):\n"
+		    "    assert got[k]['axis'] == -1 and abs(got[k]['epsilon'] - eps) < 1e-9, (k, got[k])\n"
+		    "print('LayerNormalization nodes:', got)\n"},
+	{.op = "gelu", .ninputs = 1, .ref = ref_gelu, .ref_bwd = ref_gelu_bwd, .fill = fill_gelu, .fwd = {H_MIXED, 4e-7},
+	 .bwd = {H_MIXED, 1e-6}, .grad = {H_MIXED, 2e-6}, .gpu = {H_MIXED, 2e-6}, .fd_eps = 1e-3, .gpu_vs_ref = 1,
+	 SHAPES(gelu_unit, gelu_grad, gelu_gpu), .extra = {extra_gelu_unit}, .seed = {53, 59, 61},
+	 /* after a conv (4-D) and after a dense layer (2-D): the tanh formula as nodes */
+	 .onnx_net = "conv c1 x out=4 k=3 pad=1 bias=1\ngelu g1 c1\nmaxpool p1 g1 k=2\ndense f1 p1 out=16\n"
+		     "gelu g2 f1\ndense f2 g2 out=10\nsoftmax_xent loss f2\n",
+	 /* g2's nodes, cut out of the model into one of their own, against the formula in double */
+	 .onnx_py = "import sys, onnx, numpy as np, onnxruntime as ort\n"
+		    "from onnx import helper, TensorProto\n"
+		    "m = onnx.load(sys.argv[1])\n"
+		    "ops = [n.op_type for n in m.graph.node]\n"
+		    "assert ops.count('Tanh') == 2 and 'Gelu' not in ops, ops\n"
+		    "nodes = [n for n in m.graph.node if n.name == 'g2' or n.name.startswith('g2.')]\n"
+		    "inits = [t for t in m.graph.initializer if t.name.startswith('g2.')]\n"
+		    "src = {i for n in nodes for i in n.input if i != 'g2' and not i.startswith('g2.')}\n"
+		    "assert src == {'f1'}, src\n"
+		    "vi = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [None])\n"
+		    "sub = helper.make_model(helper.make_graph(nodes, 'gelu', [vi('f1')], [vi('g2')], inits),\n"
+		    "                        opset_imports=[helper.make_opsetid('', 17)])\n"
+		    "sub.ir_version = m.ir_version\n"
+		    "x = np.linspace(-8, 8, 4001).astype(np.float32)\n"
+		    "s = ort.InferenceSession(sub.SerializeToString(), providers=['CPUExecutionProvider'])\n"
+		    "y = s.run(None, {'f1': x})[0].astype(np.float64)\n"
+		    "d = x.astype(np.float64)\n"
+		    "want = 0.5 * d * (1 + np.tanh(np.sqrt(2 / np.pi) * (d + 0.044715 * d ** 3)))\n"
+		    "err = float(np.max(np.abs(y - want) / np.maximum(1, np.abs(want))))\n"
+		    "assert err < 1e-6, err\n"
+		    "print('gelu: %d nodes (Tanh x2 in the model), the formula within %.2g on [-8, 8]' % (len(nodes), err))\n"},
 };
 const int h_nops = NS(h_ops);

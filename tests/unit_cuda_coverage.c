@@ -6,9 +6,9 @@
  * through it, including StarPU's REDUX reduction tasks (cl_vec_redux_add); a task with a REDUX access
  * also records the handle's init method (cl_vec_zero), which StarPU calls outside the scheduler. Then
  * several nets that together cover every op (lenet5; resnet8; a net with conv+bias, batchnorm
- * with and without a following relu, maxpool, avgpool, add, dense, leaky_relu and dropout) submit one
- * training step and one evaluation step at each fusion level (DNN_FUSE=0, 1, 2: they insert
- * different codelets), reading an in-memory set (load_batch) and an image folder of PNGs made
+ * with and without a following relu, maxpool, avgpool, add, dense, layernorm, leaky_relu, gelu and
+ * dropout) submit one training step and one evaluation step at each fusion level (DNN_FUSE=0, 1,
+ * 2: they insert different codelets), reading an in-memory set (load_batch) and an image folder of PNGs made
  * here (load_images, augmented when training).
  *
  * The check, per recorded codelet:
@@ -183,7 +183,8 @@ static void folder_set(dnn_dataset *ds, int n)
 static const char *mixed_net = "input x 1 28 28\n"
 			       "conv c1 x out=8 k=3 pad=1 bias=1\nbatchnorm b1 c1\nrelu r1 b1\nmaxpool p1 r1 k=2\n"
 			       "conv c2 p1 out=8 k=3 pad=1\nbatchnorm b2 c2\nadd a2 b2,p1\nrelu r2 a2\n"
-			       "avgpool g r2\ndense f1 g out=16\nleaky_relu r3 f1 alpha=0.1\ndropout d1 r3 p=0.3\n"
+			       "avgpool g r2\ndense f1 g out=16\nlayernorm n1 f1\nleaky_relu r3 n1 alpha=0.1\n"
+			       "gelu e1 r3\ndropout d1 e1 p=0.3\n"
 			       "dense f2 d1 out=10\nsoftmax_xent loss f2\n";
 
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks;
@@ -314,6 +315,10 @@ int main(void)
 		TEST_CHECK(recorded_named(bn_global[i]), "%s was never scheduled: --batchnorm global is not covered", bn_global[i]);
 	TEST_CHECK(recorded_named("cl_leaky_relu_fwd") && recorded_named("cl_leaky_relu_bwd"),
 		   "cl_leaky_relu_fwd/bwd were never scheduled: the nets do not cover leaky_relu");
+	TEST_CHECK(recorded_named("cl_layernorm_fwd") && recorded_named("cl_layernorm_bwd"),
+		   "cl_layernorm_fwd/bwd were never scheduled: the nets do not cover layernorm");
+	TEST_CHECK(recorded_named("cl_gelu_fwd") && recorded_named("cl_gelu_bwd"),
+		   "cl_gelu_fwd/bwd were never scheduled: the nets do not cover gelu");
 
 	dnn_dataset_free(&mem);
 	dnn_dataset_free(&folder);

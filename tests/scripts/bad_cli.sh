@@ -31,6 +31,8 @@ expect_rc 2 "$A" eval --checkpoint /nonexistent.ckpt
 expect_rc 2 "$A" eval --checkpoint x --lr 0.1
 expect_rc 2 "$A" bench --data fashion-mnist
 expect_rc 2 "$A" train --warmup 3
+expect_rc 2 "$A" train --warmup-steps 3 --warmup-epochs 1 && [[ "$ERR" == *"--warmup-steps and --warmup-epochs"* ]] || fail "warm-up twice: $ERR"
+expect_rc 2 "$A" train --warmup-steps -1
 
 # Net-file errors: exit 1, "file:line: message".
 printf 'input x 1 28 28\nconv c1 x out=6 k=5 pad=2\nrelu r1 c1\nsoftmax_xent loss r1\n' > "$TMP/bad.net"

@@ -4,7 +4,8 @@
 # trains a few steps on synthetic 1x28x28 data, is exported, checked with onnx.checker and run by
 # onnxruntime on images whose predictions starpu_anp also prints: the same top-1 class,
 # probabilities within 1e-4 (tests/scripts/onnx_check.py); then the row's Python lines check the
-# op's nodes (leaky_relu: the LeakyRelu nodes carry their three alphas; dropout: Identity).
+# op's nodes (leaky_relu: the LeakyRelu nodes carry their three alphas; dropout: Identity;
+# layernorm: LayerNormalization's axis and epsilon; gelu: its nodes give the tanh formula).
 # The nets of onnx_export.sh (lenet5, resnet8, resnet18) cover the other ops.
 # Needs the test venv of scripts/bootstrap.sh (DNN_TEST_PYTHON): without it the test FAILS.
 source "$(dirname "$0")/lib.sh"

@@ -1,0 +1,39 @@
+/* gelu.h — the GELU activation, tanh form (GPT-2's; PyTorch's gelu(approximate='tanh')):
+ *
+ *   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+ *   backward: dx (=|+=) dy * gelu'(x)          (the formulas: act_formulas.h)
+ *
+ * Backward reads x, not y: gelu is not monotonic below x = -0.75, so y does not give x back. */
+#ifndef DNN_GELU_H
+#define DNN_GELU_H
+#include <starpu.h>
+#include <stddef.h>
+
+#include "dnn_codelet.h"
+
+typedef struct {
+	long n;            // elements
+	int accumulate_dx; // backward: 0 = dx = ..., 1 = dx += ...
+	int pad_;          // 0: no padding in the footprint's bytes
+} dnn_gelu_args;
+
+void dnn_gelu_forward_cpu(float *y, const float *x, long n);
+void dnn_gelu_backward_cpu(float *dx, const float *x, const float *dy, long n, int accumulate_dx);
+
+/* fwd (R x, W y); bwd (R x, R dy, W|RW dx per a->accumulate_dx) */
+extern struct starpu_codelet cl_gelu_fwd, cl_gelu_bwd;
+int dnn_insert_gelu_fwd(const dnn_task_opts *o, const dnn_gelu_args *a, starpu_data_handle_t x, starpu_data_handle_t y);
+int dnn_insert_gelu_bwd(const dnn_task_opts *o, const dnn_gelu_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
+			starpu_data_handle_t dx);
+
+#ifdef DNN_HAVE_CUDA
+#ifdef __cplusplus
+extern "C" {
+#endif
+void dnn_gelu_fwd_cuda(void *buffers[], void *cl_arg);
+void dnn_gelu_bwd_cuda(void *buffers[], void *cl_arg);
+#ifdef __cplusplus
+}
+#endif
+#endif
+#endif
