@@ -181,10 +181,18 @@ static void help_cmd(const char *c)
 		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
 		       "  --lars-eta X         LARS trust coefficient eta [0.001]\n"
 		       "  --beta1 X, --beta2 X, --eps X  AdamW's and LAMB's moments and epsilon [0.9, 0.999, 1e-8]\n"
+		       "  --clip-grad-norm X   scale every gradient by min(1, X / (norm + 1e-6)) before the\n"
+		       "                       update, norm = the L2 norm of all the model's gradients averaged\n"
+		       "                       over the global batch (all chunks and ranks), as PyTorch's\n"
+		       "                       clip_grad_norm_; every optimizer; its sums run in a fixed order\n"
+		       "                       (--deterministic); --metrics' grad_norm column is the norm\n"
+		       "                       before clipping. Not with --mode async (no rank sees the\n"
+		       "                       global gradient there); 0 = off [0]\n"
 		       "  --window W           iterations in flight at most [2]\n"
 		       "  --pin-chunks         run all of chunk c's tasks (load, forward, backward) on one\n"
-		       "                       worker: CUDA worker c mod n, or CPU worker c mod n without\n"
-		       "                       GPUs; the scheduler still places the rest [off]\n"
+		       "                       worker: K chunks on n CUDA workers (CPU workers without GPUs)\n"
+		       "                       in blocks, chunk c on worker c*n/K; the scheduler still\n"
+		       "                       places the rest [off]\n"
 		       "  --batchnorm B        batch-norm statistics in training: global (over the whole\n"
 		       "                       global batch: every chunk and rank; K chunks and N ranks then\n"
 		       "                       train as one) or local (each chunk's own, as PyTorch DDP) [local]\n"
@@ -266,7 +274,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
-       O_STOP_AFTER, O_TIME_LIMIT };
+       O_STOP_AFTER, O_TIME_LIMIT, O_CLIP };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -309,6 +317,7 @@ static const struct {
 	{"beta2", 1, O_BETA2, C_TRAINS},
 	{"eps", 1, O_EPS, C_TRAINS},
 	{"lars-eta", 1, O_LARS_ETA, C_TRAINS},
+	{"clip-grad-norm", 1, O_CLIP, C_TRAINS},
 	{"checkpoint-every", 1, O_CKPT_EVERY, C_TRAIN},
 	{"mode", 1, O_MODE, C_TRAINS},
 	{"staleness", 1, O_STALENESS, C_TRAINS},
@@ -450,6 +459,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_BETA2: o->optim.beta2 = parse_float_opt(name, v, 0, 0.999999); break;
 	case O_EPS: o->optim.eps = parse_float_opt(name, v, 1e-30, 1); break;
 	case O_LARS_ETA: o->optim.trust = parse_float_opt(name, v, 1e-9, 100); break;
+	case O_CLIP: o->optim.clip_norm = parse_float_opt(name, v, 0, 1e38); break;
 	default: break;
 	}
 }
@@ -519,6 +529,11 @@ static void finish_options(cli *c)
 			    "--optimizer sgd", o->optim.optimizer == DNN_OPT_LARS    ? "lars"
 					       : o->optim.optimizer == DNN_OPT_ADAMW ? "adamw"
 										   : "lamb");
+	if (o->allreduce_bytes > 0 && o->optim.clip_norm > 0)
+		usage_error("--clip-grad-norm: bench --allreduce-bytes times one all-reduce alone, without updates to clip");
+	if (o->mode == DNN_MODE_ASYNC && o->optim.clip_norm > 0)
+		usage_error("--clip-grad-norm: not with --mode async: each rank there updates with its own share of the "
+			    "batch and no rank sees the global gradient whose norm it clips (use --mode sync)");
 	/* No --lr: the optimiser's recipe (docs/large-batch.md), at the batch --lr is for; AdamW has none. */
 	if ((c->cmd & C_TRAINS) && !o->lr_set) {
 		o->optim.lr = dnn_train_opts_default_lr(o->optim.optimizer, o->lr_ref_batch > 0 ? o->lr_ref_batch : o->batch);

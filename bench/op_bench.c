@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "add.h"
+#include "attention.h"
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
 #include "conv2d.h"
@@ -470,6 +471,50 @@ static void bench_memory_ops(const bench_opts *o, int kind)
 static void bench_bn(const bench_opts *o) { bench_memory_ops(o, 0); }
 static void bench_eltwise(const bench_opts *o) { bench_memory_ops(o, 1); }
 
+/* ------------------------------------------------------------------ attention */
+
+typedef struct {
+	dnn_attention_args a;
+	float *qkv, *y, *lse, *dy, *dqkv, *scratch;
+} attention_ctx;
+
+static void run_attention_fwd(void *p)
+{
+	attention_ctx *c = p;
+	dnn_attention_forward_cpu(c->y, c->lse, c->qkv, &c->a, c->scratch);
+}
+
+static void run_attention_bwd(void *p)
+{
+	attention_ctx *c = p;
+	dnn_attention_backward_cpu(c->dqkv, c->qkv, c->y, c->dy, c->lse, &c->a, c->scratch);
+}
+
+/* GPT-2-like heads (D = 64; also D = 32 and 16) at T = 256 and 1024, one sample (batch 1: the
+ * rate is per (sample, head) and T; --batch does not apply). GFLOP/s count the causal half of the
+ * products (dnn_attention_flops_fwd/bwd): the tiles on the diagonal compute some more. */
+static void bench_attention(const bench_opts *o)
+{
+	static const int shapes[][3] = {{256, 64, 1}, {1024, 64, 1}, {1024, 768, 12}, {1024, 32, 1}, {1024, 16, 1}};
+	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+		attention_ctx c = {.a = {.N = 1, .T = shapes[s][0], .C = shapes[s][1], .H = shapes[s][2], .save_lse = 1}};
+		const size_t tok = (size_t)c.a.T;
+		c.qkv = alloc_uniform(tok * 3 * c.a.C);
+		c.dqkv = alloc_uniform(tok * 3 * c.a.C);
+		c.y = alloc_uniform(tok * c.a.C);
+		c.dy = alloc_uniform(tok * c.a.C);
+		c.lse = alloc_uniform(tok * c.a.H);
+		c.scratch = alloc_uniform(dnn_attention_scratch_floats(c.a.T, c.a.C / c.a.H));
+		for (size_t i = 0; i < tok * 3 * c.a.C; i++)
+			c.qkv[i] *= 8.0f; /* scores of a few units, as trained heads have */
+		char shape[64];
+		snprintf(shape, sizeof(shape), "T%d C%d H%d (D%d), causal", c.a.T, c.a.C, c.a.H, c.a.C / c.a.H);
+		bench_row("attention", shape, "fwd", dnn_attention_flops_fwd(&c.a), best_time(run_attention_fwd, &c, o->reps));
+		bench_row("attention", shape, "bwd", dnn_attention_flops_bwd(&c.a), best_time(run_attention_bwd, &c, o->reps));
+		free(c.qkv), free(c.dqkv), free(c.y), free(c.dy), free(c.lse), free(c.scratch);
+	}
+}
+
 /* ------------------------------------------------------------------ main */
 
 static const struct {
@@ -480,6 +525,7 @@ static const struct {
 	{"dense", bench_dense},
 	{"bn", bench_bn},
 	{"eltwise", bench_eltwise},
+	{"attention", bench_attention},
 };
 
 static void usage(FILE *f)

@@ -2,6 +2,7 @@
  *
  * x (N,IN), w (OUT,IN) (PyTorch layout), b (OUT), y (N,OUT); y = x w^T + b.
  * Backward: dx (=|+=) dy w; dw += dy^T x; db += sum over N of dy.
+ * Without a bias (b, db NULL): y = x w^T; dw += dy^T x.
  */
 #include "dense.h"
 
@@ -14,6 +15,8 @@
 void dnn_dense_fwd_cuda(void *buffers[], void *cl_arg);
 void dnn_dense_bwd_data_cuda(void *buffers[], void *cl_arg);
 void dnn_dense_bwd_weight_cuda(void *buffers[], void *cl_arg);
+void dnn_dense_fwd_nobias_cuda(void *buffers[], void *cl_arg);
+void dnn_dense_bwd_weight_nobias_cuda(void *buffers[], void *cl_arg);
 #endif
 
 double dnn_dense_flops_fwd(const dnn_dense_args *a)
@@ -25,14 +28,14 @@ double dnn_dense_flops_fwd(const dnn_dense_args *a)
 
 void dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float *b, const dnn_dense_args *a)
 {
-	// y (N,OUT), x (N,IN), w (OUT,IN), b (OUT)
+	// y (N,OUT), x (N,IN), w (OUT,IN), b (OUT) or NULL
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || OUT == 0)
 		return;
 	for (int n = 0; n < N; n++) {
 		float *y_n = y + (size_t)n * OUT;
 		for (int o = 0; o < OUT; o++)
-			y_n[o] = b[o];
+			y_n[o] = b ? b[o] : 0.0f;
 	}
 	if (IN == 0)
 		return;
@@ -57,13 +60,13 @@ void dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, con
 
 void dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a)
 {
-	// dw (OUT,IN) +=, db (OUT) +=, x (N,IN), dy (N,OUT)
+	// dw (OUT,IN) +=, db (OUT) += or NULL, x (N,IN), dy (N,OUT)
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || OUT == 0)
 		return;
 	if (IN > 0)
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dy, OUT, x, IN, 1.0f, dw, IN);
-	for (int n = 0; n < N; n++) {
+	for (int n = 0; db && n < N; n++) {
 		const float *dy_n = dy + (size_t)n * OUT;
 		for (int o = 0; o < OUT; o++)
 			db[o] += dy_n[o];
@@ -109,7 +112,30 @@ static void dense_bwd_weight_cpu_task(void *buffers[], void *cl_arg)
 				      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a);
 }
 
+static void dense_fwd_nobias_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_dense_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->OUT);
+	dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL, a);
+}
+
+static void dense_bwd_weight_nobias_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_dense_args *a = cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->OUT);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT * a->IN);
+	dnn_dense_backward_weight_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), NULL,
+				      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a);
+}
+
 DNN_CODELET(cl_dense_fwd, 4, dense_fwd_cpu_task, dnn_dense_fwd_cuda);
+DNN_CODELET(cl_dense_fwd_nobias, 3, dense_fwd_nobias_cpu_task, dnn_dense_fwd_nobias_cuda);
+DNN_CODELET(cl_dense_bwd_weight_nobias, 3, dense_bwd_weight_nobias_cpu_task, dnn_dense_bwd_weight_nobias_cuda);
 DNN_CODELET(cl_dense_bwd_data, 3, dense_bwd_data_cpu_task, dnn_dense_bwd_data_cuda);
 DNN_CODELET(cl_dense_bwd_weight, 4, dense_bwd_weight_cpu_task, dnn_dense_bwd_weight_cuda);
 
@@ -120,6 +146,9 @@ DNN_ARGS_NO_PADDING(dnn_dense_args, 4 * sizeof(int));
 int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y)
 {
+	if (!b)
+		return DNN_TASK_INSERT_ARGS(o, &cl_dense_fwd_nobias, "dense_fwd", a, STARPU_R, x, STARPU_R, w, STARPU_W, y,
+					    STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD, STARPU_FLOPS, dnn_dense_flops_fwd(a));
 	return DNN_TASK_INSERT_ARGS(o, &cl_dense_fwd, "dense_fwd", a, STARPU_R, x, STARPU_R, w, STARPU_R, b, STARPU_W, y, STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD,
 					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT);
 }
@@ -135,6 +164,10 @@ int dnn_insert_dense_bwd_data(const dnn_task_opts *o, const dnn_dense_args *a, s
 int dnn_insert_dense_bwd_weight(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
 				 starpu_data_handle_t dw, starpu_data_handle_t db, int grad_mode)
 {
+	if (!db)
+		return DNN_TASK_INSERT_ARGS(o, &cl_dense_bwd_weight_nobias, "dense_bwd_weight", a, STARPU_R, x, STARPU_R, dy,
+					    grad_mode, dw, STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD_WEIGHT, STARPU_FLOPS,
+					    dnn_dense_flops_fwd(a));
 	return DNN_TASK_INSERT_ARGS(o, &cl_dense_bwd_weight, "dense_bwd_weight", a, STARPU_R, x, STARPU_R, dy, grad_mode, dw,
 					    grad_mode, db, STARPU_TASK_COLOR, DNN_COLOR_DENSE_BWD_WEIGHT,
 					    STARPU_FLOPS, dnn_dense_flops_fwd(a) + (double)a->N * a->OUT);

@@ -106,3 +106,44 @@ extern "C" void dnn_dense_bwd_weight_cuda(void *buffers[], void *cl_arg)
 	dense_bias_bwd_kernel<<<DNN_CUDA_BLOCKS(OUT), 256, 0, starpu_cuda_get_local_stream()>>>(db, dy, N, OUT);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }
+
+/* Without a bias (lm_head's tied output layer): the same GEMMs, y with beta 0. */
+extern "C" void dnn_dense_fwd_nobias_cuda(void *buffers[], void *cl_arg)
+{
+	const dnn_dense_args *a = (const dnn_dense_args *)cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->OUT);
+	const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]); // (N,IN)
+	const float *w = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]); // (OUT,IN)
+	float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);             // (N,OUT)
+	int N = a->N, IN = a->IN, OUT = a->OUT;
+	if (N == 0 || OUT == 0)
+		return;
+	if (IN == 0) {
+		DNN_CUDA_CHECK(cudaMemsetAsync(y, 0, (size_t)N * OUT * sizeof(float), starpu_cuda_get_local_stream()));
+		return;
+	}
+	// y^T (OUT,N) = w (OUT,IN) x^T (IN,N), as dnn_dense_fwd_cuda
+	const float alpha = 1.0f, beta = 0.0f;
+	DNN_CUBLAS_CHECK(cublasSgemm(dnn_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &alpha, w, IN, x, IN,
+				     &beta, y, OUT));
+}
+
+extern "C" void dnn_dense_bwd_weight_nobias_cuda(void *buffers[], void *cl_arg)
+{
+	const dnn_dense_args *a = (const dnn_dense_args *)cl_arg;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->OUT);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT * a->IN);
+	const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);  // (N,IN)
+	const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]); // (N,OUT)
+	float *dw = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);             // (OUT,IN) +=
+	int N = a->N, IN = a->IN, OUT = a->OUT;
+	if (N == 0 || OUT == 0 || IN == 0)
+		return;
+	// dw^T (IN,OUT) += x^T (IN,N) dy (N,OUT), as dnn_dense_bwd_weight_cuda
+	const float alpha = 1.0f, beta = 1.0f;
+	DNN_CUBLAS_CHECK(cublasSgemm(dnn_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &alpha, x, IN, dy, OUT,
+				     &beta, dw, IN));
+}

@@ -1,5 +1,7 @@
 /* dense.h — fully connected layer. x (N,IN), w (OUT,IN) (PyTorch layout), b (OUT), y (N,OUT).
- * y = x w^T + b. dw, db += (REDUX handles); dx overwritten or accumulated per accumulate_dx. */
+ * y = x w^T + b. dw, db += (REDUX handles); dx overwritten or accumulated per accumulate_dx.
+ * Without a bias (b and db NULL in the kernels, NULL bias handles in the insert helpers, which
+ * then use the _nobias codelets): y = x w^T, dw += dy^T x (lm_head's tied output layer). */
 #ifndef DNN_DENSE_H
 #define DNN_DENSE_H
 #include <starpu.h>
@@ -17,9 +19,12 @@ void dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float
 void dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_dense_args *a);
 void dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a);
 
-/* fwd (R x, R w, R b, W y); bwd_data (R dy, R w, W|RW dx); bwd_weight (R x, R dy, REDUX dw, REDUX db) */
+/* fwd (R x, R w, R b, W y); bwd_data (R dy, R w, W|RW dx); bwd_weight (R x, R dy, REDUX dw, REDUX db);
+ * fwd_nobias (R x, R w, W y); bwd_weight_nobias (R x, R dy, REDUX|RW dw) */
 extern struct starpu_codelet cl_dense_fwd, cl_dense_bwd_data, cl_dense_bwd_weight;
+extern struct starpu_codelet cl_dense_fwd_nobias, cl_dense_bwd_weight_nobias;
 
+/* b == NULL (fwd) or db == NULL (bwd_weight): no bias, the _nobias codelet. */
 int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y);
 int dnn_insert_dense_bwd_data(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t dy, starpu_data_handle_t w,

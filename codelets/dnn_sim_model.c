@@ -99,18 +99,24 @@ static double roofline_us(struct starpu_task *task)
  * cores, where a descheduled rank turns a 1 ms add into 40 ms (means 2-30x off with deviations of
  * several means); a stream rate is what a node's spare core gives. Bytes moved, n the smallest
  * buffer: zero n, add / axpy 3n (read both, write one), add_clear 4n (both read and written),
- * slices 2n (the chunk read and written). */
+ * slices 2n (the chunk read and written). --clip-grad-norm's codelets stream too: a gradient's
+ * sum of squares reads its gradient once (1x the largest buffer), the coefficient reads one double
+ * per tensor (1x the bytes of all its buffers). */
 static double g_cpu_vec_gbs;
 
 static double cpu_vec_us(const sim_model *sm, struct starpu_task *task)
 {
-	if (!(g_cpu_vec_gbs > 0) || strncmp(sm->symbol, "dnn_cl_vec_", 11) != 0)
+	const int clip = !strcmp(sm->symbol, "dnn_cl_grad_sumsq") || !strcmp(sm->symbol, "dnn_cl_clip_coef");
+	if (!(g_cpu_vec_gbs > 0) || (strncmp(sm->symbol, "dnn_cl_vec_", 11) != 0 && !clip))
 		return NAN;
-	size_t n = SIZE_MAX;
+	size_t n = SIZE_MAX, largest = 0, total = 0;
 	for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++) {
 		size_t b = starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
 		n = b < n ? b : n;
+		largest = b > largest ? b : largest, total += b;
 	}
+	if (clip)
+		return 1.0 + (double)(strstr(sm->symbol, "sumsq") ? largest : total) / (g_cpu_vec_gbs * 1e3);
 	double k = 3;
 	if (strstr(sm->symbol, "_zero"))
 		k = 1;

@@ -135,17 +135,24 @@ static void optim_update_cpu_task(void *buffers[], void *cl_arg)
 		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->n);
 		delta = (float *)STARPU_VECTOR_GET_PTR(buffers[3]);
 	}
+	dnn_optim_args c = *a;
+	if (a->clip) { /* the gradient times the global coefficient (optim.h) */
+		const int k = 3 + (a->write_delta != 0);
+		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[k]) == 1);
+		c.scale = a->scale * ((const float *)STARPU_VECTOR_GET_PTR(buffers[k]))[0];
+	}
 	dnn_optim_update_delta_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-				 (float *)STARPU_VECTOR_GET_PTR(buffers[2]), delta, a);
+				 (float *)STARPU_VECTOR_GET_PTR(buffers[2]), delta, &c);
 }
 
 /* Footprint from the data sizes only: the learning rate changes every step under a schedule
- * (AdamW's and LAMB's larger state gives them their own footprint). 3 buffers (w, v, grad), 4 with write_delta. */
-DNN_CODELET_FP(cl_optim_update, 4, optim_update_cpu_task, dnn_optim_update_cuda, NULL);
+ * (AdamW's and LAMB's larger state gives them their own footprint). 3 buffers (w, v, grad), 4 with
+ * write_delta or clip, 5 with both. */
+DNN_CODELET_FP(cl_optim_update, 5, optim_update_cpu_task, dnn_optim_update_cuda, NULL);
 
 // ------------------------------------------------------------------------------- insert helper
 
-DNN_ARGS_NO_PADDING(dnn_optim_args, sizeof(long) + 10 * sizeof(float) + 4 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_optim_args, sizeof(long) + 10 * sizeof(float) + 6 * sizeof(int));
 
 int dnn_insert_optim_update(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad)
@@ -153,6 +160,16 @@ int dnn_insert_optim_update(const dnn_task_opts *o, const dnn_optim_args *a, sta
 	return DNN_TASK_INSERT_ARGS(o, &cl_optim_update, "optim_update", a, STARPU_RW, w, STARPU_RW, v,
 					    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_TASK_COLOR, DNN_COLOR_UPDATE,
 					    STARPU_FLOPS, 6.0 * a->n);
+}
+
+int dnn_insert_optim_update_clipped(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w,
+				    starpu_data_handle_t v, starpu_data_handle_t grad, starpu_data_handle_t coef)
+{
+	dnn_optim_args c = *a;
+	c.clip = 1, c.write_delta = 0;
+	return DNN_TASK_INSERT_ARGS(o, &cl_optim_update, "optim_update", &c, STARPU_RW, w, STARPU_RW, v,
+				    a->keep_grad ? STARPU_R : STARPU_RW, grad, STARPU_R, coef, STARPU_TASK_COLOR,
+				    DNN_COLOR_UPDATE, STARPU_FLOPS, 6.0 * a->n);
 }
 
 int dnn_insert_optim_update_delta(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,

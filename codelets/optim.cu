@@ -11,10 +11,12 @@ extern "C" {
 
 // w (n), v (n), grad (n): g = grad*scale + wd*w; v = mom*v + g; w -= lr*v
 static __global__ void sgd_update_kernel(float *w, float *v, float *grad, float *delta, size_t n, float lr, float mom, float wd,
-					 float scale, int keep_grad)
+					 float scale, const float *clip, int keep_grad)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
+		if (clip)
+			scale *= clip[0];
 		const float di = dnn_optim_sgd(&w[i], &v[i], grad[i], lr, mom, wd, scale);
 		if (delta)
 			delta[i] = di;
@@ -27,9 +29,12 @@ static __global__ void sgd_update_kernel(float *w, float *v, float *grad, float 
  * part[2*b], part[2*b+1] (fixed order: the result does not depend on scheduling). */
 #define LARS_BLOCKS 128
 #define LARS_THREADS 256
-static __global__ void lars_norms_kernel(const float *w, const float *grad, size_t n, float scale, double *part)
+static __global__ void lars_norms_kernel(const float *w, const float *grad, size_t n, float scale, const float *clip,
+					 double *part)
 {
 	double aw = 0, ag = 0;
+	if (clip)
+		scale *= clip[0];
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
 		double g = (double)(grad[i] * scale);
 		aw += (double)w[i] * (double)w[i], ag += g * g;
@@ -50,10 +55,12 @@ static __global__ void lars_rate_kernel(double *part, int nparts, float lr, floa
 
 // rate_p NULL: the rate is lr (lambda = 1, no trust ratio)
 static __global__ void lars_update_kernel(float *w, float *v, float *grad, float *delta, size_t n, const double *rate_p,
-					  float lr, float mom, float wd, float scale, int keep_grad)
+					  float lr, float mom, float wd, float scale, const float *clip, int keep_grad)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
+		if (clip)
+			scale *= clip[0];
 		const float rate = rate_p ? (float)rate_p[0] : lr;
 		const float di = dnn_optim_lars(&w[i], &v[i], grad[i], rate, mom, wd, scale);
 		if (delta)
@@ -63,10 +70,13 @@ static __global__ void lars_update_kernel(float *w, float *v, float *grad, float
 	}
 }
 
-static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, float *delta, size_t n, dnn_optim_args a)
+static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, float *delta, size_t n, dnn_optim_args a,
+				    const float *clip)
 {
 	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
 	if (i < n) {
+		if (clip)
+			a.scale *= clip[0];
 		float step, sq2, decay;
 		dnn_optim_adamw_consts(&step, &sq2, &decay, a.lr, a.weight_decay, a.bc1, a.bc2);
 		const float di = dnn_optim_adamw(&w[i], &m[i], &s[i], grad[i], a.scale, a.beta1, a.beta2, step, sq2, decay, a.eps);
@@ -80,8 +90,10 @@ static __global__ void adamw_kernel(float *w, float *m, float *s, float *grad, f
 /* LAMB, pass 1: the moments, and each of LARS_BLOCKS blocks sums its strided share of w^2 and u^2
  * into part[2*b], part[2*b+1] (fixed order, as LARS's norms). */
 static __global__ void lamb_moments_kernel(const float *w, float *m, float *s, const float *grad, size_t n, dnn_optim_args a,
-					   double *part)
+					   const float *clip, double *part)
 {
+	if (clip)
+		a.scale *= clip[0];
 	const float inv_bc1 = 1.0f / a.bc1, inv_bc2 = 1.0f / a.bc2;
 	double aw = 0, au = 0;
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -118,31 +130,31 @@ static __global__ void lamb_update_kernel(float *w, const float *m, const float 
 	}
 }
 
-static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a)
+static void lamb_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a, const float *clip)
 {
 	cudaStream_t st = starpu_cuda_get_local_stream();
 	double *part = NULL;
 	DNN_CUDA_CHECK(cudaMallocAsync((void **)&part, 2 * LARS_BLOCKS * sizeof(double), st));
-	lamb_moments_kernel<<<LARS_BLOCKS, LARS_THREADS, 0, st>>>(w, v, v + n, grad, n, *a, part);
+	lamb_moments_kernel<<<LARS_BLOCKS, LARS_THREADS, 0, st>>>(w, v, v + n, grad, n, *a, clip, part);
 	lamb_rate_kernel<<<1, 1, 0, st>>>(part, LARS_BLOCKS, a->lr, a->layerwise);
 	lamb_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, v + n, grad, delta, n, part, *a);
 	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
 }
 
-static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a)
+static void lars_update(float *w, float *v, float *grad, float *delta, size_t n, const dnn_optim_args *a, const float *clip)
 {
 	cudaStream_t st = starpu_cuda_get_local_stream();
 	if (!a->layerwise) { // biases, batch norm: no trust ratio
 		lars_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, grad, delta, n, NULL, a->lr, a->momentum,
-								     a->weight_decay, a->scale, a->keep_grad);
+								     a->weight_decay, a->scale, clip, a->keep_grad);
 		return;
 	}
 	double *part = NULL;
 	DNN_CUDA_CHECK(cudaMallocAsync((void **)&part, 2 * LARS_BLOCKS * sizeof(double), st));
-	lars_norms_kernel<<<LARS_BLOCKS, LARS_THREADS, 0, st>>>(w, grad, n, a->scale, part);
+	lars_norms_kernel<<<LARS_BLOCKS, LARS_THREADS, 0, st>>>(w, grad, n, a->scale, clip, part);
 	lars_rate_kernel<<<1, 1, 0, st>>>(part, LARS_BLOCKS, a->lr, a->trust, a->weight_decay);
 	lars_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, grad, delta, n, part, a->lr, a->momentum,
-							     a->weight_decay, a->scale, a->keep_grad);
+							     a->weight_decay, a->scale, clip, a->keep_grad);
 	DNN_CUDA_CHECK(cudaFreeAsync(part, st));
 }
 
@@ -161,17 +173,23 @@ extern "C" void dnn_optim_update_cuda(void *buffers[], void *cl_arg)
 		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == n);
 		delta = (float *)STARPU_VECTOR_GET_PTR(buffers[3]);
 	}
+	const float *clip = NULL; /* the global clipping coefficient, in device memory (optim.h) */
+	if (a->clip) {
+		const int k = 3 + (a->write_delta != 0);
+		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[k]) == 1);
+		clip = (const float *)STARPU_VECTOR_GET_PTR(buffers[k]);
+	}
 	if (n == 0)
 		return;
 	cudaStream_t st = starpu_cuda_get_local_stream();
 	if (a->optimizer == DNN_OPT_LARS)
-		lars_update(w, v, grad, delta, n, a);
+		lars_update(w, v, grad, delta, n, a, clip);
 	else if (a->optimizer == DNN_OPT_ADAMW)
-		adamw_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, v + n, grad, delta, n, *a);
+		adamw_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, v + n, grad, delta, n, *a, clip);
 	else if (a->optimizer == DNN_OPT_LAMB)
-		lamb_update(w, v, grad, delta, n, a);
+		lamb_update(w, v, grad, delta, n, a, clip);
 	else
 		sgd_update_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, st>>>(w, v, grad, delta, n, a->lr, a->momentum,
-								      a->weight_decay, a->scale, a->keep_grad);
+								      a->weight_decay, a->scale, clip, a->keep_grad);
 	DNN_CUDA_CHECK(cudaGetLastError());
 }

@@ -24,6 +24,10 @@
  * Then grad = 0 (ready for the next iteration's REDUX accumulation) unless keep_grad: grad is
  * then only read (STARPU_R), e.g. an all-reduced gradient shared by several updates. With
  * write_delta a 4th buffer receives the applied change (new w - old w; async push, sgd only).
+ * With clip (--clip-grad-norm, codelets/clip.h) one more buffer, read only, holds the global
+ * clipping coefficient c (1 float): the update runs with g = grad * (scale * c) wherever the
+ * formulas say grad * scale (LARS's and LAMB's norms included), so c = 1 is bit for bit the
+ * update without clipping.
  * The per-element updates are written once, in optim_formulas.h, for optim.c and optim.cu.
  */
 #ifndef DNN_OPTIM_H
@@ -43,6 +47,8 @@ typedef struct {
 	float beta1, beta2, eps; // adamw, lamb
 	float trust;     // lars: eta
 	float bc1, bc2;  // adamw, lamb: 1 - beta1^t, 1 - beta2^t (computed in double by the caller)
+	int clip;        // 1: the last buffer is the clipping coefficient (dnn_insert_optim_update_clipped)
+	int pad_;
 } dnn_optim_args;
 
 /* "sgd", "lars", "adamw", "lamb" (NULL for anything else). */
@@ -63,6 +69,9 @@ double dnn_lamb_ratio(double ww, double uu, int layerwise);
 extern struct starpu_codelet cl_optim_update;
 int dnn_insert_optim_update(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 			   starpu_data_handle_t grad);
+/* With clipping: (RW w, RW v, RW|R grad, R coef), coef the 1-float coefficient of clip.h. */
+int dnn_insert_optim_update_clipped(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w,
+				    starpu_data_handle_t v, starpu_data_handle_t grad, starpu_data_handle_t coef);
 /* With write_delta: (RW w, RW v, RW|R grad, W delta). */
 int dnn_insert_optim_update_delta(const dnn_task_opts *o, const dnn_optim_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
 				 starpu_data_handle_t grad, starpu_data_handle_t delta);

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "errline.h"
+#include "gradclip.h"
 #include "optim.h"
 #include "vec.h"
 
@@ -277,8 +278,9 @@ int dnn_dist_mpi_broadcast(starpu_data_handle_t h, int nranks, int first)
 /* The sync step of parameter q: its all-reduce, then the same update on every replica with the
  * sum. Where the sum is the local gradient itself (summed in place: ring, rhd), the update reads
  * it and zeroes it; else (the tree) the update reads the algorithm's handle and keeps it, and the
- * local gradient is zeroed after. */
-static int param_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *optim)
+ * local gradient is zeroed after. defer (--clip-grad-norm): no update yet; the handle it is to
+ * read goes into p->clip_grad[q] (and p->clip_keep[q]: read only), for clipped_update. */
+static int param_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *optim, int defer)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
@@ -286,6 +288,10 @@ static int param_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *opti
 	starpu_data_handle_t G;
 	DNN_TRY(d->entry[q].algo->reduce(p, q, &h, &G));
 	dnn_param *pr = &m->params[q];
+	if (defer) {
+		p->clip_grad[q] = G, p->clip_keep[q] = G != pr->hg;
+		return 0;
+	}
 	dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
 	const dnn_task_opts u = dnn_dist_ar_place(p, q, 0, -1, dnn_dist_prio_of(p, q), 1);
 	if (G == pr->hg)
@@ -296,17 +302,80 @@ static int param_allreduce_step(dnn_plan *p, int q, const dnn_optim_config *opti
 	return dnn_insert_vec_zero(&o, pr->hg);
 }
 
-int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_optim_config *optim)
+/* Where parameter q's update runs (and, clipping, its sum of squares): a bucket's members where
+ * their bucket's tasks run (dnn_dist_bucket_step), the others where DNN_ALLREDUCE_ON puts it. */
+static dnn_task_opts update_place(const dnn_plan *p, int q)
+{
+	const dnn_dist *d = p->m->dist;
+	if (dnn_dist_in_bucket(d, q)) {
+		const int lead = d->bucket_lead[d->bucket_of[q]];
+		return dnn_dist_ar_opts(p, lead, 0, -1, dnn_dist_prio_of(p, lead));
+	}
+	return dnn_dist_ar_place(p, q, 0, -1, dnn_dist_prio_of(p, q), 1);
+}
+
+/* --clip-grad-norm, after every all-reduce: parameter q's update with the coefficient, reading
+ * the handle its all-reduce left (param_allreduce_step, dnn_dist_bucket_step with defer). */
+static int clipped_update(dnn_plan *p, int slot, int q, const dnn_optim_config *optim)
+{
+	dnn_param *pr = &p->m->params[q];
+	dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
+	const dnn_task_opts u = update_place(p, q);
+	if (!p->clip_keep[q])
+		return dnn_insert_optim_update_clipped(&u, &a, pr->hw, pr->hv, p->clip_grad[q], dnn_clip_coef(p, slot));
+	a.keep_grad = 1;
+	DNN_TRY(dnn_insert_optim_update_clipped(&u, &a, pr->hw, pr->hv, p->clip_grad[q], dnn_clip_coef(p, slot)));
+	const dnn_task_opts o = dnn_dist_ar_opts(p, q, 0, -1, dnn_dist_prio_of(p, q));
+	return dnn_insert_vec_zero(&o, pr->hg);
+}
+
+/* Sync with --clip-grad-norm: every entry's all-reduce first, then the clipping tasks over the
+ * all-reduced gradients (the same bits on every rank, so every rank computes the same
+ * coefficient: gradclip.h), then the updates. The coefficient's task runs at the first layer's
+ * priority: every update waits for it. */
+static int sync_step_clipped(dnn_plan *p, int slot, const dnn_optim_config *optim)
 {
 	dnn_dist *d = p->m->dist;
+	const int P = p->m->nparams;
+	for (int q = 0; q < P; q++) {
+		if (!dnn_dist_in_bucket(d, q))
+			DNN_TRY(param_allreduce_step(p, q, optim, 1));
+		else if (d->bucket_lead[d->bucket_of[q]] == q)
+			DNN_TRY(dnn_dist_bucket_step(p, d->bucket_of[q], optim, 1));
+	}
+	dnn_task_opts *opts = malloc(sizeof(dnn_task_opts) * (size_t)(P > 0 ? P : 1));
+	if (!opts)
+		return -ENOMEM;
+	for (int q = 0; q < P; q++)
+		opts[q] = update_place(p, q), opts[q].name = "grad_sumsq";
+	const dnn_task_opts copt = dnn_dist_ar_opts(p, 0, 0, -1, dnn_dist_prio_of(p, 0));
+	const int n = dnn_clip_submit(p, slot, p->clip_grad, opts, &copt, optim->clip_norm);
+	free(opts);
+	if (n < 0)
+		return n;
+	for (int q = 0; q < P; q++)
+		DNN_TRY(clipped_update(p, slot, q, optim));
+	return 0;
+}
+
+int dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_optim_config *optim)
+{
+	dnn_dist *d = p->m->dist;
+	if (p->clip_used)
+		p->clip_used[slot] = 0;
+	if (optim->clip_norm > 0) {
+		if (d->mode != DNN_MODE_SYNC) /* refused before: dnn_submit_step */
+			return -EINVAL;
+		return sync_step_clipped(p, slot, optim);
+	}
 	for (int q = 0; q < p->m->nparams; q++) {
 		if (dnn_dist_in_bucket(d, q)) {
 			if (d->bucket_lead[d->bucket_of[q]] == q)
-				DNN_TRY(dnn_dist_bucket_step(p, d->bucket_of[q], optim));
+				DNN_TRY(dnn_dist_bucket_step(p, d->bucket_of[q], optim, 0));
 		} else if (d->mode == DNN_MODE_ASYNC)
 			DNN_TRY(dnn_dist_async_push_step(p, q, step, optim));
 		else
-			DNN_TRY(param_allreduce_step(p, q, optim));
+			DNN_TRY(param_allreduce_step(p, q, optim, 0));
 	}
 	return 0;
 }
@@ -319,8 +388,8 @@ int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_optim_config *optim)
 	if (!d || d->mode != DNN_MODE_SYNC || q < 0 || q >= p->m->nparams)
 		return -EINVAL;
 	if (dnn_dist_in_bucket(d, q))
-		return dnn_dist_bucket_step(p, d->bucket_of[q], optim);
-	return param_allreduce_step(p, q, optim);
+		return dnn_dist_bucket_step(p, d->bucket_of[q], optim, 0);
+	return param_allreduce_step(p, q, optim, 0);
 }
 
 int dnn_dist_reduce_stats(dnn_plan *p, int slot)

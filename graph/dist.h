@@ -47,11 +47,14 @@ int dnn_dist_sum_to_root(dnn_model *m, float *local, float *out, size_t n, char 
 /* Before the step's forward (async: pull parameters from the server snapshot of step t-1-S, add
  * this rank's own later changes and, with lookahead, the same again for each other rank). */
 int dnn_dist_before_forward(dnn_plan *p, long step);
-/* After the step's backward: sync = all-reduce + identical update on every rank; async = push
- * the local gradient to the parameter server (and snapshot it). */
-int dnn_dist_after_backward(dnn_plan *p, long step, const dnn_optim_config *optim);
+/* After the step's backward (the step in `slot`): sync = all-reduce + identical update on every
+ * rank (with optim->clip_norm > 0: every all-reduce, then the clipping tasks of gradclip.h over
+ * the all-reduced gradients, then the updates); async = push the local gradient to the parameter
+ * server (and snapshot it; no clipping: -EINVAL). */
+int dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_optim_config *optim);
 /* Sync: one all-reduce (and update) of parameter q alone, as dnn_dist_after_backward does it for
- * q (the all-reduce microbenchmark, `starpu_anp bench --allreduce-bytes`). -EINVAL: no sync run. */
+ * q without clipping (the all-reduce microbenchmark, `starpu_anp bench --allreduce-bytes`, which
+ * times the all-reduce alone). -EINVAL: no sync run. */
 int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_optim_config *optim);
 /* Sum the step's loss/correct statistics over the ranks into rank 0. */
 int dnn_dist_reduce_stats(dnn_plan *p, int slot);

@@ -66,7 +66,7 @@ int dnn_dist_in_bucket(const dnn_dist *d, int p) { return d->bucket_of && d->buc
  * are all-reduced as one tensor, entry P + b (by the run's algorithm when it takes the bucket's
  * size, else the tree), and every rank unpacks the sum into its members' gradients, which their
  * updates read and zero (as the ring does). */
-int dnn_dist_bucket_step(dnn_plan *p, int b, const dnn_optim_config *optim)
+int dnn_dist_bucket_step(dnn_plan *p, int b, const dnn_optim_config *optim, int defer)
 {
 	dnn_model *m = p->m;
 	dnn_dist *d = m->dist;
@@ -94,6 +94,10 @@ int dnn_dist_bucket_step(dnn_plan *p, int b, const dnn_optim_config *optim)
 			continue;
 		dnn_param *pr = &m->params[q];
 		DNN_TRY(dnn_insert_vec_slice_get(&unpack, pr->hg, G, d->bucket_off[q]));
+		if (defer) {
+			p->clip_grad[q] = pr->hg, p->clip_keep[q] = 0;
+			continue;
+		}
 		dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
 		DNN_TRY(dnn_insert_optim_update(&o, &a, pr->hw, pr->hv, pr->hg));
 	}

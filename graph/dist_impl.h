@@ -128,8 +128,10 @@ int dnn_dist_mpi_sum_into(const dnn_dist *d, starpu_data_handle_t G, const starp
 			  size_t stride, const char *zero_name, const char *contrib_name, const dnn_task_opts *base);
 /* Every rank takes part in every transfer of h to ranks first..N-1 (the owner posts the sends). */
 int dnn_dist_mpi_broadcast(starpu_data_handle_t h, int nranks, int first);
-/* Sync: the sum of bucket b's members over the ranks (dist_buckets.c), and their updates. */
-int dnn_dist_bucket_step(dnn_plan *p, int b, const dnn_optim_config *optim);
+/* Sync: the sum of bucket b's members over the ranks (dist_buckets.c), and their updates (defer,
+ * --clip-grad-norm: not yet; each member's gradient goes into p->clip_grad, read and zeroed by
+ * its later update). */
+int dnn_dist_bucket_step(dnn_plan *p, int b, const dnn_optim_config *optim, int defer);
 /* Unregister the non-NULL handles of h[0..n). */
 void dnn_dist_unregister_all(starpu_data_handle_t *h, size_t n);
 /* 0 for rc = 0; else -1 with "<what> failed: <rc's message>" in err. */

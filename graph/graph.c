@@ -230,7 +230,8 @@ static int parse_op_fields(dnn_node *nd, pending_inputs *pend, char **tok, int n
 	const int want_min = desc->min_inputs, want_max = desc->max_inputs;
 	if (nd->ninputs < want_min || nd->ninputs > want_max)
 		return fail(err, errlen, src, lineno, "%s: op %s takes %s input%s, got %d", nd->name, tok[0],
-			    want_max > 1 ? "two or more" : "one", want_max > 1 ? "s" : "", nd->ninputs);
+			    want_max > 1 ? (want_max == 2 && want_min == 2 ? "two" : "two or more") : "one",
+			    want_max > 1 ? "s" : "", nd->ninputs);
 	if (desc->defaults)
 		desc->defaults(nd);
 	if (parse_keys(nd, tok + 3, ntok - 3, src, lineno, err, errlen) != 0)

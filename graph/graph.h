@@ -39,7 +39,7 @@ typedef struct {
 	int inputs[DNN_MAX_INPUTS];    // node indices (after parsing: topologically earlier)
 	/* attributes (only those of the op are meaningful) */
 	int out;                       // conv: output channels; dense: output features
-	int k, stride, pad, dilation;  // conv, maxpool (k = kernel size, square)
+	int k, stride, pad, dilation;  // conv, maxpool (k = kernel size, square); attention: k = heads
 	int bias;                      // conv (default 0), dense (always 1)
 	float eps, momentum;           // batchnorm
 	float fattr[DNN_NODE_FATTRS];  // further float keys of an op (its descriptor names them)

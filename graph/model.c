@@ -16,6 +16,7 @@
 #include "dnn_rng.h"
 #include "errline.h"
 #include "fuse.h"
+#include "gradclip.h"
 #include "vec.h"
 #include "op.h"
 #include "optim.h"
@@ -363,6 +364,8 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 			goto fail;
 	if (dnn_chunksum_plan_register(p, err, errlen) != 0) /* fixed-order sums by default */
 		goto fail;
+	if (dnn_clip_plan_register(p, err, errlen) != 0)
+		goto fail;
 	const dnn_node *in = &g->nodes[0];
 	const size_t label_len = g->label_len > 0 ? (size_t)g->label_len : 1; /* T labels per sample: per-token loss */
 	for (int s = 0; s < nslots; s++)
@@ -424,6 +427,7 @@ void dnn_plan_destroy(dnn_plan *p)
 			starpu_data_unregister(p->stats[i]);
 	}
 	dnn_chunksum_plan_free(p);
+	dnn_clip_plan_free(p);
 	free(p->chunk_n), free(p->chunk_off), free(p->chunk_worker), free(p->y), free(p->dy), free(p->saved);
 	dnn_plan_bn_destroy(p);
 	free(p->bn_relu), free(p->relu_pool), free(p->grad_of), free(p->written);
@@ -465,13 +469,27 @@ static int submit_backward(dnn_op_ctx *ctx)
 	return 0;
 }
 
-static int submit_update(dnn_plan *p, const dnn_optim_config *optim)
+/* The updates, one per parameter tensor; with --clip-grad-norm first the clipping tasks
+ * (gradclip.h) over the summed gradients, whose coefficient every update then reads. */
+static int submit_update(dnn_plan *p, int slot, const dnn_optim_config *optim)
 {
 	dnn_model *m = p->m;
+	const int clip = optim->clip_norm > 0;
+	if (p->clip_used)
+		p->clip_used[slot] = 0;
+	if (clip) {
+		for (int i = 0; i < m->nparams; i++)
+			p->clip_grad[i] = m->params[i].hg;
+		int n = dnn_clip_submit(p, slot, p->clip_grad, NULL, NULL, optim->clip_norm);
+		if (n < 0)
+			return n;
+		p->tasks_per_step += n;
+	}
 	for (int i = 0; i < m->nparams; i++) {
 		dnn_param *pr = &m->params[i];
 		dnn_optim_args a = dnn_param_optim_args(pr, optim, p->global_batch, 1);
-		int rc = dnn_insert_optim_update(NULL, &a, pr->hw, pr->hv, pr->hg);
+		int rc = clip ? dnn_insert_optim_update_clipped(NULL, &a, pr->hw, pr->hv, pr->hg, dnn_clip_coef(p, slot))
+			      : dnn_insert_optim_update(NULL, &a, pr->hw, pr->hv, pr->hg);
 		if (rc != 0)
 			return rc;
 		p->tasks_per_step++;
@@ -564,13 +582,22 @@ static int submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const 
 	if ((rc = dnn_chunksum_submit_grads(p)) != 0) /* each gradient's chunks, in a fixed order, into its hg */
 		return rc;
 	if (p->distributed)
-		return dnn_dist_after_backward(p, local_step, optim);
-	return submit_update(p, optim);
+		return dnn_dist_after_backward(p, slot, local_step, optim);
+	return submit_update(p, slot, optim);
 }
 
 int dnn_submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
 		    const dnn_optim_config *optim, char *err, size_t errlen)
 {
+	if (p->train && optim->clip_norm > 0 && p->distributed && !dnn_dist_is_sync(p->m->dist)) {
+		snprintf(err, errlen, "--clip-grad-norm: not with --mode async (each rank pushes its own share of the "
+				      "update; there is no global gradient to take the norm of)");
+		return -1;
+	}
+	if (p->train && optim->clip_norm > 0 && !p->clip_coef) {
+		snprintf(err, errlen, "--clip-grad-norm: the plan has no clipping handles");
+		return -1;
+	}
 	p->steps_submitted++;
 	int rc = submit_step(p, slot, src, idx, step, optim);
 	if (rc != 0) {
@@ -638,7 +665,11 @@ int dnn_plan_pin_chunks(dnn_plan *p, char *err, size_t errlen)
 		snprintf(err, errlen, "--pin-chunks: out of memory");
 		return -1;
 	}
+	/* In blocks: chunks 0..K/n-1 on the first worker, and so on. The fixed-order sum over chunks
+	 * (graph/chunksum.c) adds chunk c + 1 into c first, so its first levels then stay on one GPU;
+	 * spread round-robin (c mod n), every add of that level moved a whole gradient between GPUs,
+	 * which cost a simulated 16 x 4-K80 ResNet-50 step 12% against REDUX, 6% in blocks. */
 	for (int c = 0; c < p->nchunks; c++)
-		p->chunk_worker[c] = ids[c % n];
+		p->chunk_worker[c] = ids[p->nchunks >= n ? (int)((long)c * n / p->nchunks) : c];
 	return 0;
 }

@@ -151,6 +151,14 @@ typedef struct {
 	starpu_data_handle_t *bn_sums, *bn_rank_sums, *bn_gsums;
 	starpu_data_handle_t *x, *labels, *stats; // [slot * nchunks + c]
 	float *stats_host;                    // [slot][c][2]: loss sum, correct count
+	/* --clip-grad-norm (gradclip.h; training plans): per parameter its gradient's sum of squares
+	 * (1 double), per slot the coefficient (1 float) and the norm (1 double, host home
+	 * clip_norm_host, NaN until computed; clip_used: that slot's last step was clipped); clip_grad
+	 * and clip_keep: the sync step's scratch (dist.c), the handle each update reads and whether
+	 * it only reads it. */
+	starpu_data_handle_t *clip_sumsq, *clip_coef, *clip_norm, *clip_grad;
+	double *clip_norm_host;
+	char *clip_used, *clip_keep;
 } dnn_plan;
 
 /* dnn_plan_create: cfg (copied into p->cfg; NULL: DNN_EXEC_CONFIG_DEFAULTS) is what the plan's
@@ -158,7 +166,8 @@ typedef struct {
  * op's kernels (op.h check_chunk, e.g. a conv tensor over cuDNN's INT_MAX elements), checked first,
  * before anything is allocated. */
 /* --pin-chunks: chunk c's load, forward and backward tasks all run on one worker, the CUDA
- * workers' (c mod their count), or without GPUs the CPU workers'. The scheduler still places the
+ * workers', or without GPUs the CPU workers', in blocks of neighbouring chunks (K chunks on n
+ * workers: chunk c on worker c * n / K), so that the fixed-order sum's first levels stay on one. The scheduler still places the
  * updates and the reductions. Without it a scheduler may move a chunk between GPUs layer by
  * layer, and its activations with it (docs/SIMULATION.md). 0, or -1 with a message. */
 int dnn_plan_pin_chunks(dnn_plan *p, char *err, size_t errlen);
@@ -171,7 +180,8 @@ void dnn_plan_destroy(dnn_plan *p);
 
 /* Submit global step `step` in `slot`: load the samples idx[0..batch) of src into the chunks,
  * forward, and when p->train, backward and the update with `optim` (gradients scaled by
- * 1/global batch). Returns 0, or -1 with err when StarPU refused a task. */
+ * 1/global batch; with optim->clip_norm > 0 clipped to that global norm first: gradclip.h).
+ * Returns 0, or -1 with err when StarPU refused a task (or clipping under --mode async). */
 int dnn_submit_step(dnn_plan *p, int slot, const dnn_data_source *src, const int *idx, long step,
 		    const dnn_optim_config *optim, char *err, size_t errlen);
 /* Wait for the step in `slot`; its summed loss and correct count over the batch (over the

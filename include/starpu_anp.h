@@ -29,6 +29,8 @@ typedef struct {
 	float beta1, beta2, eps;   // adamw and lamb [0.9, 0.999, 1e-8, PyTorch's AdamW defaults]
 	float trust;               // lars: the trust coefficient eta [0.001]
 	long t;                    // adamw, lamb: this update's 1-based count (bias correction); the trainer sets it
+	float clip_norm;           // --clip-grad-norm X: scale every gradient by min(1, X / (global norm + 1e-6))
+	                           // before the update (graph/gradclip.h); 0 = off [0]
 } dnn_optim_config;
 
 /* Across ranks (StarPU-MPI, graph/dist.h): synchronous data parallelism, or asynchronous with

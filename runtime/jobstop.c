@@ -37,7 +37,7 @@ int dnn_jobstop_init(dnn_jobstop *j, long stop_after, double time_limit, double 
 		return -1;
 	}
 	if (nranks > 1)
-		starpu_variable_data_register(&j->verdict_h, STARPU_MAIN_RAM, (uintptr_t)&j->verdict, sizeof(j->verdict));
+		starpu_variable_data_register(&j->verdict_h, STARPU_MAIN_RAM, (uintptr_t)j->msg, sizeof(j->msg));
 	return 0;
 }
 
@@ -52,16 +52,45 @@ static int32_t local_verdict(const dnn_jobstop *j, int *sig)
 	return DNN_STOP_NONE;
 }
 
+/* Rank 0: the step after which the verdict is exchanged next, about DNN_JOBSTOP_EVERY_S from now at
+ * the pace of the steps since the last exchange (every step until there is one), and never past
+ * --time-limit: the run stops as near the limit as with an exchange every step. */
+static uint64_t next_exchange(dnn_jobstop *j, uint64_t gstep)
+{
+	const double now = dnn_now();
+	uint64_t gap = 1;
+	if (j->last_t > 0 && gstep > j->last_step) {
+		const double per_step = (now - j->last_t) / (double)(gstep - j->last_step);
+		double steps = per_step > 0 ? DNN_JOBSTOP_EVERY_S / per_step : DNN_JOBSTOP_MAX_GAP;
+		if (j->time_limit > 0 && per_step > 0) {
+			const double left = (j->t0 + j->time_limit - now) / per_step;
+			steps = left < steps ? left : steps;
+		}
+		gap = steps >= DNN_JOBSTOP_MAX_GAP ? DNN_JOBSTOP_MAX_GAP : steps >= 1 ? (uint64_t)steps : 1;
+	}
+	j->last_t = now, j->last_step = gstep;
+	return gstep + gap;
+}
+
 int dnn_jobstop_after_step(dnn_jobstop *j, uint64_t gstep, char *err, size_t errlen)
 {
 	if (j->reason != DNN_STOP_NONE)
 		return 0; /* agreed already: every rank stopped exchanging at the same step */
 	int sig = 0;
+#ifdef DNN_JOBSTOP_BENCH_NO_EXCHANGE
+	/* bench/jobstop_cost.sh's baseline build only: no message, each rank decides alone, so ranks
+	 * can disagree (and hang) as soon as a stop comes. It measures what the exchange costs. */
+	if (1) {
+#else
 	if (j->nranks <= 1) {
+#endif
 		j->reason = (dnn_stop_reason)local_verdict(j, &sig);
 		j->signal = sig;
 		return 0;
 	}
+	/* Between exchanges no rank decides anything: each learnt the same next step from rank 0. */
+	if (j->next_at != 0 && gstep < j->next_at)
+		return 0;
 	const starpu_mpi_tag_t tag = JOBSTOP_TAG_BASE + (starpu_mpi_tag_t)gstep;
 	int rc = 0;
 	if (j->rank == 0) {
@@ -69,7 +98,8 @@ int dnn_jobstop_after_step(dnn_jobstop *j, uint64_t gstep, char *err, size_t err
 		 * been handed its copy: acquire waits for them before the new value goes in. */
 		if ((rc = starpu_data_acquire(j->verdict_h, STARPU_W)) != 0)
 			goto fail;
-		j->verdict = local_verdict(j, &sig);
+		j->msg[0] = local_verdict(j, &sig);
+		j->msg[1] = (int64_t)next_exchange(j, gstep);
 		j->signal = sig;
 		starpu_data_release(j->verdict_h);
 		for (int r = 1; r < j->nranks && rc == 0; r++)
@@ -85,7 +115,8 @@ int dnn_jobstop_after_step(dnn_jobstop *j, uint64_t gstep, char *err, size_t err
 		starpu_data_release(j->verdict_h);
 		j->signal = (int)g_stop_signal; /* ours, for the message only: rank 0 decided */
 	}
-	j->reason = (dnn_stop_reason)j->verdict;
+	j->reason = (dnn_stop_reason)j->msg[0];
+	j->next_at = (uint64_t)j->msg[1];
 	return 0;
 fail:
 	snprintf(err, errlen, "agreeing on the step to stop at (step %llu): %s", (unsigned long long)gstep,

@@ -7,9 +7,12 @@
  *
  * Under mpirun every rank must stop after the same step, or the others would wait forever for
  * its part of the next all-reduce. The step count is the same on every rank; the clock and the
- * signals are not, so rank 0 decides: after reading back each step it sends its verdict (one int)
- * to every rank, which reads it when it reads back that step. The ranks then stop submitting at
- * the same step. */
+ * signals are not, so rank 0 decides: after reading back a step it sends its verdict to every
+ * rank, which reads it when it reads back that step. The ranks then stop submitting at the same
+ * step. The verdict goes with the step of the next exchange, about DNN_JOBSTOP_EVERY_S later at
+ * the steps' pace (never past --time-limit), so fast steps do not each wait for a message:
+ * exchanged every step, it cost lenet5 on 2 ranks 5-7% of its images/s (bench/jobstop_cost.sh,
+ * docs/studies/2026-12-07-deterministic-cost.md). */
 #ifndef DNN_JOBSTOP_H
 #define DNN_JOBSTOP_H
 
@@ -18,6 +21,11 @@
 
 /* The exit status of a run stopped before its end with its checkpoint written (resume it). */
 #define DNN_EXIT_STOPPED 3
+
+/* How often the ranks agree at most, in seconds, and in steps. A stop comes that much later (a
+ * SIGTERM before a wall-time limit comes tens of seconds ahead). */
+#define DNN_JOBSTOP_EVERY_S 0.1
+#define DNN_JOBSTOP_MAX_GAP 1000
 
 typedef enum { DNN_STOP_NONE = 0, DNN_STOP_STEPS, DNN_STOP_TIME, DNN_STOP_SIGNAL } dnn_stop_reason;
 
@@ -29,7 +37,10 @@ typedef struct {
 	int rank, nranks;
 	dnn_stop_reason reason; /* agreed by every rank; NONE until then */
 	int signal;          /* the signal that stopped it (DNN_STOP_SIGNAL) */
-	int32_t verdict;     /* rank 0's verdict, sent to the others */
+	uint64_t next_at;    /* the step whose verdict is exchanged next (0: the first one read back) */
+	double last_t;       /* rank 0: when it last exchanged, after step last_step */
+	uint64_t last_step;
+	int64_t msg[2];      /* rank 0's verdict and next_at, sent to the others */
 	starpu_data_handle_t verdict_h;
 } dnn_jobstop;
 

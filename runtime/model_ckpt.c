@@ -351,6 +351,13 @@ static int check_given_net(const dnn_graph *g, const dnn_train_opts *o, char *er
 		rc = 2;
 	if (rc == 0 && u.classes != g->classes && dnn_graph_set_classes(&u, g->classes, e2, sizeof(e2)) != 0)
 		rc = 2;
+	if (rc != 0 && u.nodes[0].seq) { /* a language model: its classes are its embed's vocab=, no rewrite makes
+					 * them; the first node and key that differ say why, as for any other key */
+		dnn_graph_free(&u);
+		if (dnn_graph_load(&u, o->net, err, errlen) != 0)
+			return 1;
+		rc = 0;
+	}
 	if (rc != 0)
 		snprintf(err, errlen, "--net %s is not the net of %s (it cannot take its %dx%dx%d input and %d classes: %s)",
 			 o->net, path, in->C, in->H, in->W, g->classes, e2);

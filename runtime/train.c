@@ -27,6 +27,7 @@
 #include "data.h"
 #include "dnn_runtime.h"
 #include "eval.h"
+#include "gradclip.h"
 #include "graph.h"
 #include "imagefolder.h"
 #include "jobstop.h"
@@ -124,6 +125,7 @@ typedef struct {
 	int epoch;                 /* epochs started (the result line's epochs=) */
 	double t_begin, t_timed, train_loss, train_acc, test_loss, test_acc;
 	double last_loss, last_acc; /* of the last step, over its global batch */
+	double last_grad_norm;     /* --clip-grad-norm: the last step's global gradient norm before clipping */
 	long timed_images;
 	dnn_jobstop js;            /* --stop-after-steps, --time-limit, SIGTERM/SIGUSR1 */
 	int have_js;
@@ -350,7 +352,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 			return -1;
 		}
 		if (!o->resume_path)
-			fprintf(r->metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s\n");
+			fprintf(r->metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s,grad_norm\n");
 	}
 	if (setup_plan(r) != 0)
 		return -1;
@@ -391,7 +393,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	r->epoch = (int)r->epoch0;
 	r->t_begin = dnn_now();
 	r->train_loss = r->train_acc = r->test_loss = r->test_acc = NAN;
-	r->last_loss = r->last_acc = NAN;
+	r->last_loss = r->last_acc = r->last_grad_norm = NAN;
 	return 0;
 }
 
@@ -406,6 +408,11 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 		fprintf(stderr, "error: %s\n", err);
 		return -1;
 	}
+	const int slot = (int)((collected - 1) % o->window);
+	if (dnn_plan_grad_norm(&r->p, slot, &r->last_grad_norm, err, sizeof(err)) != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
 	e->loss += l, e->correct += c, e->images += o->batch, e->done++;
 	uint64_t gstep = (uint64_t)epoch * r->steps_per_epoch + collected;
 	dnn_watchdog_progress(gstep);
@@ -414,9 +421,13 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 	double ips = el > 0 ? e->images / el : 0;
 	dnn_progress_step(&r->pr, epoch + 1, o->epochs, collected, nsteps, r->last_loss, r->last_acc, ips,
 			  ips > 0 ? (nsteps - collected) * o->batch / ips : -1);
-	if (r->metrics)
-		fprintf(r->metrics, "train_step,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1, (unsigned long long)gstep,
+	if (r->metrics) { /* grad_norm: empty without --clip-grad-norm */
+		fprintf(r->metrics, "train_step,%d,%llu,%.6f,%.6f,%.1f,%.3f,", epoch + 1, (unsigned long long)gstep,
 			r->last_loss, r->last_acc, ips, dnn_now() - r->t_begin);
+		if (o->optim.clip_norm > 0)
+			fprintf(r->metrics, "%.6g", r->last_grad_norm);
+		fputc('\n', r->metrics);
+	}
 	if (!DNN_SIMULATED && !isfinite(l)) { /* simulated losses are not computed (run_setup) */
 		report_non_finite(&r->m, gstep);
 		return -1;
@@ -536,10 +547,10 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 			r->train_acc, ips);
 	}
 	if (r->metrics) {
-		fprintf(r->metrics, "train_epoch,%d,%llu,%.6f,%.6f,%.1f,%.3f\n", epoch + 1, (unsigned long long)r->step,
+		fprintf(r->metrics, "train_epoch,%d,%llu,%.6f,%.6f,%.1f,%.3f,\n", epoch + 1, (unsigned long long)r->step,
 			r->train_loss, r->train_acc, ips, dnn_now() - r->t_begin);
 		if (r->eval)
-			fprintf(r->metrics, "test_epoch,%d,%llu,%.6f,%.6f,,%.3f\n", epoch + 1, (unsigned long long)r->step,
+			fprintf(r->metrics, "test_epoch,%d,%llu,%.6f,%.6f,,%.3f,\n", epoch + 1, (unsigned long long)r->step,
 				r->test_loss, r->test_acc, dnn_now() - r->t_begin);
 		fflush(r->metrics);
 	}
@@ -675,6 +686,8 @@ static void print_result(train_run *r)
 		       di.staleness_mean, di.staleness_max);
 	printf(" optimizer=%s lr_peak=%g warmup_steps=%ld", dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak,
 	       r->warmup_steps);
+	if (o->optim.clip_norm > 0) /* the last step's norm before clipping (a simulation computes none) */
+		printf(" clip_grad_norm=%g grad_norm=%.6g", (double)o->optim.clip_norm, DNN_SIMULATED ? NAN : r->last_grad_norm);
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s deterministic=%s tasks_per_step=%ld", r->p.fuse,
 	       r->p.chunk_worker != NULL, o->batchnorm_global ? "global" : "local", r->p.sum_redux ? "off" : "on",
 	       r->p.tasks_per_step);

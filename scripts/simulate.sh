@@ -215,11 +215,11 @@ mkdir -p "$CALIB/stamps"
 calibrate() {
   local ranks="$1" c="$2" mode="$3" ar="$4"
   [ "$ranks" = 1 ] || c=1
-  local key="$NET-i${INPUT:-def}-c$c-r$ranks-$mode-$ar"
+  local key="$NET-i${INPUT:-def}-c$c-r$ranks-$mode-$ar${CLIP[*]:+-clip}"
   key="${key//\//_}"
   [ -f "$CALIB/stamps/$key" ] && return 0
   local args=(bench --net "$NET" --batch $((2 * c * ranks)) --chunks 2 --window 1 --steps "$CALIB_STEPS"
-              --warmup 1 --quiet --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
+              --warmup 1 --quiet --mode "$mode" --allreduce "$ar" --staleness "$STALENESS" "${CLIP[@]}")
   [ -z "$INPUT" ] || args+=(--input "$INPUT")
   say "calibrating the CPU models: $ranks rank(s), chunks of $c sample(s) ($NET, $mode/$ar; $CALIB_STEPS steps)"
   local log="$CALIB/calibrate-$key.log" rc=0
@@ -245,6 +245,15 @@ calibrate() {
   date -u +%FT%TZ >"$CALIB/stamps/$key"
 }
 
+# --clip-grad-norm X after `--` adds tasks (graph/gradclip.h) and a buffer to every update (another
+# shape): the calibration runs with it too, into its own stamp.
+CLIP=()
+for ((i = 0; i < ${#EXTRA[@]}; i++)); do
+  case "${EXTRA[$i]}" in
+    --clip-grad-norm) CLIP=(--clip-grad-norm "${EXTRA[$((i + 1))]:-}") ;;
+    --clip-grad-norm=*) CLIP=("${EXTRA[$i]}") ;;
+  esac
+done
 # ---------------------------------------------------------------- the runs
 IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_GPUS <<<"$GPUS"; IFS=, read -ra L_SCHED <<<"$SCHED"
 IFS=, read -ra L_MODE <<<"$MODE"; IFS=, read -ra L_AR <<<"$ALLREDUCE"

@@ -10,6 +10,14 @@
  *     line per variant, "<op> <key> <node number> <node name> <new value> <old value> <file>",
  *     then "covered N keys of M ops". Exits 1, naming it, on an op that BASE does not use or a
  *     key that no node of BASE lets change: the test then fails instead of skipping the key.
+ *     Further bases after OUTDIR (`keys BASE.net OUTDIR SEQ.net ...`: nets of another input,
+ *     tests/data/every_seq_op.net's tokens for the ops that take only sequences, which an image net
+ *     cannot hold) count too: an op is covered by the first base that uses it, and its variants
+ *     are that base's, written as OUTDIR/<op>.<key>.net alike.
+ *   netvariants ckpt NET.net CKPT
+ *     A checkpoint of NET's freshly made model (seed 1, step 0), as train writes one: for a base
+ *     no command can train yet (a token net before a token data set), whose variants must still
+ *     be refused against it.
  *   netvariants fp-v1 CKPT
  *     The structure hash (what version-1 and -2 checkpoints stored as their fingerprint) of the
  *     net that CKPT carries, in hex: tests/scripts/ckpt_v1.py writes it into the version-1 file. */
@@ -20,7 +28,9 @@
 
 #include "checkpoint.h"
 #include "graph.h"
+#include "model_ckpt.h"
 #include "op.h"
+#include "starpu_anp.h"
 
 /* The net g with node i's key ky set by set(): parsed back from its canonical text, so shape
  * inference and the op's checks run. 0 when it parses and differs from g in that node and key
@@ -123,34 +133,66 @@ static int variant_of(const dnn_graph *g, dnn_op op, const dnn_op_key *ky, const
 	return -1;
 }
 
-static int cmd_keys(const char *base, const char *dir)
+#define MAX_BASES 4
+
+static int cmd_keys(char **base, int nbase, const char *dir)
 {
-	dnn_graph g;
+	dnn_graph g[MAX_BASES];
 	char err[512];
-	if (dnn_graph_load(&g, base, err, sizeof(err)) != 0) {
-		fprintf(stderr, "netvariants: %s\n", err);
-		return 1;
-	}
+	for (int b = 0; b < nbase; b++)
+		if (dnn_graph_load(&g[b], base[b], err, sizeof(err)) != 0) {
+			fprintf(stderr, "netvariants: %s\n", err);
+			while (b-- > 0)
+				dnn_graph_free(&g[b]);
+			return 1;
+		}
 	int bad = 0, nkeys = 0;
 	for (int o = 0; o < DNN_OP_COUNT; o++) {
-		int used = 0;
-		for (int i = 0; i < g.nnodes; i++)
-			used |= g.nodes[i].op == (dnn_op)o;
-		if (!used) {
-			fprintf(stderr, "netvariants: op %s is not in %s: add a line that uses it\n", dnn_op_name((dnn_op)o),
-				base);
+		int used = -1; /* the first base that uses op o */
+		for (int b = 0; b < nbase && used < 0; b++)
+			for (int i = 0; i < g[b].nnodes; i++)
+				used = g[b].nodes[i].op == (dnn_op)o ? b : used;
+		if (used < 0) {
+			fprintf(stderr, "netvariants: op %s is not in %s%s: add a line that uses it\n", dnn_op_name((dnn_op)o),
+				base[0], nbase > 1 ? " nor the other bases" : "");
 			bad = 1;
 			continue;
 		}
 		const dnn_op_desc *d = dnn_op_get((dnn_op)o);
 		for (int k = 0; k < d->nkeys; k++, nkeys++)
-			bad |= variant_of(&g, (dnn_op)o, &d->keys[k], dir) != 0;
+			bad |= variant_of(&g[used], (dnn_op)o, &d->keys[k], dir) != 0;
 		if (o == DNN_OP_INPUT) /* the input line's shape is positional: its channels */
-			bad |= variant_of(&g, DNN_OP_INPUT, NULL, dir) != 0, nkeys++;
+			bad |= variant_of(&g[used], DNN_OP_INPUT, NULL, dir) != 0, nkeys++;
 	}
 	printf("covered %d keys of %d ops\n", nkeys, DNN_OP_COUNT);
-	dnn_graph_free(&g);
+	for (int b = 0; b < nbase; b++)
+		dnn_graph_free(&g[b]);
 	return bad;
+}
+
+/* argc, argv: the whole command line (start-up may re-execute the program with it). */
+static int cmd_ckpt(int argc, char **argv, const char *net, const char *ck)
+{
+	char err[1024];
+	dnn_graph g;
+	dnn_model m;
+	if (dnn_graph_load(&g, net, err, sizeof(err)) != 0) {
+		fprintf(stderr, "netvariants: %s\n", err);
+		return 1;
+	}
+	int rc = dnn_runtime_init(&argc, &argv, 0, err, sizeof(err));
+	if (rc == 0) {
+		rc = dnn_model_create(&m, &g, 1, err, sizeof(err));
+		if (rc == 0) {
+			rc = dnn_model_save(&m, ck, 0, 0, 1, err, sizeof(err));
+			dnn_model_destroy(&m);
+		}
+		dnn_runtime_shutdown();
+	}
+	dnn_graph_free(&g);
+	if (rc != 0)
+		fprintf(stderr, "netvariants: %s\n", err);
+	return rc != 0;
 }
 
 static int cmd_fp_v1(const char *ck)
@@ -175,10 +217,17 @@ static int cmd_fp_v1(const char *ck)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "keys"))
-		return cmd_keys(argv[2], argv[3]);
+	if (argc >= 4 && argc - 3 <= MAX_BASES && !strcmp(argv[1], "keys")) {
+		char *bases[MAX_BASES] = {argv[2]};
+		for (int i = 4; i < argc; i++)
+			bases[i - 3] = argv[i];
+		return cmd_keys(bases, argc - 3, argv[3]);
+	}
+	if (argc == 4 && !strcmp(argv[1], "ckpt"))
+		return cmd_ckpt(argc, argv, argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "fp-v1"))
 		return cmd_fp_v1(argv[2]);
-	fprintf(stderr, "usage: netvariants keys BASE.net OUTDIR | netvariants fp-v1 CKPT\n");
+	fprintf(stderr, "usage: netvariants keys BASE.net OUTDIR [MORE.net ...] | netvariants ckpt NET.net CKPT | "
+			"netvariants fp-v1 CKPT\n");
 	return 2;
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "conv2d.h"
 #include "conv2d_impl.h"
 #include "vec.h"
@@ -2184,6 +2185,211 @@ static void extra_layernorm_gpu(void)
 	gpu_test_ln(300, 768);
 }
 
+/* ------------------------------------------------------------------ attention */
+
+/* Causal multi-head attention in double, the plain O(T^2) way: per sample, head h and query t,
+ * the softmax over s <= t of q_t . k_s / sqrt(D), then sum_s P v_s. x (n, T, 3C), y (n, T, C);
+ * with dy: the analytic gradient into dx (n, T, 3C) instead (dx zeroed first). */
+static void attention_ref(const h_ref_args *a, double *y, const double *dy, double *dx)
+{
+	const int T = a->in->H, L = a->in->C, C = L / 3, H = a->nd->k, D = C / H;
+	const double scale = 1.0 / sqrt((double)D);
+	double *p = alloc_d((size_t)T), *dp = alloc_d((size_t)T);
+	if (dx)
+		memset(dx, 0, (size_t)a->n * T * L * sizeof(double));
+	for (int n = 0; n < a->n; n++)
+		for (int h = 0; h < H; h++) {
+			const double *base = a->x[0] + (size_t)n * T * L + (size_t)h * D;
+			for (int t = 0; t < T; t++) {
+				const double *q = base + (size_t)t * L;
+				double mx = -INFINITY, sum = 0;
+				for (int s = 0; s <= t; s++) {
+					const double *k = base + (size_t)s * L + C;
+					double acc = 0;
+					for (int d = 0; d < D; d++)
+						acc += q[d] * k[d];
+					p[s] = acc * scale;
+					mx = p[s] > mx ? p[s] : mx;
+				}
+				for (int s = 0; s <= t; s++)
+					sum += (p[s] = exp(p[s] - mx));
+				for (int s = 0; s <= t; s++)
+					p[s] /= sum;
+				const size_t oy = ((size_t)n * T + t) * C + (size_t)h * D;
+				if (!dx) {
+					for (int d = 0; d < D; d++) {
+						double acc = 0;
+						for (int s = 0; s <= t; s++)
+							acc += p[s] * base[(size_t)s * L + 2 * C + d];
+						y[oy + d] = acc;
+					}
+					continue;
+				}
+				double *dbase = dx + (size_t)n * T * L + (size_t)h * D, dot = 0;
+				for (int s = 0; s <= t; s++) {
+					dp[s] = 0;
+					for (int d = 0; d < D; d++) {
+						dp[s] += dy[oy + d] * base[(size_t)s * L + 2 * C + d];
+						dbase[(size_t)s * L + 2 * C + d] += p[s] * dy[oy + d];
+					}
+					dot += p[s] * dp[s];
+				}
+				for (int s = 0; s <= t; s++) {
+					const double ds = p[s] * (dp[s] - dot) * scale;
+					for (int d = 0; d < D; d++) {
+						dbase[(size_t)t * L + d] += ds * base[(size_t)s * L + C + d];
+						dbase[(size_t)s * L + C + d] += ds * q[d];
+					}
+				}
+			}
+		}
+	free(p), free(dp);
+}
+
+static void ref_attention(const h_ref_args *a, double *y) { attention_ref(a, y, NULL, NULL); }
+static void ref_attention_bwd(const h_ref_args *a, const double *dy, double *dx) { attention_ref(a, NULL, dy, dx); }
+
+/* Scores of a few units in the unit and gpu modes (peaked softmaxes, rows whose max moves
+ * between tiles), of order 1 for the finite differences. */
+static void fill_attention(int mode, int k, float *x, size_t n)
+{
+	(void)k;
+	test_fill_uniform(x, n, mode == H_GRAD ? -1.0f : -2.0f, mode == H_GRAD ? 1.0f : 2.0f);
+}
+
+/* The kernels' row loops: AVX2 (exp by a polynomial) or portable (expf); not bit-identical. */
+static int attention_variant(int v, char *name, size_t len)
+{
+	if (v < 0) {
+		dnn_attention_set_simd(1);
+		return 1;
+	}
+	snprintf(name, len, "%s", v ? "portable" : "avx2");
+	return dnn_attention_set_simd(!v) == !v;
+}
+
+/* The net-file errors: one "src:line: ..." line each; and the saved buffer's size per sample. */
+static void extra_attention_unit(void)
+{
+	static const struct {
+		const char *net, *want;
+	} bad[] = {
+		{"input x seq 4 12\nattention a x\ndense o a out=2\nsoftmax_xent l o\n", "t.net:2: a: attention needs heads=H"},
+		{"input x seq 4 10\nattention a x heads=1\ndense o a out=2\nsoftmax_xent l o\n",
+		 "t.net:2: a: its input x has 10 channels per token, not 3C (q, k and v of C each)"},
+		{"input x seq 4 12\nattention a x heads=3\ndense o a out=2\nsoftmax_xent l o\n",
+		 "t.net:2: a: heads=3 does not divide C=4 (x's 12 channels / 3)"},
+		{"input x 3 4 4\nattention a x heads=1\ndense o a out=2\nsoftmax_xent l o\n",
+		 "t.net:2: a: attention takes a sequence [T][3C] (q, k, v per token), but x is not one"},
+		{"input x seq 4 12\nattention a x heads=0\ndense o a out=2\nsoftmax_xent l o\n", "t.net:2: a: heads=0 is not an integer in [1, 65536]"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		dnn_graph g;
+		char err[512] = "";
+		const int rc = dnn_graph_parse(&g, bad[i].net, "t.net", err, sizeof(err));
+		TEST_CHECK(rc != 0 && strncmp(err, bad[i].want, strlen(bad[i].want)) == 0 && !strchr(err, '\n'),
+			   "attention: bad net %zu: rc %d, error '%s', want '%s...'", i, rc, err, bad[i].want);
+		if (rc == 0)
+			dnn_graph_free(&g);
+	}
+	dnn_graph g;
+	char err[512];
+	TEST_CHECK(dnn_graph_parse(&g, "input x seq 7 48\nattention a x heads=4\ndense o a out=2\nsoftmax_xent l o\n",
+				   "t.net", err, sizeof(err)) == 0, "attention: %s", err);
+	if (g.nodes) {
+		const dnn_node *nd = &g.nodes[1];
+		const dnn_op_desc *d = dnn_op_get(nd->op);
+		TEST_CHECK(nd->C == 16 && nd->H == 7 && nd->W == 1 && nd->seq == 1 && nd->params == 0,
+			   "attention: output %dx%dx%d seq %d", nd->C, nd->H, nd->W, nd->seq);
+		TEST_CHECK(!d->saved_floats && d->saved_floats_per_sample && d->saved_floats_per_sample(nd) == 4 * 7,
+			   "attention: saved %zu floats per sample",
+			   d->saved_floats_per_sample ? d->saved_floats_per_sample(nd) : 0);
+		TEST_CHECK(nd->flops == 2.0 * 7 * 7 * 16, "attention: %g FLOPs per sample", nd->flops);
+		dnn_graph_free(&g);
+	}
+}
+
+/* seq shapes (N, 3C, T): T in {1, 5, 17, 64, 65, 130} (130 crosses two 64-token tiles), heads 1, 2,
+ * 4, D = C / heads in {4, 16, 64}, 1-3 chunks */
+#define ATT(N, L, T, keys, chunks) {N, L, T, 1, keys, chunks, 0, 1}
+static const h_shape attention_unit[] = {
+	ATT(1, 12, 1, "heads=1", 0),    ATT(2, 24, 5, "heads=2", 2),    ATT(3, 192, 17, "heads=4", 3),
+	ATT(2, 192, 64, "heads=1", 2),  ATT(1, 96, 65, "heads=2", 0),   ATT(2, 384, 130, "heads=2", 2),
+	ATT(3, 48, 130, "heads=4", 3),  ATT(1, 768, 130, "heads=4", 0),
+};
+static const h_shape attention_grad[] = {
+	ATT(1, 12, 1, "heads=1", 0),   ATT(2, 24, 5, "heads=2", 2),   ATT(3, 48, 17, "heads=4", 3),
+	ATT(1, 48, 64, "heads=1", 0),  ATT(2, 96, 130, "heads=2", 2), ATT(1, 192, 17, "heads=1", 0),
+	ATT(2, 192, 70, "heads=4", 2),
+};
+static const h_shape attention_gpu[] = {
+	ATT(1, 12, 1, "heads=1", 0),   ATT(2, 24, 5, "heads=2", 2),    ATT(3, 192, 17, "heads=4", 3),
+	ATT(2, 384, 130, "heads=2", 2), ATT(2, 2304, 256, "heads=12", 2),
+};
+/* ------------------------------------------------------------------ embed, lm_head */
+
+/* embed: its placeholder is the net's token input (ids in [0, vocab)); y = wte[id] + wpe[t]. */
+static int embed_net(const h_shape *s, char *buf, size_t len)
+{
+	return snprintf(buf, len, "input d0 tokens %d\nembed t d0 %s\n", s->H, s->keys);
+}
+
+static void ref_embed(const h_ref_args *a, double *y)
+{
+	const int T = a->nd->H, C = a->nd->C;
+	for (size_t r = 0; r < (size_t)a->n * T; r++)
+		for (int c = 0; c < C; c++)
+			y[r * C + c] = a->w[0][(size_t)a->x[0][r] * C + c] + a->w[1][(r % T) * C + c];
+}
+
+/* (N, dim, T) with "vocab=V dim=C": ids repeated (V small), V = 1, T = 1, more rows than V x T */
+static const h_shape embed_unit[] = {{1, 1, 1, 1, "vocab=1 dim=1", 0, 0, 1},   {2, 8, 5, 1, "vocab=3 dim=8", 0, 0, 1},
+				     {3, 33, 17, 1, "vocab=50 dim=33", 2, 0, 1}, {4, 16, 64, 1, "vocab=7 dim=16", 3, 0, 1},
+				     {6, 5, 1, 1, "vocab=9 dim=5", 0, 0, 1}};
+static const h_shape embed_grad[] = {{2, 4, 3, 1, "vocab=5 dim=4", 0, 0, 1}, {5, 3, 4, 1, "vocab=4 dim=3", 3, 0, 1},
+				     {4, 2, 2, 1, "vocab=2 dim=2", 4, 0, 1}};
+static const h_shape embed_gpu[] = {{1, 1, 1, 1, "vocab=1 dim=1", 0, 0, 1}, {8, 64, 32, 1, "vocab=11 dim=64", 2, 0, 1},
+				    {4, 200, 128, 1, "vocab=1000 dim=200", 2, 0, 1},
+				    {8, 256, 256, 1, "vocab=5000 dim=256", 3, 0, 1}};
+
+/* lm_head: its placeholder d0 is a sequence [T][C] after an embed e (keys: e's), whose table is
+ * the parameter the harness sets and checks (slot 0 wte; wpe must get no gradient from it). */
+static int lm_head_net(const h_shape *s, char *buf, size_t len)
+{
+	return snprintf(buf, len, "input x tokens %d\nembed e x %s\ndropout d0 e p=0\nlm_head t d0,e\n", s->H, s->keys);
+}
+
+static void ref_lm_head(const h_ref_args *a, double *y)
+{
+	const int V = a->nd->C, C = a->in->C;
+	for (size_t r = 0; r < (size_t)a->n * a->in->H; r++)
+		for (int v = 0; v < V; v++) {
+			double s = 0;
+			for (int c = 0; c < C; c++)
+				s += a->x[0][r * C + c] * a->w[0][(size_t)v * C + c];
+			y[r * V + v] = s;
+		}
+}
+
+static void ref_lm_head_bwd(const h_ref_args *a, const double *dy, double *dx)
+{
+	const int V = a->nd->C, C = a->in->C;
+	for (size_t r = 0; r < (size_t)a->n * a->in->H; r++)
+		for (int c = 0; c < C; c++) {
+			double s = 0;
+			for (int v = 0; v < V; v++)
+				s += dy[r * V + v] * a->w[0][(size_t)v * C + c];
+			dx[r * C + c] = s;
+		}
+}
+
+/* (N, dim, T) with the embed's "vocab=V dim=C" */
+static const h_shape lm_head_unit[] = {{1, 1, 1, 1, "vocab=2 dim=1", 0, 0, 1}, {3, 8, 5, 1, "vocab=11 dim=8", 0, 0, 1},
+				       {4, 16, 7, 1, "vocab=33 dim=16", 3, 0, 1}};
+static const h_shape lm_head_grad[] = {{2, 4, 3, 1, "vocab=5 dim=4", 0, 0, 1}, {3, 3, 2, 1, "vocab=7 dim=3", 3, 0, 1}};
+static const h_shape lm_head_gpu[] = {{4, 64, 32, 1, "vocab=500 dim=64", 2, 0, 1},
+				      {2, 128, 64, 1, "vocab=5000 dim=128", 2, 0, 1}};
+
 /* ------------------------------------------------------------------ the table */
 
 const h_op h_ops[] = {
@@ -2283,5 +2489,17 @@ const h_op h_ops[] = {
 		    "err = float(np.max(np.abs(y - want) / np.maximum(1, np.abs(want))))\n"
 		    "assert err < 1e-6, err\n"
 		    "print('gelu: %d nodes (Tanh x2 in the model), the formula within %.2g on [-8, 8]' % (len(nodes), err))\n"},
+	{.op = "attention", .ninputs = 1, .ref = ref_attention, .ref_bwd = ref_attention_bwd, .fill = fill_attention,
+	 .fwd = {H_MIXED, 1e-5}, .bwd = {H_MIXED, 1e-5}, .grad = {H_MIXED, 1e-5}, .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3,
+	 .fd_points = 150, .nvariants = 2, .set_variant = attention_variant,
+	 SHAPES(attention_unit, attention_grad, attention_gpu), .extra = {extra_attention_unit}, .seed = {5, 6, 7}},
+	/* y = wte[id] + wpe[t] is one float add: exact; the backward adds each gradient row in token
+	 * order on both devices (embed.h): CUDA gives the CPU's bits */
+	{.op = "embed", .ninputs = 1, .net = embed_net, .ref = ref_embed, .fwd = {H_EXACT, 0}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 0}, .gpu_y_exact = 1, .fd_eps = 1e-3, SHAPES(embed_unit, embed_grad, embed_gpu),
+	 .seed = {43, 44, 45}},
+	{.op = "lm_head", .ninputs = 1, .net = lm_head_net, .param_node = "e", .ref = ref_lm_head,
+	 .ref_bwd = ref_lm_head_bwd, .fwd = {H_MIXED, 1e-5}, .bwd = {H_MIXED, 1e-5}, .grad = {H_MIXED, 1e-4},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-3, SHAPES(lm_head_unit, lm_head_grad, lm_head_gpu), .seed = {46, 47, 48}},
 };
 const int h_nops = NS(h_ops);

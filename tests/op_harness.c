@@ -57,12 +57,17 @@ static int net_make(h_net *h, const h_op *op, const h_shape *s)
 {
 	memset(h, 0, sizeof(*h));
 	char text[1024], err[512];
-	int len = s->seq ? snprintf(text, sizeof(text), "input x seq %d %d\ndropout d0 x p=0\n", s->H, s->C)
-			 : snprintf(text, sizeof(text), "input x %d %d %d\ndropout d0 x p=0\n", s->C, s->H, s->W);
-	if (op->ninputs > 1 && !op->fanout)
-		len += snprintf(text + len, sizeof(text) - len, "dropout d1 x p=0\n");
-	len += snprintf(text + len, sizeof(text) - len, "%s t d0%s %s\n", op->op,
-			op->ninputs > 1 ? (op->fanout ? ",d0" : ",d1") : "", s->keys ? s->keys : "");
+	int len;
+	if (op->net) {
+		len = op->net(s, text, sizeof(text));
+	} else {
+		len = s->seq ? snprintf(text, sizeof(text), "input x seq %d %d\ndropout d0 x p=0\n", s->H, s->C)
+			     : snprintf(text, sizeof(text), "input x %d %d %d\ndropout d0 x p=0\n", s->C, s->H, s->W);
+		if (op->ninputs > 1 && !op->fanout)
+			len += snprintf(text + len, sizeof(text) - len, "dropout d1 x p=0\n");
+		len += snprintf(text + len, sizeof(text) - len, "%s t d0%s %s\n", op->op,
+				op->ninputs > 1 ? (op->fanout ? ",d0" : ",d1") : "", s->keys ? s->keys : "");
+	}
 	if (!op->is_loss)
 		snprintf(text + len, sizeof(text) - len, "dense o t out=2\nsoftmax_xent loss o\n");
 	if (dnn_graph_parse(&h->g, text, "op_harness", err, sizeof(err)) != 0) {
@@ -87,9 +92,10 @@ static int net_make(h_net *h, const h_op *op, const h_shape *s)
 	const dnn_node *t = &h->g.nodes[h->t], *in = &h->g.nodes[h->d[0]];
 	h->in_per = (size_t)in->C * in->H * in->W;
 	h->out_per = (size_t)t->C * t->H * t->W;
-	const dnn_op_desc *desc = dnn_op_get(t->op);
+	const int pnode = op->param_node ? node_of(&h->g, op->param_node) : h->t;
+	const dnn_op_desc *desc = dnn_op_get(h->g.nodes[pnode].op);
 	for (int s2 = 0; s2 < desc->nparam_slots && s2 < 4; s2++) {
-		dnn_param *pr = dnn_op_param(&h->m, h->t, s2);
+		dnn_param *pr = dnn_op_param(&h->m, pnode, s2);
 		if (!pr)
 			break;
 		h->pr[h->nparams] = pr;
@@ -162,7 +168,11 @@ static void data_make(h_data *d, const h_op *op, const h_net *h, int mode, const
 	const size_t nx = (size_t)N * h->in_per, ny = (size_t)N * h->out_per;
 	for (int k = 0; k < h->nd; k++) {
 		d->x[k] = alloc_f(nx);
-		if (op->fill)
+		const char *voc = s->keys ? strstr(s->keys, "vocab=") : NULL;
+		if (h->d[k] == 0 && h->g.nodes[0].tokens) /* the net's token input: integer ids in [0, V) */
+			for (size_t i = 0; i < nx; i++)
+				d->x[k][i] = (float)test_rng_int(0, (voc ? atoi(voc + 6) : 1) - 1);
+		else if (op->fill)
 			op->fill(mode, k, d->x[k], nx);
 		else
 			test_fill_uniform(d->x[k], nx, -1, 1);
@@ -246,7 +256,10 @@ static void run(h_net *h, const h_op *op, h_data *d, const dnn_task_opts *opts)
 			if (!op->is_loss) {
 				memset(ctx.written, 0, (size_t)h->g.nnodes);
 				h_set(dnn_op_dy(&ctx, h->t), d->r + off * h->out_per, n * h->out_per * sizeof(float));
+				ctx.written[h->t] = 1; /* as in training: its gradient holds the consumers' part */
 				for (int k = 0; k < h->nd; k++) {
+					if (h->d[k] == 0)
+						continue; /* the net's input: no gradient */
 					const float *init = pass ? d->dx0[k] + off * h->in_per : nan;
 					h_set(dnn_op_dy(&ctx, h->d[k]), init, n * h->in_per * sizeof(float));
 					ctx.written[h->d[k]] = (char)pass;
@@ -258,8 +271,9 @@ static void run(h_net *h, const h_op *op, h_data *d, const dnn_task_opts *opts)
 				h_get(p->stats[c], d->stats + 2 * c, 2 * sizeof(float));
 			}
 			for (int k = 0; k < h->nd; k++)
-				h_get(dnn_op_dy(&ctx, h->d[k]), (pass ? d->dxa[k] : d->dxw[k]) + off * h->in_per,
-				      n * h->in_per * sizeof(float));
+				if (h->d[k] != 0)
+					h_get(dnn_op_dy(&ctx, h->d[k]), (pass ? d->dxa[k] : d->dxw[k]) + off * h->in_per,
+					      n * h->in_per * sizeof(float));
 		}
 		if (p->train && dnn_chunksum_submit_grads(p) != 0)
 			TEST_CHECK(0, "%s: the sums over chunks failed", op->op);
@@ -510,7 +524,7 @@ static void grad_shape(const h_op *op, const h_shape *s)
 	/* inputs: only the perturbed element's chunk's loss changes */
 	const size_t nx = (size_t)s->N * h.in_per;
 	size_t *idx = malloc((nx > 1 ? nx : 1) * sizeof(size_t));
-	for (int k = 0; k < (op->fanout ? 1 : h.nd); k++) {
+	for (int k = 0; k < (op->fanout ? 1 : h.nd) && h.d[k] != 0; k++) { /* the net's input has no gradient */
 		size_t m = fd_points(idx, nx, op->fd_points);
 		float *gw = alloc_f(m), *ga = alloc_f(m);
 		double *g = alloc_d(m), *acc = alloc_d(m), *sa = alloc_d(m);
@@ -607,7 +621,7 @@ static void gpu_shape(const h_op *op, const h_shape *s)
 			snprintf(what, sizeof(what), "%s: y (cuda vs cpu)", name);
 			test_close_mixed_f(what, d[1].y, d[0].y, ny, op->gpu_y_exact ? 0 : tol);
 		}
-		for (int k = 0; k < h.nd; k++) {
+		for (int k = 0; k < h.nd && h.d[k] != 0; k++) {
 			snprintf(what, sizeof(what), "%s: dx%d (cuda vs cpu)", name, k);
 			test_close_mixed_f(what, d[1].dxw[k], d[0].dxw[k], nx, tol);
 			if (!op->is_loss) {

@@ -66,6 +66,13 @@ struct h_op {
 	const char *op;     // the descriptor's name (graph/ops/<op>.c)
 	int ninputs;        // placeholders before it: 1, or 2 (add)
 	int fanout;         // add: the same placeholder for both inputs ("add t d0,d0")
+	/* Optional: the net's lines from the input line to the op's line ("... t ..."), for shape s,
+	 * when the default ones do not fit (an op that reads a token input or another op's table).
+	 * Placeholders are still d0 (and d1); d0 may be the net's input itself (`input d0 tokens T`:
+	 * ids uniform in [0, V) for the vocab=V of s->keys, no gradient, no finite difference). The
+	 * dense layer and the loss follow as usual. Returns the length written. */
+	int (*net)(const h_shape *s, char *buf, size_t len);
+	const char *param_node; // the node whose parameters are set and checked (NULL: the op's, t)
 	int is_loss;        // softmax_xent: forward writes dlogits; ref gives the loss sum
 	/* y (n x nd->C x nd->H x nd->W) = the op's training forward, in double. The loss: y[0] =
 	 * the summed loss, y[1] = the correct count. NULL: no forward reference (dropout's mask). */

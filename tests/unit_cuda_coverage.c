@@ -7,8 +7,10 @@
  * also records the handle's init method (cl_vec_zero), which StarPU calls outside the scheduler. Then
  * several nets that together cover every op (lenet5; resnet8; a net with conv+bias, batchnorm
  * with and without a following relu, maxpool, avgpool, add, dense, layernorm, leaky_relu, gelu and
- * dropout) submit one training step and one evaluation step at each fusion level (DNN_FUSE=0, 1,
- * 2: they insert different codelets), reading an in-memory set (load_batch) and an image folder of PNGs made
+ * dropout; a sequence net with attention, fed by a source of its own; a language model with
+ * embed and lm_head, whose ids the host writes) submit one training step and one evaluation step
+ * at each fusion level (DNN_FUSE=0, 1, 2: they insert different codelets), reading an in-memory set
+ * (load_batch) and an image folder of PNGs made
  * here (load_images, augmented when training).
  *
  * The check, per recorded codelet:
@@ -187,6 +189,36 @@ static const char *mixed_net = "input x 1 28 28\n"
 			       "gelu e1 r3\ndropout d1 e1 p=0.3\n"
 			       "dense f2 d1 out=10\nsoftmax_xent loss f2\n";
 
+/* --clip-grad-norm's threshold for the training steps (0: off; graph/gradclip.h's codelets). */
+static float g_clip;
+/* A language model: embed and lm_head (tied), dense per token, per-token loss. */
+static const char *tokens_net = "input idx tokens 8\nembed tok idx vocab=11 dim=16\ndense h tok out=16\n"
+				"add r tok,h\nlm_head head r,tok\nsoftmax_xent loss head\n";
+
+/* Token ids and next-token labels written into the chunk's handles by the host (no load task: the
+ * token loader is the text data set's; what is checked here are the ops' codelets). */
+static int tokens_load(const dnn_data_source *src, const dnn_task_opts *o, const int *idx, int n, int train, long step,
+		       const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t labels)
+{
+	(void)src, (void)o, (void)train, (void)step, (void)mean, (void)std;
+	const size_t nt = STARPU_VECTOR_GET_NX(starpu_data_get_interface_on_node(x, STARPU_MAIN_RAM));
+	int rc = starpu_data_acquire(x, STARPU_W);
+	if (rc == 0) {
+		float *ids = (float *)starpu_data_get_local_ptr(x);
+		for (size_t i = 0; i < nt; i++)
+			ids[i] = (float)((idx[i * n / nt] + 3 * i) % 11);
+		starpu_data_release(x);
+		rc = starpu_data_acquire(labels, STARPU_W);
+	}
+	if (rc == 0) {
+		int32_t *l = (int32_t *)starpu_data_get_local_ptr(labels);
+		for (size_t i = 0; i < nt; i++)
+			l[i] = (int32_t)((5 * i + 1) % 11);
+		starpu_data_release(labels);
+	}
+	return rc;
+}
+
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks;
  * bn_global: with --batchnorm global's codelets (bnstats.h); redux: with --deterministic off's
  * (StarPU's REDUX reductions instead of the fixed-order sums of chunksum.h). */
@@ -208,9 +240,10 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 	    dnn_plan_set_sum_redux(&p, redux, err, sizeof(err)) != 0 ||
 	    dnn_plan_set_batchnorm(&p, bn_global, err, sizeof(err)) != 0)
 		die("plan", err);
-	dnn_data_source src;
-	dnn_dataset_source(&src, ds);
-	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	dnn_data_source src = {.insert_load = tokens_load};
+	if (!g.nodes[0].tokens)
+		dnn_dataset_source(&src, ds);
+	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f, .clip_norm = g_clip};
 	int idx[BATCH];
 	for (int i = 0; i < BATCH; i++)
 		idx[i] = (i * 5 + 3) % ds->n;
@@ -230,6 +263,65 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 static void one_step(const char *name, const char *text, const dnn_dataset *ds, int fuse, int train)
 {
 	one_step_bn(name, text, ds, fuse, train, 0, 0);
+}
+
+/* A sequence net (attention between per-token dense layers, the per-token loss). No loader gives
+ * sequences yet, so its source writes each chunk's x (n T C floats) and labels (n T ids) from the
+ * submitting thread (starpu_data_acquire) instead of inserting a load task. */
+#define SEQ_T 6
+#define SEQ_C 12
+#define SEQ_V 5
+static const char *seq_net = "input x seq 6 12\ndense qkv x out=48\nattention att qkv heads=2\ndense o att out=5\n"
+			     "softmax_xent loss o\n";
+
+static int seq_insert_load(const dnn_data_source *src, const dnn_task_opts *o, const int *idx, int n, int train,
+			   long step, const float *mean, const float *std, starpu_data_handle_t x,
+			   starpu_data_handle_t labels)
+{
+	(void)src, (void)o, (void)train, (void)step, (void)mean, (void)std;
+	if (starpu_data_acquire(x, STARPU_W) != 0)
+		return -EIO;
+	float *xp = (float *)starpu_vector_get_local_ptr(x);
+	for (size_t i = 0; i < (size_t)n * SEQ_T * SEQ_C; i++)
+		xp[i] = (float)((idx[i / (SEQ_T * SEQ_C)] * 31 + (int)i * 7) % 17) / 8.0f - 1.0f;
+	starpu_data_release(x);
+	if (starpu_data_acquire(labels, STARPU_W) != 0)
+		return -EIO;
+	int32_t *lp = (int32_t *)starpu_vector_get_local_ptr(labels);
+	for (int i = 0; i < n * SEQ_T; i++)
+		lp[i] = (idx[i / SEQ_T] + i) % SEQ_V;
+	starpu_data_release(labels);
+	return 0;
+}
+
+static void seq_step(int train)
+{
+	char err[512];
+	const dnn_exec_config cfg = DNN_EXEC_CONFIG_DEFAULTS;
+	dnn_graph g;
+	dnn_model m;
+	dnn_plan p;
+	if (dnn_graph_parse(&g, seq_net, "seq", err, sizeof(err)) != 0)
+		die("graph", err);
+	if (dnn_model_create(&m, &g, 7, err, sizeof(err)) != 0)
+		die("model", err);
+	if (dnn_plan_create(&p, &m, BATCH, 2, 1, train, &cfg, err, sizeof(err)) != 0)
+		die("plan", err);
+	dnn_data_source src = {.insert_load = seq_insert_load};
+	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f};
+	int idx[BATCH];
+	for (int i = 0; i < BATCH; i++)
+		idx[i] = i;
+	double l, c;
+	if (dnn_submit_step(&p, 0, &src, idx, 0, &optim, err, sizeof(err)) != 0 ||
+	    dnn_wait_step(&p, 0, &l, &c, err, sizeof(err)) != 0)
+		die(train ? "sequence training step" : "sequence evaluation step", err);
+	starpu_task_wait_for_all();
+	printf("%-8s %-6s %s: %ld tasks, loss %.4f; %d distinct codelets so far\n", "seq", "memory",
+	       train ? "train" : "eval ", p.tasks_per_step, l / BATCH, nrecorded);
+	dnn_plan_destroy(&p);
+	dnn_model_destroy(&m);
+	dnn_graph_free(&g);
 }
 
 static int recorded_named(const char *name)
@@ -269,6 +361,7 @@ int main(void)
 			one_step("lenet5", NULL, &mem, fuse, train);
 			one_step("resnet8", NULL, &mem, fuse, train);
 			one_step("mixed", mixed_net, &mem, fuse, train);
+			one_step("tokens", tokens_net, &mem, fuse, train);
 		}
 	for (int train = 1; train >= 0; train--)
 		one_step("lenet5", NULL, &folder, 1, train);
@@ -276,6 +369,12 @@ int main(void)
 		for (int redux = 0; redux <= 1; redux++) /* fixed-order sums, and --deterministic off */
 			one_step_bn("mixed", mixed_net, &mem, fuse, 1, 1, redux);
 	one_step_bn("resnet8", NULL, &mem, 1, 1, 0, 1); /* --deterministic off's gradient reductions */
+	for (int train = 1; train >= 0; train--) /* attention: forward with and without its saved buffer */
+		seq_step(train);
+	g_clip = 0.01f; /* --clip-grad-norm: the sums of squares and the coefficient */
+	one_step("lenet5", NULL, &mem, 1, 1);
+	g_clip = 0;
+	one_step_bn("tokens", tokens_net, &mem, 1, 1, 0, 1); /* the tied table's REDUX gradient */
 
 	/* The check. */
 	int bad = 0;
@@ -306,7 +405,7 @@ int main(void)
 			      "cl_optim_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
 			      "cl_batchnorm_bwd", "cl_avgpool_bwd",        "cl_maxpool_bwd",    "cl_add_fwd",
 			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add",
-			      "cl_vec_add_clear"};
+			      "cl_vec_add_clear", "cl_grad_sumsq",       "cl_clip_coef"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
 		TEST_CHECK(recorded_named(must[i]), "%s was never scheduled: the nets do not cover it", must[i]);
 	const char *bn_global[] = {"cl_batchnorm_sums_fwd", "cl_batchnorm_fwd_global", "cl_batchnorm_sums_bwd",
@@ -319,6 +418,11 @@ int main(void)
 		   "cl_layernorm_fwd/bwd were never scheduled: the nets do not cover layernorm");
 	TEST_CHECK(recorded_named("cl_gelu_fwd") && recorded_named("cl_gelu_bwd"),
 		   "cl_gelu_fwd/bwd were never scheduled: the nets do not cover gelu");
+	TEST_CHECK(recorded_named("cl_attention_fwd") && recorded_named("cl_attention_bwd"),
+		   "cl_attention_fwd/bwd were never scheduled: the nets do not cover attention");
+	TEST_CHECK(recorded_named("cl_embed_fwd") && recorded_named("cl_embed_bwd") &&
+			   recorded_named("cl_dense_fwd_nobias") && recorded_named("cl_dense_bwd_weight_nobias"),
+		   "embed's or lm_head's codelets were never scheduled: the nets do not cover embed and lm_head");
 
 	dnn_dataset_free(&mem);
 	dnn_dataset_free(&folder);

@@ -1,5 +1,11 @@
 #!/usr/bin/env python3
-"""Writes the built-in ResNet net files (graph/nets/resnet*.net). lenet5.net is hand-written.
+"""Writes the built-in ResNet and GPT net files (graph/nets/resnet*.net, gpt*.net). lenet5.net is
+hand-written.
+
+GPTs are GPT-2's layout (nanoGPT's model.py, docs/transformers.md "Nets"): token + position
+embeddings, pre-norm blocks (layernorm, dense 3C, causal attention, dense C, residual add;
+layernorm, dense 4C, GELU, dense C, residual add), a final layernorm and the output head tied to
+the token embedding (lm_head owns no parameter). Every dense has a bias, as GPT-2's.
 
 ResNets here use projection shortcuts (1x1 conv + batchnorm) where the shape changes
 ("option B" of He et al.), as torchvision does; convolutions carry no bias (batchnorm follows).
@@ -89,7 +95,48 @@ def imagenet_resnet(fname, title, layers, bottleneck, classes=1000):
     n.write(fname)
 
 
+def gpt_params(vocab, ctx, d, layers):
+    """Trainable parameters, the tied head counted once: wte, wpe, per block 2 layernorms (2d each),
+    c_attn (d x 3d + 3d), c_proj (d x d + d), fc (d x 4d + 4d), mlp proj (4d x d + d); final layernorm."""
+    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    return vocab * d + ctx * d + layers * block + 2 * d
+
+
+def gpt(fname, title, vocab, ctx, d, layers, heads):
+    assert d % heads == 0
+    n = Net(f"{title}: vocab {vocab}, context {ctx}, {layers} layers, d {d}, {heads} heads, "
+            f"{gpt_params(vocab, ctx, d, layers):,} parameters (the tied head counted once)")
+    n.add("input", "idx", "tokens", ctx)
+    n.add("embed", "tok", "idx", f"vocab={vocab}", f"dim={d}")
+    x = "tok"
+    for i in range(layers):
+        b = f"h{i}_"
+        n.add("layernorm", b + "ln1", x)
+        n.add("dense", b + "qkv", b + "ln1", f"out={3 * d}")
+        n.add("attention", b + "att", b + "qkv", f"heads={heads}")
+        n.add("dense", b + "proj", b + "att", f"out={d}")
+        n.add("add", b + "r1", f"{x},{b}proj")
+        n.add("layernorm", b + "ln2", b + "r1")
+        n.add("dense", b + "fc", b + "ln2", f"out={4 * d}")
+        n.add("gelu", b + "gelu", b + "fc")
+        n.add("dense", b + "mlp", b + "gelu", f"out={d}")
+        n.add("add", b + "r2", f"{b}r1,{b}mlp")
+        x = b + "r2"
+    n.add("layernorm", "lnf", x)
+    n.add("lm_head", "head", "lnf,tok")
+    n.add("softmax_xent", "loss", "head")
+    n.write(fname)
+
+
+# GPT-2's published counts (the tied head once): 124,439,808 and 1,557,611,200.
+assert gpt_params(50257, 1024, 768, 12) == 124439808
+assert gpt_params(50257, 1024, 1600, 48) == 1557611200
+
 cifar_resnet("resnet8.net", "ResNet-8 for 1x28x28 (Fashion-MNIST): 16-channel stem, basic blocks 16/32/64", 1, 28, 1)
 cifar_resnet("resnet20.net", "ResNet-20 for 3x32x32 (CIFAR-10 style): 3 stages of 3 basic blocks", 3, 32, 3)
 imagenet_resnet("resnet18.net", "ResNet-18 (ImageNet layout)", [2, 2, 2, 2], False)
 imagenet_resnet("resnet50.net", "ResNet-50 (ImageNet layout, v1.5: stride on the 3x3)", [3, 4, 6, 3], True)
+gpt("gpt-tiny.net", "gpt-tiny (the PyTorch gradient check's model, tests/train_gpt_reference.c)", 256, 32, 64, 2, 4)
+gpt("gpt-nano.net", "gpt-nano (byte-level, trains in minutes on 2 cores)", 256, 128, 128, 4, 4)
+gpt("gpt2.net", "GPT-2 124M", 50257, 1024, 768, 12, 12)
+gpt("gpt2-xl.net", "GPT-2 XL 1.5B", 50257, 1024, 1600, 48, 25)

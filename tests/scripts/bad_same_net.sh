@@ -8,16 +8,21 @@
 # earlier build wrote it (version 2, tests/scripts/ckpt_v1.py): each must refuse with exit 2 and
 # one line naming the node and the key with both values. The unchanged net is accepted by all
 # four (so the refusals are about the key), and a version-1 file, which records no float key,
-# still refuses a structural change by its hash.
+# still refuses a structural change by its hash. The ops that take only sequences (attention,
+# embed, lm_head)
+# are in a second base, tests/data/every_seq_op.net; no command trains it yet (no token data set
+# behind --data), so its checkpoint is its fresh model's (netvariants ckpt), its unchanged net is
+# accepted by export, and its variants are refused by all four like the others.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 A="$STARPU_ANP"
 V="$DNN_BUILD_DIR/tests/netvariants"
 BASE="$DNN_SOURCE_DIR/tests/data/every_op.net"
+SEQ="$DNN_SOURCE_DIR/tests/data/every_seq_op.net"
 export STARPU_NCPU=1
 [ -x "$V" ] || { fail "$V not built"; finish; }
 mkdir -p "$TMP/v"
-"$V" keys "$BASE" "$TMP/v" >"$TMP/list" 2>"$TMP/err" || { cat "$TMP/list" "$TMP/err" >&2; fail "netvariants keys"; finish; }
+"$V" keys "$BASE" "$TMP/v" "$SEQ" >"$TMP/list" 2>"$TMP/err" || { cat "$TMP/list" "$TMP/err" >&2; fail "netvariants keys"; finish; }
 cat "$TMP/list"
 COVERED="$(sed -n 's/^covered \([0-9]*\) keys.*/\1/p' "$TMP/list")"
 VARIANTS="$(grep -vc "^covered " "$TMP/list" || true)"
@@ -29,6 +34,9 @@ CK="$TMP/every.ckpt"
 "$A" train --net "$BASE" --data synthetic --max-steps 1 --batch 8 --no-eval --checkpoint "$CK" --quiet >/dev/null 2>"$TMP/err" \
   || { cat "$TMP/err" >&2; fail "training the every-op net"; finish; }
 python3 "$(dirname "$0")/ckpt_v1.py" "$CK" "$TMP/every-v2.ckpt" 2 || fail "ckpt_v1.py 2"
+SEQCK="$TMP/seq.ckpt"
+"$V" ckpt "$SEQ" "$SEQCK" 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "netvariants ckpt $SEQ"; finish; }
+python3 "$(dirname "$0")/ckpt_v1.py" "$SEQCK" "$TMP/seq-v2.ckpt" 2 || fail "ckpt_v1.py 2 (seq)"
 python3 "$(dirname "$0")/ckpt_v1.py" "$CK" "$TMP/every-v1.ckpt" 1 || fail "ckpt_v1.py 1"
 printf 'P6\n8 8\n255\n' >"$TMP/img.ppm" && head -c 192 /dev/urandom >>"$TMP/img.ppm"
 
@@ -51,12 +59,18 @@ for ck in "$CK" "$TMP/every-v2.ckpt" "$TMP/every-v1.ckpt"; do
   done
 done
 
+for ck in "$SEQCK" "$TMP/seq-v2.ckpt"; do
+  expect_rc 0 run export "$SEQ" "$ck" || fail "export refuses the token net's own checkpoint ($(basename "$ck"))"
+done
+
 # Every variant: refused alike, naming the node and the key.
 checks=0
 while read -r op key num name new old file; do
   [ "$op" = covered ] && continue
   want="node $num ($name): $key=$new in --net, $key=$old in the checkpoint"
-  for ck in "$CK" "$TMP/every-v2.ckpt"; do
+  cks="$CK $TMP/every-v2.ckpt"
+  grep -q '^input [^ ]* tokens ' "$file" && cks="$SEQCK $TMP/seq-v2.ckpt"
+  for ck in $cks; do
     for cmd in $CMDS; do
       checks=$((checks + 1))
       expect_rc 2 run "$cmd" "$file" "$ck" || continue

@@ -35,10 +35,12 @@ bn_compare() {
     fail "bn_compare: $ref.csv has $nref train_step rows, $run.csv $nrun: want the same number, more than 0"
     return 1
   fi
-  # Row by row: the same step number (column 3), the loss (column 4) relative to the reference's.
+  # Row by row: the same step number (column 3), the loss (column 4) relative to the reference's
+  # (the second file's columns start at NF/2 + 1, whatever columns the CSV has).
   out="$(paste -d, <(bn_steps "$ref.csv") <(bn_steps "$run.csv") | awk -F, '
-    $3 != $10 || !($4 > 0) { printf "row %d: step %s loss %s vs step %s", NR, $3, $4, $10; bad = 1; exit }
-    { d = $4 - $11; if (d < 0) d = -d; r = d / $4; if (r > m) m = r }
+    { h = NF / 2 }
+    $3 != $(h + 3) || !($4 > 0) { printf "row %d: step %s loss %s vs step %s", NR, $3, $4, $(h + 3); bad = 1; exit }
+    { d = $4 - $(h + 4); if (d < 0) d = -d; r = d / $4; if (r > m) m = r }
     END { if (!bad) printf "%.3g", m + 0; exit bad }')" || { fail "bn_compare: $ref.csv and $run.csv: $out"; return 1; }
   BN_DL="$out"
   out="$(python3 -c 'import math, sys; sys.path.insert(0, sys.argv[1]); import ckpt_compare as c

@@ -14,7 +14,8 @@ Prints one line per group and a summary; exit 1 (one line per problem) unless
   - every group's tasks ran on one worker,
   - every per-chunk task is in a group with a load task (the linking saw it), and
   - the load tasks of chunk c ran on the same worker as those of chunk c' exactly when
-    c = c' mod NWORKERS (--pin-chunks: chunk c on worker c mod n), c being the load's place
+    c * NWORKERS // CHUNKS = c' * NWORKERS // CHUNKS (--pin-chunks: K chunks on n workers in
+    blocks, chunk c on worker c * n / K; each chunk its own when K < n), c being the load's place
     among the CHUNKS loads submitted for one step.
 Exit 2 when the file holds no task records."""
 import sys
@@ -87,6 +88,9 @@ def main():
     by_chunk = defaultdict(Counter)
     for n, t in enumerate(loads):
         by_chunk[n % chunks][t["WorkerId"]] += 1
+    def block(c):
+        return c * nworkers // chunks if chunks >= nworkers else c
+
     where = {}
     for c in range(chunks):
         w = by_chunk[c]
@@ -97,7 +101,7 @@ def main():
             where[c] = next(iter(w))
     for c in where:
         for d in where:
-            if c < d and (where[c] == where[d]) != (c % nworkers == d % nworkers):
+            if c < d and (where[c] == where[d]) != (block(c) == block(d)):
                 bad.append(f"chunks {c} and {d} ran on workers {where[c]} and {where[d]}")
     total = Counter(t["WorkerId"] for t in per)
     print(f"per-chunk tasks: {len(per)} in {len(groups)} groups; per worker {dict(total)}")

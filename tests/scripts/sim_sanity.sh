@@ -14,7 +14,9 @@
 #     cores as workers too, dmda's choices hang on their noisy calibration (4 dies measured
 #     5.5k-8.9k images/s across calibrations, once below 2 dies' 6.9k); the GPU models are
 #     deterministic. Measured: 4.9k, 6.0k, 7.7k free; 5.0k, 8.6k, 11.6k pinned on the workers'
-#     local queues (DNN_PIN_MODE=queue), 4.9k, 9.1k, 11.8k pinned by mask (the default).
+#     local queues (DNN_PIN_MODE=queue), 4.9k, 9.1k, 11.8k pinned by mask (the default). Since
+#     the fixed-order sums became the default (2026-12-07; pinned in blocks): 4.4k, 6.9k, 8.4k
+#     pinned, 12.1k at 4 dies with --deterministic off (docs/studies/2026-12-07-deterministic-cost.md).
 #  3. GPU-only nodes (--ncpu 0: nothing to calibrate, models_cpu=none) of a net whose big
 #     parameters live in SMPI shared memory in the simulation build (resnet18 at 32x32, 11.7 M
 #     parameters): 2 nodes on an infinitely fast network give more images/s than 1, with the tree

@@ -14,7 +14,7 @@ ACC="$(result_field "$LINE" test_accuracy)"
 fcmp "$ACC >= 0.85" || fail "test_accuracy $ACC < 0.85"
 [ -s "$TMP/lenet5.ckpt" ] || fail "no checkpoint written"
 ls "$TMP"/*.tmp.* >/dev/null 2>&1 && fail "temporary checkpoint files left behind"
-head -1 "$TMP/m.csv" | grep -q '^kind,epoch,step,loss,accuracy,images_per_s,wall_s$' || fail "metrics header: $(head -1 "$TMP/m.csv")"
+head -1 "$TMP/m.csv" | grep -q '^kind,epoch,step,loss,accuracy,images_per_s,wall_s,grad_norm$' || fail "metrics header: $(head -1 "$TMP/m.csv")"
 [ "$(grep -c '^train_step,' "$TMP/m.csv")" = 937 ] || fail "metrics: $(grep -c '^train_step,' "$TMP/m.csv") step rows, want 937"
 grep -q '^test_epoch,1,' "$TMP/m.csv" || fail "metrics: no test_epoch row"
 

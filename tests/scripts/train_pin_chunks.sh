@@ -8,7 +8,7 @@
 # Where the tasks ran (the option's whole point): a traced pinned run (--trace: StarPU's
 # tasks.rec), 3 chunks on 2 CPU workers, no evaluation; chunk_workers.py groups the tasks by the
 # chunk data they touch and checks that every chunk's load, forward and backward tasks ran on one
-# worker and that chunk c ran on worker c mod 2 (chunks 0 and 2 together, 1 on the other). An
+# worker and that chunk c ran on worker c * 2 / 3 (chunks 0 and 1 together, 2 on the other). An
 # unpinned run under lws fails that (measured: each chunk's 640 tasks split ~45/55 over the two
 # workers, and every chunk's loads on both).
 set -euo pipefail

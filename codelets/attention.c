@@ -1,0 +1,436 @@
+/* attention.c — causal multi-head self-attention: CPU kernels (tiled, online softmax), codelets,
+ * insert helpers (attention.h).
+ *
+ * Each (sample, head)'s q, k, v (and dy) are first packed into T x D blocks (see pack()).
+ * Forward, per block of DNN_ATT_BQ queries (FlashAttention's loop): for each block of DNN_ATT_BK
+ * keys up to the diagonal, S = q k^T / sqrt(D) (an SGEMM on the tile), then per query row the
+ * online softmax: m' = max(m, max S), P = exp(S - m'), l = l e^(m - m') + sum P, and the row's
+ * accumulator o (BQ x D scratch) scaled by e^(m - m') before o += P v (an SGEMM). At the end
+ * y = o / l and lse = m + log l. Keys past a query are masked (P = 0) inside the diagonal tiles,
+ * and tiles wholly past the last query of the block are never computed.
+ * Backward, per block of queries: D_t = dy[t].y[t] first, then per key block up to the diagonal
+ * P = exp(S - lse) (recomputed), dv += P^T dy, dP = dy v^T, dS = P (dP - D) / sqrt(D), dq += dS k
+ * (a BQ x D scratch, written into dqkv once per query block), dk += dS^T q; dk and dv are summed
+ * in packed T x D blocks, written (or added) into dqkv once per head. The order of every sum is
+ * fixed, whatever the thread or run.
+ */
+#include "attention.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "dnn_codelet.h"
+
+#define BQ DNN_ATT_BQ
+#define BK DNN_ATT_BK
+
+size_t dnn_attention_scratch_floats(int T, int D)
+{
+	/* forward: the head's q, k, v (3 T x D), S (BQ x BK), m, l (BQ), the y accumulator (BQ x D);
+	 * backward: the head's q, k, v, dy, dk, dv (6 T x D), P, dP (BQ x BK each), D_t (BQ), dq (BQ x D) */
+	const size_t t = T > 0 ? (size_t)T : 0, d = D > 0 ? (size_t)D : 0;
+	return 6 * t * d + 2 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d;
+}
+
+double dnn_attention_flops_fwd(const dnn_attention_args *a) { return 2.0 * a->N * (double)a->T * a->T * a->C; }
+double dnn_attention_flops_bwd(const dnn_attention_args *a) { return 5.0 * a->N * (double)a->T * a->T * a->C; }
+
+// ------------------------------------------------------------------------------- row loops
+
+/* The softmax's row loops, portable and AVX2 (the exp there is Cephes' expf polynomial, within
+ * 2 ulp of expf; the tail of a row past its last multiple of 8 uses expf). Both only read the
+ * row's valid columns. */
+typedef struct {
+	float (*max)(const float *s, int n);              // max of s[0..n), n >= 1
+	float (*exp_sum)(float *s, int n, float sub);     // s[j] = exp(s[j] - sub), j < n; returns the sum
+	void (*dsoft)(float *dp, const float *p, float dt, float scale, int n); // dp = p (dp - dt) scale
+} row_ops;
+
+static float max_scalar(const float *s, int n)
+{
+	float m = s[0];
+	for (int j = 1; j < n; j++)
+		m = s[j] > m ? s[j] : m;
+	return m;
+}
+
+static float exp_sum_scalar(float *s, int n, float sub)
+{
+	float sum = 0.0f;
+	for (int j = 0; j < n; j++) {
+		s[j] = expf(s[j] - sub);
+		sum += s[j];
+	}
+	return sum;
+}
+
+static void dsoft_scalar(float *restrict dp, const float *restrict p, float dt, float scale, int n)
+{
+	for (int j = 0; j < n; j++)
+		dp[j] = p[j] * (dp[j] - dt) * scale;
+}
+
+static const row_ops ops_scalar = {max_scalar, exp_sum_scalar, dsoft_scalar};
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define ATT_AVX2 __attribute__((target("avx2,fma")))
+
+/* exp(x) for x <= 0 (scores minus their max or log-sum-exp; larger x are clamped at 88): x =
+ * n ln2 + r, |r| <= ln2/2, exp(r) by Cephes' degree-7 polynomial, 2^n by the exponent bits; below
+ * -87.3 (2^-126) it returns about 1e-38 rather than a denormal or 0. A NaN stays NaN (min/max
+ * return their second operand when either is NaN), so a non-finite score reaches the output. */
+ATT_AVX2 static inline __m256 exp8(__m256 x)
+{
+	x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), _mm256_min_ps(_mm256_set1_ps(88.0f), x));
+	const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+					 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 y = _mm256_set1_ps(1.9875691500e-4f);
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
+	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+	y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+	const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+ATT_AVX2 static inline float hsum8(__m256 v)
+{
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+ATT_AVX2 static float max_avx2(const float *s, int n)
+{
+	int j = 0;
+	float m = s[0];
+	if (n >= 8) {
+		__m256 v = _mm256_loadu_ps(s);
+		for (j = 8; j + 8 <= n; j += 8)
+			v = _mm256_max_ps(v, _mm256_loadu_ps(s + j));
+		__m128 h = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+		h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+		h = _mm_max_ss(h, _mm_movehdup_ps(h));
+		m = _mm_cvtss_f32(h);
+	}
+	for (; j < n; j++)
+		m = s[j] > m ? s[j] : m;
+	return m;
+}
+
+ATT_AVX2 static float exp_sum_avx2(float *s, int n, float sub)
+{
+	const __m256 vs = _mm256_set1_ps(sub);
+	__m256 acc = _mm256_setzero_ps();
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
+		_mm256_storeu_ps(s + j, e);
+		acc = _mm256_add_ps(acc, e);
+	}
+	float sum = hsum8(acc);
+	for (; j < n; j++) {
+		s[j] = expf(s[j] - sub);
+		sum += s[j];
+	}
+	return sum;
+}
+
+ATT_AVX2 static void dsoft_avx2(float *restrict dp, const float *restrict p, float dt, float scale, int n)
+{
+	const __m256 vd = _mm256_set1_ps(dt), vc = _mm256_set1_ps(scale);
+	int j = 0;
+	for (; j + 8 <= n; j += 8) {
+		const __m256 g = _mm256_sub_ps(_mm256_loadu_ps(dp + j), vd);
+		_mm256_storeu_ps(dp + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(p + j), g), vc));
+	}
+	for (; j < n; j++)
+		dp[j] = p[j] * (dp[j] - dt) * scale;
+}
+
+static const row_ops ops_avx2 = {max_avx2, exp_sum_avx2, dsoft_avx2};
+
+static int have_avx2(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+static const row_ops ops_avx2 = {max_scalar, exp_sum_scalar, dsoft_scalar};
+static int have_avx2(void) { return 0; }
+#endif
+
+static const row_ops *volatile row = NULL; /* NULL: not chosen yet (the first kernel chooses) */
+
+int dnn_attention_set_simd(int on)
+{
+	const int simd = on && have_avx2();
+	row = simd ? &ops_avx2 : &ops_scalar;
+	return simd;
+}
+
+static const row_ops *row_ops_get(void)
+{
+	const row_ops *r = row;
+	if (!r) {
+		dnn_attention_set_simd(1);
+		r = row;
+	}
+	return r;
+}
+
+// ------------------------------------------------------------------------------- CPU kernels
+
+/* rows [r0, r0+n) of D floats at stride ld -> a packed n x D block. The kernels copy each head's
+ * q, k, v (and dy) into packed T x D blocks first: with GPT-2's widths (ld = 3C = 2304 floats,
+ * 9 KiB) the rows of a strided head fall into a few cache sets and the tiles' SGEMMs ran at less
+ * than half their rate (55-77 against 120-145 GFLOP/s forward, T = 1024, D = 64, 12 heads). */
+static void pack(float *restrict dst, const float *restrict src, int r0, int n, int D, int ld)
+{
+	for (int r = 0; r < n; r++)
+		memcpy(dst + (size_t)r * D, src + (size_t)(r0 + r) * ld, (size_t)D * sizeof(float));
+}
+
+/* One (sample, head), packed: q, k, v (T,D); y rows of stride ldy; lse (T) or NULL. */
+static void fwd_head(float *y, float *lse, const float *q, const float *k, const float *v, int T, int D, int ldy,
+		     float scale, float *scratch, const row_ops *ro)
+{
+	float *S = scratch, *m = S + (size_t)BQ * BK, *l = m + BQ, *os = l + BQ;
+	for (int i0 = 0; i0 < T; i0 += BQ) {
+		const int bq = T - i0 < BQ ? T - i0 : BQ;
+		memset(os, 0, (size_t)bq * D * sizeof(float));
+		for (int r = 0; r < bq; r++)
+			m[r] = -INFINITY, l[r] = 0.0f;
+		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
+			/* keys j0 .. j0+bk-1, the last one no later than the block's last query */
+			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, scale, q + (size_t)i0 * D, D,
+				    k + (size_t)j0 * D, D, 0.0f, S, BK);
+			for (int r = 0; r < bq; r++) {
+				float *s = S + (size_t)r * BK;
+				/* query i0+r sees keys up to itself: n of this tile's columns */
+				const int lim = i0 + r - j0 + 1, n = lim < bk ? lim : bk;
+				if (n <= 0) {
+					memset(s, 0, (size_t)bk * sizeof(float));
+					continue;
+				}
+				const float mx = ro->max(s, n), mnew = mx > m[r] ? mx : m[r];
+				const float sum = ro->exp_sum(s, n, mnew);
+				if (n < bk)
+					memset(s + n, 0, (size_t)(bk - n) * sizeof(float));
+				if (mnew != m[r]) {
+					const float alpha = expf(m[r] - mnew); /* 0 on the row's first tile */
+					float *o = os + (size_t)r * D;
+					for (int d = 0; d < D; d++)
+						o[d] *= alpha;
+					l[r] = l[r] * alpha + sum;
+					m[r] = mnew;
+				} else {
+					l[r] += sum;
+				}
+			}
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, S, BK, v + (size_t)j0 * D, D,
+				    1.0f, os, D);
+		}
+		for (int r = 0; r < bq; r++) {
+			const float inv = 1.0f / l[r];
+			const float *o = os + (size_t)r * D;
+			float *yr = y + (size_t)(i0 + r) * ldy;
+			for (int d = 0; d < D; d++)
+				yr[d] = o[d] * inv;
+			if (lse)
+				lse[i0 + r] = m[r] + logf(l[r]);
+		}
+	}
+}
+
+void dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch)
+{
+	// y (N,T,C), lse (N,H,T), qkv (N,T,3C)
+	const int T = a->T, C = a->C, H = a->H, D = C / H;
+	const size_t TD = (size_t)T * D;
+	const float scale = 1.0f / sqrtf((float)D);
+	const row_ops *ro = row_ops_get();
+	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *tiles = hv + TD;
+	for (int n = 0; n < a->N; n++)
+		for (int h = 0; h < H; h++) {
+			const float *q = qkv + (size_t)n * T * 3 * C + (size_t)h * D;
+			pack(hq, q, 0, T, D, 3 * C);
+			pack(hk, q + C, 0, T, D, 3 * C);
+			pack(hv, q + 2 * C, 0, T, D, 3 * C);
+			fwd_head(y + (size_t)n * T * C + (size_t)h * D, lse ? lse + ((size_t)n * H + h) * T : NULL, hq, hk,
+				 hv, T, D, C, scale, tiles, ro);
+		}
+}
+
+/* One (sample, head), packed: dq rows of stride ld (=|+= per accumulate), dk, dv (T,D) +=, q, k,
+ * v, dy (T,D), y rows of stride ldy, lse (T). */
+static void bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, const float *k, const float *v,
+		     const float *dy, const float *y, int ldy, const float *lse, int T, int D, float scale, int accumulate,
+		     float *scratch, const row_ops *ro)
+{
+	float *P = scratch, *dP = P + (size_t)BQ * BK, *Dt = dP + (size_t)BQ * BK, *dqs = Dt + BQ;
+	for (int i0 = 0; i0 < T; i0 += BQ) {
+		const int bq = T - i0 < BQ ? T - i0 : BQ;
+		const float *qi = q + (size_t)i0 * D, *dyi = dy + (size_t)i0 * D;
+		for (int r = 0; r < bq; r++) {
+			const float *yr = y + (size_t)(i0 + r) * ldy, *dyr = dyi + (size_t)r * D;
+			float s = 0.0f;
+			for (int d = 0; d < D; d++)
+				s += dyr[d] * yr[d];
+			Dt[r] = s;
+		}
+		memset(dqs, 0, (size_t)bq * D * sizeof(float));
+		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
+			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
+			const float *kj = k + (size_t)j0 * D, *vj = v + (size_t)j0 * D;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, scale, qi, D, kj, D, 0.0f, P, BK);
+			for (int r = 0; r < bq; r++) {
+				float *p = P + (size_t)r * BK;
+				const int lim = i0 + r - j0 + 1, n = lim < 0 ? 0 : lim < bk ? lim : bk;
+				if (n > 0)
+					ro->exp_sum(p, n, lse[i0 + r]);
+				if (n < bk)
+					memset(p + n, 0, (size_t)(bk - n) * sizeof(float));
+			}
+			// dv (bk,D) += P^T (bk,bq) dy (bq,D)
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, P, BK, dyi, D, 1.0f,
+				    dv + (size_t)j0 * D, D);
+			// dP (bq,bk) = dy (bq,D) v^T (D,bk)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, 1.0f, dyi, D, vj, D, 0.0f, dP, BK);
+			for (int r = 0; r < bq; r++)
+				ro->dsoft(dP + (size_t)r * BK, P + (size_t)r * BK, Dt[r], scale, bk);
+			// dq (bq,D) += dS (bq,bk) k (bk,D); dk (bk,D) += dS^T (bk,bq) q (bq,D)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, dP, BK, kj, D, 1.0f, dqs, D);
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, dP, BK, qi, D, 1.0f,
+				    dk + (size_t)j0 * D, D);
+		}
+		for (int r = 0; r < bq; r++) {
+			float *dqr = dq + (size_t)(i0 + r) * ld;
+			const float *s = dqs + (size_t)r * D;
+			if (accumulate)
+				for (int d = 0; d < D; d++)
+					dqr[d] += s[d];
+			else
+				memcpy(dqr, s, (size_t)D * sizeof(float));
+		}
+	}
+}
+
+/* dst rows of stride ld (=|+=) the packed src (T,D). */
+static void unpack(float *restrict dst, int ld, const float *restrict src, int T, int D, int accumulate)
+{
+	for (int t = 0; t < T; t++) {
+		float *d = dst + (size_t)t * ld;
+		const float *s = src + (size_t)t * D;
+		if (accumulate)
+			for (int i = 0; i < D; i++)
+				d[i] += s[i];
+		else
+			memcpy(d, s, (size_t)D * sizeof(float));
+	}
+}
+
+void dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, const float *dy, const float *lse,
+				const dnn_attention_args *a, float *scratch)
+{
+	// dqkv (N,T,3C) =|+=, qkv (N,T,3C), y (N,T,C), dy (N,T,C), lse (N,H,T)
+	const int T = a->T, C = a->C, H = a->H, D = C / H;
+	const size_t TD = (size_t)T * D;
+	const float scale = 1.0f / sqrtf((float)D);
+	const row_ops *ro = row_ops_get();
+	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *hdy = hv + TD, *hdk = hdy + TD, *hdv = hdk + TD;
+	float *tiles = hdv + TD;
+	for (int n = 0; n < a->N; n++)
+		for (int h = 0; h < H; h++) {
+			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
+			pack(hq, qkv + o, 0, T, D, 3 * C);
+			pack(hk, qkv + o + C, 0, T, D, 3 * C);
+			pack(hv, qkv + o + 2 * C, 0, T, D, 3 * C);
+			pack(hdy, dy + oy, 0, T, D, C);
+			memset(hdk, 0, 2 * TD * sizeof(float));
+			bwd_head(dqkv + o, 3 * C, hdk, hdv, hq, hk, hv, hdy, y + oy, C, lse + ((size_t)n * H + h) * T, T, D,
+				 scale, a->accumulate_dx, tiles, ro);
+			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
+			unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);
+		}
+}
+
+// ------------------------------------------------------------------------------- codelets
+
+static float *task_scratch(const dnn_attention_args *a, const char *what)
+{
+	float *s = dnn_cpu_scratch(dnn_attention_scratch_floats(a->T, a->C / a->H));
+	if (!s)
+		dnn_worker_error("attention %s: out of memory for %zu floats of scratch", what,
+				 dnn_attention_scratch_floats(a->T, a->C / a->H));
+	return s;
+}
+
+static void attention_fwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_attention_args *a = cl_arg;
+	const size_t tok = (size_t)a->N * a->T;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == tok * 3 * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == tok * a->C);
+	STARPU_ASSERT(!a->save_lse || STARPU_VECTOR_GET_NX(buffers[2]) >= tok * a->H);
+	float *scratch = task_scratch(a, "forward");
+	if (!scratch)
+		return;
+	dnn_attention_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				  a->save_lse ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+				  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch);
+}
+
+static void attention_bwd_cpu_task(void *buffers[], void *cl_arg)
+{
+	const dnn_attention_args *a = cl_arg;
+	const size_t tok = (size_t)a->N * a->T;
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == tok * 3 * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == tok * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == tok * a->C);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) >= tok * a->H);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[4]) == tok * 3 * a->C);
+	float *scratch = task_scratch(a, "backward");
+	if (!scratch)
+		return;
+	dnn_attention_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[4]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				   (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), a, scratch);
+}
+
+DNN_CODELET(cl_attention_fwd, 3, attention_fwd_cpu_task, dnn_attention_fwd_cuda);
+DNN_CODELET(cl_attention_bwd, 5, attention_bwd_cpu_task, dnn_attention_bwd_cuda);
+
+// ------------------------------------------------------------------------------- insert helpers
+
+DNN_ARGS_NO_PADDING(dnn_attention_args, 6 * sizeof(int));
+
+int dnn_insert_attention_fwd(const dnn_task_opts *o, const dnn_attention_args *a, starpu_data_handle_t qkv,
+			     starpu_data_handle_t y, starpu_data_handle_t lse)
+{
+	if (a->save_lse)
+		return DNN_TASK_INSERT_ARGS(o, &cl_attention_fwd, "attention_fwd", a, STARPU_R, qkv, STARPU_W, y, STARPU_W,
+					    lse, STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD, STARPU_FLOPS,
+					    dnn_attention_flops_fwd(a));
+	return DNN_TASK_INSERT_ARGS(o, &cl_attention_fwd, "attention_fwd", a, STARPU_R, qkv, STARPU_W, y,
+				    STARPU_TASK_COLOR, DNN_COLOR_DENSE_FWD, STARPU_FLOPS, dnn_attention_flops_fwd(a));
+}
+
+int dnn_insert_attention_bwd(const dnn_task_opts *o, const dnn_attention_args *a, starpu_data_handle_t qkv,
+			     starpu_data_handle_t y, starpu_data_handle_t dy, starpu_data_handle_t lse,
+			     starpu_data_handle_t dqkv)
+{
+	return DNN_TASK_INSERT_ARGS(o, &cl_attention_bwd, "attention_bwd", a, STARPU_R, qkv, STARPU_R, y, STARPU_R, dy,
+				    STARPU_R, lse, a->accumulate_dx ? STARPU_RW : STARPU_W, dqkv, STARPU_TASK_COLOR,
+				    DNN_COLOR_DENSE_BWD, STARPU_FLOPS, dnn_attention_flops_bwd(a));
+}
