@@ -69,6 +69,7 @@ static void help_main(void)
 	       "  train   train a net (default: lenet5 on Fashion-MNIST), evaluating after each epoch\n"
 	       "  eval    evaluate a checkpoint on the test set\n"
 	       "  predict the top-5 classes (ANPs) of image files, with probabilities, from a checkpoint\n"
+	       "  generate text from a byte-level language model's checkpoint (docs/transformers.md)\n"
 	       "  bench   training throughput on synthetic data (images/s, GFLOP/s)\n"
 	       "  export  write a checkpoint's eval-mode net as an ONNX model (onnxruntime, ...)\n"
 	       "  nets    list the built-in nets\n"
@@ -98,6 +99,43 @@ static void help_export(void)
 	       "The last line of output is 'result: key=value ...'.\n", prog);
 }
 
+static void help_generate(void)
+{
+	printf("usage: %s generate --checkpoint FILE [options]\n\n"
+	       "Writes text from a byte-level language model (a net whose input line is 'input NAME tokens T'\n"
+	       "and whose vocabulary is 256: trained on --text): the prompt, then one byte per forward pass\n"
+	       "on the last T bytes, to stdout as it goes.\n\n"
+	       "  --checkpoint FILE    the model (required; it carries its net)\n"
+	       "  --net NAME|FILE      only for a version-1 checkpoint, which does not carry its net\n"
+	       "  --prompt TEXT        the text to continue (its UTF-8 bytes) [a newline]\n"
+	       "  --tokens N           bytes to generate [256]\n"
+	       "  --temperature X      sample from softmax(logits / X); 0: greedy, the likeliest byte\n"
+	       "                       (deterministic) [0.8]\n"
+	       "  --top-k K            sample among the K likeliest bytes; 0: all [40]\n"
+	       "  --seed S             the sampler's seed: the same command gives the same text [1]\n"
+	       "  --quiet              no summary line on stderr\n"
+	       "  -h, --help           this help\n\n"
+	       "stdout holds only the text; the summary 'result: key=value ...' goes to stderr.\n", prog);
+}
+
+/* A language model's data (train, eval). */
+static void help_text_data(const char *c)
+{
+	if (strcmp(c, "train") != 0 && strcmp(c, "eval") != 0)
+		return;
+	printf("  --text FILE          a language model's data: UTF-8 text, one token per byte (vocabulary\n"
+	       "                       256); its last tenth is the validation set [a net whose input is\n"
+	       "                       tokens: the default corpus, the King James Bible that\n"
+	       "                       scripts/bootstrap.sh writes to ~/.cache/starpu-anp/corpus/kjv.txt]\n"
+	       "  --tokens DIR|FILE    token ids: DIR holds nanoGPT's train.bin and val.bin (little-endian\n"
+	       "                       uint16, no header); FILE is an llm.c .bin (header magic 20240520,\n"
+	       "                       uint16 tokens), whose validation set is --val-tokens FILE2 or else\n"
+	       "                       its last tenth. Every id must be below the net's vocabulary\n"
+	       "  --val-tokens FILE    the llm.c .bin of the validation tokens (with --tokens FILE)\n"
+	       "  --val-batches N      a language model's evaluation reads the first N x --batch validation\n"
+	       "                       windows (0: all) [%s]\n", !strcmp(c, "eval") ? "all" : "20");
+}
+
 /* train's own options: the run's length, jobs, metrics and checkpoints. */
 static void help_train_run(void)
 {
@@ -121,6 +159,8 @@ static void help_train_run(void)
 	       "  --limit-train N      use only the first N training samples\n"
 	       "  --limit-test N       evaluate on only the first N test samples\n"
 	       "  --no-eval            skip the per-epoch test-set evaluation\n"
+	       "  --eval-every N       also evaluate every N steps (a language model: an epoch is every\n"
+	       "                       window, far longer than a run: evaluate inside it) [off]\n"
 	       "  --metrics FILE       write per-step and per-epoch metrics as CSV\n"
 	       "  --checkpoint FILE    write a checkpoint after every epoch (atomically)\n"
 	       "  --checkpoint-every N also write it every N steps\n"
@@ -134,6 +174,10 @@ static void help_cmd(const char *c)
 		help_export();
 		return;
 	}
+	if (!strcmp(c, "generate")) {
+		help_generate();
+		return;
+	}
 	printf("usage: %s %s [options]\n\n", prog, c);
 	if (!strcmp(c, "eval") || !strcmp(c, "predict"))
 		printf("  --net NAME|FILE      not needed: the checkpoint carries its net (given, it must be the\n"
@@ -145,7 +189,8 @@ static void help_cmd(const char *c)
 		       "                       samples of the net's shape), or a directory of IDX files, CIFAR-10\n"
 		       "                       binary batches, or images: one subfolder per class (adjective_noun),\n"
 		       "                       optionally under DIR/train and DIR/val [fashion-mnist]\n");
-	printf("  --batch B            global batch size [64]\n"
+	help_text_data(c);
+	printf("  --batch B            global batch size (a language model: windows of T tokens) [64]\n"
 	       "  --chunks K           chunks (micro-batches) per batch [2 x workers; 1 x for a net without\n"
 	       "                       batch norm on CPU workers only]\n");
 	printf("  --input N            the net's input is N x N (rewrites its input line; image folders are\n"
@@ -247,9 +292,9 @@ static void help_cmd(const char *c)
 /* ---------------------------------------------------------------- the commands */
 /* One bit per command that takes options; an option lists the commands it applies to (any other
  * command refuses it as a usage error instead of ignoring it). */
-enum { C_TRAIN = 1, C_EVAL = 2, C_BENCH = 4, C_PREDICT = 8, C_EXPORT = 16 };
-#define C_ALL (C_TRAIN | C_EVAL | C_BENCH | C_PREDICT | C_EXPORT)
-#define C_RUNS (C_TRAIN | C_EVAL | C_BENCH | C_PREDICT) /* all but export */
+enum { C_TRAIN = 1, C_EVAL = 2, C_BENCH = 4, C_PREDICT = 8, C_EXPORT = 16, C_GENERATE = 32 };
+#define C_ALL (C_TRAIN | C_EVAL | C_BENCH | C_PREDICT | C_EXPORT | C_GENERATE)
+#define C_RUNS (C_TRAIN | C_EVAL | C_BENCH | C_PREDICT) /* all but export and generate */
 #define C_TRAINS (C_TRAIN | C_BENCH)                   /* the training loop */
 
 /* Everything the command line sets. */
@@ -261,12 +306,14 @@ typedef struct {
 	const char *trace_dir, *onnx_path;
 	const char *const *images; /* predict: the arguments after the options */
 	int nimages;
+	dnn_generate_opts gen;   /* generate */
 } cli;
 
 static const struct {
 	const char *name;
 	int bit;
-} commands[] = {{"train", C_TRAIN}, {"eval", C_EVAL}, {"bench", C_BENCH}, {"predict", C_PREDICT}, {"export", C_EXPORT}};
+} commands[] = {{"train", C_TRAIN}, {"eval", C_EVAL}, {"bench", C_BENCH}, {"predict", C_PREDICT}, {"export", C_EXPORT},
+	      {"generate", C_GENERATE}};
 
 /* ---------------------------------------------------------------- the options */
 enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_SEED, O_STEPS, O_EPOCHS,
@@ -274,7 +321,8 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_LIMIT, O_BSTEPS, O_SCHEDULE, O_CKPT_EVERY, O_MODE, O_ALLREDUCE, O_STALENESS, O_NO_LOOKAHEAD,
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
-       O_STOP_AFTER, O_TIME_LIMIT, O_CLIP };
+       O_STOP_AFTER, O_TIME_LIMIT, O_CLIP, O_TEXT, O_TOKENS, O_VAL_TOKENS, O_VAL_BATCHES, O_EVAL_EVERY, O_PROMPT,
+       O_TEMPERATURE, O_TOP_K };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -283,6 +331,14 @@ static const struct {
 } options[] = {
 	{"net", 1, O_NET, C_ALL},
 	{"data", 1, O_DATA, C_TRAIN | C_EVAL},
+	{"text", 1, O_TEXT, C_TRAIN | C_EVAL},
+	{"tokens", 1, O_TOKENS, C_TRAIN | C_EVAL | C_GENERATE}, /* generate: how many */
+	{"val-tokens", 1, O_VAL_TOKENS, C_TRAIN | C_EVAL},
+	{"val-batches", 1, O_VAL_BATCHES, C_TRAIN | C_EVAL},
+	{"eval-every", 1, O_EVAL_EVERY, C_TRAIN},
+	{"prompt", 1, O_PROMPT, C_GENERATE},
+	{"temperature", 1, O_TEMPERATURE, C_GENERATE},
+	{"top-k", 1, O_TOP_K, C_GENERATE},
 	{"batch", 1, O_BATCH, C_RUNS},
 	{"chunks", 1, O_CHUNKS, C_RUNS},
 	{"lr", 1, O_LR, C_TRAINS},
@@ -292,7 +348,7 @@ static const struct {
 	{"pin-chunks", 0, O_PIN_CHUNKS, C_TRAINS},
 	{"batchnorm", 1, O_BATCHNORM, C_TRAINS},
 	{"deterministic", 1, O_DETERMINISTIC, C_TRAINS},
-	{"seed", 1, O_SEED, C_RUNS},
+	{"seed", 1, O_SEED, C_RUNS | C_GENERATE},
 	{"max-steps", 1, O_STEPS, C_TRAIN},
 	{"stop-after-steps", 1, O_STOP_AFTER, C_TRAIN},
 	{"time-limit", 1, O_TIME_LIMIT, C_TRAIN},
@@ -303,11 +359,11 @@ static const struct {
 	{"limit", 1, O_LIMIT, C_EVAL},
 	{"no-eval", 0, O_NO_EVAL, C_TRAIN},
 	{"metrics", 1, O_METRICS, C_TRAIN},
-	{"checkpoint", 1, O_CHECKPOINT, C_TRAIN | C_EVAL | C_PREDICT | C_EXPORT},
+	{"checkpoint", 1, O_CHECKPOINT, C_TRAIN | C_EVAL | C_PREDICT | C_EXPORT | C_GENERATE},
 	{"resume", 1, O_RESUME, C_TRAIN},
 	{"summary", 0, O_SUMMARY, C_TRAIN},
 	{"warmup", 1, O_WARMUP, C_BENCH},
-	{"quiet", 0, O_QUIET, C_RUNS},
+	{"quiet", 0, O_QUIET, C_RUNS | C_GENERATE},
 	{"lr-schedule", 1, O_SCHEDULE, C_TRAINS},
 	{"optimizer", 1, O_OPTIMIZER, C_TRAINS},
 	{"warmup-epochs", 1, O_WARMUP_EPOCHS, C_TRAINS},
@@ -342,6 +398,13 @@ static void check_readable_file(const char *opt, const char *path)
 		usage_error("--%s: %s: %s", opt, path, strerror(errno));
 	if (S_ISDIR(st.st_mode))
 		usage_error("--%s: %s: is a directory", opt, path);
+}
+
+static void check_exists(const char *opt, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		usage_error("--%s: %s: %s", opt, path, strerror(errno));
 }
 
 static void check_writable_parent(const char *opt, const char *path)
@@ -388,7 +451,22 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	switch (id) {
 	case O_NET: o->net = v, o->net_set = 1; break;
 	case O_ONNX: check_writable_parent(name, v); c->onnx_path = v; break;
-	case O_DATA: o->data_dir = v; break;
+	case O_DATA: o->data_dir = v, o->data_set = 1; break;
+	case O_TEXT: check_readable_file(name, v); o->text_path = v; break;
+	case O_TOKENS:
+		if (c->cmd == C_GENERATE) {
+			c->gen.tokens = parse_long_opt(name, v, 1, 1L << 30);
+			break;
+		}
+		check_exists(name, v);
+		o->tokens_path = v;
+		break;
+	case O_VAL_TOKENS: check_readable_file(name, v); o->val_tokens_path = v; break;
+	case O_VAL_BATCHES: o->val_batches = (int)parse_long_opt(name, v, 0, INT_MAX); break;
+	case O_EVAL_EVERY: o->eval_every = parse_long_opt(name, v, 1, 1L << 40); break;
+	case O_PROMPT: c->gen.prompt = v; break;
+	case O_TEMPERATURE: c->gen.temperature = parse_float_opt(name, v, 0, 100); break;
+	case O_TOP_K: c->gen.top_k = (int)parse_long_opt(name, v, 0, 1 << 20); break;
 	case O_BATCH: o->batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
 	case O_CHUNKS: o->chunks = (int)parse_long_opt(name, v, 1, 1 << 16); break;
 	case O_LR: o->optim.lr = parse_float_opt(name, v, 0, 100), o->lr_set = 1; break;
@@ -511,13 +589,15 @@ static int parse_options(cli *c, int argc, char **argv)
 static void finish_options(cli *c)
 {
 	dnn_train_opts *o = &c->o;
-	if (c->cmd & (C_EVAL | C_PREDICT | C_EXPORT)) {
+	if (c->cmd & (C_EVAL | C_PREDICT | C_EXPORT | C_GENERATE)) {
 		if (!c->checkpoint)
 			usage_error("--checkpoint FILE is required");
 		o->checkpoint_in = c->checkpoint;
 	}
 	if (c->cmd == C_PREDICT && c->nimages == 0)
 		usage_error("no IMAGE given");
+	if (c->cmd == C_GENERATE && !c->gen.prompt[0])
+		usage_error("--prompt: empty (give at least one byte to continue)");
 	if (c->cmd == C_EXPORT && !c->onnx_path)
 		usage_error("--onnx FILE is required");
 	if (c->cmd == C_BENCH)
@@ -562,15 +642,22 @@ static void finish_options(cli *c)
 	if (c->trace_dir)
 		usage_error("--trace: the simulation StarPU is built without FxT (docs/SIMULATION.md)");
 #endif
-	if ((c->cmd & (C_TRAIN | C_EVAL)) && strcmp(o->data_dir, "synthetic") != 0) {
-		const char *dir = strcmp(o->data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o->data_dir;
-		struct stat st;
-		if (stat(dir, &st) != 0)
-			usage_error("--data: '%s': %s%s", dir, strerror(errno),
-				    dir == o->data_dir ? "" : " (install Debian's dataset-fashion-mnist)");
-		if (!S_ISDIR(st.st_mode))
-			usage_error("--data: '%s' is not a directory", dir);
-	}
+}
+
+/* --data's folder exists (train, eval of an image net: a language model reads --text/--tokens,
+ * and dnn_cmd_check_net has checked those). After the net is known: o->lm says which it is. */
+static void check_data_dir(const cli *c)
+{
+	const dnn_train_opts *o = &c->o;
+	if (!(c->cmd & (C_TRAIN | C_EVAL)) || o->lm || strcmp(o->data_dir, "synthetic") == 0)
+		return;
+	const char *dir = strcmp(o->data_dir, "fashion-mnist") == 0 ? DNN_FASHION_MNIST_DIR : o->data_dir;
+	struct stat st;
+	if (stat(dir, &st) != 0)
+		usage_error("--data: '%s': %s%s", dir, strerror(errno),
+			    dir == o->data_dir ? "" : " (install Debian's dataset-fashion-mnist)");
+	if (!S_ISDIR(st.st_mode))
+		usage_error("--data: '%s' is not a directory", dir);
 }
 
 /* The DNN_* environment variables: a bad value is a usage error (exit 2). */
@@ -600,6 +687,7 @@ static int run_command(cli *c, int *argc, char ***argv)
 	}
 	const dnn_train_opts *o = &c->o;
 	int rc = c->cmd == C_EVAL      ? dnn_cmd_eval(o)
+		 : c->cmd == C_GENERATE ? dnn_cmd_generate(o, &c->gen)
 		 : c->cmd == C_PREDICT ? dnn_cmd_predict(o, c->images, c->nimages)
 		 : c->cmd == C_EXPORT  ? dnn_cmd_export(o, c->onnx_path)
 				       : o->allreduce_bytes ? dnn_cmd_allreduce_bench(o)
@@ -628,7 +716,7 @@ static int command_of(int argc, char **argv, int *rc)
 		*rc = !strcmp(cmd, "nets") ? dnn_cmd_nets() : dnn_trace_tool_main(cmd, argc - 2, argv + 2);
 		return -1;
 	}
-	fprintf(stderr, "%s: unknown command '%s' (commands: train eval predict bench export nets trace-summary sweep; see '%s --help')\n", prog, cmd,
+	fprintf(stderr, "%s: unknown command '%s' (commands: train eval predict generate bench export nets trace-summary sweep; see '%s --help')\n", prog, cmd,
 		prog);
 	*rc = 2;
 	return -1;
@@ -645,6 +733,9 @@ int main(int argc, char **argv)
 	if (c.cmd == C_BENCH) {
 		c.o.bench = 1, c.o.max_steps = 20, c.o.warmup = 3, c.o.eval = 0, c.o.epochs = 1000000;
 	}
+	if (c.cmd == C_EVAL)
+		c.o.val_batches = 0; /* eval reads every validation window unless --val-batches says otherwise */
+	c.gen = (dnn_generate_opts){.prompt = "\n", .tokens = 256, .temperature = 0.8, .top_k = 40};
 	if (parse_options(&c, argc, argv))
 		return 0; /* --help */
 	finish_options(&c);
@@ -653,6 +744,7 @@ int main(int argc, char **argv)
 	rc = dnn_cmd_check_net(&c.o, c.summary);
 	if (rc != 0 || c.summary)
 		return rc;
+	check_data_dir(&c);
 	if (c.trace_dir) { /* FxT settings go into the environment before StarPU starts */
 		char terr[PATH_MAX + 256];
 		if (dnn_trace_setup(c.trace_dir, terr, sizeof(terr)) != 0)

@@ -36,6 +36,9 @@ typedef struct dnn_exec_config {
 				  * 2: also each rank's critical path by codelet on stderr */
 	const char *host;        /* ANP_HOST: the host name the step watchdog reports, or NULL (gethostname) */
 	const char *self_exe;    /* STARPU_ANP: the starpu_anp binary traces/sweep.sh runs, or NULL */
+	const char *cache_dir;   /* STARPU_ANP_CACHE (scripts/bootstrap.sh's cache, which holds the default
+				  * text corpus), or NULL: $HOME/.cache/starpu-anp */
+	const char *home;        /* HOME, for that default, or NULL */
 } dnn_exec_config;
 
 /* The defaults: what an empty environment gives (dnn_knobs_parse). */

@@ -92,6 +92,14 @@ typedef struct {
 	int input;                // --input N: the net's input is N x N (0 = as in the net file)
 	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]
 	const char *report_path;  // --report FILE: JSON metrics (image folders)
+	/* language models (docs/transformers.md): a net whose input line is `input NAME tokens T` */
+	int data_set;             // --data was given (a language model refuses it)
+	const char *text_path;    // --text FILE: UTF-8 text, byte-level tokens
+	const char *tokens_path;  // --tokens DIR|FILE: nanoGPT's train.bin/val.bin directory, or an llm.c .bin
+	const char *val_tokens_path; // --val-tokens FILE: llm.c .bin of the validation set (with --tokens FILE)
+	int val_batches;          // --val-batches N: validation windows per evaluation, in batches (0 = all) [20]
+	long eval_every;          // train --eval-every N: also evaluate every N steps (0 = at epoch ends only)
+	int lm;                   // set by dnn_cmd_check_net: the net is a language model (its input is tokens)
 } dnn_train_opts;
 
 /* The defaults of `starpu_anp train` (the values --help shows in brackets). */
@@ -136,6 +144,14 @@ int dnn_cmd_allreduce_bench(const dnn_train_opts *o);
 int dnn_cmd_eval(const dnn_train_opts *o);
 /* The top-5 classes with probabilities of each image (1 when an image could not be read). */
 int dnn_cmd_predict(const dnn_train_opts *o, const char *const *images, int nimages);
+/* `starpu_anp generate`: text from a byte-level language model's checkpoint (runtime/generate.c). */
+typedef struct {
+	const char *prompt;       // --prompt TEXT (UTF-8; its bytes are the first tokens) ["\n"]
+	long tokens;              // --tokens N: bytes to generate [256]
+	double temperature;       // --temperature X: 0 = greedy (argmax) [0.8]
+	int top_k;                // --top-k K: sample among the K likeliest (0 = all) [40]
+} dnn_generate_opts;
+int dnn_cmd_generate(const dnn_train_opts *o, const dnn_generate_opts *g);
 /* `starpu_anp export`: the eval-mode net of checkpoint o->checkpoint_in as an ONNX model at
  * onnx_path (runtime/onnx_export.c). */
 int dnn_cmd_export(const dnn_train_opts *o, const char *onnx_path);

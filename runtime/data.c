@@ -9,6 +9,7 @@
 #include "dnn_rng.h"
 #include "dnn_runtime.h"
 #include "imagefolder.h"
+#include "knobs.h"
 
 static int file_exists(const char *dir, const char *name)
 {
@@ -77,6 +78,113 @@ int dnn_data_synthetic(dnn_dataset *ds, const dnn_graph *g, int n, uint64_t seed
 	return 0;
 }
 
+/* ---------------------------------------------------------------- language models */
+int dnn_data_token_context(const dnn_graph *g)
+{
+	const dnn_node *in = &g->nodes[0];
+	return in->tokens ? in->H : 0;
+}
+
+int dnn_default_corpus(char *buf, size_t len)
+{
+	const dnn_exec_config *k = dnn_knobs_get();
+	if (k->cache_dir)
+		snprintf(buf, len, "%s/corpus/kjv.txt", k->cache_dir);
+	else
+		snprintf(buf, len, "%s/.cache/starpu-anp/corpus/kjv.txt", k->home ? k->home : "~");
+	struct stat st;
+	return stat(buf, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+}
+
+int dnn_data_check_lm(dnn_train_opts *o, const dnn_graph *g)
+{
+	static char corpus[4096]; /* o->text_path points here for the rest of the run */
+	o->lm = dnn_data_token_context(g) > 0;
+	const char *opt = o->text_path ? "--text" : o->tokens_path ? "--tokens" : o->val_tokens_path ? "--val-tokens" : NULL;
+	if (!o->lm) {
+		if (opt) {
+			fprintf(stderr, "error: %s: net %s is no language model (its input line is not "
+					"'input NAME tokens T'); image sets go to --data\n", opt, o->net);
+			return 2;
+		}
+		return 0;
+	}
+	if (!strcmp(o->cmd, "predict")) {
+		fprintf(stderr, "error: predict: net %s is a language model, which predicts tokens, not image classes: "
+				"use generate\n", o->net);
+		return 2;
+	}
+	if (strcmp(o->cmd, "train") != 0 && strcmp(o->cmd, "eval") != 0)
+		return 0;
+	if (o->data_set && strcmp(o->data_dir, "synthetic") != 0) {
+		fprintf(stderr, "error: --data %s: net %s is a language model: give it --text FILE or --tokens "
+				"DIR|FILE (or --data synthetic)\n", o->data_dir, o->net);
+		return 2;
+	}
+	if (o->val_tokens_path && !o->tokens_path) {
+		fprintf(stderr, "error: --val-tokens needs --tokens FILE (the training tokens)\n");
+		return 2;
+	}
+	if (o->text_path && o->tokens_path) {
+		fprintf(stderr, "error: --text and --tokens: give one of them\n");
+		return 2;
+	}
+	if (o->tokens_path && o->val_tokens_path) {
+		struct stat st;
+		if (stat(o->tokens_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "error: --val-tokens: --tokens %s is a directory, which holds its own val.bin\n",
+				o->tokens_path);
+			return 2;
+		}
+	}
+	if (!o->text_path && !o->tokens_path && !o->data_set) {
+		if (!dnn_default_corpus(corpus, sizeof(corpus))) {
+			fprintf(stderr, "error: net %s is a language model and no --text FILE or --tokens DIR|FILE was "
+					"given; the default corpus %s is missing (scripts/bootstrap.sh makes it from Debian's "
+					"bible-kjv-text): run it, or pass --text FILE\n", o->net, corpus);
+			return 2;
+		}
+		o->text_path = corpus;
+	}
+	return 0;
+}
+
+/* A language model's windows: from --text/--tokens, or seeded random tokens (bench, --data
+ * synthetic). Returns 0, or -1 after printing one error line. */
+static int load_token_set(const dnn_train_opts *o, const dnn_graph *g, int T, int train, dnn_dataset *ds)
+{
+	char err[1024];
+	const int vocab = g->classes, limit = train ? o->limit_train : o->limit_test;
+	int rc;
+	if (o->bench || !(o->text_path || o->tokens_path)) {
+		/* Enough windows for the run's steps without an epoch end inside a bench's timing. */
+		long want = train ? (o->max_steps > 0 ? o->max_steps : 4) * (long)o->batch : 16L * o->batch;
+		if (train && want < 8192)
+			want = 8192;
+		const long n = train ? want + T : want * T + 1;
+		uint16_t *tok = malloc(sizeof(uint16_t) * (size_t)n);
+		if (!tok) {
+			fprintf(stderr, "error: out of memory for %ld synthetic tokens\n", n);
+			return -1;
+		}
+		uint64_t s = o->seed + (train ? 0 : 7919);
+		for (long i = 0; i < n; i++)
+			tok[i] = (uint16_t)(dnn_splitmix64(&s) % (uint64_t)vocab);
+		rc = dnn_dataset_from_tokens(ds, tok, n, T, train ? 1 : T, vocab, 0, "synthetic tokens", err, sizeof(err));
+		free(tok);
+	} else {
+		const dnn_token_files f = {.text = o->text_path, .tokens = o->tokens_path, .val_tokens = o->val_tokens_path};
+		rc = dnn_dataset_load_tokens(ds, &f, train, T, vocab, err, sizeof(err));
+	}
+	if (rc != 0) {
+		fprintf(stderr, "error: %s\n", err);
+		return -1;
+	}
+	if (limit > 0 && limit < ds->n)
+		ds->n = limit;
+	return 0;
+}
+
 /* --data: "fashion-mnist" (Debian's package), "synthetic", or a directory holding either an
  * IDX pair set (Fashion-MNIST/MNIST file names) or CIFAR-10 binary batches. */
 int dnn_data_load(const dnn_train_opts *o, const dnn_graph *g, int train, dnn_dataset *ds)
@@ -84,6 +192,9 @@ int dnn_data_load(const dnn_train_opts *o, const dnn_graph *g, int train, dnn_da
 	char err[1024];
 	const dnn_node *in = &g->nodes[0];
 	int limit = train ? o->limit_train : o->limit_test;
+	const int T = dnn_data_token_context(g);
+	if (T > 0)
+		return load_token_set(o, g, T, train, ds);
 	if (o->bench || strcmp(o->data_dir, "synthetic") == 0) {
 		/* bench: enough distinct samples for all its steps in one epoch (up to 64 MiB of
 		 * pixels), so the step pipeline never drains at an epoch end inside the timing. */

@@ -11,6 +11,7 @@
 /* dnn_data_source itself is graph's (graph/model.h). */
 
 /* src reads ds (borrowed: ds must outlive src): in-memory sets through the load_batch codelet,
+ * token streams through load_tokens (windows of T tokens and their next tokens),
  * image folders through imagefolder's decode-resize-crop task (augmented from (seed, step,
  * sample) when training). */
 void dnn_dataset_source(dnn_data_source *src, const dnn_dataset *ds);

@@ -578,6 +578,7 @@ void dnn_dataset_free(dnn_dataset *ds)
 	}
 	free(ds->images);
 	free(ds->labels);
+	free(ds->tokens);
 	if (ds->folder && ds->free_folder)
 		ds->free_folder(ds->folder);
 	memset(ds, 0, sizeof(*ds));
@@ -587,6 +588,15 @@ void dnn_dataset_channel_stats(const dnn_dataset *ds, float *mean, float *std)
 {
 	if (!ds || ds->C <= 0)
 		return;
+	if (ds->tokens) { /* token ids are no pixels: they go into the net (embed) unscaled */
+		for (int c = 0; c < ds->C; c++) {
+			if (mean)
+				mean[c] = 0;
+			if (std)
+				std[c] = 1;
+		}
+		return;
+	}
 	if (!ds->images) /* image folders: imagefolder.h measures them on decoded images */
 		return;
 	size_t hw = (size_t)ds->H * ds->W;

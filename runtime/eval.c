@@ -3,6 +3,7 @@
  * epoch, and `starpu_anp eval` (a checkpoint on the test set). See eval.h. */
 #include "eval.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <starpu.h>
 #include <stdio.h>
@@ -210,6 +211,9 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 		goto out;
 	}
 	int chunks = dnn_opts_chunks(o, m.g);
+	const int T = dnn_data_token_context(&g); /* a language model: --val-batches bounds its windows */
+	if (T > 0 && o->val_batches > 0 && (long)o->val_batches * o->batch < test.n)
+		test.n = o->val_batches * o->batch;
 	if (dnn_preflight_memory(&m, NULL, o->batch, chunks, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
 		goto out;
@@ -224,6 +228,10 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 	       o->net, o->checkpoint_in, epoch, (unsigned long long)step, test.n, acc, loss, wall > 0 ? test.n / wall : 0, wall);
 	if (test.folder)
 		dnn_anp_print_fields(stdout, NULL, &test, &anp);
+	if (T > 0)
+		printf(" context=%d test_%s=%.4f test_tokens=%ld tokens_per_s=%.1f", T,
+		       test.bytes ? "bits_per_byte" : "bits_per_token", loss / M_LN2, (long)test.n * T,
+		       wall > 0 ? (double)test.n * T / wall : 0);
 	printf("\n");
 	fflush(stdout);
 	rc = 0;

@@ -72,6 +72,8 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 	k->host = getenv("ANP_HOST");
 	k->self_exe = getenv("STARPU_ANP"); /* ours despite the prefix: traces/sweep.sh's binary */
 	k->blas_reexec_from = getenv("DNN_BLAS_REEXEC_FROM"); /* runtime/cpu_kernels.c sets it */
+	k->cache_dir = knob("STARPU_ANP_CACHE"); /* ours too: bootstrap's cache, where the text corpus is */
+	k->home = knob("HOME");
 	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, levels, err, errlen)) < 0)
 		return -1;
 	if (v)

@@ -56,9 +56,10 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 			fprintf(stderr, "error: %s\n", cerr);
 			return rc;
 		}
-		dnn_graph_free(&g);
 		o->net = name;
-		return 0;
+		rc = dnn_data_check_lm(o, &g); /* a language model's data options */
+		dnn_graph_free(&g);
+		return rc;
 	}
 	if (dnn_graph_load(&g, o->net, err, sizeof(err)) != 0) {
 		fprintf(stderr, "error: %s\n", err);
@@ -69,7 +70,9 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 		fprintf(stderr, "error: --input %d: %s\n", o->input, err);
 		rc = 1;
 	} else {
-		if (o->resume_path && !strcmp(o->cmd, "train"))
+		if (!print_summary) /* a language model's data options, its default corpus (--summary reads none) */
+			rc = dnn_data_check_lm(o, &g);
+		if (rc == 0 && o->resume_path && !strcmp(o->cmd, "train"))
 			rc = resume_same_net(&g, o);
 		if (rc == 0 && print_summary)
 			dnn_graph_print_summary(&g, dnn_knobs_get()->fuse, stdout);

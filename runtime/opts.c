@@ -32,6 +32,7 @@ void dnn_train_opts_default(dnn_train_opts *o)
 	o->deterministic = 1; /* the same bits under every scheduler and worker count (graph/chunksum.h) */
 	o->step_timeout = 300;
 	o->val_fraction = 0.1;
+	o->val_batches = 20;
 }
 
 float dnn_train_opts_default_lr(dnn_optimizer opt, int batch)

@@ -1,6 +1,7 @@
 /* progress.c — see progress.h. */
 #include "progress.h"
 
+#include <math.h>
 #include <starpu.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,18 @@ void dnn_progress_init(dnn_progress *pr, FILE *out, int quiet, long steps_per_ep
 	pr->quiet = quiet;
 	pr->t_start = pr->t_last_print = dnn_now();
 	pr->plain_every = steps_per_epoch >= 10 ? steps_per_epoch / 10 : 1;
+	pr->lm = 0, pr->val_loss = NAN;
+}
+
+void dnn_progress_lm(dnn_progress *pr, int T, int bytes, long total_steps)
+{
+	pr->lm = 1, pr->T = T, pr->bytes = bytes;
+	pr->plain_every = total_steps >= 10 ? total_steps / 10 : 1;
+}
+
+const char *dnn_bits_unit(int bytes)
+{
+	return bytes ? "bits/byte" : "bits/token";
 }
 
 static void fmt_eta(char *buf, size_t n, double s)
@@ -51,11 +64,24 @@ void dnn_progress_step(dnn_progress *pr, int epoch, int epochs, long step, long 
 		for (int i = 0; i < 20; i++)
 			bar[i] = i < filled ? '#' : '.';
 		bar[20] = '\0';
-		fprintf(pr->out, "\repoch %d/%d [%s] step %ld/%ld  loss %.4f  acc %.3f  %.0f img/s  ETA %s\033[K", epoch,
-			epochs, bar, step, steps, loss, acc, img_per_s, eta);
+		if (pr->lm && isfinite(pr->val_loss))
+			fprintf(pr->out, "\r[%s] step %ld/%ld  loss %.4f  val %.4f (%.3f %s)  %.0f tok/s  ETA %s\033[K", bar,
+				step, steps, loss, pr->val_loss, pr->val_loss / M_LN2, dnn_bits_unit(pr->bytes),
+				img_per_s * pr->T, eta);
+		else if (pr->lm)
+			fprintf(pr->out, "\r[%s] step %ld/%ld  loss %.4f  acc %.3f  %.0f tok/s  ETA %s\033[K", bar, step,
+				steps, loss, acc, img_per_s * pr->T, eta);
+		else
+			fprintf(pr->out, "\repoch %d/%d [%s] step %ld/%ld  loss %.4f  acc %.3f  %.0f img/s  ETA %s\033[K",
+				epoch, epochs, bar, step, steps, loss, acc, img_per_s, eta);
+		fflush(pr->out);
+	} else if (pr->lm && (step % pr->plain_every == 0 || step == steps)) {
+		fprintf(pr->out, "step %ld/%ld: loss %.4f (%.3f %s) acc %.3f | %.0f tok/s | ETA %s\n", step, steps, loss,
+			loss / M_LN2, dnn_bits_unit(pr->bytes), acc, img_per_s * pr->T, eta);
 		fflush(pr->out);
 	}
-	/* Off a terminal the caller prints one plain line per epoch instead. */
+	/* Off a terminal the caller prints one plain line per epoch instead (language models: every
+	 * tenth of the run, above). */
 }
 
 void dnn_progress_end_line(dnn_progress *pr)

@@ -131,6 +131,7 @@ typedef struct {
 	int have_js;
 	int stopped;               /* the run ended before its last step (exit DNN_EXIT_STOPPED) */
 	int evaluated;             /* test_loss/test_acc hold an evaluation of this job */
+	int T;                     /* a language model's context (its input is tokens), else 0 */
 } train_run;
 
 /* One epoch's running sums. */
@@ -282,6 +283,29 @@ static int setup_plan(train_run *r)
 	return 0;
 }
 
+/* The validation windows each evaluation of a language model reads: the first --val-batches
+ * batches (all with 0). */
+static int lm_val_windows(const train_run *r)
+{
+	const long cap = (long)r->o.val_batches * r->o.batch;
+	return r->o.val_batches > 0 && cap < r->test.n ? (int)cap : r->test.n;
+}
+
+/* A language model's progress (tokens/s, bits) and its data's lines. */
+static void setup_lm(train_run *r)
+{
+	const dnn_train_opts *o = &r->o;
+	dnn_progress_lm(&r->pr, r->T, r->train.bytes, r->total_steps);
+	if (o->quiet)
+		return;
+	fprintf(stderr, "%s: language model, context %d, vocabulary %d: %ld training tokens (%d windows)\n", o->cmd,
+		r->T, r->g.classes, r->train.ntokens, r->train.n);
+	if (r->eval)
+		fprintf(stderr, "%s: %ld validation tokens (%d windows of %d); each evaluation reads %d of them "
+				"(--val-batches %d x --batch %d)\n", o->cmd, r->test.ntokens, r->test.n, r->T,
+			lm_val_windows(r), o->val_batches, o->batch);
+}
+
 /* Net, data, model (and its checkpoint), metrics file, multi-rank set-up, plan and memory check.
  * Returns 0, or -1 after printing one error line. */
 static int run_setup(train_run *r, const dnn_train_opts *opts)
@@ -312,6 +336,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	if (open_graph(&r->g, o, r->bench ? NULL : o->data_dir) != 0)
 		return -1;
 	r->have_graph = 1;
+	r->T = dnn_data_token_context(&r->g);
 	if (dnn_data_load(o, &r->g, 1, &r->train) != 0)
 		return -1;
 	if (r->eval && dnn_data_load(o, &r->g, 0, &r->test) != 0)
@@ -351,8 +376,9 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 			fprintf(stderr, "error: --metrics %s: %s\n", o->metrics_path, strerror(errno));
 			return -1;
 		}
-		if (!o->resume_path)
-			fprintf(r->metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s,grad_norm\n");
+		if (!o->resume_path) /* a language model's two columns come after the others (unchanged) */
+			fprintf(r->metrics, "kind,epoch,step,loss,accuracy,images_per_s,wall_s,grad_norm%s\n",
+				r->T <= 0 ? "" : r->train.bytes ? ",tokens_per_s,bits_per_byte" : ",tokens_per_s,bits_per_token");
 	}
 	if (setup_plan(r) != 0)
 		return -1;
@@ -386,6 +412,8 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", o->lr_set ? "" : ", the optimizer's default",
 			r->warmup_steps, o->cosine ? "cosine decay" : "constant");
 	dnn_progress_init(&r->pr, stderr, o->quiet, r->steps_per_epoch);
+	if (r->T > 0)
+		setup_lm(r);
 	/* Checkpoints may be taken mid-epoch (--checkpoint-every): the epoch and the position in its
 	 * (seeded, reproducible) permutation both follow from the step count. */
 	r->epoch0 = (uint32_t)(r->step0 / (uint64_t)r->steps_per_epoch);
@@ -394,6 +422,59 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	r->t_begin = dnn_now();
 	r->train_loss = r->train_acc = r->test_loss = r->test_acc = NAN;
 	r->last_loss = r->last_acc = r->last_grad_norm = NAN;
+	return 0;
+}
+
+/* The test-set evaluation: the whole set, or for a language model its first --val-batches batches
+ * of validation windows (an epoch of windows is far longer than a run: a bounded, fixed set of
+ * windows keeps each evaluation short and comparable with the others). Returns 0 or -1. */
+static int evaluate(train_run *r)
+{
+	dnn_dataset test = r->test; /* a shallow copy: only n changes */
+	if (r->T > 0)
+		test.n = lm_val_windows(r);
+	if (dnn_evaluate_test(&r->m, &test, r->o.batch, r->chunks, &r->anp, &r->test_loss, &r->test_acc) != 0)
+		return -1;
+	r->evaluated = 1;
+	r->pr.val_loss = r->test_loss;
+	return 0;
+}
+
+/* The language model's extra metrics columns: tokens/s and the loss in bits (per byte for the
+ * byte tokenizer, per token otherwise). */
+static void metrics_lm_cols(train_run *r, double ips, double loss)
+{
+	if (r->T > 0)
+		fprintf(r->metrics, ",%.1f,%.6f", ips * r->T, loss / M_LN2);
+	fputc('\n', r->metrics);
+}
+
+/* --eval-every N: the evaluation of the parameters after step `gstep` (train_epoch drains the
+ * steps in flight first and submits the next after it), one line and a test_step row. Its time is
+ * left out of the epoch's images/s and tokens/s. */
+static int eval_at_step(train_run *r, int epoch, uint64_t gstep, epoch_sums *e)
+{
+	const double t0 = dnn_now();
+	if (evaluate(r) != 0)
+		return -1;
+	const double took = dnn_now() - t0;
+	e->t_start += took, e->t_warm += took;
+	dnn_watchdog_progress((uint64_t)-1);
+	if (!r->o.quiet && !r->pr.tty) {
+		if (r->T > 0)
+			fprintf(stderr, "step %llu: val loss %.4f (%.3f %s) acc %.4f\n", (unsigned long long)gstep,
+				r->test_loss, r->test_loss / M_LN2, dnn_bits_unit(r->test.bytes), r->test_acc);
+		else
+			fprintf(stderr, "step %llu: test loss %.4f acc %.4f\n", (unsigned long long)gstep, r->test_loss,
+				r->test_acc);
+	}
+	if (r->metrics) {
+		fprintf(r->metrics, "test_step,%d,%llu,%.6f,%.6f,,%.3f,", epoch + 1, (unsigned long long)gstep,
+			r->test_loss, r->test_acc, dnn_now() - r->t_begin);
+		if (r->T > 0)
+			fprintf(r->metrics, ",,%.6f", r->test_loss / M_LN2);
+		fputc('\n', r->metrics);
+	}
 	return 0;
 }
 
@@ -426,7 +507,7 @@ static int collect_step(train_run *r, int epoch, long collected, long nsteps, ep
 			r->last_loss, r->last_acc, ips, dnn_now() - r->t_begin);
 		if (o->optim.clip_norm > 0)
 			fprintf(r->metrics, "%.6g", r->last_grad_norm);
-		fputc('\n', r->metrics);
+		metrics_lm_cols(r, ips, r->last_loss);
 	}
 	if (!DNN_SIMULATED && !isfinite(l)) { /* simulated losses are not computed (run_setup) */
 		report_non_finite(&r->m, gstep);
@@ -490,6 +571,15 @@ static int train_epoch(train_run *r, int epoch, epoch_sums *e, int *stopped_mid)
 			rc = collect_step(r, epoch, ++collected, nsteps, e);
 		if (rc != 0 || s == nsteps)
 			break;
+		if (r->eval && o->eval_every > 0 && s > first && r->step % (uint64_t)o->eval_every == 0) {
+			/* --eval-every: the parameters after this step exactly; the window refills after it */
+			while (rc == 0 && collected < s)
+				rc = collect_step(r, epoch, ++collected, nsteps, e);
+			if (rc != 0 || eval_at_step(r, epoch, r->step, e) != 0) {
+				rc = -1;
+				break;
+			}
+		}
 		if (dnn_jobstop_before_submit(&r->js)) { /* every rank stops before the same step */
 			while (rc == 0 && collected < s)
 				rc = collect_step(r, epoch, ++collected, nsteps, e);
@@ -535,23 +625,34 @@ static int end_epoch(train_run *r, int epoch, const epoch_sums *e)
 	r->train_acc = e->images ? e->correct / e->images : NAN;
 	double ips = (t_end - e->t_warm) > 0 ? (e->images - e->warm_done * o->batch) / (t_end - e->t_warm) : 0;
 	if (r->eval) {
-		if (dnn_evaluate_test(&r->m, &r->test, o->batch, r->chunks, &r->anp, &r->test_loss, &r->test_acc) != 0)
+		if (evaluate(r) != 0)
 			return -1;
-		r->evaluated = 1;
 		dnn_watchdog_progress((uint64_t)-1);
-		if (!o->quiet)
+		if (!o->quiet && r->T > 0)
+			fprintf(stderr, "step %llu: train loss %.4f acc %.4f | val loss %.4f (%.3f %s) acc %.4f | %.0f tok/s\n",
+				(unsigned long long)r->step, r->train_loss, r->train_acc, r->test_loss,
+				r->test_loss / M_LN2, dnn_bits_unit(r->test.bytes), r->test_acc, ips * r->T);
+		else if (!o->quiet)
 			fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | test loss %.4f acc %.4f | %.0f img/s\n",
 				epoch + 1, r->train_loss, r->train_acc, r->test_loss, r->test_acc, ips);
+	} else if (!o->quiet && r->T > 0) {
+		fprintf(stderr, "step %llu: train loss %.4f acc %.4f | %.0f tok/s\n", (unsigned long long)r->step,
+			r->train_loss, r->train_acc, ips * r->T);
 	} else if (!o->quiet) {
 		fprintf(stderr, "epoch %d: train loss %.4f acc %.4f | %.0f img/s\n", epoch + 1, r->train_loss,
 			r->train_acc, ips);
 	}
 	if (r->metrics) {
-		fprintf(r->metrics, "train_epoch,%d,%llu,%.6f,%.6f,%.1f,%.3f,\n", epoch + 1, (unsigned long long)r->step,
+		fprintf(r->metrics, "train_epoch,%d,%llu,%.6f,%.6f,%.1f,%.3f,", epoch + 1, (unsigned long long)r->step,
 			r->train_loss, r->train_acc, ips, dnn_now() - r->t_begin);
-		if (r->eval)
-			fprintf(r->metrics, "test_epoch,%d,%llu,%.6f,%.6f,,%.3f,\n", epoch + 1, (unsigned long long)r->step,
+		metrics_lm_cols(r, ips, r->train_loss);
+		if (r->eval) {
+			fprintf(r->metrics, "test_epoch,%d,%llu,%.6f,%.6f,,%.3f,", epoch + 1, (unsigned long long)r->step,
 				r->test_loss, r->test_acc, dnn_now() - r->t_begin);
+			if (r->T > 0)
+				fprintf(r->metrics, ",,%.6f", r->test_loss / M_LN2);
+			fputc('\n', r->metrics);
+		}
 		fflush(r->metrics);
 	}
 	if (o->checkpoint_out &&
@@ -666,6 +767,15 @@ static void print_result(train_run *r)
 		       r->last_acc, r->train_loss, r->train_acc);
 	if (r->eval && r->evaluated) /* a job stopped mid-epoch evaluated nothing */
 		printf(" test_accuracy=%.4f test_loss=%.6f", r->test_acc, r->test_loss);
+	if (r->T > 0) { /* a language model: its loss is per token; bits per byte only for the byte tokenizer */
+		const char *bits = r->train.bytes ? "bits_per_byte" : "bits_per_token";
+		printf(" context=%d vocab=%d train_tokens=%ld", r->T, r->g.classes, r->train.ntokens);
+		if (!DNN_SIMULATED && r->step > r->step0)
+			printf(" train_%s=%.4f", bits, r->last_loss / M_LN2);
+		if (r->eval && r->evaluated)
+			printf(" test_%s=%.4f test_windows=%d", bits, r->test_loss / M_LN2, lm_val_windows(r));
+		printf(" tokens_per_s=%.1f", (r->t_timed > 0 ? r->timed_images / r->t_timed : 0) * r->T);
+	}
 	if (r->stopped)
 		printf(" stopped=%s", dnn_jobstop_reason(&r->js));
 	if (r->train.folder)
@@ -744,9 +854,8 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 			fprintf(stderr, "%s: nothing to do: the checkpoint is at the end of the run (step %llu of %ld; "
 					"raise --epochs or --max-steps to train on)\n",
 				o->resume_path, (unsigned long long)r.step0, r.total_steps);
-		if (r.eval && dnn_evaluate_test(&r.m, &r.test, o->batch, r.chunks, &r.anp, &r.test_loss, &r.test_acc) != 0)
+		if (r.eval && evaluate(&r) != 0)
 			goto out;
-		r.evaluated = r.eval;
 		r.epoch = (int)r.epoch0;
 		if (r.rank == 0)
 			print_result(&r);

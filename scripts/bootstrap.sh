@@ -4,6 +4,11 @@
 #   1. Debian packages (build tools, Open MPI, OpenBLAS, hwloc, FxT, zlib, stb, protobuf-c, ViTE, gnuplot,
 #      iproute2 + nftables for the network-namespace tests (tests/net),
 #      Fashion-MNIST, ...). Skipped when all are already installed.
+#   1b. the default text corpus of the language models (docs/transformers.md "Data"):
+#      $CACHE/corpus/kjv.txt, the King James Bible (public domain, 4.3 MB of ASCII, one verse a
+#      line), dumped from Debian's bible-kjv-text with its `bible` program (bible-kjv). Skipped
+#      when the file is there; when apt cannot give the packages, a warning says to pass
+#      --text FILE instead (nothing else needs them).
 #   2. the tests' Python venv ($STARPU_ANP_CACHE/test-venv: numpy, onnx, onnxruntime from PyPI,
 #      for the ONNX export tests); a stamp file makes later runs instant.
 #   3. StarPU 1.4 with FxT + MPI (+ CUDA when nvcc exists):
@@ -116,6 +121,41 @@ if [ "${#missing[@]}" -gt 0 ]; then
     || { tail -20 /tmp/starpu-anp-apt.log >&2; die "apt-get install failed; full log in /tmp/starpu-anp-apt.log"; }
 else
   say "Debian packages: all ${#PKGS[@]} present"
+fi
+
+# ---------------------------------------------------------------- 1b. the text corpus
+# The King James Bible as UTF-8 (ASCII) text, one verse a line without its reference: the default
+# data of a net whose input is tokens. The `bible` program only reads its compressed data file, so
+# the text is dumped once and kept in the cache; written to a temporary name, then renamed.
+CORPUS="$CACHE/corpus/kjv.txt"
+corpus_warn() { echo "bootstrap.sh: warning: $*; a language model then needs --text FILE" >&2; }
+if [ -s "$CORPUS" ]; then
+  say "text corpus: $CORPUS"
+else
+  CORPUS_PKGS=(bible-kjv bible-kjv-text)
+  cmissing=()
+  for p in "${CORPUS_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || cmissing+=("$p")
+  done
+  cok=1
+  if [ "${#cmissing[@]}" -gt 0 ]; then
+    apt_update
+    say "installing the text corpus's Debian packages: ${cmissing[*]}"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${cmissing[@]}" \
+        >"/tmp/starpu-anp-apt-corpus.log" 2>&1 \
+      || { cok=0; corpus_warn "apt-get install ${cmissing[*]} failed (log: /tmp/starpu-anp-apt-corpus.log)"; }
+  fi
+  if [ "$cok" = 1 ]; then
+    mkdir -p "$CACHE/corpus"
+    # -f: no pretty-printing: one verse a line, "Ge1:1 In the beginning ..."; the reference goes.
+    if bible -f Gen1:1-Rev22:21 2>/dev/null | sed -E 's/^[^ ]+ //' >"$CORPUS.tmp.$$" && [ -s "$CORPUS.tmp.$$" ]; then
+      mv -f "$CORPUS.tmp.$$" "$CORPUS"
+      say "text corpus: $CORPUS ($(wc -c <"$CORPUS") bytes)"
+    else
+      rm -f "$CORPUS.tmp.$$"
+      corpus_warn "bible -f Gen1:1-Rev22:21 did not write the text"
+    fi
+  fi
 fi
 
 # ---------------------------------------------------------------- 5. anchors venv (PyTorch, TensorFlow)

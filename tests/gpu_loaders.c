@@ -3,7 +3,9 @@
  *  - cl_load_images on a folder of RGB PNGs of assorted sizes (resized, cropped) with
  *    augmentation on (random crop and flip from the step's seed), a chunk holding an unreadable
  *    file (substituted by the chunk's first readable sample) and a chunk of unreadable files
- *    only (zeros); and with augmentation off (centre crops).
+ *    only (zeros); and with augmentation off (centre crops);
+ *  - cl_load_tokens on a token stream (windows of T ids and their next tokens as labels, T per
+ *    sample), training stride 1 and validation stride T, ids up to 65535 (exact in floats).
  * The CUDA tasks of a group are inserted back to back on one CUDA worker before any wait, so the
  * worker's staging block is reused while earlier copies may still be queued, and its chunks grow
  * (the staging block is reallocated). Inputs must agree within float rounding (they are meant
@@ -19,6 +21,7 @@
 
 #include "load_batch.h"
 #include "load_images.h"
+#include "load_tokens.h"
 #include "test_util.h"
 
 #define TOL 1e-6
@@ -32,16 +35,18 @@ typedef struct {
 	starpu_data_handle_t hx, hy;
 } out_t;
 
-/* Inserts cl with a copy of args on `worker`, writing o (n samples of `per` floats); no wait. */
-static void submit(struct starpu_codelet *cl, const void *args, size_t sz, int n, size_t per, int worker, out_t *o)
+/* Inserts cl with a copy of args on `worker`, writing o (n samples of `per` floats and `yper`
+ * labels); no wait. */
+static void submit(struct starpu_codelet *cl, const void *args, size_t sz, int n, size_t per, size_t yper, int worker,
+		   out_t *o)
 {
 	o->x = alloc_f((size_t)n * per);
-	o->y = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+	o->y = malloc(sizeof(int32_t) * (size_t)(n ? n : 1) * yper);
 	fill_nan(o->x, (size_t)n * per);
-	for (int i = 0; i < n; i++)
+	for (size_t i = 0; i < (size_t)n * yper; i++)
 		o->y[i] = -7;
 	o->hx = reg_f(o->x, (size_t)n * per);
-	o->hy = reg_i(o->y, (size_t)n);
+	o->hy = reg_i(o->y, (size_t)n * yper);
 	struct starpu_data_descr d[] = {{o->hx, STARPU_W}, {o->hy, STARPU_W}};
 	if (test_task(cl, worker, args, sz, d, 2, cl->name) != 0)
 		exit(1); /* test_task said why */
@@ -55,13 +60,13 @@ static void finish(out_t *o)
 
 /* Runs every args block on the CPU worker, then all of them back to back on the CUDA worker. */
 static void compare(const char *what, struct starpu_codelet *cl, void *const *args, const size_t *sz, const int *n,
-		    int nt, size_t per)
+		    int nt, size_t per, size_t yper)
 {
 	out_t c[MAXT], g[MAXT];
 	for (int t = 0; t < nt; t++)
-		submit(cl, args[t], sz[t], n[t], per, cpu_worker, &c[t]);
+		submit(cl, args[t], sz[t], n[t], per, yper, cpu_worker, &c[t]);
 	for (int t = 0; t < nt; t++)
-		submit(cl, args[t], sz[t], n[t], per, cuda_worker, &g[t]);
+		submit(cl, args[t], sz[t], n[t], per, yper, cuda_worker, &g[t]);
 	for (int t = 0; t < nt; t++) {
 		finish(&c[t]);
 		finish(&g[t]);
@@ -73,7 +78,7 @@ static void compare(const char *what, struct starpu_codelet *cl, void *const *ar
 		test_close_mixed_f(name, g[t].x, c[t].x, m, TOL);
 		printf("%s chunk %d: %d samples, %zu of %zu values differ in their bits\n", what, t, n[t], differ, m);
 		int yok = 1;
-		for (int i = 0; i < n[t]; i++)
+		for (size_t i = 0; i < (size_t)n[t] * yper; i++)
 			yok &= g[t].y[i] == c[t].y[i];
 		TEST_CHECK(yok, "%s chunk %d: labels differ", what, t);
 		free(c[t].x), free(c[t].y), free(g[t].x), free(g[t].y);
@@ -99,10 +104,34 @@ static void test_load_batch(void)
 			a->idx[i] = test_rng_int(0, N - 1);
 		args[t] = a;
 	}
-	compare("load_batch", &cl_load_batch, args, sz, ns, 4, (size_t)C * H * W);
+	compare("load_batch", &cl_load_batch, args, sz, ns, 4, (size_t)C * H * W, 1);
 	for (int t = 0; t < 4; t++)
 		free(args[t]);
 	free(img);
+}
+
+/* ---------------------------------------------------------------- load_tokens */
+static void test_load_tokens(void)
+{
+	enum { NTOK = 4000, T = 37 };
+	uint16_t *tok = malloc(sizeof(uint16_t) * NTOK);
+	for (int i = 0; i < NTOK; i++)
+		tok[i] = (uint16_t)test_rng_int(0, 65535);
+	const int ns[] = {5, 1, 13, 32}, stride[] = {1, T, 1, T};
+	void *args[4];
+	size_t sz[4];
+	for (int t = 0; t < 4; t++) {
+		sz[t] = sizeof(dnn_load_tokens_args) + sizeof(int) * (size_t)ns[t];
+		dnn_load_tokens_args *a = malloc(sz[t]);
+		a->tokens = tok, a->T = T, a->stride = stride[t], a->n = ns[t];
+		for (int i = 0; i < ns[t]; i++) /* the last window ends at token NTOK-1 */
+			a->idx[i] = test_rng_int(0, (NTOK - T - 1) / stride[t]);
+		args[t] = a;
+	}
+	compare("load_tokens", &cl_load_tokens, args, sz, ns, 4, T, T);
+	for (int t = 0; t < 4; t++)
+		free(args[t]);
+	free(tok);
 }
 
 /* ---------------------------------------------------------------- load_images */
@@ -145,7 +174,7 @@ static void test_load_images(void)
 		}
 		nbad_reports = 0;
 		compare(augment ? "load_images (augmented)" : "load_images (centre crops)", &cl_load_images, args, sz, ns,
-			4, (size_t)C * H * W);
+			4, (size_t)C * H * W, 1);
 		/* unreadable: 1 in chunk 1, 3 in chunk 2; once on the CPU and once on the GPU */
 		TEST_CHECK(nbad_reports == 2 * 4, "%d unreadable-file reports (want 8)", nbad_reports);
 		for (int t = 0; t < 4; t++)
@@ -168,6 +197,7 @@ int main(int argc, char **argv)
 	printf("gpu_loaders: cpu worker %d, cuda worker %d\n", cpu_worker, cuda_worker);
 	test_rng_seed(4242);
 	test_load_batch();
+	test_load_tokens();
 	test_load_images();
 	test_starpu_shutdown();
 	return test_report("gpu_loaders");

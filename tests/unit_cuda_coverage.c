@@ -8,7 +8,7 @@
  * several nets that together cover every op (lenet5; resnet8; a net with conv+bias, batchnorm
  * with and without a following relu, maxpool, avgpool, add, dense, layernorm, leaky_relu, gelu and
  * dropout; a sequence net with attention, fed by a source of its own; a language model with
- * embed and lm_head, whose ids the host writes) submit one training step and one evaluation step
+ * embed and lm_head on a token set, load_tokens) submit one training step and one evaluation step
  * at each fusion level (DNN_FUSE=0, 1, 2: they insert different codelets), reading an in-memory set
  * (load_batch) and an image folder of PNGs made
  * here (load_images, augmented when training).
@@ -195,28 +195,15 @@ static float g_clip;
 static const char *tokens_net = "input idx tokens 8\nembed tok idx vocab=11 dim=16\ndense h tok out=16\n"
 				"add r tok,h\nlm_head head r,tok\nsoftmax_xent loss head\n";
 
-/* Token ids and next-token labels written into the chunk's handles by the host (no load task: the
- * token loader is the text data set's; what is checked here are the ops' codelets). */
-static int tokens_load(const dnn_data_source *src, const dnn_task_opts *o, const int *idx, int n, int train, long step,
-		       const float *mean, const float *std, starpu_data_handle_t x, starpu_data_handle_t labels)
+/* Its data: windows of 8 random ids below 11 (the text data sets' loader, load_tokens). */
+static void token_set(dnn_dataset *ds)
 {
-	(void)src, (void)o, (void)train, (void)step, (void)mean, (void)std;
-	const size_t nt = STARPU_VECTOR_GET_NX(starpu_data_get_interface_on_node(x, STARPU_MAIN_RAM));
-	int rc = starpu_data_acquire(x, STARPU_W);
-	if (rc == 0) {
-		float *ids = (float *)starpu_data_get_local_ptr(x);
-		for (size_t i = 0; i < nt; i++)
-			ids[i] = (float)((idx[i * n / nt] + 3 * i) % 11);
-		starpu_data_release(x);
-		rc = starpu_data_acquire(labels, STARPU_W);
-	}
-	if (rc == 0) {
-		int32_t *l = (int32_t *)starpu_data_get_local_ptr(labels);
-		for (size_t i = 0; i < nt; i++)
-			l[i] = (int32_t)((5 * i + 1) % 11);
-		starpu_data_release(labels);
-	}
-	return rc;
+	uint16_t tok[200];
+	char err[512];
+	for (int i = 0; i < 200; i++)
+		tok[i] = (uint16_t)test_rng_int(0, 10);
+	if (dnn_dataset_from_tokens(ds, tok, 200, 8, 1, 11, 0, "tokens", err, sizeof(err)) != 0)
+		die("token set", err);
 }
 
 /* One training step (train = 1) or one evaluation step (train = 0) of the net in 2 chunks;
@@ -240,9 +227,8 @@ static void one_step_bn(const char *name, const char *text, const dnn_dataset *d
 	    dnn_plan_set_sum_redux(&p, redux, err, sizeof(err)) != 0 ||
 	    dnn_plan_set_batchnorm(&p, bn_global, err, sizeof(err)) != 0)
 		die("plan", err);
-	dnn_data_source src = {.insert_load = tokens_load};
-	if (!g.nodes[0].tokens)
-		dnn_dataset_source(&src, ds);
+	dnn_data_source src;
+	dnn_dataset_source(&src, ds);
 	dnn_optim_config optim = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 5e-4f, .clip_norm = g_clip};
 	int idx[BATCH];
 	for (int i = 0; i < BATCH; i++)
@@ -352,16 +338,17 @@ int main(void)
 		die("dnn_cuda_init", cerr);
 #endif
 	test_rng_seed(2024);
-	dnn_dataset mem, folder;
+	dnn_dataset mem, folder, tokens;
 	mem_set(&mem, 32);
 	folder_set(&folder, 12);
+	token_set(&tokens);
 
 	for (int fuse = 0; fuse <= 2; fuse++)
 		for (int train = 1; train >= 0; train--) {
 			one_step("lenet5", NULL, &mem, fuse, train);
 			one_step("resnet8", NULL, &mem, fuse, train);
 			one_step("mixed", mixed_net, &mem, fuse, train);
-			one_step("tokens", tokens_net, &mem, fuse, train);
+			one_step("tokens", tokens_net, &tokens, fuse, train);
 		}
 	for (int train = 1; train >= 0; train--)
 		one_step("lenet5", NULL, &folder, 1, train);
@@ -374,7 +361,7 @@ int main(void)
 	g_clip = 0.01f; /* --clip-grad-norm: the sums of squares and the coefficient */
 	one_step("lenet5", NULL, &mem, 1, 1);
 	g_clip = 0;
-	one_step_bn("tokens", tokens_net, &mem, 1, 1, 0, 1); /* the tied table's REDUX gradient */
+	one_step_bn("tokens", tokens_net, &tokens, 1, 1, 0, 1); /* the tied table's REDUX gradient */
 
 	/* The check. */
 	int bad = 0;
@@ -405,7 +392,7 @@ int main(void)
 			      "cl_optim_update",    "cl_dropout_fwd",        "cl_dropout_bwd",    "cl_batchnorm_fwd_eval",
 			      "cl_batchnorm_bwd", "cl_avgpool_bwd",        "cl_maxpool_bwd",    "cl_add_fwd",
 			      "cl_softmax_xent",  "cl_dense_bwd_weight",   "cl_vec_zero",       "cl_vec_redux_add",
-			      "cl_vec_add_clear", "cl_grad_sumsq",       "cl_clip_coef"};
+			      "cl_vec_add_clear", "cl_grad_sumsq",       "cl_clip_coef",      "cl_load_tokens"};
 	for (size_t i = 0; i < sizeof(must) / sizeof(must[0]); i++)
 		TEST_CHECK(recorded_named(must[i]), "%s was never scheduled: the nets do not cover it", must[i]);
 	const char *bn_global[] = {"cl_batchnorm_sums_fwd", "cl_batchnorm_fwd_global", "cl_batchnorm_sums_bwd",
@@ -425,6 +412,7 @@ int main(void)
 		   "embed's or lm_head's codelets were never scheduled: the nets do not cover embed and lm_head");
 
 	dnn_dataset_free(&mem);
+	dnn_dataset_free(&tokens);
 	dnn_dataset_free(&folder);
 	test_rmtree(tmpdir);
 	dnn_runtime_shutdown();

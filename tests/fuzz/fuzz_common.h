@@ -13,6 +13,10 @@
  *   fuzz_cifar:      u8 flags | u8 limit | u16 le len_1 | u16 le len_2 | file_1 | file_2 | file_3
  *                    flags bits 0-1: number of files - 1 (0..2; 3 is read as 3 files), bit 2: gzip
  *                    them. len_k is clamped to what is left, so every input is accepted.
+ *   fuzz_tokens:     u8 flags | u8 T | u16 le vocab | u16 le len_1 | file_1 | file_2
+ *                    flags bits 0-1: 0 UTF-8 text (one file, split 90/10), 1 an llm.c .bin (one
+ *                    file, split), 2-3 an llm.c pair (file_1 training, file_2 validation; len_1
+ *                    clamped to what is left); bit 2: load the training set (else validation).
  *   fuzz_checkpoint: u8 flags | checkpoint file
  *                    flags bits 0-1: which tensor set the caller registers (fuzz_ckpt_sets),
  *                    bit 2: the harness rewrites the CRC trailer so mutations get past the checksum,
@@ -32,6 +36,7 @@
 #define FUZZ_IDX_GZ_IMAGES 1u
 #define FUZZ_IDX_GZ_LABELS 2u
 #define FUZZ_CIFAR_GZ 4u
+#define FUZZ_TOKENS_TRAIN 4u
 #define FUZZ_CKPT_FIX_CRC 4u
 #define FUZZ_CKPT_CHECK_FP 8u
 #define FUZZ_CKPT_FP 0x0123456789abcdefull

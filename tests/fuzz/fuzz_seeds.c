@@ -2,6 +2,7 @@
  *   OUTDIR/netfile/     the built-in nets and small nets using every op and key
  *   OUTDIR/idx/         valid IDX pairs (raw and gzip'd), and a few near misses
  *   OUTDIR/cifar/       valid CIFAR-10 batches in one, two and three files (raw and gzip'd)
+ *   OUTDIR/tokens/      texts, llm.c token files and pairs, and a few near misses
  *   OUTDIR/checkpoint/  checkpoints written by dnn_checkpoint_save for each tensor set
  * in the input layouts of fuzz_common.h. Run by the build (tests/fuzz/CMakeLists.txt), so no
  * binary corpus is kept in the repository. */
@@ -132,6 +133,51 @@ static void cifar_seeds(void)
 	cifar_seed("limit-1", 0, 1, 2, 1);
 }
 
+/* ------------------------------------------------------------------ token files */
+/* flags, T, vocab, then (mode 0) a text or (1, 2) an llm.c file of n tokens promising `promise`
+ * with `magic` (mode 2: a second file of 40 tokens follows). */
+static void tokens_seed(const char *name, uint8_t flags, uint8_t T, uint16_t vocab, uint32_t magic, int n, int promise)
+{
+	static uint8_t b[8192];
+	size_t k = 6;
+	b[0] = flags, b[1] = T, b[2] = (uint8_t)vocab, b[3] = (uint8_t)(vocab >> 8);
+	if ((flags & 3u) == 0) {
+		const char *text = "In the beginning God created the heaven and the earth. \xc3\xa9t\xc3\xa9\n";
+		for (int r = 0; r < n; r++)
+			for (const char *c = text; *c; c++)
+				b[k++] = (uint8_t)*c;
+	} else {
+		for (int file = 0; file < ((flags & 3u) >= 2 ? 2 : 1); file++) {
+			const int m = file ? 40 : n, pm = file ? 40 : promise;
+			const size_t start = k;
+			memset(b + k, 0, 1024);
+			for (int i = 0; i < 4; i++)
+				b[k + i] = (uint8_t)(magic >> (8 * i)), b[k + 8 + i] = (uint8_t)((uint32_t)pm >> (8 * i));
+			b[k + 4] = 1;
+			k += 1024;
+			for (int i = 0; i < m; i++, k += 2)
+				b[k] = (uint8_t)(i * 7 % 300), b[k + 1] = (uint8_t)((i * 7 % 300) >> 8); /* ids < 300 */
+			if (file == 0)
+				b[4] = (uint8_t)(k - start), b[5] = (uint8_t)((k - start) >> 8);
+		}
+	}
+	put("tokens", name, b, k);
+}
+
+static void tokens_seeds(void)
+{
+	tokens_seed("text-train", FUZZ_TOKENS_TRAIN, 16, 256, 0, 8, 0);
+	tokens_seed("text-val", 0, 8, 256, 0, 8, 0);
+	tokens_seed("text-small-vocab", FUZZ_TOKENS_TRAIN, 8, 128, 0, 4, 0);
+	tokens_seed("llmc-train", 1 | FUZZ_TOKENS_TRAIN, 8, 300, 20240520, 200, 200);
+	tokens_seed("llmc-val", 1, 4, 300, 20240520, 200, 200);
+	tokens_seed("llmc-pair", 2 | FUZZ_TOKENS_TRAIN, 8, 300, 20240520, 100, 100);
+	tokens_seed("llmc-pair-val", 2, 8, 300, 20240520, 100, 100);
+	tokens_seed("llmc-truncated", 1 | FUZZ_TOKENS_TRAIN, 8, 300, 20240520, 100, 101);
+	tokens_seed("llmc-bad-magic", 1 | FUZZ_TOKENS_TRAIN, 8, 300, 20240521, 100, 100);
+	tokens_seed("llmc-vocab-too-small", 1 | FUZZ_TOKENS_TRAIN, 8, 50, 20240520, 100, 100);
+}
+
 /* ------------------------------------------------------------------ checkpoints */
 /* version: 0 (current: DNN_CKPT_VERSION) or an older one; net: the net text (versions 2 on), or NULL. */
 static void ckpt_seed_v(int set_i, uint8_t flags, uint32_t nclasses, uint32_t version, char *net)
@@ -209,6 +255,7 @@ int main(int argc, char **argv)
 	net_seeds();
 	idx_seeds();
 	cifar_seeds();
+	tokens_seeds();
 	ckpt_seeds();
 	return 0;
 }
