@@ -323,7 +323,7 @@ echo "runs took $(( $(date +%s) - T0 )) s; load average at end: $(cut -d' ' -f1-
 
 # ---------------------------------------------------------------- sgemm ceiling, then the report
 SGEMM=""
-if [ -x "$OPB" ]; then
+if [ -x "$OPB" ] && [ -n "$NETS$SCALING" ]; then
   "$OPB" --op dense --clock cpu --reps 20 >"$OUT/op_bench_dense.md" 2>&1 || true
   SGEMM="$(sed -n 's/^single-core sgemm[^:]*: \([0-9.]*\) GFLOP.*/\1/p' "$OUT/op_bench_dense.md" | head -1)"
 fi
