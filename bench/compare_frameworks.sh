@@ -84,7 +84,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "compare_frameworks.sh: --rounds needs a positive integer" >&2; exit 2; }
-[[ "$RUN_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || { echo "compare_frameworks.sh: --run-timeout needs a positive integer" >&2; exit 2; }
+[[ "$RUN_TIMEOUT" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "compare_frameworks.sh: --run-timeout needs a positive integer" >&2; exit 2; }
 for g in $GPT; do
   [[ "$g" =~ ^[^:]+:[1-9][0-9]*:[1-9][0-9]*$ ]] ||
     { echo "compare_frameworks.sh: --gpt: '$g' is not NET:CONTEXT:BATCH" >&2; exit 2; }
@@ -174,11 +175,15 @@ for g in $GPT; do
   GLABEL[$g]="$base"
   GNET[$g]="$OUT/$base-t$gt.net"
   sed -E "s/^(input[[:space:]]+[^[:space:]]+[[:space:]]+tokens[[:space:]]+)[0-9]+/\1$gt/" "$src" >"${GNET[$g]}"
-  dims="$(awk '$1 == "embed" { for (i = 2; i <= NF; i++) { if ($i ~ /^vocab=/) v = substr($i, 7); if ($i ~ /^dim=/) d = substr($i, 5) } }
-               $1 == "attention" { l++; for (i = 2; i <= NF; i++) if ($i ~ /^heads=/) h = substr($i, 7) }
-               END { if (v && d && l && h) print v, d, l, h }' "${GNET[$g]}")"
+  dims="$(awk '
+    $1 == "embed" {
+      for (i = 2; i <= NF; i++) { if ($i ~ /^vocab=/) v = substr($i, 7); if ($i ~ /^dim=/) d = substr($i, 5) }
+    }
+    $1 == "attention" { l++; for (i = 2; i <= NF; i++) if ($i ~ /^heads=/) h = substr($i, 7) }
+    END { if (v && d && l && h) print v, d, l, h }' "${GNET[$g]}")"
   if [ -z "$dims" ] || ! grep -qE '^input[[:space:]]+[^[:space:]]+[[:space:]]+tokens[[:space:]]' "${GNET[$g]}"; then
-    echo "compare_frameworks.sh: --gpt: $src is not a GPT net (an input ... tokens T line, embed vocab= dim=, attention heads=)" >&2
+    echo "compare_frameworks.sh: --gpt: $src is not a GPT net" \
+      "(an input ... tokens T line, embed vocab= dim=, attention heads=)" >&2
     exit 2
   fi
   GDIMS[$g]="$dims"
@@ -189,7 +194,8 @@ for g in $GPT; do
   a="$("$APP" train --net "${GNET[$g]}" --batch "$gb" --summary 2>"$OUT/summary-$base-t$gt.err" |
         tee "$OUT/summary-$base-t$gt.txt" | sed -n 's/^total: [0-9]* nodes, \([0-9]*\) parameters.*/\1/p' || true)"
   if [ -z "$a" ]; then
-    ok="starpu_anp cannot read it ($(grep -m1 -i error "$OUT/summary-$base-t$gt.err" || tail -1 "$OUT/summary-$base-t$gt.err")): its runs will have no result"
+    err="$(grep -m1 -i error "$OUT/summary-$base-t$gt.err" || tail -1 "$OUT/summary-$base-t$gt.err")"
+    ok="starpu_anp cannot read it ($err): its runs will have no result"
   elif [ "$a" = "$b" ]; then ok=ok; else ok=MISMATCH; bad=1; fi
   printf '  %-9s context %5s: vocab %s d %s layers %s heads %s; starpu-anp %10s  pytorch %10s  %s\n' "$base" "$gt" \
     "$gv" "$gd" "$gl" "$gh" "${a:-?}" "${b:-?}" "$ok" | tee -a "$OUT/machine.txt" >&2
@@ -273,9 +279,10 @@ run_gpt() { # round spec framework n
               2>>"$LOG" | anp_result_line || true)"
   else
     tb="$(case "$label" in gpt-tiny|gpt-nano|gpt2|gpt2-xl) echo "$label" ;; *) echo gpt-nano ;; esac)"
-    line="$(OMP_NUM_THREADS="$4" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" "$PY" "$ROOT/bench/gpt_torch_step.py" \
-              --net "$tb" --vocab "$gv" --context "$gt" --d "$gd" --layers "$gl" --heads "$gh" --batch "$gb" \
-              --threads "$4" --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" | anp_result_line || true)"
+    line="$(OMP_NUM_THREADS="$4" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" \
+              "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$tb" --vocab "$gv" --context "$gt" --d "$gd" --layers "$gl" --heads "$gh" --batch "$gb" \
+              --threads "$4" --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" |
+              anp_result_line || true)"
   fi
   # /usr/bin/time -f %M: the child's peak resident set in KiB (its last line; a failed command's
   # status line comes first)
@@ -285,7 +292,8 @@ run_gpt() { # round spec framework n
   ips="$(echo "$line" | field images_per_s)"
   tps="$(echo "$line" | field tokens_per_s)"
   [ -n "$tps" ] || tps="$(awk -v i="$ips" -v t="$gt" 'BEGIN { if (i != "") printf "%.1f", i * t }')"
-  echo "$1,$3,$label,$gb,$4,$ips,$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),gpt,$gt,$tps,$rss" >>"$CSV"
+  echo "$1,$3,$label,$gb,$4,$ips,$(echo "$line" | field gflops),$(echo "$line" | field wall_s)," \
+       "$(cut -d' ' -f1 /proc/loadavg),gpt,$gt,$tps,$rss" | tr -d ' ' >>"$CSV"
   printf '  %-10s %-8s T%-5s b%-4s %d %s: %9s tokens/s, peak RSS %s MB\n' "$3" "$label" "$gt" "$gb" "$4" \
     "$([ "$3" = starpu-anp ] && echo 'worker(s)' || echo 'thread(s)')" "${tps:-?}" "${rss:-?}" >&2
 }

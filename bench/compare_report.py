@@ -77,7 +77,8 @@ def read_runs(path, cores):
 
 
 def read_gpt(path):
-    """GPT runs: {(net, context, batch): {(framework, n): {round: (tokens/s, GFLOP/s or None, peak RSS MB or None)}}}."""
+    """GPT runs: {(net, context, batch): {(framework, n): {round: (tokens/s, GFLOP/s, peak RSS MB)}}}
+    (GFLOP/s and RSS None where the run printed none)."""
     runs = defaultdict(lambda: defaultdict(dict))
     with open(path) as f:
         for row in csv.DictReader(f):

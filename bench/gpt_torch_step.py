@@ -133,7 +133,8 @@ def main():
     ap.add_argument("--profile", metavar="FILE",
                     help="also run 2 more steps under torch.profiler and write its per-op CPU time table to FILE "
                          "(the timed steps are not profiled)")
-    ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net (or --net's, with the overrides) and exit")
+    ap.add_argument("--params", action="store_true",
+                    help="print 'NAME PARAMS' for every net (or --net's, with the overrides) and exit")
     a = ap.parse_args()
     if a.params and not a.net:
         for name in sorted(NETS):
