@@ -62,6 +62,21 @@ EOF
 NET=(--net "$TMP/gpt.net" --text "$TMP/t.txt" --batch 16 --optimizer adamw --lr 0.01 --weight-decay 0 --warmup-steps 20
      --seed 5 --quiet)
 
+# ---- 0. a language model without --optimizer gets the language-model recipe, each part only
+#         where its option is not given; with --optimizer, nothing of it
+LM=(--net "$TMP/gpt.net" --text "$TMP/t.txt" --batch 16 --seed 5 --quiet --max-steps 2 --no-eval)
+R0="$("$A" train "${LM[@]}" 2>/dev/null | tail -1)"
+for kv in optimizer=adamw lr_peak=0.001 warmup_steps=100 clip_grad_norm=1; do
+  [[ " $R0 " == *" $kv "* ]] || fail "language-model recipe: no $kv in: $R0"
+done
+R1="$("$A" train "${LM[@]}" --lr 0.01 --clip-grad-norm 0 --warmup-steps 5 2>/dev/null | tail -1)"
+for kv in optimizer=adamw lr_peak=0.01 warmup_steps=5; do
+  [[ " $R1 " == *" $kv "* ]] || fail "language-model recipe with options: no $kv in: $R1"
+done
+[[ "$R1" != *clip_grad_norm=1* ]] || fail "--clip-grad-norm 0 overridden: $R1"
+R2="$("$A" train "${LM[@]}" --optimizer sgd 2>/dev/null | tail -1)"
+[[ " $R2 " == *" optimizer=sgd lr_peak=0.05 warmup_steps=0 "* ]] || fail "--optimizer sgd on a language model: $R2"
+
 # ---- 1. train
 RC=0; OUT="$("$A" train "${NET[@]}" --max-steps 300 --eval-every 100 --metrics "$TMP/m.csv" \
   --checkpoint "$TMP/a.ckpt" 2>"$TMP/err")" || RC=$?
