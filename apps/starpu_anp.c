@@ -118,9 +118,13 @@ static void help_generate(void)
 	       "stdout holds only the text; the summary 'result: key=value ...' goes to stderr.\n", prog);
 }
 
-/* A language model's data (train, eval). */
+/* A language model's data (train, eval), and eval's --dump-logits. */
 static void help_text_data(const char *c)
 {
+	if (strcmp(c, "eval") == 0)
+		printf("  --dump-logits FILE   write every evaluated sample's eval-mode logits, in sample order, as\n"
+		       "                       a NumPy .npy of float32: N x classes, or N x T x vocab for a language\n"
+		       "                       model (sample i: validation window i)\n");
 	if (strcmp(c, "train") != 0 && strcmp(c, "eval") != 0)
 		return;
 	printf("  --text FILE          a language model's data: UTF-8 text, one token per byte (vocabulary\n"
@@ -206,10 +210,7 @@ static void help_cmd(const char *c)
 		       "  IMAGE...             JPEG/PNG/... files: prints 'IMAGE: class=p ...' with the 5 best\n");
 	} else if (strcmp(c, "eval") == 0) {
 		printf("  --checkpoint FILE    checkpoint to evaluate (required)\n"
-		       "  --limit N            evaluate only the first N test samples\n"
-		       "  --dump-logits FILE   write every evaluated sample's eval-mode logits, in sample order, as\n"
-		       "                       a NumPy .npy of float32: N x classes, or N x T x vocab for a language\n"
-		       "                       model (sample i: validation window i)\n");
+		       "  --limit N            evaluate only the first N test samples\n");
 	} else {
 		printf("  --lr X               learning rate (peak of the schedule) [the --optimizer's recipe in\n"
 		       "                       docs/large-batch.md, for a global batch B (--lr-ref-batch if given,\n"
