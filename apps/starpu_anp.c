@@ -118,9 +118,13 @@ static void help_generate(void)
 	       "stdout holds only the text; the summary 'result: key=value ...' goes to stderr.\n", prog);
 }
 
-/* A language model's data (train, eval). */
+/* A language model's data (train, eval), and eval's --dump-logits. */
 static void help_text_data(const char *c)
 {
+	if (strcmp(c, "eval") == 0)
+		printf("  --dump-logits FILE   write every evaluated sample's eval-mode logits, in sample order, as\n"
+		       "                       a NumPy .npy of float32: N x classes, or N x T x vocab for a language\n"
+		       "                       model (sample i: validation window i)\n");
 	if (strcmp(c, "train") != 0 && strcmp(c, "eval") != 0)
 		return;
 	printf("  --text FILE          a language model's data: UTF-8 text, one token per byte (vocabulary\n"
@@ -332,7 +336,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
        O_STOP_AFTER, O_TIME_LIMIT, O_CLIP, O_TEXT, O_TOKENS, O_VAL_TOKENS, O_VAL_BATCHES, O_EVAL_EVERY, O_PROMPT,
-       O_TEMPERATURE, O_TOP_K };
+       O_TEMPERATURE, O_TOP_K, O_DUMP_LOGITS };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -396,6 +400,7 @@ static const struct {
 	{"input", 1, O_INPUT, C_ALL},
 	{"val-fraction", 1, O_VAL_FRACTION, C_TRAIN | C_EVAL},
 	{"report", 1, O_REPORT, C_TRAIN | C_EVAL},
+	{"dump-logits", 1, O_DUMP_LOGITS, C_EVAL},
 	{"onnx", 1, O_ONNX, C_EXPORT},
 	{"help", 0, 'h', C_ALL},
 };
@@ -509,6 +514,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_INPUT: o->input = (int)parse_long_opt(name, v, 1, 16384); break;
 	case O_VAL_FRACTION: o->val_fraction = parse_float_opt(name, v, 0, 0.9); break;
 	case O_REPORT: check_writable_parent(name, v); o->report_path = v; break;
+	case O_DUMP_LOGITS: check_writable_parent(name, v); o->dump_logits = v; break;
 	case O_MODE: o->mode = parse_word(name, v, "sync", "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC; break;
 	case O_ALLREDUCE: { /* the words are dnn_allreduce_name's, in the enum's order */
 		int a = DNN_ALLREDUCE_TREE;

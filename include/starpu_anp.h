@@ -93,6 +93,7 @@ typedef struct {
 	int input;                // --input N: the net's input is N x N (0 = as in the net file)
 	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]
 	const char *report_path;  // --report FILE: JSON metrics (image folders)
+	const char *dump_logits;  // eval --dump-logits FILE: every evaluated sample's logits, a NumPy .npy file
 	/* language models (docs/transformers.md): a net whose input line is `input NAME tokens T` */
 	int data_set;             // --data was given (a language model refuses it)
 	const char *text_path;    // --text FILE: UTF-8 text, byte-level tokens
