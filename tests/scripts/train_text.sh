@@ -186,6 +186,18 @@ expect_rc 1 "$A" train --net "$TMP/tiny.net" --tokens "$TMP/v300.bin" --quiet --
 STARPU_ANP_CACHE="$TMP/nocache" expect_rc 2 "$A" train --net "$TMP/tiny.net" || fail "no corpus: $ERR"
 [[ "$ERR" == *"nocache/corpus/kjv.txt"*"--text FILE"* ]] || fail "no corpus: $ERR"
 STARPU_ANP_CACHE="$TMP/nocache" "$A" train --net "$TMP/gpt.net" --summary >/dev/null 2>&1 || fail "--summary needs no corpus"
+# --summary's memory line: its parts add up to its total, and gpt-nano's parameters are 842,496 x 4 B
+MEM="$("$A" train --net gpt-nano --batch 8 --chunks 2 --summary 2>/dev/null | grep '^training memory')"
+python3 - "$MEM" <<'PY' || fail "--summary memory line: $MEM"
+import re, sys
+line = sys.argv[1]
+nums = [float(x) for x in re.findall(r'(?:MB =|\+) [a-z ]*?([0-9]+\.[0-9])', line)]
+total = float(re.search(r': ([0-9.]+) MB =', line).group(1))
+params = float(re.search(r'parameters ([0-9.]+)', line).group(1))
+assert '--batch 8, --chunks 2' in line and 'adamw' in line, line
+assert abs(params - 842496 * 4 / 1e6) < 0.06, params
+assert abs(sum(nums) - total) < 0.3, (nums, total)
+PY
 
 expect_rc 2 "$A" predict --checkpoint "$TMP/a.ckpt" "$TMP/t.txt" && [[ "$ERR" == *"use generate"* ]] \
   || fail "predict on a language model: $ERR"
