@@ -409,7 +409,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	if (!o->quiet)
 		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s%s), warm-up %ld steps, then %s\n", o->cmd,
 			dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak, (double)o->optim.lr,
-			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", o->lr_set ? "" : ", the optimizer's default",
+			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", o->lm_recipe ? ", the language-model recipe (no --optimizer)" : o->lr_set ? "" : ", the optimizer's default",
 			r->warmup_steps, o->cosine ? "cosine decay" : "constant");
 	dnn_progress_init(&r->pr, stderr, o->quiet, r->steps_per_epoch);
 	if (r->T > 0)
