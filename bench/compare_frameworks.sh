@@ -220,7 +220,7 @@ warmup_for() { case "$1" in lenet5) echo 5 ;; *) echo 1 ;; esac; }
 
 # kind: "compare" for the side-by-side runs, "scaling" for starpu-anp's 1 -> 2 worker runs;
 # compare_report.py pools each kind apart.
-echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1,kind,context,tokens_per_s,peak_rss_mb" >"$CSV"
+echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1,kind,context,tokens_per_s,peak_rss_mib" >"$CSV"
 field() { anp_result_field "$(cat)" "$1"; } # LINE on stdin
 
 run_starpu() { # round net batch ncpu kind
@@ -288,13 +288,13 @@ run_gpt() { # round spec framework n
   # status line comes first)
   rss="$(tail -1 "$tf" | awk '/^[0-9]+$/ { printf "%.1f", $1 / 1024 }')"
   rm -f "$tf"
-  echo "$3 gpt ${label}:$gt:$gb n=$4 peak_rss_mb=${rss:-?} $line" >>"$LOG"
+  echo "$3 gpt ${label}:$gt:$gb n=$4 peak_rss_mib=${rss:-?} $line" >>"$LOG"
   ips="$(echo "$line" | field images_per_s)"
   tps="$(echo "$line" | field tokens_per_s)"
   [ -n "$tps" ] || tps="$(awk -v i="$ips" -v t="$gt" 'BEGIN { if (i != "") printf "%.1f", i * t }')"
   echo "$1,$3,$label,$gb,$4,$ips,$(echo "$line" | field gflops),$(echo "$line" | field wall_s)," \
        "$(cut -d' ' -f1 /proc/loadavg),gpt,$gt,$tps,$rss" | tr -d ' ' >>"$CSV"
-  printf '  %-10s %-8s T%-5s b%-4s %d %s: %9s tokens/s, peak RSS %s MB\n' "$3" "$label" "$gt" "$gb" "$4" \
+  printf '  %-10s %-8s T%-5s b%-4s %d %s: %9s tokens/s, peak RSS %s MiB\n' "$3" "$label" "$gt" "$gb" "$4" \
     "$([ "$3" = starpu-anp ] && echo 'worker(s)' || echo 'thread(s)')" "${tps:-?}" "${rss:-?}" >&2
 }
 GPT_RUNS=("starpu-anp 1" "starpu-anp 2" "pytorch 1" "pytorch 2")

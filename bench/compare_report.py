@@ -77,7 +77,7 @@ def read_runs(path, cores):
 
 
 def read_gpt(path):
-    """GPT runs: {(net, context, batch): {(framework, n): {round: (tokens/s, GFLOP/s, peak RSS MB)}}}
+    """GPT runs: {(net, context, batch): {(framework, n): {round: (tokens/s, GFLOP/s, peak RSS MiB)}}}
     (GFLOP/s and RSS None where the run printed none)."""
     runs = defaultdict(lambda: defaultdict(dict))
     with open(path) as f:
@@ -89,8 +89,9 @@ def read_gpt(path):
             except (ValueError, TypeError):
                 continue  # a failed run: no result line
             num = lambda k: float(row[k]) if row.get(k) else None
+            rss = num("peak_rss_mib") if "peak_rss_mib" in row else num("peak_rss_mb")  # the first files' name
             key = (row["net"], int(row["context"]), int(row["batch"]))
-            runs[key][(row["framework"], int(row["workers"]))][row["round"]] = (tps, num("gflops"), num("peak_rss_mb"))
+            runs[key][(row["framework"], int(row["workers"]))][row["round"]] = (tps, num("gflops"), rss)
     return runs
 
 
@@ -106,7 +107,7 @@ def gpt_report(runs, sgemm):
            f"ratio is ≥ {TARGET_RATIO}. Peak RSS: the median of the runs' peak resident sets (/usr/bin/time), "
            "same batch and context on both sides.", ""]
     hdr = (f"| net | context | batch | N | rounds | starpu-anp tokens/s | PyTorch tokens/s | starpu-anp / PyTorch | "
-           f"≥ {TARGET_RATIO}× | starpu-anp peak RSS MB | PyTorch peak RSS MB |")
+           f"≥ {TARGET_RATIO}× | starpu-anp peak RSS MiB | PyTorch peak RSS MiB |")
     out += [hdr, "|" + "---|" * (hdr.count("|") - 1)]
     spread, scal, share = [], [], []
 

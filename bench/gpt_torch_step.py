@@ -27,9 +27,9 @@ Run (the anchors venv of scripts/bootstrap.sh --with-anchors, or any python with
 It prints one machine-readable line, like starpu_anp bench's and bench/pytorch_nets.py's:
   result: framework=pytorch torch=... net=gpt-nano vocab=256 context=128 d=128 layers=4 heads=4
           batch=16 threads=1 params=842496 steps=... train_loss=... tokens_per_s=... images_per_s=...
-          wall_s=... peak_rss_mb=...
+          wall_s=... peak_rss_mib=...
 images_per_s counts samples (sequences) per second, starpu_anp bench's unit; tokens_per_s is that
-times the context. peak_rss_mb is this process's peak resident set (getrusage ru_maxrss) at exit:
+times the context. peak_rss_mib is this process's peak resident set (getrusage ru_maxrss) at exit:
 run one configuration per process for a clean figure. The tokens are random ids in [0, V), made
 before timing (4 distinct batches, used in turn); no data loading is timed.
 `--params` prints only "NAME PARAMS" for every net at its own context (checked against
@@ -187,11 +187,11 @@ def main():
                     f"batch {a.batch} threads {a.threads} adamw {a.adamw}, torch {torch.__version__}\n")
             f.write(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40) + "\n")
     sps = a.batch * done / wall
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
     print(f"result: framework=pytorch torch={torch.__version__} net={a.net} vocab={v} context={t} d={d} "
           f"layers={l} heads={h} batch={a.batch} threads={a.threads} adamw={a.adamw} params={params} "
           f"steps={done} train_loss={loss:.6f} tokens_per_s={sps * t:.1f} images_per_s={sps:.2f} "
-          f"wall_s={wall:.2f} peak_rss_mb={rss_mb:.1f}")
+          f"wall_s={wall:.2f} peak_rss_mib={rss_mib:.1f}")
     return 0
 
 
