@@ -118,9 +118,13 @@ static void help_generate(void)
 	       "stdout holds only the text; the summary 'result: key=value ...' goes to stderr.\n", prog);
 }
 
-/* A language model's data (train, eval). */
+/* A language model's data (train, eval), and eval's --dump-logits. */
 static void help_text_data(const char *c)
 {
+	if (strcmp(c, "eval") == 0)
+		printf("  --dump-logits FILE   write every evaluated sample's eval-mode logits, in sample order, as\n"
+		       "                       a NumPy .npy of float32: N x classes, or N x T x vocab for a language\n"
+		       "                       model (sample i: validation window i)\n");
 	if (strcmp(c, "train") != 0 && strcmp(c, "eval") != 0)
 		return;
 	printf("  --text FILE          a language model's data: UTF-8 text, one token per byte (vocabulary\n"
@@ -168,6 +172,39 @@ static void help_train_run(void)
 	       "  --summary            print the net's per-layer summary and exit\n");
 }
 
+/* train and bench: the learning rate, its schedule and the optimiser. */
+static void help_optimizer(void)
+{
+	printf("  --lr X               learning rate (peak of the schedule) [the --optimizer's recipe in\n"
+	       "                       docs/large-batch.md, for a global batch B (--lr-ref-batch if given,\n"
+	       "                       else --batch): sgd 0.05; lars 4 x sqrt(B/4096); lamb\n"
+	       "                       0.04 x sqrt(B/4096); adamw none: --lr required]\n"
+	       "  --lr-schedule S      cosine (decay to 0 over the run) or constant [cosine]\n"
+	       "  --warmup-epochs E    linear warm-up from lr/steps to the peak over E epochs (fractions\n"
+	       "                       allowed), then the schedule over the rest of the run [0]\n"
+	       "  --warmup-steps N     the same over N steps (language models: an epoch of every text\n"
+	       "                       window is far longer than a run); not with --warmup-epochs\n"
+	       "  --lr-ref-batch N     --lr is for a global batch of N: scaled to --batch by batch/N\n"
+	       "                       (the linear scaling rule) [off]\n"
+	       "  --optimizer O        sgd (momentum), lars (layer-wise trust ratio, You et al. 2017),\n"
+	       "                       adamw (decoupled weight decay, Loshchilov & Hutter) or lamb\n"
+	       "                       (AdamW's direction with a layer-wise trust ratio, You et al. 2020)\n"
+	       "                       [sgd; a language model (input `tokens`): adamw, with nanoGPT's\n"
+	       "                       recipe where its options are not given: --lr 1e-3, --beta2 0.99,\n"
+	       "                       --weight-decay 0.1, --clip-grad-norm 1, --warmup-steps 100]\n"
+	       "  --momentum X         SGD and LARS momentum [0.9]\n"
+	       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
+	       "  --lars-eta X         LARS trust coefficient eta [0.001]\n"
+	       "  --beta1 X, --beta2 X, --eps X  AdamW's and LAMB's moments and epsilon [0.9, 0.999, 1e-8]\n"
+	       "  --clip-grad-norm X   scale every gradient by min(1, X / (norm + 1e-6)) before the\n"
+	       "                       update, norm = the L2 norm of all the model's gradients averaged\n"
+	       "                       over the global batch (all chunks and ranks), as PyTorch's\n"
+	       "                       clip_grad_norm_; every optimizer; its sums run in a fixed order\n"
+	       "                       (--deterministic); --metrics' grad_norm column is the norm\n"
+	       "                       before clipping. Not with --mode async (no rank sees the\n"
+	       "                       global gradient there); 0 = off [0]\n");
+}
+
 static void help_cmd(const char *c)
 {
 	if (!strcmp(c, "export")) {
@@ -208,32 +245,8 @@ static void help_cmd(const char *c)
 		printf("  --checkpoint FILE    checkpoint to evaluate (required)\n"
 		       "  --limit N            evaluate only the first N test samples\n");
 	} else {
-		printf("  --lr X               learning rate (peak of the schedule) [the --optimizer's recipe in\n"
-		       "                       docs/large-batch.md, for a global batch B (--lr-ref-batch if given,\n"
-		       "                       else --batch): sgd 0.05; lars 4 x sqrt(B/4096); lamb\n"
-		       "                       0.04 x sqrt(B/4096); adamw none: --lr required]\n"
-		       "  --lr-schedule S      cosine (decay to 0 over the run) or constant [cosine]\n"
-		       "  --warmup-epochs E    linear warm-up from lr/steps to the peak over E epochs (fractions\n"
-		       "                       allowed), then the schedule over the rest of the run [0]\n"
-		       "  --warmup-steps N     the same over N steps (language models: an epoch of every text\n"
-		       "                       window is far longer than a run); not with --warmup-epochs\n"
-		       "  --lr-ref-batch N     --lr is for a global batch of N: scaled to --batch by batch/N\n"
-		       "                       (the linear scaling rule) [off]\n"
-		       "  --optimizer O        sgd (momentum), lars (layer-wise trust ratio, You et al. 2017),\n"
-		       "                       adamw (decoupled weight decay, Loshchilov & Hutter) or lamb\n"
-		       "                       (AdamW's direction with a layer-wise trust ratio, You et al. 2020) [sgd]\n"
-		       "  --momentum X         SGD and LARS momentum [0.9]\n"
-		       "  --weight-decay X     weight decay (not applied to biases and batch-norm) [5e-4]\n"
-		       "  --lars-eta X         LARS trust coefficient eta [0.001]\n"
-		       "  --beta1 X, --beta2 X, --eps X  AdamW's and LAMB's moments and epsilon [0.9, 0.999, 1e-8]\n"
-		       "  --clip-grad-norm X   scale every gradient by min(1, X / (norm + 1e-6)) before the\n"
-		       "                       update, norm = the L2 norm of all the model's gradients averaged\n"
-		       "                       over the global batch (all chunks and ranks), as PyTorch's\n"
-		       "                       clip_grad_norm_; every optimizer; its sums run in a fixed order\n"
-		       "                       (--deterministic); --metrics' grad_norm column is the norm\n"
-		       "                       before clipping. Not with --mode async (no rank sees the\n"
-		       "                       global gradient there); 0 = off [0]\n"
-		       "  --window W           iterations in flight at most [2]\n"
+		help_optimizer();
+		printf("  --window W           iterations in flight at most [2]\n"
 		       "  --pin-chunks         run all of chunk c's tasks (load, forward, backward) on one\n"
 		       "                       worker: K chunks on n CUDA workers (CPU workers without GPUs)\n"
 		       "                       in blocks, chunk c on worker c*n/K; the scheduler still\n"
@@ -307,6 +320,7 @@ typedef struct {
 	const char *const *images; /* predict: the arguments after the options */
 	int nimages;
 	dnn_generate_opts gen;   /* generate */
+	int optimizer_set, wd_set, beta2_set, clip_set; /* given on the command line (the language-model recipe) */
 } cli;
 
 static const struct {
@@ -322,7 +336,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
        O_STOP_AFTER, O_TIME_LIMIT, O_CLIP, O_TEXT, O_TOKENS, O_VAL_TOKENS, O_VAL_BATCHES, O_EVAL_EVERY, O_PROMPT,
-       O_TEMPERATURE, O_TOP_K };
+       O_TEMPERATURE, O_TOP_K, O_DUMP_LOGITS };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -386,6 +400,7 @@ static const struct {
 	{"input", 1, O_INPUT, C_ALL},
 	{"val-fraction", 1, O_VAL_FRACTION, C_TRAIN | C_EVAL},
 	{"report", 1, O_REPORT, C_TRAIN | C_EVAL},
+	{"dump-logits", 1, O_DUMP_LOGITS, C_EVAL},
 	{"onnx", 1, O_ONNX, C_EXPORT},
 	{"help", 0, 'h', C_ALL},
 };
@@ -471,7 +486,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_CHUNKS: o->chunks = (int)parse_long_opt(name, v, 1, 1 << 16); break;
 	case O_LR: o->optim.lr = parse_float_opt(name, v, 0, 100), o->lr_set = 1; break;
 	case O_MOM: o->optim.momentum = parse_float_opt(name, v, 0, 0.9999); break;
-	case O_WD: o->optim.weight_decay = parse_float_opt(name, v, 0, 1); break;
+	case O_WD: o->optim.weight_decay = parse_float_opt(name, v, 0, 1), c->wd_set = 1; break;
 	case O_WINDOW: o->window = (int)parse_long_opt(name, v, 1, 64); break;
 	case O_PIN_CHUNKS: o->pin_chunks = 1; break;
 	case O_SEED: o->seed = (uint64_t)parse_long_opt(name, v, 0, LONG_MAX), o->seed_set = 1; break;
@@ -499,6 +514,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_INPUT: o->input = (int)parse_long_opt(name, v, 1, 16384); break;
 	case O_VAL_FRACTION: o->val_fraction = parse_float_opt(name, v, 0, 0.9); break;
 	case O_REPORT: check_writable_parent(name, v); o->report_path = v; break;
+	case O_DUMP_LOGITS: check_writable_parent(name, v); o->dump_logits = v; break;
 	case O_MODE: o->mode = parse_word(name, v, "sync", "async") ? DNN_MODE_ASYNC : DNN_MODE_SYNC; break;
 	case O_ALLREDUCE: { /* the words are dnn_allreduce_name's, in the enum's order */
 		int a = DNN_ALLREDUCE_TREE;
@@ -529,15 +545,15 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_BATCHNORM: o->batchnorm_global = !parse_word(name, v, "global", "local"); break;
 	case O_DETERMINISTIC: o->deterministic = !parse_word(name, v, "on", "off"); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
-	case O_OPTIMIZER: o->optim.optimizer = parse_optimizer(name, v); break;
+	case O_OPTIMIZER: o->optim.optimizer = parse_optimizer(name, v), c->optimizer_set = 1; break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;
 	case O_WARMUP_STEPS: o->warmup_steps = parse_long_opt(name, v, 0, 1L << 40); break;
 	case O_LR_REF_BATCH: o->lr_ref_batch = (int)parse_long_opt(name, v, 1, 1 << 20); break;
 	case O_BETA1: o->optim.beta1 = parse_float_opt(name, v, 0, 0.999999); break;
-	case O_BETA2: o->optim.beta2 = parse_float_opt(name, v, 0, 0.999999); break;
+	case O_BETA2: o->optim.beta2 = parse_float_opt(name, v, 0, 0.999999), c->beta2_set = 1; break;
 	case O_EPS: o->optim.eps = parse_float_opt(name, v, 1e-30, 1); break;
 	case O_LARS_ETA: o->optim.trust = parse_float_opt(name, v, 1e-9, 100); break;
-	case O_CLIP: o->optim.clip_norm = parse_float_opt(name, v, 0, 1e38); break;
+	case O_CLIP: o->optim.clip_norm = parse_float_opt(name, v, 0, 1e38), c->clip_set = 1; break;
 	default: break;
 	}
 }
@@ -585,6 +601,29 @@ static int parse_options(cli *c, int argc, char **argv)
 	return 0;
 }
 
+/* A language model trained without --optimizer: nanoGPT's recipe for a small character-level GPT
+ * (AdamW, lr 1e-3, beta2 0.99, weight decay 0.1, gradients clipped at norm 1, 100 warm-up steps),
+ * each part only where its option was not given. SGD's image recipe does not train a transformer
+ * well. A net that does not load here is left alone: the run reports it. */
+static void language_model_recipe(cli *c)
+{
+	dnn_train_opts *o = &c->o;
+	if (dnn_net_is_language_model(o->net) != 1)
+		return;
+	o->lm_recipe = 1;
+	o->optim.optimizer = DNN_OPT_ADAMW;
+	if (!o->lr_set)
+		o->optim.lr = 1e-3f, o->lr_set = 1;
+	if (!c->wd_set)
+		o->optim.weight_decay = 0.1f;
+	if (!c->beta2_set)
+		o->optim.beta2 = 0.99f;
+	if (!c->clip_set && o->mode != DNN_MODE_ASYNC)
+		o->optim.clip_norm = 1.0f;
+	if (o->warmup_steps == 0 && o->warmup_epochs == 0)
+		o->warmup_steps = 100;
+}
+
 /* What the options imply together: required ones, the checkpoint's role, the data folder. */
 static void finish_options(cli *c)
 {
@@ -614,6 +653,8 @@ static void finish_options(cli *c)
 	if (o->mode == DNN_MODE_ASYNC && o->optim.clip_norm > 0)
 		usage_error("--clip-grad-norm: not with --mode async: each rank there updates with its own share of the "
 			    "batch and no rank sees the global gradient whose norm it clips (use --mode sync)");
+	if ((c->cmd & C_TRAINS) && !c->optimizer_set)
+		language_model_recipe(c);
 	/* No --lr: the optimiser's recipe (docs/large-batch.md), at the batch --lr is for; AdamW has none. */
 	if ((c->cmd & C_TRAINS) && !o->lr_set) {
 		o->optim.lr = dnn_train_opts_default_lr(o->optim.optimizer, o->lr_ref_batch > 0 ? o->lr_ref_batch : o->batch);

@@ -13,6 +13,17 @@
 # configurations, achieved GFLOP/s against the single-core sgemm rate measured in the same run,
 # and the scaling. Raw results: OUT/runs.csv; tables: OUT/report.md; versions: OUT/machine.txt.
 #
+# GPTs (--gpt "NET:CONTEXT:BATCH ..."): in each round, starpu_anp bench with STARPU_NCPU=1 and 2
+# and PyTorch (bench/gpt_torch_step.py: the same GPT in fp32, scaled_dot_product_attention,
+# fused AdamW) with 1 and 2 threads, in alternating order; every step is forward, per-token loss,
+# backward and AdamW (lr 6e-4, weight decay 0.1, on both sides). NET is a built-in GPT or a .net
+# file of that layout; its `input ... tokens T` line is rewritten to CONTEXT (wpe follows). Each
+# run is timed under /usr/bin/time for its peak resident set. The report gives tokens/s, the ratio
+# starpu-anp / PyTorch at 1 and at 2 threads and best against best, starpu-anp's 1 -> 2 worker
+# scaling (from the same rounds), both sides' GFLOP/s as a share of the single-core sgemm rate at
+# the net's own dense shapes (dnn_op_bench --sgemm), and both peak RSS. Without --nets, --gpt
+# runs only the GPTs (and no --scaling runs).
+#
 # Usage: bench/compare_frameworks.sh [options]
 #   --rounds N        rounds, interleaved in time: every configuration runs once per round, in
 #                     alternating order (default 3: about 15 minutes on the 2-core development VM);
@@ -21,6 +32,8 @@
 #   --batches "A B"   batch sizes (default "64 256")
 #   --frameworks "A"  the others, any of "pytorch tensorflow" (default both)
 #   --scaling "A B"   nets whose STARPU_NCPU=1 vs 2 speedup is measured (default resnet20; "" = none)
+#   --gpt "N:T:B ..." GPT configurations NET:CONTEXT:BATCH, e.g. "gpt-nano:128:16 gpt2:256:4"
+#   --run-timeout S   kill a single run after S seconds; it then has no result (default 900)
 #   --steps-scale X   multiply the timed steps per run by X (default 1)
 #   --others-max-s S  stop a PyTorch/TensorFlow run's timing after S seconds (default 10; 0 = never):
 #                     2 threads can crawl on a busy 2-core machine (--torch-max-s: old name)
@@ -47,24 +60,40 @@ FRAMEWORKS="pytorch tensorflow"
 BUILD="$ROOT/build-bench"
 DO_BUILD=1
 OUT=""
+GPT=""
+RUN_TIMEOUT=900
+NETS_GIVEN=0
+SCALING_GIVEN=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds|--reps) REPS="$2"; shift ;;
-    --nets) NETS="$2"; shift ;;
+    --nets) NETS="$2"; NETS_GIVEN=1; shift ;;
     --batches) BATCHES="$2"; shift ;;
-    --scaling) SCALING="$2"; shift ;;
+    --scaling) SCALING="$2"; SCALING_GIVEN=1; shift ;;
     --steps-scale) SCALE="$2"; shift ;;
     --others-max-s|--torch-max-s) OTHERS_MAX_S="$2"; shift ;;
     --frameworks) FRAMEWORKS="$2"; shift ;;
     --build) BUILD="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"; shift ;;
     --no-build) DO_BUILD=0 ;;
     --out) OUT="$2"; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    --gpt) GPT="$2"; shift ;;
+    --run-timeout) RUN_TIMEOUT="$2"; shift ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) echo "compare_frameworks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
 done
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "compare_frameworks.sh: --rounds needs a positive integer" >&2; exit 2; }
+[[ "$RUN_TIMEOUT" =~ ^[1-9][0-9]*$ ]] ||
+  { echo "compare_frameworks.sh: --run-timeout needs a positive integer" >&2; exit 2; }
+for g in $GPT; do
+  [[ "$g" =~ ^[^:]+:[1-9][0-9]*:[1-9][0-9]*$ ]] ||
+    { echo "compare_frameworks.sh: --gpt: '$g' is not NET:CONTEXT:BATCH" >&2; exit 2; }
+done
+if [ -n "$GPT" ]; then
+  [ "$NETS_GIVEN" = 1 ] || NETS=""
+  [ "$SCALING_GIVEN" = 1 ] || SCALING=""
+fi
 for f in $FRAMEWORKS; do
   case "$f" in pytorch|tensorflow) ;; *) echo "compare_frameworks.sh: --frameworks: unknown '$f'" >&2; exit 2 ;; esac
 done
@@ -117,11 +146,13 @@ NCORES="$(nproc)"
 } | tee "$OUT/machine.txt" >&2
 
 # ---------------------------------------------------------------- parameter counts
+bad=0
+if [ -n "$NETS" ]; then
 echo "parameter counts (starpu_anp nets vs PyTorch vs TensorFlow):" >&2
 "$APP" nets >"$OUT/nets_starpu.txt"
 "$PY" "$ROOT/bench/pytorch_nets.py" --params >"$OUT/nets_torch.txt"
 "$PY" "$ROOT/bench/tf_nets.py" --params >"$OUT/nets_tf.txt" 2>>"$LOG"
-bad=0
+fi
 for n in $NETS; do
   a="$(awk -v n="$n" '$1 == n { print $4 }' "$OUT/nets_starpu.txt")"
   b="$(awk -v n="$n" '$1 == n { print $2 }' "$OUT/nets_torch.txt")"
@@ -129,6 +160,45 @@ for n in $NETS; do
   if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then ok=ok; else ok=MISMATCH; bad=1; fi
   printf '  %-9s starpu-anp %9s  pytorch %9s  tensorflow %9s  %s\n' "$n" "${a:-?}" "${b:-?}" "${c:-?}" "$ok" \
     | tee -a "$OUT/machine.txt" >&2
+done
+
+# Each GPT configuration: its net file at CONTEXT (OUT/NET-tCONTEXT.net), its dimensions read from
+# that file (embed's vocab= and dim=, one attention line per block, its heads=), and the parameter
+# counts of both sides at that context. A starpu_anp that cannot read the net (an op it lacks) is
+# reported and its runs have no result; PyTorch still runs.
+declare -A GNET GDIMS GLABEL
+for g in $GPT; do
+  IFS=: read -r gn gt gb <<<"$g"
+  src="$gn"; [ -f "$src" ] || src="$ROOT/graph/nets/$gn.net"
+  [ -f "$src" ] || { echo "compare_frameworks.sh: --gpt: no net file for '$gn' (not $src)" >&2; exit 2; }
+  base="$(basename "$gn" .net)"
+  GLABEL[$g]="$base"
+  GNET[$g]="$OUT/$base-t$gt.net"
+  sed -E "s/^(input[[:space:]]+[^[:space:]]+[[:space:]]+tokens[[:space:]]+)[0-9]+/\1$gt/" "$src" >"${GNET[$g]}"
+  dims="$(awk '
+    $1 == "embed" {
+      for (i = 2; i <= NF; i++) { if ($i ~ /^vocab=/) v = substr($i, 7); if ($i ~ /^dim=/) d = substr($i, 5) }
+    }
+    $1 == "attention" { l++; for (i = 2; i <= NF; i++) if ($i ~ /^heads=/) h = substr($i, 7) }
+    END { if (v && d && l && h) print v, d, l, h }' "${GNET[$g]}")"
+  if [ -z "$dims" ] || ! grep -qE '^input[[:space:]]+[^[:space:]]+[[:space:]]+tokens[[:space:]]' "${GNET[$g]}"; then
+    echo "compare_frameworks.sh: --gpt: $src is not a GPT net" \
+      "(an input ... tokens T line, embed vocab= dim=, attention heads=)" >&2
+    exit 2
+  fi
+  GDIMS[$g]="$dims"
+  read -r gv gd gl gh <<<"$dims"
+  tb="$(case "$base" in gpt-tiny|gpt-nano|gpt2|gpt2-xl) echo "$base" ;; *) echo gpt-nano ;; esac)"
+  b="$("$PY" "$ROOT/bench/gpt_torch_step.py" --net "$tb" --vocab "$gv" --context "$gt" --d "$gd" --layers "$gl" \
+        --heads "$gh" --params | awk '{ print $2 }')"
+  a="$("$APP" train --net "${GNET[$g]}" --batch "$gb" --summary 2>"$OUT/summary-$base-t$gt.err" |
+        tee "$OUT/summary-$base-t$gt.txt" | sed -n 's/^total: [0-9]* nodes, \([0-9]*\) parameters.*/\1/p' || true)"
+  if [ -z "$a" ]; then
+    err="$(grep -m1 -i error "$OUT/summary-$base-t$gt.err" || tail -1 "$OUT/summary-$base-t$gt.err")"
+    ok="starpu_anp cannot read it ($err): its runs will have no result"
+  elif [ "$a" = "$b" ]; then ok=ok; else ok=MISMATCH; bad=1; fi
+  printf '  %-9s context %5s: vocab %s d %s layers %s heads %s; starpu-anp %10s  pytorch %10s  %s\n' "$base" "$gt" \
+    "$gv" "$gd" "$gl" "$gh" "${a:-?}" "${b:-?}" "$ok" | tee -a "$OUT/machine.txt" >&2
 done
 [ "$bad" = 0 ] || { echo "compare_frameworks.sh: parameter counts differ; the nets are not the same" >&2; exit 1; }
 
@@ -150,7 +220,7 @@ warmup_for() { case "$1" in lenet5) echo 5 ;; *) echo 1 ;; esac; }
 
 # kind: "compare" for the side-by-side runs, "scaling" for starpu-anp's 1 -> 2 worker runs;
 # compare_report.py pools each kind apart.
-echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1,kind" >"$CSV"
+echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1,kind,context,tokens_per_s,peak_rss_mib" >"$CSV"
 field() { anp_result_field "$(cat)" "$1"; } # LINE on stdin
 
 run_starpu() { # round net batch ncpu kind
@@ -158,7 +228,7 @@ run_starpu() { # round net batch ncpu kind
   st="$(steps_for "$2" "$3")"; wu="$(warmup_for "$2")"
   line="$(STARPU_NCPU="$4" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" --quiet 2>>"$LOG" | anp_result_line || true)"
   echo "starpu NCPU=$4 $line" >>"$LOG"
-  echo "$1,starpu-anp,$2,$3,$4,$(echo "$line" | field images_per_s),$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),$5" >>"$CSV"
+  echo "$1,starpu-anp,$2,$3,$4,$(echo "$line" | field images_per_s),$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),$5,,," >>"$CSV"
   printf '  %-10s %-8s b%-4s %d worker(s): %8s img/s\n' starpu-anp "$2" "$3" "$4" "$(echo "$line" | field images_per_s)" >&2
 }
 run_other() { # framework round net batch threads
@@ -169,7 +239,7 @@ run_other() { # framework round net batch threads
   line="$(OMP_NUM_THREADS="$5" "$PY" "$ROOT/bench/$script" --net "$3" --batch "$4" --threads "$5" \
             --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" | anp_result_line || true)"
   echo "$1 threads=$5 $line" >>"$LOG"
-  echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),compare" >>"$CSV"
+  echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),compare,,," >>"$CSV"
   printf '  %-10s %-8s b%-4s %d thread(s): %8s img/s\n' "$1" "$3" "$4" "$5" "$(echo "$line" | field images_per_s)" >&2
 }
 # The others of one (net, batch), in order: pytorch 1, pytorch 2, tensorflow 1, tensorflow 2.
@@ -181,6 +251,61 @@ run_others() { # round net batch forward|reverse
     [ "$4" = forward ] && ft="${OTHERS[$i]}" || ft="${OTHERS[$(( ${#OTHERS[@]} - 1 - i ))]}"
     # shellcheck disable=SC2086
     run_other ${ft% *} "$1" "$2" "$3" ${ft#* }
+  done
+}
+
+# GPT runs: timed steps and warm-up by size (x --steps-scale): a gpt-nano step takes a fraction
+# of a second on one core, a GPT-2 124M step at batch 4 x 256 tokens tens of seconds; starpu-anp
+# needs at least 4 timed steps (its --window).
+gpt_steps() { # params
+  local s
+  if [ "$1" -lt 10000000 ]; then s=12; else s=4; fi
+  awk -v s="$s" -v k="$SCALE" 'BEGIN { v = int(s * k + 0.5); print (v < 4 ? 4 : v) }'
+}
+gpt_warmup() { if [ "$1" -lt 10000000 ]; then echo 2; else echo 1; fi; }
+# kind "gpt": starpu-anp at STARPU_NCPU=N and PyTorch at N threads, tokens/s and peak RSS.
+run_gpt() { # round spec framework n
+  local gt gb gv gd gl gh st wu line tf rss ips tps p tb label
+  IFS=: read -r _ gt gb <<<"$2"
+  read -r gv gd gl gh <<<"${GDIMS[$2]}"
+  p="$("$PY" "$ROOT/bench/gpt_torch_step.py" --net gpt-nano --vocab "$gv" --context "$gt" --d "$gd" --layers "$gl" \
+        --heads "$gh" --params | awk '{ print $2 }')"
+  st="$(gpt_steps "$p")"; wu="$(gpt_warmup "$p")"
+  label="${GLABEL[$2]}"
+  tf="$(mktemp)"
+  if [ "$3" = starpu-anp ]; then
+    line="$(STARPU_NCPU="$4" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" "$APP" bench --net "${GNET[$2]}" \
+              --batch "$gb" --steps "$st" --warmup "$wu" --optimizer adamw --lr 6e-4 --weight-decay 0.1 --quiet \
+              2>>"$LOG" | anp_result_line || true)"
+  else
+    tb="$(case "$label" in gpt-tiny|gpt-nano|gpt2|gpt2-xl) echo "$label" ;; *) echo gpt-nano ;; esac)"
+    line="$(OMP_NUM_THREADS="$4" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" \
+              "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$tb" --vocab "$gv" --context "$gt" --d "$gd" --layers "$gl" --heads "$gh" --batch "$gb" \
+              --threads "$4" --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" |
+              anp_result_line || true)"
+  fi
+  # /usr/bin/time -f %M: the child's peak resident set in KiB (its last line; a failed command's
+  # status line comes first)
+  rss="$(tail -1 "$tf" | awk '/^[0-9]+$/ { printf "%.1f", $1 / 1024 }')"
+  rm -f "$tf"
+  echo "$3 gpt ${label}:$gt:$gb n=$4 peak_rss_mib=${rss:-?} $line" >>"$LOG"
+  ips="$(echo "$line" | field images_per_s)"
+  tps="$(echo "$line" | field tokens_per_s)"
+  [ -n "$tps" ] || tps="$(awk -v i="$ips" -v t="$gt" 'BEGIN { if (i != "") printf "%.1f", i * t }')"
+  echo "$1,$3,$label,$gb,$4,$ips,$(echo "$line" | field gflops),$(echo "$line" | field wall_s)," \
+       "$(cut -d' ' -f1 /proc/loadavg),gpt,$gt,$tps,$rss" | tr -d ' ' >>"$CSV"
+  printf '  %-10s %-8s T%-5s b%-4s %d %s: %9s tokens/s, peak RSS %s MiB\n' "$3" "$label" "$gt" "$gb" "$4" \
+    "$([ "$3" = starpu-anp ] && echo 'worker(s)' || echo 'thread(s)')" "${tps:-?}" "${rss:-?}" >&2
+}
+GPT_RUNS=("starpu-anp 1" "starpu-anp 2" "pytorch 1" "pytorch 2")
+run_gpts() { # round forward|reverse
+  local g i fn
+  for g in $GPT; do
+    for i in "${!GPT_RUNS[@]}"; do
+      [ "$2" = forward ] && fn="${GPT_RUNS[$i]}" || fn="${GPT_RUNS[$(( ${#GPT_RUNS[@]} - 1 - i ))]}"
+      # shellcheck disable=SC2086
+      run_gpt "$1" "$g" ${fn% *} ${fn#* }
+    done
   done
 }
 
@@ -196,6 +321,7 @@ for r in $(seq 1 "$REPS"); do
       fi
     done
   done
+  if [ $((r % 2)) = 1 ]; then run_gpts "$r" forward; else run_gpts "$r" reverse; fi
   for n in $SCALING; do
     if [ $((r % 2)) = 1 ]; then run_starpu "$r" "$n" 64 1 scaling; run_starpu "$r" "$n" 64 2 scaling
     else run_starpu "$r" "$n" 64 2 scaling; run_starpu "$r" "$n" 64 1 scaling; fi
@@ -205,10 +331,33 @@ echo "runs took $(( $(date +%s) - T0 )) s; load average at end: $(cut -d' ' -f1-
 
 # ---------------------------------------------------------------- sgemm ceiling, then the report
 SGEMM=""
-if [ -x "$OPB" ]; then
+if [ -x "$OPB" ] && [ -n "$NETS$SCALING" ]; then
   "$OPB" --op dense --clock cpu --reps 20 >"$OUT/op_bench_dense.md" 2>&1 || true
   SGEMM="$(sed -n 's/^single-core sgemm[^:]*: \([0-9.]*\) GFLOP.*/\1/p' "$OUT/op_bench_dense.md" | head -1)"
 fi
+# A GPT's ceiling: the single-core sgemm rate at its own dense shapes (rows = batch x context, the
+# whole batch in one chunk as on one worker), weighted by each GEMM's share of the dense FLOPs:
+# qkv rows x 3C x C, proj rows x C x C, fc rows x 4C x C, mlp rows x C x 4C per block, the head
+# rows x V x C.
+GSGEMM="$OUT/sgemm_gpt.csv"
+echo "net,context,batch,sgemm_gflops" >"$GSGEMM"
+for g in $GPT; do
+  [ -x "$OPB" ] || break
+  IFS=: read -r _ gt gb <<<"$g"
+  read -r gv gd gl _ <<<"${GDIMS[$g]}"
+  m=$((gb * gt))
+  shapes="${m}x$((3 * gd))x$gd,${m}x${gd}x$gd,${m}x$((4 * gd))x$gd,${m}x${gd}x$((4 * gd)),${m}x${gv}x$gd"
+  "$OPB" --sgemm "$shapes" --clock cpu --reps 10 >"$OUT/sgemm-${GLABEL[$g]}-t$gt.txt" 2>&1 || continue
+  rate="$(awk -v l="$gl" -v d="$gd" -v v="$gv" '
+    /^sgemm [0-9]+x[0-9]+x[0-9]+: / { r[++n] = $3 }
+    END {
+      if (n != 5) exit 1
+      w[1] = 3 * l * d * d; w[2] = l * d * d; w[3] = 4 * l * d * d; w[4] = 4 * l * d * d; w[5] = v * d
+      for (i = 1; i <= 5; i++) { f += w[i]; t += w[i] / r[i] }
+      printf "%.1f", f / t
+    }' "$OUT/sgemm-${GLABEL[$g]}-t$gt.txt")" || continue
+  echo "${GLABEL[$g]},$gt,$gb,$rate" >>"$GSGEMM"
+done
 /usr/bin/python3 "$ROOT/bench/compare_report.py" --csv "$CSV" --machine "$OUT/machine.txt" --cores "$NCORES" \
-  ${SGEMM:+--sgemm "$SGEMM"} | tee "$OUT/report.md"
+  ${SGEMM:+--sgemm "$SGEMM"} --gpt-sgemm "$GSGEMM" | tee "$OUT/report.md"
 echo "raw runs: $CSV; report: $OUT/report.md" >&2

@@ -130,20 +130,55 @@ static void run_sgemm(void *p)
 		    c->B, c->N, 0.0f, c->C, c->N);
 }
 
-static double measure_sgemm(int reps)
+static double measure_sgemm_at(int M, int N, int K, int reps)
 {
-	sgemm_ctx c = {.M = 256, .N = 1024, .K = 1152};
+	sgemm_ctx c = {.M = M, .N = N, .K = K};
 	c.A = alloc_uniform((size_t)c.M * c.K);
 	c.B = alloc_uniform((size_t)c.K * c.N);
 	c.C = alloc_uniform((size_t)c.M * c.N);
-	/* Let the core reach its steady clock before timing. */
-	for (int i = 0; i < 30; i++)
+	/* Let the core reach its steady clock before timing: 30 calls, or 1 s of them at a big shape. */
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < 30; i++) {
 		run_sgemm(&c);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (t1.tv_sec - t0.tv_sec + (t1.tv_nsec - t0.tv_nsec) * 1e-9 > 1.0)
+			break;
+	}
 	double t = best_time(run_sgemm, &c, reps < 10 ? 10 : reps);
 	free(c.A);
 	free(c.B);
 	free(c.C);
 	return 2.0 * c.M * c.N * c.K / t * 1e-9;
+}
+
+static double measure_sgemm(int reps)
+{
+	return measure_sgemm_at(256, 1024, 1152, reps);
+}
+
+/* --sgemm M1xN1xK1,M2xN2xK2,...: only the sgemm rate at each of these shapes, one line each (a
+ * framework comparison's ceiling at its own net's GEMM shapes, bench/compare_frameworks.sh --gpt). */
+static int sgemm_shapes(const char *list, int reps)
+{
+	char buf[1024];
+	snprintf(buf, sizeof(buf), "%s", list);
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), n++) {
+		int M, N, K, end = 0;
+		if (sscanf(t, "%dx%dx%d%n", &M, &N, &K, &end) != 3 || t[end] != '\0' || M < 1 || N < 1 || K < 1 ||
+		    (double)M * K + (double)K * N + (double)M * N > 1e9) {
+			fprintf(stderr, "error: --sgemm: expected MxNxK shapes (positive, under 1e9 floats in all), got '%s'\n", t);
+			return 2;
+		}
+		printf("sgemm %dx%dx%d: %.1f GFLOP/s (one thread, best of %d)\n", M, N, K,
+		       measure_sgemm_at(M, N, K, reps), reps < 10 ? 10 : reps);
+	}
+	if (n == 0) {
+		fprintf(stderr, "error: --sgemm: no shape given\n");
+		return 2;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------------ conv2d */
@@ -496,7 +531,7 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME] [--conv-algo LIST]\n"
-		   "                    [--simd auto|off]\n"
+		   "                    [--simd auto|off] [--sgemm LIST]\n"
 		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm (GB/s vs memcpy for the\n"
 		   "  memory-bound ops), as a markdown table.\n"
 		   "  --batch N       batch size of the benchmarked shapes (default 64)\n"
@@ -507,6 +542,8 @@ static void usage(FILE *f)
 		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
 		   "                  their SIMD versions (the results are bit-identical)\n"
+		   "  --sgemm LIST    only the single-core sgemm rate at each shape of LIST, comma-separated\n"
+		   "                  MxNxK (C[M x N] = A[M x K] B[K x N], row-major), one line each\n"
 		   "  --op NAME       only this op (");
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
 		fprintf(f, "%s%s", i ? ", " : "", ops[i].name);
@@ -532,7 +569,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "error: %s\n", kerr);
 		return 2;
 	}
-	const char *only = NULL;
+	const char *only = NULL, *sgemm_list = NULL;
 	static const struct option longopts[] = {
 		{"batch", required_argument, NULL, 'b'},
 		{"reps", required_argument, NULL, 'r'},
@@ -540,11 +577,12 @@ int main(int argc, char **argv)
 		{"clock", required_argument, NULL, 'c'},
 		{"conv-algo", required_argument, NULL, 'a'},
 		{"simd", required_argument, NULL, 's'},
+		{"sgemm", required_argument, NULL, 'g'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:s:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:s:g:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b': o.batch = parse_int("--batch", optarg, 1, 4096); break;
 		case 'r': o.reps = parse_int("--reps", optarg, 1, 1000); break;
@@ -585,6 +623,7 @@ int main(int argc, char **argv)
 			}
 			o.simd_off = strcmp(optarg, "off") == 0;
 			break;
+		case 'g': sgemm_list = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -611,6 +650,10 @@ int main(int argc, char **argv)
 	}
 	dnn_cpu_kernels_describe(kline, sizeof(kline));
 	openblas_set_num_threads(1);
+	if (sgemm_list) {
+		printf("%s\n", kline);
+		return sgemm_shapes(sgemm_list, o.reps);
+	}
 	const int wino512 = dnn_wino_set_avx512(!o.simd_off), bn_simd = dnn_batchnorm_set_simd(!o.simd_off);
 	/* The reference is measured before and after the ops and the faster kept, so that a
 	 * moment of contention on a shared machine does not inflate every percentage. */

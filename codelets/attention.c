@@ -74,30 +74,10 @@ static void dsoft_scalar(float *restrict dp, const float *restrict p, float dt, 
 static const row_ops ops_scalar = {max_scalar, exp_sum_scalar, dsoft_scalar};
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define ATT_AVX2 __attribute__((target("avx2,fma")))
+#include "simd_exp.h"
+#define ATT_AVX2 DNN_AVX2_FMA
 
-/* exp(x) for x <= 0 (scores minus their max or log-sum-exp; larger x are clamped at 88): x =
- * n ln2 + r, |r| <= ln2/2, exp(r) by Cephes' degree-7 polynomial, 2^n by the exponent bits; below
- * -87.3 (2^-126) it returns about 1e-38 rather than a denormal or 0. A NaN stays NaN (min/max
- * return their second operand when either is NaN), so a non-finite score reaches the output. */
-ATT_AVX2 static inline __m256 exp8(__m256 x)
-{
-	x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), _mm256_min_ps(_mm256_set1_ps(88.0f), x));
-	const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-					 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-	__m256 y = _mm256_set1_ps(1.9875691500e-4f);
-	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-	y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-	y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-	const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-	return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
+/* exp8: simd_exp.h (Cephes' expf polynomial, NaN kept) */
 
 ATT_AVX2 static inline float hsum8(__m256 v)
 {
@@ -131,7 +111,7 @@ ATT_AVX2 static float exp_sum_avx2(float *s, int n, float sub)
 	__m256 acc = _mm256_setzero_ps();
 	int j = 0;
 	for (; j + 8 <= n; j += 8) {
-		const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
+		const __m256 e = dnn_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
 		_mm256_storeu_ps(s + j, e);
 		acc = _mm256_add_ps(acc, e);
 	}

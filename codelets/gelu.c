@@ -4,19 +4,25 @@
 
 // ------------------------------------------------------------------------------- CPU kernels
 
-/* Plain loops over the shared formulas; tanhf is a libm call per element, which a GPT block's
- * dense layers (2 x 4C^2 multiply-adds per token against gelu's 4C tanhf) make negligible. */
-void dnn_gelu_forward_cpu(float *restrict y, const float *restrict x, long n)
+/* Two forms. The portable loops are the shared formulas (act_formulas.h: PyTorch's order, with
+ * libm's tanhf per element; CUDA's too). The AVX2 loops write 0.5 (1 + tanh u) as the sigmoid
+ * s = 1 / (1 + e), e = exp(-2u), 8 lanes at a time (simd_exp.h), so that
+ *     y = x s,   gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2),  1 - s = e s
+ * (no cancellation in 1 - s); they agree with the portable form within a few ulp (the op
+ * harness runs both). libm's tanhf made gelu 59% of a gpt-nano step
+ * (docs/studies/2026-12-07-gpt-cpu-comparison.md). Where -2u > 88, s is 0: y and gelu' are then
+ * exactly 0, as tanh's -1 gives. */
+static int gelu_simd = -1; /* -1: not chosen yet */
+
+static void gelu_forward_portable(float *restrict y, const float *restrict x, long n)
 {
-	// y (n), x (n)
 	for (long i = 0; i < n; i++)
 		y[i] = dnn_act_gelu(x[i]);
 }
 
-void dnn_gelu_backward_cpu(float *restrict dx, const float *restrict x, const float *restrict dy, long n,
-			   int accumulate_dx)
+static void gelu_backward_portable(float *restrict dx, const float *restrict x, const float *restrict dy, long n,
+				   int accumulate_dx)
 {
-	// dx (n) =|+=, x (n), dy (n)
 	if (accumulate_dx) {
 		for (long i = 0; i < n; i++)
 			dx[i] += dnn_act_gelu_grad(dy[i], x[i]);
@@ -24,6 +30,115 @@ void dnn_gelu_backward_cpu(float *restrict dx, const float *restrict x, const fl
 		for (long i = 0; i < n; i++)
 			dx[i] = dnn_act_gelu_grad(dy[i], x[i]);
 	}
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "simd_exp.h"
+
+/* s = sigmoid(2u) and e s = 1 - s of 8 x's; 0 and 1 where -2u > 88 */
+DNN_AVX2_FMA static inline __m256 gelu_sigmoid8(__m256 x, __m256 *one_minus_s)
+{
+	const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+	const __m256 u = _mm256_mul_ps(_mm256_set1_ps(DNN_GELU_BETA), _mm256_fmadd_ps(_mm256_set1_ps(DNN_GELU_KAPPA), x3, x));
+	const __m256 m2u = _mm256_mul_ps(_mm256_set1_ps(-2.0f), u);
+	const __m256 e = dnn_exp8(m2u);
+	const __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+	const __m256 big = _mm256_cmp_ps(m2u, _mm256_set1_ps(88.0f), _CMP_GT_OQ);
+	*one_minus_s = _mm256_blendv_ps(_mm256_mul_ps(e, s), _mm256_set1_ps(1.0f), big);
+	return _mm256_andnot_ps(big, s);
+}
+
+DNN_AVX2_FMA static void gelu_forward_avx2(float *restrict y, const float *restrict x, long n)
+{
+	long i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const __m256 v = _mm256_loadu_ps(x + i);
+		__m256 oms;
+		_mm256_storeu_ps(y + i, _mm256_mul_ps(v, gelu_sigmoid8(v, &oms)));
+	}
+	if (i < n) { /* the tail through a zero-padded block: the same lanes' arithmetic */
+		float xb[8] = {0}, yb[8];
+		for (long j = i; j < n; j++)
+			xb[j - i] = x[j];
+		gelu_forward_avx2(yb, xb, 8);
+		for (long j = i; j < n; j++)
+			y[j] = yb[j - i];
+	}
+}
+
+DNN_AVX2_FMA static inline __m256 gelu_grad8(__m256 v, __m256 g)
+{
+	__m256 oms;
+	const __m256 s = gelu_sigmoid8(v, &oms);
+	const __m256 du = _mm256_mul_ps(_mm256_set1_ps(2.0f * DNN_GELU_BETA),
+					_mm256_fmadd_ps(_mm256_set1_ps(3.0f * DNN_GELU_KAPPA), _mm256_mul_ps(v, v),
+							_mm256_set1_ps(1.0f)));
+	const __m256 d = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(v, s), oms), du, s);
+	return _mm256_mul_ps(g, d);
+}
+
+DNN_AVX2_FMA static void gelu_backward_avx2(float *restrict dx, const float *restrict x, const float *restrict dy,
+					    long n, int accumulate_dx)
+{
+	long i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const __m256 d = gelu_grad8(_mm256_loadu_ps(x + i), _mm256_loadu_ps(dy + i));
+		_mm256_storeu_ps(dx + i, accumulate_dx ? _mm256_add_ps(_mm256_loadu_ps(dx + i), d) : d);
+	}
+	if (i < n) {
+		float xb[8] = {0}, gb[8] = {0}, db[8] = {0};
+		for (long j = i; j < n; j++)
+			xb[j - i] = x[j], gb[j - i] = dy[j], db[j - i] = accumulate_dx ? dx[j] : 0.0f;
+		gelu_backward_avx2(db, xb, gb, 8, accumulate_dx);
+		for (long j = i; j < n; j++)
+			dx[j] = db[j - i];
+	}
+}
+
+int dnn_gelu_set_simd(int on)
+{
+	__builtin_cpu_init();
+	gelu_simd = on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	return gelu_simd;
+}
+#else
+static void gelu_forward_avx2(float *y, const float *x, long n) { gelu_forward_portable(y, x, n); }
+static void gelu_backward_avx2(float *dx, const float *x, const float *dy, long n, int acc)
+{
+	gelu_backward_portable(dx, x, dy, n, acc);
+}
+int dnn_gelu_set_simd(int on)
+{
+	(void)on;
+	gelu_simd = 0;
+	return 0;
+}
+#endif
+
+int dnn_gelu_simd(void)
+{
+	if (gelu_simd < 0)
+		dnn_gelu_set_simd(1);
+	return gelu_simd;
+}
+
+void dnn_gelu_forward_cpu(float *restrict y, const float *restrict x, long n)
+{
+	// y (n), x (n)
+	if (dnn_gelu_simd())
+		gelu_forward_avx2(y, x, n);
+	else
+		gelu_forward_portable(y, x, n);
+}
+
+void dnn_gelu_backward_cpu(float *restrict dx, const float *restrict x, const float *restrict dy, long n,
+			   int accumulate_dx)
+{
+	// dx (n) =|+=, x (n), dy (n)
+	if (dnn_gelu_simd())
+		gelu_backward_avx2(dx, x, dy, n, accumulate_dx);
+	else
+		gelu_backward_portable(dx, x, dy, n, accumulate_dx);
 }
 
 // ------------------------------------------------------------------------------- codelets

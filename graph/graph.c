@@ -851,3 +851,27 @@ void dnn_graph_print_summary(const dnn_graph *g, int fuse, FILE *out)
 		g->nnodes, dnn_graph_params(g), dnn_graph_params(g) * 4.0 / 1e6, fl, tr, g->classes);
 	dnn_fuse_print_summary(g, fuse, out);
 }
+
+dnn_mem_estimate dnn_graph_train_memory(const dnn_graph *g, int batch, int chunks, int window, int state_mult)
+{
+	dnn_mem_estimate e = {0};
+	const double P = (double)dnn_graph_params(g);
+	e.params = 4.0 * P;
+	e.grads = 4.0 * P * (chunks > 1 ? chunks : 1);
+	e.state = 4.0 * P * state_mult;
+	for (int i = 0; i < g->nnodes; i++) {
+		const dnn_node *n = &g->nodes[i];
+		const dnn_op_desc *d = dnn_op_get(n->op);
+		const double out = (double)n->C * n->H * n->W;
+		if (n->op != DNN_OP_SOFTMAX_XENT)
+			e.activations += 4.0 * batch * (i == 0 ? out : 2 * out); /* y and dy (the input: x only) */
+		if (d->saved_floats)
+			e.activations += 4.0 * (double)d->saved_floats(n) * chunks;
+		if (d->saved_floats_per_sample)
+			e.activations += 4.0 * (double)d->saved_floats_per_sample(n) * batch;
+	}
+	const dnn_node *in = &g->nodes[0];
+	e.inputs = (double)window * batch * (4.0 * in->C * in->H * in->W + 4.0 * (g->label_len > 0 ? g->label_len : 1));
+	e.total = e.params + e.grads + e.state + e.activations + e.inputs;
+	return e;
+}

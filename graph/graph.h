@@ -118,6 +118,17 @@ double dnn_graph_flops_train(const dnn_graph *g); // per sample: forward + backw
 void dnn_graph_print_summary(const dnn_graph *g, int fuse, FILE *out);
 const char *dnn_op_name(dnn_op op);
 
+/* What a training run of `batch` samples in `chunks` chunks keeps in memory, in bytes, from the
+ * net alone (graph/model.c allocates the same): the parameters; their gradients (one partial per
+ * chunk: the fixed-order sums); the optimiser's state (state_mult floats per parameter: 1 for
+ * SGD and LARS, 2 for AdamW and LAMB); every node's output and gradient and its saved buffer for
+ * the batch (an upper bound: fusion stores fewer); the `window` slots of input and labels. The
+ * process adds its libraries, StarPU's and OpenBLAS's buffers and the data set. */
+typedef struct {
+	double params, grads, state, activations, inputs, total;
+} dnn_mem_estimate;
+dnn_mem_estimate dnn_graph_train_memory(const dnn_graph *g, int batch, int chunks, int window, int state_mult);
+
 /* Built-in nets: names and their text. */
 int dnn_builtin_net_count(void);
 const char *dnn_builtin_net_name(int i);

@@ -70,6 +70,7 @@ typedef struct {
 	long warmup_steps;        // --warmup-steps N: the same over N steps (0 = none; not with warmup_epochs)
 	int lr_ref_batch;         // --lr-ref-batch N: --lr is for a global batch of N, scaled by batch/N (0 = off)
 	int lr_set;               // --lr was given (else the app sets optim.lr to dnn_train_opts_default_lr's)
+	int lm_recipe;            // a language model without --optimizer: the app set the LM recipe (apps/starpu_anp.c)
 	uint64_t seed;
 	int seed_set;             // --seed was given (a resume then refuses a checkpoint of another seed)
 	int limit_train, limit_test; // 0 = whole set
@@ -92,6 +93,7 @@ typedef struct {
 	int input;                // --input N: the net's input is N x N (0 = as in the net file)
 	double val_fraction;      // --val-fraction X: held out of an image folder without val/ [0.1]
 	const char *report_path;  // --report FILE: JSON metrics (image folders)
+	const char *dump_logits;  // eval --dump-logits FILE: every evaluated sample's logits, a NumPy .npy file
 	/* language models (docs/transformers.md): a net whose input line is `input NAME tokens T` */
 	int data_set;             // --data was given (a language model refuses it)
 	const char *text_path;    // --text FILE: UTF-8 text, byte-level tokens
@@ -108,6 +110,9 @@ void dnn_train_opts_default(dnn_train_opts *o);
  * global batch of `batch`: sgd 0.05 at every batch, lars 4 x sqrt(batch / 4096), lamb
  * 0.04 x sqrt(batch / 4096); 0 for adamw, which has no documented recipe (--lr is then required). */
 float dnn_train_opts_default_lr(dnn_optimizer opt, int batch);
+/* 1 when NAME (a built-in net or a .net file) is a language model (its input line is `tokens`),
+ * 0 when it is not, -1 when it does not load (the run that uses it reports why). */
+int dnn_net_is_language_model(const char *name);
 
 /* ---------------------------------------------------------------- commands
  * Each returns the process exit status (0, or 1 on a runtime error, whose one-line message is

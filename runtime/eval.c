@@ -3,12 +3,15 @@
  * epoch, and `starpu_anp eval` (a checkpoint on the test set). See eval.h. */
 #include "eval.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <starpu.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "anp.h"
 #include "data.h"
@@ -185,6 +188,82 @@ int dnn_evaluate_test(dnn_model *m, const dnn_dataset *test, int batch, int chun
 	return dnn_evaluate(m, test, batch, chunks, NULL, NULL, loss, acc);
 }
 
+/* ---------------------------------------------------------------- eval --dump-logits */
+/* A NumPy .npy file (format 1.0) of float32 rows, one per sample in sample order: the sink writes
+ * each chunk's rows at their samples' offsets, so the order StarPU finishes the chunks in does not
+ * matter. A language model's row is the T x V logits of one window. */
+typedef struct {
+	int fd, err;       /* err: the first write's errno (0: none) */
+	size_t row;        /* floats per sample */
+	off_t data;        /* the header's length */
+} logits_dump;
+
+static void dump_sink(void *ctx, const float *logits, int classes, const int *idx, int n)
+{
+	logits_dump *d = ctx;
+	(void)classes; /* a language model's row is T of them: d->row */
+	for (int i = 0; i < n && !d->err; i++) {
+		const size_t bytes = sizeof(float) * d->row;
+		const ssize_t w = pwrite(d->fd, logits + (size_t)i * d->row, bytes, d->data + (off_t)idx[i] * (off_t)bytes);
+		if (w != (ssize_t)bytes)
+			d->err = w < 0 ? errno : EIO;
+	}
+}
+
+/* Opens path and writes the .npy header of n samples of shape (n, T, V) (T = 0: (n, V)). Returns 0,
+ * or -1 after one error line. */
+static int dump_open(logits_dump *d, const char *path, int n, int T, int V)
+{
+	char h[128];
+	int len = T > 0 ? snprintf(h, sizeof(h), "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d, %d), }", n, T, V)
+			: snprintf(h, sizeof(h), "{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", n, V);
+	while ((10 + len + 1) % 64 != 0) /* the magic, version and length take 10 bytes; the dict ends in \n */
+		h[len++] = ' ';
+	h[len++] = '\n';
+	unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(len & 0xff), (unsigned char)(len >> 8)};
+	*d = (logits_dump){.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), .row = (size_t)V * (T > 0 ? T : 1),
+			   .data = 10 + len};
+	if (d->fd < 0 || write(d->fd, pre, 10) != 10 || write(d->fd, h, (size_t)len) != len) {
+		fprintf(stderr, "error: --dump-logits %s: %s\n", path, strerror(errno));
+		if (d->fd >= 0)
+			close(d->fd);
+		d->fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+/* Closes the dump; rc: the evaluation's. Returns 0, or -1 after one error line. */
+static int dump_close(logits_dump *d, const char *path, int rc)
+{
+	if (d->fd < 0)
+		return rc;
+	if (close(d->fd) != 0 && !d->err)
+		d->err = errno;
+	if (d->err) {
+		fprintf(stderr, "error: --dump-logits %s: %s\n", path, strerror(d->err));
+		return -1;
+	}
+	return rc;
+}
+
+/* The evaluation of `starpu_anp eval`: the test-set metrics and, with --dump-logits, the logits
+ * (read in the same pass, except for an image folder, whose ANP metrics read them in their own). */
+static int eval_pass(dnn_model *m, dnn_dataset *test, const dnn_train_opts *o, int chunks, int T, dnn_anp_metrics *anp,
+		     double *loss, double *acc)
+{
+	if (!o->dump_logits)
+		return dnn_evaluate_test(m, test, o->batch, chunks, anp, loss, acc);
+	logits_dump d;
+	if (dump_open(&d, o->dump_logits, test->n, T, m->g->classes) != 0)
+		return -1;
+	int rc = test->folder ? dnn_evaluate_test(m, test, o->batch, chunks, anp, loss, acc) : 0;
+	if (rc == 0)
+		rc = dnn_evaluate(m, test, o->batch, chunks, dump_sink, &d, test->folder ? NULL : loss,
+				  test->folder ? NULL : acc);
+	return dump_close(&d, o->dump_logits, rc);
+}
+
 /* ---------------------------------------------------------------- starpu_anp eval */
 int dnn_cmd_eval(const dnn_train_opts *o)
 {
@@ -220,7 +299,7 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 	}
 	double loss, acc, t0 = dnn_now();
 	dnn_anp_metrics anp = {0};
-	if (dnn_evaluate_test(&m, &test, o->batch, chunks, &anp, &loss, &acc) != 0)
+	if (eval_pass(&m, &test, o, chunks, T, &anp, &loss, &acc) != 0)
 		goto out;
 	double wall = dnn_now() - t0;
 	printf("result: cmd=eval net=%s checkpoint=%s epoch=%u step=%llu samples=%d test_accuracy=%.4f test_loss=%.6f "

@@ -7,6 +7,7 @@
 #include "graph.h"
 #include "knobs.h"
 #include "model_ckpt.h"
+#include "optim.h"
 #include "starpu_anp.h"
 
 int dnn_cmd_nets(void)
@@ -44,6 +45,24 @@ static int resume_same_net(dnn_graph *g, const dnn_train_opts *o)
 	return rc;
 }
 
+/* --summary's memory line: what training at the command's --batch, --chunks, --window and
+ * --optimizer keeps (dnn_graph_train_memory). */
+static void print_train_memory(const dnn_graph *g, const dnn_train_opts *o)
+{
+	int bn = 0; /* without --chunks: dnn_opts_chunks' default on 2 CPU workers (2 per worker with batch norm, else 1) */
+	for (int i = 0; i < g->nnodes; i++)
+		bn |= g->nodes[i].op == DNN_OP_BATCHNORM;
+	int K = o->chunks > 0 ? o->chunks : bn ? 4 : 2;
+	K = K < o->batch ? K : o->batch;
+	dnn_mem_estimate e = dnn_graph_train_memory(g, o->batch, K, o->window, (int)dnn_optimizer_state_mult(o->optim.optimizer));
+	const double MB = 1e6;
+	printf("training memory at --batch %d, --chunks %d%s, --window %d, --optimizer %s: %.1f MB = parameters %.1f + "
+	       "gradients %.1f (one partial per chunk) + optimiser state %.1f + activations %.1f (outputs, their "
+	       "gradients, saved buffers) + inputs %.1f; the process adds its libraries, StarPU, OpenBLAS and the data\n",
+	       o->batch, K, o->chunks > 0 ? "" : " (2 workers' default)", o->window, dnn_optimizer_name(o->optim.optimizer),
+	       e.total / MB, e.params / MB, e.grads / MB, e.state / MB, e.activations / MB, e.inputs / MB);
+}
+
 int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 {
 	dnn_graph g;
@@ -74,8 +93,10 @@ int dnn_cmd_check_net(dnn_train_opts *o, int print_summary)
 			rc = dnn_data_check_lm(o, &g);
 		if (rc == 0 && o->resume_path && !strcmp(o->cmd, "train"))
 			rc = resume_same_net(&g, o);
-		if (rc == 0 && print_summary)
+		if (rc == 0 && print_summary) {
 			dnn_graph_print_summary(&g, dnn_knobs_get()->fuse, stdout);
+			print_train_memory(&g, o);
+		}
 	}
 	dnn_graph_free(&g);
 	return rc;

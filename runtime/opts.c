@@ -5,6 +5,8 @@
 #include <starpu.h>
 #include <string.h>
 
+#include "graph.h"
+
 void dnn_train_opts_default(dnn_train_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -61,4 +63,15 @@ int dnn_opts_chunks(const dnn_train_opts *o, const dnn_graph *g)
 	}
 	int k = per_worker * (w > 0 ? w : 1);
 	return k > o->batch ? o->batch : k;
+}
+
+int dnn_net_is_language_model(const char *name)
+{
+	dnn_graph g;
+	char err[256];
+	if (!name || dnn_graph_load(&g, name, err, sizeof(err)) != 0)
+		return -1;
+	const int lm = g.nodes[0].tokens;
+	dnn_graph_free(&g);
+	return lm;
 }

@@ -30,6 +30,7 @@
 #include "gradclip.h"
 #include "graph.h"
 #include "imagefolder.h"
+#include "gelu.h"
 #include "jobstop.h"
 #include "knobs.h"
 #include "model_ckpt.h"
@@ -418,7 +419,7 @@ static int run_setup(train_run *r, const dnn_train_opts *opts)
 	if (!o->quiet)
 		fprintf(stderr, "%s: optimizer %s, peak lr %g (--lr %g%s%s), warm-up %ld steps, then %s\n", o->cmd,
 			dnn_optimizer_name(o->optim.optimizer), (double)r->lr_peak, (double)o->optim.lr,
-			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", o->lr_set ? "" : ", the optimizer's default",
+			o->lr_ref_batch > 0 ? " x batch/--lr-ref-batch" : "", o->lm_recipe ? ", the language-model recipe (no --optimizer)" : o->lr_set ? "" : ", the optimizer's default",
 			r->warmup_steps, o->cosine ? "cosine decay" : "constant");
 	dnn_progress_init(&r->pr, stderr, o->quiet, r->steps_per_epoch);
 	if (r->T > 0)
@@ -813,14 +814,16 @@ static void print_result(train_run *r)
 	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since
 	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops; since 2026-12-06 the 2x2
 	 * max-pool loops and the direct conv's ISA; since 2026-12-06 "+tails": row tails stored with
-	 * plain stores, not AVX2 masked ones, codelets/simd_tail.h: ~7% faster ResNets on AMD Zen).
+	 * plain stores, not AVX2 masked ones, codelets/simd_tail.h: ~7% faster ResNets on AMD Zen;
+	 * since 2026-12-07 "+gelu-": gelu's sigmoid form in AVX2, codelets/gelu.c).
 	 * simulate.sh keys its CPU calibration on it, so a calibration of other kernels is not reused. */
 	if (!DNN_SIMULATED)
-		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-f4-%s+bn-%s+pool-%s+direct-%s+tails", dnn_blas_field(),
-		       dnn_isa_name(dnn_blas_isa()), dnn_isa_name(dnn_cpu_isa()),
+		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-f4-%s+bn-%s+pool-%s+direct-%s+tails+gelu-%s",
+		       dnn_blas_field(), dnn_isa_name(dnn_blas_isa()), dnn_isa_name(dnn_cpu_isa()),
 		       dnn_wino_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
 		       dnn_batchnorm_simd() ? "avx2" : "portable", dnn_maxpool_simd() ? "avx2" : "portable",
-		       dnn_conv_direct_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none");
+		       dnn_conv_direct_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
+		       dnn_gelu_simd() ? "avx2" : "portable");
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
 #endif

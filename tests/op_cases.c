@@ -662,7 +662,32 @@ static void fill_gelu(int mode, int k, float *x, size_t n)
 
 /* gelu and its derivative at chosen points against double, its limits (0 and 0.5 at 0; x and 1
  * for large x; 0 far below 0, where tanh is -1 in float), and PyTorch's float32 values. */
+static int gelu_variant(int v, char *name, size_t len)
+{
+	if (v < 0) {
+		dnn_gelu_set_simd(1);
+		return 1;
+	}
+	snprintf(name, len, "%s", v ? "avx2" : "portable");
+	return dnn_gelu_set_simd(v) == v;
+}
+
+/* Chosen points (exact where GELU is: 0, and +-20) and PyTorch's values, in every form of the
+ * CPU kernels (gelu_variant). */
+static void extra_gelu_form(void);
 static void extra_gelu_unit(void)
+{
+	for (int v = 0; v <= 1; v++) {
+		char name[16];
+		if (!gelu_variant(v, name, sizeof(name)))
+			continue;
+		printf("gelu chosen points and PyTorch: %s\n", name);
+		extra_gelu_form();
+	}
+	gelu_variant(-1, NULL, 0);
+}
+
+static void extra_gelu_form(void)
 {
 	static const float xs[] = {-3.0f, -1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 2.0f, 3.0f, 20.0f, -20.0f};
 	const int n = NS(xs);
@@ -2463,6 +2488,7 @@ const h_op h_ops[] = {
 		    "print('LayerNormalization nodes:', got)\n"},
 	{.op = "gelu", .ninputs = 1, .ref = ref_gelu, .ref_bwd = ref_gelu_bwd, .fill = fill_gelu, .fwd = {H_MIXED, 4e-7},
 	 .bwd = {H_MIXED, 1e-6}, .grad = {H_MIXED, 2e-6}, .gpu = {H_MIXED, 2e-6}, .fd_eps = 1e-3, .gpu_vs_ref = 1,
+	 .nvariants = 2, .set_variant = gelu_variant,
 	 SHAPES(gelu_unit, gelu_grad, gelu_gpu), .extra = {extra_gelu_unit}, .seed = {53, 59, 61},
 	 /* after a conv (4-D) and after a dense layer (2-D): the tanh formula as nodes */
 	 .onnx_net = "conv c1 x out=4 k=3 pad=1 bias=1\ngelu g1 c1\nmaxpool p1 g1 k=2\ndense f1 p1 out=16\n"

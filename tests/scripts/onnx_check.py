@@ -12,6 +12,14 @@ numpy, onnx, onnxruntime).
       that PREDICT_OUTPUT (starpu_anp predict's stdout) names, and compares: the same top-1 class
       and every printed probability within TOL (absolute; predict prints 4 decimals). Also checks
       the metadata (class names, normalisation) and that the probabilities sum to 1.
+  onnx_check.py tokens MODEL.onnx TEXT LOGITS.npy TOL
+      a byte-level language model: runs MODEL on the validation windows of TEXT (its last
+      round(n/10) bytes, windows of T at stride T: docs/transformers.md, "Data") and compares
+      its probabilities (N x T x V) with the softmax, in float64, of LOGITS.npy (`starpu_anp eval
+      --dump-logits`, N x T x V, one row per window): every probability within TOL (absolute),
+      and every log-probability within TOL too, i.e. the logits the same within TOL up to each
+      position's constant, which the softmax drops (an absolute bound alone says little about the
+      many small probabilities of a 256-token vocabulary).
 Exit 0 when every check holds; 1 with one line per failure otherwise."""
 import json, struct, sys, zlib
 
@@ -99,10 +107,63 @@ def compare(model_path, pred_path, tol):
     return 1 if fails else 0
 
 
+def tokens(model_path, text_path, logits_path, tol):
+    import onnx
+    import onnxruntime as ort
+
+    fails = []
+    model = onnx.load(model_path)
+    onnx.checker.check_model(model, full_check=True)
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    inp, out = sess.get_inputs()[0], sess.get_outputs()[0]
+    T = inp.shape[1]
+    if out.name != "probabilities" or len(inp.shape) != 2:
+        fails.append(f"output {out.name}, input shape {inp.shape}: want probabilities from N x T token ids")
+    logits = np.load(logits_path).astype(np.float64)
+    n, t, V = logits.shape
+    b = np.frombuffer(open(text_path, "rb").read(), dtype=np.uint8)
+    val = b[len(b) - (len(b) + 5) // 10:]  # round(n/10), halves up (runtime/tokens.c)
+    want = (len(val) - T - 1) // T + 1
+    if t != T or n != want:
+        fails.append(f"{logits_path}: {n} windows x {t}, want {want} x {T}")
+        n = min(n, want)
+    ids = np.stack([val[i * T:i * T + T] for i in range(n)]).astype(np.float32)
+    probs = sess.run(None, {inp.name: ids})[0].astype(np.float64)
+    z = logits[:n] - logits[:n].max(axis=2, keepdims=True)
+    ref = np.exp(z) / np.exp(z).sum(axis=2, keepdims=True)
+    d = np.abs(probs - ref)
+    worst = float(d.max())
+    if worst > tol:
+        w = np.unravel_index(int(np.argmax(d)), d.shape)
+        fails.append(f"window {w[0]} position {w[1]} token {w[2]}: p {ref[w]:.7f} by starpu_anp, {probs[w]:.7f} "
+                     f"by onnxruntime")
+    logref = z - np.log(np.exp(z).sum(axis=2, keepdims=True))
+    dl = np.abs(np.log(np.maximum(probs, 1e-300)) - logref)
+    lworst = float(dl.max())
+    if lworst > tol:
+        w = np.unravel_index(int(np.argmax(dl)), dl.shape)
+        fails.append(f"window {w[0]} position {w[1]} token {w[2]}: log p {logref[w]:.7f} by starpu_anp, "
+                     f"{np.log(probs[w]):.7f} by onnxruntime")
+    if float(np.abs(probs.sum(axis=2) - 1).max()) > 1e-5:
+        fails.append("onnxruntime's probabilities do not sum to 1")
+    if float(ref.max(axis=2).min()) > 0.999:
+        fails.append("every position has a top probability over 0.999: the comparison says little")
+    print(f"{model_path}: {len(model.graph.node)} nodes, ops {' '.join(sorted({x.op_type for x in model.graph.node}))}; "
+          f"compared {n} windows x {T} positions x {V} tokens: max |p_starpu_anp - p_onnx| = {worst:.2e}, "
+          f"max |log p_starpu_anp - log p_onnx| = {lworst:.2e} (tolerance {tol}); top p: median "
+          f"{float(np.median(ref.max(axis=2))):.3f}, largest {ref.max():.3f}; smallest p {ref.min():.1e}")
+    for f in fails:
+        print("FAIL:", f)
+    return 1 if fails else 0
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "images":
         images(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     elif sys.argv[1] == "compare":
         sys.exit(compare(sys.argv[2], sys.argv[3], float(sys.argv[4])))
+    elif sys.argv[1] == "tokens":
+        sys.exit(tokens(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])))
     else:
-        sys.exit("usage: onnx_check.py images DIR C SIZE N SEED | compare MODEL PREDICT_OUTPUT TOL")
+        sys.exit("usage: onnx_check.py images DIR C SIZE N SEED | compare MODEL PREDICT_OUTPUT TOL | "
+                 "tokens MODEL TEXT LOGITS.npy TOL")

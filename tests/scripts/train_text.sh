@@ -62,6 +62,21 @@ EOF
 NET=(--net "$TMP/gpt.net" --text "$TMP/t.txt" --batch 16 --optimizer adamw --lr 0.01 --weight-decay 0 --warmup-steps 20
      --seed 5 --quiet)
 
+# ---- 0. a language model without --optimizer gets the language-model recipe, each part only
+#         where its option is not given; with --optimizer, nothing of it
+LM=(--net "$TMP/gpt.net" --text "$TMP/t.txt" --batch 16 --seed 5 --quiet --max-steps 2 --no-eval)
+R0="$("$A" train "${LM[@]}" 2>/dev/null | tail -1)"
+for kv in optimizer=adamw lr_peak=0.001 warmup_steps=100 clip_grad_norm=1; do
+  [[ " $R0 " == *" $kv "* ]] || fail "language-model recipe: no $kv in: $R0"
+done
+R1="$("$A" train "${LM[@]}" --lr 0.01 --clip-grad-norm 0 --warmup-steps 5 2>/dev/null | tail -1)"
+for kv in optimizer=adamw lr_peak=0.01 warmup_steps=5; do
+  [[ " $R1 " == *" $kv "* ]] || fail "language-model recipe with options: no $kv in: $R1"
+done
+[[ "$R1" != *clip_grad_norm=1* ]] || fail "--clip-grad-norm 0 overridden: $R1"
+R2="$("$A" train "${LM[@]}" --optimizer sgd 2>/dev/null | tail -1)"
+[[ " $R2 " == *" optimizer=sgd lr_peak=0.05 warmup_steps=0 "* ]] || fail "--optimizer sgd on a language model: $R2"
+
 # ---- 1. train
 RC=0; OUT="$("$A" train "${NET[@]}" --max-steps 300 --eval-every 100 --metrics "$TMP/m.csv" \
   --checkpoint "$TMP/a.ckpt" 2>"$TMP/err")" || RC=$?
@@ -171,6 +186,18 @@ expect_rc 1 "$A" train --net "$TMP/tiny.net" --tokens "$TMP/v300.bin" --quiet --
 STARPU_ANP_CACHE="$TMP/nocache" expect_rc 2 "$A" train --net "$TMP/tiny.net" || fail "no corpus: $ERR"
 [[ "$ERR" == *"nocache/corpus/kjv.txt"*"--text FILE"* ]] || fail "no corpus: $ERR"
 STARPU_ANP_CACHE="$TMP/nocache" "$A" train --net "$TMP/gpt.net" --summary >/dev/null 2>&1 || fail "--summary needs no corpus"
+# --summary's memory line: its parts add up to its total, and gpt-nano's parameters are 842,496 x 4 B
+MEM="$("$A" train --net gpt-nano --batch 8 --chunks 2 --summary 2>/dev/null | grep '^training memory')"
+python3 - "$MEM" <<'PY' || fail "--summary memory line: $MEM"
+import re, sys
+line = sys.argv[1]
+nums = [float(x) for x in re.findall(r'(?:MB =|\+) [a-z ]*?([0-9]+\.[0-9])', line)]
+total = float(re.search(r': ([0-9.]+) MB =', line).group(1))
+params = float(re.search(r'parameters ([0-9.]+)', line).group(1))
+assert '--batch 8, --chunks 2' in line and 'adamw' in line, line
+assert abs(params - 842496 * 4 / 1e6) < 0.06, params
+assert abs(sum(nums) - total) < 0.3, (nums, total)
+PY
 
 expect_rc 2 "$A" predict --checkpoint "$TMP/a.ckpt" "$TMP/t.txt" && [[ "$ERR" == *"use generate"* ]] \
   || fail "predict on a language model: $ERR"
