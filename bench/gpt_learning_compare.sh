@@ -7,7 +7,7 @@
 #
 #   bench/gpt_learning_compare.sh [--seeds "1 2 3"] [--steps 500] [--batch 16] [--lr 3e-3]
 #       [--warmup-steps 25] [--weight-decay 0.1] [--eval-every 50] [--val-batches 20]
-#       [--threads 1] [--timeout 900] [--text FILE] [--out DIR] [--keep] [--plot-only]
+#       [--threads 1] [--timeout 900] [--text FILE] [--out DIR] [--keep] [--plot-only] [--same-init]
 #
 # --threads N is both STARPU_NCPU for starpu_anp and torch's threads. --text FILE trains both on
 # FILE (default: starpu_anp's default corpus, $STARPU_ANP_CACHE/corpus/kjv.txt, made by
@@ -17,14 +17,18 @@
 # DIR/torch-seedS.csv, with DIR/*.log (stderr, the result line) and DIR/runs.csv (side, seed,
 # wall_s of the whole process, load average before it). Exit status: 0, 1 if a run failed, 2 on a
 # usage error.
+# --same-init adds, per seed, a PyTorch run from starpu_anp's initial weights (DIR/init-seedS.ckpt,
+# written by one step at rate 1e-30, which leaves them as drawn: gpt_learning.py --init-checkpoint)
+# with every step's loss (DIR/torch-init-seedS.csv and -steps.csv): same weights and same windows on
+# both sides, so what is left of the difference is the trainers', not the draws'.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 A="${STARPU_ANP:-$ROOT/build/apps/starpu_anp}"
 PY="${ANCHORS_PY:-$HOME/.cache/starpu-anp/anchors-venv/bin/python}"
 CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"
 SEEDS="1 2 3" STEPS=500 BATCH=16 LR=3e-3 WARM=25 WD=0.1 EVERY=50 VALB=20 THREADS=1 TIMEOUT=900
-TEXT="" OUT="$ROOT/out/gpt_learning" KEEP=0 PLOT_ONLY=0
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+TEXT="" OUT="$ROOT/out/gpt_learning" KEEP=0 PLOT_ONLY=0 SAME_INIT=0
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 num() { [[ "${2:-}" =~ ^[0-9]+([.][0-9]*)?([eE][-+]?[0-9]+)?$ ]] || { echo "gpt_learning_compare.sh: $1 '${2:-}': expected a number" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -42,6 +46,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="${2:?--out DIR}"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --plot-only) PLOT_ONLY=1; shift ;;
+    --same-init) SAME_INIT=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpt_learning_compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -82,6 +87,15 @@ if [ "$PLOT_ONLY" = 0 ]; then
     else
       run torch "$s" env -u OPENBLAS_CORETYPE "$PY" "$ROOT/bench/gpt_learning.py" "$CORPUS" --net gpt-nano \
         "${RECIPE[@]}" --steps "$STEPS" --seed "$s" --threads "$THREADS" --csv "$OUT/torch-seed$s.csv"
+    fi
+    if [ "$SAME_INIT" = 1 ] && ! { [ "$KEEP" = 1 ] && done_torch "$OUT/torch-init-seed$s.csv"; }; then
+      run init "$s" env -u OPENBLAS_CORETYPE STARPU_NCPU="$THREADS" "$A" train --net gpt-nano ${TEXT:+--text "$TEXT"} \
+        --optimizer adamw --batch "$BATCH" --lr 1e-30 --weight-decay "$WD" --max-steps 1 --val-batches 1 --seed "$s" \
+        --checkpoint "$OUT/init-seed$s.ckpt"
+      run torch-init "$s" env -u OPENBLAS_CORETYPE "$PY" "$ROOT/bench/gpt_learning.py" "$CORPUS" --net gpt-nano \
+        "${RECIPE[@]}" --steps "$STEPS" --seed "$s" --threads "$THREADS" --csv "$OUT/torch-init-seed$s.csv" \
+        --init-checkpoint "$OUT/init-seed$s.ckpt" --step-log "$OUT/torch-init-seed$s-steps.csv"
+      rm -f "$OUT/init-seed$s.ckpt"  # 10 MB, remade in seconds
     fi
   done
 fi

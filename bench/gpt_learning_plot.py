@@ -83,6 +83,14 @@ def main():
             pts, bt, tps = torch_run(tp)
             if len(pts) > 1:
                 T[s] = (pts, bt, tps)
+    # --same-init runs: PyTorch from starpu-anp's initial weights, every step's loss
+    I = {}
+    for s in seeds:
+        ip = os.path.join(a.dir, f"torch-init-seed{s}.csv")
+        if os.path.exists(ip):
+            pts, bt, tps = torch_run(ip)
+            if len(pts) > 1:
+                I[s] = (pts, bt, tps)
     steps_s = {s: S[s][0][-1][0] for s in S}
     steps_t = {s: T[s][0][-1][0] for s in T}
     both = [s for s in seeds if s in S and s in T and steps_s[s] == steps_t[s]]
@@ -113,8 +121,33 @@ def main():
     else:
         print("\nno seed has both sides finished with the same steps", file=sys.stderr)
 
+    paired = [s for s in seeds if s in S and s in I and I[s][0][-1][0] == steps_s[s]]
+    if paired:
+        print("\nSame initial weights (PyTorch from starpu-anp's draw, --same-init), same windows:\n")
+        print("| seed | starpu-anp bits/byte | PyTorch bits/byte | difference | training loss: worst relative difference, first 10 steps "
+              "| of all steps |")
+        print("|---|---|---|---|---|---|")
+        for s in paired:
+            sb, ib = S[s][0][-1][2], I[s][0][-1][2]
+            per = {}
+            for r in csv.DictReader(open(os.path.join(a.dir, f"starpu-seed{s}.csv"))):
+                if r["kind"] == "train_step":
+                    per[int(r["step"])] = float(r["loss"])
+            rel = []
+            sl = os.path.join(a.dir, f"torch-init-seed{s}-steps.csv")
+            if os.path.exists(sl):
+                rel = [(int(r["step"]), abs(float(r["train_loss"]) - per[int(r["step"])]) / per[int(r["step"])])
+                       for r in csv.DictReader(open(sl)) if int(r["step"]) in per]
+            w10 = max((x for x in rel if x[0] <= 10), key=lambda x: x[1], default=None)
+            wall = max(rel, key=lambda x: x[1], default=None)
+            g = lambda w: "—" if w is None else f"{w[1]:.1e} (step {w[0]})"  # noqa: E731
+            print(f"| {s} | {sb:.4f} | {ib:.4f} | {100 * (sb - ib) / ib:+.2f}% | {g(w10)} | {g(wall)} |")
+        sb, ib = mean([S[s][0][-1][2] for s in paired]), mean([I[s][0][-1][2] for s in paired])
+        print(f"| mean of {len(paired)} | {sb:.4f} | {ib:.4f} | {100 * (sb - ib) / ib:+.2f}% | | |")
+
     plots = []
-    for side, runs, colour, name in (("starpu", S, "#1f77b4", "starpu-anp"), ("torch", T, "#d62728", "PyTorch")):
+    for side, runs, colour, name in (("starpu", S, "#1f77b4", "starpu-anp"), ("torch", T, "#d62728", "PyTorch"),
+                                     ("torch-init", I, "#2ca02c", "PyTorch from the starpu-anp init")):
         for i, s in enumerate(sorted(runs)):
             pts, bt, _ = runs[s]
             bt = bt or next((r[1] for r in list(S.values()) + list(T.values()) if r[1]), 2048)
@@ -124,8 +157,8 @@ def main():
                     if step == 0:  # PyTorch's row before training (ln 256 nats, 8 bits): off the plot's scale
                         continue
                     fo.write(f"{step * bt / 1e6:.6f} {bpb:.6f}\n")
-            plots.append(f"'{dat}' with linespoints lw 1.5 pt {6 + 2 * i} ps 0.8 lc rgb '{colour}' "
-                         f"title '{name} seed {s}'")
+            plots.append(f"'{dat}' with linespoints lw 1.5 {'dt 2 ' if side == 'torch-init' else ''}"
+                         f"pt {6 + 2 * i} ps 0.8 lc rgb '{colour}' title '{name} seed {s}'")
     if plots:
         gp = (f"set terminal pngcairo size 900,560; set output '{png}'; set key top right; set grid;"
               "set xlabel 'training tokens (millions)'; set ylabel 'validation bits per byte';"
