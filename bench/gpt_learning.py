@@ -104,11 +104,22 @@ def load_checkpoint(path):
     """runtime/checkpoint.h's format (versions 1-3): {tensor name: float32 array}."""
     import struct
     import zlib
-    b = open(path, "rb").read()
-    if b[:8] != b"ANPCKPT\0":
+    try:
+        b = open(path, "rb").read()
+    except OSError as e:
+        sys.exit(f"{path}: {e.strerror}")
+    if b[:8] != b"ANPCKPT\0" or len(b) < 48:
         sys.exit(f"{path}: not a starpu-anp checkpoint (bad magic)")
     if zlib.crc32(b[:-4]) != struct.unpack_from("<I", b, len(b) - 4)[0]:
         sys.exit(f"{path}: CRC mismatch")
+    try:
+        return parse_checkpoint(b)
+    except (struct.error, UnicodeDecodeError, ValueError) as e:
+        sys.exit(f"{path}: a damaged checkpoint ({e})")
+
+
+def parse_checkpoint(b):
+    import struct
     version, _ = struct.unpack_from("<II", b, 8)
     o = 16 + 8 + 8 + 4
     (ntensors,) = struct.unpack_from("<I", b, o)
@@ -128,7 +139,7 @@ def load_checkpoint(path):
         heads.append((name, n))
     out = {}
     for name, n in heads:
-        out[name] = np.frombuffer(b, dtype="<f4", count=n, offset=o)
+        out[name] = np.frombuffer(b, dtype="<f4", count=n, offset=o)  # ValueError when short
         o += 4 * n
     return out
 

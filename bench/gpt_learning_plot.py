@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--png", help="the plot [DIR/curves.png]")
     ap.add_argument("--bar", type=float, default=2.0, help="the bar on the difference of the mean bits per byte, in %%")
     a = ap.parse_args()
+    if not os.path.isdir(a.dir):
+        ap.error(f"{a.dir}: no such directory")
     png = a.png or os.path.join(a.dir, "curves.png")
     seeds = sorted({int(re.search(r"seed(\d+)", p).group(1))
                     for p in glob.glob(os.path.join(a.dir, "*-seed*.csv"))})
