@@ -6,7 +6,7 @@ loss and bits per byte written to a CSV at intervals.
   ~/.cache/starpu-anp/anchors-venv/bin/python bench/gpt_learning.py TEXT [--net gpt-nano] [--seed 1]
       [--batch 32] [--tokens N | --steps N] [--lr 1e-3] [--warmup-steps 100] [--weight-decay 0.1]
       [--beta1 0.9] [--beta2 0.999] [--eps 1e-8] [--clip 0] [--eval-every 100] [--val-batches 0]
-      [--threads 1] [--csv FILE] [--time-limit S]
+      [--threads 1] [--csv FILE] [--time-limit S] [--init-checkpoint CKPT] [--step-log FILE]
 
 The same model and recipe as `starpu_anp train` on the same file (docs/transformers.md):
   - the model: bench/gpt_reference.py's GPT built from the .net (its vocabulary, context, width,
@@ -29,6 +29,12 @@ The same model and recipe as `starpu_anp train` on the same file (docs/transform
   - the loss: cross-entropy averaged over the B*T tokens of the step; --clip C scales the
     gradients to global norm C when above it (0: off);
   - the budget: --tokens N is ceil(N / (B*T)) steps (--steps N directly).
+--init-checkpoint CKPT starts from the weights of a starpu_anp checkpoint of the same net (e.g. one
+written after a step of rate 1e-30, which leaves its initial weights as they were) instead of a draw
+of its own: both sides then start from the same weights and see the same windows, so their losses
+step by step show whether they train alike or only start alike. --step-log FILE writes every step's
+learning rate and training loss (step, lr, train_loss).
+
 Bits per byte = the validation loss (nats per token) / ln 2: one token is one byte.
 
 CSV columns: step, tokens, train_loss, val_loss, val_bpb, wall_s. train_loss is the mean of the
@@ -94,6 +100,50 @@ def init_like_starpu(model):
             # dense: nn.Linear's own default init, as starpu-anp's
 
 
+def load_checkpoint(path):
+    """runtime/checkpoint.h's format (versions 1-3): {tensor name: float32 array}."""
+    import struct
+    import zlib
+    try:
+        b = open(path, "rb").read()
+    except OSError as e:
+        sys.exit(f"{path}: {e.strerror}")
+    if b[:8] != b"ANPCKPT\0" or len(b) < 48:
+        sys.exit(f"{path}: not a starpu-anp checkpoint (bad magic)")
+    if zlib.crc32(b[:-4]) != struct.unpack_from("<I", b, len(b) - 4)[0]:
+        sys.exit(f"{path}: CRC mismatch")
+    try:
+        return parse_checkpoint(b)
+    except (struct.error, UnicodeDecodeError, ValueError) as e:
+        sys.exit(f"{path}: a damaged checkpoint ({e})")
+
+
+def parse_checkpoint(b):
+    import struct
+    version, _ = struct.unpack_from("<II", b, 8)
+    o = 16 + 8 + 8 + 4
+    (ntensors,) = struct.unpack_from("<I", b, o)
+    o += 4 + 8
+    (ncls,) = struct.unpack_from("<I", b, o)
+    o += 4
+    for _ in range(ncls):
+        o += 4 + struct.unpack_from("<I", b, o)[0]
+    if version >= 2:
+        o += 4 + struct.unpack_from("<I", b, o)[0]
+    heads = []
+    for _ in range(ntensors):
+        (ln,) = struct.unpack_from("<I", b, o)
+        name = b[o + 4:o + 4 + ln].decode()
+        (n,) = struct.unpack_from("<Q", b, o + 4 + ln)
+        o += 4 + ln + 8
+        heads.append((name, n))
+    out = {}
+    for name, n in heads:
+        out[name] = np.frombuffer(b, dtype="<f4", count=n, offset=o)  # ValueError when short
+        o += 4 * n
+    return out
+
+
 def evaluate(model, val, T, nwin, batch):
     model.eval()
     total, count = 0.0, 0
@@ -131,6 +181,8 @@ def main():
                     "made 2 threads 10x slower than 1)")
     ap.add_argument("--csv", default="gpt_learning.csv")
     ap.add_argument("--time-limit", type=float, default=0, help="stop after S seconds of training (0: off)")
+    ap.add_argument("--init-checkpoint", help="start from this starpu_anp checkpoint's weights (same net)")
+    ap.add_argument("--step-log", help="write every step's lr and training loss to this CSV")
     a = ap.parse_args()
     if a.batch < 1 or a.eval_every < 1 or a.threads < 1 or a.warmup_steps < 0 or a.val_batches < 0:
         ap.error("--batch, --eval-every and --threads must be >= 1, --warmup-steps and --val-batches >= 0")
@@ -145,6 +197,13 @@ def main():
     if V < 256:
         sys.exit(f"{net}: vocabulary {V}: the byte tokenizer needs 256")
     init_like_starpu(model)
+    if a.init_checkpoint:
+        ck = load_checkpoint(a.init_checkpoint)
+        with torch.no_grad():
+            for name, p in model.named():
+                if name not in ck or ck[name].size != p.numel():
+                    sys.exit(f"{a.init_checkpoint}: no tensor {name} of {p.numel()} floats: not this net's checkpoint")
+                p.copy_(torch.from_numpy(ck[name].copy()).view_as(p))
 
     try:
         raw = open(a.text, "rb").read()
@@ -194,6 +253,9 @@ def main():
               file=sys.stderr)
 
     row(0, float("nan"), 0.0)
+    slog = open(a.step_log, "w") if a.step_log else None
+    if slog:
+        slog.write("step,lr,train_loss\n")
     wall, acc, nacc, perm, epoch = 0.0, 0.0, 0, None, -1
     step = 0
     while step < steps:
@@ -215,6 +277,8 @@ def main():
         opt.step()
         wall += time.perf_counter() - t0
         acc, nacc, step = acc + loss.item(), nacc + 1, step + 1
+        if slog:
+            slog.write(f"{step},{opt.param_groups[0]['lr']:.9g},{loss.item():.6f}\n")
         stop = a.time_limit > 0 and wall >= a.time_limit
         if step % a.eval_every == 0 or step == steps or stop:
             row(step, acc / nacc, wall)
@@ -223,6 +287,8 @@ def main():
             print(f"gpt_learning: --time-limit {a.time_limit:g} s reached at step {step} of {steps}", file=sys.stderr)
             break
     out.close()
+    if slog:
+        slog.close()
 
 
 if __name__ == "__main__":
