@@ -47,6 +47,7 @@ REAL_APP="${ANP_REAL_BUILD:-$ROOT/build}/apps/starpu_anp"
 # about half a core and the ratio was 1.22 (the simulation cannot know of the other programs).
 PRIO=()
 if [ "${ANP_MEASURE_NICE:-1}" != 0 ] && nice -n -15 true 2>/dev/null; then PRIO=(nice -n -15); fi
+SIMAR=(--allreduce tree --bucket-mb 0) # what the real ranks, all on this machine, run (below)
 echo "sim_validate.sh: measured runs at $([ "${#PRIO[@]}" -gt 0 ] && echo "priority nice -15" || echo "the default priority (nice -15 not allowed here, or ANP_MEASURE_NICE=0)")" >&2
 [ -z "$CSV" ] || echo "case,net,workers,ranks,mode,batch,real_images_per_s,real_runs,sim_images_per_s,ratio" >"$CSV"
 printf '%-22s %14s %14s %8s\n' case real_img_s sim_img_s sim/real
@@ -56,8 +57,11 @@ for c in "${L[@]}"; do
   [[ "$w" =~ ^[1-9]$ && "$r" =~ ^[1-9]$ && "$mode" =~ ^(sync|async)$ ]] || usage "case '$c': expected NET:WORKERS:RANKS:sync|async"
   k=$((2 * w))
   # 1. calibrate these shapes (and build what is missing) — simulate.sh's own calibration
+  # The real ranks share this machine, so the app's auto resolves to the one-node tree without
+  # buckets there; the simulated ranks are on separate nodes, where auto means rhd and buckets:
+  # simulate what runs (SIMAR).
   bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net "$net" --batch "$BATCH" --chunks "$k" \
-    --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" >/dev/null
+    --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" "${SIMAR[@]}" >/dev/null
   # One process: the measured runs below calibrate the same shapes, so the calibration run's
   # samples go (its stamp stays, so simulate.sh does not calibrate again): the models then hold
   # only the measured runs' own task times. A calibration run made while the machine was busier
@@ -88,7 +92,7 @@ for c in "${L[@]}"; do
   real="$(printf '%s\n' "${ips[@]}" | awk '$1 > 0 {s += 1 / $1; n++} END {printf "%.1f", (n && s > 0 ? n / s : 0)}')"
   # 3. the simulation
   simline="$(bash "$ROOT/scripts/simulate.sh" --quiet --net "$net" --batch "$BATCH" --chunks "$k" --nodes "$r" \
-             --cores "$w" --ncpu "$w" --mode "$mode" --steps "$STEPS" --warmup 5 --network "$NETWORK" \
+             --cores "$w" --ncpu "$w" --mode "$mode" "${SIMAR[@]}" --steps "$STEPS" --warmup 5 --network "$NETWORK" \
              --csv "$CALIB/sim.csv" | anp_result_line)" || { echo "sim_validate.sh: the simulation of $c failed" >&2; exit 1; }
   sim="$(anp_result_field "$simline" images_per_s)"
   ratio="$(awk -v s="$sim" -v r="$real" 'BEGIN{printf "%.3f", (r > 0 ? s / r : 0)}')"

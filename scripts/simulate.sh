@@ -13,6 +13,8 @@
 # Platform:  --nodes N        simulated nodes, one MPI rank each [1]
 #            --cores C        CPU cores per node [this machine's]
 #            --gpus G         GPUs per node [0]        --gpu KIND   k80 | h200 [k80 when --gpus]
+#            --ncpu N         CPU workers per node [StarPU's own: the cores less one per GPU (its
+#                             driver thread) and one for StarPU-MPI's progress thread; 0: GPU-only]
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
@@ -21,9 +23,13 @@
 #                             namespace hosts of tests/net/cluster.sh at `rate RATE` (docs/NETWORK.md)
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
-#            --mode sync|async --allreduce tree|ring|rhd --staleness S   (as `starpu_anp bench`)
-#            (and --bucket-mb 0, which `-- --bucket-mb M` or `-- --bucket-mb auto` overrides)
-#            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
+#            --mode sync|async --staleness S   (as `starpu_anp bench`)
+#            --allreduce A    tree | ring | rhd | auto [auto: the app's default; across simulated
+#                             nodes rhd for a power-of-two node count, else the ring]
+#            --bucket-mb M    gradient buckets of M MiB, 0 = off [auto: the app's default; across
+#                             nodes 1 MiB, or a quarter of the model's gradients if less]
+#            (the CSV and result line say what auto resolved to: allreduce=, bucket_mb=)
+#            --sched S        STARPU_SCHED [dmda]
 # Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
 #            runs, and a plot of images/s is written next to the CSV (gnuplot).
 # Output:    --csv FILE       append one row per run [sim-results.csv]; GPU nodes: the memory per
@@ -47,7 +53,7 @@ usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
 NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
-NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
+NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=auto BUCKET_MB=auto STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
 EXTRA=()
@@ -71,7 +77,8 @@ while [ $# -gt 0 ]; do
     --steps) posint "$1" "${2:-}"; STEPS="$2"; shift 2 ;;
     --warmup) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--warmup '${2:-}': expected an integer"; WARMUP="$2"; shift 2 ;;
     --mode) list_of "$1" "${2:-}" '^(sync|async)$'; MODE="$2"; shift 2 ;;
-    --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd)$'; ALLREDUCE="$2"; shift 2 ;;
+    --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd|auto)$'; ALLREDUCE="$2"; shift 2 ;;
+    --bucket-mb) [[ "${2:-}" =~ ^(auto|[0-9]+([.][0-9]+)?)$ ]] || usage "--bucket-mb '${2:-}': expected MiB or auto"; BUCKET_MB="$2"; shift 2 ;;
     --staleness) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--staleness '${2:-}': expected an integer"; STALENESS="$2"; shift 2 ;;
     --sched) list_of "$1" "${2:-}" '^[a-z_-]+$'; SCHED="$2"; shift 2 ;;
     --ncpu) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--ncpu '${2:-}': expected an integer"; NCPU="$2"; shift 2 ;;
@@ -213,17 +220,24 @@ mkdir -p "$CALIB/stamps"
 # needs ~3.5 GB per 16-sample chunk); several ranks calibrate the reduction's shapes (parameter
 # slices), with 1-sample chunks. $CALIB_STEPS timed steps (--calib-steps) give each shape at least
 # 2 x that many measurements (StarPU wants 10). Once per shape set (a stamp file).
+# The multi-rank runs take the simulation's --allreduce and --bucket-mb (a bucket size is a shape
+# of its own), and run without Open MPI's local-size variable: the app then treats its ranks as on
+# separate nodes, as the simulated ranks are (runtime/dnn_runtime.c), so that `auto` resolves to
+# the same algorithm and bucket size as in the simulation, not to the one-node tree and no buckets.
 # STARPU_HISTORY_MAX_ERROR: StarPU drops a shape's whole history when one sample is 50% off its mean,
 # which a busy 2-core machine does all the time; keep every sample (the mean absorbs the noise).
 calibrate() {
   local ranks="$1" c="$2" mode="$3" ar="$4"
   [ "$ranks" = 1 ] || c=1
   local key="$NET-i${INPUT:-def}-c$c-r$ranks-$mode-$ar${CLIP[*]:+-clip}${OPTIM_NAME:+-$OPTIM_NAME}"
+  # buckets: a key of their own (none for off, which the stamps of before this rule were taken with)
+  [ "$ranks" = 1 ] || [ "$BUCKET_MB" = 0 ] || key+="-b$BUCKET_MB"
   key="${key//\//_}"
   [ -f "$CALIB/stamps/$key" ] && return 0
   local args=(bench --net "$NET" --batch $((2 * c * ranks)) --chunks 2 --window 1 --steps "$CALIB_STEPS"
               --warmup 1 --quiet --mode "$mode" --allreduce "$ar" --staleness "$STALENESS" "${CLIP[@]}" "${OPTIM[@]}")
   [ -z "$INPUT" ] || args+=(--input "$INPUT")
+  [ "$ranks" = 1 ] || args+=(--bucket-mb "$BUCKET_MB")
   say "calibrating the CPU models: $ranks rank(s), chunks of $c sample(s) ($NET, $mode/$ar; $CALIB_STEPS steps)"
   local log="$CALIB/calibrate-$key.log" rc=0
   if [ "$ranks" = 1 ]; then
@@ -234,7 +248,7 @@ calibrate() {
     STARPU_HOME="$CALIB_MPI" STARPU_CALIBRATE=1 STARPU_HISTORY_MAX_ERROR=100000 STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
       "${ANP_MPIRUN[@]}" -np "$ranks" \
       -x STARPU_HOME -x STARPU_CALIBRATE -x STARPU_HISTORY_MAX_ERROR -x STARPU_SCHED -x STARPU_NCPU -x STARPU_NCUDA \
-      "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
+      env -u OMPI_COMM_WORLD_LOCAL_SIZE -u MPI_LOCALNRANKS "$REAL_APP" "${args[@]}" >"$log" 2>&1 || rc=$?
   fi
   if [ "$rc" != 0 ]; then
     local why; why="$(grep -m1 'error' "$log" || tail -1 "$log")"
@@ -252,9 +266,14 @@ calibrate() {
 # shape): the calibration runs with it too, into its own stamp. So does --optimizer X: AdamW's and
 # LAMB's update holds twice SGD's state (another shape of cl_optim_update), with its --lr (AdamW
 # has no default rate).
-CLIP=() OPTIM=()
+# A --bucket-mb after `--` wins over simulate.sh's (it comes later on the app's command line), and
+# the calibration takes it. --pin-chunks keeps every chunk's task on the GPUs of GPU nodes.
+CLIP=() OPTIM=() PIN=0
 for ((i = 0; i < ${#EXTRA[@]}; i++)); do
   case "${EXTRA[$i]}" in
+    --bucket-mb) BUCKET_MB="${EXTRA[$((i + 1))]:-}" ;;
+    --bucket-mb=*) BUCKET_MB="${EXTRA[$i]#--bucket-mb=}" ;;
+    --pin-chunks) PIN=1 ;;
     --clip-grad-norm) CLIP=(--clip-grad-norm "${EXTRA[$((i + 1))]:-}") ;;
     --clip-grad-norm=*) CLIP=("${EXTRA[$i]}") ;;
     --optimizer|--lr) OPTIM+=("${EXTRA[$i]}" "${EXTRA[$((i + 1))]:-}") ;;
@@ -288,7 +307,13 @@ for ar in "${L_AR[@]}"; do
   [ -z "$BATCH_PER_NODE" ] || BATCH=$((BATCH_PER_NODE * nodes))
   [ $((BATCH % nodes)) = 0 ] || usage "--batch $BATCH does not split over $nodes nodes"
   rb=$((BATCH / nodes))
-  workers=$(( ${NCPU:-$((CORES - gpus))} + gpus )); [ "$workers" -ge 1 ] || workers=1
+  # StarPU 1.4's own CPU worker count when STARPU_NCPU is unset (src/core/topology.c,
+  # src/drivers/cpu/driver_cpu.c, mpi/src/starpu_mpi_init.c): the cores, less one per CUDA
+  # device (its driver thread; STARPU_CUDA_THREAD_PER_DEV defaults to 1), less one reserved for
+  # StarPU-MPI's progress thread (the app always starts StarPU-MPI in simulation). The default
+  # --chunks only: the result line and the CSV say what StarPU gave.
+  cpus=${NCPU:-$((CORES - gpus - 1))}; [ "$cpus" -ge 0 ] || cpus=0
+  workers=$((cpus + gpus)); [ "$workers" -ge 1 ] || workers=1
   k="${CHUNKS:-$((2 * workers))}"
   [ "$k" -le "$rb" ] || k="$rb"
   [ $((rb % k)) = 0 ] || usage "the per-node batch ($rb) must be a multiple of --chunks ($k): chunks of one size keep the shapes to calibrate few"
@@ -296,12 +321,19 @@ for ar in "${L_AR[@]}"; do
   # none is calibrated (and a ring over N ranks needs no N-rank real run here).
   cpu_models=calibrated
   if [ "$gpus" != 0 ] && [ "${NCPU:-}" = 0 ]; then cpu_models=none; fi
-  [ "$cpu_models" = none ] || calibrate 1 $((rb / k)) sync tree
+  # Pinned chunks on GPU nodes never run a chunk's task on a CPU worker: the CPU workers only
+  # see parameter-shaped tasks (the update, the reductions), the same at every chunk size, so the
+  # one-process calibration takes 1-sample chunks (ResNet-50's 64-sample chunks would need ~28 GB
+  # here). A chunk task that did land on a CPU would stop the run (no calibrated model), not guess.
+  cc=$((rb / k)); [ "$gpus" = 0 ] || [ "$PIN" = 0 ] || cc=1
+  [ "$cpu_models" = none ] || calibrate 1 "$cc" sync tree
   # The reduction's shapes: tree and async do not depend on the rank count; ring slices do. They
   # are all vector codelets, which ANP_SIM_CPU_VEC_GBS times from a stream rate instead: then no
   # N-rank real run (16 ResNet-50 ranks need more memory than this VM has).
   if [ "$cpu_models" != none ] && [ "$nodes" -gt 1 ] && [ -z "${ANP_SIM_CPU_VEC_GBS:-}" ]; then
-    cranks=2; [ "$mode" = sync ] && { [ "$ar" = ring ] || [ "$ar" = rhd ]; } && cranks="$nodes"
+    # auto across nodes: rhd for a power-of-two node count, else the ring (dnn_allreduce_resolve)
+    rar="$ar"; [ "$ar" != auto ] || { rar=ring; [ $((nodes & (nodes - 1))) != 0 ] || rar=rhd; }
+    cranks=2; [ "$mode" = sync ] && { [ "$rar" = ring ] || [ "$rar" = rhd ]; } && cranks="$nodes"
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
@@ -323,9 +355,9 @@ for ar in "${L_AR[@]}"; do
     args=(bench --net "$NET" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup "$WARMUP" --quiet
           --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
     [ -z "$INPUT" ] || args+=(--input "$INPUT")
-    # Buckets off unless asked for after `--` (a later --bucket-mb wins): the app's default (auto)
-    # buckets across nodes, and the tables of docs/SIMULATION.md were taken without them.
-    args+=(--bucket-mb 0 "${EXTRA[@]}")
+    # --bucket-mb as given (auto: the app's default); one after `--` comes later and wins. The
+    # tables of docs/SIMULATION.md dated before 2026-12-07 were taken with buckets off.
+    args+=(--bucket-mb "$BUCKET_MB" "${EXTRA[@]}")
     envs=(STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$name" STARPU_SCHED="$sched"
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
           ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
@@ -374,11 +406,12 @@ for ar in "${L_AR[@]}"; do
     ips="$(field images_per_s)"; wall="$(field wall_s)"
     ncpu="$(field ncpu)"; ncuda="$(field ncuda)"; pin="$(field pin_chunks)"
     bmb="$(field bucket_mb)"; nar="$(field allreduces)"
+    far="$(field allreduce)"; [ -n "$far" ] || far="$ar" # what auto resolved to
     bd=""; for f in $BD_FIELDS; do bd+=",$(field "$f")"; done
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$far" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }

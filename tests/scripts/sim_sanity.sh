@@ -36,6 +36,12 @@
 #     (docs/SIMULATION.md, "Reproducible runs"). No small configuration found here varies (lenet5,
 #     resnet8 with CPU workers, resnet8 on H200s with host sums: identical under randomisation), so
 #     this checks the mechanism; the 4-node H200 case needs a ResNet-50 CPU calibration.
+#  7. simulate.sh's defaults are the app's (2026-12-07): with no --allreduce, --bucket-mb or --ncpu,
+#     2 CPU nodes run rhd (auto across nodes, a power of two) with buckets (auto: a quarter of
+#     lenet5's gradients), StarPU's own CPU worker count (2 cores, less one for StarPU-MPI's
+#     thread: 1), and the CSV row says so; a node of 4 cores and 2 GPUs with pinned chunks gets
+#     StarPU's 4 - 2 - 1 = 1 CPU worker beside its GPUs, calibrated on 1-sample chunks only.
+#     Sections 1, 3 and 5 name the all-reduce and buckets they were measured with.
 # Skipped (77) only where SimGrid is absent.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -48,7 +54,7 @@ sim() { bash "$ROOT/scripts/simulate.sh" --quiet --csv "$TMP/s.csv" "$@" 2>"$TMP
 ips() { result_field "$1" images_per_s; }
 # 1.
 ONE="$(ips "$(sim --net lenet5 --batch 64 --chunks 2 --nodes 1 --cores 1 --ncpu 1 --network infinite --steps 20)")"
-TWO="$(ips "$(sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 1 --ncpu 1 --network infinite --allreduce tree --steps 20)")"
+TWO="$(ips "$(sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 1 --ncpu 1 --network infinite --allreduce tree --bucket-mb 0 --steps 20)")"
 echo "per node: 1 node $ONE img/s, 2 nodes (tree) $(awk -v t="$TWO" 'BEGIN{print t/2}') img/s"
 fcmp "$ONE > 0 && $TWO / 2 >= 0.90 * $ONE && $TWO / 2 <= 1.01 * $ONE" \
   || fail "2 nodes (tree, infinitely fast network) give $TWO img/s: per node not within [0.90, 1.01] x $ONE"
@@ -94,12 +100,12 @@ done
 R1="$(sim --net resnet18 --input 32 --batch 128 --chunks 4 --nodes 1 --cores 4 --ncpu 0 --gpus 2 --gpu k80 --network infinite --steps 10 -- --pin-chunks)"
 [ "$(result_field "$R1" models_cpu)" = none ] || fail "a GPU-only run does not say models_cpu=none: $R1"
 for ar in tree ring; do
-  V="$(ips "$(sim --net resnet18 --input 32 --batch 256 --chunks 4 --nodes 2 --cores 4 --ncpu 0 --gpus 2 --gpu k80 --network infinite --allreduce $ar --steps 10 -- --pin-chunks)")"
+  V="$(ips "$(sim --net resnet18 --input 32 --batch 256 --chunks 4 --nodes 2 --cores 4 --ncpu 0 --gpus 2 --gpu k80 --network infinite --allreduce $ar --bucket-mb 0 --steps 10 -- --pin-chunks)")"
   echo "resnet18@32, 2 K80 dies per node, GPU-only: 1 node $(ips "$R1") img/s, 2 nodes ($ar) $V img/s"
   fcmp "${V:-0} > $(ips "$R1")" || fail "2 GPU-only nodes ($ar, infinite network) give $V img/s, not more than 1 node's $(ips "$R1")"
 done
 # 5.
-R5="$(ANP_SIM_CPU_VEC_GBS=10 sim --net lenet5 --batch 192 --chunks 2 --nodes 3 --cores 1 --ncpu 1 --allreduce ring --steps 5)"
+R5="$(ANP_SIM_CPU_VEC_GBS=10 sim --net lenet5 --batch 192 --chunks 2 --nodes 3 --cores 1 --ncpu 1 --allreduce ring --bucket-mb 0 --steps 5)"
 echo "lenet5, 3 nodes, ring, ANP_SIM_CPU_VEC_GBS=10: $(ips "$R5") img/s"
 [ "$(result_field "$R5" models_cpu)" = calibrated+vec10GBps ] || fail "ANP_SIM_CPU_VEC_GBS=10: models_cpu is not calibrated+vec10GBps: $R5"
 ! ls "$ANP_SIM_CALIB_DIR/stamps" | grep -q -- '-r3-' || fail "a 3-rank calibration ran with ANP_SIM_CPU_VEC_GBS set: $(ls "$ANP_SIM_CALIB_DIR/stamps")"
@@ -112,4 +118,18 @@ if setarch "$(uname -m)" -R true 2>/dev/null; then
 else
   echo "setarch -R is refused here: the simulations keep address-space randomisation"
 fi
+# 7.
+R7="$(ANP_SIM_CPU_VEC_GBS=10 sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 2 --steps 3)"
+echo "lenet5, 2 nodes, simulate.sh's defaults: $R7"
+[ "$(result_field "$R7" allreduce)" = rhd ] || fail "2 nodes with the default --allreduce (auto) do not run rhd: $R7"
+fcmp "$(result_field "$R7" bucket_mb) > 0 && $(result_field "$R7" bucket_mb) < 1" \
+  || fail "2 nodes with the default --bucket-mb (auto) do not take a quarter of lenet5's gradients: $R7"
+[ "$(result_field "$R7" ncpu)" = 1 ] || fail "2 cores, STARPU_NCPU unset: StarPU gives 1 CPU worker (one core for StarPU-MPI), not: $R7"
+[ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "allreduce") c = i } END { print $c }' "$TMP/s.csv")" = rhd ] \
+  || fail "the CSV row does not say the all-reduce that ran (rhd): $(tail -1 "$TMP/s.csv")"
+R7G="$(sim --net lenet5 --batch 64 --chunks 2 --nodes 1 --cores 4 --gpus 2 --gpu k80 --steps 3 -- --pin-chunks)"
+[ "$(result_field "$R7G" ncpu)" = 1 ] && [ "$(result_field "$R7G" ncuda)" = 2 ] \
+  || fail "4 cores and 2 GPUs, STARPU_NCPU unset: want StarPU's 1 CPU worker and 2 CUDA workers: $R7G"
+ls "$ANP_SIM_CALIB_DIR/stamps" | grep -q '^lenet5-idef-c1-r1-' \
+  || fail "pinned chunks on GPU nodes: the calibration did not take 1-sample chunks: $(ls "$ANP_SIM_CALIB_DIR/stamps")"
 finish
