@@ -39,7 +39,8 @@
 #  7. simulate.sh's defaults are the app's (2026-12-07): with no --allreduce, --bucket-mb or --ncpu,
 #     2 CPU nodes run rhd (auto across nodes, a power of two) with buckets (auto: a quarter of
 #     lenet5's gradients), StarPU's own CPU worker count (2 cores, less one for StarPU-MPI's
-#     thread: 1), and the CSV row says so; a node of 4 cores and 2 GPUs with pinned chunks gets
+#     thread: 1), and the CSV row says so; its 2-rank calibration runs the same rhd and buckets (twice:
+#     a bucket's zero runs once per run, and StarPU drops a shape's first sample); a node of 4 cores and 2 GPUs with pinned chunks gets
 #     StarPU's 4 - 2 - 1 = 1 CPU worker beside its GPUs, calibrated on 1-sample chunks only.
 #     Sections 1, 3 and 5 name the all-reduce and buckets they were measured with.
 # Skipped (77) only where SimGrid is absent.
@@ -119,7 +120,7 @@ else
   echo "setarch -R is refused here: the simulations keep address-space randomisation"
 fi
 # 7.
-R7="$(ANP_SIM_CPU_VEC_GBS=10 sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 2 --steps 3)"
+R7="$(sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 2 --steps 3)"
 echo "lenet5, 2 nodes, simulate.sh's defaults: $R7"
 [ "$(result_field "$R7" allreduce)" = rhd ] || fail "2 nodes with the default --allreduce (auto) do not run rhd: $R7"
 fcmp "$(result_field "$R7" bucket_mb) > 0 && $(result_field "$R7" bucket_mb) < 1" \
@@ -127,6 +128,10 @@ fcmp "$(result_field "$R7" bucket_mb) > 0 && $(result_field "$R7" bucket_mb) < 1
 [ "$(result_field "$R7" ncpu)" = 1 ] || fail "2 cores, STARPU_NCPU unset: StarPU gives 1 CPU worker (one core for StarPU-MPI), not: $R7"
 [ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "allreduce") c = i } END { print $c }' "$TMP/s.csv")" = rhd ] \
   || fail "the CSV row does not say the all-reduce that ran (rhd): $(tail -1 "$TMP/s.csv")"
+# the 2-rank calibration ran what the simulation runs (rhd, buckets), not the one-node tree
+ls "$ANP_SIM_CALIB_DIR/stamps" | grep -q '^lenet5-idef-c1-r2-sync-auto-bauto$' \
+  && grep -q 'allreduce=rhd bucket_mb=0\.' "$ANP_SIM_CALIB_DIR"/calibrate-lenet5-idef-c1-r2-sync-auto-bauto.log \
+  || fail "the 2-rank calibration did not run rhd with buckets: $(grep -h '^result' "$ANP_SIM_CALIB_DIR"/calibrate-*r2*auto*.log 2>&1 | head -1)"
 R7G="$(sim --net lenet5 --batch 64 --chunks 2 --nodes 1 --cores 4 --gpus 2 --gpu k80 --steps 3 -- --pin-chunks)"
 [ "$(result_field "$R7G" ncpu)" = 1 ] && [ "$(result_field "$R7G" ncuda)" = 2 ] \
   || fail "4 cores and 2 GPUs, STARPU_NCPU unset: want StarPU's 1 CPU worker and 2 CUDA workers: $R7G"
