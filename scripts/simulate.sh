@@ -44,6 +44,9 @@
 #            it runs under `setarch -R`, so that the same command gives the same result).
 #            ANP_SIM_SHARED_BLOCK_MB: SMPI's shared-memory block [64] (fewer mappings when larger).
 #            ANP_SIM_FOLD_UNIQUE=1: one folded host buffer per size (16 ranks of GPT-2 XL need it).
+#            ANP_SIM_CPU_VEC_GBS=R: CPU workers time the vector codelets (the all-reduce's sums and
+#            copies) at R GB/s instead of calibrating them in an N-rank real run, which nodes with
+#            CPU workers (the default) otherwise need: 16 ResNet-50 ranks do not fit in 24 GB.
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
