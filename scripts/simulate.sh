@@ -11,7 +11,8 @@
 # starpu_smpirun, prints the exact command, the result line, and appends a CSV row per run.
 #
 # Platform:  --nodes N        simulated nodes, one MPI rank each [1]
-#            --cores C        CPU cores per node [this machine's]
+#            --cores C        CPU cores per node [GPU nodes: 8 per H200 or 4 per K80 die (the
+#                             nodes of docs/SIMULATION.md's platforms), at most 64; else this machine's]
 #            --gpus G         GPUs per node [0]        --gpu KIND   k80 | h200 [k80 when --gpus]
 #            --ncpu N         CPU workers per node [StarPU's own: the cores less one per GPU (its
 #                             driver thread) and one for StarPU-MPI's progress thread; 0: GPU-only]
@@ -55,7 +56,7 @@ source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
-NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
+NODES=1 CORES="" GPUS=0 GPU="" PCIE="" NETWORK=fdr
 NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=auto BUCKET_MB=auto STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
@@ -99,7 +100,7 @@ while [ $# -gt 0 ]; do
 done
 if [ -n "$CUDA_MODELS" ] && [ -z "$CUDA_HOST" ]; then usage "--cuda-models needs --cuda-host"; fi
 if [ -z "$CUDA_MODELS" ] && [ -n "$CUDA_HOST" ]; then usage "--cuda-host needs --cuda-models"; fi
-[ "$CORES" -le 64 ] || usage "--cores $CORES: at most 64 (the simulation StarPU's --enable-maxcpus)"
+[ -z "$CORES" ] || [ "$CORES" -le 64 ] || usage "--cores $CORES: at most 64 (the simulation StarPU's --enable-maxcpus)"
 if [ -z "$GPU" ]; then GPU=k80; fi
 
 # ---------------------------------------------------------------- build what is missing
@@ -331,7 +332,13 @@ for ar in "${L_AR[@]}"; do
   # device (its driver thread; STARPU_CUDA_THREAD_PER_DEV defaults to 1), less one reserved for
   # StarPU-MPI's progress thread (the app always starts StarPU-MPI in simulation). The default
   # --chunks only: the result line and the CSV say what StarPU gave.
-  cpus=${NCPU:-$((CORES - gpus - 1))}; [ "$cpus" -ge 0 ] || cpus=0
+  # A GPU node's cores, unless --cores: a user's GPU node has CPU cores beside its GPUs (this
+  # machine's 2 cores would leave StarPU none to give a 4-GPU node: 2 - 4 - 1 < 0, GPU-only).
+  cores="${CORES:-$(nproc)}"
+  if [ -z "$CORES" ] && [ "$gpus" != 0 ]; then
+    cores=$((gpus * $([ "$GPU" = h200 ] && echo 8 || echo 4))); [ "$cores" -le 64 ] || cores=64
+  fi
+  cpus=${NCPU:-$((cores - gpus - 1))}; [ "$cpus" -ge 0 ] || cpus=0
   workers=$((cpus + gpus)); [ "$workers" -ge 1 ] || workers=1
   k="${CHUNKS:-$((2 * workers))}"
   [ "$k" -le "$rb" ] || k="$rb"
@@ -356,8 +363,8 @@ for ar in "${L_AR[@]}"; do
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
-  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU")-$NETWORK}"
-  gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$cores-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU")-$NETWORK}"
+  gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$cores" --gpus "$gpus"
        --network "${NETWORK%%-*}" --maxnodes "$STARPU_MAXNODES")
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
   [ "$gpus" = 0 ] || gen+=(--gpu "$GPU")
@@ -430,7 +437,7 @@ for ar in "${L_AR[@]}"; do
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$far" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$cores,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$far" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }

@@ -41,7 +41,8 @@
 #     lenet5's gradients), StarPU's own CPU worker count (2 cores, less one for StarPU-MPI's
 #     thread: 1), and the CSV row says so; its 2-rank calibration runs the same rhd and buckets (twice:
 #     a bucket's zero runs once per run, and StarPU drops a shape's first sample); a node of 4 cores and 2 GPUs with pinned chunks gets
-#     StarPU's 4 - 2 - 1 = 1 CPU worker beside its GPUs, calibrated on 1-sample chunks only.
+#     StarPU's 4 - 2 - 1 = 1 CPU worker beside its GPUs, calibrated on 1-sample chunks only; without
+#     --cores, 2 K80 dies make a node of 8 cores (4 per die), 5 CPU workers.
 #     Sections 1, 3 and 5 name the all-reduce and buckets they were measured with.
 # Skipped (77) only where SimGrid is absent.
 set -euo pipefail
@@ -135,6 +136,8 @@ ls "$ANP_SIM_CALIB_DIR/stamps" | grep -q '^lenet5-idef-c1-r2-sync-auto-bauto$' \
 R7G="$(sim --net lenet5 --batch 64 --chunks 2 --nodes 1 --cores 4 --gpus 2 --gpu k80 --steps 3 -- --pin-chunks)"
 [ "$(result_field "$R7G" ncpu)" = 1 ] && [ "$(result_field "$R7G" ncuda)" = 2 ] \
   || fail "4 cores and 2 GPUs, STARPU_NCPU unset: want StarPU's 1 CPU worker and 2 CUDA workers: $R7G"
+R7D="$(sim --net lenet5 --batch 64 --chunks 2 --nodes 1 --gpus 2 --gpu k80 --steps 3 -- --pin-chunks)"
+[ "$(result_field "$R7D" ncpu)" = 5 ] || fail "2 K80 dies and no --cores: want a node of 8 cores, StarPU's 5 CPU workers: $R7D"
 ls "$ANP_SIM_CALIB_DIR/stamps" | grep -q '^lenet5-idef-c1-r1-' \
   || fail "pinned chunks on GPU nodes: the calibration did not take 1-sample chunks: $(ls "$ANP_SIM_CALIB_DIR/stamps")"
 finish
