@@ -14,6 +14,7 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
   DIR/platform.txt           the same in words, with every number's source
   DIR/gpu.spec               the GPU's roofline numbers (name:peak_gflops:mem_gbs:eff_compute:
                              eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
+  DIR/models_cuda            where they came from: fitted-public (FITTED) or estimated (assumed)
 
 --gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
 namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
@@ -80,6 +81,12 @@ GPUS = {
                  eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
 }
 GPU_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+# The roofline's efficiencies fitted to published single-GPU ResNet-50 training throughput
+# (sim/fit_gpu.py; docs/studies/2026-12-07-gpu-models.md: figures, fit, hold-out errors), per
+# (GPU, precision): used by default (models_cuda=fitted-public); --gpu-models estimated keeps the
+# assumed ones of GPUS (the figures of before the fit), and --roofline overrides both (estimated).
+FITTED = {}
 
 # Networks: effective bandwidth per node link and one-way latency.
 NETWORKS = {
@@ -209,6 +216,11 @@ def main():
     ap.add_argument("--gpu-precision", default="fp32", choices=GPU_PRECISIONS,
                     help="the simulated GPU math: fp32 (CUDA cores, as DNN_CUDA_MATH=fp32), tf32 (tensor cores, "
                          "A100 and later), bf16 / fp16 (tensor-core peak) [fp32]")
+    ap.add_argument("--gpu-models", default="fitted", choices=["fitted", "estimated"],
+                    help="the roofline's efficiencies: fitted to published throughput where FITTED has the GPU "
+                         "and precision (else the assumed ones), or the assumed ones [fitted]")
+    ap.add_argument("--roofline", default=None, metavar="EC:EM:LAUNCH",
+                    help="override eff_compute:eff_memory:launch_us (sim/fit_gpu.py's knob; labelled estimated)")
     ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
     ap.add_argument("--name", default=None, help="the nodes' StarPU host name [derived]")
@@ -238,6 +250,18 @@ def main():
             has = [p for p in GPU_PRECISIONS if gpu["peak"][p]]
             die(f"--gpu-precision {a.gpu_precision}: {a.gpu} has no such units (it has: {', '.join(has)})")
         gpu.update(peak_gflops=peak, model=gpu["model"].replace("{PREC}", a.gpu_precision.upper()))
+        gpu["models"] = "estimated"
+        fit = FITTED.get((a.gpu, a.gpu_precision))
+        if a.gpu_models == "fitted" and fit:
+            gpu.update({k: fit[k] for k in ("eff_compute", "eff_memory", "launch_us")}, models="fitted-public")
+        if a.roofline is not None:
+            try:
+                ec, em, lu = (float(x) for x in a.roofline.split(":"))
+            except ValueError:
+                ec = em = lu = -1.0
+            if not (0 < ec <= 1 and 0 < em <= 1 and lu >= 0):
+                die(f"--roofline '{a.roofline}': expected eff_compute:eff_memory:launch_us, efficiencies in (0,1]")
+            gpu.update(eff_compute=ec, eff_memory=em, launch_us=lu, models="estimated")
     pcie = a.pcie if a.pcie else (gpu["pcie_gbs"] if gpu else 0.0)
     if gpu and not pcie > 0:
         die(f"--pcie {a.pcie}: expected a bandwidth in GB/s > 0")
@@ -352,6 +376,7 @@ def main():
     spec = (f"{a.gpu}{'' if a.gpu_precision == 'fp32' else '-' + a.gpu_precision}:{gpu['peak_gflops']}:{gpu['mem_gbs']}:{gpu['eff_compute']}:{gpu['eff_memory']}:"
             f"{gpu['launch_us']}" if gpu else "")
     write(os.path.join(a.out, "gpu.spec"), spec + "\n")
+    write(os.path.join(a.out, "models_cuda"), (gpu["models"] if gpu else "-") + "\n")
     write(os.path.join(a.out, "name"), name + "\n")
     lines = [f"platform {name}: {a.nodes} node(s)",
              f"  per node: {C} CPU cores (each timed by this machine's calibrated CPU models), "
@@ -359,7 +384,7 @@ def main():
              f"  network: {net['desc']}: {net['gbps']} Gb/s per node link, {net['lat_us']} us"]
     if G:
         lines += [f"  host<->GPU: {pcie} GB/s each way (PCIe), GPU<->GPU {gpu['peer_gbs']} GB/s",
-                  f"  GPU models: roofline estimate, peak {a.gpu_precision.upper()} {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
+                  f"  GPU models: roofline ({gpu['models']}), peak {a.gpu_precision.upper()} {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
                   f"{gpu['mem_gbs']:.0f} GB/s x {gpu['eff_memory']}, + {gpu['launch_us']} us per task; "
                   f"memory {gpu['memsize'] / 2**30:.1f} GiB"]
     write(os.path.join(a.out, "platform.txt"), "\n".join(lines) + "\n")
