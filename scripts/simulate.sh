@@ -47,6 +47,8 @@
 #            ANP_SIM_FOLD_UNIQUE=1: one folded host buffer per size (16 ranks of GPT-2 XL need it).
 #            ANP_SIM_GPU_ROOFLINE=EC:EM:LAUNCH overrides the roofline's eff_compute, eff_memory and
 #            launch_us (sim/fit_gpu.py's knob; labelled models_cuda=estimated).
+#            ANP_SIM_GPU_MEMSIZE_GB=G: the simulated GPU's memory (sim/fit_gpu.py: a published batch
+#            whose activations, as this tool keeps them, exceed the card's).
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -325,6 +327,7 @@ for ar in "${L_AR[@]}"; do
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
   [ "$gpus" = 0 ] || gen+=(--gpu "$GPU" --gpu-precision "$GPU_PREC" --gpu-models "$GPU_MODELS")
   [ "$gpus" = 0 ] || [ -z "${ANP_SIM_GPU_ROOFLINE:-}" ] || gen+=(--roofline "$ANP_SIM_GPU_ROOFLINE")
+  [ "$gpus" = 0 ] || [ -z "${ANP_SIM_GPU_MEMSIZE_GB:-}" ] || gen+=(--memsize-gb "$ANP_SIM_GPU_MEMSIZE_GB")
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")" cuda_models="$(cat "$pdir/models_cuda")" # fitted-public or estimated

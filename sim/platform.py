@@ -221,6 +221,9 @@ def main():
                          "and precision (else the assumed ones), or the assumed ones [fitted]")
     ap.add_argument("--roofline", default=None, metavar="EC:EM:LAUNCH",
                     help="override eff_compute:eff_memory:launch_us (sim/fit_gpu.py's knob; labelled estimated)")
+    ap.add_argument("--memsize-gb", type=float, default=None,
+                    help="override the GPU's memory, GB (sim/fit_gpu.py: to time a published batch whose "
+                         "activations, as this tool keeps them, exceed the card) [the kind's]")
     ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
     ap.add_argument("--name", default=None, help="the nodes' StarPU host name [derived]")
@@ -254,6 +257,10 @@ def main():
         fit = FITTED.get((a.gpu, a.gpu_precision))
         if a.gpu_models == "fitted" and fit:
             gpu.update({k: fit[k] for k in ("eff_compute", "eff_memory", "launch_us")}, models="fitted-public")
+        if a.memsize_gb is not None:
+            if not 0 < a.memsize_gb <= 1e6:
+                die(f"--memsize-gb {a.memsize_gb}: expected GB in (0, 1e6]")
+            gpu["memsize"] = a.memsize_gb * 1e9
         if a.roofline is not None:
             try:
                 ec, em, lu = (float(x) for x in a.roofline.split(":"))
