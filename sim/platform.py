@@ -86,7 +86,17 @@ GPU_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 # (sim/fit_gpu.py; docs/studies/2026-12-07-gpu-models.md: figures, fit, hold-out errors), per
 # (GPU, precision): used by default (models_cuda=fitted-public); --gpu-models estimated keeps the
 # assumed ones of GPUS (the figures of before the fit), and --roofline overrides both (estimated).
-FITTED = {}
+# eff_compute fitted on one figure per GPU (the study's `fit` rows), eff_memory and launch_us kept
+# as assumed (one figure cannot tell them apart); the H200 has no figure of its own in the fit: it
+# takes the H100's (the same SMs and tensor cores), and its one published figure is held out.
+FITTED = {
+    ("k80", "fp32"): dict(eff_compute=0.336, eff_memory=0.70, launch_us=10.0),   # TF 2017, 51.9 img/s, b64
+    ("p100", "fp32"): dict(eff_compute=0.636, eff_memory=0.70, launch_us=5.0),   # TF 2017, 219 img/s, b64
+    ("v100", "fp32"): dict(eff_compute=0.785, eff_memory=0.70, launch_us=5.0),   # DLE PyTorch, 367 img/s, b112
+    ("a100", "tf32"): dict(eff_compute=0.212, eff_memory=0.70, launch_us=5.0),   # DLE PyTorch, 938 img/s, b256
+    ("h100", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # Lambda v2, 1894 img/s, b640
+    ("h200", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # the H100's (held out: 2259)
+}
 
 # Networks: effective bandwidth per node link and one-way latency.
 NETWORKS = {
