@@ -321,7 +321,7 @@ for ar in "${L_AR[@]}"; do
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
-  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC")-$NETWORK}"
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC-$GPU_MODELS")-$NETWORK}"
   gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
        --network "${NETWORK%%-*}" --maxnodes "$STARPU_MAXNODES")
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
