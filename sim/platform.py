@@ -14,11 +14,11 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
   DIR/platform.txt           the same in words, with every number's source
   DIR/gpu.spec               the GPU's roofline numbers (name:peak_gflops:mem_gbs:eff_compute:
                              eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
-  DIR/models_cuda            where they came from: fitted-public (FITTED) or estimated (assumed)
+  DIR/models_cuda            where they came from: fitted-public (FITTED) or estimated (assumed;
+                             --gpu-models estimated: always)
 
---gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32],
---gpu-models fitted | estimated [fitted]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / FITTED /
-NETWORKS below; netns: the namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
+--gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
+namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
   DIR/smpi.cfg               SMPI options for starpu_smpirun (netns: SMPI's size factors off)
 """
 import argparse
