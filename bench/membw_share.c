@@ -3,7 +3,8 @@
  * node model (codelets/dnn_sim_model.h, dnn_sim_cpu_task_us) predicts for 2 from the time with 1.
  *
  * The machine's own constants come first, measured here the way the model counts them:
- *   - one core's FP32 peak: an AVX-512 (else AVX2) FMA loop, 12 independent accumulators;
+ *   - one core's FP32 peak: an AVX-512 FMA loop where the BLAS runs AVX-512 kernels, else AVX2 (the
+ *     width the calibrated kernels use), 12 independent accumulators, timed by the thread's CPU time;
  *   - the stream rates: a copy of 2 x 64 MiB (STREAM's count: each buffer once), one thread alone
  *     (core_gbs) and two threads at once, one per core (socket_gbs = their sum).
  * Then each kernel, on buffers well beyond the last-level cache (each thread its own): its time
@@ -12,7 +13,10 @@
  * sees them (StarPU's handles). The model's prediction for 2 workers:
  *   dnn_sim_cpu_task_us(here, here, t1, bytes, 2): the compute part unchanged, the memory part at
  *   min(core_gbs, socket_gbs / 2).
- * Each figure is the median over --reps rounds. Prints a CSV (--csv FILE, else stdout).
+ * Each figure is the median over the clean rounds of --reps (every thread held its core: CPU time
+ * >= 95% of wall time), and again as the median CPU time per call over all rounds (cpu_* columns:
+ * robust where no round is clean); the peak the best of 5 by CPU time. Prints a CSV (--csv FILE,
+ * else stdout).
  */
 #define _GNU_SOURCE
 #include <cblas.h>
@@ -77,10 +81,11 @@ static void k_vec_add(kctx *k) { dnn_vec_add_cpu(k->a, k->b, k->n); }
 static double b_vec_add(const kctx *k) { return 2.0 * k->n * sizeof(float); }
 static void k_bn_fwd(kctx *k) { dnn_batchnorm_forward_train_cpu(k->a, k->g, k->b, k->c, k->d, &k->bn); }
 /* x, y, gamma, beta, saved */
-static double b_bn_fwd(const kctx *k) { return (2.0 * k->n + 5.0 * k->bn.C) * sizeof(float); }
+static double bn_n(const kctx *k) { return (double)k->bn.N * k->bn.C * k->bn.HW; }
+static double b_bn_fwd(const kctx *k) { return (2.0 * bn_n(k) + 5.0 * k->bn.C) * sizeof(float); }
 static void k_bn_bwd(kctx *k) { dnn_batchnorm_backward_cpu(k->e, k->c + k->bn.C, k->d + k->bn.C, k->b, k->c, k->g, k->a, &k->bn); }
 /* dx, dgamma, dbeta, x, gamma, saved, dy */
-static double b_bn_bwd(const kctx *k) { return (3.0 * k->n + 6.0 * k->bn.C) * sizeof(float); }
+static double b_bn_bwd(const kctx *k) { return (3.0 * bn_n(k) + 6.0 * k->bn.C) * sizeof(float); }
 static void k_wino(kctx *k) { dnn_wino_forward(k->a, k->b, k->c, &k->ws, 0.0f, k->work); }
 static double b_wino(const kctx *k)
 {
@@ -124,14 +129,16 @@ static float *falloc(size_t n)
 	return p;
 }
 
-/* Shapes beyond this machine's last-level cache (32 MiB): 32 MiB per activation tensor. */
+/* Shapes beyond this machine's last-level cache (32 MiB) for the pair: 32 MiB per vector, 16 MiB
+ * per activation tensor (batch norm, Winograd: x and y, 32 MiB per task, 64 MiB for two). Short
+ * enough (a few ms) that many rounds run without another job taking the core. */
 static void kctx_init(kctx *k)
 {
 	memset(k, 0, sizeof(*k));
-	k->bn = (dnn_batchnorm_args){.N = 128, .C = 64, .HW = 1024, .eps = 1e-5f, .momentum = 0.1f};
-	k->n = (size_t)k->bn.N * k->bn.C * k->bn.HW;                          /* 8 Mi floats */
-	k->ws = (dnn_wino_shape){.N = 32, .C = 64, .H = 64, .W = 64, .K = 64, .P = 64, .Q = 64, .pad_h = 1, .pad_w = 1};
-	size_t wn = (size_t)k->ws.N * k->ws.C * k->ws.H * k->ws.W; /* 8 Mi floats */
+	k->n = (size_t)8 << 20; /* the vectors: 8 Mi floats */
+	k->bn = (dnn_batchnorm_args){.N = 64, .C = 64, .HW = 1024, .eps = 1e-5f, .momentum = 0.1f}; /* 4 Mi floats */
+	k->ws = (dnn_wino_shape){.N = 16, .C = 64, .H = 64, .W = 64, .K = 64, .P = 64, .Q = 64, .pad_h = 1, .pad_w = 1};
+	size_t wn = (size_t)k->ws.N * k->ws.C * k->ws.H * k->ws.W; /* 4 Mi floats */
 	k->a = falloc(k->n > wn ? k->n : wn), k->b = falloc(k->n > wn ? k->n : wn);
 	k->c = falloc(k->n), k->d = falloc(2 * (size_t)k->bn.C), k->e = falloc(k->n), k->g = falloc(3 * (size_t)k->bn.C);
 	k->work = falloc(dnn_wino_work(&k->ws));
@@ -144,8 +151,15 @@ typedef struct {
 	const kernel *kern;
 	kctx *ctx;
 	pthread_barrier_t *bar;
-	double *times;
+	double *times, *cpu_times; /* per round: wall and the thread's CPU time */
 } worker;
+
+static double thread_cpu_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static void pin(int cpu)
 {
@@ -163,35 +177,67 @@ static void *worker_main(void *arg)
 	for (int r = 0; r < w->reps; r++) {
 		if (w->bar)
 			pthread_barrier_wait(w->bar);
-		double t = now_s();
+		double t = now_s(), c = thread_cpu_s();
 		w->kern->run(w->ctx);
-		w->times[r] = now_s() - t;
+		w->times[r] = now_s() - t, w->cpu_times[r] = thread_cpu_s() - c;
 	}
 	return NULL;
 }
 
-/* The median per-call time (s) of kern on nthreads cores at once (mean over the threads). */
-static double measure(const kernel *kern, kctx *ctx, int nthreads, int reps)
+/* The median per-call time (s) of kern on nthreads cores at once (mean over the threads), over
+ * the clean rounds: those in which every thread held its core (CPU time >= 95% of wall time). On
+ * this shared machine another job's thread can take a core mid-call; such a round times that job,
+ * not the kernel, and with 2 threads it also leaves the other thread alone on the memory. *clean
+ * gets the clean rounds' count; with none, every round counts (and *clean is 0). */
+static double measure(const kernel *kern, kctx *ctx, int nthreads, int reps, int *clean, double *cpu_median)
 {
 	pthread_t th[2];
 	worker w[2];
 	pthread_barrier_t bar;
-	double *times = malloc(sizeof(double) * (size_t)reps * 2);
+	double *times = malloc(sizeof(double) * (size_t)reps * 4), *cpu = times + (size_t)reps * 2;
+	double *keep = malloc(sizeof(double) * (size_t)reps);
+	if (!times || !keep) {
+		fprintf(stderr, "error: membw_share: out of memory\n");
+		exit(1);
+	}
 	if (nthreads == 2)
 		pthread_barrier_init(&bar, NULL, 2);
 	for (int i = 0; i < nthreads; i++) {
 		w[i] = (worker){.cpu = i, .reps = reps, .kern = kern, .ctx = &ctx[i], .bar = nthreads == 2 ? &bar : NULL,
-				.times = times + (size_t)i * reps};
+				.times = times + (size_t)i * reps, .cpu_times = cpu + (size_t)i * reps};
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
-	double sum = 0;
-	for (int i = 0; i < nthreads; i++) {
+	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
-		sum += median(times + (size_t)i * reps, reps);
+	/* the CPU time of every round: a thread that loses its core stops counting, so this figure
+	 * holds even where no round was clean (a memory stall still counts as CPU time) */
+	double sum = 0, csum = 0;
+	for (int i = 0; i < nthreads; i++) {
+		memcpy(keep, cpu + (size_t)i * reps, sizeof(double) * (size_t)reps);
+		csum += median(keep, reps);
+	}
+	*cpu_median = csum / nthreads;
+	*clean = 0;
+	for (int r = 0; r < reps; r++) {
+		int ok = 1;
+		for (int i = 0; i < nthreads; i++)
+			ok &= cpu[(size_t)i * reps + r] >= 0.95 * times[(size_t)i * reps + r];
+		*clean += ok;
+	}
+	for (int i = 0; i < nthreads; i++) {
+		int n = 0;
+		for (int r = 0; r < reps; r++) {
+			int ok = 1;
+			for (int j = 0; j < nthreads; j++)
+				ok &= cpu[(size_t)j * reps + r] >= 0.95 * times[(size_t)j * reps + r];
+			if (ok || !*clean)
+				keep[n++] = times[(size_t)i * reps + r];
+		}
+		sum += median(keep, n);
 	}
 	if (nthreads == 2)
 		pthread_barrier_destroy(&bar);
-	free(times);
+	free(times), free(keep);
 	return sum / nthreads;
 }
 
@@ -201,11 +247,11 @@ __attribute__((target("avx512f"))) static double peak_avx512(long iters)
 	__m512 acc[12], x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
 	for (int i = 0; i < 12; i++)
 		acc[i] = _mm512_set1_ps((float)i);
-	double t = now_s();
+	double t = thread_cpu_s(); /* the core's rate, not the share of it this shared machine gave us */
 	for (long it = 0; it < iters; it++)
 		for (int i = 0; i < 12; i++)
 			acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-	t = now_s() - t;
+	t = thread_cpu_s() - t;
 	float s = 0, out[16];
 	for (int i = 0; i < 12; i++) {
 		_mm512_storeu_ps(out, acc[i]);
@@ -221,11 +267,11 @@ __attribute__((target("avx2,fma"))) static double peak_avx2(long iters)
 	__m256 acc[12], x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
 	for (int i = 0; i < 12; i++)
 		acc[i] = _mm256_set1_ps((float)i);
-	double t = now_s();
+	double t = thread_cpu_s();
 	for (long it = 0; it < iters; it++)
 		for (int i = 0; i < 12; i++)
 			acc[i] = _mm256_fmadd_ps(acc[i], x, y);
-	t = now_s() - t;
+	t = thread_cpu_s() - t;
 	float s = 0, out[8];
 	for (int i = 0; i < 12; i++) {
 		_mm256_storeu_ps(out, acc[i]);
@@ -238,7 +284,7 @@ __attribute__((target("avx2,fma"))) static double peak_avx2(long iters)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: dnn_membw_share [--reps N (default 15)] [--csv FILE] [--here-only]\n"
+	fprintf(f, "usage: dnn_membw_share [--reps N (default 21)] [--csv FILE] [--here-only]\n"
 		   "  per-task time of memory-bound kernels with 1 and 2 concurrent workers (cores 0 and 1)\n"
 		   "  against the simulation's bandwidth-sharing model (codelets/dnn_sim_model.h)\n"
 		   "  --here-only: print this machine's cores as ANP_SIM_CPU_HERE wants them, and stop\n");
@@ -246,7 +292,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	int reps = 15;
+	int reps = 21;
 	const char *csv = NULL;
 	int here_only = 0;
 	static const struct option opts[] = {{"reps", required_argument, 0, 'r'},
@@ -293,16 +339,28 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pin(0);
+	/* The peak of the vector width the BLAS runs (what a calibration with these kernels timed):
+	 * with OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU, 8-wide AVX2 FMAs, half the 16-wide peak. */
+	const int wide = __builtin_cpu_supports("avx512f") && strstr(kline, "(avx512 kernels") != NULL;
 	double peak = 0;
 	for (int i = 0; i < 5; i++) {
-		double p = __builtin_cpu_supports("avx512f") ? peak_avx512(50000000) : peak_avx2(50000000);
+		double p = wide ? peak_avx512(50000000) : peak_avx2(50000000);
 		peak = p > peak ? p : peak;
 	}
 	kctx ctx[2];
 	kctx_init(&ctx[0]), kctx_init(&ctx[1]);
 	/* the stream rates from the copy: core_gbs alone, socket_gbs with both cores */
-	const double cb = b_copy(&ctx[0]);
-	const double c1 = measure(&kernels[0], ctx, 1, reps), c2 = measure(&kernels[0], ctx, 2, reps);
+	/* every kernel alone and in pairs first; the stream rates then come from the copy's row */
+	double t1[NKERNELS], t2[NKERNELS], u1[NKERNELS], u2[NKERNELS]; /* wall (clean rounds), CPU time */
+	int ok1[NKERNELS], ok2[NKERNELS];
+	for (int i = NKERNELS - 1; i >= 0; i--) { /* the copy (row 0) last, the pages all touched by then */
+		if (here_only && i != 0)
+			continue;
+		t1[i] = measure(&kernels[i], ctx, 1, reps, &ok1[i], &u1[i]) * 1e6;
+		t2[i] = measure(&kernels[i], ctx, 2, reps, &ok2[i], &u2[i]) * 1e6;
+		u1[i] *= 1e6, u2[i] *= 1e6;
+	}
+	const double cb = b_copy(&ctx[0]), c1 = t1[0] * 1e-6, c2 = t2[0] * 1e-6;
 	/* this machine as one socket of its online CPUs (2 here) around its last-level cache, as sysfs
 	 * gives it (glibc's sysconf said 384 MiB in this VM: the host's, where sysfs and lscpu say 32) */
 	const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -324,23 +382,25 @@ int main(int argc, char **argv)
 		       here.cores_per_socket, here.llc_mb);
 		return 0;
 	}
-	fprintf(out, "# here: peak %.1f GFLOP/s per core, core_gbs %.2f, socket_gbs %.2f (2 cores), reps %d\n", peak,
-		here.core_gbs, here.socket_gbs, reps);
+	fprintf(out, "# here: peak %.1f GFLOP/s per core (%s FMA), core_gbs %.2f, socket_gbs %.2f (2 cores), reps %d\n",
+		peak, wide ? "AVX-512" : "AVX2", here.core_gbs, here.socket_gbs, reps);
 	fprintf(out, "# %s; winograd GEMMs %s, batch norm %s\n", kline, dnn_wino_set_avx512(1) ? "avx512" : "avx2",
 		dnn_batchnorm_set_simd(1) ? "avx2" : "portable");
 	fprintf(out, "# ANP_SIM_CPU_HERE=here:%.1f:%.2f:%.2f:%d:%.1f\n", peak, here.core_gbs, here.socket_gbs,
 		here.cores_per_socket, here.llc_mb);
-	fprintf(out, "kernel,bytes,mflop,t1_us,t2_us,measured_ratio,model_mem1_us,predicted_t2_us,predicted_ratio,error\n");
+	fprintf(out, "kernel,bytes,mflop,t1_us,t2_us,measured_ratio,model_mem1_us,predicted_t2_us,predicted_ratio,error,"
+		     "clean_rounds_1,clean_rounds_2,cpu_t1_us,cpu_t2_us,cpu_measured_ratio,cpu_predicted_t2_us,cpu_predicted_ratio,"
+		     "cpu_error\n");
 	for (int i = 0; i < NKERNELS; i++) {
 		const kernel *k = &kernels[i];
-		const double t1 = measure(k, ctx, 1, reps) * 1e6, t2 = measure(k, ctx, 2, reps) * 1e6;
 		const double bytes = k->bytes(&ctx[0]);
 		double mem1 = 0;
-		dnn_sim_cpu_task_us(&here, &here, t1, bytes, 1, &mem1, NULL);
-		const double pred = dnn_sim_cpu_task_us(&here, &here, t1, bytes, 2, NULL, NULL);
-		fprintf(out, "%s,%.0f,%.1f,%.1f,%.1f,%.3f,%.1f,%.1f,%.3f,%+.3f\n", k->name, bytes, k->flops(&ctx[0]) / 1e6, t1,
-			t2, t2 / t1, mem1, pred, pred / t1, pred / t2 - 1);
-		fflush(out);
+		dnn_sim_cpu_task_us(&here, &here, t1[i], bytes, 1, &mem1, NULL);
+		const double pred = dnn_sim_cpu_task_us(&here, &here, t1[i], bytes, 2, NULL, NULL);
+		const double cpred = dnn_sim_cpu_task_us(&here, &here, u1[i], bytes, 2, NULL, NULL);
+		fprintf(out, "%s,%.0f,%.1f,%.1f,%.1f,%.3f,%.1f,%.1f,%.3f,%+.3f,%d,%d,%.1f,%.1f,%.3f,%.1f,%.3f,%+.3f\n", k->name,
+			bytes, k->flops(&ctx[0]) / 1e6, t1[i], t2[i], t2[i] / t1[i], mem1, pred, pred / t1[i], pred / t2[i] - 1,
+			ok1[i], ok2[i], u1[i], u2[i], u2[i] / u1[i], cpred, cpred / u1[i], cpred / u2[i] - 1);
 	}
 	if (csv)
 		fclose(out);
