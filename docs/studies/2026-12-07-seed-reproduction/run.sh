@@ -18,6 +18,6 @@ for c in ${CORES[@]}; do
     --cores "$c" --cpu e5-2667v2 --calibrate-only
   for cpu in e5-2667v2 here; do
     nice -n 10 timeout 1200 "$ROOT/scripts/simulate.sh" --no-build --quiet --net "$NET" --batch "$BATCH" --chunks "$c" \
-      --cores "$c" --ncpu "$c" --cpu "$cpu" --steps 20 --warmup 3 --csv "$D/seed-$cpu.csv" -- --pin-chunks
+      --cores "$c" --ncpu "$c" --cpu "$cpu" --steps 20 --warmup 3 --csv "$D/seed${TAG:+-$TAG}-$cpu.csv" -- --pin-chunks
   done
 done

@@ -11,6 +11,6 @@ export ANP_SIM_CALIB_DIR="${ANP_SIM_CALIB_DIR:-$HOME/.cache/starpu-anp/sim/calib
 for k in "${@:-2 4 8 16}"; do
   for cpu in e5-2667v2 here; do
     nice -n 10 timeout 1200 "$ROOT/scripts/simulate.sh" --no-build --quiet --net "$NET" --batch "$BATCH" --chunks "$k" \
-      --cores 1 --ncpu 1 --cpu "$cpu" --steps 20 --warmup 3 --csv "$D/seed-$cpu-1core.csv" -- --pin-chunks
+      --cores 1 --ncpu 1 --cpu "$cpu" --steps 20 --warmup 3 --csv "$D/seed${TAG:+-$TAG}-$cpu-1core.csv" -- --pin-chunks
   done
 done
