@@ -484,6 +484,7 @@ static int eval_at_step(train_run *r, int epoch, uint64_t gstep, epoch_sums *e)
 		if (r->T > 0)
 			fprintf(r->metrics, ",,%.6f", r->test_loss / M_LN2);
 		fputc('\n', r->metrics);
+		fflush(r->metrics); /* a language model's run is often one long epoch: plots follow it */
 	}
 	return 0;
 }
@@ -685,6 +686,9 @@ static int stop_mid_epoch(train_run *r, const epoch_sums *e)
 		return -1;
 	}
 	dnn_progress_end_line(&r->pr);
+	/* The steps run before the stop count in the result line's rates, as a whole epoch's do. */
+	r->t_timed += dnn_now() - e->t_warm;
+	r->timed_images += (e->images - e->warm_done * o->batch);
 	r->train_loss = e->images ? e->loss / e->images : NAN;
 	r->train_acc = e->images ? e->correct / e->images : NAN;
 	if (r->metrics)
