@@ -83,7 +83,11 @@ static void k_bn_fwd(kctx *k) { dnn_batchnorm_forward_train_cpu(k->a, k->g, k->b
 /* x, y, gamma, beta, saved */
 static double bn_n(const kctx *k) { return (double)k->bn.N * k->bn.C * k->bn.HW; }
 static double b_bn_fwd(const kctx *k) { return (2.0 * bn_n(k) + 5.0 * k->bn.C) * sizeof(float); }
-static void k_bn_bwd(kctx *k) { dnn_batchnorm_backward_cpu(k->e, k->c + k->bn.C, k->d + k->bn.C, k->b, k->c, k->g, k->a, &k->bn); }
+static void k_bn_bwd(kctx *k)
+{
+	/* dx = e, dgamma and dbeta after gamma and beta, x = b, gamma = c, saved = g, dy = a */
+	dnn_batchnorm_backward_cpu(k->e, k->c + k->bn.C, k->d + k->bn.C, k->b, k->c, k->g, k->a, &k->bn);
+}
 /* dx, dgamma, dbeta, x, gamma, saved, dy */
 static double b_bn_bwd(const kctx *k) { return (3.0 * bn_n(k) + 6.0 * k->bn.C) * sizeof(float); }
 static void k_wino(kctx *k) { dnn_wino_forward(k->a, k->b, k->c, &k->ws, 0.0f, k->work); }
@@ -389,8 +393,8 @@ int main(int argc, char **argv)
 	fprintf(out, "# ANP_SIM_CPU_HERE=here:%.1f:%.2f:%.2f:%d:%.1f\n", peak, here.core_gbs, here.socket_gbs,
 		here.cores_per_socket, here.llc_mb);
 	fprintf(out, "kernel,bytes,mflop,t1_us,t2_us,measured_ratio,model_mem1_us,predicted_t2_us,predicted_ratio,error,"
-		     "clean_rounds_1,clean_rounds_2,cpu_t1_us,cpu_t2_us,cpu_measured_ratio,cpu_predicted_t2_us,cpu_predicted_ratio,"
-		     "cpu_error\n");
+		     "clean_rounds_1,clean_rounds_2,cpu_t1_us,cpu_t2_us,cpu_measured_ratio,cpu_predicted_t2_us,"
+		     "cpu_predicted_ratio,cpu_error\n");
 	for (int i = 0; i < NKERNELS; i++) {
 		const kernel *k = &kernels[i];
 		const double bytes = k->bytes(&ctx[0]);
@@ -398,9 +402,10 @@ int main(int argc, char **argv)
 		dnn_sim_cpu_task_us(&here, &here, t1[i], bytes, 1, &mem1, NULL);
 		const double pred = dnn_sim_cpu_task_us(&here, &here, t1[i], bytes, 2, NULL, NULL);
 		const double cpred = dnn_sim_cpu_task_us(&here, &here, u1[i], bytes, 2, NULL, NULL);
-		fprintf(out, "%s,%.0f,%.1f,%.1f,%.1f,%.3f,%.1f,%.1f,%.3f,%+.3f,%d,%d,%.1f,%.1f,%.3f,%.1f,%.3f,%+.3f\n", k->name,
-			bytes, k->flops(&ctx[0]) / 1e6, t1[i], t2[i], t2[i] / t1[i], mem1, pred, pred / t1[i], pred / t2[i] - 1,
-			ok1[i], ok2[i], u1[i], u2[i], u2[i] / u1[i], cpred, cpred / u1[i], cpred / u2[i] - 1);
+		fprintf(out, "%s,%.0f,%.1f,%.1f,%.1f,%.3f,%.1f,%.1f,%.3f,%+.3f,", k->name, bytes, k->flops(&ctx[0]) / 1e6,
+			t1[i], t2[i], t2[i] / t1[i], mem1, pred, pred / t1[i], pred / t2[i] - 1);
+		fprintf(out, "%d,%d,%.1f,%.1f,%.3f,%.1f,%.3f,%+.3f\n", ok1[i], ok2[i], u1[i], u2[i], u2[i] / u1[i], cpred,
+			cpred / u1[i], cpred / u2[i] - 1);
 	}
 	if (csv)
 		fclose(out);

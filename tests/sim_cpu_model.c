@@ -19,7 +19,8 @@ static void test_parse(void)
 	TEST_CHECK(dnn_sim_cpu_parse(&c, "ANP_SIM_CPU", "e5-2667v2:52.8:9:43:8:25", err, sizeof(err)) == 0, "%s", err);
 	TEST_CHECK(!strcmp(c.name, "e5-2667v2") && c.peak_gflops == 52.8 && c.core_gbs == 9 && c.socket_gbs == 43 &&
 			   c.cores_per_socket == 8 && c.llc_mb == 25,
-		   "parsed %s %g %g %g %d %g", c.name, c.peak_gflops, c.core_gbs, c.socket_gbs, c.cores_per_socket, c.llc_mb);
+		   "parsed %s %g %g %g %d %g", c.name, c.peak_gflops, c.core_gbs, c.socket_gbs, c.cores_per_socket,
+		   c.llc_mb);
 	static const char *const bad[] = {"x:1:2:3:4",     "x:1:2:3:4:5:6", "x:1:2:1:4:5", "x:0:2:3:4:5",
 					  "x:1:2:3:0:5",   "x:1:2:3:4:-1",  "x:1:2:3:4:5z", ""};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
