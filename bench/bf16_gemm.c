@@ -3,10 +3,12 @@
  *
  *   dnn_bf16_gemm [--reps R] [--shape M,N,K,tA,tB]...
  *
- * Columns: sgemm (cblas_sgemm, the fp32 path), ours (dnn_gemm_bf16: fp32 in, rounded to bf16 while
- * packing, vdpbf16ps), onednn (oneDNN's matmul, bf16 inputs converted beforehand and not timed,
- * fp32 output: its best case), and whether OpenBLAS exports cblas_sbgemm at all. GFLOP/s = 2MNK
- * over the best of R calls after one warm-up. */
+ * Columns: sgemm (cblas_sgemm, the fp32 path), ours (dnn_gemm_bf16, what --precision bf16 runs:
+ * fp32 in, rounded into bf16 copies per call, then oneDNN's matmul), onednn (oneDNN's matmul alone,
+ * its bf16 inputs converted beforehand and not timed: the best case), and whether OpenBLAS exports
+ * cblas_sbgemm at all. GFLOP/s = 2MNK over the best of R samples after one warm-up call; a sample
+ * times enough calls to last about 20 ms. The first try at "ours" (a vdpbf16ps kernel of our own,
+ * commit "bf16 GEMM, first try") is in docs/op_bench.md's table. */
 #include <cblas.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -144,7 +146,8 @@ int main(int argc, char **argv)
 	openblas_set_num_threads(1);
 	char desc[512];
 	dnn_cpu_kernels_describe(desc, sizeof(desc));
-	printf("# %s\n# avx512_bf16: %s; OpenBLAS cblas_sbgemm exported: %s\n", desc, dnn_cpu_has_bf16() ? "yes" : "no",
+	dnn_gemm_bf16(0, 0, 1, 1, 1, 1.0f, (const float[]){1}, 1, (const float[]){1}, 1, 0.0f, (float[]){0}, 1);
+	printf("# %s\n# bf16 gemm: %s\n# avx512_bf16: %s; OpenBLAS cblas_sbgemm exported: %s\n", desc, dnn_gemm_bf16_impl(), dnn_cpu_has_bf16() ? "yes" : "no",
 	       dlsym(RTLD_DEFAULT, "cblas_sbgemm") ? "yes" : "no");
 	printf("shape,M,N,K,tA,tB,sgemm_gflops,ours_gflops,onednn_gflops,ours_over_sgemm,onednn_over_sgemm\n");
 	const shape *list = ns ? user : defaults;

@@ -1,115 +1,55 @@
-/* gemm_bf16.c — the bf16 GEMM (gemm_bf16.h): AVX512_BF16 kernel, packing, the portable path.
+/* gemm_bf16.c — the bf16 GEMM (gemm_bf16.h): operands rounded into bf16 copies, then oneDNN's matmul;
+ * the portable path (rounding + cblas_sgemm) without oneDNN.
  *
- * Blocking (GotoBLAS's): for each NC columns, for each KC-deep slice of K, B's slice is packed
- * into panels of 32 columns, K in pairs: panel[p][j][2] = (B[2p][j], B[2p+1][j]) as bf16, which
- * is vdpbf16ps's layout (each 32-bit lane a pair along K). Then for each MC rows A's slice is
- * packed into panels of 12 rows, pairs along K as well, and the micro-kernel multiplies a 12-row
- * A panel (broadcast pair by pair) with a 32-column B panel: 24 zmm accumulators. Zero padding
- * fills the panels' tails (M, N, and an odd K), so the micro-kernel has no edge cases; only its
- * store is masked. The K slices are summed into C one after another (beta on the first), always
- * in the same order.
+ * Per thread (one StarPU CPU worker): the bf16 copies of A and B, grown as needed and kept, and a
+ * small cache of matmul primitives keyed by the call's shape, strides, alpha and beta (attention
+ * calls this on 64 x 64 tiles thousands of times per step: creating a primitive per call would
+ * cost more than the tile). alpha is the primitive's output scale, beta its sum post-op.
  */
 #include "gemm_bf16.h"
 
 #include <cblas.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MR 12
-#define NR 32
-#define KC 256 /* K per slice (even): a 32-column B panel is 16 KiB, in L1 */
-#define MC 192 /* rows of A per packed block (a multiple of MR): 96 KiB, in L2 */
-#define NC 1024 /* columns of B per packed block (a multiple of NR): 512 KiB */
-
+#ifdef DNN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 static int use_simd = 1;
+#else
+static int use_simd = 0;
+#endif
 
 int dnn_gemm_bf16_set_simd(int on)
 {
-	use_simd = on && dnn_cpu_has_bf16();
+#ifdef DNN_HAVE_DNNL
+	use_simd = on != 0;
+#else
+	(void)on;
+#endif
 	return use_simd;
 }
 
-/* Packing buffers, one pair per thread (each StarPU CPU worker is one thread), grown as needed
- * and kept: attention calls this on 64 x 64 tiles thousands of times per step. */
-static __thread uint32_t *pa_buf, *pb_buf;
-static __thread size_t pa_cap, pb_cap;
+static __thread void *buf_a, *buf_b;
+static __thread size_t cap_a, cap_b;
 
-static uint32_t *grow(uint32_t **buf, size_t *cap, size_t n)
+static void *grow(void **buf, size_t *cap, size_t bytes)
 {
-	if (n > *cap) {
-		uint32_t *p = NULL;
-		if (posix_memalign((void **)&p, 64, n * sizeof(uint32_t)) != 0)
+	if (bytes > *cap) {
+		void *p = NULL;
+		if (posix_memalign(&p, 64, bytes) != 0)
 			return NULL;
 		free(*buf);
 		*buf = p;
-		*cap = n;
+		*cap = bytes;
 	}
 	return *buf;
 }
 
-static inline uint32_t pair(float lo, float hi)
-{
-	return (uint32_t)dnn_f32_to_bf16(lo) | (uint32_t)dnn_f32_to_bf16(hi) << 16;
-}
-
-/* op(A) rows [i0, i0+mc), K [k0, k0+kc) -> panels of MR rows: dst[panel][p][r] = pair. */
-static void pack_a(uint32_t *restrict dst, const float *A, int lda, int transA, int i0, int mc, int k0, int kc)
-{
-	const int kp = (kc + 1) / 2;
-	for (int ir = 0; ir < mc; ir += MR) {
-		const int mr = mc - ir < MR ? mc - ir : MR;
-		uint32_t *d = dst + (size_t)ir * kp;
-		for (int p = 0; p < kp; p++) {
-			const int k = k0 + 2 * p, has2 = 2 * p + 1 < kc;
-			for (int r = 0; r < MR; r++) {
-				if (r >= mr) {
-					d[(size_t)p * MR + r] = 0;
-					continue;
-				}
-				const int i = i0 + ir + r;
-				float lo, hi;
-				if (transA) {
-					lo = A[(size_t)k * lda + i];
-					hi = has2 ? A[(size_t)(k + 1) * lda + i] : 0.0f;
-				} else {
-					lo = A[(size_t)i * lda + k];
-					hi = has2 ? A[(size_t)i * lda + k + 1] : 0.0f;
-				}
-				d[(size_t)p * MR + r] = pair(lo, hi);
-			}
-		}
-	}
-}
-
-/* op(B) K [k0, k0+kc), columns [j0, j0+nc) -> panels of NR columns: dst[panel][p][j] = pair. */
-static void pack_b(uint32_t *restrict dst, const float *B, int ldb, int transB, int k0, int kc, int j0, int nc)
-{
-	const int kp = (kc + 1) / 2;
-	for (int jr = 0; jr < nc; jr += NR) {
-		const int nr = nc - jr < NR ? nc - jr : NR;
-		uint32_t *d = dst + (size_t)jr * kp;
-		for (int p = 0; p < kp; p++) {
-			const int k = k0 + 2 * p, has2 = 2 * p + 1 < kc;
-			uint32_t *dp = d + (size_t)p * NR;
-			if (!transB) {
-				const float *b0 = B + (size_t)k * ldb + j0 + jr, *b1 = b0 + ldb;
-				for (int j = 0; j < nr; j++)
-					dp[j] = pair(b0[j], has2 ? b1[j] : 0.0f);
-			} else {
-				for (int j = 0; j < nr; j++) {
-					const float *b = B + (size_t)(j0 + jr + j) * ldb + k;
-					dp[j] = pair(b[0], has2 ? b[1] : 0.0f);
-				}
-			}
-			for (int j = nr; j < NR; j++)
-				dp[j] = 0;
-		}
-	}
-}
-
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 int dnn_cpu_has_bf16(void)
 {
@@ -122,86 +62,178 @@ int dnn_cpu_has_bf16(void)
 	return have;
 }
 
-/* C (mr x nr, ldc) = alpha a.b + (first ? beta C : C); a: kp x MR pairs, b: kp x NR pairs. */
-BF16_TARGET static void kernel_12x32(int kp, const uint32_t *restrict a, const uint32_t *restrict b, float *C, int ldc,
-				     int mr, int nr, float alpha, float beta)
+/* n floats -> bf16, round to nearest even: vcvtneps2bf16, the same rounding as dnn_f32_to_bf16. */
+BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restrict src, int n)
 {
-	__m512 c[MR][2];
-	for (int r = 0; r < MR; r++)
-		c[r][0] = c[r][1] = _mm512_setzero_ps();
-	for (int p = 0; p < kp; p++) {
-		const __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)(b + (size_t)p * NR));
-		const __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)(b + (size_t)p * NR + 16));
-		const uint32_t *ap = a + (size_t)p * MR;
-#define ROW(r)                                                                                          \
-	do {                                                                                            \
-		const __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[r]);                            \
-		c[r][0] = _mm512_dpbf16_ps(c[r][0], b0, av);                                            \
-		c[r][1] = _mm512_dpbf16_ps(c[r][1], b1, av);                                            \
-	} while (0)
-		ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5);
-		ROW(6); ROW(7); ROW(8); ROW(9); ROW(10); ROW(11);
-#undef ROW
+	int i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm256_storeu_si256((__m256i *)(dst + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)));
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		_mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i)));
 	}
-	const __mmask16 m0 = nr >= 16 ? 0xffff : (__mmask16)((1u << nr) - 1);
-	const __mmask16 m1 = nr >= 32 ? 0xffff : nr <= 16 ? 0 : (__mmask16)((1u << (nr - 16)) - 1);
-	const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-	for (int r = 0; r < mr; r++) {
-		float *cr = C + (size_t)r * ldc;
-		__m512 y0 = _mm512_mul_ps(c[r][0], va), y1 = _mm512_mul_ps(c[r][1], va);
-		if (beta != 0.0f) {
-			y0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), vb, y0);
-			y1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), vb, y1);
-		}
-		_mm512_mask_storeu_ps(cr, m0, y0);
-		_mm512_mask_storeu_ps(cr + 16, m1, y1);
-	}
-}
-
-static int gemm_simd(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-		     int ldb, float beta, float *C, int ldc)
-{
-	const int ncap = N < NC ? N : NC, mcap = M < MC ? M : MC, kcap = K < KC ? K : KC;
-	uint32_t *pb = grow(&pb_buf, &pb_cap, (size_t)((ncap + NR - 1) / NR * NR) * ((kcap + 1) / 2));
-	uint32_t *pa = grow(&pa_buf, &pa_cap, (size_t)((mcap + MR - 1) / MR * MR) * ((kcap + 1) / 2));
-	if (!pa || !pb)
-		return -1;
-	for (int j0 = 0; j0 < N; j0 += NC) {
-		const int nc = N - j0 < NC ? N - j0 : NC;
-		for (int k0 = 0; k0 < K; k0 += KC) {
-			const int kc = K - k0 < KC ? K - k0 : KC, kp = (kc + 1) / 2;
-			const float bk = k0 == 0 ? beta : 1.0f;
-			pack_b(pb, B, ldb, transB, k0, kc, j0, nc);
-			for (int i0 = 0; i0 < M; i0 += MC) {
-				const int mc = M - i0 < MC ? M - i0 : MC;
-				pack_a(pa, A, lda, transA, i0, mc, k0, kc);
-				for (int jr = 0; jr < nc; jr += NR)
-					for (int ir = 0; ir < mc; ir += MR)
-						kernel_12x32(kp, pa + (size_t)ir * kp, pb + (size_t)jr * kp,
-							     C + (size_t)(i0 + ir) * ldc + j0 + jr, ldc,
-							     mc - ir < MR ? mc - ir : MR, nc - jr < NR ? nc - jr : NR, alpha, bk);
-			}
-		}
-	}
-	return 0;
 }
 #else
 int dnn_cpu_has_bf16(void) { return 0; }
-static int gemm_simd(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+#endif
+
+static void to_bf16(uint16_t *restrict dst, const float *restrict src, int n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (dnn_cpu_has_bf16()) {
+		to_bf16_simd(dst, src, n);
+		return;
+	}
+#endif
+	for (int i = 0; i < n; i++)
+		dst[i] = dnn_f32_to_bf16(src[i]);
+}
+
+/* rows x cols floats at stride ld -> a packed rows x cols bf16 copy. */
+static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
+{
+	if (ld == cols) {
+		const size_t n = (size_t)rows * cols;
+		for (size_t i = 0; i < n; i += 1 << 30) /* to_bf16 counts in int */
+			to_bf16(dst + i, src + i, (int)(n - i < (1u << 30) ? n - i : 1u << 30));
+		return;
+	}
+	for (int r = 0; r < rows; r++)
+		to_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
+}
+
+#ifdef DNN_HAVE_DNNL
+typedef struct {
+	int M, N, K, tA, tB, ldc;
+	float alpha, beta;
+	dnnl_primitive_t prim;
+	dnnl_memory_t a, b, c;
+} mm_entry;
+
+#define MM_CACHE 48 /* a GPT's distinct shapes per worker: about 6 dense x 3 phases + attention's 6 tiles */
+static __thread mm_entry mm_cache[MM_CACHE];
+static __thread int mm_n, mm_next;
+static __thread dnnl_engine_t mm_eng;
+static __thread dnnl_stream_t mm_stream;
+static char mm_impl[96]; /* the kernel oneDNN chose, for the start-up line */
+
+static void mm_free(mm_entry *e)
+{
+	dnnl_memory_destroy(e->a), dnnl_memory_destroy(e->b), dnnl_memory_destroy(e->c);
+	dnnl_primitive_destroy(e->prim);
+	memset(e, 0, sizeof(*e));
+}
+
+/* The primitive for this call, created on a miss (round-robin eviction); NULL on failure. */
+static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float beta, int ldc)
+{
+	for (int i = 0; i < mm_n; i++) {
+		mm_entry *e = &mm_cache[i];
+		if (e->M == M && e->N == N && e->K == K && e->tA == tA && e->tB == tB && e->ldc == ldc && e->alpha == alpha &&
+		    e->beta == beta)
+			return e;
+	}
+	if (!mm_eng) {
+		omp_set_num_threads(1); /* this thread's OpenMP teams: one thread, the worker itself */
+		if (dnnl_engine_create(&mm_eng, dnnl_cpu, 0) != dnnl_success)
+			return NULL;
+		if (dnnl_stream_create(&mm_stream, mm_eng, dnnl_stream_default_flags) != dnnl_success) {
+			dnnl_engine_destroy(mm_eng);
+			mm_eng = NULL;
+			return NULL;
+		}
+	}
+	/* The bf16 copies are packed: op(A) (M,K) is A's rows, or (K,M) rows read transposed. */
+	dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N};
+	dnnl_dims_t as = {tA ? 1 : K, tA ? M : 1}, bs = {tB ? 1 : N, tB ? K : 1}, cs = {ldc, 1};
+	dnnl_memory_desc_t amd, bmd, cmd;
+	dnnl_matmul_desc_t md;
+	dnnl_primitive_attr_t attr = NULL;
+	dnnl_post_ops_t po = NULL;
+	dnnl_primitive_desc_t pd = NULL;
+	mm_entry n = {M, N, K, tA, tB, ldc, alpha, beta, NULL, NULL, NULL, NULL};
+	int ok = dnnl_memory_desc_init_by_strides(&amd, 2, ad, dnnl_bf16, as) == dnnl_success &&
+		 dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dnnl_bf16, bs) == dnnl_success &&
+		 dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs) == dnnl_success &&
+		 dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) == dnnl_success &&
+		 dnnl_primitive_attr_create(&attr) == dnnl_success && dnnl_post_ops_create(&po) == dnnl_success;
+	if (ok && alpha != 1.0f)
+		ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
+	if (ok && beta != 0.0f)
+		ok = dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+		     dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+	ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, mm_eng, NULL) == dnnl_success &&
+	     dnnl_primitive_create(&n.prim, pd) == dnnl_success &&
+	     dnnl_memory_create(&n.a, &amd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.b, &bmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.c, &cmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success;
+	if (ok && !mm_impl[0]) {
+		const char *impl = NULL;
+		if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+			snprintf(mm_impl, sizeof(mm_impl), "onednn-%d.%d.%d:%s", dnnl_version()->major,
+				 dnnl_version()->minor, dnnl_version()->patch, impl);
+	}
+	if (pd)
+		dnnl_primitive_desc_destroy(pd);
+	if (po)
+		dnnl_post_ops_destroy(po);
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	if (!ok) {
+		mm_free(&n);
+		return NULL;
+	}
+	mm_entry *e;
+	if (mm_n < MM_CACHE) {
+		e = &mm_cache[mm_n++];
+	} else {
+		e = &mm_cache[mm_next];
+		mm_next = (mm_next + 1) % MM_CACHE;
+		mm_free(e);
+	}
+	*e = n;
+	return e;
+}
+
+static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
 		     int ldb, float beta, float *C, int ldc)
 {
-	(void)transA, (void)transB, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
-	(void)beta, (void)C, (void)ldc;
-	return -1; /* unreachable: use_simd needs the CPU */
+	uint16_t *a = grow(&buf_a, &cap_a, (size_t)M * K * 2), *b = grow(&buf_b, &cap_b, (size_t)K * N * 2);
+	mm_entry *e = a && b ? mm_get(transA, transB, M, N, K, alpha, beta, ldc) : NULL;
+	if (!e)
+		return -1;
+	if (transA)
+		copy_bf16(a, A, K, M, lda);
+	else
+		copy_bf16(a, A, M, K, lda);
+	if (transB)
+		copy_bf16(b, B, N, K, ldb);
+	else
+		copy_bf16(b, B, K, N, ldb);
+	dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+	if (dnnl_memory_set_data_handle(e->a, a) != dnnl_success || dnnl_memory_set_data_handle(e->b, b) != dnnl_success ||
+	    dnnl_memory_set_data_handle(e->c, C) != dnnl_success ||
+	    dnnl_primitive_execute(e->prim, mm_stream, 3, args) != dnnl_success ||
+	    dnnl_stream_wait(mm_stream) != dnnl_success)
+		return -1;
+	return 0;
 }
 #endif
 
-/* The portable path: op(A) and op(B) rounded to bf16 into fp32 copies, then cblas_sgemm. The
- * copies reuse the packing buffers (as floats). */
+const char *dnn_gemm_bf16_impl(void)
+{
+#ifdef DNN_HAVE_DNNL
+	if (use_simd)
+		return mm_impl[0] ? mm_impl : "onednn";
+#endif
+	return "round+sgemm";
+}
+
+/* The portable path: op(A) and op(B) rounded to bf16 into fp32 copies, then cblas_sgemm. */
 static int gemm_round(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
 		      int ldb, float beta, float *C, int ldc)
 {
-	float *ra = (float *)grow(&pa_buf, &pa_cap, (size_t)M * K), *rb = (float *)grow(&pb_buf, &pb_cap, (size_t)K * N);
+	float *ra = grow(&buf_a, &cap_a, (size_t)M * K * 4), *rb = grow(&buf_b, &cap_b, (size_t)K * N * 4);
 	if (!ra || !rb)
 		return -1;
 	for (int i = 0; i < M; i++)
@@ -225,7 +257,19 @@ int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
 				C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
 		return 0;
 	}
-	if (use_simd && dnn_cpu_has_bf16())
-		return gemm_simd(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef DNN_HAVE_DNNL
+	if (use_simd)
+		return gemm_dnnl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
 	return gemm_round(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+	     const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (bf16)
+		return dnn_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+		    A, lda, B, ldb, beta, C, ldc);
+	return 0;
 }
