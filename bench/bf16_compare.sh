@@ -34,26 +34,29 @@ APP="$BUILD/apps/starpu_anp"
 [ -x "$PY" ] || { echo "bf16_compare.sh: no python at $PY (scripts/bootstrap.sh --with-anchors, or ANCHORS_PY)" >&2; exit 1; }
 mkdir -p "$OUT"
 CSV="$OUT/runs.csv"; LOG="$OUT/log.txt"
-echo "round,framework,precision,net,context,batch,threads,tokens_per_s,load1" >"$CSV"
+echo "round,framework,precision,net,context,batch,threads,tokens_per_s,load1,cpu_s" >"$CSV"
 NETFILE="$ROOT/graph/nets/$NET.net"
 [ -f "$NETFILE" ] || { echo "bf16_compare.sh: no net file $NETFILE" >&2; exit 2; }
 sed -E "s/^(input [^ ]+ tokens) [0-9]+/\1 $T/" "$NETFILE" >"$OUT/$NET.net"
 read -r V D L H <<<"$(awk '/^embed /{for(i=1;i<=NF;i++){if($i~/^vocab=/)v=substr($i,7);if($i~/^dim=/)d=substr($i,5)}}
   /^attention /{for(i=1;i<=NF;i++)if($i~/^heads=/)h=substr($i,7);n++} END{print v, d, n, h}' "$NETFILE")"
 
+# cpu_s: the run's user + system CPU seconds (/usr/bin/time), start-up included: on a loaded
+# machine, where wall-clock tokens/s swing with the other processes, the CPU time of the same work
+# moves less (but the frameworks' start-ups differ: compare it within one framework only).
 run() { # round framework precision
   local line tps
   if [ "$2" = starpu-anp ]; then
-    line="$(STARPU_NCPU="$NT" STARPU_NCUDA=0 timeout 600 "$APP" bench --net "$OUT/$NET.net" --batch "$B" --steps 12 \
+    line="$(STARPU_NCPU="$NT" STARPU_NCUDA=0 timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$APP" bench --net "$OUT/$NET.net" --batch "$B" --steps 12 \
               --warmup 2 --optimizer adamw --lr 6e-4 --weight-decay 0.1 --precision "$3" --quiet 2>>"$LOG" | tail -1 || true)"
   else
-    line="$(OMP_NUM_THREADS="$NT" timeout 600 "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$NET" --vocab "$V" --context "$T" \
+    line="$(OMP_NUM_THREADS="$NT" timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$NET" --vocab "$V" --context "$T" \
               --d "$D" --layers "$L" --heads "$H" --batch "$B" --threads "$NT" --steps 12 --warmup 2 \
               --autocast "$([ "$3" = bf16 ] && echo bf16 || echo off)" 2>>"$LOG" | tail -1 || true)"
   fi
   echo "$2 $3: $line" >>"$LOG"
   tps="$(tr ' ' '\n' <<<"$line" | awk -F= '$1 == "tokens_per_s" { print $2 }')"
-  echo "$1,$2,$3,$NET,$T,$B,$NT,${tps:-},$(cut -d' ' -f1 /proc/loadavg)" >>"$CSV"
+  echo "$1,$2,$3,$NET,$T,$B,$NT,${tps:-},$(cut -d' ' -f1 /proc/loadavg),$(awk '$1 == "cpu_s" { print $2 + $3 }' "$OUT/time")" >>"$CSV"
   printf '  round %s %-10s %-4s %10s tokens/s (load %s)\n' "$1" "$2" "$3" "${tps:-?}" "$(cut -d' ' -f1 /proc/loadavg)" >&2
 }
 CONFIGS=("starpu-anp fp32" "starpu-anp bf16" "pytorch fp32" "pytorch bf16")
@@ -64,12 +67,13 @@ for r in $(seq 1 "$ROUNDS"); do
     run "$r" $c
   done
 done
-awk -F, 'NR > 1 && $8 != "" { k = $2 " " $3; v[k, ++n[k]] = $8; l[k] = l[k] " " $9 }
-  function med(k,   i, j, t, m, a) { m = n[k]; for (i = 1; i <= m; i++) a[i] = v[k, i];
+awk -F, 'NR > 1 && $8 != "" { k = $2 " " $3; v[k, ++n[k]] = $8; c[k, n[k]] = $10; l[k] = l[k] " " $9 }
+  function med(arr, k,   i, j, t, m, a) { m = n[k]; for (i = 1; i <= m; i++) a[i] = arr[k, i];
     for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
     return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
-  END { for (k in n) { m[k] = med(k); printf "%-18s median %10.1f tokens/s over %d runs; loads:%s\n", k, m[k], n[k], l[k] }
-    if (m["starpu-anp fp32"] > 0) printf "ours bf16 / ours fp32:            %.2fx (target >= 1.8)\n", m["starpu-anp bf16"] / m["starpu-anp fp32"]
+  END { for (k in n) { m[k] = med(v, k); cs[k] = med(c, k)
+      printf "%-18s median %10.1f tokens/s, %6.2f CPU s per run, over %d runs; loads:%s\n", k, m[k], cs[k], n[k], l[k] }
+    if (m["starpu-anp fp32"] > 0) printf "ours bf16 / ours fp32:            %.2fx (target >= 1.8); by CPU time %.2fx\n", m["starpu-anp bf16"] / m["starpu-anp fp32"], cs["starpu-anp fp32"] / cs["starpu-anp bf16"]
     if (m["pytorch bf16"] > 0) printf "ours bf16 / PyTorch autocast bf16: %.2fx (target >= 1.5)\n", m["starpu-anp bf16"] / m["pytorch bf16"]
     if (m["pytorch fp32"] > 0) printf "ours fp32 / PyTorch fp32:          %.2fx\n", m["starpu-anp fp32"] / m["pytorch fp32"] }' "$CSV" \
   | tee "$OUT/summary.txt"

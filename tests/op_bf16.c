@@ -245,3 +245,59 @@ static void attention_all(void)
 }
 
 void h_extra_attention_bf16(void) { each_path(attention_all); }
+
+/* gpu mode: dense's bf16 codelets on the CUDA worker (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF)
+ * against the CPU's fp32 kernels under the same bound, g16(K) + g32(K) times S, and the negative
+ * control. Runs only where the harness found a CUDA worker (else its gpu mode exits 77). */
+static starpu_data_handle_t reg(float *p, size_t n)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
+	return h;
+}
+
+static void dense_gpu_case(int N, int IN, int OUT)
+{
+	const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill(OUT, -1, 1), *dy = fill(ny, -1, 1);
+	float *y = malloc(ny * 4), *y32 = malloc(ny * 4), *ys = malloc(ny * 4), *dx = malloc(nx * 4), *dx32 = malloc(nx * 4);
+	float *dxs = malloc(nx * 4), *ax = malloc(nx * 4), *aw = malloc(nw * 4), *ab = malloc(OUT * 4), *ady = malloc(ny * 4);
+	if (!x || !w || !b || !dy || !y || !y32 || !ys || !dx || !dx32 || !dxs || !ax || !aw || !ab || !ady) {
+		TEST_CHECK(0, "dense bf16 gpu: out of memory");
+		goto out;
+	}
+	fabs_copy(ax, x, nx), fabs_copy(aw, w, nw), fabs_copy(ab, b, OUT), fabs_copy(ady, dy, ny);
+	dnn_dense_args a32 = {.N = N, .IN = IN, .OUT = OUT}, a16 = a32;
+	a16.bf16 = 1;
+	dnn_dense_forward_cpu(y32, x, w, b, &a32), dnn_dense_forward_cpu(ys, ax, aw, ab, &a32);
+	dnn_dense_backward_data_cpu(dx32, dy, w, &a32), dnn_dense_backward_data_cpu(dxs, ady, aw, &a32);
+	for (size_t i = 0; i < ny; i++)
+		y[i] = NAN;
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = NAN;
+	starpu_data_handle_t hx = reg(x, nx), hw = reg(w, nw), hb = reg(b, OUT), hy = reg(y, ny), hdy = reg(dy, ny),
+			     hdx = reg(dx, nx);
+	struct starpu_data_descr f[] = {{hx, STARPU_R}, {hw, STARPU_R}, {hb, STARPU_R}, {hy, STARPU_W}};
+	test_task(&cl_dense_fwd, h_cuda_worker(), &a16, sizeof a16, f, 4, "dense_fwd bf16");
+	struct starpu_data_descr d[] = {{hdy, STARPU_R}, {hw, STARPU_R}, {hdx, STARPU_W}};
+	test_task(&cl_dense_bwd_data, h_cuda_worker(), &a16, sizeof a16, d, 3, "dense_bwd_data bf16");
+	starpu_data_handle_t all[] = {hx, hw, hb, hy, hdy, hdx};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		starpu_data_unregister(all[i]);
+	char what[96];
+	snprintf(what, sizeof(what), "dense bf16 CUDA fwd N=%d IN=%d OUT=%d", N, IN, OUT);
+	check_pair(what, y, y32, ys, g16(IN) + g32(IN), 2 * g32(IN), 0, ny);
+	snprintf(what, sizeof(what), "dense bf16 CUDA bwd data N=%d IN=%d OUT=%d", N, IN, OUT);
+	check_pair(what, dx, dx32, dxs, g16(OUT) + g32(OUT), 2 * g32(OUT), 0, nx);
+out:
+	free(x), free(w), free(b), free(dy), free(y), free(y32), free(ys), free(dx), free(dx32), free(dxs);
+	free(ax), free(aw), free(ab), free(ady);
+}
+
+void h_extra_dense_bf16_gpu(void)
+{
+	test_rng_seed(4503);
+	dense_gpu_case(37, 45, 19);
+	dense_gpu_case(256, 128, 384);
+	dense_gpu_case(300, 64, 256);
+}
