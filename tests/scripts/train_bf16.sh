@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # train_bf16 — --precision bf16 on the transformer path (docs/transformers.md "Precision"):
-#   1. gpt-tiny's shape (context 32, d 64, 2 layers, 4 heads: a one-block variant at T = 16 here,
-#      to stay within CI's time) trains in bf16 to the fp32 validation loss within run-to-run
-#      noise: 3 seeds each, |mean bf16 - mean fp32| <= the larger of the two spreads (max - min
-#      over the seeds) plus 0.01 nats, and every bf16 run's loss falls below 2.2 nats (a uniform guess is
-#      ln 256 = 5.5);
+#   1. gpt-tiny's width (d 64, 4 heads; one block at T = 16 here, to stay within CI's time)
+#      trains 250 steps in bf16 to the fp32 validation loss within run-to-run noise: 3 seeds each,
+#      |mean bf16 - mean fp32| <= the larger of the two spreads (max - min over the seeds) plus
+#      0.01 nats (the issue's rule; on this machine, 2026-12-07: fp32 0.861 0.970 0.857, bf16
+#      0.869 0.987 0.973, means 0.896 and 0.943, spreads 0.113 and 0.119); every bf16 run's loss
+#      below 2.2 nats (a uniform guess is ln 256 = 5.5);
 #   2. bf16 really ran: a bf16 run's loss differs from the same seed's fp32 run;
 #   3. determinism: the same bf16 command twice gives the same result line's loss bits;
 #   4. usage: --precision fp16 exits 2 with one line naming --precision; predict has no
@@ -39,7 +40,7 @@ lm_head head lnf,tok
 softmax_xent loss head
 NET
 NET=(--net "$TMP/gpt.net" --text "$TMP/t.txt" --batch 16 --optimizer adamw --lr 0.01 --weight-decay 0 --warmup-steps 20
-     --max-steps 120 --val-batches 8 --quiet)
+     --max-steps 250 --val-batches 8 --quiet)
 
 # ---- 1, 2: three seeds in each precision
 declare -A L
@@ -50,7 +51,7 @@ for p in fp32 bf16; do
     L[$p$s]="$(result_field "$(tail -1 <<<"$OUT")" test_loss)"
   done
 done
-echo "validation loss after 120 steps: fp32 ${L[fp321]:-?} ${L[fp322]:-?} ${L[fp323]:-?}; bf16 ${L[bf161]:-?} ${L[bf162]:-?} ${L[bf163]:-?}"
+echo "validation loss after 250 steps: fp32 ${L[fp321]:-?} ${L[fp322]:-?} ${L[fp323]:-?}; bf16 ${L[bf161]:-?} ${L[bf162]:-?} ${L[bf163]:-?}"
 if [ "${#L[@]}" = 6 ]; then
   read -r MF RF MB RB <<<"$(awk -v a="${L[fp321]}" -v b="${L[fp322]}" -v c="${L[fp323]}" \
     -v d="${L[bf161]}" -v e="${L[bf162]}" -v f="${L[bf163]}" 'function mx(x, y, z) { return x > y ? (x > z ? x : z) : (y > z ? y : z) }
