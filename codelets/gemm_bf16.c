@@ -62,7 +62,9 @@ int dnn_cpu_has_bf16(void)
 	return have;
 }
 
-/* n floats -> bf16, round to nearest even: vcvtneps2bf16, the same rounding as dnn_f32_to_bf16. */
+#ifdef DNN_HAVE_DNNL
+/* n floats -> bf16, round to nearest even: vcvtneps2bf16, dnn_f32_to_bf16's rounding except that
+ * it flushes denormal inputs (below 2^-126) to zero, as the bf16 hardware does. */
 BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restrict src, int n)
 {
 	int i = 0;
@@ -73,10 +75,12 @@ BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restri
 		_mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i)));
 	}
 }
+#endif
 #else
 int dnn_cpu_has_bf16(void) { return 0; }
 #endif
 
+#ifdef DNN_HAVE_DNNL
 static void to_bf16(uint16_t *restrict dst, const float *restrict src, int n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -102,7 +106,6 @@ static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int l
 		to_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
 }
 
-#ifdef DNN_HAVE_DNNL
 typedef struct {
 	int M, N, K, tA, tB, ldc;
 	float alpha, beta;
