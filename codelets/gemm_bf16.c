@@ -132,8 +132,8 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 {
 	for (int i = 0; i < mm_n; i++) {
 		mm_entry *e = &mm_cache[i];
-		if (e->M == M && e->N == N && e->K == K && e->tA == tA && e->tB == tB && e->ldc == ldc && e->alpha == alpha &&
-		    e->beta == beta)
+		if (e->M == M && e->N == N && e->K == K && e->tA == tA && e->tB == tB && e->ldc == ldc &&
+		    e->alpha == alpha && e->beta == beta)
 			return e;
 	}
 	if (!mm_eng) {
@@ -214,7 +214,8 @@ static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, c
 	else
 		copy_bf16(b, B, K, N, ldb);
 	dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
-	if (dnnl_memory_set_data_handle(e->a, a) != dnnl_success || dnnl_memory_set_data_handle(e->b, b) != dnnl_success ||
+	if (dnnl_memory_set_data_handle(e->a, a) != dnnl_success ||
+	    dnnl_memory_set_data_handle(e->b, b) != dnnl_success ||
 	    dnnl_memory_set_data_handle(e->c, C) != dnnl_success ||
 	    dnnl_primitive_execute(e->prim, mm_stream, 3, args) != dnnl_success ||
 	    dnnl_stream_wait(mm_stream) != dnnl_success)
@@ -241,10 +242,12 @@ static int gemm_round(int transA, int transB, int M, int N, int K, float alpha, 
 		return -1;
 	for (int i = 0; i < M; i++)
 		for (int k = 0; k < K; k++)
-			ra[(size_t)i * K + k] = dnn_bf16_round(transA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+			ra[(size_t)i * K + k] =
+				dnn_bf16_round(transA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
 	for (int k = 0; k < K; k++)
 		for (int j = 0; j < N; j++)
-			rb[(size_t)k * N + j] = dnn_bf16_round(transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+			rb[(size_t)k * N + j] =
+				dnn_bf16_round(transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, alpha, ra, K, rb, N, beta, C, ldc);
 	return 0;
 }
@@ -272,7 +275,7 @@ int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha,
 {
 	if (bf16)
 		return dnn_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K, alpha,
-		    A, lda, B, ldb, beta, C, ldc);
+	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
+		    alpha, A, lda, B, ldb, beta, C, ldc);
 	return 0;
 }

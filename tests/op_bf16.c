@@ -50,12 +50,14 @@ static size_t outside(const char *what, const float *got, const float *want, con
 			wr = r, worst = i;
 	}
 	if (bad && loud)
-		printf("  %s: %zu of %zu outside the bound; worst [%zu] got %.9g want %.9g (|err| %.3g, %.2fx the bound)\n",
+		printf("  %s: %zu of %zu outside the bound; worst [%zu] got %.9g want %.9g (|err| %.3g, %.2fx the "
+		       "bound)\n",
 		       what, bad, n, worst, got[worst], want[worst], fabs((double)got[worst] - want[worst]), wr);
 	else if (loud)
 		printf("  %s: worst error %.3f of the bound\n", what, wr);
 	else
-		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n, wr);
+		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n,
+		       wr);
 	return bad;
 }
 
@@ -152,7 +154,7 @@ static void each_path(void (*fn)(void))
 static void dense_all(void)
 {
 	test_rng_seed(4501);
-	dense_case(37, 45, 19, 0);  /* no size a multiple of anything */
+	dense_case(37, 45, 19, 0); /* no size a multiple of anything */
 	dense_case(37, 45, 19, 1);
 	dense_case(256, 128, 384, 0); /* gpt-nano's qkv, 2 samples of 128 tokens */
 	dense_case(64, 512, 128, 1);  /* its mlp projection: K = 512 */
@@ -208,7 +210,8 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 				for (int d = 0; d < D; d++) {
 					double vmax = 0;
 					for (int s = 0; s <= t; s++)
-						vmax = fmax(vmax, fabs(qkv[((size_t)n * T + s) * 3 * C + 2 * C + (size_t)h * D + d]));
+						vmax = fmax(vmax, fabs(qkv[((size_t)n * T + s) * 3 * C + 2 * C +
+									   (size_t)h * D + d]));
 					const size_t i = ((size_t)n * T + t) * C + (size_t)h * D + d;
 					bound[i] = (float)(grow * vmax + 1e-5 * fmax(1.0, fabs(y32[i])));
 					bound32[i] = (float)(1e-5 * fmax(1.0, fabs(y32[i])));
@@ -216,20 +219,23 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 			}
 	char what[96];
 	snprintf(what, sizeof(what), "attention bf16 fwd N=%d T=%d C=%d H=%d", N, T, C, H);
-	TEST_CHECK(outside(what, y16, y32, bound, 1.0, 0.0, ny, 1) == 0, "%s: bf16 against fp32 outside the bound", what);
+	TEST_CHECK(outside(what, y16, y32, bound, 1.0, 0.0, ny, 1) == 0, "%s: bf16 against fp32 outside the bound",
+		   what);
 	TEST_CHECK(outside(what, y16, y32, bound32, 1.0, 0.0, ny, 0) > 0,
 		   "%s: negative control: bf16 passed the fp32 tolerance (1e-5), so the bound tests nothing", what);
 	/* backward, from the fp32 forward's y and lse: the backward's own bf16 error */
 	for (size_t i = 0; i < nq; i++)
 		g16v[i] = g32v[i] = NAN;
-	TEST_CHECK(dnn_attention_backward_cpu(g16v, qkv, y32, dy, lse, &a16, scratch) == 0, "attention bf16 backward failed");
+	TEST_CHECK(dnn_attention_backward_cpu(g16v, qkv, y32, dy, lse, &a16, scratch) == 0,
+		   "attention bf16 backward failed");
 	dnn_attention_backward_cpu(g32v, qkv, y32, dy, lse, &a32, scratch);
 	for (size_t i = 0; i < nq; i++)
 		gmax = fmax(gmax, fabs(g32v[i]));
 	const double tolb = 6 * (exp(2 * dmax) - 1 + 2 * g16(T)) * gmax + 1e-5, tol32 = 1e-5 * fmax(1.0, gmax);
 	snprintf(what, sizeof(what), "attention bf16 bwd N=%d T=%d C=%d H=%d", N, T, C, H);
 	check_pair(what, g16v, g32v, NULL, tolb, tol32, 0.0, nq);
-	TEST_CHECK(dnn_attention_forward_cpu(y32, l16, qkv, &a16, scratch) == 0 && test_same_bits("attention bf16 rerun", y32, y16, ny),
+	TEST_CHECK(dnn_attention_forward_cpu(y32, l16, qkv, &a16, scratch) == 0 &&
+			   test_same_bits("attention bf16 rerun", y32, y16, ny),
 		   "attention bf16: a second run gave other bits");
 	free(bound), free(bound32);
 out:
@@ -239,8 +245,8 @@ out:
 static void attention_all(void)
 {
 	test_rng_seed(4502);
-	attention_case(2, 37, 24, 3, 1.0f);  /* one ragged tile, D = 8 */
-	attention_case(1, 130, 64, 2, 1.0f); /* three query tiles, the last ragged; D = 32 as gpt-nano */
+	attention_case(2, 37, 24, 3, 1.0f);   /* one ragged tile, D = 8 */
+	attention_case(1, 130, 64, 2, 1.0f);  /* three query tiles, the last ragged; D = 32 as gpt-nano */
 	attention_case(1, 128, 128, 2, 2.0f); /* D = 64 as GPT-2, larger scores */
 }
 
@@ -260,8 +266,10 @@ static void dense_gpu_case(int N, int IN, int OUT)
 {
 	const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
 	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill(OUT, -1, 1), *dy = fill(ny, -1, 1);
-	float *y = malloc(ny * 4), *y32 = malloc(ny * 4), *ys = malloc(ny * 4), *dx = malloc(nx * 4), *dx32 = malloc(nx * 4);
-	float *dxs = malloc(nx * 4), *ax = malloc(nx * 4), *aw = malloc(nw * 4), *ab = malloc(OUT * 4), *ady = malloc(ny * 4);
+	float *y = malloc(ny * 4), *y32 = malloc(ny * 4), *ys = malloc(ny * 4), *dx = malloc(nx * 4),
+	      *dx32 = malloc(nx * 4);
+	float *dxs = malloc(nx * 4), *ax = malloc(nx * 4), *aw = malloc(nw * 4), *ab = malloc(OUT * 4),
+	      *ady = malloc(ny * 4);
 	if (!x || !w || !b || !dy || !y || !y32 || !ys || !dx || !dx32 || !dxs || !ax || !aw || !ab || !ady) {
 		TEST_CHECK(0, "dense bf16 gpu: out of memory");
 		goto out;
