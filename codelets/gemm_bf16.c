@@ -224,6 +224,23 @@ static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, c
 }
 #endif
 
+void dnn_gemm_bf16_release(void)
+{
+#ifdef DNN_HAVE_DNNL
+	for (int i = 0; i < mm_n; i++)
+		mm_free(&mm_cache[i]);
+	mm_n = mm_next = 0;
+	if (mm_eng) {
+		dnnl_stream_destroy(mm_stream);
+		dnnl_engine_destroy(mm_eng);
+		mm_eng = NULL;
+	}
+#endif
+	free(buf_a), free(buf_b);
+	buf_a = buf_b = NULL;
+	cap_a = cap_b = 0;
+}
+
 const char *dnn_gemm_bf16_impl(void)
 {
 #ifdef DNN_HAVE_DNNL

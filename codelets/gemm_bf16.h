@@ -60,6 +60,9 @@ int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha,
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);
+/* Frees the calling thread's bf16 copies and oneDNN primitives (each CPU worker at shutdown, as
+ * dnn_cpu_scratch_release); the next call makes them anew. */
+void dnn_gemm_bf16_release(void);
 /* Which GEMM dnn_gemm_bf16 runs: "onednn-2.6.3" plus its kernel once a call has run
  * (":brg:avx512_core_bf16"), or "round+sgemm". */
 const char *dnn_gemm_bf16_impl(void);
