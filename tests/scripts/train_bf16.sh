@@ -7,7 +7,8 @@
 #      0.869 0.987 0.973, means 0.896 and 0.943, spreads 0.113 and 0.119); every bf16 run's loss
 #      below 2.2 nats (a uniform guess is ln 256 = 5.5);
 #   2. bf16 really ran: a bf16 run's loss differs from the same seed's fp32 run;
-#   3. determinism: the same bf16 command twice gives the same result line's loss bits;
+#   3. determinism: the same bf16 command twice gives the same result line's loss bits; 2 chunks
+#      on 1 worker (lws) and on 2 workers (dmda) write byte-identical checkpoints;
 #   4. usage: --precision fp16 exits 2 with one line naming --precision; predict has no
 #      --precision (2). (A CPU without AVX512_BF16 refuses bf16 with exit 2: apps/starpu_anp.c;
 #      this machine has it or the test skips, 77.)
@@ -71,6 +72,12 @@ R1="$("$A" train "${NET[@]}" --seed 1 --max-steps 30 --precision bf16 2>/dev/nul
 R2="$("$A" train "${NET[@]}" --seed 1 --max-steps 30 --precision bf16 2>/dev/null | tail -1)" || fail "bf16 rerun 2"
 [ "$(result_field "$R1" test_loss)" = "$(result_field "$R2" test_loss)" ] && [ -n "$(result_field "$R1" test_loss)" ] \
   || fail "bf16 twice: test_loss $(result_field "$R1" test_loss) then $(result_field "$R2" test_loss)"
+
+"$A" train "${NET[@]}" --seed 2 --max-steps 15 --chunks 2 --precision bf16 --checkpoint "$TMP/w1.ckpt" >/dev/null 2>&1 \
+  || fail "bf16, 2 chunks, 1 worker"
+STARPU_NCPU=2 STARPU_SCHED=dmda "$A" train "${NET[@]}" --seed 2 --max-steps 15 --chunks 2 --precision bf16 \
+  --checkpoint "$TMP/w2.ckpt" >/dev/null 2>&1 || fail "bf16, 2 chunks, 2 workers"
+cmp -s "$TMP/w1.ckpt" "$TMP/w2.ckpt" || fail "bf16: 2 chunks on 1 worker (lws) and 2 workers (dmda) differ"
 
 # ---- 4: usage
 if expect_rc 2 "$A" train --precision fp16 --max-steps 1; then
