@@ -141,3 +141,5 @@ int dnn_knobs_load(char *err, size_t errlen)
 int dnn_knobs_loaded(void) { return g_loaded; }
 
 const dnn_exec_config *dnn_knobs_get(void) { return &g_knobs; }
+
+void dnn_knobs_set_bf16(int bf16) { g_knobs.bf16 = bf16 != 0; }
