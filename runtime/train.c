@@ -33,6 +33,7 @@
 #include "gelu.h"
 #include "jobstop.h"
 #include "knobs.h"
+#include "gemm_bf16.h"
 #include "model_ckpt.h"
 #include "preflight.h"
 #include "progress.h"
@@ -815,6 +816,9 @@ static void print_result(train_run *r)
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s deterministic=%s tasks_per_step=%ld", r->p.fuse,
 	       r->p.chunk_worker != NULL, o->batchnorm_global ? "global" : "local", r->p.sum_redux ? "off" : "on",
 	       r->p.tasks_per_step);
+	printf(" precision=%s", o->bf16 ? "bf16" : "fp32");
+	if (o->bf16 && !DNN_SIMULATED) /* which bf16 GEMM ran: oneDNN's version and kernel, or round+sgemm */
+		printf(" bf16_gemm=%s", dnn_gemm_bf16_impl());
 	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since
 	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops; since 2026-12-06 the 2x2
 	 * max-pool loops and the direct conv's ISA; since 2026-12-06 "+tails": row tails stored with
@@ -856,6 +860,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	train_run r = {0};
 	int rc = 1;
 	const double t_job = dnn_now(); /* --time-limit counts from here */
+	dnn_knobs_set_bf16(opts->bf16);
 	if (run_setup(&r, opts) != 0) {
 		rc = r.usage_rc ? r.usage_rc : 1;
 		goto out;

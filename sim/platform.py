@@ -16,6 +16,9 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
                              eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
   DIR/models_cuda            where they came from: fitted-public (FITTED) or estimated (assumed;
                              --gpu-models estimated: always)
+  DIR/cpu.spec               with --cpu KIND: the simulated cores (name:peak_gflops:core_gbs:
+                             socket_gbs:cores_per_socket:llc_mb), read by the simulation build
+                             (ANP_SIM_CPU); empty: the cores are this machine's (its calibration)
 
 --gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
 namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
@@ -97,6 +100,23 @@ FITTED = {
     ("a100", "tf32"): dict(eff_compute=0.212, eff_memory=0.70, launch_us=5.0),   # DLE PyTorch, 938 img/s, b256
     ("h100", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # Lambda v2, 1894 img/s, b640
     ("h200", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # the H100's (held out: 2259)
+}
+
+# CPU kinds (--cpu): the simulated node's cores, for the CPU node model of codelets/dnn_sim_model.h
+# (each task's calibrated time split into compute, scaled by the ratio of the cores' peaks, and
+# memory, its buffers at the bandwidth it gets on its socket). Rates in STREAM's count (each array
+# once), as the model counts a task's buffers.
+CPUS = {
+    # Intel Xeon E5-2667 v2 (Ivy Bridge-EP), the Caffe seed's node: 2 sockets x 8 cores, 3.3 GHz
+    # base (4.0 turbo), 25 MB L3, 4 x DDR3-1866 per socket, 59.7 GB/s peak per socket (Intel ARK,
+    # "Intel Xeon Processor E5-2667 v2 (25M Cache, 3.30 GHz)"). AVX without FMA: one 8-wide add +
+    # one 8-wide multiply per cycle = 16 FP32 FLOP/cycle x 3.3 GHz = 52.8 GFLOP/s per core. Stream
+    # rates: one core 8.7 GB/s and 2 x 12 cores 75 GB/s STREAM triad on E5-2695 v2 with DDR3-1600
+    # (Puget Systems, "Memory Performance for Intel Xeon Haswell-EP DDR4", 2014): 73% of 2 x
+    # 51.2 GB/s; at 73% of DDR3-1866's 59.7, 43.6 GB/s per socket; one core is latency-bound, so
+    # its 8.7 GB/s is kept (our estimate, not a measurement of this SKU).
+    "e5-2667v2": dict(model="Intel Xeon E5-2667 v2 (Ivy Bridge-EP, 3.3 GHz, AVX)", peak_gflops=52.8,
+                      core_gbs=8.7, socket_gbs=43.6, cores_per_socket=8, llc_mb=25),
 }
 
 # Networks: effective bandwidth per node link and one-way latency.
@@ -236,6 +256,8 @@ def main():
                     help="override the GPU's memory, GB (sim/fit_gpu.py: to time a published batch whose "
                          "activations, as this tool keeps them, exceed the card) [the kind's]")
     ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
+    ap.add_argument("--cpu", default="here", choices=sorted(CPUS) + ["here"],
+                    help="the cores' kind [here: this machine's, as calibrated]")
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
     ap.add_argument("--name", default=None, help="the nodes' StarPU host name [derived]")
     ap.add_argument("--maxnodes", type=int, default=32, help="StarPU's STARPU_MAXNODES (starpu_config.h)")
@@ -295,7 +317,8 @@ def main():
     elif a.rate is not None:
         die("--rate applies to --network netns only")
     prec = "" if a.gpu_precision == "fp32" or not a.gpus else "-" + a.gpu_precision  # fp32: the names of before
-    name = a.name or (f"sim-{a.cores}c" + (f"-{a.gpus}x{a.gpu}{prec}" if a.gpus else ""))
+    name = a.name or (f"sim-{a.cores}c" + (f"-{a.cpu}" if a.cpu != "here" else "") +
+                      (f"-{a.gpus}x{a.gpu}{prec}" if a.gpus else ""))
     if not name.replace("-", "").replace("_", "").isalnum():
         die(f"--name '{name}': letters, digits, - and _ only")
 
@@ -395,9 +418,16 @@ def main():
             f"{gpu['launch_us']}" if gpu else "")
     write(os.path.join(a.out, "gpu.spec"), spec + "\n")
     write(os.path.join(a.out, "models_cuda"), (gpu["models"] if gpu else "-") + "\n")
+    cpu = CPUS.get(a.cpu)
+    cspec = (f"{a.cpu}:{cpu['peak_gflops']}:{cpu['core_gbs']}:{cpu['socket_gbs']}:{cpu['cores_per_socket']}:"
+             f"{cpu['llc_mb']}" if cpu else "")
+    write(os.path.join(a.out, "cpu.spec"), cspec + "\n")
     write(os.path.join(a.out, "name"), name + "\n")
     lines = [f"platform {name}: {a.nodes} node(s)",
-             f"  per node: {C} CPU cores (each timed by this machine's calibrated CPU models), "
+             (f"  per node: {C} CPU cores (each timed by this machine's calibrated CPU models), " if not cpu else
+              f"  per node: {C} CPU cores of {cpu['model']}: {cpu['peak_gflops']} GFLOP/s per core, "
+              f"{cpu['core_gbs']} GB/s per core, {cpu['socket_gbs']} GB/s per socket of {cpu['cores_per_socket']} "
+              f"(this machine's calibrated times, split and scaled), ") +
              f"{G} GPU(s)" + (f" {gpu['model']}" if G else ""),
              f"  network: {net['desc']}: {net['gbps']} Gb/s per node link, {net['lat_us']} us"]
     if G:
