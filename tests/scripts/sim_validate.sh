@@ -29,7 +29,7 @@ for try in $(seq 1 "$TRIES"); do
   bash "$ROOT/bench/sim_validate.sh" --cases lenet5:1:1:sync --reps 3 --steps 30 --csv "$TMP/v.csv" >"$TMP/v.out" 2>"$TMP/v.err" \
     || { cat "$TMP/v.err" >&2; fail "bench/sim_validate.sh failed"; finish; }
   cat "$TMP/v.out"
-  IFS=, read -r _ _ _ _ _ _ real _ sim ratio < <(tail -1 "$TMP/v.csv")
+  IFS=, read -r _ _ _ _ _ _ real _ sim ratio _ < <(tail -1 "$TMP/v.csv")
   echo "comparison $try: real $real img/s, simulated $sim img/s, ratio $ratio ($(grep -m1 'measured runs at' "$TMP/v.err" | sed 's/^sim_validate.sh: //'))"
   fcmp "$real > 0 && $sim > 0" || { fail "no throughput measured (real '$real', simulated '$sim')"; break; }
   seen="$seen${seen:+, }$ratio"
