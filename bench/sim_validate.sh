@@ -54,9 +54,16 @@ REAL_APP="${ANP_REAL_BUILD:-$ROOT/build}/apps/starpu_anp"
 # turns it off): other work on a shared machine then gets the cores only when the run leaves
 # them. At the default priority, with a busy loop on each of 2 cores, the real lenet5:1:1 run got
 # about half a core and the ratio was 1.22 (the simulation cannot know of the other programs).
-PRIO=()
-if [ "${ANP_MEASURE_NICE:-1}" != 0 ] && nice -n -15 true 2>/dev/null; then PRIO=(nice -n -15); fi
-echo "sim_validate.sh: measured runs at $([ "${#PRIO[@]}" -gt 0 ] && echo "priority nice -15" || echo "the default priority (nice -15 not allowed here, or ANP_MEASURE_NICE=0)")" >&2
+# Where the kernel groups the CPU by session (autogroups), nice alone acts only inside this
+# session: the runs then get a session of their own at nice -15 (scripts/measure_prio.sh).
+PRIO=() PRIO_SAID="the default priority (nice -15 not allowed here, or ANP_MEASURE_NICE=0)"
+if [ "${ANP_MEASURE_NICE:-1}" != 0 ] && nice -n -15 true 2>/dev/null; then
+  PRIO=(nice -n -15) PRIO_SAID="priority nice -15"
+  if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] && command -v setsid >/dev/null; then
+    PRIO=(setsid -w bash "$ROOT/scripts/measure_prio.sh") PRIO_SAID="priority nice -15 in a session whose autogroup is at nice -15"
+  fi
+fi
+echo "sim_validate.sh: measured runs at $PRIO_SAID" >&2
 # Columns are only added at the end (tests/scripts/sim_validate.sh reads the first ten).
 [ -z "$CSV" ] || echo "case,net,workers,ranks,mode,batch,real_images_per_s,real_runs,sim_images_per_s,ratio,sched,chunks,load_avg" >"$CSV"
 printf '%-26s %-10s %14s %14s %8s\n' case sched real_img_s sim_img_s sim/real
