@@ -73,7 +73,7 @@ def plot(cases, out):
     rows = (n + cols - 1) // cols
     with tempfile.TemporaryDirectory() as d:
         script = [f"set terminal pngcairo size {620 * cols},{380 * rows} font 'DejaVu Sans,9'", f"set output '{out}'",
-                  f"set multiplot layout {rows},{cols}", "set grid ytics", "set key top right", "set xtics rotate by -35",
+                  f"set multiplot layout {rows},{cols}", "set grid ytics", "set key bottom left", "set xtics rotate by -35",
                   "set ylabel 'images/s'", "set offsets 0.5, 0.5, 0, 0", "set yrange [0:*]"]
         for k, (key, pols) in enumerate(cases.items()):
             f = os.path.join(d, f"c{k}.dat")

@@ -13,14 +13,14 @@
 #   --cases   [resnet8 and resnet20 at batch 64 and 128, 2 CPU workers, one process]
 #   --scheds  [eager,lws,ws,dmda,dmdas,dmdar,random,prio,heteroprio]
 #   --rounds  real runs per policy [3]     --steps  timed steps per run [30]
-#   --out     [sched-rank]
+#   --out     [sched-rank]        --keep    also keep each case's calibration in DIR/calib/CASE
 # Exit 0 whatever the ranking (the tolerance is the caller's: tests/scripts/sim_sched_rank.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 usage() { echo "sched_rank.sh: $*" >&2; exit 2; }
 CASES="resnet8:2:1:sync:64,resnet8:2:1:sync:128,resnet20:2:1:sync:64,resnet20:2:1:sync:128"
 SCHEDS="eager,lws,ws,dmda,dmdas,dmdar,random,prio,heteroprio"
-ROUNDS=3 STEPS=30 OUT=sched-rank
+ROUNDS=3 STEPS=30 OUT=sched-rank KEEP=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
@@ -29,6 +29,7 @@ while [ $# -gt 0 ]; do
     --rounds) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--rounds '${2:-}'"; ROUNDS="$2"; shift 2 ;;
     --steps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--steps '${2:-}'"; STEPS="$2"; shift 2 ;;
     --out) [ -n "${2:-}" ] || usage "--out needs a folder"; OUT="$2"; shift 2 ;;
+    --keep) KEEP=(--keep-calib "$OUT/calib"); shift ;;
     *) usage "unknown option '$1'" ;;
   esac
 done
@@ -36,6 +37,6 @@ done
 mkdir -p "$OUT"
 echo "sched_rank.sh: start $(date -u +%FT%TZ), $(uptime)" >&2
 bash "$ROOT/bench/sim_validate.sh" --cases "$CASES" --scheds "$SCHEDS" --reps "$ROUNDS" --steps "$STEPS" --warm 1 \
-  --csv "$OUT/runs.csv"
+  --csv "$OUT/runs.csv" "${KEEP[@]}"
 echo "sched_rank.sh: end $(date -u +%FT%TZ), $(uptime)" >&2
 python3 "$ROOT/bench/sched_rank.py" --summary "$OUT/summary.csv" --plot "$OUT/ranking.png" "$OUT/runs.csv" || [ $? = 1 ]

@@ -24,16 +24,18 @@
 #             several policies, the model-driven ones (dm*) then start from calibrated models,
 #             as a user's do, instead of the first measured run exploring
 #   --network the simulated network between ranks [infinite]
+#   --keep-calib DIR  keep each case's calibration (models, heteroprio data, platform) in DIR/CASE,
+#             so that its simulations can be rerun (scripts/simulate.sh with ANP_SIM_CALIB_DIR=DIR/CASE)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
 source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "sim_validate.sh: $*" >&2; exit 2; }
 CASES="lenet5:1:1:sync,lenet5:2:1:sync,resnet8:1:1:sync,resnet8:2:1:sync,resnet20:1:1:sync,resnet20:2:1:sync,lenet5:1:2:sync,lenet5:1:2:async,resnet8:1:2:sync,resnet8:1:2:async"
-REPS=3 STEPS=30 CSV="" NETWORK=infinite SCHEDS=dmda WARM=0
+REPS=3 STEPS=30 CSV="" NETWORK=infinite SCHEDS=dmda WARM=0 KEEP=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     --cases) CASES="${2:?}"; shift 2 ;;
     --reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--reps '${2:-}'"; REPS="$2"; shift 2 ;;
     --steps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--steps '${2:-}'"; STEPS="$2"; shift 2 ;;
@@ -41,6 +43,7 @@ while [ $# -gt 0 ]; do
     --warm) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--warm '${2:-}': expected an integer"; WARM="$2"; shift 2 ;;
     --csv) CSV="${2:?}"; shift 2 ;;
     --network) NETWORK="${2:?}"; shift 2 ;;
+    --keep-calib) [ -n "${2:-}" ] || usage "--keep-calib needs a folder"; KEEP="$2"; shift 2 ;;
     *) usage "unknown option '$1'" ;;
   esac
 done
@@ -75,8 +78,9 @@ for c in "${L[@]}"; do
   BATCH="${batch:-64}"
   k=$((2 * w))
   # 1. calibrate these shapes (and build what is missing) — simulate.sh's own calibration
+  # (one process: a single timed step, since its samples go below and only its stamp stays)
   bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net "$net" --batch "$BATCH" --chunks "$k" \
-    --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" >/dev/null
+    --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" $([ "$r" != 1 ] || echo --calib-steps 1) >/dev/null
   # One process: the measured runs below calibrate the same shapes, so the calibration run's
   # samples go (its stamp stays, so simulate.sh does not calibrate again): the models then hold
   # only the measured runs' own task times. A calibration run made while the machine was busier
@@ -113,12 +117,14 @@ for c in "${L[@]}"; do
     done
     loads+="${loads:+ }$(cut -d' ' -f1 /proc/loadavg)" # the 1-minute load average after each round
   done
+  for s in "${SL[@]}"; do echo "sim_validate.sh: $c $s measured: ${ips[$s]} images/s" >&2; done
   # 3. the simulation, every policy on the same calibration
   cp "$STARPU_HETEROPRIO_DATA_FILE" "$CALIB/heteroprio-sim.data" 2>/dev/null || rm -f "$CALIB/heteroprio-sim.data"
   STARPU_HETEROPRIO_DATA_FILE="$CALIB/heteroprio-sim.data" bash "$ROOT/scripts/simulate.sh" --quiet --net "$net" \
     --batch "$BATCH" --chunks "$k" --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" --steps "$STEPS" --warmup 5 \
-    --network "$NETWORK" --sched "$SCHEDS" --csv "$CALIB/sim-$c.csv" >/dev/null \
+    --network "$NETWORK" --sched "$SCHEDS" --csv "$CALIB/sim-$c.csv" --platform-dir "$CALIB/platform-$c" >/dev/null \
     || { echo "sim_validate.sh: the simulation of $c failed" >&2; exit 1; }
+  if [ -n "$KEEP" ]; then mkdir -p "$KEEP/$c" && cp -a "$CALIB/." "$KEEP/$c/"; fi
   for s in "${SL[@]}"; do
     # The runs pooled (all their images over all their timed seconds: the harmonic mean, each run
     # timing as many images): one-process models are means over every task of every run, so a
