@@ -24,8 +24,9 @@
 #             several policies, the model-driven ones (dm*) then start from calibrated models,
 #             as a user's do, instead of the first measured run exploring
 #   --network the simulated network between ranks [infinite]
-#   --keep-calib DIR  keep each case's calibration (models, heteroprio data, platform) in DIR/CASE,
-#             so that its simulations can be rerun (scripts/simulate.sh with ANP_SIM_CALIB_DIR=DIR/CASE)
+#   --keep-calib DIR  keep each case's calibration (models, heteroprio data, platform) in DIR/CASE
+#             (CASE with '-' for ':'), so that its simulations can be rerun (scripts/simulate.sh with
+#             ANP_SIM_CALIB_DIR=DIR/CASE)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
@@ -35,7 +36,7 @@ CASES="lenet5:1:1:sync,lenet5:2:1:sync,resnet8:1:1:sync,resnet8:2:1:sync,resnet2
 REPS=3 STEPS=30 CSV="" NETWORK=infinite SCHEDS=dmda WARM=0 KEEP=""
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     --cases) CASES="${2:?}"; shift 2 ;;
     --reps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--reps '${2:-}'"; REPS="$2"; shift 2 ;;
     --steps) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--steps '${2:-}'"; STEPS="$2"; shift 2 ;;
@@ -77,6 +78,7 @@ for c in "${L[@]}"; do
     || usage "case '$c': expected NET:WORKERS:RANKS:sync|async[:BATCH]"
   BATCH="${batch:-64}"
   k=$((2 * w))
+  cid="${c//:/-}" # the case in a file name (':' separates ANP_SIM_CPU_MODELS' folders)
   # 1. calibrate these shapes (and build what is missing) — simulate.sh's own calibration
   # (one process: a single timed step, since its samples go below and only its stamp stays)
   bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net "$net" --batch "$BATCH" --chunks "$k" \
@@ -122,16 +124,16 @@ for c in "${L[@]}"; do
   cp "$STARPU_HETEROPRIO_DATA_FILE" "$CALIB/heteroprio-sim.data" 2>/dev/null || rm -f "$CALIB/heteroprio-sim.data"
   STARPU_HETEROPRIO_DATA_FILE="$CALIB/heteroprio-sim.data" bash "$ROOT/scripts/simulate.sh" --quiet --net "$net" \
     --batch "$BATCH" --chunks "$k" --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" --steps "$STEPS" --warmup 5 \
-    --network "$NETWORK" --sched "$SCHEDS" --csv "$CALIB/sim-$c.csv" --platform-dir "$CALIB/platform-$c" >/dev/null \
+    --network "$NETWORK" --sched "$SCHEDS" --csv "$CALIB/sim-$cid.csv" --platform-dir "$CALIB/platform-$cid" >/dev/null \
     || { echo "sim_validate.sh: the simulation of $c failed" >&2; exit 1; }
-  if [ -n "$KEEP" ]; then mkdir -p "$KEEP/$c" && cp -a "$CALIB/." "$KEEP/$c/"; fi
+  if [ -n "$KEEP" ]; then mkdir -p "$KEEP/$cid" && cp -a "$CALIB/." "$KEEP/$cid/"; fi
   for s in "${SL[@]}"; do
     # The runs pooled (all their images over all their timed seconds: the harmonic mean, each run
     # timing as many images): one-process models are means over every task of every run, so a
     # run slowed by other work weighs on both sides alike. (The median run, used before, left a
     # slowed run out of the measurement but not out of the models: 0.60 once.)
     real="$(tr ' ' '\n' <<<"${ips[$s]}" | awk '$1 > 0 {s += 1 / $1; n++} END {printf "%.1f", (n && s > 0 ? n / s : 0)}')"
-    sim="$(awk -F, -v s="$s" 'NR > 1 && $7 == s {v = $18} END {print v}' "$CALIB/sim-$c.csv")"
+    sim="$(awk -F, -v s="$s" 'NR > 1 && $7 == s {v = $18} END {print v}' "$CALIB/sim-$cid.csv")"
     [ -n "$sim" ] || { echo "sim_validate.sh: no simulated result for $c under $s" >&2; exit 1; }
     ratio="$(awk -v s="$sim" -v r="$real" 'BEGIN{printf "%.3f", (r > 0 ? s / r : 0)}')"
     printf '%-26s %-10s %14s %14s %8s\n' "$c" "$s" "$real" "$sim" "$ratio"
