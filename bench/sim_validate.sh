@@ -81,8 +81,9 @@ for c in "${L[@]}"; do
   cid="${c//:/-}" # the case in a file name (':' separates ANP_SIM_CPU_MODELS' folders)
   # 1. calibrate these shapes (and build what is missing) — simulate.sh's own calibration
   # (one process: a single timed step, since its samples go below and only its stamp stays)
+  csteps=(); [ "$r" != 1 ] || csteps=(--calib-steps 1)
   bash "$ROOT/scripts/simulate.sh" --calibrate-only --quiet --net "$net" --batch "$BATCH" --chunks "$k" \
-    --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" $([ "$r" != 1 ] || echo --calib-steps 1) >/dev/null
+    --nodes "$r" --cores "$w" --ncpu "$w" --mode "$mode" "${csteps[@]}" >/dev/null
   # One process: the measured runs below calibrate the same shapes, so the calibration run's
   # samples go (its stamp stays, so simulate.sh does not calibrate again): the models then hold
   # only the measured runs' own task times. A calibration run made while the machine was busier

@@ -15,7 +15,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 ROOT="${DNN_SOURCE_DIR:?}"
 command -v smpicc >/dev/null && [ -f /usr/include/smpi/smpi.h ] || { echo "SKIP: SimGrid (smpicc) is absent"; exit 77; }
-export ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"
+ANP_REAL_BUILD="$(cd "$(dirname "$STARPU_ANP")/.." && pwd)"
+export ANP_REAL_BUILD
 RANK="$ROOT/bench/sched_rank.py"
 # 1. tau-b and the tie rule on fixed rows (no run): the same order gives 1, the reverse -1, a
 #    real tie (overlapping rounds) that the simulation resolves within the real width is a tie on
@@ -43,7 +44,7 @@ CASE=resnet8:2:1:sync:64 POLICIES=eager,dmda,random
 TRIES=3 ok=0 seen=""
 for try in $(seq 1 "$TRIES"); do
   rm -rf "$TMP/r"
-  bash "$ROOT/bench/sched_rank.sh" --cases "$CASE" --scheds "$POLICIES" --rounds 3 --steps 20 --out "$TMP/r" \
+  bash "$ROOT/bench/sched_rank.sh" --cases "$CASE" --scheds "$POLICIES" --rounds 3 --steps 30 --out "$TMP/r" \
     >"$TMP/r.out" 2>"$TMP/r.err" || { cat "$TMP/r.err" >&2; fail "bench/sched_rank.sh failed"; finish; }
   cat "$TMP/r.out"
   t="$(tau "$TMP/r/runs.csv")"
