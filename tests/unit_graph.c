@@ -200,6 +200,12 @@ int main(void)
 	check_net("resnet20", 272474, 0.04081, 0.01);
 	check_net("resnet18", 11689512, 1.814, 0.01); /* torchvision: 11,689,512 params, 1.81 GMACs */
 	check_net("resnet50", 25557032, 4.089, 0.01); /* torchvision: 25,557,032 params, 4.09 GMACs */
+	/* The Caffe seed's nets (graph/nets/gen_nets.py), counted by hand from Caffe's prototxts:
+	 * LeNet 520 + 25,050 + 400,500 + 5,010 parameters, 0.288 + 1.6 + 0.4 + 0.005 M MACs;
+	 * cifar10_quick 2,432 + 25,632 + 51,264 + 65,600 + 650 parameters, 2.458 + 6.554 + 3.277 +
+	 * 0.066 + 0.001 M MACs (its ceil-mode pools give 32 -> 16 -> 8 -> 4, which pad=1 matches). */
+	check_net("caffe_lenet", 431080, 0.002293, 0.001);
+	check_net("cifar10_quick", 145578, 0.012354, 0.001);
 
 	/* Input-size rewrite (ANP app): ResNet-18 at 112x112 keeps its parameters, quarter MACs. */
 	dnn_graph g;
