@@ -23,6 +23,10 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
 --gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
 namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
   DIR/smpi.cfg               SMPI options for starpu_smpirun (netns: SMPI's size factors off)
+  DIR/cpu.share              netns with --netns-cores C: "C O R Q", the machine's cores the hosts
+                             share, the other threads' CPU per unit of a worker's (NETNS_THREAD_CPU),
+                             the ranks per core and the scheduler's time slice in us (NETNS_SLICE_US),
+                             for scripts/lib.sh anp_netbench_simulate's processor sharing
 """
 import argparse
 import os
@@ -163,6 +167,28 @@ def netns_burst(rate_gbps):
 # rate per pair of hosts on every route (NETNS_DUPLEX "pair"), besides the hosts' full-duplex links.
 NETNS_DUPLEX = "pair"
 
+# Ranks sharing cores (--netns-cores C, the cores of the machine that runs the N hosts; docs/NETWORK.md
+# "Ranks sharing cores"). A cluster gives every rank its cores; namespace hosts on a 2-core machine
+# do not, and two things follow, both measured (bench/thread_cpu.sh, docs/studies/
+# 2026-12-06-sim-validation-netns-hosts.md):
+# - processor sharing: each rank's worker, StarPU-MPI's progress thread and the submitting thread
+#   want a core; when the N ranks want more than C, every task takes demand / C longer. The
+#   demand is the workers' busy time (from the simulation) x (1 + NETNS_THREAD_CPU), the
+#   progress and submitting threads' CPU per unit of the worker's: 0.41 measured (lenet5 over
+#   2 hosts on 2 cores: worker 68 %, progress thread 21 %, submitting thread 7 % of a core).
+#   cpu.share hands C and that ratio to scripts/lib.sh anp_netbench_simulate, which simulates,
+#   derives the stretch and simulates again with ANP_SIM_CPU_SHARE (codelets/dnn_sim_model.c);
+# - a woken thread waits for a core: with more ranks than cores, every message waits about
+#   NETNS_CORE_WAIT_US per extra rank per core for its receiver's progress thread (a 4 KiB
+#   all-reduce between 2 hosts: 0.25-1.05 ms on a core each, 1.8-2.1 ms sharing one: two
+#   messages, ~0.75 ms each), added to the links' latency.
+NETNS_THREAD_CPU = 0.41
+# The time slice of Linux's scheduler on this 2-core machine (EEVDF, kernel 6.18: a base slice of
+# 0.75 ms x (1 + log2 2)): a task shorter than it mostly runs whole once it has a core, a longer one
+# is preempted inside it, so its calibrated time already holds the sharing (codelets/dnn_sim_model.c).
+NETNS_SLICE_US = 1500.0
+NETNS_CORE_WAIT_US = 750.0
+
 
 def tbf_bw_factors(rate_gbps, eff, veth_gbps, burst):
     """SMPI's per-message-size bandwidth factors (relative to the link's rate x eff) of a tbf link
@@ -267,6 +293,12 @@ def main():
     ap.add_argument("--netns-lat-us", type=float, default=NETNS_LAT_US, help="one-way latency per message, us")
     ap.add_argument("--netns-burst", type=int, default=None,
                     help="tbf bucket, bytes (0: model none; default 8 KiB up to 100 Mbit/s, none above)")
+    ap.add_argument("--netns-cores", type=int, default=None,
+                    help="the machine's cores that the hosts share (default: a core per host, a cluster)")
+    ap.add_argument("--netns-thread-cpu", type=float, default=NETNS_THREAD_CPU,
+                    help="the progress and submitting threads' CPU per unit of a worker's (with --netns-cores)")
+    ap.add_argument("--netns-core-wait-us", type=float, default=NETNS_CORE_WAIT_US,
+                    help="a message's wait for a core per extra rank per core, us (with --netns-cores)")
     ap.add_argument("--netns-duplex", default=NETNS_DUPLEX, choices=["pair", "host", "full"],
                     help="the two directions between two hosts share one rate (pair), a host's sends "
                          "and receives share its link (host), or neither (full)")
@@ -311,9 +343,18 @@ def main():
             die("--network netns needs --rate (off, or the tbf rate: 100mbit, 1gbit, ...)")
         g = parse_rate(a.rate)
         eff_gbps = g * a.netns_eff if g else a.netns_veth_gbps
-        net.update(gbps=eff_gbps, lat_us=a.netns_lat_us,
+        if a.netns_cores is not None and not 1 <= a.netns_cores <= 1024:
+            die(f"--netns-cores {a.netns_cores}: expected 1..1024")
+        if a.netns_thread_cpu < 0 or a.netns_core_wait_us < 0:
+            die("--netns-thread-cpu and --netns-core-wait-us: expected >= 0")
+        rpc = a.nodes / a.netns_cores if a.netns_cores else 1.0
+        # per link: a message crosses two (its sender's and its receiver's), the wait is once per message
+        lat = a.netns_lat_us + a.netns_core_wait_us * max(0.0, rpc - 1.0) / 2
+        net.update(gbps=eff_gbps, lat_us=lat,
                    desc=f"namespace hosts, tbf {a.rate}" + (f" x {a.netns_eff} TCP goodput" if g else
-                        f" (unshaped veth, {a.netns_veth_gbps} Gb/s measured)") + f", {a.netns_lat_us} us per message")
+                        f" (unshaped veth, {a.netns_veth_gbps} Gb/s measured)") + f", {a.netns_lat_us} us per link" +
+                        (f" + {lat - a.netns_lat_us:g} us waiting for a core ({a.nodes} hosts on {a.netns_cores} cores)"
+                         if lat > a.netns_lat_us else ""))
     elif a.rate is not None:
         die("--rate applies to --network netns only")
     prec = "" if a.gpu_precision == "fp32" or not a.gpus else "-" + a.gpu_precision  # fp32: the names of before
@@ -413,6 +454,9 @@ def main():
         bwf = tbf_bw_factors(g, a.netns_eff, a.netns_veth_gbps, burst) if g and burst > 0 else "0:1"
         cfg = f"--cfg=smpi/bw-factor:{bwf} --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0\n"
     write(os.path.join(a.out, "smpi.cfg"), cfg)
+    if a.network == "netns" and a.netns_cores:
+        write(os.path.join(a.out, "cpu.share"),
+              f"{a.netns_cores} {a.netns_thread_cpu} {max(1.0, a.nodes / a.netns_cores):g} {NETNS_SLICE_US:g}\n")
     write(os.path.join(a.out, "hostfile"), "".join(f"node{i}\n" for i in range(a.nodes)))
     spec = (f"{a.gpu}{'' if a.gpu_precision == 'fp32' else '-' + a.gpu_precision}:{gpu['peak_gflops']}:{gpu['mem_gbs']}:{gpu['eff_compute']}:{gpu['eff_memory']}:"
             f"{gpu['launch_us']}" if gpu else "")
