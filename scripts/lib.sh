@@ -111,16 +111,16 @@ anp_netbench_simulate() {
       "$SMPIRUN" -platform "$pdir/cluster.xml" -hostfile "$pdir/hostfile" -np "$n" "${cfg[@]}" "$SIM_APP" "${@:4}" \
       2>"$TMP/simerr" | anp_result_line
   }
-  local fail='{ echo "simulated run failed: $label: $(grep -m1 -E "^error|simulation:" "$TMP/simerr" || tail -1 "$TMP/simerr")" >&2; return 1; }'
+  _anp_simfail() { echo "simulated run failed: $1: $(grep -m1 -E '^error|simulation:' "$TMP/simerr" || tail -1 "$TMP/simerr")" >&2; }
   # ANP_NETBENCH_NOSHARE=1: the cores' per-message wait only, no processor sharing (a diagnostic)
   if [ ! -s "$pdir/cpu.share" ] || [ "${ANP_NETBENCH_NOSHARE:-0}" = 1 ]; then
-    line="$(_anp_sim1 1 0 "" "$@")" || eval "$fail"
+    line="$(_anp_sim1 1 0 "" "$@")" || { _anp_simfail "$label"; return 1; }
     printf '%s sim_cpu_share=1\n' "$line"
     return 0
   fi
   local c o r q span idle tmin f=1 k2
   read -r c o r q <"$pdir/cpu.share"
-  line="$(_anp_sim1 "1:$r:$q" 1 "" "$@")" || eval "$fail"
+  line="$(_anp_sim1 "1:$r:$q" 1 "" "$@")" || { _anp_simfail "$label"; return 1; }
   span="$(anp_result_field "$line" bd_cp_span_s)" idle="$(anp_result_field "$line" bd_idle)"
   # bench --allreduce-bytes has no breakdown: its workers idle between a few vector sums, far from
   # wanting the cores, so its tasks keep their CPU time (the sharing is then the messages' wait)
@@ -129,7 +129,7 @@ anp_netbench_simulate() {
   for k2 in 1 2; do
     awk -v t="$span" -v m="$tmin" -v k="$k2" 'BEGIN { exit !(t < m * (k == 1 ? 1 : 0.97)) }' || break
     f="$(awk -v f="$f" -v t="$span" -v m="$tmin" 'BEGIN { printf "%.4f", f * m / t }')"
-    line="$(_anp_sim1 "$f:$r:$q" 1 ",share$f" "$@")" || eval "$fail"
+    line="$(_anp_sim1 "$f:$r:$q" 1 ",share$f" "$@")" || { _anp_simfail "$label"; return 1; }
     span="$(anp_result_field "$line" bd_cp_span_s)"
   done
   printf '%s sim_cpu_share=%s\n' "$line" "$f"
