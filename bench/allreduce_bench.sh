@@ -5,6 +5,7 @@
 #   bench/allreduce_bench.sh [--variants "tree ring rhd"] [--hosts "2 3 4"] [--rates "off 1gbit 100mbit"]
 #                            [--sizes "4096 16384 ... 67108864"] [--reps N] [--max-wire S]
 #                            [--csv FILE] [--plot FILE.png] [--work DIR] [--sim-only] [--plot-only]
+#                            [--cores C]
 #
 # A cell = (variant, hosts, rate, size). For each: tests/net/cluster.sh hosts (one rank each,
 # Open MPI over TCP only, one StarPU CPU worker per rank, dmda), every host link shaped by tbf at
@@ -24,7 +25,10 @@
 # there is not measured again (a cut-short run resumes); --sim-only simulates only those cells,
 # measuring nothing (e.g. after a change of sim/platform.py's netns constants); --platform-args
 # "..." are added to sim/platform.py's (e.g. "--netns-lat-us 900": another model of the same
-# measurements); --plot-only draws --plot from an existing --csv.
+# measurements); --plot-only draws --plot from an existing --csv. --cores C: the measured hosts
+# shared C cores (this machine's), and the simulation models it (sim/platform.py --netns-cores:
+# each message waits for a core when there are more ranks than cores; docs/NETWORK.md "Ranks
+# sharing cores"); without it each simulated rank has a core, as on a cluster.
 # Needs root (namespaces) and the real and simulation builds (build/, build-sim/:
 # scripts/simulate.sh builds both). ANP_NET_ID [53] names the cluster (bench/net_sim_validate.sh's
 # default is another). The set-up and the measured and simulated runs: scripts/lib.sh anp_netbench_*.
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
     --sim-only) SIMONLY=1; shift ;;
     --plot-only) PLOTONLY=1; shift ;;
     --platform-args) PARGS="${2:?}"; shift 2 ;;
+    --cores) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--cores '${2:-}'"; export ANP_NETBENCH_CORES="$2"; shift 2 ;;
     *) usage "unknown option '$1'" ;;
   esac
 done

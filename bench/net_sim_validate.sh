@@ -5,9 +5,12 @@
 # sim/platform.py --network netns --rate RATE.
 #
 #   bench/net_sim_validate.sh [--cases LIST] [--reps N] [--csv FILE] [--work DIR] [--sim-only]
-#                             [--platform-args "ARGS"]
+#                             [--platform-args "ARGS"] [--cores C]
 # --work DIR keeps the measured runs (DIR/measured.csv) and their calibrations; --sim-only
 # simulates those cases again without measuring, with sim/platform.py given --platform-args.
+# --cores C: the measured hosts shared C cores (this machine's); the simulation models that sharing
+# (sim/platform.py --netns-cores, scripts/lib.sh anp_netbench_simulate: docs/NETWORK.md "Ranks
+# sharing cores"). Without it every simulated rank has a core of its own, as on a cluster.
 #
 # A case is NET:HOSTS:RATE:MODE (e.g. resnet8:4:100mbit:async); batch 64 (global), 2 chunks per
 # rank, one CPU worker per rank (dmda), the tree all-reduce per tensor (explicitly, --allreduce
@@ -19,7 +22,8 @@
 # several hosts on 2 cores is in the task times, not assumed away), and the network is the
 # platform's. Measured images/s = the runs pooled (harmonic mean). Prints
 #   case measured_img_s simulated_img_s ratio
-# and writes the CSV (case,net,hosts,rate,mode,measured_images_per_s,runs,simulated_images_per_s,ratio,load1).
+# and writes the CSV (case,net,hosts,rate,mode,measured_images_per_s,runs,simulated_images_per_s,ratio,load1,
+# cpu_share: the CPU tasks' stretch from the shared cores, 1 without --cores).
 # Exit 0 whatever the ratios. Needs root, the real build and build-sim/ (scripts/simulate.sh).
 # ANP_NET_ID [54] names the cluster (not bench/allreduce_bench.sh's 53, so the two can run at once).
 # The set-up and the measured and simulated runs: scripts/lib.sh anp_netbench_*.
@@ -40,13 +44,14 @@ while [ $# -gt 0 ]; do
     --work) WORK="${2:?}"; shift 2 ;;
     --sim-only) SIMONLY=1; shift ;;
     --platform-args) PARGS="${2:?}"; shift 2 ;;
+    --cores) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || usage "--cores '${2:-}'"; export ANP_NETBENCH_CORES="$2"; shift 2 ;;
     *) usage "unknown option '$1'" ;;
   esac
 done
 anp_netbench_setup net_sim_validate 54 # REAL_APP, SIM_APP, SMPIRUN, ANP_NET_CLUSTER, TMP, NICE
 C="$ANP_NET_CLUSTER"
 [ "$SIMONLY" = 0 ] || [ -s "${WORK:-/nonexistent}/measured.csv" ] || usage "--sim-only needs --work DIR with measured.csv"
-echo "case,net,hosts,rate,mode,measured_images_per_s,runs,simulated_images_per_s,ratio,load1" >"$CSV"
+echo "case,net,hosts,rate,mode,measured_images_per_s,runs,simulated_images_per_s,ratio,load1,cpu_share" >"$CSV"
 printf '%-24s %14s %14s %8s\n' case measured_img_s simulated_img_s sim/real
 up=""
 IFS=, read -ra L <<<"$CASES"
@@ -76,8 +81,8 @@ for c in "${L[@]}"; do
   # shellcheck disable=SC2086
   pname="$(anp_netbench_platform "$pdir" "$n" "$rate" $PARGS)"
   simline="$(anp_netbench_simulate "$c" "$cal" "$pdir" "$pname" "$n" "$rate" 900 "${args[@]}")" || continue
-  sim="$(anp_result_field "$simline" images_per_s)"
+  sim="$(anp_result_field "$simline" images_per_s)" share="$(anp_result_field "$simline" sim_cpu_share)"
   ratio="$(awk -v a="$sim" -v b="$meas" 'BEGIN{printf "%.3f", (b > 0 ? a / b : 0)}')"
   printf '%-24s %14s %14s %8s\n' "$c" "$meas" "$sim" "$ratio"
-  echo "$c,$net,$n,$rate,$mode,$meas,${ips[*]},$sim,$ratio,$load" >>"$CSV"
+  echo "$c,$net,$n,$rate,$mode,$meas,${ips[*]},$sim,$ratio,$load,${share:-1}" >>"$CSV"
 done

@@ -276,6 +276,39 @@ static double cpu_node_us(struct starpu_task *task, unsigned workerid, double t_
 	return us;
 }
 
+/* ANP_SIM_CPU_SHARE = "F[:R:Q]" (unset: 1): processor sharing of the machine's cores, for ranks whose
+ * threads want more cores than the machine has (namespace hosts on 2 cores: each rank's worker,
+ * StarPU-MPI's progress thread, the submitting thread). Every CPU task takes F times its CPU time.
+ * The calibrated time t is not the CPU time where the calibration ran R ranks per core: a task
+ * longer than the scheduler's time slice Q (us) was preempted inside it and holds most of the
+ * sharing; a shorter one ran whole once it had a core, and its wait fell between tasks (2 hosts
+ * sharing one core ran lenet5 at half the images/s of 2 cores with the same calibrated task times;
+ * docs/studies/2026-12-06-sim-validation-netns-hosts.md). So the CPU time is t / s(t), with
+ * s(t) = 1 + (R - 1) t / (Q + t), and the task lasts t F / s(t). F comes from the run's demand
+ * (scripts/lib.sh anp_netbench_simulate: a first run at F = 1 gives it). */
+static double g_cpu_share = 1.0, g_cpu_share_r = 1.0, g_cpu_share_q = 1.0;
+
+static double shared_us(double us)
+{
+	if (!(us > 0))
+		return us;
+	const double s = 1.0 + (g_cpu_share_r - 1.0) * us / (g_cpu_share_q + us);
+	return us * g_cpu_share / s;
+}
+
+static double sim_cpu_us(sim_model *sm, struct starpu_task *task, unsigned workerid, unsigned nimpl)
+{
+	if (cpu_vec_us(sm, task) > 0)
+		return shared_us(cpu_vec_us(sm, task));
+	if (g_cpu_set) {
+		uint32_t fp = 0;
+		const double us = lookup(sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, task, workerid, nimpl, &fp);
+		if (us > 0)
+			return shared_us(cpu_node_us(task, workerid, us));
+	}
+	return shared_us(history(sm, sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, sm->cpu_path, "CPU", task, workerid, nimpl));
+}
+
 static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nimpl)
 {
 	sim_model *sm = (sim_model *)((char *)task->cl->model - offsetof(sim_model, worker_model));
@@ -285,15 +318,7 @@ static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nim
 	 * their codelet (cl_vec_redux_add: an add of two vectors; cl_vec_zero) costs, as below. */
 	switch (starpu_worker_get_type((int)workerid)) {
 	case STARPU_CPU_WORKER:
-		if (cpu_vec_us(sm, task) > 0)
-			return cpu_vec_us(sm, task);
-		if (g_cpu_set) {
-			uint32_t fp = 0;
-			const double us = lookup(sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, task, workerid, nimpl, &fp);
-			if (us > 0)
-				return cpu_node_us(task, workerid, us);
-		}
-		return history(sm, sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, sm->cpu_path, "CPU", task, workerid, nimpl);
+		return sim_cpu_us(sm, task, workerid, nimpl);
 	case STARPU_CUDA_WORKER:
 		if (g_gpu.set)
 			return roofline_us(sm, task);
@@ -403,6 +428,19 @@ int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 		    dnn_sim_cpu_parse(&g_cpu_here, "ANP_SIM_CPU_HERE", here, err, errlen) != 0)
 			return -1;
 		g_cpu_set = 1;
+	}
+	const char *share = env->cpu_share;
+	if (share && *share) {
+		char tail;
+		int n = sscanf(share, "%lf:%lf:%lf%c", &g_cpu_share, &g_cpu_share_r, &g_cpu_share_q, &tail);
+		if ((n != 1 && n != 3) || (n == 1 && strchr(share, ':')) || !(g_cpu_share > 0 && isfinite(g_cpu_share)) ||
+		    !(g_cpu_share_r >= 1 && isfinite(g_cpu_share_r)) || !(g_cpu_share_q > 0 && isfinite(g_cpu_share_q))) {
+			snprintf(err, errlen, "ANP_SIM_CPU_SHARE='%s': expected F or F:R:Q (F > 0 the stretch, R >= 1 the "
+					      "calibration's ranks per core, Q > 0 the time slice in us)", share);
+			return -1;
+		}
+		if (n == 1)
+			g_cpu_share_r = 1.0, g_cpu_share_q = 1.0;
 	}
 	/* Every buffer StarPU allocates in main memory (the home-less handles' host replicas: activations
 	 * staged for the host, the all-reduce's gradient copies, slices and buckets) folded onto a few

@@ -11,6 +11,11 @@
  *       t = launch_us + max(flops / (peak x eff_compute), bytes / (bandwidth x eff_memory)),
  *     flops being the task's STARPU_FLOPS and bytes the size of all its buffers (attention and
  *     embed's backward add what their CUDA kernels do beyond that: dnn_sim_model.c, kernel_extra).
+ * $ANP_SIM_CPU_SHARE ("F[:R:Q]", default 1) models processor sharing: the hosts of the simulated
+ * platform share fewer cores than they have threads that want one (network-namespace hosts on one
+ * machine): a CPU task lasts F times its CPU time, its calibrated time less the sharing that R ranks
+ * per core put inside tasks longer than a time slice of Q us (dnn_sim_model.c, shared_us;
+ * scripts/lib.sh anp_netbench_simulate derives F; docs/NETWORK.md "Ranks sharing cores").
  * A task whose shape has no calibrated entry never runs on a guess: the first one records a
  * worker error naming the codelet, the worker kind and the shape, and the run stops with it.
  * The codelets covered are those of the dnn_cuda_cl registry (DNN_CUDA_DECLARED): all of them. */
@@ -30,6 +35,7 @@ typedef struct dnn_sim_env {
 	long cuda_workspace_mb;              /* DNN_CUDA_WORKSPACE_MB, -1 unset: the attention's head groups */
 	const char *fold_unique;             /* ANP_SIM_FOLD_UNIQUE=1: one folded host block per size */
 	const char *cpu, *cpu_here;          /* ANP_SIM_CPU, ANP_SIM_CPU_HERE: the simulated cores and ours */
+	const char *cpu_share;               /* ANP_SIM_CPU_SHARE: processor sharing of the CPU tasks, F[:R:Q] */
 } dnn_sim_env;
 
 /* The cores of a simulated CPU node (docs/SIMULATION.md, "CPU nodes of another machine"). Without

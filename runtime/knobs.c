@@ -70,7 +70,7 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 			       .gpu = getenv("ANP_SIM_GPU"), .cpu_vec_gbs = getenv("ANP_SIM_CPU_VEC_GBS"),
 			       .platform = getenv("ANP_SIM_PLATFORM"), .models = getenv("ANP_SIM_MODELS"),
 			       .fold_unique = getenv("ANP_SIM_FOLD_UNIQUE"), .cpu = getenv("ANP_SIM_CPU"),
-			       .cpu_here = getenv("ANP_SIM_CPU_HERE")};
+			       .cpu_here = getenv("ANP_SIM_CPU_HERE"), .cpu_share = getenv("ANP_SIM_CPU_SHARE")};
 	k->host = getenv("ANP_HOST");
 	k->self_exe = getenv("STARPU_ANP"); /* ours despite the prefix: traces/sweep.sh's binary */
 	k->blas_reexec_from = getenv("DNN_BLAS_REEXEC_FROM"); /* runtime/cpu_kernels.c sets it */

@@ -46,7 +46,15 @@ ANP_MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
 #       failed: LABEL: <its first error>" on stderr and status 1
 #   anp_netbench_simulate LABEL CAL PDIR PNAME N RATE LIMIT ARGS...   SIM_APP ARGS on N hosts of
 #       that platform, the tasks timed by the models CAL holds; prints the result line, or
-#       "simulated run failed: LABEL: ..." and status 1
+#       "simulated run failed: LABEL: ..." and status 1. When the platform shares C cores
+#       (PDIR/cpu.share "C O R Q": ANP_NETBENCH_CORES=C, --netns-cores), processor sharing: a
+#       first run (DNN_BREAKDOWN=1, ANP_SIM_CPU_SHARE=1:R:Q: every CPU task at its CPU time, the
+#       calibration's sharing taken out) gives the workers' busy share b and the span T; the N
+#       ranks want N b (1 + O) T of CPU, O the other threads' per unit of the workers', so the span
+#       is at least T_min = N b (1 + O) T / C; if T < T_min the run is made again with every CPU
+#       task stretched by F = T_min / T (ANP_SIM_CPU_SHARE=F:R:Q), and once more by T_min / T2 if
+#       that span T2 still falls 3 % short. The line gains sim_cpu_share=F (1: no stretch; a command
+#       without DNN_BREAKDOWN's fields, bench --allreduce-bytes, keeps the first run).
 ANP_NETBENCH_HOST=anpnetbench # STARPU_HOSTNAME of the measured runs: their models' file suffix
 
 anp_netbench_setup() {
@@ -69,8 +77,10 @@ anp_netbench_setup() {
 }
 
 anp_netbench_platform() {
-  local pdir="$1" n="$2" rate="$3"; shift 3
-  python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate" "$@"
+  local pdir="$1" n="$2" rate="$3" cores=(); shift 3
+  # ANP_NETBENCH_CORES=C: the measured hosts shared C cores (docs/NETWORK.md "Ranks sharing cores")
+  [ -z "${ANP_NETBENCH_CORES:-}" ] || cores=(--netns-cores "$ANP_NETBENCH_CORES")
+  python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$n" --cores 1 --network netns --rate "$rate" "${cores[@]}" "$@"
 }
 
 anp_netbench_measure() {
@@ -93,10 +103,34 @@ anp_netbench_simulate() {
   local label="$1" cal="$2" pdir="$3" pname="$4" n="$5" rate="$6" limit="$7" models="" k line cfg=(); shift 7
   for k in $(seq 0 $((n - 1))); do models+="${models:+:}$cal/r$k/.starpu/sampling"; done
   read -rd '' -a cfg <"$pdir/smpi.cfg" || true # its options, split on blanks and newlines
-  line="$(env STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$pname" STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
-    ANP_SIM_CPU_MODELS="$models" ANP_SIM_CPU_HOST="$ANP_NETBENCH_HOST" ANP_SIM_PLATFORM="$pname-x$n-netns-$rate" \
-    ANP_SIM_MODELS=cpu=calibrated STARPU_SILENT=1 timeout "$limit" "$SMPIRUN" -platform "$pdir/cluster.xml" -hostfile "$pdir/hostfile" \
-    -np "$n" "${cfg[@]}" "$SIM_APP" "$@" 2>"$TMP/simerr" | anp_result_line)" \
-    || { echo "simulated run failed: $label: $(grep -m1 -E '^error|simulation:' "$TMP/simerr" || tail -1 "$TMP/simerr")" >&2; return 1; }
-  printf '%s\n' "$line"
+  # one simulated run with every CPU task stretched by $1 (DNN_BREAKDOWN=$2)
+  _anp_sim1() {
+    env STARPU_PERF_MODEL_DIR="$pdir/sampling" STARPU_HOSTNAME="$pname" STARPU_SCHED=dmda STARPU_NCPU=1 STARPU_NCUDA=0 \
+      ANP_SIM_CPU_MODELS="$models" ANP_SIM_CPU_HOST="$ANP_NETBENCH_HOST" ANP_SIM_PLATFORM="$pname-x$n-netns-$rate" \
+      ANP_SIM_MODELS="cpu=calibrated${3:-}" ANP_SIM_CPU_SHARE="$1" DNN_BREAKDOWN="$2" STARPU_SILENT=1 timeout "$limit" \
+      "$SMPIRUN" -platform "$pdir/cluster.xml" -hostfile "$pdir/hostfile" -np "$n" "${cfg[@]}" "$SIM_APP" "${@:4}" \
+      2>"$TMP/simerr" | anp_result_line
+  }
+  _anp_simfail() { echo "simulated run failed: $1: $(grep -m1 -E '^error|simulation:' "$TMP/simerr" || tail -1 "$TMP/simerr")" >&2; }
+  # ANP_NETBENCH_NOSHARE=1: the cores' per-message wait only, no processor sharing (a diagnostic)
+  if [ ! -s "$pdir/cpu.share" ] || [ "${ANP_NETBENCH_NOSHARE:-0}" = 1 ]; then
+    line="$(_anp_sim1 1 0 "" "$@")" || { _anp_simfail "$label"; return 1; }
+    printf '%s sim_cpu_share=1\n' "$line"
+    return 0
+  fi
+  local c o r q span idle tmin f=1 k2
+  read -r c o r q <"$pdir/cpu.share"
+  line="$(_anp_sim1 "1:$r:$q" 1 "" "$@")" || { _anp_simfail "$label"; return 1; }
+  span="$(anp_result_field "$line" bd_cp_span_s)" idle="$(anp_result_field "$line" bd_idle)"
+  # bench --allreduce-bytes has no breakdown: its workers idle between a few vector sums, far from
+  # wanting the cores, so its tasks keep their CPU time (the sharing is then the messages' wait)
+  if [ -z "$span" ] || [ -z "$idle" ]; then printf '%s sim_cpu_share=1\n' "$line"; return 0; fi
+  tmin="$(awk -v n="$n" -v b="$idle" -v o="$o" -v t="$span" -v c="$c" 'BEGIN { printf "%.6f", n * (1 - b) * (1 + o) * t / c }')"
+  for k2 in 1 2; do
+    awk -v t="$span" -v m="$tmin" -v k="$k2" 'BEGIN { exit !(t < m * (k == 1 ? 1 : 0.97)) }' || break
+    f="$(awk -v f="$f" -v t="$span" -v m="$tmin" 'BEGIN { printf "%.4f", f * m / t }')"
+    line="$(_anp_sim1 "$f:$r:$q" 1 ",share$f" "$@")" || { _anp_simfail "$label"; return 1; }
+    span="$(anp_result_field "$line" bd_cp_span_s)"
+  done
+  printf '%s sim_cpu_share=%s\n' "$line" "$f"
 }

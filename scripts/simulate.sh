@@ -219,9 +219,9 @@ kline="$(STARPU_NCPU=1 STARPU_NCUDA=0 "$REAL_APP" bench --net lenet5 --batch 2 -
   --quiet 2>/dev/null | anp_result_line)" || { echo "simulate.sh: the real binary did not run (cannot tell its CPU kernels)" >&2; exit 1; }
 CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)"
 # models=N: the layout of the codelets' argument structs, which the perf models' footprints hash
-# (2 since 2026-12-07: the conv's arguments carry its algorithm; 3 later that day: the dense's carry
-# bf16, so a calibration stamped before lacked its footprints), so a calibration taken with
-# other footprints is not reused.
+# (2 since 2026-12-07: the conv's arguments carry its algorithm; 3 since the dense's carry its
+# bf16 flag: a calibration of models=2 then missed every dense shape, "no calibrated CPU model for
+# dnn_cl_dense_fwd"), so a calibration taken with other footprints is not reused.
 CPU_KERNELS="$(anp_result_field "$kline" blas)/$(anp_result_field "$kline" cpu_isa)/conv=${DNN_CONV_ALGO:-auto}/$(anp_result_field "$kline" own_simd)/models=3"
 KERNELS_ID="$CPU_KERNELS cpu=${CPU_MODEL:-unknown}"
 KEY="$(printf '%s' "$CPU_KERNELS" | tr -c 'A-Za-z0-9.=-' '_')-$(printf '%s' "$CPU_MODEL" | sha256sum | cut -c1-8)"

@@ -23,6 +23,10 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
 --gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
 namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
   DIR/smpi.cfg               SMPI options for starpu_smpirun (netns: SMPI's size factors off)
+  DIR/cpu.share              netns with --netns-cores C: "C O R Q", the machine's cores the hosts
+                             share, the other threads' CPU per unit of a worker's (NETNS_THREAD_CPU),
+                             the ranks per core and the scheduler's time slice in us (NETNS_SLICE_US),
+                             for scripts/lib.sh anp_netbench_simulate's processor sharing
 """
 import argparse
 import os
@@ -147,12 +151,18 @@ NETNS_VETH_GBPS = 4.0
 NETNS_LAT_US = 50.0
 # tests/net/cluster.sh's tbf bucket (its tbf_words): a message that finds the bucket full sends its
 # first burst x eff payload bytes at the unshaped veth's speed. Up to 100 Mbit/s the bucket is 8 KiB
-# and modelled as such. Above, it is 256 KiB, modelled as none: the all-reduces that follow each
-# other leave it no time to refill (2 ms at 1 Gbit/s), and over the microbenchmark's 1 Gbit/s
-# cells no bucket fits 33 of 63 cells, a full one 29 (docs/NETWORK.md, "The links as a wire").
-# --netns-burst B overrides.
-def netns_burst(rate_gbps):
-    return 8 * 1024 if rate_gbps <= 0.1 else 0
+# and modelled as such. Above, it is 256 KiB and partly refilled when a message comes: each
+# direction of a link idles between the messages of a chain (the tree's two messages over 2 hosts
+# use opposite directions), so a static link sees the bucket's mean refill, NETNS_FAST_BUCKET
+# bytes. Until 2026-12-07 it was modelled as none (the microbenchmark's 16-256 KiB cells at 1 Gbit/s
+# 1.4-2.5x too slow) or full (0.47-0.96); 64 KiB, the best of 64 / 128 KiB on the fitting half of
+# the microbenchmark's cells (docs/studies/2026-12-07-netns-validation.md). --netns-burst B sets one bucket for every rate,
+# --netns-fast-bucket B the one above 100 Mbit/s.
+NETNS_FAST_BUCKET = 64 * 1024
+
+
+def netns_burst(rate_gbps, fast_bucket=NETNS_FAST_BUCKET):
+    return 8 * 1024 if rate_gbps <= 0.1 else fast_bucket
 
 
 # Two ranks' transfers to each other do not overlap in time over Open MPI's TCP transport here (the
@@ -162,6 +172,30 @@ def netns_burst(rate_gbps):
 # faster than a model where they share the host's link). Modelled by a SHARED link of the same
 # rate per pair of hosts on every route (NETNS_DUPLEX "pair"), besides the hosts' full-duplex links.
 NETNS_DUPLEX = "pair"
+
+# Ranks sharing cores (--netns-cores C, the cores of the machine that runs the N hosts; docs/NETWORK.md
+# "Ranks sharing cores"). A cluster gives every rank its cores; namespace hosts on a 2-core machine
+# do not, and two things follow, both measured (bench/thread_cpu.sh, docs/studies/
+# 2026-12-06-sim-validation-netns-hosts.md):
+# - processor sharing: each rank's worker, StarPU-MPI's progress thread and the submitting thread
+#   want a core; when the N ranks want more than C, every task takes demand / C longer. The
+#   demand is the workers' busy time (from the simulation) x (1 + NETNS_THREAD_CPU), the
+#   progress and submitting threads' CPU per unit of the worker's: 0.41 measured (lenet5 over
+#   2 hosts on 2 cores: worker 68 %, progress thread 21 %, submitting thread 7 % of a core).
+#   cpu.share hands C and that ratio to scripts/lib.sh anp_netbench_simulate, which simulates,
+#   derives the stretch and simulates again with ANP_SIM_CPU_SHARE (codelets/dnn_sim_model.c);
+# - a woken thread waits for a core: with more ranks than cores, every message waits
+#   NETNS_CORE_WAIT_US per extra rank per core for its receiver's progress thread, added to the
+#   links' latency. 100 us: the best of 100 / 250 (and 750, from a 4 KiB all-reduce between 2
+#   hosts sharing one core: 1.8-2.1 ms against 0.25-1.05 ms with a core each, far too slow for
+#   3-4 hosts on 2 cores) on the fitting half of the microbenchmark's cells, checked on the other
+#   half (docs/studies/2026-12-07-netns-validation.md).
+NETNS_THREAD_CPU = 0.41
+# The time slice of Linux's scheduler on this 2-core machine (EEVDF, kernel 6.18: a base slice of
+# 0.75 ms x (1 + log2 2)): a task shorter than it mostly runs whole once it has a core, a longer one
+# is preempted inside it, so its calibrated time already holds the sharing (codelets/dnn_sim_model.c).
+NETNS_SLICE_US = 1500.0
+NETNS_CORE_WAIT_US = 100.0
 
 
 def tbf_bw_factors(rate_gbps, eff, veth_gbps, burst):
@@ -267,6 +301,14 @@ def main():
     ap.add_argument("--netns-lat-us", type=float, default=NETNS_LAT_US, help="one-way latency per message, us")
     ap.add_argument("--netns-burst", type=int, default=None,
                     help="tbf bucket, bytes (0: model none; default 8 KiB up to 100 Mbit/s, none above)")
+    ap.add_argument("--netns-fast-bucket", type=int, default=NETNS_FAST_BUCKET,
+                    help="above 100 Mbit/s: the bytes of the 256 KiB tbf bucket a message finds refilled")
+    ap.add_argument("--netns-cores", type=int, default=None,
+                    help="the machine's cores that the hosts share (default: a core per host, a cluster)")
+    ap.add_argument("--netns-thread-cpu", type=float, default=NETNS_THREAD_CPU,
+                    help="the progress and submitting threads' CPU per unit of a worker's (with --netns-cores)")
+    ap.add_argument("--netns-core-wait-us", type=float, default=NETNS_CORE_WAIT_US,
+                    help="a message's wait for a core per extra rank per core, us (with --netns-cores)")
     ap.add_argument("--netns-duplex", default=NETNS_DUPLEX, choices=["pair", "host", "full"],
                     help="the two directions between two hosts share one rate (pair), a host's sends "
                          "and receives share its link (host), or neither (full)")
@@ -311,9 +353,18 @@ def main():
             die("--network netns needs --rate (off, or the tbf rate: 100mbit, 1gbit, ...)")
         g = parse_rate(a.rate)
         eff_gbps = g * a.netns_eff if g else a.netns_veth_gbps
-        net.update(gbps=eff_gbps, lat_us=a.netns_lat_us,
+        if a.netns_cores is not None and not 1 <= a.netns_cores <= 1024:
+            die(f"--netns-cores {a.netns_cores}: expected 1..1024")
+        if a.netns_thread_cpu < 0 or a.netns_core_wait_us < 0:
+            die("--netns-thread-cpu and --netns-core-wait-us: expected >= 0")
+        rpc = a.nodes / a.netns_cores if a.netns_cores else 1.0
+        # per link: a message crosses two (its sender's and its receiver's), the wait is once per message
+        lat = a.netns_lat_us + a.netns_core_wait_us * max(0.0, rpc - 1.0) / 2
+        net.update(gbps=eff_gbps, lat_us=lat,
                    desc=f"namespace hosts, tbf {a.rate}" + (f" x {a.netns_eff} TCP goodput" if g else
-                        f" (unshaped veth, {a.netns_veth_gbps} Gb/s measured)") + f", {a.netns_lat_us} us per message")
+                        f" (unshaped veth, {a.netns_veth_gbps} Gb/s measured)") + f", {a.netns_lat_us} us per link" +
+                        (f" + {lat - a.netns_lat_us:g} us waiting for a core ({a.nodes} hosts on {a.netns_cores} cores)"
+                         if lat > a.netns_lat_us else ""))
     elif a.rate is not None:
         die("--rate applies to --network netns only")
     prec = "" if a.gpu_precision == "fp32" or not a.gpus else "-" + a.gpu_precision  # fp32: the names of before
@@ -409,10 +460,13 @@ def main():
     cfg = "\n"
     if a.network == "netns":
         g = parse_rate(a.rate)
-        burst = a.netns_burst if a.netns_burst is not None else (netns_burst(g) if g else 0)
+        burst = a.netns_burst if a.netns_burst is not None else (netns_burst(g, a.netns_fast_bucket) if g else 0)
         bwf = tbf_bw_factors(g, a.netns_eff, a.netns_veth_gbps, burst) if g and burst > 0 else "0:1"
         cfg = f"--cfg=smpi/bw-factor:{bwf} --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0\n"
     write(os.path.join(a.out, "smpi.cfg"), cfg)
+    if a.network == "netns" and a.netns_cores:
+        write(os.path.join(a.out, "cpu.share"),
+              f"{a.netns_cores} {a.netns_thread_cpu} {max(1.0, a.nodes / a.netns_cores):g} {NETNS_SLICE_US:g}\n")
     write(os.path.join(a.out, "hostfile"), "".join(f"node{i}\n" for i in range(a.nodes)))
     spec = (f"{a.gpu}{'' if a.gpu_precision == 'fp32' else '-' + a.gpu_precision}:{gpu['peak_gflops']}:{gpu['mem_gbs']}:{gpu['eff_compute']}:{gpu['eff_memory']}:"
             f"{gpu['launch_us']}" if gpu else "")

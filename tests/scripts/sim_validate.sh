@@ -29,7 +29,7 @@ for try in $(seq 1 "$TRIES"); do
   bash "$ROOT/bench/sim_validate.sh" --cases lenet5:1:1:sync --reps 3 --steps 30 --csv "$TMP/v.csv" >"$TMP/v.out" 2>"$TMP/v.err" \
     || { cat "$TMP/v.err" >&2; fail "bench/sim_validate.sh failed"; finish; }
   cat "$TMP/v.out"
-  IFS=, read -r _ _ _ _ _ _ real _ sim ratio < <(tail -1 "$TMP/v.csv")
+  IFS=, read -r _ _ _ _ _ _ real _ sim ratio _ < <(tail -1 "$TMP/v.csv")
   echo "comparison $try: real $real img/s, simulated $sim img/s, ratio $ratio ($(grep -m1 'measured runs at' "$TMP/v.err" | sed 's/^sim_validate.sh: //'))"
   fcmp "$real > 0 && $sim > 0" || { fail "no throughput measured (real '$real', simulated '$sim')"; break; }
   seen="$seen${seen:+, }$ratio"
@@ -85,7 +85,7 @@ echo "CPU worker $CPU1 img/s, CUDA worker timed by the same history $G1 img/s"
 [ "$(tail -1 "$TMP/s.csv" | cut -d, -f21)" = none ] || fail "the GPU-only CSV row does not say the CPU models were not used"
 fcmp "${CPU1:-0} > 0 && ${G1:-0} >= 0.90 * $CPU1 && ${G1:-0} <= 1.05 * $CPU1" || fail "calibrated CUDA models not used: $G1 vs $CPU1"
 # 4. usage errors: exit 2 and one line naming the option
-for bad in "--net nosuch" "--nodes 0" "--gpu nosuch" "--network 5g" "--batch 63 --chunks 2" "--cuda-host x" "--cuda-models /nonexistent --cuda-host x" "--batch-per-node 0" "--batch-per-node 63 --chunks 2"; do
+for bad in "--net nosuch" "--nodes 0" "--gpu v99" "--network 5g" "--batch 63 --chunks 2" "--cuda-host x" "--cuda-models /nonexistent --cuda-host x" "--batch-per-node 0" "--batch-per-node 63 --chunks 2"; do
   # shellcheck disable=SC2086
   expect_rc 2 bash "$ROOT/scripts/simulate.sh" --quiet --csv "$TMP/s.csv" $bad || continue
   echo "$ERR" | grep -q "simulate.sh: \|error: " || fail "simulate.sh $bad: no one-line reason: $ERR"
