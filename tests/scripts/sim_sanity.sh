@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # sim_sanity — what a simulation must show whatever its models:
-#  1. two simulated nodes doing the same per-node work (batch 64 each, sync, tree all-reduce) give
-#     the same per-node images/s as one node when the network is infinitely fast: never more,
-#     and at most 10% less. A free network does not make the all-reduce free: its own tasks
-#     (StarPU-MPI's reduction into rank 0 for tree; 2(N-1) slice copies and sums per parameter
-#     for ring) run on each node's one CPU worker, on the step's critical path. Measured, lenet5:
-#     tree 95.8% of one node (2026-12-04). Ring measured 89-92%, depending on
+#  1. two simulated nodes doing the same per-node work (sync, tree all-reduce) give the same
+#     per-node images/s as one node when the network is infinitely fast: never more, and, at 256
+#     samples per node, at most 10% less. A free network does not make the all-reduce free: its
+#     own tasks (StarPU-MPI's reduction into rank 0 for tree; 2(N-1) slice copies and sums per
+#     parameter for ring) run on each node's one CPU worker, on the step's critical path: for
+#     lenet5 a fixed ~0.24 ms a step whatever the batch (2026-12-07: +0.236 ms at 64 per node,
+#     +0.24 ms at 256). At 64 per node that was 4% of a step in 2026-12-04's calibration (95.8%
+#     per node) and is 10-12% of the 2-2.5 ms step a quiet Zen 5 calibrates (a clean-clone CI
+#     measured 0.886): the 10% bound holds only where the step is long against it, so it is
+#     asserted at 256 per node (a 16 ms step); 64 per node keeps "never more". Ring measured 89-92%, depending on
 #     its slice tasks' calibration, which only a 2-rank run on this 2-core machine can give (an
 #     oversubscribed one): not asserted here, docs/SIMULATION.md.
 #  2. more GPUs never lose throughput under dmda on a compute-bound net: resnet20, batch 256 in
@@ -57,9 +61,17 @@ ips() { result_field "$1" images_per_s; }
 # 1.
 ONE="$(ips "$(sim --net lenet5 --batch 64 --chunks 2 --nodes 1 --cores 1 --ncpu 1 --network infinite --steps 20)")"
 TWO="$(ips "$(sim --net lenet5 --batch 128 --chunks 2 --nodes 2 --cores 1 --ncpu 1 --network infinite --allreduce tree --bucket-mb 0 --steps 20)")"
-echo "per node: 1 node $ONE img/s, 2 nodes (tree) $(awk -v t="$TWO" 'BEGIN{print t/2}') img/s"
-fcmp "$ONE > 0 && $TWO / 2 >= 0.90 * $ONE && $TWO / 2 <= 1.01 * $ONE" \
-  || fail "2 nodes (tree, infinitely fast network) give $TWO img/s: per node not within [0.90, 1.01] x $ONE"
+ONE4="$(ips "$(sim --net lenet5 --batch 256 --chunks 2 --nodes 1 --cores 1 --ncpu 1 --network infinite --steps 20)")"
+TWO4="$(ips "$(sim --net lenet5 --batch 512 --chunks 2 --nodes 2 --cores 1 --ncpu 1 --network infinite --allreduce tree --bucket-mb 0 --steps 20)")"
+for c in "64 $ONE $TWO" "256 $ONE4 $TWO4"; do
+  set -- $c
+  echo "$1 per node: 1 node $2 img/s, 2 nodes (tree) $(awk -v t="$3" 'BEGIN{print t/2}') img/s per node," \
+    "$(awk -v b="$1" -v o="$2" -v t="$3" 'BEGIN{printf "%.3f", 1000 * (2 * b / t - b / o)}') ms added per step"
+done
+fcmp "$ONE > 0 && $TWO / 2 <= 1.01 * $ONE" \
+  || fail "2 nodes (tree, infinitely fast network, 64 per node) give $TWO img/s: more than 1.01 x $ONE per node"
+fcmp "$ONE4 > 0 && $TWO4 / 2 >= 0.90 * $ONE4 && $TWO4 / 2 <= 1.01 * $ONE4" \
+  || fail "2 nodes (tree, infinitely fast network, 256 per node) give $TWO4 img/s: per node not within [0.90, 1.01] x $ONE4"
 # 4.
 KLINE="$(STARPU_NCPU=1 "$STARPU_ANP" bench --net lenet5 --batch 2 --chunks 1 --steps 1 --warmup 1 --quiet | tail -1)"
 BLAS="$(result_field "$KLINE" blas)"; ISA="$(result_field "$KLINE" cpu_isa)"
