@@ -7,7 +7,7 @@
  *                        all-reduce table (built from allreduce/allreduce.def)
  *   dist_buckets.c       --bucket-mb: the tensors packed into buckets, each all-reduced as one
  *   dist_async.c         --mode async: the sharded parameter server
- *   allreduce/<name>.c   one all-reduce algorithm each (tree.c, ring.c, rhd.c), behind a
+ *   allreduce/<name>.c   one all-reduce algorithm each (tree.c, ring.c, rhd.c, ps.c), behind a
  *                        dnn_allreduce_algo; allreduce/chunks.c: the chunks ring and rhd share
  */
 #ifndef DNN_DIST_IMPL_H
