@@ -17,11 +17,11 @@
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
 #                             instead of the roofline estimate [estimated]
-#            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr], or netns-RATE: the
+#            --network NET    fdr | edr | 50gbe | 10gbe | 1gbe | infinite [fdr], or netns-RATE: the
 #                             namespace hosts of tests/net/cluster.sh at `rate RATE` (docs/NETWORK.md)
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
-#            --mode sync|async --allreduce tree|ring|rhd --staleness S   (as `starpu_anp bench`)
+#            --mode sync|async --allreduce tree|ring|rhd|ps --staleness S   (as `starpu_anp bench`)
 #            (and --bucket-mb 0, which `-- --bucket-mb M` or `-- --bucket-mb auto` overrides)
 #            --sched S        STARPU_SCHED [dmda]      --ncpu N   CPU workers per node [StarPU's]
 # Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
@@ -62,7 +62,7 @@ while [ $# -gt 0 ]; do
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
     --gpu) [[ "${2:-}" =~ ^(k80|h200)$ ]] || usage "--gpu '${2:-}': expected k80 or h200"; GPU="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
-    --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
+    --network) [[ "${2:-}" =~ ^(fdr|edr|50gbe|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 50gbe, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
     --batch-per-node) posint "$1" "${2:-}"; BATCH_PER_NODE="$2"; shift 2 ;;
@@ -71,7 +71,7 @@ while [ $# -gt 0 ]; do
     --steps) posint "$1" "${2:-}"; STEPS="$2"; shift 2 ;;
     --warmup) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--warmup '${2:-}': expected an integer"; WARMUP="$2"; shift 2 ;;
     --mode) list_of "$1" "${2:-}" '^(sync|async)$'; MODE="$2"; shift 2 ;;
-    --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd)$'; ALLREDUCE="$2"; shift 2 ;;
+    --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd|ps)$'; ALLREDUCE="$2"; shift 2 ;;
     --staleness) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--staleness '${2:-}': expected an integer"; STALENESS="$2"; shift 2 ;;
     --sched) list_of "$1" "${2:-}" '^[a-z_-]+$'; SCHED="$2"; shift 2 ;;
     --ncpu) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--ncpu '${2:-}': expected an integer"; NCPU="$2"; shift 2 ;;
