@@ -12,7 +12,10 @@
 #
 # Platform:  --nodes N        simulated nodes, one MPI rank each [1]
 #            --cores C        CPU cores per node [this machine's]
-#            --gpus G         GPUs per node [0]        --gpu KIND   k80 | h200 [k80 when --gpus]
+#            --gpus G         GPUs per node [0]        --gpu KIND   k80 | p100 | v100 | a100 | h100 | h200
+#                             [k80 when --gpus]; sim/platform.py GPUS: data-sheet peaks, docs/SIMULATION.md
+#            --gpu-precision P  the simulated GPU math: fp32 | tf32 (A100 and later) | bf16 | fp16
+#                             (tensor-core peak) [fp32]; in the platform name (-tf32) and the CSV row
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
@@ -46,7 +49,7 @@ source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
-NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
+NODES=1 CORES="$(nproc)" GPUS=0 GPU="" GPU_PREC=fp32 PCIE="" NETWORK=fdr
 NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
@@ -60,7 +63,10 @@ while [ $# -gt 0 ]; do
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
-    --gpu) [[ "${2:-}" =~ ^(k80|h200)$ ]] || usage "--gpu '${2:-}': expected k80 or h200"; GPU="$2"; shift 2 ;;
+    --gpu) [[ "${2:-}" =~ ^(k80|p100|v100|a100|h100|h200)$ ]] ||
+      usage "--gpu '${2:-}': expected k80, p100, v100, a100, h100 or h200"; GPU="$2"; shift 2 ;;
+    --gpu-precision) [[ "${2:-}" =~ ^(fp32|tf32|bf16|fp16)$ ]] ||
+      usage "--gpu-precision '${2:-}': expected fp32, tf32, bf16 or fp16"; GPU_PREC="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
     --network) [[ "${2:-}" =~ ^(fdr|edr|50gbe|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 50gbe, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
@@ -305,11 +311,11 @@ for ar in "${L_AR[@]}"; do
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
-  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU")-$NETWORK}"
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC")-$NETWORK}"
   gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
        --network "${NETWORK%%-*}" --maxnodes "$STARPU_MAXNODES")
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
-  [ "$gpus" = 0 ] || gen+=(--gpu "$GPU")
+  [ "$gpus" = 0 ] || gen+=(--gpu "$GPU" --gpu-precision "$GPU_PREC")
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")"
