@@ -6,7 +6,8 @@
  *                     places variables; a bucket of --bucket-mb is one entry)
  *   zero(G) on s
  *   for j = 0 .. N-1: G += local[j] on s   (rank j pushes its gradient to s; the adds are one
- *                                           chain, so the sum's order is the ranks' order)
+ *                                           chain, so the sum's order is the ranks' order; s's
+ *                                           received copies then leave StarPU-MPI's cache)
  *   G sent from s to every other rank      (every rank pulls)
  *
  * Every rank then applies the same update to G (the caller, as for the tree): TensorFlow applies
@@ -45,6 +46,11 @@ static int ps_reduce(dnn_plan *p, int e, const dnn_task_opts *base, starpu_data_
 	o.name = "ps_push";
 	for (int j = 0; j < d->nranks; j++)
 		DNN_TRY(dnn_insert_vec_add(&o, G, STARPU_RW, local[(size_t)j * stride]));
+	/* Each contribution is rewritten next step by rank-local tasks the server never sees: drop
+	 * the server's received copy from StarPU-MPI's cache, or it would add the stale one (as the
+	 * async server's pushes, dist_async.c). */
+	for (int j = 0; j < d->nranks; j++)
+		starpu_mpi_cache_flush(MPI_COMM_WORLD, local[(size_t)j * stride]);
 	for (int j = 0; j < d->nranks; j++)
 		if (j != s)
 			DNN_TRY(starpu_mpi_get_data_on_node_detached(MPI_COMM_WORLD, G, j, NULL, NULL));
