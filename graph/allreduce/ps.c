@@ -62,4 +62,8 @@ const dnn_allreduce_algo dnn_allreduce_ps = {
 	.name = "ps",
 	.setup = ps_setup,
 	.reduce = ps_reduce,
+	/* TensorFlow's server takes each variable on its own; and packed buckets sent as they are
+	 * crashed (heap corruption at 2-4 ranks with 2+ buckets beside unbucketed tensors, lenet5,
+	 * not understood yet), so buckets are refused rather than run. */
+	.no_buckets = 1,
 };
