@@ -3,7 +3,7 @@
  * SyncReplicasOptimizer), which the published clusters of 2016-2017 ran (the ANP paper's):
  *
  *   entry e's server: rank s = e mod N (round robin over the tensors, as replica_device_setter
- *                     places variables; a bucket of --bucket-mb is one entry)
+ *                     places variables; no --bucket-mb: see no_buckets below)
  *   zero(G) on s
  *   for j = 0 .. N-1: G += local[j] on s   (rank j pushes its gradient to s; the adds are one
  *                                           chain, so the sum's order is the ranks' order; s's
