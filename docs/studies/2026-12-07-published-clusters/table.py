@@ -16,7 +16,7 @@ import tempfile
 
 # The published points: (series file prefix, GPUs, efficiency, label)
 PUBLISHED = [
-    ("goyal", 256, 0.90, "Goyal et al. 2017: ~90% at 256 GPUs"),
+    ("goyal", 256, 0.90, "Goyal et al. 2017: about 90% at 256 GPUs"),
     ("anp", 64, 10.3 / 16, "ANP paper: 10.3x at 16 nodes (64.4%)"),
 ]
 
@@ -65,7 +65,7 @@ def main():
                 f.write(f"{g} {100 * eff:.2f}\n")
             cmds.append(f"'{dat}' using 1:2 with points pt 7 ps 2 title '{label}'")
     gp = ("set terminal pngcairo size 900,560 font 'DejaVu Sans,10'; "
-          f"set output '{plot}'; set logscale x 2; set grid; set key left bottom; "
+          f"set output '{plot}'; set logscale x 2; set xrange [3:400]; set grid; set key left bottom; "
           "set xlabel 'GPUs'; set ylabel 'scaling efficiency over one node (%)'; set yrange [50:105]; "
           "set title 'Published clusters in simulation: predicted vs published scaling efficiency'; "
           "plot " + ", ".join(cmds))
