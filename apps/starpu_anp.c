@@ -274,9 +274,11 @@ static void help_cmd(const char *c)
 		       "  --allreduce A        sync under mpirun: how gradients are summed over the ranks, tree\n"
 		       "                       (starpu_mpi_redux_data into rank 0, then sent to all), ring\n"
 		       "                       (reduce-scatter/all-gather over N chunks), rhd (recursive\n"
-		       "                       halving-doubling, power-of-two rank counts) or auto: the tree\n"
-		       "                       when every rank is on one node, else rhd for a power-of-two\n"
-		       "                       number of ranks and the ring otherwise [auto]\n"
+		       "                       halving-doubling, power-of-two rank counts), ps (a synchronous\n"
+		       "                       parameter server: each tensor summed on one rank, round robin,\n"
+		       "                       as TensorFlow 1.x's) or auto: the tree when every rank is on\n"
+		       "                       one node, else rhd for a power-of-two number of ranks and the\n"
+		       "                       ring otherwise [auto]\n"
 		       "  --bucket-mb M        sync under mpirun: pack the gradients smaller than M MiB, in\n"
 		       "                       backward order, into buckets of up to M MiB, each all-reduced\n"
 		       "                       as one tensor as soon as its last gradient is complete, with\n"
@@ -528,7 +530,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 		while (a <= DNN_ALLREDUCE_AUTO && strcmp(v, dnn_allreduce_name((dnn_allreduce)a)))
 			a++;
 		if (a > DNN_ALLREDUCE_AUTO)
-			usage_error("--%s: '%s' is not tree, ring, rhd or auto", name, v);
+			usage_error("--%s: '%s' is not tree, ring, rhd, ps or auto", name, v);
 		o->allreduce = (dnn_allreduce)a;
 		break;
 	}

@@ -162,6 +162,12 @@ int dnn_allreduce_check_ranks(dnn_allreduce a, int nranks, char *err, size_t err
 	return al && al->check_ranks ? al->check_ranks(nranks, err, errlen) : 0;
 }
 
+int dnn_allreduce_takes_buckets(dnn_allreduce a)
+{
+	const dnn_allreduce_algo *al = dnn_allreduce_algo_get(a);
+	return !al || !al->no_buckets;
+}
+
 /* The handles of dnn_model_enable_dist; -1 when an allocation fails (dnn_dist_destroy frees). */
 static int enable_dist(dnn_model *m, dnn_dist *d, int nslots)
 {

@@ -37,6 +37,9 @@ int dnn_dist_mpi_redux(const dnn_dist *d, starpu_data_handle_t G, int prio);
 /* Can all-reduce `a` run over nranks ranks (its descriptor's check_ranks: rhd needs a power of
  * two)? -1 with the usage line in err otherwise (the callers exit with status 2), else 0. */
 int dnn_allreduce_check_ranks(dnn_allreduce a, int nranks, char *err, size_t errlen);
+/* Does all-reduce `a` take --bucket-mb? (ps does not: the callers resolve auto to 0 and refuse a
+ * size, exit 2.) */
+int dnn_allreduce_takes_buckets(dnn_allreduce a);
 /* Async mode: the server's current parameters into this rank's replica (the end of a run). */
 int dnn_dist_pull_final(dnn_model *m, char *err, size_t errlen);
 /* Collective over the ranks: rank 0's `out` receives the element-wise sum of every rank's

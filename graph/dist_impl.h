@@ -7,7 +7,7 @@
  *                        all-reduce table (built from allreduce/allreduce.def)
  *   dist_buckets.c       --bucket-mb: the tensors packed into buckets, each all-reduced as one
  *   dist_async.c         --mode async: the sharded parameter server
- *   allreduce/<name>.c   one all-reduce algorithm each (tree.c, ring.c, rhd.c), behind a
+ *   allreduce/<name>.c   one all-reduce algorithm each (tree.c, ring.c, rhd.c, ps.c), behind a
  *                        dnn_allreduce_algo; allreduce/chunks.c: the chunks ring and rhd share
  */
 #ifndef DNN_DIST_IMPL_H
@@ -32,6 +32,8 @@ typedef struct dnn_allreduce_algo {
 	/* NULL (every size), or whether an entry of n elements takes it; those that do not take the
 	 * tree (its small tensors cost a chunked algorithm latency and tasks, and save no bandwidth). */
 	int (*takes)(const dnn_dist *d, size_t n);
+	/* 1: no --bucket-mb (dnn_allreduce_takes_buckets): each tensor is its own entry. */
+	int no_buckets;
 	/* On every rank, in the same order: register what entry e of n elements needs (StarPU-MPI
 	 * handles from dnn_dist_register, kept in d->entry[e].h: dnn_dist_destroy unregisters them;
 	 * offsets in d->entry[e].off, freed there too). -1 when an allocation fails. */

@@ -38,13 +38,21 @@ typedef struct {
 typedef enum { DNN_MODE_SYNC = 0, DNN_MODE_ASYNC = 1 } dnn_dist_mode;
 /* sync: how each gradient is all-reduced (graph/dist.c): starpu_mpi_redux_data's tree into rank
  * 0 then a send to every rank, a ring of reduce-scatter/all-gather tasks over N chunks, or
- * recursive halving-doubling; auto (the default) picks one of them from the ranks' layout
+ * recursive halving-doubling, or a synchronous parameter server (each tensor summed on one rank,
+ * round robin, then sent to all); auto (the default) picks one of them from the ranks' layout
  * (dnn_allreduce_resolve, graph/dist.h) before the run starts. */
-typedef enum { DNN_ALLREDUCE_TREE = 0, DNN_ALLREDUCE_RING = 1, DNN_ALLREDUCE_RHD = 2, DNN_ALLREDUCE_AUTO = 3 } dnn_allreduce;
-/* --allreduce's word for a (tree, ring, rhd, auto). */
+typedef enum {
+	DNN_ALLREDUCE_TREE = 0,
+	DNN_ALLREDUCE_RING = 1,
+	DNN_ALLREDUCE_RHD = 2,
+	DNN_ALLREDUCE_PS = 3,
+	DNN_ALLREDUCE_AUTO = 4
+} dnn_allreduce;
+/* --allreduce's word for a (tree, ring, rhd, ps, auto). */
 static inline const char *dnn_allreduce_name(dnn_allreduce a)
 {
-	return a == DNN_ALLREDUCE_RING ? "ring" : a == DNN_ALLREDUCE_RHD ? "rhd" : a == DNN_ALLREDUCE_AUTO ? "auto" : "tree";
+	return a == DNN_ALLREDUCE_RING ? "ring" : a == DNN_ALLREDUCE_RHD ? "rhd"
+	     : a == DNN_ALLREDUCE_PS ? "ps" : a == DNN_ALLREDUCE_AUTO ? "auto" : "tree";
 }
 
 /* The options of `starpu_anp train|bench|eval|predict|export`. */
@@ -83,7 +91,7 @@ typedef struct {
 	const char *checkpoint_in;   // eval, predict, export --checkpoint: the checkpoint to read
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
-	dnn_allreduce allreduce;  // --allreduce tree|ring|rhd (sync, multi-rank runs)
+	dnn_allreduce allreduce;  // --allreduce tree|ring|rhd|ps (sync, multi-rank runs)
 	double bucket_mb;         // --bucket-mb M: sync, pack the gradients into all-reduce buckets of M MiB (0 = off;
 	                          // negative = auto, dnn_dist_choose_bucket_mb)
 	int staleness;            // --staleness S (async)

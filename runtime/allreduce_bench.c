@@ -91,6 +91,11 @@ static int run(const dnn_train_opts *o, dnn_graph *g, dnn_model *m, dnn_plan *p,
 		fprintf(stderr, "error: %s\n", err);
 		return 2;
 	}
+	if (o->bucket_mb > 0 && !dnn_allreduce_takes_buckets(o->allreduce)) {
+		fprintf(stderr, "error: --allreduce %s takes no --bucket-mb (each tensor is its own exchange): use --bucket-mb 0\n",
+			dnn_allreduce_name(o->allreduce));
+		return 2;
+	}
 	if (dnn_model_create(m, g, o->seed, err, sizeof(err)) != 0)
 		goto fail;
 	*have_m = 1;

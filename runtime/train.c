@@ -254,6 +254,15 @@ static int setup_plan(train_run *r)
 					 ? dnn_dist_choose_bucket_mb(o->bucket_mb, dnn_model_grad_bytes(&r->m), r->nranks,
 								     one_node)
 					 : (o->bucket_mb < 0 ? 0 : o->bucket_mb);
+		if (o->mode == DNN_MODE_SYNC && !dnn_allreduce_takes_buckets(o->allreduce)) {
+			if (r->o.bucket_mb > 0 && o->bucket_mb > 0) {
+				fprintf(stderr, "error: --allreduce %s takes no --bucket-mb (each tensor is its own "
+						"exchange): use --bucket-mb 0 or auto\n", dnn_allreduce_name(o->allreduce));
+				r->usage_rc = 2;
+				return -1;
+			}
+			r->o.bucket_mb = 0;
+		}
 		const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
 		/* The flat tree (one node) adds the other ranks' contributions in arrival order: fixed for 2
 		 * ranks only, so --deterministic on takes the binary tree (fixed order) from 3 ranks on. */

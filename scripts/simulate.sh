@@ -31,12 +31,12 @@
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
 #                             instead of the roofline estimate [estimated]
-#            --network NET    fdr | edr | 10gbe | 1gbe | infinite [fdr], or netns-RATE: the
+#            --network NET    fdr | edr | 50gbe | 10gbe | 1gbe | infinite [fdr], or netns-RATE: the
 #                             namespace hosts of tests/net/cluster.sh at `rate RATE` (docs/NETWORK.md)
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
 #            --mode sync|async --staleness S   (as `starpu_anp bench`)
-#            --allreduce A    tree | ring | rhd | auto [auto: the app's default; across simulated
+#            --allreduce A    tree | ring | rhd | ps | auto [auto: the app's default; across simulated
 #                             nodes rhd for a power-of-two node count, else the ring]
 #            --bucket-mb M    gradient buckets of M MiB, 0 = off [auto: the app's default; across
 #                             nodes 1 MiB, or a quarter of the model's gradients if less]
@@ -93,7 +93,7 @@ while [ $# -gt 0 ]; do
       usage "--gpu-models '${2:-}': expected fitted or estimated"; GPU_MODELS="$2"; shift 2 ;;
     --cpu) [[ "${2:-}" =~ ^(here|e5-2667v2)$ ]] || usage "--cpu '${2:-}': expected here or e5-2667v2"; CPU_KIND="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
-    --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
+    --network) [[ "${2:-}" =~ ^(fdr|edr|50gbe|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 50gbe, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
     --batch-per-node) posint "$1" "${2:-}"; BATCH_PER_NODE="$2"; shift 2 ;;
@@ -102,7 +102,7 @@ while [ $# -gt 0 ]; do
     --steps) posint "$1" "${2:-}"; STEPS="$2"; shift 2 ;;
     --warmup) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--warmup '${2:-}': expected an integer"; WARMUP="$2"; shift 2 ;;
     --mode) list_of "$1" "${2:-}" '^(sync|async)$'; MODE="$2"; shift 2 ;;
-    --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd|auto)$'; ALLREDUCE="$2"; shift 2 ;;
+    --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd|ps|auto)$'; ALLREDUCE="$2"; shift 2 ;;
     --bucket-mb) [[ "${2:-}" =~ ^(auto|[0-9]+([.][0-9]+)?)$ ]] || usage "--bucket-mb '${2:-}': expected MiB or auto"; BUCKET_MB="$2"; shift 2 ;;
     --staleness) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--staleness '${2:-}': expected an integer"; STALENESS="$2"; shift 2 ;;
     --sched) list_of "$1" "${2:-}" '^[a-z_-]+$'; SCHED="$2"; shift 2 ;;

@@ -20,7 +20,7 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
                              socket_gbs:cores_per_socket:llc_mb), read by the simulation build
                              (ANP_SIM_CPU); empty: the cores are this machine's (its calibration)
 
---gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
+--gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 50gbe | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
 namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
   DIR/smpi.cfg               SMPI options for starpu_smpirun (netns: SMPI's size factors off)
   DIR/cpu.share              netns with --netns-cores C: "C O R Q", the machine's cores the hosts
@@ -129,6 +129,11 @@ NETWORKS = {
                 gbps=54.5, lat_us=0.7),
     "edr": dict(desc="InfiniBand EDR 4x (100 Gb/s)", gbps=100.0, lat_us=0.6),
     "10gbe": dict(desc="10 Gigabit Ethernet (TCP)", gbps=10.0, lat_us=15.0),
+    # Goyal et al. 2017 (arXiv:1706.02677, section 5.1): Big Basin servers with one Mellanox ConnectX-4
+    # 50 Gbit Ethernet NIC each, Wedge100 switches, Gloo's collectives over TCP. 47.8 Gb/s: the TCP
+    # payload of full 1514-byte frames (1448 bytes) at the 50 Gb/s line rate; 10 us one way: a
+    # kernel TCP stack's message latency (ours: 10gbe 15 us, the netns hosts 50 us), an estimate.
+    "50gbe": dict(desc="50 Gigabit Ethernet, TCP (Goyal et al. 2017's Big Basin servers)", gbps=47.8, lat_us=10.0),
     "1gbe": dict(desc="1 Gigabit Ethernet (TCP)", gbps=1.0, lat_us=30.0),
     "infinite": dict(desc="an infinitely fast network (sanity checks)", gbps=8e6, lat_us=0.0),
     # The network-namespace hosts of tests/net/cluster.sh (--rate: the tbf rate of every host link,

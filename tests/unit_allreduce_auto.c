@@ -25,13 +25,14 @@ int main(void)
 	const int other[] = {3, 5, 6, 7, 12, 24, 1000};
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
 		expect(DNN_ALLREDUCE_AUTO, other[i], 0, DNN_ALLREDUCE_RING);
-	const dnn_allreduce fixed[] = {DNN_ALLREDUCE_TREE, DNN_ALLREDUCE_RING, DNN_ALLREDUCE_RHD};
-	for (int i = 0; i < 3; i++)
+	const dnn_allreduce fixed[] = {DNN_ALLREDUCE_TREE, DNN_ALLREDUCE_RING, DNN_ALLREDUCE_RHD, DNN_ALLREDUCE_PS};
+	for (int i = 0; i < 4; i++)
 		for (int one = 0; one <= 1; one++) {
 			expect(fixed[i], 4, one, fixed[i]);
 			expect(fixed[i], 16, one, fixed[i]);
 		}
 	TEST_CHECK(!strcmp(dnn_allreduce_name(DNN_ALLREDUCE_AUTO), "auto"), "name of auto: %s",
 		   dnn_allreduce_name(DNN_ALLREDUCE_AUTO));
+	TEST_CHECK(!strcmp(dnn_allreduce_name(DNN_ALLREDUCE_PS), "ps"), "name of ps: %s", dnn_allreduce_name(DNN_ALLREDUCE_PS));
 	return test_report("unit_allreduce_auto");
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_sync — synchronous training over 2, 3 and 4 ranks (StarPU-MPI all-reduce) equals the
 # single-process run with the same seed and global batch: train_loss within TOL relative after
-# 20 steps, with the tree, the ring and the recursive halving-doubling all-reduce (--allreduce),
+# 20 steps, with the tree, the ring, the recursive halving-doubling all-reduce and the synchronous
+# parameter server (--allreduce),
 # at a global batch that splits evenly over the ranks (and, looser, at one that does not).
 # rhd refuses a rank count that is not a power of two (3). Also: --mode/--staleness work in
 # a single process (async with one rank = sync), and so does --allreduce ring.
@@ -52,7 +53,7 @@ near_ref() {
 # Every all-reduce algorithm (--allreduce), at every rank count: ranks x algorithm. The first run
 # passes none: the default, auto, is the tree when every rank is on one node, as here (ranks on
 # different hosts: tests/scripts/net_sync.sh).
-for np in 2 3 4; do for ar in default ring rhd; do
+for np in 2 3 4; do for ar in default ring rhd ps; do
   [ "$np" != 3 ] || [ "$ar" != rhd ] || continue # refused at 3 ranks: below
   ARG=(); [ "$ar" = default ] || ARG=(--allreduce "$ar")
   run_ranks "$np" "$np ranks ($ar)" "" "${ARG[@]}" || continue
@@ -91,7 +92,8 @@ done
 for spec in "2 tree DNN_ALLREDUCE_PRIO=2" "4 rhd DNN_ALLREDUCE_PRIO=2" "2 ring DNN_ALLREDUCE_PRIO=0" \
   "2 tree DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" "3 ring DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" \
   "4 rhd DNN_ALLREDUCE_ON=host,STARPU_NCPU=2" "2 rhd DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" \
-  "3 tree DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" "4 ring DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2"; do
+  "3 tree DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" "4 ring DNN_ALLREDUCE_ON=host-update,STARPU_NCPU=2" \
+  "3 ps DNN_ALLREDUCE_ON=host,STARPU_NCPU=2"; do
   read -r np ar envs <<<"$spec"
   envs="${envs//,/ }"
   run_ranks "$np" "$np ranks, $ar, $envs" "$envs" --allreduce "$ar" --pin-chunks || continue
@@ -110,10 +112,10 @@ if run_ranks 2 "DNN_BREAKDOWN=1 over 2 ranks" DNN_BREAKDOWN=1; then
   fcmp "$(result_field "$LINE" bd_compute) > 0" || fail "DNN_BREAKDOWN=1: no compute share: $LINE"
   [ "$(result_field "$LINE" bd_rank_idle | tr '/' '\n' | wc -l)" = 2 ] || fail "DNN_BREAKDOWN=1: bd_rank_idle does not list 2 ranks: $LINE"
 fi
-# An uneven split of the global batch (64 over 3 ranks), tree and ring: TOL_UNEVEN (above). The
+# An uneven split of the global batch (64 over 3 ranks), tree, ring and ps: TOL_UNEVEN (above). The
 # last --batch on the command line wins.
 REF64="$(result_field "$("$STARPU_ANP" "${COMMON[@]}" --batch 64 | tail -1)" train_loss)" || fail "single-process run at batch 64 failed"
-for ar in tree ring; do
+for ar in tree ring ps; do
   run_ranks 3 "3 ranks ($ar) at batch 64" "" --batch 64 --allreduce "$ar" || continue
   echo "3 ranks, $ar, batch 64 (uneven split): train_loss=$L (1 process: $REF64)"
   near_ref "3 ranks ($ar), batch 64" "$REF64" "$TOL_UNEVEN"
@@ -130,6 +132,10 @@ expect_rc 2 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$STARP
 expect_rc 2 "$STARPU_ANP" train --allreduce bogus \
   && { [ "$(printf '%s\n' "$ERR" | wc -l)" = 1 ] && [[ "$ERR" == *--allreduce* ]] || fail "--allreduce bogus: '$ERR'"; }
 expect_rc 2 "$STARPU_ANP" bench --allreduce star
+# ps takes no buckets (graph/allreduce/ps.c): a size is refused with one line on every rank, auto
+# resolves to 0 (the runs above: bucket_mb=0 there).
+expect_rc 2 timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$STARPU_ANP" "${COMMON[@]}" --allreduce ps --bucket-mb 1 \
+  && { [[ "$ERR" == *"--allreduce ps takes no --bucket-mb"* ]] || fail "ps with --bucket-mb 1: '$ERR'"; }
 expect_rc 2 "$STARPU_ANP" eval --allreduce ring
 expect_rc 2 "$STARPU_ANP" train --staleness -1
 expect_rc 2 "$STARPU_ANP" train --staleness x
