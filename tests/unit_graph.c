@@ -200,6 +200,10 @@ int main(void)
 	check_net("resnet20", 272474, 0.04081, 0.01);
 	check_net("resnet18", 11689512, 1.814, 0.01); /* torchvision: 11,689,512 params, 1.81 GMACs */
 	check_net("resnet50", 25557032, 4.089, 0.01); /* torchvision: 25,557,032 params, 4.09 GMACs */
+	/* The Horovod paper's nets (docs/studies/2026-12-07-horovod-cluster.md): torchvision's resnet101,
+	 * 44,549,160 params, 7.80 GMACs; vgg16, 138,357,544 params, 15.47 GMACs. */
+	check_net("resnet101", 44549160, 7.80, 0.01);
+	check_net("vgg16", 138357544, 15.47, 0.01);
 
 	/* Input-size rewrite (ANP app): ResNet-18 at 112x112 keeps its parameters, quarter MACs. */
 	dnn_graph g;
