@@ -12,7 +12,14 @@
 #
 # Platform:  --nodes N        simulated nodes, one MPI rank each [1]
 #            --cores C        CPU cores per node [this machine's]
-#            --gpus G         GPUs per node [0]        --gpu KIND   k80 | h200 [k80 when --gpus]
+#            --gpus G         GPUs per node [0]        --gpu KIND   k80 | p100 | v100 | a100 | h100 | h200
+#                             [k80 when --gpus]; sim/platform.py GPUS: data-sheet peaks, docs/SIMULATION.md
+#            --gpu-precision P  the simulated GPU math: fp32 | tf32 (A100 and later) | bf16 | fp16
+#                             (tensor-core peak) [fp32]; in the platform name (-tf32) and the CSV row
+#            --gpu-models M   fitted: the roofline's efficiencies fitted to published throughput
+#                             where sim/platform.py FITTED has the GPU and precision
+#                             (models_cuda=fitted-public), else the assumed ones (estimated);
+#                             estimated: the assumed ones always (the figures of before the fit) [fitted]
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
@@ -38,6 +45,8 @@
 #            it runs under `setarch -R`, so that the same command gives the same result).
 #            ANP_SIM_SHARED_BLOCK_MB: SMPI's shared-memory block [64] (fewer mappings when larger).
 #            ANP_SIM_FOLD_UNIQUE=1: one folded host buffer per size (16 ranks of GPT-2 XL need it).
+#            ANP_SIM_GPU_ROOFLINE=EC:EM:LAUNCH overrides the roofline's eff_compute, eff_memory and
+#            launch_us (sim/fit_gpu.py's knob; labelled models_cuda=estimated).
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -46,7 +55,7 @@ source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
-NODES=1 CORES="$(nproc)" GPUS=0 GPU="" PCIE="" NETWORK=fdr
+NODES=1 CORES="$(nproc)" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" NETWORK=fdr
 NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
@@ -60,7 +69,12 @@ while [ $# -gt 0 ]; do
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --gpus) list_of "$1" "${2:-}" '^[0-9]+$'; GPUS="$2"; shift 2 ;;
-    --gpu) [[ "${2:-}" =~ ^(k80|h200)$ ]] || usage "--gpu '${2:-}': expected k80 or h200"; GPU="$2"; shift 2 ;;
+    --gpu) [[ "${2:-}" =~ ^(k80|p100|v100|a100|h100|h200)$ ]] ||
+      usage "--gpu '${2:-}': expected k80, p100, v100, a100, h100 or h200"; GPU="$2"; shift 2 ;;
+    --gpu-precision) [[ "${2:-}" =~ ^(fp32|tf32|bf16|fp16)$ ]] ||
+      usage "--gpu-precision '${2:-}': expected fp32, tf32, bf16 or fp16"; GPU_PREC="$2"; shift 2 ;;
+    --gpu-models) [[ "${2:-}" =~ ^(fitted|estimated)$ ]] ||
+      usage "--gpu-models '${2:-}': expected fitted or estimated"; GPU_MODELS="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
     --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
@@ -153,7 +167,7 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
   exit 2
 fi
 
-CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal,tokens_per_s,gpu_mem_gib,gpu_act_gib"
+CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal,tokens_per_s,gpu_mem_gib,gpu_act_gib,gpu_precision"
 BD_FIELDS="$(tr , '\n' <<<"$CSV_HEADER" | grep '^bd_')" # the breakdown's columns, read from the result line
 # Rows are appended only under the same columns. A CSV of an older simulate.sh whose columns
 # are the first ones of today's (columns are only ever added at the end) is brought up to them in
@@ -305,19 +319,20 @@ for ar in "${L_AR[@]}"; do
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
-  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU")-$NETWORK}"
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC")-$NETWORK}"
   gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
        --network "${NETWORK%%-*}" --maxnodes "$STARPU_MAXNODES")
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
-  [ "$gpus" = 0 ] || gen+=(--gpu "$GPU")
+  [ "$gpus" = 0 ] || gen+=(--gpu "$GPU" --gpu-precision "$GPU_PREC" --gpu-models "$GPU_MODELS")
+  [ "$gpus" = 0 ] || [ -z "${ANP_SIM_GPU_ROOFLINE:-}" ] || gen+=(--roofline "$ANP_SIM_GPU_ROOFLINE")
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   name="$("${gen[@]}")" || exit 2
-  spec="$(cat "$pdir/gpu.spec")"
+  spec="$(cat "$pdir/gpu.spec")" cuda_models="$(cat "$pdir/models_cuda")" # fitted-public or estimated
   # ANP_SIM_CPU_VEC_GBS: the CPU vector codelets from a stream rate (codelets/dnn_sim_model.c)
   [ -z "${ANP_SIM_CPU_VEC_GBS:-}" ] || [ "$cpu_models" = none ] || cpu_models="calibrated+vec${ANP_SIM_CPU_VEC_GBS}GBps"
   models="cpu=$cpu_models"
   if [ "$gpus" != 0 ]; then
-    if [ -n "$CUDA_MODELS" ]; then models+=",cuda=calibrated"; else models+=",cuda=estimated"; fi
+    if [ -n "$CUDA_MODELS" ]; then models+=",cuda=calibrated"; else models+=",cuda=$cuda_models"; fi
   fi
   for sched in "${L_SCHED[@]}"; do
     args=(bench --net "$NET" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup "$WARMUP" --quiet
@@ -378,7 +393,7 @@ for ar in "${L_AR[@]}"; do
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
-    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo estimated; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$CORES,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$ar" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo "$cuda_models"; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act,$([ "$gpus" = 0 ] && echo - || echo "$GPU_PREC")" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }

@@ -14,8 +14,9 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
   DIR/platform.txt           the same in words, with every number's source
   DIR/gpu.spec               the GPU's roofline numbers (name:peak_gflops:mem_gbs:eff_compute:
                              eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
+  DIR/models_cuda            where they came from: fitted-public (FITTED) or estimated (assumed)
 
---gpu k80 | h200 | none; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
+--gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
 namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
   DIR/smpi.cfg               SMPI options for starpu_smpirun (netns: SMPI's size factors off)
 """
@@ -23,22 +24,69 @@ import argparse
 import os
 import sys
 
-# GPU kinds: peak FP32 and memory bandwidth from the vendors' data sheets; efficiencies are our
-# assumptions (stated in docs/SIMULATION.md): cuDNN/cuBLAS reach eff_compute of peak on convolutions
-# and GEMMs, element-wise kernels eff_memory of the bandwidth; launch_us is a task's fixed cost
-# (kernel launch + StarPU's CUDA worker overhead).
+# GPU kinds: the peak rates, memory and links of the vendors' data sheets (SXM boards, where the
+# published training figures ran; the source of each number is in its comment and in
+# docs/SIMULATION.md "GPU data sheets"). peak: dense rates in GFLOP/s per math precision (no
+# sparsity; None where the GPU has no such units): fp32 (CUDA cores), tf32 (tensor cores, A100 and
+# later), bf16 and fp16 (tensor cores; P100's fp16 is its packed half2 rate). The simulated math
+# uses one of them (--gpu-precision, default fp32). pcie_gbs: the host link the model uses, per
+# direction: 0.78 of the data sheet's per-direction rate (the pinned-copy fraction our H200 entry
+# has used since it was written), except the K80's 10 GB/s of before (its two dies share one x16
+# link behind a PLX switch). nvlink_gbs: the data sheet's total (both directions, all links);
+# peer_gbs: one GPU pair's rate per direction in the model. Efficiencies and launch cost: the
+# roofline's, assumed (docs/SIMULATION.md) until fitted to published throughput.
 GPUS = {
-    # One die of a Tesla K80 (GK210): 2496 cores x 2 FLOP x 875 MHz boost = 4.37 TFLOP/s FP32;
-    # 240 GB/s GDDR5 (480 GB/s per board of two dies); 12 GiB per die. The seed studies' GPU.
-    "k80": dict(model="Tesla K80 (one GK210 die)", peak_gflops=4370.0, mem_gbs=240.0,
-                eff_compute=0.55, eff_memory=0.70, launch_us=10.0, memsize=12 * 2**30,
-                pcie_gbs=10.0, peer_gbs=10.0),
-    # H200 SXM: 67 TFLOP/s FP32 without tensor cores (DNN_CUDA_MATH=fp32), 4.8 TB/s HBM3e,
-    # 141 GB; PCIe gen5 x16 to the host, NVLink 4 (450 GB/s per direction) between GPUs.
-    "h200": dict(model="NVIDIA H200 (SXM, FP32)", peak_gflops=67000.0, mem_gbs=4800.0,
-                 eff_compute=0.50, eff_memory=0.70, launch_us=5.0, memsize=141 * 10**9,
-                 pcie_gbs=50.0, peer_gbs=450.0),
+    # Tesla K80 (NVIDIA, "Tesla K80 GPU Accelerator" data sheet / board specification, 2014/2015):
+    # 8.73 TFLOP/s FP32 with GPU Boost per board of two GK210 dies (2496 cores x 2 FLOP x 875 MHz
+    # = 4.37 per die), 480 GB/s GDDR5 per board (240 per die), 24 GB (12 per die), PCIe gen3 x16,
+    # no NVLink, no FP16/tensor rate. The seed studies' GPU: one die is one CUDA device.
+    "k80": dict(model="Tesla K80 (one GK210 die)", peak=dict(fp32=4370.0, tf32=None, bf16=None, fp16=None),
+                mem_gbs=240.0, memsize=12 * 2**30, pcie_gen=3, pcie_gbs=10.0, nvlink_gbs=0.0, peer_gbs=10.0,
+                eff_compute=0.55, eff_memory=0.70, launch_us=10.0),
+    # Tesla P100 for NVLink-optimized servers, SXM2 (NVIDIA, "NVIDIA Tesla P100 GPU Accelerator"
+    # data sheet, 2016): 10.6 TFLOP/s FP32, 21.2 FP16 (half2, no tensor cores), 16 GB CoWoS HBM2 at
+    # 732 GB/s, PCIe gen3 x16 (32 GB/s both directions), NVLink 160 GB/s (4 links x 20 GB/s per
+    # direction). DGX-1 (Goyal et al. 2017's servers): hybrid cube-mesh, one link per GPU pair.
+    "p100": dict(model="Tesla P100 (SXM2 16 GB, {PREC})", peak=dict(fp32=10600.0, tf32=None, bf16=None, fp16=21200.0),
+                 mem_gbs=732.0, memsize=16 * 2**30, pcie_gen=3, pcie_gbs=12.5, nvlink_gbs=160.0, peer_gbs=20.0,
+                 eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
+    # Tesla V100 SXM2 (NVIDIA, "NVIDIA Tesla V100 GPU Accelerator" data sheet, 2018): 15.7 TFLOP/s
+    # FP32, 125 TFLOP/s tensor (FP16 inputs; no BF16), 16 or 32 GB HBM2 at 900 GB/s, PCIe gen3 x16
+    # (32 GB/s), NVLink 300 GB/s (6 links x 25 GB/s per direction; DGX-1 hybrid cube-mesh: one or
+    # two links per pair, one modelled).
+    "v100": dict(model="Tesla V100 (SXM2 16 GB, {PREC})", peak=dict(fp32=15700.0, tf32=None, bf16=None, fp16=125000.0),
+                 mem_gbs=900.0, memsize=16 * 2**30, pcie_gen=3, pcie_gbs=12.5, nvlink_gbs=300.0, peer_gbs=25.0,
+                 eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
+    # A100 SXM4 80 GB (NVIDIA, "NVIDIA A100 Tensor Core GPU" data sheet, 2021): 19.5 TFLOP/s FP32,
+    # TF32 tensor 156 (312 with sparsity), BF16/FP16 tensor 312 (624 sparse), 80 GB HBM2e at
+    # 2,039 GB/s (the 40 GB board: 1,555 GB/s), PCIe gen4 (64 GB/s), NVLink 600 GB/s (NVSwitch in
+    # DGX A100: every pair at 300 GB/s per direction).
+    "a100": dict(model="NVIDIA A100 (SXM4 80 GB, {PREC})",
+                 peak=dict(fp32=19500.0, tf32=156000.0, bf16=312000.0, fp16=312000.0),
+                 mem_gbs=2039.0, memsize=80 * 10**9, pcie_gen=4, pcie_gbs=25.0, nvlink_gbs=600.0, peer_gbs=300.0,
+                 eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
+    # H100 SXM5 (NVIDIA, "NVIDIA H100 Tensor Core GPU" data sheet, 2023): 67 TFLOP/s FP32, TF32
+    # tensor 989 and BF16/FP16 1,979 with sparsity (494.5 / 989.5 dense), 80 GB HBM3 at 3.35 TB/s,
+    # PCIe gen5 (128 GB/s), NVLink 900 GB/s (NVSwitch: 450 per direction per pair).
+    "h100": dict(model="NVIDIA H100 (SXM5 80 GB, {PREC})",
+                 peak=dict(fp32=67000.0, tf32=494500.0, bf16=989500.0, fp16=989500.0),
+                 mem_gbs=3350.0, memsize=80 * 10**9, pcie_gen=5, pcie_gbs=50.0, nvlink_gbs=900.0, peer_gbs=450.0,
+                 eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
+    # H200 SXM (NVIDIA, "NVIDIA H200 Tensor Core GPU" data sheet, 2024): the H100's math (67 TFLOP/s
+    # FP32, TF32 989 / BF16 1,979 with sparsity, half dense), 141 GB HBM3e at 4.8 TB/s, PCIe gen5
+    # (128 GB/s), NVLink 900 GB/s.
+    "h200": dict(model="NVIDIA H200 (SXM, {PREC})",
+                 peak=dict(fp32=67000.0, tf32=494500.0, bf16=989500.0, fp16=989500.0),
+                 mem_gbs=4800.0, memsize=141 * 10**9, pcie_gen=5, pcie_gbs=50.0, nvlink_gbs=900.0, peer_gbs=450.0,
+                 eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
 }
+GPU_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+
+# The roofline's efficiencies fitted to published single-GPU ResNet-50 training throughput
+# (sim/fit_gpu.py; docs/studies/2026-12-07-gpu-models.md: figures, fit, hold-out errors), per
+# (GPU, precision): used by default (models_cuda=fitted-public); --gpu-models estimated keeps the
+# assumed ones of GPUS (the figures of before the fit), and --roofline overrides both (estimated).
+FITTED = {}
 
 # Networks: effective bandwidth per node link and one-way latency.
 NETWORKS = {
@@ -165,6 +213,14 @@ def main():
     ap.add_argument("--cores", type=int, required=True)
     ap.add_argument("--gpus", type=int, default=0)
     ap.add_argument("--gpu", default="none", choices=sorted(GPUS) + ["none"])
+    ap.add_argument("--gpu-precision", default="fp32", choices=GPU_PRECISIONS,
+                    help="the simulated GPU math: fp32 (CUDA cores, as DNN_CUDA_MATH=fp32), tf32 (tensor cores, "
+                         "A100 and later), bf16 / fp16 (tensor-core peak) [fp32]")
+    ap.add_argument("--gpu-models", default="fitted", choices=["fitted", "estimated"],
+                    help="the roofline's efficiencies: fitted to published throughput where FITTED has the GPU "
+                         "and precision (else the assumed ones), or the assumed ones [fitted]")
+    ap.add_argument("--roofline", default=None, metavar="EC:EM:LAUNCH",
+                    help="override eff_compute:eff_memory:launch_us (sim/fit_gpu.py's knob; labelled estimated)")
     ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
     ap.add_argument("--name", default=None, help="the nodes' StarPU host name [derived]")
@@ -186,8 +242,26 @@ def main():
     if a.gpus < 0 or a.gpus > 8:
         die(f"--gpus {a.gpus}: expected 0..8 (--enable-maxcudadev=8)")
     if a.gpus and a.gpu == "none":
-        die("--gpus needs --gpu KIND (k80 or h200)")
-    gpu = GPUS.get(a.gpu) if a.gpus else None
+        die(f"--gpus needs --gpu KIND ({', '.join(GPUS)})")
+    gpu = dict(GPUS[a.gpu]) if a.gpus else None
+    if gpu:
+        peak = gpu["peak"][a.gpu_precision]
+        if peak is None:
+            has = [p for p in GPU_PRECISIONS if gpu["peak"][p]]
+            die(f"--gpu-precision {a.gpu_precision}: {a.gpu} has no such units (it has: {', '.join(has)})")
+        gpu.update(peak_gflops=peak, model=gpu["model"].replace("{PREC}", a.gpu_precision.upper()))
+        gpu["models"] = "estimated"
+        fit = FITTED.get((a.gpu, a.gpu_precision))
+        if a.gpu_models == "fitted" and fit:
+            gpu.update({k: fit[k] for k in ("eff_compute", "eff_memory", "launch_us")}, models="fitted-public")
+        if a.roofline is not None:
+            try:
+                ec, em, lu = (float(x) for x in a.roofline.split(":"))
+            except ValueError:
+                ec = em = lu = -1.0
+            if not (0 < ec <= 1 and 0 < em <= 1 and lu >= 0):
+                die(f"--roofline '{a.roofline}': expected eff_compute:eff_memory:launch_us, efficiencies in (0,1]")
+            gpu.update(eff_compute=ec, eff_memory=em, launch_us=lu, models="estimated")
     pcie = a.pcie if a.pcie else (gpu["pcie_gbs"] if gpu else 0.0)
     if gpu and not pcie > 0:
         die(f"--pcie {a.pcie}: expected a bandwidth in GB/s > 0")
@@ -202,7 +276,8 @@ def main():
                         f" (unshaped veth, {a.netns_veth_gbps} Gb/s measured)") + f", {a.netns_lat_us} us per message")
     elif a.rate is not None:
         die("--rate applies to --network netns only")
-    name = a.name or (f"sim-{a.cores}c" + (f"-{a.gpus}x{a.gpu}" if a.gpus else ""))
+    prec = "" if a.gpu_precision == "fp32" or not a.gpus else "-" + a.gpu_precision  # fp32: the names of before
+    name = a.name or (f"sim-{a.cores}c" + (f"-{a.gpus}x{a.gpu}{prec}" if a.gpus else ""))
     if not name.replace("-", "").replace("_", "").isalnum():
         die(f"--name '{name}': letters, digits, - and _ only")
 
@@ -298,9 +373,10 @@ def main():
         cfg = f"--cfg=smpi/bw-factor:{bwf} --cfg=smpi/lat-factor:0:1 --cfg=network/crosstraffic:0\n"
     write(os.path.join(a.out, "smpi.cfg"), cfg)
     write(os.path.join(a.out, "hostfile"), "".join(f"node{i}\n" for i in range(a.nodes)))
-    spec = (f"{a.gpu}:{gpu['peak_gflops']}:{gpu['mem_gbs']}:{gpu['eff_compute']}:{gpu['eff_memory']}:"
+    spec = (f"{a.gpu}{'' if a.gpu_precision == 'fp32' else '-' + a.gpu_precision}:{gpu['peak_gflops']}:{gpu['mem_gbs']}:{gpu['eff_compute']}:{gpu['eff_memory']}:"
             f"{gpu['launch_us']}" if gpu else "")
     write(os.path.join(a.out, "gpu.spec"), spec + "\n")
+    write(os.path.join(a.out, "models_cuda"), (gpu["models"] if gpu else "-") + "\n")
     write(os.path.join(a.out, "name"), name + "\n")
     lines = [f"platform {name}: {a.nodes} node(s)",
              f"  per node: {C} CPU cores (each timed by this machine's calibrated CPU models), "
@@ -308,7 +384,7 @@ def main():
              f"  network: {net['desc']}: {net['gbps']} Gb/s per node link, {net['lat_us']} us"]
     if G:
         lines += [f"  host<->GPU: {pcie} GB/s each way (PCIe), GPU<->GPU {gpu['peer_gbs']} GB/s",
-                  f"  GPU models: roofline estimate, peak {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
+                  f"  GPU models: roofline ({gpu['models']}), peak {a.gpu_precision.upper()} {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
                   f"{gpu['mem_gbs']:.0f} GB/s x {gpu['eff_memory']}, + {gpu['launch_us']} us per task; "
                   f"memory {gpu['memsize'] / 2**30:.1f} GiB"]
     write(os.path.join(a.out, "platform.txt"), "\n".join(lines) + "\n")
