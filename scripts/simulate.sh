@@ -81,8 +81,9 @@ while [ $# -gt 0 ]; do
       usage "--gpu-models '${2:-}': expected fitted or estimated"; GPU_MODELS="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
     --network) # the names sim/platform.py knows (its NETWORKS), or netns-RATE
-      [[ "${2:-}" =~ ^netns-(off|[0-9]+(\.[0-9]+)?[mg]bit)$ ]] || grep -qxF -- "${2:-}" <(python3 "$ROOT/sim/platform.py" --list-networks) ||
-        usage "--network '${2:-}': expected one of $(python3 "$ROOT/sim/platform.py" --list-networks | grep -vx netns | paste -sd' ') or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"
+      nets="$(python3 "$ROOT/sim/platform.py" --list-networks | grep -vx netns)"
+      [[ "${2:-}" =~ ^netns-(off|[0-9]+(\.[0-9]+)?[mg]bit)$ ]] || grep -qxF -- "${2:-}" <<<"$nets" ||
+        usage "--network '${2:-}': expected one of $(paste -sd' ' <<<"$nets") or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"
       NETWORK="$2"; shift 2 ;;
     --pcie-gen) [[ "${2:-}" =~ ^[345]$ ]] || usage "--pcie-gen '${2:-}': expected 3, 4 or 5"; PCIE_GEN="$2"; shift 2 ;;
     --nvlink) [[ "${2:-}" =~ ^(none|[1-4])$ ]] || usage "--nvlink '${2:-}': expected none, 1, 2, 3 or 4"; NVLINK="$2"; shift 2 ;;
