@@ -23,6 +23,8 @@
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
 #            --pcie-gen G     host<->GPU link: PCIe gen 3 | 4 | 5, x16 [the kind's]
 #            --nvlink V       GPU<->GPU link: NVLink 1 | 2 | 3 | 4, or none (through PCIe) [the kind's]
+#            --gpu-mem GIB    each GPU's memory, not the data sheet's: a published batch that our
+#                             activation plan does not fit (say so beside the result) [the kind's]
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
 #                             instead of the roofline estimate [estimated]
@@ -59,7 +61,7 @@ source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
-NODES=1 CORES="$(nproc)" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" PCIE_GEN="" NVLINK="" NETWORK=fdr
+NODES=1 CORES="$(nproc)" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" PCIE_GEN="" NVLINK="" GPU_MEM="" NETWORK=fdr
 NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
@@ -86,6 +88,7 @@ while [ $# -gt 0 ]; do
         usage "--network '${2:-}': expected one of $(paste -sd' ' <<<"$nets") or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"
       NETWORK="$2"; shift 2 ;;
     --pcie-gen) [[ "${2:-}" =~ ^[345]$ ]] || usage "--pcie-gen '${2:-}': expected 3, 4 or 5"; PCIE_GEN="$2"; shift 2 ;;
+    --gpu-mem) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--gpu-mem '${2:-}': expected GiB"; GPU_MEM="$2"; shift 2 ;;
     --nvlink) [[ "${2:-}" =~ ^(none|[1-4])$ ]] || usage "--nvlink '${2:-}': expected none, 1, 2, 3 or 4"; NVLINK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
@@ -329,7 +332,7 @@ for ar in "${L_AR[@]}"; do
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
-  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC")-$NETWORK${PCIE_GEN:+-pcie$PCIE_GEN}${NVLINK:+-nvlink$NVLINK}}"
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC")-$NETWORK${PCIE_GEN:+-pcie$PCIE_GEN}${NVLINK:+-nvlink$NVLINK}${GPU_MEM:+-mem$GPU_MEM}}"
   gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
        --network "$([[ "$NETWORK" == netns-* ]] && echo netns || echo "$NETWORK")" --maxnodes "$STARPU_MAXNODES")
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
@@ -338,6 +341,7 @@ for ar in "${L_AR[@]}"; do
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   [ "$gpus" = 0 ] || [ -z "$PCIE_GEN" ] || gen+=(--pcie-gen "$PCIE_GEN")
   [ "$gpus" = 0 ] || [ -z "$NVLINK" ] || gen+=(--nvlink "$NVLINK")
+  [ "$gpus" = 0 ] || [ -z "$GPU_MEM" ] || gen+=(--gpu-mem "$GPU_MEM")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")" cuda_models="$(cat "$pdir/models_cuda")" # fitted-public or estimated
   # ANP_SIM_CPU_VEC_GBS: the CPU vector codelets from a stream rate (codelets/dnn_sim_model.c)

@@ -277,6 +277,9 @@ def main():
     ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
     ap.add_argument("--pcie-gen", type=int, default=None, choices=sorted(PCIE_GENS),
                     help="host<->GPU link: PCIe generation, x16 (PCIE_GENS) [the GPU kind's]; --pcie overrides")
+    ap.add_argument("--gpu-mem", type=float, default=None, metavar="GIB",
+                    help="each GPU's memory in GiB, overriding the kind's: to simulate a batch that a published "
+                         "framework fitted and our activation plan does not (say so beside the result)")
     ap.add_argument("--nvlink", default=None, choices=["none"] + sorted(NVLINKS),
                     help="GPU<->GPU link: NVLink generation (NVLINKS), or none (through PCIe) [the GPU kind's]")
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
@@ -324,6 +327,10 @@ def main():
     pcie = a.pcie if a.pcie else (PCIE_GENS[a.pcie_gen] if a.pcie_gen else (gpu["pcie_gbs"] if gpu else 0.0))
     if gpu and not pcie > 0:
         die(f"--pcie {a.pcie}: expected a bandwidth in GB/s > 0")
+    if a.gpu_mem is not None:
+        if not gpu or not 0 < a.gpu_mem <= 4096:
+            die(f"--gpu-mem {a.gpu_mem}: expected GiB in (0, 4096] with --gpus G --gpu KIND")
+        gpu["memsize"] = int(a.gpu_mem * 2**30)
     if gpu and a.nvlink:
         gpu["peer_gbs"] = pcie if a.nvlink == "none" else NVLINKS[a.nvlink]
     net = dict(NETWORKS[a.network])
@@ -449,7 +456,7 @@ def main():
                   f"GPU<->GPU {gpu['peer_gbs']} GB/s{link}",
                   f"  GPU models: roofline ({gpu['models']}), peak {a.gpu_precision.upper()} {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
                   f"{gpu['mem_gbs']:.0f} GB/s x {gpu['eff_memory']}, + {gpu['launch_us']} us per task; "
-                  f"memory {gpu['memsize'] / 2**30:.1f} GiB"]
+                  f"memory {gpu['memsize'] / 2**30:.1f} GiB" + (" (--gpu-mem: not the data sheet's)" if a.gpu_mem else "")]
     write(os.path.join(a.out, "platform.txt"), "\n".join(lines) + "\n")
     print(name)
 
