@@ -319,8 +319,12 @@ def main():
                 ec, em, lu = (float(x) for x in a.roofline.split(":"))
             except ValueError:
                 ec = em = lu = -1.0
-            if not (0 < ec <= 1 and 0 < em <= 1 and lu >= 0):
-                die(f"--roofline '{a.roofline}': expected eff_compute:eff_memory:launch_us, efficiencies in (0,1]")
+            # eff_compute is of the direct FLOP count (STARPU_FLOPS): cuDNN's Winograd convolutions do
+            # 2.25x (F(2x2,3x3)) to 4x (F(4x4,3x3)) fewer multiplies, so a 3x3-conv net such as VGG-16
+            # can run above 1 (TensorFlow's 154 images/s on a P100 is 1.35 of its FP32 peak, counted directly).
+            if not (0 < ec <= 4 and 0 < em <= 1 and lu >= 0):
+                die(f"--roofline '{a.roofline}': expected eff_compute:eff_memory:launch_us, eff_compute in (0,4] "
+                    "(of the direct FLOP count), eff_memory in (0,1]")
             gpu.update(eff_compute=ec, eff_memory=em, launch_us=lu, models="estimated")
     if (a.pcie_gen or a.nvlink) and not gpu:
         die("--pcie-gen and --nvlink need --gpus G --gpu KIND")

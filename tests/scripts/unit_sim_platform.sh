@@ -7,6 +7,7 @@
 #  3. --pcie-gen 3/4/5 sets the host link to 12.5/25/50 GB/s, --nvlink 1..4 the GPU pair's link to
 #     20/25/300/450 GB/s and --nvlink none to the host link's rate; without them the GPU kind's;
 #     --gpu-mem 32 gives each GPU 32 GiB and platform.txt says it is not the data sheet's;
+#     --roofline takes an eff_compute above 1 (of the direct FLOP count: Winograd) up to 4;
 #  4. bad input is a usage error (exit 2) naming the option: an unknown network, --pcie-gen 6,
 #     --nvlink 5, --nvlink or --gpu-mem without GPUs; simulate.sh refuses an unknown --network the same way
 #     before it builds or calibrates anything.
@@ -66,6 +67,11 @@ grep -q 'id="memsize" value="34359738368"' "$TMP/p/sampling/bus/"*.platform.v4.x
 gen p100
 grep -q 'id="memsize" value="17179869184"' "$TMP/p/sampling/bus/"*.platform.v4.xml || fail "p100: not its data sheet's 16 GiB"
 expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpu-mem 32 && [[ "$ERR" == *--gpu-mem* ]] || fail "--gpu-mem without GPUs: '$ERR'"
+# eff_compute above 1 (Winograd's fewer multiplies than the direct count) is accepted up to 4
+gen p100 --roofline 1.53:0.7:5
+grep -qx 'p100:10600.0:732.0:1.53:0.7:5.0' "$TMP/p/gpu.spec" || fail "--roofline 1.53:0.7:5: gpu.spec '$(cat "$TMP/p/gpu.spec")'"
+expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpus 1 --gpu p100 --roofline 4.5:0.7:5 &&
+  [[ "$ERR" == *--roofline* ]] || fail "--roofline 4.5:0.7:5: '$ERR'"
 expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 2 --cores 2 --network 25gbe-rocee && [[ "$ERR" == *--network* ]] ||
   fail "unknown network: '$ERR'"
 expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpus 1 --gpu p100 --pcie-gen 6 && [[ "$ERR" == *--pcie-gen* ]] ||
