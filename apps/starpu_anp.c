@@ -233,6 +233,12 @@ static void help_cmd(const char *c)
 	printf("  --input N            the net's input is N x N (rewrites its input line; image folders are\n"
 	       "                       resized and cropped to it) [as in the net file%s]\n",
 	       !strcmp(c, "eval") || !strcmp(c, "predict") ? "; eval, predict: the checkpoint's" : "");
+	if (strcmp(c, "predict") != 0)
+		printf("  --precision P        fp32, or bf16: dense, lm_head and attention multiply bf16-rounded\n"
+		       "                       operands with fp32 sums (oneDNN on CPUs with AVX512_BF16, cuBLAS\n"
+		       "                       on GPUs); weights, optimiser state, loss, softmax, normalisation\n"
+		       "                       and every other op stay fp32 (the transformer path; convolutions\n"
+		       "                       are not covered yet). A CPU without AVX512_BF16 refuses it [fp32]\n");
 	if (strcmp(c, "train") == 0 || strcmp(c, "eval") == 0)
 		printf("  --val-fraction X     image folder without val/: hold out this fraction of each class,\n"
 		       "                       chosen by a hash of each file's path (the same in every run) [0.1]\n"
@@ -336,7 +342,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
        O_STOP_AFTER, O_TIME_LIMIT, O_CLIP, O_TEXT, O_TOKENS, O_VAL_TOKENS, O_VAL_BATCHES, O_EVAL_EVERY, O_PROMPT,
-       O_TEMPERATURE, O_TOP_K, O_DUMP_LOGITS };
+       O_TEMPERATURE, O_TOP_K, O_DUMP_LOGITS, O_PRECISION };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -401,6 +407,7 @@ static const struct {
 	{"val-fraction", 1, O_VAL_FRACTION, C_TRAIN | C_EVAL},
 	{"report", 1, O_REPORT, C_TRAIN | C_EVAL},
 	{"dump-logits", 1, O_DUMP_LOGITS, C_EVAL},
+	{"precision", 1, O_PRECISION, C_TRAIN | C_EVAL | C_BENCH},
 	{"onnx", 1, O_ONNX, C_EXPORT},
 	{"help", 0, 'h', C_ALL},
 };
@@ -544,6 +551,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_AR_BYTES: o->allreduce_bytes = parse_long_opt(name, v, 64, 1L << 31); break;
 	case O_BATCHNORM: o->batchnorm_global = !parse_word(name, v, "global", "local"); break;
 	case O_DETERMINISTIC: o->deterministic = !parse_word(name, v, "on", "off"); break;
+	case O_PRECISION: o->bf16 = !parse_word(name, v, "bf16", "fp32"); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
 	case O_OPTIMIZER: o->optim.optimizer = parse_optimizer(name, v), c->optimizer_set = 1; break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;
@@ -641,6 +649,8 @@ static void finish_options(cli *c)
 		usage_error("--onnx FILE is required");
 	if (c->cmd == C_BENCH)
 		o->max_steps += o->warmup;
+	if (o->bf16 && !dnn_cpu_has_bf16())
+		usage_error("--precision bf16: this CPU has no AVX512_BF16 (cpuid); use --precision fp32");
 	if (o->warmup_steps > 0 && o->warmup_epochs > 0)
 		usage_error("--warmup-steps and --warmup-epochs both set the warm-up: give one");
 	if (o->mode == DNN_MODE_ASYNC && o->optim.optimizer != DNN_OPT_SGD)

@@ -130,6 +130,9 @@ def main():
     ap.add_argument("--adamw", choices=["default", "foreach", "fused"], default="fused",
                     help="PyTorch's AdamW implementation on CPU [fused: its fastest here]")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16), PyTorch's "
+                         "one-line mixed precision (starpu_anp --precision bf16's counterpart) [off]")
     ap.add_argument("--profile", metavar="FILE",
                     help="also run 2 more steps under torch.profiler and write its per-op CPU time table to FILE "
                          "(the timed steps are not profiled)")
@@ -168,8 +171,9 @@ def main():
 
     def step(i):
         opt.zero_grad(set_to_none=True)
-        logits = model(xs[i % 4])
-        loss = F.cross_entropy(logits.view(-1, v), ys[i % 4].view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            logits = model(xs[i % 4])
+            loss = F.cross_entropy(logits.view(-1, v), ys[i % 4].view(-1))
         loss.backward()
         opt.step()
         return loss
@@ -189,7 +193,7 @@ def main():
     sps = a.batch * done / wall
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
     print(f"result: framework=pytorch torch={torch.__version__} net={a.net} vocab={v} context={t} d={d} "
-          f"layers={l} heads={h} batch={a.batch} threads={a.threads} adamw={a.adamw} params={params} "
+          f"layers={l} heads={h} batch={a.batch} threads={a.threads} adamw={a.adamw} autocast={a.autocast} params={params} "
           f"steps={done} train_loss={loss:.6f} tokens_per_s={sps * t:.1f} images_per_s={sps:.2f} "
           f"wall_s={wall:.2f} peak_rss_mib={rss_mib:.1f}")
     return 0

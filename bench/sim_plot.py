@@ -7,7 +7,9 @@ One line per distinct value of the --series columns (comma list, e.g. sched or m
 x and y from the named columns; --ylabel/--xlabel override the axis names; --efficiency plots
 y / (x * y at the smallest x of that series) instead (scaling efficiency); --speedup plots
 y / y at the smallest x of all rows (the one-node run every series starts from) with an ideal
-line, e.g. speedup over nodes for sync tree, ring and async.
+line, e.g. speedup over nodes for sync tree, ring and async; --speedup-each divides each series by
+its own row at its smallest x instead (series that start from different runs: several nets over
+cores); --point X,Y,LABEL marks a published figure (repeatable).
 """
 import argparse
 import csv
@@ -28,6 +30,8 @@ def main():
     ap.add_argument("--ylabel", default=None)
     ap.add_argument("--efficiency", action="store_true")
     ap.add_argument("--speedup", action="store_true")
+    ap.add_argument("--speedup-each", action="store_true")
+    ap.add_argument("--point", action="append", default=[], help="X,Y,LABEL: a published figure")
     ap.add_argument("--logx", action="store_true")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
@@ -55,6 +59,9 @@ def main():
         series = {k: ([(bx, by)] if not any(x == bx for x, _ in pts) else []) + pts
                   for k, pts in series.items() if k not in base or len(series[k]) > 1}
         series = {k: [(x, y / by) for x, y in pts] for k, pts in series.items()}
+    if a.speedup_each:
+        series = {k: [(x, y / min(pts)[1]) for x, y in pts] for k, pts in series.items()}
+        bx = min(x for pts in series.values() for x, _ in pts)
     for key, pts in sorted(series.items()):
         pts.sort()
         if a.efficiency:
@@ -64,10 +71,16 @@ def main():
         with open(dat, "w") as f:
             f.writelines(f"{x} {y}\n" for x, y in pts)
         plots.append(f"'{dat}' using 1:2 with linespoints lw 2 pt 7 title '{key}'")
-    if a.speedup:
+    if a.speedup or a.speedup_each:
         plots.append(f"x / {bx} with lines dt 2 lc rgb 'gray' title 'ideal'")
+    for pt in a.point:
+        px, py, label = pt.split(",", 2)
+        dat = os.path.join(tmp, f"{len(plots)}.dat")
+        with open(dat, "w") as f:
+            f.write(f"{px} {py}\n")
+        plots.append(f"'{dat}' using 1:2 with points pt 9 ps 2.5 lc rgb 'black' title '{label}'")
     ylabel = a.ylabel or ("scaling efficiency" if a.efficiency else
-                          "speedup" if a.speedup else a.y.replace("_", " "))
+                          "speedup" if a.speedup or a.speedup_each else a.y.replace("_", " "))
     script = (f"set terminal pngcairo size 900,540 font 'DejaVu Sans,10'; set output '{a.out}'; "
               f"set key outside right; set grid; set xlabel '{a.xlabel or a.x}'; set ylabel '{ylabel}'; "
               f"set title '{a.title}'; " + ("set logscale x 2; " if a.logx else "") +

@@ -13,14 +13,17 @@
  * (a BQ x D scratch, written into dqkv once per query block), dk += dS^T q; dk and dv are summed
  * in packed T x D blocks, written (or added) into dqkv once per head. The order of every sum is
  * fixed, whatever the thread or run.
+ * With bf16 (--precision bf16) the five products' operands are rounded to bf16 (q, k, v, dy, and
+ * the fp32 P and dS tiles) and summed in fp32 (gemm_bf16.h); the online softmax, lse, D_t and the
+ * dq/dk/dv accumulators stay fp32.
  */
 #include "attention.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #define BQ DNN_ATT_BQ
 #define BK DNN_ATT_BK
@@ -179,9 +182,10 @@ static void pack(float *restrict dst, const float *restrict src, int r0, int n, 
 }
 
 /* One (sample, head), packed: q, k, v (T,D); y rows of stride ldy; lse (T) or NULL. */
-static void fwd_head(float *y, float *lse, const float *q, const float *k, const float *v, int T, int D, int ldy,
-		     float scale, float *scratch, const row_ops *ro)
+static int fwd_head(float *y, float *lse, const float *q, const float *k, const float *v, int T, int D, int ldy,
+		    float scale, float *scratch, const row_ops *ro, int bf16)
 {
+	int rc = 0;
 	float *S = scratch, *m = S + (size_t)BQ * BK, *l = m + BQ, *os = l + BQ;
 	for (int i0 = 0; i0 < T; i0 += BQ) {
 		const int bq = T - i0 < BQ ? T - i0 : BQ;
@@ -191,7 +195,7 @@ static void fwd_head(float *y, float *lse, const float *q, const float *k, const
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			/* keys j0 .. j0+bk-1, the last one no later than the block's last query */
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, scale, q + (size_t)i0 * D, D,
+			rc |= dnn_gemm(bf16, 0, 1, bq, bk, D, scale, q + (size_t)i0 * D, D,
 				    k + (size_t)j0 * D, D, 0.0f, S, BK);
 			for (int r = 0; r < bq; r++) {
 				float *s = S + (size_t)r * BK;
@@ -216,7 +220,7 @@ static void fwd_head(float *y, float *lse, const float *q, const float *k, const
 					l[r] += sum;
 				}
 			}
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, S, BK, v + (size_t)j0 * D, D,
+			rc |= dnn_gemm(bf16, 0, 0, bq, D, bk, 1.0f, S, BK, v + (size_t)j0 * D, D,
 				    1.0f, os, D);
 		}
 		for (int r = 0; r < bq; r++) {
@@ -229,9 +233,10 @@ static void fwd_head(float *y, float *lse, const float *q, const float *k, const
 				lse[i0 + r] = m[r] + logf(l[r]);
 		}
 	}
+	return rc ? -1 : 0;
 }
 
-void dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch)
+int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch)
 {
 	// y (N,T,C), lse (N,H,T), qkv (N,T,3C)
 	const int T = a->T, C = a->C, H = a->H, D = C / H;
@@ -245,17 +250,20 @@ void dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn
 			pack(hq, q, 0, T, D, 3 * C);
 			pack(hk, q + C, 0, T, D, 3 * C);
 			pack(hv, q + 2 * C, 0, T, D, 3 * C);
-			fwd_head(y + (size_t)n * T * C + (size_t)h * D, lse ? lse + ((size_t)n * H + h) * T : NULL, hq, hk,
-				 hv, T, D, C, scale, tiles, ro);
+			if (fwd_head(y + (size_t)n * T * C + (size_t)h * D, lse ? lse + ((size_t)n * H + h) * T : NULL, hq,
+				     hk, hv, T, D, C, scale, tiles, ro, a->bf16) != 0)
+				return -1;
 		}
+	return 0;
 }
 
 /* One (sample, head), packed: dq rows of stride ld (=|+= per accumulate), dk, dv (T,D) +=, q, k,
  * v, dy (T,D), y rows of stride ldy, lse (T). */
-static void bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, const float *k, const float *v,
-		     const float *dy, const float *y, int ldy, const float *lse, int T, int D, float scale, int accumulate,
-		     float *scratch, const row_ops *ro)
+static int bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, const float *k, const float *v,
+		    const float *dy, const float *y, int ldy, const float *lse, int T, int D, float scale, int accumulate,
+		    float *scratch, const row_ops *ro, int bf16)
 {
+	int rc = 0;
 	float *P = scratch, *dP = P + (size_t)BQ * BK, *Dt = dP + (size_t)BQ * BK, *dqs = Dt + BQ;
 	for (int i0 = 0; i0 < T; i0 += BQ) {
 		const int bq = T - i0 < BQ ? T - i0 : BQ;
@@ -271,7 +279,7 @@ static void bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, co
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
 			const float *kj = k + (size_t)j0 * D, *vj = v + (size_t)j0 * D;
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, scale, qi, D, kj, D, 0.0f, P, BK);
+			rc |= dnn_gemm(bf16, 0, 1, bq, bk, D, scale, qi, D, kj, D, 0.0f, P, BK);
 			for (int r = 0; r < bq; r++) {
 				float *p = P + (size_t)r * BK;
 				const int lim = i0 + r - j0 + 1, n = lim < 0 ? 0 : lim < bk ? lim : bk;
@@ -281,15 +289,15 @@ static void bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, co
 					memset(p + n, 0, (size_t)(bk - n) * sizeof(float));
 			}
 			// dv (bk,D) += P^T (bk,bq) dy (bq,D)
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, P, BK, dyi, D, 1.0f,
+			rc |= dnn_gemm(bf16, 1, 0, bk, D, bq, 1.0f, P, BK, dyi, D, 1.0f,
 				    dv + (size_t)j0 * D, D);
 			// dP (bq,bk) = dy (bq,D) v^T (D,bk)
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bq, bk, D, 1.0f, dyi, D, vj, D, 0.0f, dP, BK);
+			rc |= dnn_gemm(bf16, 0, 1, bq, bk, D, 1.0f, dyi, D, vj, D, 0.0f, dP, BK);
 			for (int r = 0; r < bq; r++)
 				ro->dsoft(dP + (size_t)r * BK, P + (size_t)r * BK, Dt[r], scale, bk);
 			// dq (bq,D) += dS (bq,bk) k (bk,D); dk (bk,D) += dS^T (bk,bq) q (bq,D)
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bq, D, bk, 1.0f, dP, BK, kj, D, 1.0f, dqs, D);
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk, D, bq, 1.0f, dP, BK, qi, D, 1.0f,
+			rc |= dnn_gemm(bf16, 0, 0, bq, D, bk, 1.0f, dP, BK, kj, D, 1.0f, dqs, D);
+			rc |= dnn_gemm(bf16, 1, 0, bk, D, bq, 1.0f, dP, BK, qi, D, 1.0f,
 				    dk + (size_t)j0 * D, D);
 		}
 		for (int r = 0; r < bq; r++) {
@@ -302,6 +310,7 @@ static void bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, co
 				memcpy(dqr, s, (size_t)D * sizeof(float));
 		}
 	}
+	return rc ? -1 : 0;
 }
 
 /* dst rows of stride ld (=|+=) the packed src (T,D). */
@@ -318,8 +327,8 @@ static void unpack(float *restrict dst, int ld, const float *restrict src, int T
 	}
 }
 
-void dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, const float *dy, const float *lse,
-				const dnn_attention_args *a, float *scratch)
+int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, const float *dy, const float *lse,
+			       const dnn_attention_args *a, float *scratch)
 {
 	// dqkv (N,T,3C) =|+=, qkv (N,T,3C), y (N,T,C), dy (N,T,C), lse (N,H,T)
 	const int T = a->T, C = a->C, H = a->H, D = C / H;
@@ -336,11 +345,13 @@ void dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, c
 			pack(hv, qkv + o + 2 * C, 0, T, D, 3 * C);
 			pack(hdy, dy + oy, 0, T, D, C);
 			memset(hdk, 0, 2 * TD * sizeof(float));
-			bwd_head(dqkv + o, 3 * C, hdk, hdv, hq, hk, hv, hdy, y + oy, C, lse + ((size_t)n * H + h) * T, T, D,
-				 scale, a->accumulate_dx, tiles, ro);
+			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, hq, hk, hv, hdy, y + oy, C, lse + ((size_t)n * H + h) * T, T,
+				     D, scale, a->accumulate_dx, tiles, ro, a->bf16) != 0)
+				return -1;
 			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
 			unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);
 		}
+	return 0;
 }
 
 // ------------------------------------------------------------------------------- codelets
@@ -364,9 +375,10 @@ static void attention_fwd_cpu_task(void *buffers[], void *cl_arg)
 	float *scratch = task_scratch(a, "forward");
 	if (!scratch)
 		return;
-	dnn_attention_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-				  a->save_lse ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
-				  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch);
+	if (dnn_attention_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				      a->save_lse ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+				      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch) != 0)
+		dnn_worker_error("attention forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
 static void attention_bwd_cpu_task(void *buffers[], void *cl_arg)
@@ -381,11 +393,12 @@ static void attention_bwd_cpu_task(void *buffers[], void *cl_arg)
 	float *scratch = task_scratch(a, "backward");
 	if (!scratch)
 		return;
-	dnn_attention_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[4]),
-				   (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-				   (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
-				   (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), a, scratch);
+	if (dnn_attention_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[4]),
+				       (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				       (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				       (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				       (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), a, scratch) != 0)
+		dnn_worker_error("attention backward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
 DNN_CODELET(cl_attention_fwd, 3, attention_fwd_cpu_task, dnn_attention_fwd_cuda);
@@ -393,7 +406,7 @@ DNN_CODELET(cl_attention_bwd, 5, attention_bwd_cpu_task, dnn_attention_bwd_cuda)
 
 // ------------------------------------------------------------------------------- insert helpers
 
-DNN_ARGS_NO_PADDING(dnn_attention_args, 6 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_attention_args, 7 * sizeof(int));
 
 int dnn_insert_attention_fwd(const dnn_task_opts *o, const dnn_attention_args *a, starpu_data_handle_t qkv,
 			     starpu_data_handle_t y, starpu_data_handle_t lse)

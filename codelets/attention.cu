@@ -132,13 +132,13 @@ extern "C" void dnn_attention_fwd_cuda(void *buffers[], void *cl_arg)
 			const float *q = qkv + (size_t)n * T * L + (size_t)h0 * D, *k = q + C, *v = q + 2 * C;
 			float *yo = y + (size_t)n * T * C + (size_t)h0 * D;
 			// S^T (T x T, col-major) = k (T x D) q^T: S[i][j] = q_i . k_j, row-major
-			DNN_CUBLAS_CHECK(cublasSgemmStridedBatched(hb, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, &scale, k, L, D, q,
+			DNN_CUBLAS_CHECK(dnn_cublas_gemm_strided(a->bf16, hb, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, &scale, k, L, D, q,
 								   L, D, &zero, S, T, TT, g));
 			softmax_fwd_kernel<<<dim3((unsigned)T, (unsigned)g), ATT_THREADS, 0, st>>>(
 				S, lse ? lse + ((size_t)n * H + h0) * T : NULL, T);
 			DNN_CUDA_CHECK(cudaGetLastError());
 			// y^T (D x T) = v^T (D x T) P^T (T x T)
-			DNN_CUBLAS_CHECK(cublasSgemmStridedBatched(hb, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, &one, v, L, D, S, T,
+			DNN_CUBLAS_CHECK(dnn_cublas_gemm_strided(a->bf16, hb, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, &one, v, L, D, S, T,
 								   TT, &zero, yo, C, D, g));
 		}
 }
@@ -179,23 +179,23 @@ extern "C" void dnn_attention_bwd_cuda(void *buffers[], void *cl_arg)
 			const float *q = qkv + o, *k = q + C, *v = q + 2 * C;
 			float *dq = dqkv + o, *dk = dq + C, *dv = dq + 2 * C;
 			const dim3 grid((unsigned)T, (unsigned)g);
-			DNN_CUBLAS_CHECK(cublasSgemmStridedBatched(hb, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, &scale, k, L, D, q,
+			DNN_CUBLAS_CHECK(dnn_cublas_gemm_strided(a->bf16, hb, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, &scale, k, L, D, q,
 								   L, D, &zero, P, T, TT, g));
 			softmax_recompute_kernel<<<grid, ATT_THREADS, 0, st>>>(P, lse + ((size_t)n * H + h0) * T, T);
 			DNN_CUDA_CHECK(cudaGetLastError());
 			// dv^T (D x T) = dy^T (D x T) P (T x T): dv[j] = sum_i P[i][j] dy[i]
-			DNN_CUBLAS_CHECK(cublasSgemmStridedBatched(hb, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, &one, dy + oy, C, D,
+			DNN_CUBLAS_CHECK(dnn_cublas_gemm_strided(a->bf16, hb, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, &one, dy + oy, C, D,
 								   P, T, TT, &beta, dv, L, D, g));
 			// dP^T (T x T) = v (T x D) dy^T (D x T): dP[i][j] = dy_i . v_j
-			DNN_CUBLAS_CHECK(cublasSgemmStridedBatched(hb, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, &one, v, L, D,
+			DNN_CUBLAS_CHECK(dnn_cublas_gemm_strided(a->bf16, hb, CUBLAS_OP_T, CUBLAS_OP_N, T, T, D, &one, v, L, D,
 								   dy + oy, C, D, &zero, dS, T, TT, g));
 			dsoft_kernel<<<grid, ATT_THREADS, 0, st>>>(dS, P, y + oy, dy + oy, T, D, C, scale);
 			DNN_CUDA_CHECK(cudaGetLastError());
 			// dq^T (D x T) = k^T (D x T) dS^T (T x T): dq[i] = sum_j dS[i][j] k[j]
-			DNN_CUBLAS_CHECK(cublasSgemmStridedBatched(hb, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, &one, k, L, D, dS, T,
+			DNN_CUBLAS_CHECK(dnn_cublas_gemm_strided(a->bf16, hb, CUBLAS_OP_N, CUBLAS_OP_N, D, T, T, &one, k, L, D, dS, T,
 								   TT, &beta, dq, L, D, g));
 			// dk^T (D x T) = q^T (D x T) dS (T x T): dk[j] = sum_i dS[i][j] q[i]
-			DNN_CUBLAS_CHECK(cublasSgemmStridedBatched(hb, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, &one, q, L, D, dS, T,
+			DNN_CUBLAS_CHECK(dnn_cublas_gemm_strided(a->bf16, hb, CUBLAS_OP_N, CUBLAS_OP_T, D, T, T, &one, q, L, D, dS, T,
 								   TT, &beta, dk, L, D, g));
 		}
 }

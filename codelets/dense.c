@@ -6,10 +6,10 @@
  */
 #include "dense.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #ifdef DNN_HAVE_CUDA
 void dnn_dense_fwd_cuda(void *buffers[], void *cl_arg);
@@ -26,51 +26,52 @@ double dnn_dense_flops_fwd(const dnn_dense_args *a)
 
 // ------------------------------------------------------------------------------- CPU kernels
 
-void dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float *b, const dnn_dense_args *a)
+int dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float *b, const dnn_dense_args *a)
 {
 	// y (N,OUT), x (N,IN), w (OUT,IN), b (OUT) or NULL
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || OUT == 0)
-		return;
+		return 0;
 	for (int n = 0; n < N; n++) {
 		float *y_n = y + (size_t)n * OUT;
 		for (int o = 0; o < OUT; o++)
 			y_n[o] = b ? b[o] : 0.0f;
 	}
 	if (IN == 0)
-		return;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OUT, IN, 1.0f, x, IN, w, IN, 1.0f, y, OUT);
+		return 0;
+	return dnn_gemm(a->bf16, 0, 1, N, OUT, IN, 1.0f, x, IN, w, IN, 1.0f, y, OUT);
 }
 
-void dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_dense_args *a)
+int dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_dense_args *a)
 {
 	// dx (N,IN), dy (N,OUT), w (OUT,IN)
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || IN == 0)
-		return;
+		return 0;
 	if (OUT == 0) {
 		if (!a->accumulate_dx)
 			for (size_t i = 0; i < (size_t)N * IN; i++)
 				dx[i] = 0.0f;
-		return;
+		return 0;
 	}
 	float beta = a->accumulate_dx ? 1.0f : 0.0f;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IN, OUT, 1.0f, dy, OUT, w, IN, beta, dx, IN);
+	return dnn_gemm(a->bf16, 0, 0, N, IN, OUT, 1.0f, dy, OUT, w, IN, beta, dx, IN);
 }
 
-void dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a)
+int dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a)
 {
 	// dw (OUT,IN) +=, db (OUT) += or NULL, x (N,IN), dy (N,OUT)
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || OUT == 0)
-		return;
-	if (IN > 0)
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OUT, IN, N, 1.0f, dy, OUT, x, IN, 1.0f, dw, IN);
+		return 0;
+	if (IN > 0 && dnn_gemm(a->bf16, 1, 0, OUT, IN, N, 1.0f, dy, OUT, x, IN, 1.0f, dw, IN) != 0)
+		return -1;
 	for (int n = 0; db && n < N; n++) {
 		const float *dy_n = dy + (size_t)n * OUT;
 		for (int o = 0; o < OUT; o++)
 			db[o] += dy_n[o];
 	}
+	return 0;
 }
 
 // ------------------------------------------------------------------------------- codelets
@@ -82,10 +83,11 @@ static void dense_fwd_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->N * a->OUT);
-	dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[3]),
+	if (dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[3]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-			      (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a);
+			      (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a) != 0)
+		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
 static void dense_bwd_data_cpu_task(void *buffers[], void *cl_arg)
@@ -94,9 +96,10 @@ static void dense_bwd_data_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->IN);
-	dnn_dense_backward_data_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+	if (dnn_dense_backward_data_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
 				    (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				    (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a);
+				    (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a) != 0)
+		dnn_worker_error("dense backward data (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
 static void dense_bwd_weight_cpu_task(void *buffers[], void *cl_arg)
@@ -106,10 +109,11 @@ static void dense_bwd_weight_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->OUT);
-	dnn_dense_backward_weight_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+	if (dnn_dense_backward_weight_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
 				      (float *)STARPU_VECTOR_GET_PTR(buffers[3]),
 				      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a);
+				      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a) != 0)
+		dnn_worker_error("dense backward weight (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
 static void dense_fwd_nobias_cpu_task(void *buffers[], void *cl_arg)
@@ -118,8 +122,9 @@ static void dense_fwd_nobias_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->OUT);
-	dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL, a);
+	if (dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL, a) != 0)
+		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
 static void dense_bwd_weight_nobias_cpu_task(void *buffers[], void *cl_arg)
@@ -128,9 +133,10 @@ static void dense_bwd_weight_nobias_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT * a->IN);
-	dnn_dense_backward_weight_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), NULL,
+	if (dnn_dense_backward_weight_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), NULL,
 				      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a);
+				      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a) != 0)
+		dnn_worker_error("dense backward weight (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
 DNN_CODELET(cl_dense_fwd, 4, dense_fwd_cpu_task, dnn_dense_fwd_cuda);
@@ -141,7 +147,7 @@ DNN_CODELET(cl_dense_bwd_weight, 4, dense_bwd_weight_cpu_task, dnn_dense_bwd_wei
 
 // ------------------------------------------------------------------------------- insert helpers
 
-DNN_ARGS_NO_PADDING(dnn_dense_args, 4 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_dense_args, 5 * sizeof(int));
 
 int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y)

@@ -50,7 +50,7 @@ extern "C" void dnn_dense_fwd_cuda(void *buffers[], void *cl_arg)
 	if (IN > 0) {
 		// y^T (OUT,N) = w (OUT,IN) x^T (IN,N); w's buffer is w^T (IN,OUT) to cuBLAS, hence OP_T
 		const float alpha = 1.0f, beta = 0.0f;
-		DNN_CUBLAS_CHECK(cublasSgemm(dnn_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &alpha, w,
+		DNN_CUBLAS_CHECK(dnn_cublas_gemm(a->bf16, dnn_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &alpha, w,
 					     IN, x, IN, &beta, y, OUT));
 	} else {
 		DNN_CUDA_CHECK(cudaMemsetAsync(y, 0, n * sizeof(float), stream));
@@ -79,7 +79,7 @@ extern "C" void dnn_dense_bwd_data_cuda(void *buffers[], void *cl_arg)
 	}
 	// dx^T (IN,N) = w^T (IN,OUT) dy^T (OUT,N); both buffers are already those transposes
 	const float alpha = 1.0f, beta = a->accumulate_dx ? 1.0f : 0.0f;
-	DNN_CUBLAS_CHECK(cublasSgemm(dnn_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, IN, N, OUT, &alpha, w, IN, dy,
+	DNN_CUBLAS_CHECK(dnn_cublas_gemm(a->bf16, dnn_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, IN, N, OUT, &alpha, w, IN, dy,
 				     OUT, &beta, dx, IN));
 }
 
@@ -100,7 +100,7 @@ extern "C" void dnn_dense_bwd_weight_cuda(void *buffers[], void *cl_arg)
 	if (IN > 0) {
 		// dw^T (IN,OUT) += x^T (IN,N) dy (N,OUT); dy's buffer is dy^T (OUT,N), hence OP_T
 		const float alpha = 1.0f, beta = 1.0f;
-		DNN_CUBLAS_CHECK(cublasSgemm(dnn_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &alpha, x,
+		DNN_CUBLAS_CHECK(dnn_cublas_gemm(a->bf16, dnn_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &alpha, x,
 					     IN, dy, OUT, &beta, dw, IN));
 	}
 	dense_bias_bwd_kernel<<<DNN_CUDA_BLOCKS(OUT), 256, 0, starpu_cuda_get_local_stream()>>>(db, dy, N, OUT);
@@ -126,7 +126,7 @@ extern "C" void dnn_dense_fwd_nobias_cuda(void *buffers[], void *cl_arg)
 	}
 	// y^T (OUT,N) = w (OUT,IN) x^T (IN,N), as dnn_dense_fwd_cuda
 	const float alpha = 1.0f, beta = 0.0f;
-	DNN_CUBLAS_CHECK(cublasSgemm(dnn_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &alpha, w, IN, x, IN,
+	DNN_CUBLAS_CHECK(dnn_cublas_gemm(a->bf16, dnn_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, OUT, N, IN, &alpha, w, IN, x, IN,
 				     &beta, y, OUT));
 }
 
@@ -144,6 +144,6 @@ extern "C" void dnn_dense_bwd_weight_nobias_cuda(void *buffers[], void *cl_arg)
 		return;
 	// dw^T (IN,OUT) += x^T (IN,N) dy (N,OUT), as dnn_dense_bwd_weight_cuda
 	const float alpha = 1.0f, beta = 1.0f;
-	DNN_CUBLAS_CHECK(cublasSgemm(dnn_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &alpha, x, IN, dy, OUT,
+	DNN_CUBLAS_CHECK(dnn_cublas_gemm(a->bf16, dnn_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, IN, OUT, N, &alpha, x, IN, dy, OUT,
 				     &beta, dw, IN));
 }

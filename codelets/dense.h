@@ -1,7 +1,9 @@
 /* dense.h — fully connected layer. x (N,IN), w (OUT,IN) (PyTorch layout), b (OUT), y (N,OUT).
  * y = x w^T + b. dw, db += (REDUX handles); dx overwritten or accumulated per accumulate_dx.
  * Without a bias (b and db NULL in the kernels, NULL bias handles in the insert helpers, which
- * then use the _nobias codelets): y = x w^T, dw += dy^T x (lm_head's tied output layer). */
+ * then use the _nobias codelets): y = x w^T, dw += dy^T x (lm_head's tied output layer).
+ * bf16 = 1 (--precision bf16): the three GEMMs multiply bf16-rounded operands with fp32 sums
+ * (gemm_bf16.h); x, w, y and the gradients stay fp32 tensors, the bias and db sums fp32. */
 #ifndef DNN_DENSE_H
 #define DNN_DENSE_H
 #include <starpu.h>
@@ -11,13 +13,15 @@
 typedef struct {
 	int N, IN, OUT;
 	int accumulate_dx;
+	int bf16; // 1: the GEMMs in bf16 (gemm_bf16.h); part of the perf-model footprint (dnn_args_footprint)
 } dnn_dense_args;
 
 double dnn_dense_flops_fwd(const dnn_dense_args *a); // 2*N*IN*OUT
 
-void dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float *b, const dnn_dense_args *a);
-void dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_dense_args *a);
-void dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a);
+/* 0, or -1 when a bf16 GEMM cannot run (its buffers, oneDNN): the output is then not written. */
+int dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float *b, const dnn_dense_args *a);
+int dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_dense_args *a);
+int dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a);
 
 /* fwd (R x, R w, R b, W y); bwd_data (R dy, R w, W|RW dx); bwd_weight (R x, R dy, REDUX dw, REDUX db);
  * fwd_nobias (R x, R w, W y); bwd_weight_nobias (R x, R dy, REDUX|RW dw) */

@@ -73,6 +73,31 @@ int dnn_cuda_math_fp32(void);
 size_t dnn_cuda_workspace_size(void);
 void *dnn_cuda_workspace(size_t bytes);
 
+/* The GEMMs of the ops with a bf16 mode (dense, lm_head, attention; --precision bf16): bf16 = 0 is
+ * cublasSgemm (TF32 or not per DNN_CUDA_MATH), 1 is cublasGemmEx on the same fp32 buffers with
+ * CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS rounds A and B to bf16 for the tensor cores and sums in
+ * fp32, the CPU path's arithmetic (gemm_bf16.h), with no bf16 copies to allocate. */
+static inline cublasStatus_t dnn_cublas_gemm(int bf16, cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+					     int m, int n, int k, const float *alpha, const float *A, int lda,
+					     const float *B, int ldb, const float *beta, float *C, int ldc)
+{
+	if (!bf16)
+		return cublasSgemm(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+	return cublasGemmEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C, CUDA_R_32F, ldc,
+			    CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+}
+static inline cublasStatus_t dnn_cublas_gemm_strided(int bf16, cublasHandle_t h, cublasOperation_t ta,
+						     cublasOperation_t tb, int m, int n, int k, const float *alpha,
+						     const float *A, int lda, long long sa, const float *B, int ldb,
+						     long long sb, const float *beta, float *C, int ldc, long long sc,
+						     int batch)
+{
+	if (!bf16)
+		return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+	return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, beta,
+					  C, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT);
+}
+
 #define DNN_CUDA_BLOCKS(n) ((unsigned)(((n) + 255) / 256))
 #endif /* __CUDACC__ */
 #endif

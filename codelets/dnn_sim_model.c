@@ -1,6 +1,83 @@
 /* dnn_sim_model.c — see dnn_sim_model.h. */
 #include "dnn_sim_model.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The CPU node model's pure parts (dnn_sim_model.h), built in every configuration so that the unit
+ * test checks them against their formulas without SimGrid. */
+int dnn_sim_cpu_parse(dnn_sim_cpu *c, const char *var, const char *spec, char *err, size_t errlen)
+{
+	char name[64], tail;
+	double v[4];
+	int cores;
+	int n = sscanf(spec, "%63[^:]:%lf:%lf:%lf:%d:%lf%c", name, &v[0], &v[1], &v[2], &cores, &v[3], &tail);
+	if (n != 6 || !(v[0] > 0) || !(v[1] > 0) || !(v[2] >= v[1]) || cores < 1 || cores > 1024 || !(v[3] >= 0)) {
+		snprintf(err, errlen,
+			 "%s='%s': expected name:peak_gflops:core_gbs:socket_gbs:cores_per_socket:llc_mb (rates > 0, "
+			 "socket_gbs >= core_gbs, 1..1024 cores, llc_mb >= 0)",
+			 var, spec);
+		return -1;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->peak_gflops = v[0], c->core_gbs = v[1], c->socket_gbs = v[2], c->cores_per_socket = cores;
+	c->llc_mb = v[3];
+	return 0;
+}
+
+double dnn_sim_cpu_task_us(const dnn_sim_cpu *here, const dnn_sim_cpu *target, double t_here_us, double bytes,
+			   double n, double *mem_us, double *frac_mem)
+{
+	/* GB/s = 1e3 B/us. The memory part here is what the bytes take at one core's stream rate,
+	 * capped by the task's time; the rest is compute, which the cores' peak ratio scales. Buffers
+	 * that fit a core's share of the last-level cache are taken to come from it: no memory part
+	 * (on the machine whose cache it is). */
+	const int dram_here = bytes > here->llc_mb * 1e6 / here->cores_per_socket;
+	const int dram_target = bytes > target->llc_mb * 1e6 / target->cores_per_socket;
+	const double m_here = dram_here ? fmin(t_here_us, bytes / (here->core_gbs * 1e3)) : 0;
+	const double c_target = (t_here_us - m_here) * here->peak_gflops / target->peak_gflops;
+	const double alone = dram_target ? bytes / (target->core_gbs * 1e3) : 0;
+	const double rate = fmin(target->core_gbs, target->socket_gbs / (n < 1 ? 1 : n));
+	const double mem = dram_target ? bytes / (rate * 1e3) : 0;
+	if (mem_us)
+		*mem_us = mem;
+	if (frac_mem)
+		*frac_mem = c_target + alone > 0 ? alone / (c_target + alone) : 0;
+	return c_target + mem;
+}
+
+double dnn_sim_cpu_streams(const dnn_sim_cpu_core *cores, int ncores, int self, double now_us, double window_us)
+{
+	double n = 1;
+	for (int w = 0; w < ncores; w++) {
+		if (w == self)
+			continue;
+		const dnn_sim_cpu_core *c = &cores[w];
+		double running = 0, busy = 0;
+		for (int i = 0; i < DNN_SIM_CPU_HIST; i++) {
+			if (!(c->end[i] > c->start[i]))
+				continue;
+			if (c->start[i] <= now_us && c->end[i] > now_us)
+				running = c->frac[i];
+			if (window_us > 0) { /* the part of [now - window, now) spent in this task */
+				const double lo = fmax(c->start[i], now_us - window_us), hi = fmin(c->end[i], now_us);
+				if (hi > lo)
+					busy += (hi - lo) / window_us * c->frac[i];
+			}
+		}
+		n += running > 0 ? running : fmin(busy, 1);
+	}
+	return n;
+}
+
+void dnn_sim_cpu_record(dnn_sim_cpu_core *c, double start_us, double end_us, double frac)
+{
+	c->start[c->next] = start_us, c->end[c->next] = end_us, c->frac[c->next] = frac;
+	c->next = (c->next + 1) % DNN_SIM_CPU_HIST;
+}
+
 #ifndef DNN_SIMGRID
 int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 {
@@ -167,6 +244,38 @@ static double cpu_vec_us(const sim_model *sm, struct starpu_task *task)
 	return 1.0 + k * (double)n / (g_cpu_vec_gbs * 1e3);
 }
 
+/* ANP_SIM_CPU / ANP_SIM_CPU_HERE (dnn_sim_model.h): the simulated node's cores and this machine's.
+ * Set: every CPU task's calibrated time is split and scaled by dnn_sim_cpu_task_us, its memory
+ * part shared with the CPU tasks on the same socket (dnn_sim_cpu_streams). CPU worker d (StarPU's
+ * devid) sits on socket d / cores_per_socket, as StarPU binds workers to cores in order. A task
+ * is recorded on its core when its own worker asks at the start of its execution (StarPU's
+ * current task is then this one); the scheduler's predictions (dmda asks for every worker) see
+ * the same sharing but record nothing. Each SMPI rank (simulated node) has its own copy. */
+static dnn_sim_cpu g_cpu_here, g_cpu_target;
+static int g_cpu_set;
+#define DNN_SIM_MAX_CORES 1024
+static dnn_sim_cpu_core g_cores[DNN_SIM_MAX_CORES];
+
+static double cpu_node_us(struct starpu_task *task, unsigned workerid, double t_here_us)
+{
+	double bytes = 0;
+	for (unsigned i = 0; i < STARPU_TASK_GET_NBUFFERS(task); i++)
+		bytes += (double)starpu_data_get_size(STARPU_TASK_GET_HANDLE(task, i));
+	const int d = starpu_worker_get_devid((int)workerid), cps = g_cpu_target.cores_per_socket;
+	if (d < 0 || d >= DNN_SIM_MAX_CORES)
+		return dnn_sim_cpu_task_us(&g_cpu_here, &g_cpu_target, t_here_us, bytes, 1, NULL, NULL);
+	const int first = d / cps * cps, ncores = first + cps > DNN_SIM_MAX_CORES ? DNN_SIM_MAX_CORES - first : cps;
+	const double now = starpu_timing_now();
+	double frac = 0;
+	/* the window over which idle neighbours count: this task's time alone on the target */
+	const double alone = dnn_sim_cpu_task_us(&g_cpu_here, &g_cpu_target, t_here_us, bytes, 1, NULL, &frac);
+	const double n = frac > 0 ? dnn_sim_cpu_streams(&g_cores[first], ncores, d - first, now, alone) : 1;
+	const double us = dnn_sim_cpu_task_us(&g_cpu_here, &g_cpu_target, t_here_us, bytes, n, NULL, NULL);
+	if (starpu_task_get_current() == task && starpu_worker_get_id() == (int)workerid)
+		dnn_sim_cpu_record(&g_cores[d], now, now + us, frac);
+	return us;
+}
+
 static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nimpl)
 {
 	sim_model *sm = (sim_model *)((char *)task->cl->model - offsetof(sim_model, worker_model));
@@ -178,6 +287,12 @@ static double sim_cost(struct starpu_task *task, unsigned workerid, unsigned nim
 	case STARPU_CPU_WORKER:
 		if (cpu_vec_us(sm, task) > 0)
 			return cpu_vec_us(sm, task);
+		if (g_cpu_set) {
+			uint32_t fp = 0;
+			const double us = lookup(sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, task, workerid, nimpl, &fp);
+			if (us > 0)
+				return cpu_node_us(task, workerid, us);
+		}
 		return history(sm, sm->cpu_hist, sm->have_cpu, sm->ncpu_dirs, sm->cpu_path, "CPU", task, workerid, nimpl);
 	case STARPU_CUDA_WORKER:
 		if (g_gpu.set)
@@ -278,6 +393,18 @@ int dnn_sim_models_install(const dnn_sim_env *env, char *err, size_t errlen)
 			snprintf(err, errlen, "ANP_SIM_CPU_VEC_GBS='%s': expected a rate in GB/s > 0", vec);
 			return -1;
 		}
+	}
+	const char *cpu = env->cpu, *here = env->cpu_here;
+	if ((cpu && *cpu) != (here && *here)) {
+		snprintf(err, errlen, "simulation: ANP_SIM_CPU and ANP_SIM_CPU_HERE go together (the simulated cores and "
+				      "this machine's, which timed the calibration; scripts/simulate.sh --cpu sets both)");
+		return -1;
+	}
+	if (cpu && *cpu) {
+		if (dnn_sim_cpu_parse(&g_cpu_target, "ANP_SIM_CPU", cpu, err, errlen) != 0 ||
+		    dnn_sim_cpu_parse(&g_cpu_here, "ANP_SIM_CPU_HERE", here, err, errlen) != 0)
+			return -1;
+		g_cpu_set = 1;
 	}
 	/* Every buffer StarPU allocates in main memory (the home-less handles' host replicas: activations
 	 * staged for the host, the all-reduce's gradient copies, slices and buckets) folded onto a few

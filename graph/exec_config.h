@@ -22,6 +22,9 @@ typedef struct dnn_exec_config {
 	int pin_by_mask;         /* DNN_PIN_MODE=mask|queue [mask]: how pinned tasks are pinned (dnn_codelet.h) */
 	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [2]: first layers' all-reduce first (dist.h) */
 	int allreduce_on;        /* DNN_ALLREDUCE_ON=device|host|host-update [device]: where the hops run (dist.h) */
+	int bf16;                /* not an environment variable: --precision bf16 (dnn_train_opts.bf16), set by
+				  * dnn_cmd_train/eval (runtime/knobs.h dnn_knobs_set_bf16): dense, lm_head and
+				  * attention in bf16 */
 	int test_sum_reverse;    /* DNN_TEST_SUM_ORDER=tree|reverse [tree]: tests only, another fixed order of the
 				  * sums over chunks (graph/chunksum.h), to show a test sees an order change */
 	/* ---- handed by runtime/ to the start-up calls */

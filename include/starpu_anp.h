@@ -62,6 +62,7 @@ typedef struct {
 	int batch, chunks, window;
 	int pin_chunks;           // --pin-chunks: all of chunk c's tasks on one worker (dnn_plan_pin_chunks)
 	int batchnorm_global;     // --batchnorm global|local: batch-norm statistics over the global batch (1) or per chunk (0)
+	int bf16;                 // --precision bf16 (1) or fp32 (0): dense, lm_head and attention GEMMs in bf16
 	int deterministic;        // --deterministic on|off: sums over chunks in a fixed order (1, graph/chunksum.h) or
 	                          // StarPU's REDUX, in the order workers finish (0) [1]
 	dnn_optim_config optim;
@@ -127,6 +128,9 @@ int dnn_cmd_nets(void);
  * not given. For train --resume, the net must be the checkpoint's (exit 2 otherwise, as for the
  * others). Returns the exit status: 0, 1 (bad file) or 2 (usage error), the line printed. */
 int dnn_cmd_check_net(dnn_train_opts *o, int print_summary);
+
+/* 1 when this CPU runs AVX512_BF16 (cpuid), which --precision bf16 needs (codelets/gemm_bf16.c). */
+int dnn_cpu_has_bf16(void);
 
 /* The project's environment variables (README "Environment variables": DNN_FUSE, DNN_CONV_ALGO,
  * DNN_CUDA_MATH, DNN_CUDA_WORKSPACE_MB, DNN_TRACES_DIR, ..., and the ANP_* ones), parsed once, before

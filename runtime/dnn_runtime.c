@@ -13,6 +13,7 @@
 #include "dnn_codelet.h"
 #include "dnn_cuda.h"
 #include "dnn_sim_model.h"
+#include "gemm_bf16.h"
 #include "knobs.h"
 
 /* OpenBLAS: one thread per StarPU worker, or the workers would oversubscribe the cores. */
@@ -97,6 +98,7 @@ static void release_scratch(void *arg)
 {
 	(void)arg;
 	dnn_cpu_scratch_release();
+	dnn_gemm_bf16_release(); /* --precision bf16's per-thread copies and oneDNN primitives */
 }
 
 void dnn_runtime_shutdown(void)
@@ -109,7 +111,7 @@ void dnn_runtime_shutdown(void)
 		fprintf(stderr, "error: a task failed: %s\n", msg);
 	/* CPU kernels keep a per-thread scratch buffer (im2col columns): free the workers' ones. */
 	starpu_execute_on_each_worker(release_scratch, NULL, STARPU_CPU);
-	dnn_cpu_scratch_release();
+	release_scratch(NULL);
 #ifdef DNN_HAVE_CUDA
 	dnn_cuda_shutdown();
 #endif

@@ -272,6 +272,7 @@ int dnn_cmd_eval(const dnn_train_opts *o)
 	dnn_dataset test = {0};
 	dnn_model m;
 	int rc = 1, have_model = 0;
+	dnn_knobs_set_bf16(o->bf16);
 	if ((rc = dnn_ckpt_open_graph(&g, o, o->data_dir)) != 0) /* the checkpoint's net (model_ckpt.h) */
 		return rc;
 	rc = 1;

@@ -69,7 +69,8 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 			       .cuda_models = getenv("ANP_SIM_CUDA_MODELS"), .cuda_host = getenv("ANP_SIM_CUDA_HOST"),
 			       .gpu = getenv("ANP_SIM_GPU"), .cpu_vec_gbs = getenv("ANP_SIM_CPU_VEC_GBS"),
 			       .platform = getenv("ANP_SIM_PLATFORM"), .models = getenv("ANP_SIM_MODELS"),
-			       .fold_unique = getenv("ANP_SIM_FOLD_UNIQUE")};
+			       .fold_unique = getenv("ANP_SIM_FOLD_UNIQUE"), .cpu = getenv("ANP_SIM_CPU"),
+			       .cpu_here = getenv("ANP_SIM_CPU_HERE")};
 	k->host = getenv("ANP_HOST");
 	k->self_exe = getenv("STARPU_ANP"); /* ours despite the prefix: traces/sweep.sh's binary */
 	k->blas_reexec_from = getenv("DNN_BLAS_REEXEC_FROM"); /* runtime/cpu_kernels.c sets it */
@@ -140,3 +141,5 @@ int dnn_knobs_load(char *err, size_t errlen)
 int dnn_knobs_loaded(void) { return g_loaded; }
 
 const dnn_exec_config *dnn_knobs_get(void) { return &g_knobs; }
+
+void dnn_knobs_set_bf16(int bf16) { g_knobs.bf16 = bf16 != 0; }

@@ -16,6 +16,9 @@
 int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen);
 /* The config in effect: the one dnn_knobs_load (starpu_anp.h) parsed, DNN_EXEC_CONFIG_DEFAULTS before. */
 const dnn_exec_config *dnn_knobs_get(void);
+/* The command's --precision (1 = bf16), set by dnn_cmd_train and dnn_cmd_eval before they create
+ * any plan: not an environment variable, but it travels with the config every plan copies. */
+void dnn_knobs_set_bf16(int bf16);
 /* dnn_knobs_load succeeded once. */
 int dnn_knobs_loaded(void);
 #endif

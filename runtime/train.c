@@ -33,6 +33,7 @@
 #include "gelu.h"
 #include "jobstop.h"
 #include "knobs.h"
+#include "gemm_bf16.h"
 #include "model_ckpt.h"
 #include "preflight.h"
 #include "progress.h"
@@ -484,6 +485,7 @@ static int eval_at_step(train_run *r, int epoch, uint64_t gstep, epoch_sums *e)
 		if (r->T > 0)
 			fprintf(r->metrics, ",,%.6f", r->test_loss / M_LN2);
 		fputc('\n', r->metrics);
+		fflush(r->metrics); /* a language model's run is often one long epoch: plots follow it */
 	}
 	return 0;
 }
@@ -685,6 +687,9 @@ static int stop_mid_epoch(train_run *r, const epoch_sums *e)
 		return -1;
 	}
 	dnn_progress_end_line(&r->pr);
+	/* The steps run before the stop count in the result line's rates, as a whole epoch's do. */
+	r->t_timed += dnn_now() - e->t_warm;
+	r->timed_images += (e->images - e->warm_done * o->batch);
 	r->train_loss = e->images ? e->loss / e->images : NAN;
 	r->train_acc = e->images ? e->correct / e->images : NAN;
 	if (r->metrics)
@@ -811,6 +816,9 @@ static void print_result(train_run *r)
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s deterministic=%s tasks_per_step=%ld", r->p.fuse,
 	       r->p.chunk_worker != NULL, o->batchnorm_global ? "global" : "local", r->p.sum_redux ? "off" : "on",
 	       r->p.tasks_per_step);
+	printf(" precision=%s", o->bf16 ? "bf16" : "fp32");
+	if (o->bf16 && !DNN_SIMULATED) /* which bf16 GEMM ran: oneDNN's version and kernel, or round+sgemm */
+		printf(" bf16_gemm=%s", dnn_gemm_bf16_impl());
 	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since
 	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops; since 2026-12-06 the 2x2
 	 * max-pool loops and the direct conv's ISA; since 2026-12-06 "+tails": row tails stored with
@@ -852,6 +860,7 @@ int dnn_cmd_train(const dnn_train_opts *opts)
 	train_run r = {0};
 	int rc = 1;
 	const double t_job = dnn_now(); /* --time-limit counts from here */
+	dnn_knobs_set_bf16(opts->bf16);
 	if (run_setup(&r, opts) != 0) {
 		rc = r.usage_rc ? r.usage_rc : 1;
 		goto out;

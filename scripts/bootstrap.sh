@@ -60,6 +60,7 @@ CACHE="${STARPU_ANP_CACHE:-$HOME/.cache/starpu-anp}"
 STARPU_SERIES=1.4
 PKGS=(build-essential cmake pkg-config dpkg-dev ca-certificates
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev
+      libdnnl-dev # oneDNN: the bf16 GEMMs of --precision bf16 (codelets/gemm_bf16.c)
       libfxt-dev fxt-tools zlib1g-dev libstb-dev
       vite gnuplot-nox librsvg2-bin dataset-fashion-mnist
       xz-utils file nftables iproute2 libprotobuf-c-dev protobuf-c-compiler python3-venv patch

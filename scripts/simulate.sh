@@ -23,8 +23,9 @@
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
 #            --pcie-gen G     host<->GPU link: PCIe gen 3 | 4 | 5, x16 [the kind's]
 #            --nvlink V       GPU<->GPU link: NVLink 1 | 2 | 3 | 4, or none (through PCIe) [the kind's]
-#            --gpu-mem GIB    each GPU's memory, not the data sheet's: a published batch that our
-#                             activation plan does not fit (say so beside the result) [the kind's]
+#            --cpu KIND       the cores: here (this machine's, as calibrated) | e5-2667v2 (the Caffe
+#                             seed's Xeon: each task's time split into compute, scaled by the peak
+#                             ratio, and memory, shared on its socket; sim/platform.py CPUS) [here]
 #            --cuda-models D  time CUDA workers from calibrated history files D/codelets/45/*.HOST
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
 #                             instead of the roofline estimate [estimated]
@@ -53,6 +54,8 @@
 #            ANP_SIM_FOLD_UNIQUE=1: one folded host buffer per size (16 ranks of GPT-2 XL need it).
 #            ANP_SIM_GPU_ROOFLINE=EC:EM:LAUNCH overrides the roofline's eff_compute, eff_memory and
 #            launch_us (sim/fit_gpu.py's knob; labelled models_cuda=estimated).
+#            ANP_SIM_GPU_MEMSIZE_GB=G: the simulated GPU's memory (sim/fit_gpu.py: a published batch
+#            whose activations, as this tool keeps them, exceed the card's).
 # Exit status: 0 ok, 1 a run failed (its one-line reason is printed), 2 bad usage.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -61,7 +64,7 @@ source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
-NODES=1 CORES="$(nproc)" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" PCIE_GEN="" NVLINK="" GPU_MEM="" NETWORK=fdr
+NODES=1 CORES="$(nproc)" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" PCIE_GEN="" NVLINK="" NETWORK=fdr CPU_KIND=here
 NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=tree STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
@@ -81,6 +84,7 @@ while [ $# -gt 0 ]; do
       usage "--gpu-precision '${2:-}': expected fp32, tf32, bf16 or fp16"; GPU_PREC="$2"; shift 2 ;;
     --gpu-models) [[ "${2:-}" =~ ^(fitted|estimated)$ ]] ||
       usage "--gpu-models '${2:-}': expected fitted or estimated"; GPU_MODELS="$2"; shift 2 ;;
+    --cpu) [[ "${2:-}" =~ ^(here|e5-2667v2)$ ]] || usage "--cpu '${2:-}': expected here or e5-2667v2"; CPU_KIND="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
     --network) # the names sim/platform.py knows (its NETWORKS), or netns-RATE
       nets="$(python3 "$ROOT/sim/platform.py" --list-networks | grep -vx netns)"
@@ -88,7 +92,6 @@ while [ $# -gt 0 ]; do
         usage "--network '${2:-}': expected one of $(paste -sd' ' <<<"$nets") or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"
       NETWORK="$2"; shift 2 ;;
     --pcie-gen) [[ "${2:-}" =~ ^[345]$ ]] || usage "--pcie-gen '${2:-}': expected 3, 4 or 5"; PCIE_GEN="$2"; shift 2 ;;
-    --gpu-mem) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--gpu-mem '${2:-}': expected GiB"; GPU_MEM="$2"; shift 2 ;;
     --nvlink) [[ "${2:-}" =~ ^(none|[1-4])$ ]] || usage "--nvlink '${2:-}': expected none, 1, 2, 3 or 4"; NVLINK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
@@ -132,7 +135,7 @@ build() { # DIR CMAKE-ARGS...: configure once, then an incremental build (quiet 
   if [ ! -f "$dir/CMakeCache.txt" ]; then
     cmake -S "$ROOT" -B "$dir" "$@" >"$dir.cmake.log" 2>&1 || { tail -20 "$dir.cmake.log" >&2; exit 1; }
   fi
-  cmake --build "$dir" -j"$(nproc)" --target starpu_anp >"$dir.build.log" 2>&1 \
+  cmake --build "$dir" -j"$(nproc)" --target starpu_anp ${BUILD_TARGETS[@]:+"${BUILD_TARGETS[@]}"} >"$dir.build.log" 2>&1 \
     || { grep -E 'error' "$dir.build.log" | head -20 >&2; echo "simulate.sh: building $dir failed (log: $dir.build.log)" >&2; exit 1; }
 }
 # One build at a time (two sweeps started together must not link the same binary at once), and
@@ -142,9 +145,13 @@ build() { # DIR CMAKE-ARGS...: configure once, then an incremental build (quiet 
 mkdir -p "$SIM_BUILD"
 exec 9>"$SIM_BUILD/.simulate.lock"
 flock 9
+BUILD_TARGETS=()
 if [ "$NO_BUILD" = 0 ]; then
   say "building $REAL_BUILD (real) and $SIM_BUILD (SimGrid)"
+  # --cpu KIND measures this machine's cores with the bench dnn_membw_share (below)
+  [ "$CPU_KIND" = here ] || BUILD_TARGETS=(dnn_membw_share)
   build "$REAL_BUILD"
+  BUILD_TARGETS=()
   ( export STARPU_PREFIX="$STARPU_SIM_PREFIX" PKG_CONFIG_PATH="$STARPU_SIM_PREFIX/lib/pkgconfig"
     CC=smpicc build "$SIM_BUILD" -DDNN_SIMGRID=ON )
 fi
@@ -297,6 +304,21 @@ for ((i = 0; i < ${#OPTIM[@]}; i++)); do
 done
 # SGD (the default) keeps the stamps of before this option was passed on
 [ "$OPTIM_NAME" != sgd ] || OPTIM_NAME=""
+# --cpu KIND: the simulated cores are another machine's (codelets/dnn_sim_model.h). The model needs
+# this machine's cores too, measured as the model counts them (bench/membw_share.c: one core's FMA
+# peak, one core's and both cores' copy rates), once per calibration folder: the calibration and
+# these rates describe the same cores.
+CPU_HERE=""
+if [ "$CPU_KIND" != here ]; then
+  if [ ! -s "$CALIB/cpu_here.spec" ]; then
+    [ -x "$REAL_BUILD/bench/dnn_membw_share" ] || { echo "simulate.sh: --cpu $CPU_KIND needs $REAL_BUILD/bench/dnn_membw_share (run without --no-build)" >&2; exit 1; }
+    say "measuring this machine's cores for --cpu $CPU_KIND (bench/membw_share.c --here-only)"
+    "$REAL_BUILD/bench/dnn_membw_share" --here-only >"$CALIB/cpu_here.spec.tmp" \
+      && mv "$CALIB/cpu_here.spec.tmp" "$CALIB/cpu_here.spec" \
+      || { rm -f "$CALIB/cpu_here.spec.tmp"; echo "simulate.sh: measuring this machine's cores failed" >&2; exit 1; }
+  fi
+  CPU_HERE="$(cat "$CALIB/cpu_here.spec")"
+fi
 # ---------------------------------------------------------------- the runs
 IFS=, read -ra L_NODES <<<"$NODES"; IFS=, read -ra L_GPUS <<<"$GPUS"; IFS=, read -ra L_SCHED <<<"$SCHED"
 IFS=, read -ra L_MODE <<<"$MODE"; IFS=, read -ra L_AR <<<"$ALLREDUCE"
@@ -332,20 +354,21 @@ for ar in "${L_AR[@]}"; do
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
-  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC")-$NETWORK${PCIE_GEN:+-pcie$PCIE_GEN}${NVLINK:+-nvlink$NVLINK}${GPU_MEM:+-mem$GPU_MEM}}"
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$CORES$([ "$CPU_KIND" = here ] || echo "-$CPU_KIND")-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC-$GPU_MODELS")-$NETWORK${PCIE_GEN:+-pcie$PCIE_GEN}${NVLINK:+-nvlink$NVLINK}}"
   gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$CORES" --gpus "$gpus"
-       --network "$([[ "$NETWORK" == netns-* ]] && echo netns || echo "$NETWORK")" --maxnodes "$STARPU_MAXNODES")
+       --network "$([[ "$NETWORK" == netns-* ]] && echo netns || echo "$NETWORK")" --maxnodes "$STARPU_MAXNODES" --cpu "$CPU_KIND")
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
   [ "$gpus" = 0 ] || gen+=(--gpu "$GPU" --gpu-precision "$GPU_PREC" --gpu-models "$GPU_MODELS")
   [ "$gpus" = 0 ] || [ -z "${ANP_SIM_GPU_ROOFLINE:-}" ] || gen+=(--roofline "$ANP_SIM_GPU_ROOFLINE")
+  [ "$gpus" = 0 ] || [ -z "${ANP_SIM_GPU_MEMSIZE_GB:-}" ] || gen+=(--memsize-gb "$ANP_SIM_GPU_MEMSIZE_GB")
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
   [ "$gpus" = 0 ] || [ -z "$PCIE_GEN" ] || gen+=(--pcie-gen "$PCIE_GEN")
   [ "$gpus" = 0 ] || [ -z "$NVLINK" ] || gen+=(--nvlink "$NVLINK")
-  [ "$gpus" = 0 ] || [ -z "$GPU_MEM" ] || gen+=(--gpu-mem "$GPU_MEM")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")" cuda_models="$(cat "$pdir/models_cuda")" # fitted-public or estimated
   # ANP_SIM_CPU_VEC_GBS: the CPU vector codelets from a stream rate (codelets/dnn_sim_model.c)
   [ -z "${ANP_SIM_CPU_VEC_GBS:-}" ] || [ "$cpu_models" = none ] || cpu_models="calibrated+vec${ANP_SIM_CPU_VEC_GBS}GBps"
+  [ "$CPU_KIND" = here ] || [ "$cpu_models" = none ] || cpu_models+="+scaled-to-$CPU_KIND"
   models="cpu=$cpu_models"
   if [ "$gpus" != 0 ]; then
     if [ -n "$CUDA_MODELS" ]; then models+=",cuda=calibrated"; else models+=",cuda=$cuda_models"; fi
@@ -361,6 +384,7 @@ for ar in "${L_AR[@]}"; do
           STARPU_NCUDA="$gpus" ANP_SIM_CPU_MODELS="$MODELS" ANP_SIM_CPU_HOST="$HOST"
           ANP_SIM_PLATFORM="$name-x$nodes-$NETWORK" ANP_SIM_MODELS="$models" STARPU_SILENT=1)
     [ -z "$NCPU" ] || envs+=(STARPU_NCPU="$NCPU")
+    [ "$CPU_KIND" = here ] || envs+=(ANP_SIM_CPU="$(cat "$pdir/cpu.spec")" ANP_SIM_CPU_HERE="$CPU_HERE")
     [ -z "${DNN_BREAKDOWN:-}" ] || envs+=(DNN_BREAKDOWN="$DNN_BREAKDOWN") # the time breakdown (bd_* fields; 2: and critpath: lines)
     [ -z "${DNN_ALLREDUCE_PRIO:-}" ] || envs+=(DNN_ALLREDUCE_PRIO="$DNN_ALLREDUCE_PRIO")
     [ -z "${DNN_ALLREDUCE_ON:-}" ] || envs+=(DNN_ALLREDUCE_ON="$DNN_ALLREDUCE_ON")

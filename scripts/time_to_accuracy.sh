@@ -20,7 +20,7 @@
 #            --lr-ref-batch N the linear scaling rule: --lr is for a global batch of N [off]
 # Cluster:   --nodes LIST     node counts N, comma list [1,2,4,8,16]
 #            --gpus-per-node G [4]   --batch-per-gpu b [32]
-#            --gpu KIND       k80|h200 [k80]      --network NET  fdr|edr|10gbe|1gbe|infinite [fdr]
+#            --gpu KIND       k80|p100|v100|a100|h100|h200 [k80]   --network NET  fdr|edr|10gbe|1gbe|infinite [fdr]
 #            --cores C        CPU cores per simulated node (GPU-only workers: --ncpu 0) [16]
 # Mode:      --mode LIST      sync, async or sync,async [sync]
 #            --allreduce A    sync: tree|ring|rhd, for the simulated step [tree]
@@ -74,7 +74,8 @@ while [ $# -gt 0 ]; do
     --nodes) list_of "$1" "${2:-}" '^[1-9][0-9]*$'; NODES="$2"; shift 2 ;;
     --gpus-per-node) posint "$1" "${2:-}"; G="$2"; shift 2 ;;
     --batch-per-gpu) posint "$1" "${2:-}"; b="$2"; shift 2 ;;
-    --gpu) [[ "${2:-}" =~ ^(k80|h200)$ ]] || usage "--gpu '${2:-}': expected k80 or h200"; GPU="$2"; shift 2 ;;
+    --gpu) [[ "${2:-}" =~ ^(k80|p100|v100|a100|h100|h200)$ ]] ||
+      usage "--gpu '${2:-}': expected k80, p100, v100, a100, h100 or h200"; GPU="$2"; shift 2 ;;
     --network) [[ "${2:-}" =~ ^(fdr|edr|10gbe|1gbe|infinite)$ ]] || usage "--network '${2:-}': expected fdr, edr, 10gbe, 1gbe or infinite"; NETWORK="$2"; shift 2 ;;
     --cores) posint "$1" "${2:-}"; CORES="$2"; shift 2 ;;
     --mode) list_of "$1" "${2:-}" '^(sync|async)$'; MODES="$2"; shift 2 ;;

@@ -15,7 +15,11 @@ writes, for N identical nodes of C CPU cores and G GPUs of KIND:
   DIR/platform.txt           the same in words, with every number's source
   DIR/gpu.spec               the GPU's roofline numbers (name:peak_gflops:mem_gbs:eff_compute:
                              eff_memory:launch_us), read by the simulation build (ANP_SIM_GPU)
-  DIR/models_cuda            where they came from: fitted-public (FITTED) or estimated (assumed)
+  DIR/models_cuda            where they came from: fitted-public (FITTED) or estimated (assumed;
+                             --gpu-models estimated: always)
+  DIR/cpu.spec               with --cpu KIND: the simulated cores (name:peak_gflops:core_gbs:
+                             socket_gbs:cores_per_socket:llc_mb), read by the simulation build
+                             (ANP_SIM_CPU); empty: the cores are this machine's (its calibration)
 
 --gpu k80 | p100 | v100 | a100 | h100 | h200 | none, --gpu-precision fp32 | tf32 | bf16 | fp16 [fp32]; --network fdr | edr | 10gbe | 1gbe | infinite | netns (see GPUS / NETWORKS below; netns: the
 namespace hosts of tests/net/cluster.sh, --rate RATE as `cluster.sh rate RATE`).
@@ -87,7 +91,34 @@ GPU_PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 # (sim/fit_gpu.py; docs/studies/2026-12-07-gpu-models.md: figures, fit, hold-out errors), per
 # (GPU, precision): used by default (models_cuda=fitted-public); --gpu-models estimated keeps the
 # assumed ones of GPUS (the figures of before the fit), and --roofline overrides both (estimated).
-FITTED = {}
+# eff_compute fitted on one figure per GPU (the study's `fit` rows), eff_memory and launch_us kept
+# as assumed (one figure cannot tell them apart); the H200 has no figure of its own in the fit: it
+# takes the H100's (the same SMs and tensor cores), and its one published figure is held out.
+FITTED = {
+    ("k80", "fp32"): dict(eff_compute=0.336, eff_memory=0.70, launch_us=10.0),   # TF 2017, 51.9 img/s, b64
+    ("p100", "fp32"): dict(eff_compute=0.636, eff_memory=0.70, launch_us=5.0),   # TF 2017, 219 img/s, b64
+    ("v100", "fp32"): dict(eff_compute=0.785, eff_memory=0.70, launch_us=5.0),   # DLE PyTorch, 367 img/s, b112
+    ("a100", "tf32"): dict(eff_compute=0.212, eff_memory=0.70, launch_us=5.0),   # DLE PyTorch, 938 img/s, b256
+    ("h100", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # Lambda v2, 1894 img/s, b640
+    ("h200", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # the H100's (held out: 2259)
+}
+
+# CPU kinds (--cpu): the simulated node's cores, for the CPU node model of codelets/dnn_sim_model.h
+# (each task's calibrated time split into compute, scaled by the ratio of the cores' peaks, and
+# memory, its buffers at the bandwidth it gets on its socket). Rates in STREAM's count (each array
+# once), as the model counts a task's buffers.
+CPUS = {
+    # Intel Xeon E5-2667 v2 (Ivy Bridge-EP), the Caffe seed's node: 2 sockets x 8 cores, 3.3 GHz
+    # base (4.0 turbo), 25 MB L3, 4 x DDR3-1866 per socket, 59.7 GB/s peak per socket (Intel ARK,
+    # "Intel Xeon Processor E5-2667 v2 (25M Cache, 3.30 GHz)"). AVX without FMA: one 8-wide add +
+    # one 8-wide multiply per cycle = 16 FP32 FLOP/cycle x 3.3 GHz = 52.8 GFLOP/s per core. Stream
+    # rates: one core 8.7 GB/s and 2 x 12 cores 75 GB/s STREAM triad on E5-2695 v2 with DDR3-1600
+    # (Puget Systems, "Memory Performance for Intel Xeon Haswell-EP DDR4", 2014): 73% of 2 x
+    # 51.2 GB/s; at 73% of DDR3-1866's 59.7, 43.6 GB/s per socket; one core is latency-bound, so
+    # its 8.7 GB/s is kept (our estimate, not a measurement of this SKU).
+    "e5-2667v2": dict(model="Intel Xeon E5-2667 v2 (Ivy Bridge-EP, 3.3 GHz, AVX)", peak_gflops=52.8,
+                      core_gbs=8.7, socket_gbs=43.6, cores_per_socket=8, llc_mb=25),
+}
 
 # Networks: the bandwidth of each node's link to the switch and its latency (docs/SIMULATION.md
 # "Networks", with every source). gbps: the link's data rate after its line code, what the standard
@@ -274,14 +305,16 @@ def main():
                          "and precision (else the assumed ones), or the assumed ones [fitted]")
     ap.add_argument("--roofline", default=None, metavar="EC:EM:LAUNCH",
                     help="override eff_compute:eff_memory:launch_us (sim/fit_gpu.py's knob; labelled estimated)")
+    ap.add_argument("--memsize-gb", type=float, default=None,
+                    help="override the GPU's memory, GB (sim/fit_gpu.py: to time a published batch whose "
+                         "activations, as this tool keeps them, exceed the card) [the kind's]")
     ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
     ap.add_argument("--pcie-gen", type=int, default=None, choices=sorted(PCIE_GENS),
                     help="host<->GPU link: PCIe generation, x16 (PCIE_GENS) [the GPU kind's]; --pcie overrides")
-    ap.add_argument("--gpu-mem", type=float, default=None, metavar="GIB",
-                    help="each GPU's memory in GiB, overriding the kind's: to simulate a batch that a published "
-                         "framework fitted and our activation plan does not (say so beside the result)")
     ap.add_argument("--nvlink", default=None, choices=["none"] + sorted(NVLINKS),
                     help="GPU<->GPU link: NVLink generation (NVLINKS), or none (through PCIe) [the GPU kind's]")
+    ap.add_argument("--cpu", default="here", choices=sorted(CPUS) + ["here"],
+                    help="the cores' kind [here: this machine's, as calibrated]")
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
     ap.add_argument("--name", default=None, help="the nodes' StarPU host name [derived]")
     ap.add_argument("--maxnodes", type=int, default=32, help="StarPU's STARPU_MAXNODES (starpu_config.h)")
@@ -314,6 +347,10 @@ def main():
         fit = FITTED.get((a.gpu, a.gpu_precision))
         if a.gpu_models == "fitted" and fit:
             gpu.update({k: fit[k] for k in ("eff_compute", "eff_memory", "launch_us")}, models="fitted-public")
+        if a.memsize_gb is not None:
+            if not 0 < a.memsize_gb <= 1e6:
+                die(f"--memsize-gb {a.memsize_gb}: expected GB in (0, 1e6]")
+            gpu["memsize"] = a.memsize_gb * 1e9
         if a.roofline is not None:
             try:
                 ec, em, lu = (float(x) for x in a.roofline.split(":"))
@@ -331,10 +368,6 @@ def main():
     pcie = a.pcie if a.pcie else (PCIE_GENS[a.pcie_gen] if a.pcie_gen else (gpu["pcie_gbs"] if gpu else 0.0))
     if gpu and not pcie > 0:
         die(f"--pcie {a.pcie}: expected a bandwidth in GB/s > 0")
-    if a.gpu_mem is not None:
-        if not gpu or not 0 < a.gpu_mem <= 4096:
-            die(f"--gpu-mem {a.gpu_mem}: expected GiB in (0, 4096] with --gpus G --gpu KIND")
-        gpu["memsize"] = int(a.gpu_mem * 2**30)
     if gpu and a.nvlink:
         gpu["peer_gbs"] = pcie if a.nvlink == "none" else NVLINKS[a.nvlink]
     net = dict(NETWORKS[a.network])
@@ -349,7 +382,8 @@ def main():
     elif a.rate is not None:
         die("--rate applies to --network netns only")
     prec = "" if a.gpu_precision == "fp32" or not a.gpus else "-" + a.gpu_precision  # fp32: the names of before
-    name = a.name or (f"sim-{a.cores}c" + (f"-{a.gpus}x{a.gpu}{prec}" if a.gpus else ""))
+    name = a.name or (f"sim-{a.cores}c" + (f"-{a.cpu}" if a.cpu != "here" else "") +
+                      (f"-{a.gpus}x{a.gpu}{prec}" if a.gpus else ""))
     if not name.replace("-", "").replace("_", "").isalnum():
         die(f"--name '{name}': letters, digits, - and _ only")
 
@@ -449,9 +483,16 @@ def main():
             f"{gpu['launch_us']}" if gpu else "")
     write(os.path.join(a.out, "gpu.spec"), spec + "\n")
     write(os.path.join(a.out, "models_cuda"), (gpu["models"] if gpu else "-") + "\n")
+    cpu = CPUS.get(a.cpu)
+    cspec = (f"{a.cpu}:{cpu['peak_gflops']}:{cpu['core_gbs']}:{cpu['socket_gbs']}:{cpu['cores_per_socket']}:"
+             f"{cpu['llc_mb']}" if cpu else "")
+    write(os.path.join(a.out, "cpu.spec"), cspec + "\n")
     write(os.path.join(a.out, "name"), name + "\n")
     lines = [f"platform {name}: {a.nodes} node(s)",
-             f"  per node: {C} CPU cores (each timed by this machine's calibrated CPU models), "
+             (f"  per node: {C} CPU cores (each timed by this machine's calibrated CPU models), " if not cpu else
+              f"  per node: {C} CPU cores of {cpu['model']}: {cpu['peak_gflops']} GFLOP/s per core, "
+              f"{cpu['core_gbs']} GB/s per core, {cpu['socket_gbs']} GB/s per socket of {cpu['cores_per_socket']} "
+              f"(this machine's calibrated times, split and scaled), ") +
              f"{G} GPU(s)" + (f" {gpu['model']}" if G else ""),
              f"  network: {net['desc']}: {net['gbps']} Gb/s per node link, {net['lat_us']} us"]
     if G:
@@ -460,7 +501,7 @@ def main():
                   f"GPU<->GPU {gpu['peer_gbs']} GB/s{link}",
                   f"  GPU models: roofline ({gpu['models']}), peak {a.gpu_precision.upper()} {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
                   f"{gpu['mem_gbs']:.0f} GB/s x {gpu['eff_memory']}, + {gpu['launch_us']} us per task; "
-                  f"memory {gpu['memsize'] / 2**30:.1f} GiB" + (" (--gpu-mem: not the data sheet's)" if a.gpu_mem else "")]
+                  f"memory {gpu['memsize'] / 2**30:.1f} GiB"]
     write(os.path.join(a.out, "platform.txt"), "\n".join(lines) + "\n")
     print(name)
 

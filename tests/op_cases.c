@@ -2294,6 +2294,13 @@ static int attention_variant(int v, char *name, size_t len)
 }
 
 /* The net-file errors: one "src:line: ..." line each; and the saved buffer's size per sample. */
+static void extra_attention_unit(void);
+static void extra_attention_unit_all(void) /* the op's own checks, then its bf16 kernels' (op_bf16.c) */
+{
+	extra_attention_unit();
+	h_extra_attention_bf16();
+}
+
 static void extra_attention_unit(void)
 {
 	static const struct {
@@ -2446,7 +2453,8 @@ const h_op h_ops[] = {
 	{.op = "avgpool", .ninputs = 1, .ref = ref_avgpool, .fwd = {H_MIXED, 1e-6}, .grad = {H_MIXED, 1e-4},
 	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(avgpool_unit, avgpool_grad, avgpool_gpu)},
 	{.op = "dense", .ninputs = 1, .ref = ref_dense, .fwd = {H_MIXED, 1e-5}, .grad = {H_MIXED, 1e-4},
-	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(dense_unit, dense_grad, dense_gpu)},
+	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(dense_unit, dense_grad, dense_gpu),
+	 .extra = {h_extra_dense_bf16, NULL, h_extra_dense_bf16_gpu}},
 	{.op = "softmax_xent", .ninputs = 1, .is_loss = 1, .ref = ref_softmax_xent, .ref_bwd = ref_softmax_xent_bwd,
 	 .fill = fill_softmax_xent, .fwd = {H_MIXED, 1e-5}, .bwd = {H_MIXED, 1e-6}, .grad = {H_MIXED, 1e-4},
 	 .gpu = {H_MIXED, 1e-4}, .fd_eps = 1e-4, SHAPES(xent_unit, xent_grad, xent_gpu)},
@@ -2518,7 +2526,7 @@ const h_op h_ops[] = {
 	{.op = "attention", .ninputs = 1, .ref = ref_attention, .ref_bwd = ref_attention_bwd, .fill = fill_attention,
 	 .fwd = {H_MIXED, 1e-5}, .bwd = {H_MIXED, 1e-5}, .grad = {H_MIXED, 1e-5}, .gpu = {H_MIXED, 5e-3}, .fd_eps = 1e-3,
 	 .fd_points = 150, .nvariants = 2, .set_variant = attention_variant,
-	 SHAPES(attention_unit, attention_grad, attention_gpu), .extra = {extra_attention_unit}, .seed = {5, 6, 7}},
+	 SHAPES(attention_unit, attention_grad, attention_gpu), .extra = {extra_attention_unit_all}, .seed = {5, 6, 7}},
 	/* y = wte[id] + wpe[t] is one float add: exact; the backward adds each gradient row in token
 	 * order on both devices (embed.h): CUDA gives the CPU's bits */
 	{.op = "embed", .ninputs = 1, .net = embed_net, .ref = ref_embed, .fwd = {H_EXACT, 0}, .grad = {H_MIXED, 1e-4},

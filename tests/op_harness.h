@@ -108,6 +108,13 @@ struct h_op {
 	const char *onnx_net, *onnx_py;
 };
 
+/* The bf16 kernels' checks (tests/op_bf16.c): dense (lm_head runs its kernels) and attention
+ * against their fp32 kernels, under a bound derived from bf16's significand, with a negative
+ * control; the dense and attention rows' unit extras. */
+void h_extra_dense_bf16(void);
+void h_extra_attention_bf16(void);
+void h_extra_dense_bf16_gpu(void); /* gpu mode: dense's bf16 codelets on CUDA against the CPU's fp32 */
+
 extern const h_op h_ops[];
 extern const int h_nops;
 

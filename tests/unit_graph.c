@@ -204,6 +204,12 @@ int main(void)
 	 * 44,549,160 params, 7.80 GMACs; vgg16, 138,357,544 params, 15.47 GMACs. */
 	check_net("resnet101", 44549160, 7.80, 0.01);
 	check_net("vgg16", 138357544, 15.47, 0.01);
+	/* The Caffe seed's nets (graph/nets/gen_nets.py), counted by hand from Caffe's prototxts:
+	 * LeNet 520 + 25,050 + 400,500 + 5,010 parameters, 0.288 + 1.6 + 0.4 + 0.005 M MACs;
+	 * cifar10_quick 2,432 + 25,632 + 51,264 + 65,600 + 650 parameters, 2.458 + 6.554 + 3.277 +
+	 * 0.066 + 0.001 M MACs (its ceil-mode pools give 32 -> 16 -> 8 -> 4, which pad=1 matches). */
+	check_net("caffe_lenet", 431080, 0.002293, 0.001);
+	check_net("cifar10_quick", 145578, 0.012354, 0.001);
 
 	/* Input-size rewrite (ANP app): ResNet-18 at 112x112 keeps its parameters, quarter MACs. */
 	dnn_graph g;

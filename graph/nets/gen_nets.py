@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the built-in ResNet, VGG and GPT net files (graph/nets/resnet*.net, vgg16.net, gpt*.net).
-lenet5.net is hand-written.
+"""Writes the built-in ResNet, VGG, GPT and Caffe-example net files (graph/nets/resnet*.net, vgg16.net,
+gpt*.net, caffe_lenet.net, cifar10_quick.net). lenet5.net is hand-written.
 
 GPTs are GPT-2's layout (nanoGPT's model.py, docs/transformers.md "Nets"): token + position
 embeddings, pre-norm blocks (layernorm, dense 3C, causal attention, dense C, residual add;
@@ -153,6 +153,49 @@ def resnet_params(layers, bottleneck, classes=1000):
                 p += conv_bn(cin, cout, 1)
             cin = cout
     return p + cin * classes + classes
+def caffe_lenet(fname):
+    """Caffe's examples/mnist/lenet_train_test.prototxt (the Caffe seed's MNIST net): conv 20 5x5,
+    max pool 2 s2, conv 50 5x5, max pool 2 s2, ip 500, relu, ip 10; 431,080 parameters. Wider
+    than lenet5.net (6/16/120/84) and without its padding."""
+    n = Net("Caffe's LeNet for 1x28x28 (examples/mnist/lenet_train_test.prototxt): 431,080 parameters")
+    n.add("input", "x", 1, 28, 28)
+    n.add("conv", "conv1", "x", "out=20", "k=5", "bias=1")
+    n.add("maxpool", "pool1", "conv1", "k=2", "stride=2")
+    n.add("conv", "conv2", "pool1", "out=50", "k=5", "bias=1")
+    n.add("maxpool", "pool2", "conv2", "k=2", "stride=2")
+    n.add("dense", "ip1", "pool2", "out=500")
+    n.add("relu", "relu1", "ip1")
+    n.add("dense", "ip2", "relu1", "out=10")
+    n.add("softmax_xent", "loss", "ip2")
+    n.write(fname)
+
+
+def cifar10_quick(fname):
+    """Caffe's examples/cifar10/cifar10_quick_train_test.prototxt (the Caffe seed's CIFAR-10 net):
+    conv 32 5x5 pad 2, max pool 3 s2, relu, conv 32 5x5 pad 2, relu, ave pool 3 s2, conv 64 5x5
+    pad 2, relu, ave pool 3 s2, ip 64, ip 10 (no relu between the two ips); 145,578 parameters.
+    Two deviations, both from the op set: Caffe's pooling rounds its output size up (32 -> 16 ->
+    8 -> 4 with k=3, stride 2, no pad), which pad=1 with our rounding down gives too (the same
+    shapes and parameter count; each window sits one pixel to the left and up); and the two 3x3
+    average pools are max pools here, since `avgpool` is global only. Both change the values a
+    pool computes, not its shapes or its cost class (a 3x3 window over the same tensors), which
+    is what the simulation of the Caffe seed needs; they matter for accuracy, not for time."""
+    n = Net("Caffe's cifar10_quick for 3x32x32 (examples/cifar10/cifar10_quick_train_test.prototxt): 145,578 "
+            "parameters; 3x3 average pools written as max pools, ceil-mode pools as pad=1 (gen_nets.py)")
+    n.add("input", "x", 3, 32, 32)
+    n.add("conv", "conv1", "x", "out=32", "k=5", "pad=2", "bias=1")
+    n.add("maxpool", "pool1", "conv1", "k=3", "stride=2", "pad=1")
+    n.add("relu", "relu1", "pool1")
+    n.add("conv", "conv2", "relu1", "out=32", "k=5", "pad=2", "bias=1")
+    n.add("relu", "relu2", "conv2")
+    n.add("maxpool", "pool2", "relu2", "k=3", "stride=2", "pad=1")
+    n.add("conv", "conv3", "pool2", "out=64", "k=5", "pad=2", "bias=1")
+    n.add("relu", "relu3", "conv3")
+    n.add("maxpool", "pool3", "relu3", "k=3", "stride=2", "pad=1")
+    n.add("dense", "ip1", "pool3", "out=64")
+    n.add("dense", "ip2", "ip1", "out=10")
+    n.add("softmax_xent", "loss", "ip2")
+    n.write(fname)
 
 
 def gpt_params(vocab, ctx, d, layers):
@@ -211,3 +254,5 @@ gpt("gpt-tiny.net", "gpt-tiny (the PyTorch gradient check's model, tests/train_g
 gpt("gpt-nano.net", "gpt-nano (byte-level, trains in minutes on 2 cores)", 256, 128, 128, 4, 4)
 gpt("gpt2.net", "GPT-2 124M", 50257, 1024, 768, 12, 12)
 gpt("gpt2-xl.net", "GPT-2 XL 1.5B", 50257, 1024, 1600, 48, 25)
+caffe_lenet("caffe_lenet.net")
+cifar10_quick("cifar10_quick.net")

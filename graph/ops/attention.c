@@ -53,7 +53,8 @@ static size_t saved_per_sample(const dnn_node *nd) { return (size_t)HEADS(nd) * 
 
 static dnn_attention_args attention_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
-	return (dnn_attention_args){.N = ctx->n, .T = nd->H, .C = nd->C, .H = HEADS(nd), .save_lse = ctx->p->train};
+	return (dnn_attention_args){.N = ctx->n, .T = nd->H, .C = nd->C, .H = HEADS(nd), .save_lse = ctx->p->train,
+				     .bf16 = ctx->p->cfg.bf16};
 }
 
 static int forward(dnn_op_ctx *ctx, int i)

@@ -47,7 +47,8 @@ static int create_params(dnn_model *m, int i, uint64_t *rng, char *err, size_t e
 static dnn_dense_args dense_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
-	return (dnn_dense_args){.N = in->seq ? ctx->n * in->H : ctx->n, .IN = (int)dense_fan_in(in), .OUT = nd->out};
+	return (dnn_dense_args){.N = in->seq ? ctx->n * in->H : ctx->n, .IN = (int)dense_fan_in(in), .OUT = nd->out,
+				 .bf16 = ctx->p->cfg.bf16};
 }
 
 static int forward(dnn_op_ctx *ctx, int i)

@@ -41,7 +41,7 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 static dnn_dense_args head_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
 	const dnn_node *x = &ctx->g->nodes[nd->inputs[X]];
-	return (dnn_dense_args){.N = ctx->n * x->H, .IN = x->C, .OUT = nd->C};
+	return (dnn_dense_args){.N = ctx->n * x->H, .IN = x->C, .OUT = nd->C, .bf16 = ctx->p->cfg.bf16};
 }
 
 /* The chunk's insert options under lm_head's own task name (traces tell it from a dense layer). */

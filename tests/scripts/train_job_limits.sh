@@ -40,6 +40,8 @@ run j1 timeout 300 "$A" "${ARGS[@]}" --checkpoint "$CK" --stop-after-steps 20
 L1="$(anp_result_line "$TMP/j1.out")"; no_nan "job 1" "$L1"
 [ "$(result_field "$L1" steps)" = 20 ] || fail "job 1 ended at step $(result_field "$L1" steps), want 20"
 [ "$(result_field "$L1" stopped)" = steps ] || fail "job 1's result line lacks stopped=steps: $L1"
+awk -v v="$(result_field "$L1" images_per_s)" 'BEGIN { exit !(v > 0) }' \
+  || fail "job 1 (stopped mid-epoch) reports images_per_s=$(result_field "$L1" images_per_s): its steps were not timed"
 run j2 timeout 300 "$A" "${ARGS[@]}" --checkpoint "$CK" --resume "$CK" --stop-after-steps 25
 [ "$RC" = 3 ] || { cat "$TMP/j2.err" >&2; fail "job 2 exited $RC, want 3"; }
 [ "$(result_field "$(anp_result_line "$TMP/j2.out")" steps)" = 45 ] || fail "job 2 did not end at step 45"

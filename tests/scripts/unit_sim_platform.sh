@@ -6,10 +6,9 @@
 #     0.8 us (the Horovod paper's), hdr 200 Gb/s, ndr 400 Gb/s, edr 100 Gb/s;
 #  3. --pcie-gen 3/4/5 sets the host link to 12.5/25/50 GB/s, --nvlink 1..4 the GPU pair's link to
 #     20/25/300/450 GB/s and --nvlink none to the host link's rate; without them the GPU kind's;
-#     --gpu-mem 32 gives each GPU 32 GiB and platform.txt says it is not the data sheet's;
 #     --roofline takes an eff_compute above 1 (of the direct FLOP count: Winograd) up to 4;
 #  4. bad input is a usage error (exit 2) naming the option: an unknown network, --pcie-gen 6,
-#     --nvlink 5, --nvlink or --gpu-mem without GPUs; simulate.sh refuses an unknown --network the same way
+#     --nvlink 5, --nvlink without GPUs; simulate.sh refuses an unknown --network the same way
 #     before it builds or calibrates anything.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -61,12 +60,6 @@ gen h100 --pcie-gen 4 --nvlink none
 [ "$(link CUDA0 CUDA1)" = 25000000000.0 ] || fail "--nvlink none with --pcie-gen 4: peer $(link CUDA0 CUDA1), want 25 GB/s"
 grep -q "no NVLink" "$TMP/p/platform.txt" || fail "platform.txt does not say 'no NVLink': $(cat "$TMP/p/platform.txt")"
 
-gen p100 --gpu-mem 32
-grep -q 'id="memsize" value="34359738368"' "$TMP/p/sampling/bus/"*.platform.v4.xml && grep -q "not the data sheet's" "$TMP/p/platform.txt" ||
-  fail "--gpu-mem 32: not 32 GiB, or not said in platform.txt"
-gen p100
-grep -q 'id="memsize" value="17179869184"' "$TMP/p/sampling/bus/"*.platform.v4.xml || fail "p100: not its data sheet's 16 GiB"
-expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpu-mem 32 && [[ "$ERR" == *--gpu-mem* ]] || fail "--gpu-mem without GPUs: '$ERR'"
 # eff_compute above 1 (Winograd's fewer multiplies than the direct count) is accepted up to 4
 gen p100 --roofline 1.53:0.7:5
 grep -qx 'p100:10600.0:732.0:1.53:0.7:5.0' "$TMP/p/gpu.spec" || fail "--roofline 1.53:0.7:5: gpu.spec '$(cat "$TMP/p/gpu.spec")'"

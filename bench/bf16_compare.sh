@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# bf16_compare.sh — gpt-nano training steps in fp32 and bf16, starpu-anp against PyTorch, side by
+# side on this machine (docs/studies/2026-12-07-bf16.md): in each round, in alternating order,
+#   starpu_anp bench --precision fp32 | bf16   (STARPU_NCPU=N)
+#   bench/gpt_torch_step.py --autocast off | bf16   (N threads; bf16 = torch.autocast("cpu", dtype=torch.bfloat16))
+# every step forward, per-token loss, backward, AdamW (lr 6e-4, weight decay 0.1), as
+# compare_frameworks.sh --gpt. Prints the median tokens/s of each and the ratios bf16/fp32 (ours)
+# and ours-bf16/PyTorch-autocast; raw rows in OUT/runs.csv with the load average of each run.
+#
+# Usage: bench/bf16_compare.sh [--rounds N] [--gpt NET:T:B] [--threads N] [--build DIR] [--out DIR]
+#   defaults: 5 rounds, gpt-nano:128:16, 1 thread/worker, build/, out/bf16-compare-<date>
+# Run it at high priority on a shared machine (nice -n -15) and give the load with the figures.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROUNDS=5; G=gpt-nano:128:16; NT=1; BUILD="$ROOT/build"; OUT="$ROOT/out/bf16-compare-$(date +%Y%m%d-%H%M%S)"
+PY="${ANCHORS_PY:-$HOME/.cache/starpu-anp/anchors-venv/bin/python}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) ROUNDS="$2"; shift ;;
+    --gpt) G="$2"; shift ;;
+    --threads) NT="$2"; shift ;;
+    --build) BUILD="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bf16_compare.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+IFS=: read -r NET T B <<<"$G"
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ && "$NT" =~ ^[1-9][0-9]*$ && "$T" =~ ^[1-9][0-9]*$ && "$B" =~ ^[1-9][0-9]*$ ]] \
+  || { echo "bf16_compare.sh: --rounds, --threads and --gpt NET:T:B need positive integers" >&2; exit 2; }
+APP="$BUILD/apps/starpu_anp"
+[ -x "$APP" ] || { echo "bf16_compare.sh: no $APP (build first, or --build DIR)" >&2; exit 1; }
+[ -x "$PY" ] || { echo "bf16_compare.sh: no python at $PY (scripts/bootstrap.sh --with-anchors, or ANCHORS_PY)" >&2; exit 1; }
+mkdir -p "$OUT"
+CSV="$OUT/runs.csv"; LOG="$OUT/log.txt"
+echo "round,framework,precision,net,context,batch,threads,tokens_per_s,load1,cpu_s" >"$CSV"
+NETFILE="$ROOT/graph/nets/$NET.net"
+[ -f "$NETFILE" ] || { echo "bf16_compare.sh: no net file $NETFILE" >&2; exit 2; }
+sed -E "s/^(input [^ ]+ tokens) [0-9]+/\1 $T/" "$NETFILE" >"$OUT/$NET.net"
+read -r V D L H <<<"$(awk '/^embed /{for(i=1;i<=NF;i++){if($i~/^vocab=/)v=substr($i,7);if($i~/^dim=/)d=substr($i,5)}}
+  /^attention /{for(i=1;i<=NF;i++)if($i~/^heads=/)h=substr($i,7);n++} END{print v, d, n, h}' "$NETFILE")"
+
+# cpu_s: the run's user + system CPU seconds (/usr/bin/time), start-up included: on a loaded
+# machine, where wall-clock tokens/s swing with the other processes, the CPU time of the same work
+# moves less (but the frameworks' start-ups differ: compare it within one framework only).
+run() { # round framework precision
+  local line tps
+  if [ "$2" = starpu-anp ]; then
+    line="$(STARPU_NCPU="$NT" STARPU_NCUDA=0 timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$APP" bench --net "$OUT/$NET.net" --batch "$B" --steps 12 \
+              --warmup 2 --optimizer adamw --lr 6e-4 --weight-decay 0.1 --precision "$3" --quiet 2>>"$LOG" | tail -1 || true)"
+  else
+    line="$(OMP_NUM_THREADS="$NT" timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$NET" --vocab "$V" --context "$T" \
+              --d "$D" --layers "$L" --heads "$H" --batch "$B" --threads "$NT" --steps 12 --warmup 2 \
+              --autocast "$([ "$3" = bf16 ] && echo bf16 || echo off)" 2>>"$LOG" | tail -1 || true)"
+  fi
+  echo "$2 $3: $line" >>"$LOG"
+  tps="$(tr ' ' '\n' <<<"$line" | awk -F= '$1 == "tokens_per_s" { print $2 }')"
+  echo "$1,$2,$3,$NET,$T,$B,$NT,${tps:-},$(cut -d' ' -f1 /proc/loadavg),$(awk '$1 == "cpu_s" { print $2 + $3 }' "$OUT/time")" >>"$CSV"
+  printf '  round %s %-10s %-4s %10s tokens/s (load %s)\n' "$1" "$2" "$3" "${tps:-?}" "$(cut -d' ' -f1 /proc/loadavg)" >&2
+}
+CONFIGS=("starpu-anp fp32" "starpu-anp bf16" "pytorch fp32" "pytorch bf16")
+for r in $(seq 1 "$ROUNDS"); do
+  for i in "${!CONFIGS[@]}"; do
+    if [ $((r % 2)) = 1 ]; then c="${CONFIGS[$i]}"; else c="${CONFIGS[$(( ${#CONFIGS[@]} - 1 - i ))]}"; fi
+    # shellcheck disable=SC2086
+    run "$r" $c
+  done
+done
+awk -F, 'NR > 1 && $8 != "" { k = $2 " " $3; v[k, ++n[k]] = $8; c[k, n[k]] = $10; l[k] = l[k] " " $9 }
+  function med(arr, k,   i, j, t, m, a) { m = n[k]; for (i = 1; i <= m; i++) a[i] = arr[k, i];
+    for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2 }
+  END { for (k in n) { m[k] = med(v, k); cs[k] = med(c, k)
+      printf "%-18s median %10.1f tokens/s, %6.2f CPU s per run, over %d runs; loads:%s\n", k, m[k], cs[k], n[k], l[k] }
+    if (m["starpu-anp fp32"] > 0) printf "ours bf16 / ours fp32:            %.2fx (target >= 1.8); by CPU time %.2fx\n", m["starpu-anp bf16"] / m["starpu-anp fp32"], cs["starpu-anp fp32"] / cs["starpu-anp bf16"]
+    if (m["pytorch bf16"] > 0) printf "ours bf16 / PyTorch autocast bf16: %.2fx (target >= 1.5)\n", m["starpu-anp bf16"] / m["pytorch bf16"]
+    if (m["pytorch fp32"] > 0) printf "ours fp32 / PyTorch fp32:          %.2fx\n", m["starpu-anp fp32"] / m["pytorch fp32"] }' "$CSV" \
+  | tee "$OUT/summary.txt"

@@ -1,0 +1,298 @@
+/* gemm_bf16.c — the bf16 GEMM (gemm_bf16.h): operands rounded into bf16 copies, then oneDNN's matmul;
+ * the portable path (rounding + cblas_sgemm) without oneDNN.
+ *
+ * Per thread (one StarPU CPU worker): the bf16 copies of A and B, grown as needed and kept, and a
+ * small cache of matmul primitives keyed by the call's shape, strides, alpha and beta (attention
+ * calls this on 64 x 64 tiles thousands of times per step: creating a primitive per call would
+ * cost more than the tile). alpha is the primitive's output scale, beta its sum post-op.
+ */
+#include "gemm_bf16.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DNN_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+static int use_simd = 1;
+#else
+static int use_simd = 0;
+#endif
+
+int dnn_gemm_bf16_set_simd(int on)
+{
+#ifdef DNN_HAVE_DNNL
+	use_simd = on != 0;
+#else
+	(void)on;
+#endif
+	return use_simd;
+}
+
+static __thread void *buf_a, *buf_b;
+static __thread size_t cap_a, cap_b;
+
+static void *grow(void **buf, size_t *cap, size_t bytes)
+{
+	if (bytes > *cap) {
+		void *p = NULL;
+		if (posix_memalign(&p, 64, bytes) != 0)
+			return NULL;
+		free(*buf);
+		*buf = p;
+		*cap = bytes;
+	}
+	return *buf;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+int dnn_cpu_has_bf16(void)
+{
+	static volatile int have = -1; /* -1: not asked yet; a race only asks twice */
+	if (have < 0) {
+		__builtin_cpu_init();
+		have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+	}
+	return have;
+}
+
+#ifdef DNN_HAVE_DNNL
+/* n floats -> bf16, round to nearest even: vcvtneps2bf16, dnn_f32_to_bf16's rounding except that
+ * it flushes denormal inputs (below 2^-126) to zero, as the bf16 hardware does. */
+BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restrict src, int n)
+{
+	int i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm256_storeu_si256((__m256i *)(dst + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i)));
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		_mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i)));
+	}
+}
+#endif
+#else
+int dnn_cpu_has_bf16(void) { return 0; }
+#endif
+
+#ifdef DNN_HAVE_DNNL
+static void to_bf16(uint16_t *restrict dst, const float *restrict src, int n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (dnn_cpu_has_bf16()) {
+		to_bf16_simd(dst, src, n);
+		return;
+	}
+#endif
+	for (int i = 0; i < n; i++)
+		dst[i] = dnn_f32_to_bf16(src[i]);
+}
+
+/* rows x cols floats at stride ld -> a packed rows x cols bf16 copy. */
+static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
+{
+	if (ld == cols) {
+		const size_t n = (size_t)rows * cols;
+		for (size_t i = 0; i < n; i += 1 << 30) /* to_bf16 counts in int */
+			to_bf16(dst + i, src + i, (int)(n - i < (1u << 30) ? n - i : 1u << 30));
+		return;
+	}
+	for (int r = 0; r < rows; r++)
+		to_bf16(dst + (size_t)r * cols, src + (size_t)r * ld, cols);
+}
+
+typedef struct {
+	int M, N, K, tA, tB, ldc;
+	float alpha, beta;
+	dnnl_primitive_t prim;
+	dnnl_memory_t a, b, c;
+} mm_entry;
+
+#define MM_CACHE 48 /* a GPT's distinct shapes per worker: about 6 dense x 3 phases + attention's 6 tiles */
+static __thread mm_entry mm_cache[MM_CACHE];
+static __thread int mm_n, mm_next;
+static __thread dnnl_engine_t mm_eng;
+static __thread dnnl_stream_t mm_stream;
+static char mm_impl[96]; /* the kernel oneDNN chose, for the start-up line */
+
+static void mm_free(mm_entry *e)
+{
+	dnnl_memory_destroy(e->a), dnnl_memory_destroy(e->b), dnnl_memory_destroy(e->c);
+	dnnl_primitive_destroy(e->prim);
+	memset(e, 0, sizeof(*e));
+}
+
+/* The primitive for this call, created on a miss (round-robin eviction); NULL on failure. */
+static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float beta, int ldc)
+{
+	for (int i = 0; i < mm_n; i++) {
+		mm_entry *e = &mm_cache[i];
+		if (e->M == M && e->N == N && e->K == K && e->tA == tA && e->tB == tB && e->ldc == ldc &&
+		    e->alpha == alpha && e->beta == beta)
+			return e;
+	}
+	if (!mm_eng) {
+		omp_set_num_threads(1); /* this thread's OpenMP teams: one thread, the worker itself */
+		if (dnnl_engine_create(&mm_eng, dnnl_cpu, 0) != dnnl_success)
+			return NULL;
+		if (dnnl_stream_create(&mm_stream, mm_eng, dnnl_stream_default_flags) != dnnl_success) {
+			dnnl_engine_destroy(mm_eng);
+			mm_eng = NULL;
+			return NULL;
+		}
+	}
+	/* The bf16 copies are packed: op(A) (M,K) is A's rows, or (K,M) rows read transposed. */
+	dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N};
+	dnnl_dims_t as = {tA ? 1 : K, tA ? M : 1}, bs = {tB ? 1 : N, tB ? K : 1}, cs = {ldc, 1};
+	dnnl_memory_desc_t amd, bmd, cmd;
+	dnnl_matmul_desc_t md;
+	dnnl_primitive_attr_t attr = NULL;
+	dnnl_post_ops_t po = NULL;
+	dnnl_primitive_desc_t pd = NULL;
+	mm_entry n = {M, N, K, tA, tB, ldc, alpha, beta, NULL, NULL, NULL, NULL};
+	int ok = dnnl_memory_desc_init_by_strides(&amd, 2, ad, dnnl_bf16, as) == dnnl_success &&
+		 dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dnnl_bf16, bs) == dnnl_success &&
+		 dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs) == dnnl_success &&
+		 dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) == dnnl_success &&
+		 dnnl_primitive_attr_create(&attr) == dnnl_success && dnnl_post_ops_create(&po) == dnnl_success;
+	if (ok && alpha != 1.0f)
+		ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
+	if (ok && beta != 0.0f)
+		ok = dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+		     dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+	ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, mm_eng, NULL) == dnnl_success &&
+	     dnnl_primitive_create(&n.prim, pd) == dnnl_success &&
+	     dnnl_memory_create(&n.a, &amd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.b, &bmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.c, &cmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success;
+	if (ok && !mm_impl[0]) {
+		const char *impl = NULL;
+		if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+			snprintf(mm_impl, sizeof(mm_impl), "onednn-%d.%d.%d:%s", dnnl_version()->major,
+				 dnnl_version()->minor, dnnl_version()->patch, impl);
+	}
+	if (pd)
+		dnnl_primitive_desc_destroy(pd);
+	if (po)
+		dnnl_post_ops_destroy(po);
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+	if (!ok) {
+		mm_free(&n);
+		return NULL;
+	}
+	mm_entry *e;
+	if (mm_n < MM_CACHE) {
+		e = &mm_cache[mm_n++];
+	} else {
+		e = &mm_cache[mm_next];
+		mm_next = (mm_next + 1) % MM_CACHE;
+		mm_free(e);
+	}
+	*e = n;
+	return e;
+}
+
+static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+		     int ldb, float beta, float *C, int ldc)
+{
+	uint16_t *a = grow(&buf_a, &cap_a, (size_t)M * K * 2), *b = grow(&buf_b, &cap_b, (size_t)K * N * 2);
+	mm_entry *e = a && b ? mm_get(transA, transB, M, N, K, alpha, beta, ldc) : NULL;
+	if (!e)
+		return -1;
+	if (transA)
+		copy_bf16(a, A, K, M, lda);
+	else
+		copy_bf16(a, A, M, K, lda);
+	if (transB)
+		copy_bf16(b, B, N, K, ldb);
+	else
+		copy_bf16(b, B, K, N, ldb);
+	dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+	if (dnnl_memory_set_data_handle(e->a, a) != dnnl_success ||
+	    dnnl_memory_set_data_handle(e->b, b) != dnnl_success ||
+	    dnnl_memory_set_data_handle(e->c, C) != dnnl_success ||
+	    dnnl_primitive_execute(e->prim, mm_stream, 3, args) != dnnl_success ||
+	    dnnl_stream_wait(mm_stream) != dnnl_success)
+		return -1;
+	return 0;
+}
+#endif
+
+void dnn_gemm_bf16_release(void)
+{
+#ifdef DNN_HAVE_DNNL
+	for (int i = 0; i < mm_n; i++)
+		mm_free(&mm_cache[i]);
+	mm_n = mm_next = 0;
+	if (mm_eng) {
+		dnnl_stream_destroy(mm_stream);
+		dnnl_engine_destroy(mm_eng);
+		mm_eng = NULL;
+	}
+#endif
+	free(buf_a), free(buf_b);
+	buf_a = buf_b = NULL;
+	cap_a = cap_b = 0;
+}
+
+const char *dnn_gemm_bf16_impl(void)
+{
+#ifdef DNN_HAVE_DNNL
+	if (use_simd)
+		return mm_impl[0] ? mm_impl : "onednn";
+#endif
+	return "round+sgemm";
+}
+
+/* The portable path: op(A) and op(B) rounded to bf16 into fp32 copies, then cblas_sgemm. */
+static int gemm_round(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+		      int ldb, float beta, float *C, int ldc)
+{
+	float *ra = grow(&buf_a, &cap_a, (size_t)M * K * 4), *rb = grow(&buf_b, &cap_b, (size_t)K * N * 4);
+	if (!ra || !rb)
+		return -1;
+	for (int i = 0; i < M; i++)
+		for (int k = 0; k < K; k++)
+			ra[(size_t)i * K + k] =
+				dnn_bf16_round(transA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+	for (int k = 0; k < K; k++)
+		for (int j = 0; j < N; j++)
+			rb[(size_t)k * N + j] =
+				dnn_bf16_round(transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, alpha, ra, K, rb, N, beta, C, ldc);
+	return 0;
+}
+
+int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+		  int ldb, float beta, float *C, int ldc)
+{
+	if (M <= 0 || N <= 0)
+		return 0;
+	if (K <= 0) { /* C = beta C, as sgemm */
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++)
+				C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+		return 0;
+	}
+#ifdef DNN_HAVE_DNNL
+	if (use_simd)
+		return gemm_dnnl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+	return gemm_round(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+	     const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (bf16)
+		return dnn_gemm_bf16(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
+		    alpha, A, lda, B, ldb, beta, C, ldc);
+	return 0;
+}

@@ -1,0 +1,69 @@
+/* gemm_bf16.h — the bf16 GEMM of --precision bf16 (mixed precision): fp32 in, fp32 out, the
+ * products of bf16-rounded operands summed in fp32.
+ *
+ *   C (M,N) = alpha op(A) op(B) + beta C, row-major as cblas_sgemm(CblasRowMajor, ...);
+ *   every element of A and B is rounded to bf16 (round to nearest even) as it is packed, so the
+ *   callers keep fp32 tensors (master weights, activations) and round per use.
+ *
+ * The GEMM is oneDNN's matmul (bf16 x bf16 -> fp32, its brgemm kernel on AVX512_BF16), one
+ * primitive per shape cached per thread; the operands are rounded into per-thread bf16 copies
+ * first. Measured before choosing (docs/op_bench.md, "bf16 GEMM"): Debian 12's OpenBLAS 0.3.21
+ * is built without BUILD_BFLOAT16 (cblas_sbgemm is in cblas.h but libopenblas.so.0 does not
+ * export it), and a vdpbf16ps kernel of our own (commit "bf16 GEMM, first try") ran at 0.1-1.5x
+ * sgemm, oneDNN at 1-15x. oneDNN runs one thread per call (the caller is one StarPU worker) and
+ * its sums have a fixed order for a given shape, so the same inputs give the same bits on every
+ * run. Error: each product of two rounded inputs is within (1+u)^2 of the exact one, u = 2^-8
+ * (bf16's unit roundoff), summed in fp32: |C - C_exact| <= (2u + u^2 + K 2^-24) sum |a||b| to
+ * first order (the op harness's bf16 checks use this bound, tests/op_cases.c).
+ *
+ * Without oneDNN (a build that did not find libdnnl), or after dnn_gemm_bf16_set_simd(0), the
+ * same function rounds the operands to bf16 and calls cblas_sgemm (a product of two bf16 values
+ * is exact in fp32): the same error bound, the speed of sgemm. The CLI refuses --precision bf16
+ * on a CPU without AVX512_BF16 (dnn_cpu_has_bf16). */
+#ifndef DNN_GEMM_BF16_H
+#define DNN_GEMM_BF16_H
+#include <stdint.h>
+
+/* 1 when the CPU (and OS) run AVX512_BF16 (with AVX512F/BW/VL), else 0. */
+int dnn_cpu_has_bf16(void);
+
+/* fp32 -> bf16, round to nearest even (NaN stays NaN): the rounding of every bf16 path. */
+static inline uint16_t dnn_f32_to_bf16(float f)
+{
+	union {
+		float f;
+		uint32_t u;
+	} v = {f};
+	if ((v.u & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((v.u >> 16) | 0x40u); /* quiet NaN */
+	return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
+}
+static inline float dnn_bf16_to_f32(uint16_t h)
+{
+	union {
+		uint32_t u;
+		float f;
+	} v = {(uint32_t)h << 16};
+	return v.f;
+}
+static inline float dnn_bf16_round(float f) { return dnn_bf16_to_f32(dnn_f32_to_bf16(f)); }
+
+/* C (M,N) = alpha op(A) op(B) + beta C; op(A) (M,K), op(B) (K,N); trans: 0 = as stored, 1 =
+ * transposed (A stored (K,M) with lda, ...). beta == 0 never reads C. Returns 0, or -1 when
+ * the bf16 copies cannot be allocated or oneDNN fails (C untouched). */
+int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+		  int ldb, float beta, float *C, int ldc);
+/* The one GEMM call of the kernels that have a bf16 mode (dense, lm_head, attention): bf16 = 0 is
+ * cblas_sgemm (always 0), 1 dnn_gemm_bf16 (0 or -1, as above). Same arguments as dnn_gemm_bf16. */
+int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
+	     const float *B, int ldb, float beta, float *C, int ldc);
+/* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
+ * sgemm path. Returns the choice. */
+int dnn_gemm_bf16_set_simd(int on);
+/* Frees the calling thread's bf16 copies and oneDNN primitives (each CPU worker at shutdown, as
+ * dnn_cpu_scratch_release); the next call makes them anew. */
+void dnn_gemm_bf16_release(void);
+/* Which GEMM dnn_gemm_bf16 runs: "onednn-2.6.3" plus its kernel once a call has run
+ * (":brg:avx512_core_bf16"), or "round+sgemm". */
+const char *dnn_gemm_bf16_impl(void);
+#endif

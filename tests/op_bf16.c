@@ -1,0 +1,311 @@
+/* op_bf16.c — the op harness's checks of the bf16 kernels (--precision bf16): dense (and so
+ * lm_head, which runs dense's kernels without a bias) and attention, each against its fp32
+ * kernel, with a tolerance derived from bf16's 8-bit significand, and a negative control: the
+ * same comparison under the fp32 kernel's own tolerance must fail, or the check proves nothing.
+ *
+ * The bound. A GEMM element c = sum_k a_k b_k of K terms: each operand is rounded to bf16
+ * (relative error <= u = 2^-8, round to nearest even), the products of two bf16 values are exact
+ * in fp32 and summed in fp32 (relative error of a sum of K terms <= (1 + 2^-24)^K - 1), so
+ *     |c_bf16 - c_exact| <= g16(K) S,  g16(K) = (1 + u)^2 (1 + 2^-24)^(K+2) - 1,  S = sum_k |a_k b_k|
+ * (K+2: the sum, alpha and beta C). The fp32 kernel is within g32(K) S, g32(K) = (1 + 2^-24)^(K+2)
+ * - 1, so the check is |c_bf16 - c_fp32| <= (g16(K) + g32(K)) S, per element: the growth in K is
+ * linear, K 2^-24, on top of bf16's 2u (about 0.0078 S). S is the fp32 kernel run on |a| and |b|
+ * (and |bias|, |dx0| for the accumulating forms): dense is linear, so that is sum_k |a_k b_k|.
+ * Attention: S_ts = scale q_t.k_s is off by at most d_t = g16(D) max_s A_ts, A = scale |q||k|^T,
+ * which moves a softmax row's probabilities by at most a factor e^(+-2 d_t); then P (rounded) times
+ * v (rounded) adds g16(T) relative, so y_t is within [(e^(2 d_t) - 1)(1 + g16(T)) + g16(T)]
+ * max_(s<=t) |v_s| of the fp32 y_t, plus the fp32 kernel's own 1e-5 (the harness's forward
+ * tolerance). The backward's five products and dS = P (dP - D_t) compound these: a normwise bound,
+ * max |g_bf16 - g_fp32| <= 6 (e^(2 d) - 1 + 2 g16(T)) max |g_fp32| + 1e-5 for each of dq, dk, dv
+ * (d = the largest d_t; 6: two products after the softmax's factor, each with its own 2u, and the
+ * subtraction in dS, whose terms are at most twice the result's scale). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "dense.h"
+#include "gemm_bf16.h"
+#include "op_harness.h"
+#include "test_util.h"
+
+static double g16(int K) { return pow(1.0 + ldexp(1.0, -8), 2) * pow(1.0 + ldexp(1.0, -24), K + 2) - 1.0; }
+static double g32(int K) { return pow(1.0 + ldexp(1.0, -24), K + 2) - 1.0; }
+
+/* Elements of got outside |got - want| <= tol * scale (+ floor); the worst printed when it fails
+ * and loud, and the worst ratio to the bound always when loud (how close the bound is). Returns
+ * the count. */
+static size_t outside(const char *what, const float *got, const float *want, const float *scale, double tol,
+		      double floor, size_t n, int loud)
+{
+	size_t bad = 0, worst = 0;
+	double wr = -1;
+	for (size_t i = 0; i < n; i++) {
+		const double lim = tol * (scale ? fabs((double)scale[i]) : 1.0) + floor;
+		const double e = fabs((double)got[i] - (double)want[i]);
+		if (!(e <= lim))
+			bad++;
+		const double r = e / (lim > 0 ? lim : 1e-300);
+		if (r > wr)
+			wr = r, worst = i;
+	}
+	if (bad && loud)
+		printf("  %s: %zu of %zu outside the bound; worst [%zu] got %.9g want %.9g (|err| %.3g, %.2fx the "
+		       "bound)\n",
+		       what, bad, n, worst, got[worst], want[worst], fabs((double)got[worst] - want[worst]), wr);
+	else if (loud)
+		printf("  %s: worst error %.3f of the bound\n", what, wr);
+	else
+		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n,
+		       wr);
+	return bad;
+}
+
+static float *fill(size_t n, float lo, float hi)
+{
+	float *x = malloc(n * sizeof(float));
+	if (x)
+		test_fill_uniform(x, n, lo, hi);
+	return x;
+}
+
+static void fabs_copy(float *d, const float *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		d[i] = fabsf(s[i]);
+}
+
+/* bf16 against fp32 under the bound (tol, per element of scale), and the negative control under
+ * the fp32 tolerance (tol32): the first must hold, the second must fail. */
+static void check_pair(const char *what, const float *b16, const float *f32, const float *scale, double tol,
+		       double tol32, double floor, size_t n)
+{
+	const size_t bad = outside(what, b16, f32, scale, tol, floor, n, 1);
+	TEST_CHECK(bad == 0, "%s: bf16 against fp32 outside (g16 + g32) S", what);
+	const size_t ctl = outside(what, b16, f32, scale, tol32, 0.0, n, 0);
+	TEST_CHECK(ctl > 0, "%s: negative control: bf16 passed the fp32 tolerance (%.3g S), so the bound tests nothing",
+		   what, tol32);
+}
+
+static void dense_case(int N, int IN, int OUT, int accumulate)
+{
+	char what[96];
+	const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill(OUT, -1, 1), *dy = fill(ny, -1, 1);
+	float *dx0 = fill(nx, -1, 1), *dw0 = fill(nw, -1, 1), *db0 = fill(OUT, -1, 1);
+	float *y16 = malloc(ny * 4), *y32 = malloc(ny * 4), *ys = malloc(ny * 4);
+	float *dx16 = malloc(nx * 4), *dx32 = malloc(nx * 4), *dxs = malloc(nx * 4);
+	float *dw16 = malloc(nw * 4), *dw32 = malloc(nw * 4), *dws = malloc(nw * 4);
+	float *db16 = malloc(OUT * 4), *db32 = malloc(OUT * 4);
+	float *ax = malloc(nx * 4), *aw = malloc(nw * 4), *ab = malloc(OUT * 4), *ady = malloc(ny * 4);
+	if (!x || !w || !b || !dy || !dx0 || !dw0 || !db0 || !y16 || !y32 || !ys || !dx16 || !dx32 || !dxs || !dw16 ||
+	    !dw32 || !dws || !db16 || !db32 || !ax || !aw || !ab || !ady) {
+		TEST_CHECK(0, "dense bf16: out of memory");
+		goto out;
+	}
+	fabs_copy(ax, x, nx), fabs_copy(aw, w, nw), fabs_copy(ab, b, OUT), fabs_copy(ady, dy, ny);
+	dnn_dense_args a32 = {.N = N, .IN = IN, .OUT = OUT, .accumulate_dx = accumulate}, a16 = a32;
+	a16.bf16 = 1;
+	/* forward: y = b + x w^T, K = IN */
+	TEST_CHECK(dnn_dense_forward_cpu(y16, x, w, b, &a16) == 0, "dense bf16 forward failed");
+	dnn_dense_forward_cpu(y32, x, w, b, &a32);
+	dnn_dense_forward_cpu(ys, ax, aw, ab, &a32);
+	snprintf(what, sizeof(what), "dense bf16 fwd N=%d IN=%d OUT=%d", N, IN, OUT);
+	check_pair(what, y16, y32, ys, g16(IN) + g32(IN), 2 * g32(IN), 0, ny);
+	/* backward data: dx (=|+=) dy w, K = OUT; the scale adds |dx0| when accumulating */
+	for (size_t i = 0; i < nx; i++)
+		dx16[i] = dx32[i] = accumulate ? dx0[i] : NAN, dxs[i] = accumulate ? fabsf(dx0[i]) : NAN;
+	TEST_CHECK(dnn_dense_backward_data_cpu(dx16, dy, w, &a16) == 0, "dense bf16 backward data failed");
+	dnn_dense_backward_data_cpu(dx32, dy, w, &a32);
+	dnn_dense_backward_data_cpu(dxs, ady, aw, &a32);
+	snprintf(what, sizeof(what), "dense bf16 bwd data%s N=%d IN=%d OUT=%d", accumulate ? " +=" : "", N, IN, OUT);
+	check_pair(what, dx16, dx32, dxs, g16(OUT) + g32(OUT), 2 * g32(OUT), 0, nx);
+	/* backward weight: dw += dy^T x, K = N; db's sums are fp32 in both: the same bits */
+	memcpy(dw16, dw0, nw * 4), memcpy(dw32, dw0, nw * 4), memcpy(db16, db0, OUT * 4), memcpy(db32, db0, OUT * 4);
+	fabs_copy(dws, dw0, nw);
+	TEST_CHECK(dnn_dense_backward_weight_cpu(dw16, db16, x, dy, &a16) == 0, "dense bf16 backward weight failed");
+	dnn_dense_backward_weight_cpu(dw32, db32, x, dy, &a32);
+	dnn_dense_backward_weight_cpu(dws, NULL, ax, ady, &a32);
+	snprintf(what, sizeof(what), "dense bf16 bwd weight N=%d IN=%d OUT=%d", N, IN, OUT);
+	check_pair(what, dw16, dw32, dws, g16(N) + g32(N), 2 * g32(N), 0, nw);
+	TEST_CHECK(test_same_bits("dense bf16 db (fp32 sums)", db16, db32, OUT), "dense bf16: db differs from fp32's");
+	/* the same call twice: the same bits (a fixed order of every sum) */
+	TEST_CHECK(dnn_dense_forward_cpu(ys, x, w, b, &a16) == 0 && test_same_bits("dense bf16 rerun", ys, y16, ny),
+		   "dense bf16: a second run gave other bits");
+out:
+	free(x), free(w), free(b), free(dy), free(dx0), free(dw0), free(db0), free(y16), free(y32), free(ys);
+	free(dx16), free(dx32), free(dxs), free(dw16), free(dw32), free(dws), free(db16), free(db32);
+	free(ax), free(aw), free(ab), free(ady);
+}
+
+/* Runs the bf16 checks under both GEMM paths that run here: oneDNN (when built with it) and the
+ * portable rounding + sgemm path, which must meet the same bound. */
+static void each_path(void (*fn)(void))
+{
+	const int had = dnn_gemm_bf16_set_simd(1);
+	for (int simd = had; simd >= 0; simd--) {
+		dnn_gemm_bf16_set_simd(simd);
+		printf("  bf16 path: %s\n", simd ? "onednn" : "round+sgemm");
+		fn();
+	}
+	dnn_gemm_bf16_set_simd(1);
+}
+
+static void dense_all(void)
+{
+	test_rng_seed(4501);
+	dense_case(37, 45, 19, 0); /* no size a multiple of anything */
+	dense_case(37, 45, 19, 1);
+	dense_case(256, 128, 384, 0); /* gpt-nano's qkv, 2 samples of 128 tokens */
+	dense_case(64, 512, 128, 1);  /* its mlp projection: K = 512 */
+	dense_case(300, 64, 256, 0);  /* an lm_head: OUT = V */
+}
+
+void h_extra_dense_bf16(void)
+{
+	if (!dnn_cpu_has_bf16())
+		printf("  no AVX512_BF16 here: the bf16 checks run the portable path only\n");
+	each_path(dense_all);
+}
+
+static void attention_case(int N, int T, int C, int H, float qk_range)
+{
+	const int D = C / H;
+	const size_t nq = (size_t)N * T * 3 * C, ny = (size_t)N * T * C, nl = (size_t)N * H * T;
+	float *qkv = fill(nq, -qk_range, qk_range), *dy = fill(ny, -1, 1);
+	float *y16 = malloc(ny * 4), *y32 = malloc(ny * 4), *lse = malloc(nl * 4), *l16 = malloc(nl * 4);
+	float *g16v = malloc(nq * 4), *g32v = malloc(nq * 4);
+	float *scratch = malloc(dnn_attention_scratch_floats(T, D) * sizeof(float));
+	if (!qkv || !dy || !y16 || !y32 || !lse || !l16 || !g16v || !g32v || !scratch) {
+		TEST_CHECK(0, "attention bf16: out of memory");
+		goto out;
+	}
+	dnn_attention_args a32 = {.N = N, .T = T, .C = C, .H = H, .save_lse = 1}, a16 = a32;
+	a16.bf16 = 1;
+	TEST_CHECK(dnn_attention_forward_cpu(y16, l16, qkv, &a16, scratch) == 0, "attention bf16 forward failed");
+	dnn_attention_forward_cpu(y32, lse, qkv, &a32, scratch);
+	/* d_t = g16(D) max_s A_ts per (sample, head, query); the bound per element of y */
+	const double scale = 1.0 / sqrt((double)D);
+	float *bound = malloc(ny * 4), *bound32 = malloc(ny * 4);
+	double dmax = 0, gmax = 0;
+	if (!bound || !bound32) {
+		TEST_CHECK(0, "attention bf16: out of memory");
+		free(bound), free(bound32);
+		goto out;
+	}
+	for (int n = 0; n < N; n++)
+		for (int h = 0; h < H; h++)
+			for (int t = 0; t < T; t++) {
+				const float *q = qkv + ((size_t)n * T + t) * 3 * C + (size_t)h * D;
+				double amax = 0;
+				for (int s = 0; s <= t; s++) {
+					const float *k = qkv + ((size_t)n * T + s) * 3 * C + C + (size_t)h * D;
+					double A = 0;
+					for (int d = 0; d < D; d++)
+						A += fabs((double)q[d] * k[d]);
+					amax = fmax(amax, A * scale);
+				}
+				const double dt = g16(D) * amax, grow = (exp(2 * dt) - 1) * (1 + g16(T)) + g16(T);
+				dmax = fmax(dmax, dt);
+				for (int d = 0; d < D; d++) {
+					double vmax = 0;
+					for (int s = 0; s <= t; s++)
+						vmax = fmax(vmax, fabs(qkv[((size_t)n * T + s) * 3 * C + 2 * C +
+									   (size_t)h * D + d]));
+					const size_t i = ((size_t)n * T + t) * C + (size_t)h * D + d;
+					bound[i] = (float)(grow * vmax + 1e-5 * fmax(1.0, fabs(y32[i])));
+					bound32[i] = (float)(1e-5 * fmax(1.0, fabs(y32[i])));
+				}
+			}
+	char what[96];
+	snprintf(what, sizeof(what), "attention bf16 fwd N=%d T=%d C=%d H=%d", N, T, C, H);
+	TEST_CHECK(outside(what, y16, y32, bound, 1.0, 0.0, ny, 1) == 0, "%s: bf16 against fp32 outside the bound",
+		   what);
+	TEST_CHECK(outside(what, y16, y32, bound32, 1.0, 0.0, ny, 0) > 0,
+		   "%s: negative control: bf16 passed the fp32 tolerance (1e-5), so the bound tests nothing", what);
+	/* backward, from the fp32 forward's y and lse: the backward's own bf16 error */
+	for (size_t i = 0; i < nq; i++)
+		g16v[i] = g32v[i] = NAN;
+	TEST_CHECK(dnn_attention_backward_cpu(g16v, qkv, y32, dy, lse, &a16, scratch) == 0,
+		   "attention bf16 backward failed");
+	dnn_attention_backward_cpu(g32v, qkv, y32, dy, lse, &a32, scratch);
+	for (size_t i = 0; i < nq; i++)
+		gmax = fmax(gmax, fabs(g32v[i]));
+	const double tolb = 6 * (exp(2 * dmax) - 1 + 2 * g16(T)) * gmax + 1e-5, tol32 = 1e-5 * fmax(1.0, gmax);
+	snprintf(what, sizeof(what), "attention bf16 bwd N=%d T=%d C=%d H=%d", N, T, C, H);
+	check_pair(what, g16v, g32v, NULL, tolb, tol32, 0.0, nq);
+	TEST_CHECK(dnn_attention_forward_cpu(y32, l16, qkv, &a16, scratch) == 0 &&
+			   test_same_bits("attention bf16 rerun", y32, y16, ny),
+		   "attention bf16: a second run gave other bits");
+	free(bound), free(bound32);
+out:
+	free(qkv), free(dy), free(y16), free(y32), free(lse), free(l16), free(g16v), free(g32v), free(scratch);
+}
+
+static void attention_all(void)
+{
+	test_rng_seed(4502);
+	attention_case(2, 37, 24, 3, 1.0f);   /* one ragged tile, D = 8 */
+	attention_case(1, 130, 64, 2, 1.0f);  /* three query tiles, the last ragged; D = 32 as gpt-nano */
+	attention_case(1, 128, 128, 2, 2.0f); /* D = 64 as GPT-2, larger scores */
+}
+
+void h_extra_attention_bf16(void) { each_path(attention_all); }
+
+/* gpu mode: dense's bf16 codelets on the CUDA worker (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF)
+ * against the CPU's fp32 kernels under the same bound, g16(K) + g32(K) times S, and the negative
+ * control. Runs only where the harness found a CUDA worker (else its gpu mode exits 77). */
+static starpu_data_handle_t reg(float *p, size_t n)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(float));
+	return h;
+}
+
+static void dense_gpu_case(int N, int IN, int OUT)
+{
+	const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill(OUT, -1, 1), *dy = fill(ny, -1, 1);
+	float *y = malloc(ny * 4), *y32 = malloc(ny * 4), *ys = malloc(ny * 4), *dx = malloc(nx * 4),
+	      *dx32 = malloc(nx * 4);
+	float *dxs = malloc(nx * 4), *ax = malloc(nx * 4), *aw = malloc(nw * 4), *ab = malloc(OUT * 4),
+	      *ady = malloc(ny * 4);
+	if (!x || !w || !b || !dy || !y || !y32 || !ys || !dx || !dx32 || !dxs || !ax || !aw || !ab || !ady) {
+		TEST_CHECK(0, "dense bf16 gpu: out of memory");
+		goto out;
+	}
+	fabs_copy(ax, x, nx), fabs_copy(aw, w, nw), fabs_copy(ab, b, OUT), fabs_copy(ady, dy, ny);
+	dnn_dense_args a32 = {.N = N, .IN = IN, .OUT = OUT}, a16 = a32;
+	a16.bf16 = 1;
+	dnn_dense_forward_cpu(y32, x, w, b, &a32), dnn_dense_forward_cpu(ys, ax, aw, ab, &a32);
+	dnn_dense_backward_data_cpu(dx32, dy, w, &a32), dnn_dense_backward_data_cpu(dxs, ady, aw, &a32);
+	for (size_t i = 0; i < ny; i++)
+		y[i] = NAN;
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = NAN;
+	starpu_data_handle_t hx = reg(x, nx), hw = reg(w, nw), hb = reg(b, OUT), hy = reg(y, ny), hdy = reg(dy, ny),
+			     hdx = reg(dx, nx);
+	struct starpu_data_descr f[] = {{hx, STARPU_R}, {hw, STARPU_R}, {hb, STARPU_R}, {hy, STARPU_W}};
+	test_task(&cl_dense_fwd, h_cuda_worker(), &a16, sizeof a16, f, 4, "dense_fwd bf16");
+	struct starpu_data_descr d[] = {{hdy, STARPU_R}, {hw, STARPU_R}, {hdx, STARPU_W}};
+	test_task(&cl_dense_bwd_data, h_cuda_worker(), &a16, sizeof a16, d, 3, "dense_bwd_data bf16");
+	starpu_data_handle_t all[] = {hx, hw, hb, hy, hdy, hdx};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		starpu_data_unregister(all[i]);
+	char what[96];
+	snprintf(what, sizeof(what), "dense bf16 CUDA fwd N=%d IN=%d OUT=%d", N, IN, OUT);
+	check_pair(what, y, y32, ys, g16(IN) + g32(IN), 2 * g32(IN), 0, ny);
+	snprintf(what, sizeof(what), "dense bf16 CUDA bwd data N=%d IN=%d OUT=%d", N, IN, OUT);
+	check_pair(what, dx, dx32, dxs, g16(OUT) + g32(OUT), 2 * g32(OUT), 0, nx);
+out:
+	free(x), free(w), free(b), free(dy), free(y), free(y32), free(ys), free(dx), free(dx32), free(dxs);
+	free(ax), free(aw), free(ab), free(ady);
+}
+
+void h_extra_dense_bf16_gpu(void)
+{
+	test_rng_seed(4503);
+	dense_gpu_case(37, 45, 19);
+	dense_gpu_case(256, 128, 384);
+	dense_gpu_case(300, 64, 256);
+}
