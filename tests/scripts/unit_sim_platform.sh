@@ -24,7 +24,9 @@ nets="$(python3 "$P" --list-networks)"
 # NETWORKS' own figures, "NAME BYTES/S LAT_US" per line, read once
 want_all="$(cd "$ROOT/sim" && python3 -c "
 import importlib.util
-s = importlib.util.spec_from_file_location('p', 'platform.py'); m = importlib.util.module_from_spec(s); s.loader.exec_module(m)
+s = importlib.util.spec_from_file_location('p', 'platform.py')
+m = importlib.util.module_from_spec(s)
+s.loader.exec_module(m)
 for k, n in m.NETWORKS.items():
     if n['gbps'] is not None: print(f\"{k} {n['gbps'] * 1e9 / 8:.1f} {n['lat_us']}\")")"
 n=0
@@ -57,23 +59,29 @@ for v in 1:20000000000.0 2:25000000000.0 3:300000000000.0 4:450000000000.0; do
   [ "$(link CUDA0 CUDA1)" = "${v#*:}" ] || fail "--nvlink ${v%%:*}: peer link $(link CUDA0 CUDA1), want ${v#*:}"
 done
 gen h100 --pcie-gen 4 --nvlink none
-[ "$(link CUDA0 CUDA1)" = 25000000000.0 ] || fail "--nvlink none with --pcie-gen 4: peer $(link CUDA0 CUDA1), want 25 GB/s"
+[ "$(link CUDA0 CUDA1)" = 25000000000.0 ] ||
+  fail "--nvlink none with --pcie-gen 4: peer $(link CUDA0 CUDA1), want 25 GB/s"
 grep -q "no NVLink" "$TMP/p/platform.txt" || fail "platform.txt does not say 'no NVLink': $(cat "$TMP/p/platform.txt")"
 
 # eff_compute above 1 (Winograd's fewer multiplies than the direct count) is accepted up to 4
 gen p100 --roofline 1.53:0.7:5
-grep -qx 'p100:10600.0:732.0:1.53:0.7:5.0' "$TMP/p/gpu.spec" || fail "--roofline 1.53:0.7:5: gpu.spec '$(cat "$TMP/p/gpu.spec")'"
+grep -qx 'p100:10600.0:732.0:1.53:0.7:5.0' "$TMP/p/gpu.spec" ||
+  fail "--roofline 1.53:0.7:5: gpu.spec '$(cat "$TMP/p/gpu.spec")'"
 expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpus 1 --gpu p100 --roofline 4.5:0.7:5 &&
   [[ "$ERR" == *--roofline* ]] || fail "--roofline 4.5:0.7:5: '$ERR'"
 expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 2 --cores 2 --network 25gbe-rocee && [[ "$ERR" == *--network* ]] ||
   fail "unknown network: '$ERR'"
-expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpus 1 --gpu p100 --pcie-gen 6 && [[ "$ERR" == *--pcie-gen* ]] ||
+expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpus 1 --gpu p100 --pcie-gen 6 &&
+  [[ "$ERR" == *--pcie-gen* ]] ||
   fail "--pcie-gen 6: '$ERR'"
-expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpus 1 --gpu p100 --nvlink 5 && [[ "$ERR" == *--nvlink* ]] ||
+expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --gpus 1 --gpu p100 --nvlink 5 &&
+  [[ "$ERR" == *--nvlink* ]] ||
   fail "--nvlink 5: '$ERR'"
 expect_rc 2 python3 "$P" --out "$TMP/p" --nodes 1 --cores 2 --nvlink 2 && [[ "$ERR" == *--nvlink* ]] ||
   fail "--nvlink without GPUs: '$ERR'"
-expect_rc 2 bash "$ROOT/scripts/simulate.sh" --network 25gbe-rocee --no-build && [[ "$ERR" == *"--network '25gbe-rocee'"*25gbe-roce* ]] ||
+expect_rc 2 bash "$ROOT/scripts/simulate.sh" --network 25gbe-rocee --no-build &&
+  [[ "$ERR" == *"--network '25gbe-rocee'"*25gbe-roce* ]] ||
   fail "simulate.sh --network 25gbe-rocee: '$ERR'"
-expect_rc 2 bash "$ROOT/scripts/simulate.sh" --nvlink 5 --no-build && [[ "$ERR" == *--nvlink* ]] || fail "simulate.sh --nvlink 5: '$ERR'"
+expect_rc 2 bash "$ROOT/scripts/simulate.sh" --nvlink 5 --no-build && [[ "$ERR" == *--nvlink* ]] ||
+  fail "simulate.sh --nvlink 5: '$ERR'"
 finish
