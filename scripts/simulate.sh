@@ -25,6 +25,8 @@
 #            --ncpu N         CPU workers per node [StarPU's own: the cores less one per GPU (its
 #                             driver thread) and one for StarPU-MPI's progress thread; 0: GPU-only]
 #            --pcie GBPS      host<->GPU bandwidth [the kind's]
+#            --pcie-gen G     host<->GPU link: PCIe gen 3 | 4 | 5, x16 [the kind's]
+#            --nvlink V       GPU<->GPU link: NVLink 1 | 2 | 3 | 4, or none (through PCIe) [the kind's]
 #            --cpu KIND       the cores: here (this machine's, as calibrated) | e5-2667v2 (the Caffe
 #                             seed's Xeon: each task's time split into compute, scaled by the peak
 #                             ratio, and memory, shared on its socket; sim/platform.py CPUS) [here]
@@ -32,7 +34,9 @@
 #            --cuda-host HOST (a real GPU run's STARPU_HOME/.starpu/sampling and its host name)
 #                             instead of the roofline estimate [estimated]
 #            --network NET    fdr | edr | 50gbe | 10gbe | 1gbe | infinite [fdr], or netns-RATE: the
-#                             namespace hosts of tests/net/cluster.sh at `rate RATE` (docs/NETWORK.md)
+#                             namespace hosts of tests/net/cluster.sh at `rate RATE` (docs/NETWORK.md);
+#                             also hdr, ndr, 25gbe, 40gbe, 100gbe (TCP) and 10/25/40/100/200/400gbe-roce
+#                             (`sim/platform.py --list-networks`; sources: docs/SIMULATION.md "Networks")
 # Run:       --net NAME --batch B (global) --chunks K (per rank) --input N --steps S --warmup W
 #            --batch-per-node B  instead of --batch: B samples per node whatever --nodes (weak scaling)
 #            --mode sync|async --staleness S   (as `starpu_anp bench`)
@@ -71,7 +75,7 @@ source "$ROOT/scripts/lib.sh" # the result line, the mpirun flags
 usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&2; exit 2; }
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
-NODES=1 CORES="" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" NETWORK=fdr CPU_KIND=here
+NODES=1 CORES="" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" PCIE_GEN="" NVLINK="" NETWORK=fdr CPU_KIND=here
 NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=auto BUCKET_MB=auto STALENESS=4
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
@@ -93,7 +97,13 @@ while [ $# -gt 0 ]; do
       usage "--gpu-models '${2:-}': expected fitted or estimated"; GPU_MODELS="$2"; shift 2 ;;
     --cpu) [[ "${2:-}" =~ ^(here|e5-2667v2)$ ]] || usage "--cpu '${2:-}': expected here or e5-2667v2"; CPU_KIND="$2"; shift 2 ;;
     --pcie) [[ "${2:-}" =~ ^[0-9]+([.][0-9]+)?$ ]] || usage "--pcie '${2:-}': expected GB/s"; PCIE="$2"; shift 2 ;;
-    --network) [[ "${2:-}" =~ ^(fdr|edr|50gbe|10gbe|1gbe|infinite|netns-(off|[0-9]+(\.[0-9]+)?[mg]bit))$ ]] || usage "--network '${2:-}': expected fdr, edr, 50gbe, 10gbe, 1gbe, infinite or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"; NETWORK="$2"; shift 2 ;;
+    --network) # the names sim/platform.py knows (its NETWORKS), or netns-RATE
+      nets="$(python3 "$ROOT/sim/platform.py" --list-networks | grep -vx netns)"
+      [[ "${2:-}" =~ ^netns-(off|[0-9]+(\.[0-9]+)?[mg]bit)$ ]] || grep -qxF -- "${2:-}" <<<"$nets" ||
+        usage "--network '${2:-}': expected one of $(paste -sd' ' <<<"$nets") or netns-RATE (netns-100mbit, netns-1gbit, netns-off)"
+      NETWORK="$2"; shift 2 ;;
+    --pcie-gen) [[ "${2:-}" =~ ^[345]$ ]] || usage "--pcie-gen '${2:-}': expected 3, 4 or 5"; PCIE_GEN="$2"; shift 2 ;;
+    --nvlink) [[ "${2:-}" =~ ^(none|[1-4])$ ]] || usage "--nvlink '${2:-}': expected none, 1, 2, 3 or 4"; NVLINK="$2"; shift 2 ;;
     --net) [ -n "${2:-}" ] || usage "--net needs a value"; NET="$2"; shift 2 ;;
     --batch) posint "$1" "${2:-}"; BATCH="$2"; shift 2 ;;
     --batch-per-node) posint "$1" "${2:-}"; BATCH_PER_NODE="$2"; shift 2 ;;
@@ -404,14 +414,16 @@ for ar in "${L_AR[@]}"; do
     calibrate "$cranks" 1 "$mode" "$ar"
   fi
   [ "$CALIBRATE_ONLY" = 0 ] || continue
-  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$cores$([ "$CPU_KIND" = here ] || echo "-$CPU_KIND")-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC-$GPU_MODELS")-$NETWORK}"
+  pdir="${PDIR:-$CACHE/sim/platforms/n$nodes-c$cores$([ "$CPU_KIND" = here ] || echo "-$CPU_KIND")-g$gpus$([ "$gpus" = 0 ] || echo "-$GPU-$GPU_PREC-$GPU_MODELS")-$NETWORK${PCIE_GEN:+-pcie$PCIE_GEN}${NVLINK:+-nvlink$NVLINK}}"
   gen=(python3 "$ROOT/sim/platform.py" --out "$pdir" --nodes "$nodes" --cores "$cores" --gpus "$gpus"
-       --network "${NETWORK%%-*}" --maxnodes "$STARPU_MAXNODES" --cpu "$CPU_KIND")
+       --network "$([[ "$NETWORK" == netns-* ]] && echo netns || echo "$NETWORK")" --maxnodes "$STARPU_MAXNODES" --cpu "$CPU_KIND")
   [[ "$NETWORK" != netns-* ]] || gen+=(--rate "${NETWORK#netns-}")
   [ "$gpus" = 0 ] || gen+=(--gpu "$GPU" --gpu-precision "$GPU_PREC" --gpu-models "$GPU_MODELS")
   [ "$gpus" = 0 ] || [ -z "${ANP_SIM_GPU_ROOFLINE:-}" ] || gen+=(--roofline "$ANP_SIM_GPU_ROOFLINE")
   [ "$gpus" = 0 ] || [ -z "${ANP_SIM_GPU_MEMSIZE_GB:-}" ] || gen+=(--memsize-gb "$ANP_SIM_GPU_MEMSIZE_GB")
   [ -z "$PCIE" ] || gen+=(--pcie "$PCIE")
+  [ "$gpus" = 0 ] || [ -z "$PCIE_GEN" ] || gen+=(--pcie-gen "$PCIE_GEN")
+  [ "$gpus" = 0 ] || [ -z "$NVLINK" ] || gen+=(--nvlink "$NVLINK")
   name="$("${gen[@]}")" || exit 2
   spec="$(cat "$pdir/gpu.spec")" cuda_models="$(cat "$pdir/models_cuda")" # fitted-public or estimated
   # ANP_SIM_CPU_VEC_GBS: the CPU vector codelets from a stream rate (codelets/dnn_sim_model.c)

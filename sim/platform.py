@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """platform.py — write a simulated cluster for StarPU + SimGrid (docs/SIMULATION.md).
 
-    sim/platform.py --out DIR --nodes N --cores C [--gpus G --gpu KIND] [--pcie GBPS]
+    sim/platform.py --out DIR --nodes N --cores C [--gpus G --gpu KIND] [--pcie GBPS | --pcie-gen 3|4|5]
+                    [--nvlink none|1|2|3|4]
                     [--network NET] [--name NAME] [--maxnodes M]
 
 writes, for N identical nodes of C CPU cores and G GPUs of KIND:
@@ -123,7 +124,29 @@ CPUS = {
                       core_gbs=8.7, socket_gbs=43.6, cores_per_socket=8, llc_mb=25),
 }
 
-# Networks: effective bandwidth per node link and one-way latency.
+# Networks: the bandwidth of each node's link to the switch and its latency (docs/SIMULATION.md
+# "Networks", with every source). gbps: the link's data rate after its line code, what the standard
+# gives (IEEE 802.3's MAC rate for Ethernet; the IBTA specification's 4x rate after 64b/66b for
+# InfiniBand FDR and EDR, after PAM4 + RS-FEC for HDR and NDR): protocol headers are left to SMPI,
+# whose default bandwidth factor (0.94 from 64 KiB up, SimGrid's calibration) applies to every
+# network but netns. lat_us: the one-way small-message latency of one link: the NIC vendor's data
+# sheet figure for RDMA (InfiniBand and RoCE, kernel bypass), an estimate of the kernel's TCP stack
+# for TCP (10 us for 25 GbE and faster, as h-clusters' 50gbe; 15 and 30 us as before for 10 and 1 GbE).
+# A message crosses two links (node -> switch -> node) and SMPI multiplies their latency by its
+# default factor (2.0 for small messages, up to 11.6 from 64 KiB up), so a simulated ping is about
+# 4x lat_us: the figures below are what each generation's hardware promises, the SMPI factors what
+# MPI over it measured on SimGrid's reference cluster.
+#   fdr: IBTA FDR 4x, 4 x 14.0625 Gb/s x 64/66 = 54.5 Gb/s; 0.7 us, the value of before (Mellanox
+#        quotes under 1 us MPI latency for its FDR ConnectX-3 adapters).
+#   edr: IBTA EDR 4x, 4 x 25.78125 Gb/s x 64/66 = 100 Gb/s; 0.6 us (ConnectX-4/5: sub-600 ns).
+#   hdr: IBTA HDR 4x, 4 x 53.125 Gb/s PAM4 = 200 Gb/s of data; 0.6 us (NVIDIA, ConnectX-6 VPI user
+#        manual, introduction: "sub-600ns latency").
+#   ndr: IBTA NDR 4x, 4 x 106.25 Gb/s PAM4 = 400 Gb/s of data; 0.6 us (ConnectX-7: no lower figure
+#        than ConnectX-6's is published for it; ours, an estimate).
+#   Ethernet NNgbe: IEEE 802.3 NN Gb/s (802.3ab/ae/by/ba/bs), TCP over the kernel's stack;
+#   NNgbe-roce: the same link with RoCE v2 (RDMA, kernel bypass): 0.8 us (NVIDIA/Mellanox,
+#        "ConnectX-6 EN 200GbE adapter card" product brief: "sub 0.8usec latency"; the 25 GbE
+#        ConnectX-4 Lx of 2017 is quoted alike). TCP against RoCE: ~10 us against 0.8 us.
 NETWORKS = {
     "fdr": dict(desc="InfiniBand FDR 4x (56 Gb/s signalling, 54.5 Gb/s data; the seeds' Minotauro)",
                 gbps=54.5, lat_us=0.7),
@@ -136,6 +159,19 @@ NETWORKS = {
     "50gbe": dict(desc="50 Gigabit Ethernet, TCP (Goyal et al. 2017's Big Basin servers)", gbps=47.8, lat_us=10.0),
     "1gbe": dict(desc="1 Gigabit Ethernet (TCP)", gbps=1.0, lat_us=30.0),
     "infinite": dict(desc="an infinitely fast network (sanity checks)", gbps=8e6, lat_us=0.0),
+    # InfiniBand HDR and NDR, Ethernet 25/40/100 GbE over TCP and 10-400 GbE over RoCE (the source
+    # of each number: the comment above NETWORKS).
+    "hdr": dict(desc="InfiniBand HDR 4x (200 Gb/s)", gbps=200.0, lat_us=0.6),
+    "ndr": dict(desc="InfiniBand NDR 4x (400 Gb/s)", gbps=400.0, lat_us=0.6),
+    "25gbe": dict(desc="25 Gigabit Ethernet (TCP)", gbps=25.0, lat_us=10.0),
+    "40gbe": dict(desc="40 Gigabit Ethernet (TCP)", gbps=40.0, lat_us=10.0),
+    "100gbe": dict(desc="100 Gigabit Ethernet (TCP)", gbps=100.0, lat_us=10.0),
+    "10gbe-roce": dict(desc="10 Gigabit Ethernet (RoCE v2)", gbps=10.0, lat_us=0.8),
+    "25gbe-roce": dict(desc="25 Gigabit Ethernet (RoCE v2; the Horovod paper's network)", gbps=25.0, lat_us=0.8),
+    "40gbe-roce": dict(desc="40 Gigabit Ethernet (RoCE v2)", gbps=40.0, lat_us=0.8),
+    "100gbe-roce": dict(desc="100 Gigabit Ethernet (RoCE v2)", gbps=100.0, lat_us=0.8),
+    "200gbe-roce": dict(desc="200 Gigabit Ethernet (RoCE v2)", gbps=200.0, lat_us=0.8),
+    "400gbe-roce": dict(desc="400 Gigabit Ethernet (RoCE v2)", gbps=400.0, lat_us=0.8),
     # The network-namespace hosts of tests/net/cluster.sh (--rate: the tbf rate of every host link,
     # both directions, or off): docs/NETWORK.md "The all-reduce microbenchmark". Written as a star
     # of full-duplex links (tbf shapes each direction of a veth separately; the MPI transport's
@@ -201,6 +237,20 @@ NETNS_THREAD_CPU = 0.41
 # is preempted inside it, so its calibrated time already holds the sharing (codelets/dnn_sim_model.c).
 NETNS_SLICE_US = 1500.0
 NETNS_CORE_WAIT_US = 100.0
+
+# Inside a node: the host link (--pcie-gen) and the GPU-GPU link (--nvlink), overriding the GPU
+# kind's own (GPUS: pcie_gbs, peer_gbs). Per direction, as the model uses them.
+# PCIe x16 (PCI-SIG, PCI Express Base Specification 3.0/4.0/5.0): 8 / 16 / 32 GT/s per lane with
+# 128b/130b encoding, so 15.75 / 31.5 / 63.0 GB/s of data per direction (the data sheets' rounded
+# 16 / 32 / 64); the model's rate is 0.78 of the rounded figure, the pinned-copy fraction GPUS uses
+# (12.5 / 25 / 50 GB/s: 0.79 of the coded rate; TLP headers and DMA set-up take the rest).
+PCIE_GENS = {3: 12.5, 4: 25.0, 5: 50.0}
+# NVLink (NVIDIA's P100, V100, A100 and H100 data sheets and architecture white papers): per link
+# and direction 20 GB/s (NVLink 1, 4 links per P100), 25 GB/s (NVLink 2, 6 per V100; NVLink 3, 12
+# per A100; NVLink 4, 18 per H100). The pair rate the model gives two GPUs: one link for NVLink 1
+# and 2 (DGX-1's hybrid cube-mesh joins most pairs by one link), all of a GPU's links for 3 and 4
+# (NVSwitch: 300 and 450 GB/s). "none": no NVLink, GPU to GPU through PCIe at the host link's rate.
+NVLINKS = {"1": 20.0, "2": 25.0, "3": 300.0, "4": 450.0}
 
 
 def tbf_bw_factors(rate_gbps, eff, veth_gbps, burst):
@@ -277,6 +327,9 @@ def netns_cluster(n, C, G, gpu, net, duplex):
 
 
 def main():
+    if sys.argv[1:] == ["--list-networks"]:  # simulate.sh's check of --network
+        print("\n".join(NETWORKS))
+        return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--nodes", type=int, default=1)
@@ -295,6 +348,10 @@ def main():
                     help="override the GPU's memory, GB (sim/fit_gpu.py: to time a published batch whose "
                          "activations, as this tool keeps them, exceed the card) [the kind's]")
     ap.add_argument("--pcie", type=float, default=None, help="host<->GPU GB/s [the GPU kind's]")
+    ap.add_argument("--pcie-gen", type=int, default=None, choices=sorted(PCIE_GENS),
+                    help="host<->GPU link: PCIe generation, x16 (PCIE_GENS) [the GPU kind's]; --pcie overrides")
+    ap.add_argument("--nvlink", default=None, choices=["none"] + sorted(NVLINKS),
+                    help="GPU<->GPU link: NVLink generation (NVLINKS), or none (through PCIe) [the GPU kind's]")
     ap.add_argument("--cpu", default="here", choices=sorted(CPUS) + ["here"],
                     help="the cores' kind [here: this machine's, as calibrated]")
     ap.add_argument("--network", default="fdr", choices=sorted(NETWORKS))
@@ -346,12 +403,20 @@ def main():
                 ec, em, lu = (float(x) for x in a.roofline.split(":"))
             except ValueError:
                 ec = em = lu = -1.0
-            if not (0 < ec <= 1 and 0 < em <= 1 and lu >= 0):
-                die(f"--roofline '{a.roofline}': expected eff_compute:eff_memory:launch_us, efficiencies in (0,1]")
+            # eff_compute is of the direct FLOP count (STARPU_FLOPS): cuDNN's Winograd convolutions do
+            # 2.25x (F(2x2,3x3)) to 4x (F(4x4,3x3)) fewer multiplies, so a 3x3-conv net such as VGG-16
+            # can run above 1 (TensorFlow's 154 images/s on a P100 is 1.35 of its FP32 peak, counted directly).
+            if not (0 < ec <= 4 and 0 < em <= 1 and lu >= 0):
+                die(f"--roofline '{a.roofline}': expected eff_compute:eff_memory:launch_us, eff_compute in (0,4] "
+                    "(of the direct FLOP count), eff_memory in (0,1]")
             gpu.update(eff_compute=ec, eff_memory=em, launch_us=lu, models="estimated")
-    pcie = a.pcie if a.pcie else (gpu["pcie_gbs"] if gpu else 0.0)
+    if (a.pcie_gen or a.nvlink) and not gpu:
+        die("--pcie-gen and --nvlink need --gpus G --gpu KIND")
+    pcie = a.pcie if a.pcie else (PCIE_GENS[a.pcie_gen] if a.pcie_gen else (gpu["pcie_gbs"] if gpu else 0.0))
     if gpu and not pcie > 0:
         die(f"--pcie {a.pcie}: expected a bandwidth in GB/s > 0")
+    if gpu and a.nvlink:
+        gpu["peer_gbs"] = pcie if a.nvlink == "none" else NVLINKS[a.nvlink]
     net = dict(NETWORKS[a.network])
     if a.network == "netns":
         if a.rate is None:
@@ -490,7 +555,9 @@ def main():
              f"{G} GPU(s)" + (f" {gpu['model']}" if G else ""),
              f"  network: {net['desc']}: {net['gbps']} Gb/s per node link, {net['lat_us']} us"]
     if G:
-        lines += [f"  host<->GPU: {pcie} GB/s each way (PCIe), GPU<->GPU {gpu['peer_gbs']} GB/s",
+        link = {None: "", "none": " (no NVLink: through PCIe)"}.get(a.nvlink, f" (NVLink {a.nvlink})")
+        lines += [f"  host<->GPU: {pcie} GB/s each way (PCIe{' gen' + str(a.pcie_gen) if a.pcie_gen else ''}), "
+                  f"GPU<->GPU {gpu['peer_gbs']} GB/s{link}",
                   f"  GPU models: roofline ({gpu['models']}), peak {a.gpu_precision.upper()} {gpu['peak_gflops']:.0f} GFLOP/s x {gpu['eff_compute']}, "
                   f"{gpu['mem_gbs']:.0f} GB/s x {gpu['eff_memory']}, + {gpu['launch_us']} us per task; "
                   f"memory {gpu['memsize'] / 2**30:.1f} GiB"]

@@ -200,6 +200,10 @@ int main(void)
 	check_net("resnet20", 272474, 0.04081, 0.01);
 	check_net("resnet18", 11689512, 1.814, 0.01); /* torchvision: 11,689,512 params, 1.81 GMACs */
 	check_net("resnet50", 25557032, 4.089, 0.01); /* torchvision: 25,557,032 params, 4.09 GMACs */
+	/* The Horovod paper's nets (docs/studies/2026-12-07-horovod-cluster.md): torchvision's resnet101,
+	 * 44,549,160 params, 7.80 GMACs; vgg16, 138,357,544 params, 15.47 GMACs. */
+	check_net("resnet101", 44549160, 7.80, 0.01);
+	check_net("vgg16", 138357544, 15.47, 0.01);
 	/* The Caffe seed's nets (graph/nets/gen_nets.py), counted by hand from Caffe's prototxts:
 	 * LeNet 520 + 25,050 + 400,500 + 5,010 parameters, 0.288 + 1.6 + 0.4 + 0.005 M MACs;
 	 * cifar10_quick 2,432 + 25,632 + 51,264 + 65,600 + 650 parameters, 2.458 + 6.554 + 3.277 +

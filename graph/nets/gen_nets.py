@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the built-in ResNet, GPT and Caffe-example net files (graph/nets/resnet*.net, gpt*.net,
-caffe_lenet.net, cifar10_quick.net). lenet5.net is hand-written.
+"""Writes the built-in ResNet, VGG, GPT and Caffe-example net files (graph/nets/resnet*.net, vgg16.net,
+gpt*.net, caffe_lenet.net, cifar10_quick.net). lenet5.net is hand-written.
 
 GPTs are GPT-2's layout (nanoGPT's model.py, docs/transformers.md "Nets"): token + position
 embeddings, pre-norm blocks (layernorm, dense 3C, causal attention, dense C, residual add;
@@ -95,6 +95,64 @@ def imagenet_resnet(fname, title, layers, bottleneck, classes=1000):
     n.write(fname)
 
 
+def vgg(fname, title, stages, classes=1000):
+    """VGG (Simonyan & Zisserman, arXiv:1409.1556, configuration D for VGG-16): 3x3 convolutions
+    with bias, each followed by a relu, a 2x2 max-pool after each stage, then the classifier
+    dense 4096, relu, dropout, dense 4096, relu, dropout, dense `classes`. No batch norm (torchvision's
+    vgg16 and tf_cnn_benchmarks' vgg16 have none). At 224x224 the last pool is 512x7x7, the size
+    torchvision's adaptive average pool (7x7) keeps, so it is left out."""
+    n = Net(title + " (input size: starpu_anp --input N rewrites the 224; the classifier's first dense "
+            "then changes size)")
+    n.add("input", "x", 3, 224, 224)
+    h = "x"
+    for s, (width, nconv) in enumerate(stages):
+        for c in range(nconv):
+            name = f"c{s + 1}_{c + 1}"
+            n.add("conv", name, h, f"out={width}", "k=3", "pad=1", "bias=1")
+            n.add("relu", name + "_relu", name)
+            h = name + "_relu"
+        n.add("maxpool", f"pool{s + 1}", h, "k=2", "stride=2")
+        h = f"pool{s + 1}"
+    for i in (6, 7):
+        n.add("dense", f"fc{i}", h, "out=4096")
+        n.add("relu", f"fc{i}_relu", f"fc{i}")
+        n.add("dropout", f"fc{i}_drop", f"fc{i}_relu", "p=0.5")
+        h = f"fc{i}_drop"
+    n.add("dense", "fc8", h, f"out={classes}")
+    n.add("softmax_xent", "loss", "fc8")
+    n.write(fname)
+
+
+def vgg_params(stages, hw=224, classes=1000):
+    """Weights and biases of vgg() at hw x hw: the convolutions', then the classifier's."""
+    p, cin = 0, 3
+    for width, nconv in stages:
+        for _ in range(nconv):
+            p += 9 * cin * width + width
+            cin = width
+        hw //= 2
+    flat = cin * hw * hw
+    return p + (flat * 4096 + 4096) + (4096 * 4096 + 4096) + (4096 * classes + classes)
+
+
+def resnet_params(layers, bottleneck, classes=1000):
+    """Parameters of imagenet_resnet(): convolutions without bias, 2 per batch norm (its
+    running statistics are not parameters), projection shortcuts where the shape changes."""
+    def conv_bn(cin, cout, k):
+        return k * k * cin * cout + 2 * cout
+    p, cin = conv_bn(3, 64, 7), 64
+    for s, (width, nblocks) in enumerate(zip([64, 128, 256, 512], layers)):
+        for b in range(nblocks):
+            stride = 2 if (s > 0 and b == 0) else 1
+            cout = width * 4 if bottleneck else width
+            if bottleneck:
+                p += conv_bn(cin, width, 1) + conv_bn(width, width, 3) + conv_bn(width, cout, 1)
+            else:
+                p += conv_bn(cin, width, 3) + conv_bn(width, width, 3)
+            if stride != 1 or cin != cout:
+                p += conv_bn(cin, cout, 1)
+            cin = cout
+    return p + cin * classes + classes
 def caffe_lenet(fname):
     """Caffe's examples/mnist/lenet_train_test.prototxt (the Caffe seed's MNIST net): conv 20 5x5,
     max pool 2 s2, conv 50 5x5, max pool 2 s2, ip 500, relu, ip 10; 431,080 parameters. Wider
@@ -177,10 +235,21 @@ def gpt(fname, title, vocab, ctx, d, layers, heads):
 assert gpt_params(50257, 1024, 768, 12) == 124439808
 assert gpt_params(50257, 1024, 1600, 48) == 1557611200
 
+# torchvision's published counts: resnet18 11,689,512, resnet50 25,557,032, resnet101 44,549,160
+# (the Horovod paper's ResNet-101), vgg16 138,357,544 (its VGG-16). tests/unit_graph.c checks the
+# parsed files against the same numbers.
+VGG16 = [(64, 2), (128, 2), (256, 3), (512, 3), (512, 3)]
+assert resnet_params([2, 2, 2, 2], False) == 11689512
+assert resnet_params([3, 4, 6, 3], True) == 25557032
+assert resnet_params([3, 4, 23, 3], True) == 44549160
+assert vgg_params(VGG16) == 138357544
+
 cifar_resnet("resnet8.net", "ResNet-8 for 1x28x28 (Fashion-MNIST): 16-channel stem, basic blocks 16/32/64", 1, 28, 1)
 cifar_resnet("resnet20.net", "ResNet-20 for 3x32x32 (CIFAR-10 style): 3 stages of 3 basic blocks", 3, 32, 3)
 imagenet_resnet("resnet18.net", "ResNet-18 (ImageNet layout)", [2, 2, 2, 2], False)
 imagenet_resnet("resnet50.net", "ResNet-50 (ImageNet layout, v1.5: stride on the 3x3)", [3, 4, 6, 3], True)
+imagenet_resnet("resnet101.net", "ResNet-101 (ImageNet layout, v1.5: stride on the 3x3)", [3, 4, 23, 3], True)
+vgg("vgg16.net", "VGG-16 (ImageNet layout, configuration D of Simonyan & Zisserman)", VGG16)
 gpt("gpt-tiny.net", "gpt-tiny (the PyTorch gradient check's model, tests/train_gpt_reference.c)", 256, 32, 64, 2, 4)
 gpt("gpt-nano.net", "gpt-nano (byte-level, trains in minutes on 2 cores)", 256, 128, 128, 4, 4)
 gpt("gpt2.net", "GPT-2 124M", 50257, 1024, 768, 12, 12)
