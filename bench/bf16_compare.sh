@@ -9,9 +9,13 @@
 #
 # Usage: bench/bf16_compare.sh [--rounds N] [--gpt NET:T:B] [--threads N] [--build DIR] [--out DIR]
 #   defaults: 5 rounds, gpt-nano:128:16, 1 thread/worker, build/, out/bf16-compare-<date>
-# Run it at high priority on a shared machine (nice -n -15) and give the load with the figures.
+# Its measured runs take a high priority where allowed (scripts/lib.sh anp_measure_prio: nice -15, in
+# a session of their own where the kernel has autogroups); give the load with the figures.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=../scripts/lib.sh
+source "$ROOT/scripts/lib.sh" # the measured runs' priority
+anp_measure_prio "$ROOT"
 ROUNDS=5; G=gpt-nano:128:16; NT=1; BUILD="$ROOT/build"; OUT="$ROOT/out/bf16-compare-$(date +%Y%m%d-%H%M%S)"
 PY="${ANCHORS_PY:-$HOME/.cache/starpu-anp/anchors-venv/bin/python}"
 while [ $# -gt 0 ]; do
@@ -35,6 +39,7 @@ APP="$BUILD/apps/starpu_anp"
 mkdir -p "$OUT"
 CSV="$OUT/runs.csv"; LOG="$OUT/log.txt"
 echo "round,framework,precision,net,context,batch,threads,tokens_per_s,load1,cpu_s" >"$CSV"
+echo "measured runs: $ANP_PRIO_SAID" >>"$LOG"
 NETFILE="$ROOT/graph/nets/$NET.net"
 [ -f "$NETFILE" ] || { echo "bf16_compare.sh: no net file $NETFILE" >&2; exit 2; }
 sed -E "s/^(input [^ ]+ tokens) [0-9]+/\1 $T/" "$NETFILE" >"$OUT/$NET.net"
@@ -47,10 +52,10 @@ read -r V D L H <<<"$(awk '/^embed /{for(i=1;i<=NF;i++){if($i~/^vocab=/)v=substr
 run() { # round framework precision
   local line tps
   if [ "$2" = starpu-anp ]; then
-    line="$(STARPU_NCPU="$NT" STARPU_NCUDA=0 timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$APP" bench --net "$OUT/$NET.net" --batch "$B" --steps 12 \
+    line="$(STARPU_NCPU="$NT" STARPU_NCUDA=0 "${ANP_PRIO[@]}" timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$APP" bench --net "$OUT/$NET.net" --batch "$B" --steps 12 \
               --warmup 2 --optimizer adamw --lr 6e-4 --weight-decay 0.1 --precision "$3" --quiet 2>>"$LOG" | tail -1 || true)"
   else
-    line="$(OMP_NUM_THREADS="$NT" timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$NET" --vocab "$V" --context "$T" \
+    line="$(OMP_NUM_THREADS="$NT" "${ANP_PRIO[@]}" timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$OUT/time" "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$NET" --vocab "$V" --context "$T" \
               --d "$D" --layers "$L" --heads "$H" --batch "$B" --threads "$NT" --steps 12 --warmup 2 \
               --autocast "$([ "$3" = bf16 ] && echo bf16 || echo off)" 2>>"$LOG" | tail -1 || true)"
   fi

@@ -49,7 +49,8 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
-source "$ROOT/scripts/lib.sh" # the result line
+source "$ROOT/scripts/lib.sh" # the result line, the measured runs' priority
+anp_measure_prio "$ROOT" # ANP_PRIO: every framework's measured runs get the same priority
 REPS=3
 NETS="lenet5 resnet8 resnet20"
 BATCHES="64 256"
@@ -136,6 +137,7 @@ NCORES="$(nproc)"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $NCORES cores (lscpu: family $(lscpu | sed -n 's/^CPU family: *//p'), model $(lscpu | sed -n 's/^Model: *//p'); avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no))"
   echo "kernel: $(uname -r)"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "measured runs (every framework's): $ANP_PRIO_SAID"
   echo "OPENBLAS_CORETYPE: ${OPENBLAS_CORETYPE:-<unset>}"
   echo "STARPU_SCHED: ${STARPU_SCHED:-<unset> (lws)}"
   echo "python: $("$PY" -c 'import sys; print(sys.version.split()[0])') ($PY)"
@@ -226,7 +228,7 @@ field() { anp_result_field "$(cat)" "$1"; } # LINE on stdin
 run_starpu() { # round net batch ncpu kind
   local st wu line
   st="$(steps_for "$2" "$3")"; wu="$(warmup_for "$2")"
-  line="$(STARPU_NCPU="$4" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" --quiet 2>>"$LOG" | anp_result_line || true)"
+  line="$(STARPU_NCPU="$4" "${ANP_PRIO[@]}" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" --quiet 2>>"$LOG" | anp_result_line || true)"
   echo "starpu NCPU=$4 $line" >>"$LOG"
   echo "$1,starpu-anp,$2,$3,$4,$(echo "$line" | field images_per_s),$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),$5,,," >>"$CSV"
   printf '  %-10s %-8s b%-4s %d worker(s): %8s img/s\n' starpu-anp "$2" "$3" "$4" "$(echo "$line" | field images_per_s)" >&2
@@ -236,7 +238,7 @@ run_other() { # framework round net batch threads
   case "$1" in pytorch) script=pytorch_nets.py ;; tensorflow) script=tf_nets.py ;; esac
   st="$(steps_for "$3" "$4")"; wu="$(warmup_for "$3")"
   # TensorFlow's first call traces the graph: it is never timed (tf_nets.py adds it to warm-up 1).
-  line="$(OMP_NUM_THREADS="$5" "$PY" "$ROOT/bench/$script" --net "$3" --batch "$4" --threads "$5" \
+  line="$(OMP_NUM_THREADS="$5" "${ANP_PRIO[@]}" "$PY" "$ROOT/bench/$script" --net "$3" --batch "$4" --threads "$5" \
             --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" | anp_result_line || true)"
   echo "$1 threads=$5 $line" >>"$LOG"
   echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),compare,,," >>"$CSV"
@@ -274,12 +276,12 @@ run_gpt() { # round spec framework n
   label="${GLABEL[$2]}"
   tf="$(mktemp)"
   if [ "$3" = starpu-anp ]; then
-    line="$(STARPU_NCPU="$4" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" "$APP" bench --net "${GNET[$2]}" \
+    line="$(STARPU_NCPU="$4" "${ANP_PRIO[@]}" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" "$APP" bench --net "${GNET[$2]}" \
               --batch "$gb" --steps "$st" --warmup "$wu" --optimizer adamw --lr 6e-4 --weight-decay 0.1 --quiet \
               2>>"$LOG" | anp_result_line || true)"
   else
     tb="$(case "$label" in gpt-tiny|gpt-nano|gpt2|gpt2-xl) echo "$label" ;; *) echo gpt-nano ;; esac)"
-    line="$(OMP_NUM_THREADS="$4" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" \
+    line="$(OMP_NUM_THREADS="$4" "${ANP_PRIO[@]}" timeout "$RUN_TIMEOUT" /usr/bin/time -f %M -o "$tf" \
               "$PY" "$ROOT/bench/gpt_torch_step.py" --net "$tb" --vocab "$gv" --context "$gt" --d "$gd" --layers "$gl" --heads "$gh" --batch "$gb" \
               --threads "$4" --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" |
               anp_result_line || true)"

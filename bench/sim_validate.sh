@@ -60,13 +60,7 @@ REAL_APP="${ANP_REAL_BUILD:-$ROOT/build}/apps/starpu_anp"
 # about half a core and the ratio was 1.22 (the simulation cannot know of the other programs).
 # Where the kernel groups the CPU by session (autogroups), nice alone acts only inside this
 # session: the runs then get a session of their own at nice -15 (scripts/measure_prio.sh).
-PRIO=() PRIO_SAID="the default priority (nice -15 not allowed here, or ANP_MEASURE_NICE=0)"
-if [ "${ANP_MEASURE_NICE:-1}" != 0 ] && nice -n -15 true 2>/dev/null; then
-  PRIO=(nice -n -15) PRIO_SAID="priority nice -15"
-  if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ] && command -v setsid >/dev/null; then
-    PRIO=(setsid -w bash "$ROOT/scripts/measure_prio.sh") PRIO_SAID="priority nice -15 in a session whose autogroup is at nice -15"
-  fi
-fi
+anp_measure_prio "$ROOT"; PRIO=("${ANP_PRIO[@]}") PRIO_SAID="$ANP_PRIO_SAID"
 SIMAR=(--allreduce tree --bucket-mb 0) # what the real ranks, all on this machine, run (below)
 echo "sim_validate.sh: measured runs at $PRIO_SAID" >&2
 # Columns are only added at the end (tests/scripts/sim_validate.sh reads the first ten).
