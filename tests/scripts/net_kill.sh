@@ -25,5 +25,11 @@ grep -v '^\[starpu\]' "$TMP/out" | grep -m3 -iE "signal|exited|killed" || true
 [ "$RC" != 0 ] || fail "job exited 0 after a rank was killed"
 [ "$RC" != 124 ] || fail "job hung (timeout)"   # (137 is mpirun reporting the SIGKILL; the time bound catches a hang)
 [ $((T1 - T0)) -le 60 ] || fail "job took $((T1 - T0)) s to end"
-for h in 1 2 3; do [ -z "$(ip netns pids "$(host_ns "$h")")" ] || fail "processes left in host $h: $(ip netns pids "$(host_ns "$h")" | tr '\n' ' ')"; done
+# The other ranks get mpirun's SIGTERM as it ends and are reaped a moment later: a clean-clone CI
+# once saw a pid in host 2 at mpirun's exit that was gone when listed. Each host gets 10 s to empty.
+for h in 1 2 3; do
+  left=""
+  for _ in $(seq 50); do left="$(ip netns pids "$(host_ns "$h")" | tr '\n' ' ')"; [ -n "${left// /}" ] || break; sleep 0.2; done
+  [ -z "${left// /}" ] || fail "processes left in host $h 10 s after mpirun ended: $left"
+done
 finish
