@@ -651,8 +651,6 @@ static void finish_options(cli *c)
 		usage_error("--onnx FILE is required");
 	if (c->cmd == C_BENCH)
 		o->max_steps += o->warmup;
-	if (o->bf16 && !dnn_cpu_has_bf16())
-		usage_error("--precision bf16: this CPU has no AVX512_BF16 (cpuid); use --precision fp32");
 	if (o->warmup_steps > 0 && o->warmup_epochs > 0)
 		usage_error("--warmup-steps and --warmup-epochs both set the warm-up: give one");
 	if (o->mode == DNN_MODE_ASYNC && o->optim.optimizer != DNN_OPT_SGD)
@@ -713,6 +711,20 @@ static void check_data_dir(const cli *c)
 		usage_error("--data: '%s' is not a directory", dir);
 }
 
+/* --precision bf16 on a CPU without AVX512_BF16 (or DNN_CPU_MASK=avx512_bf16, after load_knobs):
+ * refused here, before StarPU starts, unless the build has CUDA, where a run on the GPUs alone
+ * (STARPU_NCPU=0) needs no bf16 CPU: run_command then asks the workers StarPU started
+ * (dnn_runtime_check_bf16), with the same kind of line. */
+static void check_precision(const cli *c)
+{
+#if !defined(DNN_HAVE_CUDA) || defined(DNN_SIMGRID)
+	if (c->o.bf16 && !dnn_cpu_has_bf16())
+		usage_error("--precision bf16: this CPU has no AVX512_BF16 (cpuid); use --precision fp32");
+#else
+	(void)c;
+#endif
+}
+
 /* The DNN_* environment variables: a bad value is a usage error (exit 2). */
 static void load_knobs(void)
 {
@@ -739,6 +751,12 @@ static int run_command(cli *c, int *argc, char ***argv)
 		return 1;
 	}
 	const dnn_train_opts *o = &c->o;
+#if defined(DNN_HAVE_CUDA) && !defined(DNN_SIMGRID)
+	if (o->bf16 && dnn_runtime_check_bf16(err, sizeof(err)) != 0) {
+		dnn_runtime_shutdown();
+		usage_error("%s", err);
+	}
+#endif
 	int rc = c->cmd == C_EVAL      ? dnn_cmd_eval(o)
 		 : c->cmd == C_GENERATE ? dnn_cmd_generate(o, &c->gen)
 		 : c->cmd == C_PREDICT ? dnn_cmd_predict(o, c->images, c->nimages)
@@ -793,6 +811,7 @@ int main(int argc, char **argv)
 		return 0; /* --help */
 	finish_options(&c);
 	load_knobs();
+	check_precision(&c);
 	/* Parse the net before starting StarPU: net-file errors come fast and alone. */
 	rc = dnn_cmd_check_net(&c.o, c.summary);
 	if (rc != 0 || c.summary)

@@ -13,6 +13,13 @@
 # configurations, achieved GFLOP/s against the single-core sgemm rate measured in the same run,
 # and the scaling. Raw results: OUT/runs.csv; tables: OUT/report.md; versions: OUT/machine.txt.
 #
+# bf16 (--precision bf16, opt-in): every round also runs, for each net and batch, starpu_anp bench
+# --precision bf16 (STARPU_NCPU = cores), PyTorch under torch.autocast("cpu", dtype=torch.bfloat16)
+# (bench/pytorch_nets.py --autocast bf16) and TensorFlow/Keras under the "mixed_bfloat16" policy
+# (bench/tf_nets.py --mixed-precision bf16), each with 1 and 2 threads, beside the fp32 runs (kind
+# "bf16" in runs.csv); the report's bf16 table gives starpu-anp bf16 / starpu-anp fp32 and
+# starpu-anp bf16 / the best of the others' bf16 runs, over the rounds in which all of them ran.
+#
 # GPTs (--gpt "NET:CONTEXT:BATCH ..."): in each round, starpu_anp bench with STARPU_NCPU=1 and 2
 # and PyTorch (bench/gpt_torch_step.py: the same GPT in fp32, scaled_dot_product_attention,
 # fused AdamW) with 1 and 2 threads, in alternating order; every step is forward, per-token loss,
@@ -32,6 +39,8 @@
 #   --batches "A B"   batch sizes (default "64 256")
 #   --frameworks "A"  the others, any of "pytorch tensorflow" (default both)
 #   --scaling "A B"   nets whose STARPU_NCPU=1 vs 2 speedup is measured (default resnet20; "" = none)
+#   --precision P     fp32 (default), or bf16: also the bf16 runs above (starpu-anp --precision bf16,
+#                     PyTorch autocast bf16, Keras mixed_bfloat16) (--bf16: the same)
 #   --gpt "N:T:B ..." GPT configurations NET:CONTEXT:BATCH, e.g. "gpt-nano:128:16 gpt2:256:4"
 #   --run-timeout S   kill a single run after S seconds; it then has no result (default 900)
 #   --steps-scale X   multiply the timed steps per run by X (default 1)
@@ -63,6 +72,7 @@ DO_BUILD=1
 OUT=""
 GPT=""
 RUN_TIMEOUT=900
+PRECISION=fp32
 NETS_GIVEN=0
 SCALING_GIVEN=0
 while [ $# -gt 0 ]; do
@@ -79,7 +89,9 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift ;;
     --gpt) GPT="$2"; shift ;;
     --run-timeout) RUN_TIMEOUT="$2"; shift ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    --precision) PRECISION="$2"; shift ;;
+    --bf16) PRECISION=bf16 ;;
+    -h|--help) sed -n '2,57p' "$0"; exit 0 ;;
     *) echo "compare_frameworks.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
   esac
   shift
@@ -95,6 +107,7 @@ if [ -n "$GPT" ]; then
   [ "$NETS_GIVEN" = 1 ] || NETS=""
   [ "$SCALING_GIVEN" = 1 ] || SCALING=""
 fi
+case "$PRECISION" in fp32|bf16) ;; *) echo "compare_frameworks.sh: --precision: fp32 or bf16, not '$PRECISION'" >&2; exit 2 ;; esac
 for f in $FRAMEWORKS; do
   case "$f" in pytorch|tensorflow) ;; *) echo "compare_frameworks.sh: --frameworks: unknown '$f'" >&2; exit 2 ;; esac
 done
@@ -140,6 +153,7 @@ NCORES="$(nproc)"
   echo "measured runs (every framework's): $ANP_PRIO_SAID"
   echo "OPENBLAS_CORETYPE: ${OPENBLAS_CORETYPE:-<unset>}"
   echo "STARPU_SCHED: ${STARPU_SCHED:-<unset> (lws)}"
+  echo "precision: fp32$([ "$PRECISION" = bf16 ] && echo " and bf16 (starpu-anp --precision bf16, PyTorch autocast, Keras mixed_bfloat16)")"
   echo "python: $("$PY" -c 'import sys; print(sys.version.split()[0])') ($PY)"
   echo "torch: $("$PY" -c 'import torch; print(torch.__version__, "(MKL)" if torch.backends.mkl.is_available() else "", "(oneDNN)" if torch.backends.mkldnn.is_available() else "", "cpu:", torch.backends.cpu.get_cpu_capability())')"
   echo "tensorflow: $("$PY" -c 'import tensorflow as tf, keras; print(tf.__version__, "keras", keras.__version__)' 2>/dev/null)"
@@ -225,24 +239,29 @@ warmup_for() { case "$1" in lenet5) echo 5 ;; *) echo 1 ;; esac; }
 echo "round,framework,net,batch,workers,images_per_s,gflops,wall_s,load1,kind,context,tokens_per_s,peak_rss_mib" >"$CSV"
 field() { anp_result_field "$(cat)" "$1"; } # LINE on stdin
 
-run_starpu() { # round net batch ncpu kind
-  local st wu line
+run_starpu() { # round net batch ncpu kind (compare, scaling: fp32; bf16: --precision bf16)
+  local st wu line prec=fp32
+  [ "$5" = bf16 ] && prec=bf16
   st="$(steps_for "$2" "$3")"; wu="$(warmup_for "$2")"
-  line="$(STARPU_NCPU="$4" "${ANP_PRIO[@]}" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" --quiet 2>>"$LOG" | anp_result_line || true)"
-  echo "starpu NCPU=$4 $line" >>"$LOG"
+  line="$(STARPU_NCPU="$4" "${ANP_PRIO[@]}" "$APP" bench --net "$2" --batch "$3" --steps "$st" --warmup "$wu" \
+            --precision "$prec" --quiet 2>>"$LOG" | anp_result_line || true)"
+  echo "starpu NCPU=$4 precision=$prec $line" >>"$LOG"
   echo "$1,starpu-anp,$2,$3,$4,$(echo "$line" | field images_per_s),$(echo "$line" | field gflops),$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),$5,,," >>"$CSV"
-  printf '  %-10s %-8s b%-4s %d worker(s): %8s img/s\n' starpu-anp "$2" "$3" "$4" "$(echo "$line" | field images_per_s)" >&2
+  printf '  %-10s %-8s b%-4s %d worker(s) %s: %8s img/s\n' starpu-anp "$2" "$3" "$4" "$prec" "$(echo "$line" | field images_per_s)" >&2
 }
-run_other() { # framework round net batch threads
-  local st wu line script
-  case "$1" in pytorch) script=pytorch_nets.py ;; tensorflow) script=tf_nets.py ;; esac
+run_other() { # framework round net batch threads [kind: compare (fp32), bf16 (autocast / mixed_bfloat16)]
+  local st wu line script kind="${6:-compare}" mixed=()
+  case "$1" in pytorch) script=pytorch_nets.py; mixed=(--autocast bf16) ;;
+               tensorflow) script=tf_nets.py; mixed=(--mixed-precision bf16) ;; esac
+  [ "$kind" = bf16 ] || mixed=()
   st="$(steps_for "$3" "$4")"; wu="$(warmup_for "$3")"
   # TensorFlow's first call traces the graph: it is never timed (tf_nets.py adds it to warm-up 1).
   line="$(OMP_NUM_THREADS="$5" "${ANP_PRIO[@]}" "$PY" "$ROOT/bench/$script" --net "$3" --batch "$4" --threads "$5" \
-            --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" 2>>"$LOG" | anp_result_line || true)"
-  echo "$1 threads=$5 $line" >>"$LOG"
-  echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),compare,,," >>"$CSV"
-  printf '  %-10s %-8s b%-4s %d thread(s): %8s img/s\n' "$1" "$3" "$4" "$5" "$(echo "$line" | field images_per_s)" >&2
+            --steps "$st" --warmup "$wu" --max-seconds "$OTHERS_MAX_S" "${mixed[@]}" 2>>"$LOG" | anp_result_line || true)"
+  echo "$1 threads=$5 kind=$kind $line" >>"$LOG"
+  echo "$2,$1,$3,$4,$5,$(echo "$line" | field images_per_s),,$(echo "$line" | field wall_s),$(cut -d' ' -f1 /proc/loadavg),$kind,,," >>"$CSV"
+  printf '  %-10s %-8s b%-4s %d thread(s) %s: %8s img/s\n' "$1" "$3" "$4" "$5" "$([ "$kind" = bf16 ] && echo bf16 || echo fp32)" \
+    "$(echo "$line" | field images_per_s)" >&2
 }
 # The others of one (net, batch), in order: pytorch 1, pytorch 2, tensorflow 1, tensorflow 2.
 OTHERS=()
@@ -253,6 +272,21 @@ run_others() { # round net batch forward|reverse
     [ "$4" = forward ] && ft="${OTHERS[$i]}" || ft="${OTHERS[$(( ${#OTHERS[@]} - 1 - i ))]}"
     # shellcheck disable=SC2086
     run_other ${ft% *} "$1" "$2" "$3" ${ft#* }
+  done
+}
+# --precision bf16: starpu-anp bf16 (all cores), then the others' bf16 runs, in order or reversed.
+BF16_RUNS=("starpu-anp $NCORES" "${OTHERS[@]}")
+run_bf16() { # round net batch forward|reverse
+  local i ft
+  [ "$PRECISION" = bf16 ] || return 0
+  for i in "${!BF16_RUNS[@]}"; do
+    [ "$4" = forward ] && ft="${BF16_RUNS[$i]}" || ft="${BF16_RUNS[$(( ${#BF16_RUNS[@]} - 1 - i ))]}"
+    if [ "${ft% *}" = starpu-anp ]; then
+      run_starpu "$1" "$2" "$3" "${ft#* }" bf16
+    else
+      # shellcheck disable=SC2086
+      run_other ${ft% *} "$1" "$2" "$3" ${ft#* } bf16
+    fi
   done
 }
 
@@ -318,7 +352,9 @@ for r in $(seq 1 "$REPS"); do
     for b in $BATCHES; do
       if [ $((r % 2)) = 1 ]; then
         run_starpu "$r" "$n" "$b" "$NCORES" compare; run_others "$r" "$n" "$b" forward
+        run_bf16 "$r" "$n" "$b" forward
       else
+        run_bf16 "$r" "$n" "$b" reverse
         run_others "$r" "$n" "$b" reverse; run_starpu "$r" "$n" "$b" "$NCORES" compare
       fi
     done

@@ -14,6 +14,12 @@ a 1- and a 2-worker scaling run, so each median in a row is over the same rounds
 met only where the median ratio is at least the target, unrounded. Every cell's runs and
 min / median / max are printed. Standard library only.
 
+bf16 runs (kind "bf16", compare_frameworks.sh --precision bf16) have their own table: per net and
+batch, starpu-anp --precision bf16 against starpu-anp fp32 (the comparison runs' starpu-anp, same
+rounds) and against the best of the others' bf16 runs (PyTorch autocast, Keras mixed_bfloat16, 1
+and 2 threads), pooled like a comparison row over the rounds in which all of them have a result;
+targets 1.8x (own fp32: the issue names resnet20 and gpt-nano) and 1.5x (the others' bf16).
+
 GPT runs (kind "gpt", compare_frameworks.sh --gpt) have their own tables, in tokens/s: per net,
 context and batch, starpu-anp with N workers against PyTorch with N threads (N = 1, 2), and the
 best of starpu-anp's against the best of PyTorch's; starpu-anp's 1 -> 2 worker scaling from the
@@ -28,6 +34,8 @@ from collections import defaultdict
 
 TARGET_RATIO = 1.5
 TARGET_SCALING = 1.9
+TARGET_BF16_SELF = 1.8  # starpu-anp bf16 / starpu-anp fp32
+OTHERS_BF16 = {"pytorch": "PyTorch autocast", "tensorflow": "Keras mixed_bfloat16"}
 OTHERS = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}  # column order
 
 
@@ -71,7 +79,7 @@ def read_runs(path, cores):
             ips[key][r] = v
             if row.get("gflops"):
                 gfl[key][r] = float(row["gflops"])
-            if kind == "compare" and (net, b) not in order:
+            if kind in ("compare", "bf16") and (net, b) not in order:
                 order.append((net, b))
     return ips, gfl, order
 
@@ -191,6 +199,47 @@ def gpt_report(runs, sgemm):
     return out
 
 
+def bf16_report(ips, order, n, cells):
+    """The bf16 table (markdown lines; none without bf16 runs); its cells are added to `cells`."""
+    if not any(k[0] == "bf16" for k in ips):
+        return []
+    present = [f for f in OTHERS_BF16 if any(k[0] == "bf16" and k[1] == f for k in ips)]
+    cols = [(f, t) for f in present for t in (1, 2)]
+    out = ["bf16 (--precision bf16): median images/s of starpu-anp --precision bf16 (STARPU_NCPU="
+           f"{n}), of starpu-anp fp32 (the comparison runs) and of "
+           + (", ".join(f"{OTHERS_BF16[f]} with 1 and 2 threads" for f in present) or "no other framework")
+           + ". Each row pools only the rounds in which all its configurations have a result. Targets: starpu-anp "
+           f"bf16 / fp32 ≥ {TARGET_BF16_SELF} (the issue's for resnet20 and gpt-nano), and starpu-anp bf16 / the "
+           f"best other bf16 ≥ {TARGET_RATIO}, on the unrounded ratio.", ""]
+    hdr = ("| net | batch | rounds | starpu-anp bf16 img/s | starpu-anp fp32 img/s | "
+           + "".join(f"{OTHERS_BF16[f]} {t}t | " for f, t in cols)
+           + f"bf16 / fp32 | ≥ {TARGET_BF16_SELF}× | bf16 / best other bf16 | ≥ {TARGET_RATIO}× |")
+    out += [hdr, "|" + "---|" * (hdr.count("|") - 1)]
+    for net, b in order:
+        k16, k32 = ("bf16", "starpu-anp", net, b, n), ("compare", "starpu-anp", net, b, n)
+        if not ips.get(k16) and not any(ips.get(("bf16", f, net, b, t)) for f, t in cols):
+            continue
+        okeys = {c: ("bf16", c[0], net, b, c[1]) for c in cols}
+        have = [k for k in [k16, k32] + list(okeys.values()) if ips.get(k)]
+        rounds = set.intersection(*(set(ips[k]) for k in have)) if have else set()
+        vals = {k: [ips[k][r] for r in rounds] for k in have}
+        med = {k: statistics.median(v) for k, v in vals.items() if v}
+        s16, s32 = med.get(k16), med.get(k32)
+        other = {c: med[k] for c, k in okeys.items() if k in med}
+        best = max(other.values()) if other else None
+        self_r = s16 / s32 if s16 and s32 else None
+        other_r = s16 / best if s16 and best else None
+        out.append(f"| {net} | {b} | {len(rounds)} | {fmt(s16)} | {fmt(s32)} | "
+                   + "".join(f"{fmt(other.get(c))} | " for c in cols)
+                   + f"**{fmt(self_r, 2)}×** | {verdict(self_r, TARGET_BF16_SELF)} | **{fmt(other_r, 2)}×** | "
+                     f"{verdict(other_r, TARGET_RATIO)} |")
+        cells.append(("bf16", "starpu-anp", net, b, n, vals.get(k16, [])))
+        for c, k in okeys.items():
+            cells.append(("bf16", c[0], net, b, c[1], vals.get(k, [])))
+    out.append("")
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", required=True)
@@ -277,6 +326,8 @@ def main():
             line += f" {fmt(100 * g / ceiling if g else None)}% |"
         out.append(line)
     out.append("")
+
+    out += bf16_report(ips, order, n, cells)
 
     scal = sorted({(k[2], k[3]) for k in ips if k[0] == "scaling" and k[1] == "starpu-anp"})
     if scal:

@@ -29,6 +29,10 @@ Run (with the anchors venv of scripts/bootstrap.sh --with-anchors, or any python
   ~/.cache/starpu-anp/anchors-venv/bin/python bench/pytorch_nets.py --net resnet20 --batch 64 --threads 2 --steps 10
 It prints one line like starpu_anp bench's:
   result: framework=pytorch net=resnet20 batch=64 threads=2 params=272474 steps=10 images_per_s=...
+--autocast bf16 runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16)
+(cuda: torch.autocast("cuda", ...)), PyTorch's one-line mixed precision, the counterpart of
+starpu_anp --precision bf16 (bench/compare_frameworks.sh --precision bf16); weights, gradients
+and the optimiser stay fp32, as there.
 `--params` prints only "NAME PARAMS" for every net (checked against `starpu_anp nets`).
 Data are synthetic (random pixels and labels), generated once before timing, as in
 starpu_anp bench; no data loading is timed.
@@ -152,7 +156,8 @@ def set_math(device, math):
     torch.backends.cudnn.benchmark = True
 
 
-def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="cpu", math="fp32", input_hw=0):
+def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="cpu", math="fp32", input_hw=0,
+          autocast="off"):
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     dev = torch.device(device)
@@ -171,7 +176,8 @@ def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="c
 
     def step(i):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[i % 4]), ys[i % 4])
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast == "bf16"):
+            loss = loss_fn(model(xs[i % 4]), ys[i % 4])
         loss.backward()
         opt.step()
         return loss
@@ -191,6 +197,9 @@ def main():
     ap.add_argument("--math", choices=["fp32", "tf32"], default="fp32",
                     help="on cuda: fp32 disables TF32 in cuBLAS and cuDNN, tf32 enables it [fp32]")
     ap.add_argument("--input", type=int, default=0, help="input N x N (as starpu_anp --input) [the net's]")
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="bf16: forward and loss under torch.autocast(device, dtype=torch.bfloat16), PyTorch's "
+                         "one-line mixed precision (starpu_anp --precision bf16's counterpart) [off]")
     ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net and exit")
     a = ap.parse_args()
     if a.params:
@@ -210,7 +219,7 @@ def main():
     except RuntimeError as e:
         sys.exit(f"error: {e}")
     ips, wall, loss, done = bench(a.net, a.batch, a.threads, a.steps, a.warmup, a.max_seconds,
-                                  device=a.device, math=a.math, input_hw=a.input)
+                                  device=a.device, math=a.math, input_hw=a.input, autocast=a.autocast)
     params = param_count(NETS[a.net][0]())
     extra = ""
     if a.device != "cpu" or a.input:
@@ -218,7 +227,7 @@ def main():
         extra = (f" device={a.device} gpu={gpu} math={a.math} input={a.input or NETS[a.net][1][1]}"
                  f" cudnn={torch.backends.cudnn.version() if a.device.startswith('cuda') else 0}")
     print(f"result: framework=pytorch torch={torch.__version__} net={a.net} batch={a.batch} "
-          f"threads={a.threads} params={params} steps={done} train_loss={loss:.6f} "
+          f"threads={a.threads} autocast={a.autocast} params={params} steps={done} train_loss={loss:.6f} "
           f"images_per_s={ips:.1f} wall_s={wall:.2f}{extra}")
     return 0
 

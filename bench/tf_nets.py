@@ -25,6 +25,10 @@ Run:  python bench/tf_nets.py --net resnet20 --batch 64 --threads 2 --steps 10
 --threads N sets tf.config.threading intra-op threads to N and inter-op threads to --inter-op
 (default: N as well). It prints one line like starpu_anp bench's:
   result: framework=tensorflow tf=2.x net=resnet20 batch=64 threads=2 params=272474 ... images_per_s=...
+--mixed-precision bf16 sets Keras's global policy "mixed_bfloat16" before the model is built:
+layers compute in bf16 on fp32 variables (the optimiser and its state stay fp32), and the logits
+are cast to fp32 for the loss, the counterpart of starpu_anp --precision bf16
+(bench/compare_frameworks.sh --precision bf16); seen working on CPU with TensorFlow 2.21.
 `--params` prints only "NAME PARAMS" (trainable parameters) for every net.
 Data are synthetic (random pixels and labels), generated once before timing, as in
 starpu_anp bench; no data loading is timed.
@@ -105,8 +109,10 @@ def param_count(model):
     return sum(int(tf.size(v)) for v in model.trainable_variables)
 
 
-def bench(net, batch, steps, warmup, max_seconds=0.0, seed=1, lr=0.05, momentum=0.9, wd=5e-4):
+def bench(net, batch, steps, warmup, max_seconds=0.0, seed=1, lr=0.05, momentum=0.9, wd=5e-4, mixed="off"):
     keras.utils.set_random_seed(seed)
+    if mixed == "bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
     ctor, shape = NETS[net]
     model = ctor()
     tvars = model.trainable_variables
@@ -121,7 +127,7 @@ def bench(net, batch, steps, warmup, max_seconds=0.0, seed=1, lr=0.05, momentum=
     @tf.function(jit_compile=False)
     def step(x, y):
         with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x, training=True))
+            loss = loss_fn(y, tf.cast(model(x, training=True), tf.float32))  # fp32 loss, also under bf16
         grads = tape.gradient(loss, tvars)
         grads = [g + wd * v if d else g for g, v, d in zip(grads, tvars, decay)]
         opt.apply_gradients(zip(grads, tvars))
@@ -136,6 +142,8 @@ def bench(net, batch, steps, warmup, max_seconds=0.0, seed=1, lr=0.05, momentum=
 def main():
     ap = common_parser(__doc__, NETS, "intra-op threads", "untimed steps first (at least 1: tracing)")
     ap.add_argument("--inter-op", type=int, default=0, help="inter-op threads (default: --threads)")
+    ap.add_argument("--mixed-precision", choices=["off", "bf16"], default="off",
+                    help="bf16: Keras's 'mixed_bfloat16' policy (bf16 compute, fp32 variables) [off]")
     ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net and exit")
     a = ap.parse_args()
     if a.params:
@@ -147,9 +155,10 @@ def main():
     inter = a.inter_op or a.threads
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(inter)
-    ips, wall, loss, done, params = bench(a.net, a.batch, a.steps, a.warmup, a.max_seconds)
+    ips, wall, loss, done, params = bench(a.net, a.batch, a.steps, a.warmup, a.max_seconds, mixed=a.mixed_precision)
     print(f"result: framework=tensorflow tf={tf.__version__} keras={keras.__version__} net={a.net} "
-          f"batch={a.batch} threads={a.threads} inter_op={inter} params={params} steps={done} "
+          f"batch={a.batch} threads={a.threads} inter_op={inter} mixed_precision={a.mixed_precision} "
+          f"params={params} steps={done} "
           f"train_loss={loss:.6f} images_per_s={ips:.1f} wall_s={wall:.2f}")
     return 0
 

@@ -7,6 +7,12 @@
  * their plan and launch. Math (DNN_CUDA_MATH, dnn_codelet.h): tf32, the default, sets
  * CUDNN_DEFAULT_MATH, so Ampere/Hopper may use TF32 tensor cores for float convs, as PyTorch
  * does by default; fp32 sets CUDNN_FMA_MATH (FP32 FMA kernels only).
+ * --precision bf16 (dnn_conv2d_args.bf16, a plan of its own): the operands are rounded into bf16
+ * copies in the worker's scratch (dnn_cuda_scratch; gemm_bf16.h's dnn_f32_to_bf16, the CPU's
+ * rounding, same bits), cuDNN runs on CUDNN_DATA_BFLOAT16 tensors with CUDNN_DATA_FLOAT compute
+ * (fp32 sums) and tensor-op math, and its bf16 result is widened into the fp32 output, or added
+ * to it (dw +=, accumulate_dx): cuDNN's bf16 configurations take x, w and y in one type, so the
+ * result itself is rounded to bf16 once (the tests' bound has that term: tests/gpu_conv2d_bf16.c).
  * Errors record a worker error and return (dnn_cuda.h); nothing here exits.
  */
 #include <starpu.h>
@@ -18,6 +24,7 @@ extern "C" {
 #include "bias.h"
 #include "dnn_codelet.h"
 #include "conv2d.h"
+#include "gemm_bf16.h"
 void dnn_bias_fwd_cuda(void *buffers[], void *cl_arg);
 void dnn_bias_bwd_cuda(void *buffers[], void *cl_arg);
 void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg);
@@ -115,6 +122,8 @@ static int plan_create(conv_plan *p, const dnn_conv2d_args *key)
 	p->key = *key;
 	const size_t cap = dnn_cuda_workspace_size();
 	int n, k, pp, q, count;
+	/* bf16: cuDNN's BFLOAT16 configuration (x, w, y bf16; compute, i.e. the sums, fp32). */
+	const cudnnDataType_t dt = a->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 	cudnnConvolutionFwdAlgoPerf_t fperf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
 	cudnnConvolutionBwdDataAlgoPerf_t dperf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
 	cudnnConvolutionBwdFilterAlgoPerf_t wperf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
@@ -127,20 +136,23 @@ static int plan_create(conv_plan *p, const dnn_conv2d_args *key)
 	PLAN_CHECK(cudnnCreateTensorDescriptor(&p->yd));
 	PLAN_CHECK(cudnnCreateFilterDescriptor(&p->wd));
 	PLAN_CHECK(cudnnCreateConvolutionDescriptor(&p->cd));
-	PLAN_CHECK(cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->C, a->H, a->W));
-	PLAN_CHECK(cudnnSetFilter4dDescriptor(p->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, a->K, a->C, a->R, a->S));
+	PLAN_CHECK(cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NCHW, dt, a->N, a->C, a->H, a->W));
+	PLAN_CHECK(cudnnSetFilter4dDescriptor(p->wd, dt, CUDNN_TENSOR_NCHW, a->K, a->C, a->R, a->S));
 	PLAN_CHECK(cudnnSetConvolution2dDescriptor(p->cd, a->pad, a->pad, a->stride, a->stride, a->dilation,
 						   a->dilation, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
 	/* fp32: CUDNN_FMA_MATH restricts cuDNN to FMA kernels (no TF32 tensor cores); tf32:
-	 * CUDNN_DEFAULT_MATH, which permits TF32 tensor cores on Ampere and later. */
-	PLAN_CHECK(cudnnSetConvolutionMathType(p->cd, dnn_cuda_math_fp32() ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+	 * CUDNN_DEFAULT_MATH, which permits TF32 tensor cores on Ampere and later; bf16: tensor cores
+	 * (CUDNN_TENSOR_OP_MATH), whatever DNN_CUDA_MATH says: bf16 is the user's choice of precision. */
+	PLAN_CHECK(cudnnSetConvolutionMathType(p->cd, a->bf16		   ? CUDNN_TENSOR_OP_MATH
+						      : dnn_cuda_math_fp32() ? CUDNN_FMA_MATH
+									      : CUDNN_DEFAULT_MATH));
 	PLAN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->cd, p->xd, p->wd, &n, &k, &pp, &q));
 	if (n != a->N || k != a->K || pp != a->P || q != a->Q) {
 		dnn_worker_error("conv2d: cuDNN's output shape (%d,%d,%d,%d) differs from ours (%d,%d,%d,%d)", n, k, pp,
 				 q, a->N, a->K, a->P, a->Q);
 		goto fail;
 	}
-	PLAN_CHECK(cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, a->N, a->K, a->P, a->Q));
+	PLAN_CHECK(cudnnSetTensor4dDescriptor(p->yd, CUDNN_TENSOR_NCHW, dt, a->N, a->K, a->P, a->Q));
 
 	PLAN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p->xd, p->wd, p->cd, p->yd,
 							  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fperf));
@@ -207,6 +219,48 @@ static size_t x_count(const dnn_conv2d_args *a) { return (size_t)a->N * a->C * a
 static size_t w_count(const dnn_conv2d_args *a) { return (size_t)a->K * a->C * a->R * a->S; }
 static size_t y_count(const dnn_conv2d_args *a) { return (size_t)a->N * a->K * a->P * a->Q; }
 
+/* ---------------------------------------------------------------- --precision bf16 */
+/* dst (n) = the operand rounded to bf16: dnn_f32_to_bf16, the CPU paths' rounding (nearest even). */
+static __global__ void to_bf16_kernel(uint16_t *dst, const float *src, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		dst[i] = dnn_f32_to_bf16(src[i]);
+}
+
+/* y (n) = widened h (accumulate 0), or y += widened h (1): the fp32 output of a bf16 conv. */
+static __global__ void from_bf16_kernel(float *y, const uint16_t *h, size_t n, int accumulate)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = accumulate ? y[i] + dnn_bf16_to_f32(h[i]) : dnn_bf16_to_f32(h[i]);
+}
+
+/* 0, or -1 after recording a worker error (the launch's). */
+static int to_bf16(uint16_t *dst, const float *src, size_t n)
+{
+	to_bf16_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, starpu_cuda_get_local_stream()>>>(dst, src, n);
+	return DNN_CUDA_FAILED(cudaGetLastError()) ? -1 : 0;
+}
+static int from_bf16(float *y, const uint16_t *h, size_t n, int accumulate)
+{
+	from_bf16_kernel<<<DNN_CUDA_BLOCKS(n), 256, 0, starpu_cuda_get_local_stream()>>>(y, h, n, accumulate);
+	return DNN_CUDA_FAILED(cudaGetLastError()) ? -1 : 0;
+}
+
+/* The bf16 copies of a task's two inputs (n0, n1 elements) and its output (n2), each 256-byte
+ * aligned in the worker's scratch, the inputs rounded: 0, or -1 after recording a worker error. */
+static int bf16_operands(uint16_t **h0, const float *in0, size_t n0, uint16_t **h1, const float *in1, size_t n1,
+			 uint16_t **h2, size_t n2)
+{
+	const size_t b0 = (n0 * sizeof(uint16_t) + 255) & ~(size_t)255, b1 = (n1 * sizeof(uint16_t) + 255) & ~(size_t)255;
+	char *s = (char *)dnn_cuda_scratch(b0 + b1 + n2 * sizeof(uint16_t));
+	if (!s)
+		return -1;
+	*h0 = (uint16_t *)s, *h1 = (uint16_t *)(s + b0), *h2 = (uint16_t *)(s + b0 + b1);
+	return to_bf16(*h0, in0, n0) != 0 || to_bf16(*h1, in1, n1) != 0 ? -1 : 0;
+}
+
 /* The bias as bias.h sees it: y (N, K, P*Q). */
 static dnn_bias_args bias_args(const dnn_conv2d_args *a)
 {
@@ -228,8 +282,17 @@ extern "C" void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg)
 	if (p->fwd_ws && !ws)
 		return;
 	const float alpha = 1.0f, beta = 0.0f;
-	DNN_CUDNN_CHECK(cudnnConvolutionForward(dnn_cudnn_handle(), &alpha, p->xd, x, p->wd, w, p->cd,
-						p->fwd_algo, ws, p->fwd_ws, &beta, p->yd, y));
+	if (a->bf16) { // y = widen(conv(bf16(x), bf16(w))): fp32 sums, the result rounded once
+		uint16_t *xh, *wh, *yh;
+		if (bf16_operands(&xh, x, x_count(a), &wh, w, w_count(a), &yh, y_count(a)) != 0)
+			return;
+		DNN_CUDNN_CHECK(cudnnConvolutionForward(dnn_cudnn_handle(), &alpha, p->xd, xh, p->wd, wh, p->cd,
+							p->fwd_algo, ws, p->fwd_ws, &beta, p->yd, yh));
+		if (from_bf16(y, yh, y_count(a), 0) != 0)
+			return;
+	} else
+		DNN_CUDNN_CHECK(cudnnConvolutionForward(dnn_cudnn_handle(), &alpha, p->xd, x, p->wd, w, p->cd,
+							p->fwd_algo, ws, p->fwd_ws, &beta, p->yd, y));
 	if (a->bias) { // y += b (K), broadcast: bias.cu's kernel on the same stream
 		vec_ptr(buffers, 3, (size_t)a->K);
 		dnn_bias_args b = bias_args(a);
@@ -252,6 +315,16 @@ extern "C" void dnn_conv2d_bwd_data_cuda(void *buffers[], void *cl_arg)
 	if (p->bwd_data_ws && !ws)
 		return;
 	const float alpha = 1.0f, beta = a->accumulate_dx ? 1.0f : 0.0f;
+	if (a->bf16) { // dx = or += widen(conv^T(bf16(dy), bf16(w)))
+		const float zero = 0.0f;
+		uint16_t *dyh, *wh, *dxh;
+		if (bf16_operands(&dyh, dy, y_count(a), &wh, w, w_count(a), &dxh, x_count(a)) != 0)
+			return;
+		DNN_CUDNN_CHECK(cudnnConvolutionBackwardData(dnn_cudnn_handle(), &alpha, p->wd, wh, p->yd, dyh, p->cd,
+							     p->bwd_data_algo, ws, p->bwd_data_ws, &zero, p->xd, dxh));
+		(void)from_bf16(dx, dxh, x_count(a), a->accumulate_dx);
+		return;
+	}
 	DNN_CUDNN_CHECK(cudnnConvolutionBackwardData(dnn_cudnn_handle(), &alpha, p->wd, w, p->yd, dy,
 						     p->cd, p->bwd_data_algo, ws, p->bwd_data_ws,
 						     &beta, p->xd, dx));
@@ -271,9 +344,20 @@ extern "C" void dnn_conv2d_bwd_filter_cuda(void *buffers[], void *cl_arg)
 	if (p->bwd_filter_ws && !ws)
 		return;
 	const float alpha = 1.0f, beta = 1.0f;
-	DNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dnn_cudnn_handle(), &alpha, p->xd, x, p->yd, dy,
-						       p->cd, p->bwd_filter_algo, ws,
-						       p->bwd_filter_ws, &beta, p->wd, dw));
+	if (a->bf16) { // dw += widen(corr(bf16(x), bf16(dy))): the sum over the chunk in fp32, rounded once
+		const float zero = 0.0f;
+		uint16_t *xh, *dyh, *dwh;
+		if (bf16_operands(&xh, x, x_count(a), &dyh, dy, y_count(a), &dwh, w_count(a)) != 0)
+			return;
+		DNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dnn_cudnn_handle(), &alpha, p->xd, xh, p->yd, dyh, p->cd,
+							       p->bwd_filter_algo, ws, p->bwd_filter_ws, &zero, p->wd,
+							       dwh));
+		if (from_bf16(dw, dwh, w_count(a), 1) != 0)
+			return;
+	} else
+		DNN_CUDNN_CHECK(cudnnConvolutionBackwardFilter(dnn_cudnn_handle(), &alpha, p->xd, x, p->yd, dy,
+							       p->cd, p->bwd_filter_algo, ws,
+							       p->bwd_filter_ws, &beta, p->wd, dw));
 	if (a->bias) { // db (K) += sum of dy over N, P, Q: bias.cu's kernel on the same stream
 		vec_ptr(buffers, 3, (size_t)a->K);
 		dnn_bias_args b = bias_args(a);

@@ -17,6 +17,8 @@ static cudnnHandle_t cudnn_handles[STARPU_NMAXWORKERS];
 static void *workspaces[STARPU_NMAXWORKERS];
 static size_t workspace_bytes[STARPU_NMAXWORKERS];
 static unsigned workspace_node[STARPU_NMAXWORKERS];
+static void *scratches[STARPU_NMAXWORKERS]; /* dnn_cuda_scratch: the bf16 copies, grown on demand */
+static size_t scratch_bytes[STARPU_NMAXWORKERS];
 static int math_fp32;
 static size_t workspace_want; /* bytes; SIZE_MAX: the default cap, per device */
 
@@ -165,6 +167,11 @@ static void tear_down(void *arg)
 		workspaces[w] = NULL;
 		workspace_bytes[w] = 0;
 	}
+	if (scratches[w]) {
+		starpu_free_on_node(starpu_worker_get_memory_node(w), (uintptr_t)scratches[w], scratch_bytes[w]);
+		scratches[w] = NULL;
+		scratch_bytes[w] = 0;
+	}
 	if (cudnn_handles[w]) {
 		(void)cudnnDestroy(cudnn_handles[w]);
 		cudnn_handles[w] = NULL;
@@ -186,6 +193,32 @@ extern "C" int dnn_cuda_init(const struct dnn_cuda_env *env, char *err, size_t e
 	if (init_err[0]) {
 		snprintf(err, errlen, "cuBLAS/cuDNN set-up: %s", init_err);
 		return -1;
+	}
+	return 0;
+}
+
+extern "C" int dnn_cuda_check_bf16(char *err, size_t errlen)
+{
+	int ids[STARPU_NMAXWORKERS];
+	unsigned n = starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, STARPU_NMAXWORKERS);
+	for (unsigned i = 0; i < n; i++) {
+		int dev = starpu_worker_get_devid(ids[i]), major = 0, minor = 0;
+		cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+		if (e == cudaSuccess)
+			e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+		if (e != cudaSuccess) {
+			snprintf(err, errlen, "--precision bf16: cudaDeviceGetAttribute of CUDA device %d failed: %s", dev,
+				 cudaGetErrorString(e));
+			return -1;
+		}
+		if (major < 8) {
+			char name[64];
+			starpu_worker_get_name(ids[i], name, sizeof(name));
+			snprintf(err, errlen, "--precision bf16: CUDA worker %d (%s) has compute capability %d.%d; bf16 "
+					      "tensor cores need 8.0 (Ampere) or later: use --precision fp32", ids[i], name,
+				 major, minor);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -229,4 +262,30 @@ void *dnn_cuda_workspace(size_t bytes)
 		return NULL;
 	}
 	return workspaces[w];
+}
+
+void *dnn_cuda_scratch(size_t bytes)
+{
+	int w = starpu_worker_get_id_check();
+	if (bytes <= scratch_bytes[w])
+		return scratches[w];
+	unsigned node = starpu_worker_get_memory_node(w);
+	if (scratches[w]) {
+		/* Kernels of earlier tasks on this stream may still read the old block. */
+		DNN_CUDA_CHECK_RET(cudaStreamSynchronize(starpu_cuda_get_local_stream()), NULL);
+		starpu_free_on_node(node, (uintptr_t)scratches[w], scratch_bytes[w]);
+		scratches[w] = NULL;
+		scratch_bytes[w] = 0;
+	}
+	/* Whole MiB, and an eighth more than asked: a few growths cover a net's shapes. */
+	size_t want = ((bytes + bytes / 8) | ((1u << 20) - 1)) + 1;
+	uintptr_t p = starpu_malloc_on_node(node, want);
+	if (!p) {
+		dnn_worker_error("bf16 scratch: no device memory for %zu MiB (the bf16 copies of a conv's operands; "
+				 "a smaller --batch or more --chunks need less)", want >> 20);
+		return NULL;
+	}
+	scratches[w] = (void *)p;
+	scratch_bytes[w] = want;
+	return scratches[w];
 }

@@ -28,6 +28,10 @@ struct dnn_cuda_env;
  * worker); then dnn_cuda_shutdown still releases what was made. */
 int dnn_cuda_init(const struct dnn_cuda_env *env, char *err, size_t errlen);
 void dnn_cuda_shutdown(void);
+/* --precision bf16 on the CUDA workers: 0 when every CUDA worker's device has bf16 tensor cores
+ * (compute capability 8.0, Ampere, or later: cuDNN's bf16 convolutions need them), or -1 with
+ * one line in err naming the first that has not. After starpu_init; 0 without CUDA workers. */
+int dnn_cuda_check_bf16(char *err, size_t errlen);
 #ifdef __cplusplus
 }
 #endif
@@ -72,6 +76,13 @@ int dnn_cuda_math_fp32(void);
  * NULL with a worker error when bytes exceeds the block (a plan that ignored the cap). */
 size_t dnn_cuda_workspace_size(void);
 void *dnn_cuda_workspace(size_t bytes);
+
+/* The calling worker's scratch block for the bf16 copies of conv2d.cu (--precision bf16): at
+ * least `bytes`, grown on demand (after waiting for the worker's stream, whose queued kernels may
+ * still read the old block) and kept until dnn_cuda_shutdown; apart from the cuDNN workspace,
+ * whose cap the algorithm choices must respect. NULL with a worker error when the device has no
+ * memory for it. */
+void *dnn_cuda_scratch(size_t bytes);
 
 /* The GEMMs of the ops with a bf16 mode (dense, lm_head, attention; --precision bf16): bf16 = 0 is
  * cublasSgemm (TF32 or not per DNN_CUDA_MATH), 1 is cublasGemmEx on the same fp32 buffers with

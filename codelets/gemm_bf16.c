@@ -31,6 +31,9 @@ int dnn_gemm_bf16_set_simd(int on)
 	return use_simd;
 }
 
+static int bf16_masked; /* dnn_cpu_mask_bf16: set once before the workers start */
+void dnn_cpu_mask_bf16(int mask) { bf16_masked = mask != 0; }
+
 static __thread void *buf_a, *buf_b;
 static __thread size_t cap_a, cap_b;
 
@@ -59,7 +62,7 @@ int dnn_cpu_has_bf16(void)
 		have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
 		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
 	}
-	return have;
+	return have && !bf16_masked;
 }
 
 #ifdef DNN_HAVE_DNNL

@@ -24,11 +24,17 @@
 #define DNN_GEMM_BF16_H
 #include <stdint.h>
 
-/* 1 when the CPU (and OS) run AVX512_BF16 (with AVX512F/BW/VL), else 0. */
+#include "formulas.h" /* DNN_FORMULA: the rounding below is also conv2d.cu's (device code), same bits */
+
+/* 1 when the CPU (and OS) run AVX512_BF16 (with AVX512F/BW/VL), else 0; 0 also after
+ * dnn_cpu_mask_bf16(1). */
 int dnn_cpu_has_bf16(void);
+/* mask = 1: dnn_cpu_has_bf16 says 0 from now on, as on a CPU without AVX512_BF16 (the test hook
+ * DNN_CPU_MASK=avx512_bf16, which runtime/knobs.c hands here once, before anything asks). */
+void dnn_cpu_mask_bf16(int mask);
 
 /* fp32 -> bf16, round to nearest even (NaN stays NaN): the rounding of every bf16 path. */
-static inline uint16_t dnn_f32_to_bf16(float f)
+DNN_FORMULA uint16_t dnn_f32_to_bf16(float f)
 {
 	union {
 		float f;
@@ -38,7 +44,7 @@ static inline uint16_t dnn_f32_to_bf16(float f)
 		return (uint16_t)((v.u >> 16) | 0x40u); /* quiet NaN */
 	return (uint16_t)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16);
 }
-static inline float dnn_bf16_to_f32(uint16_t h)
+DNN_FORMULA float dnn_bf16_to_f32(uint16_t h)
 {
 	union {
 		uint32_t u;
@@ -46,7 +52,7 @@ static inline float dnn_bf16_to_f32(uint16_t h)
 	} v = {(uint32_t)h << 16};
 	return v.f;
 }
-static inline float dnn_bf16_round(float f) { return dnn_bf16_to_f32(dnn_f32_to_bf16(f)); }
+DNN_FORMULA float dnn_bf16_round(float f) { return dnn_bf16_to_f32(dnn_f32_to_bf16(f)); }
 
 /* C (M,N) = alpha op(A) op(B) + beta C; op(A) (M,K), op(B) (K,N); trans: 0 = as stored, 1 =
  * transposed (A stored (K,M) with lda, ...). beta == 0 never reads C. Returns 0, or -1 when

@@ -25,6 +25,9 @@ typedef struct dnn_exec_config {
 	int bf16;                /* not an environment variable: --precision bf16 (dnn_train_opts.bf16), set by
 				  * dnn_cmd_train/eval (runtime/knobs.h dnn_knobs_set_bf16): dense, lm_head and
 				  * attention in bf16 */
+	int cpu_mask_bf16;       /* DNN_CPU_MASK=avx512_bf16: tests only, the CPU is taken to lack AVX512_BF16
+				  * (dnn_knobs_load hands it to codelets/gemm_bf16.h dnn_cpu_mask_bf16), so the
+				  * refusal of --precision bf16 can be tested on a CPU that has it */
 	int test_sum_reverse;    /* DNN_TEST_SUM_ORDER=tree|reverse [tree]: tests only, another fixed order of the
 				  * sums over chunks (graph/chunksum.h), to show a test sees an order change */
 	/* ---- handed by runtime/ to the start-up calls */

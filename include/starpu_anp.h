@@ -153,6 +153,10 @@ int dnn_knobs_load(char *err, size_t errlen);
  * CUDA worker), with one line in err for each. */
 int dnn_runtime_init(int *argc, char ***argv, int use_mpi, char *err, size_t errlen);
 void dnn_runtime_shutdown(void);
+/* --precision bf16 on the workers StarPU started: every CPU worker needs AVX512_BF16
+ * (dnn_cpu_has_bf16), every CUDA worker compute capability 8.0 or later; a run on CUDA workers
+ * alone (STARPU_NCPU=0) needs no bf16 CPU. 0, or -1 with one line in err (a usage error). */
+int dnn_runtime_check_bf16(char *err, size_t errlen);
 
 /* StarPU must be running for these. */
 int dnn_cmd_train(const dnn_train_opts *o); /* train and bench */

@@ -124,6 +124,25 @@ void dnn_runtime_shutdown(void)
 	}
 }
 
+int dnn_runtime_check_bf16(char *err, size_t errlen)
+{
+	/* CPU workers compute bf16 only with AVX512_BF16 (dnn_cpu_has_bf16; DNN_CPU_MASK hides it);
+	 * CUDA workers only with bf16 tensor cores. A run without CPU workers (STARPU_NCPU=0) needs
+	 * no bf16 CPU: every codelet of a step has a CUDA function. */
+	const unsigned ncpu = starpu_cpu_worker_get_count(), ncuda = starpu_cuda_worker_get_count();
+	if (ncpu > 0 && !dnn_cpu_has_bf16()) {
+		snprintf(err, errlen, "--precision bf16: this CPU has no AVX512_BF16 (cpuid) and the run has %u CPU "
+				      "worker%s; use --precision fp32%s", ncpu, ncpu == 1 ? "" : "s",
+			 ncuda ? ", or run on the GPUs alone (STARPU_NCPU=0)" : "");
+		return -1;
+	}
+#ifdef DNN_HAVE_CUDA
+	return dnn_cuda_check_bf16(err, errlen);
+#else
+	return 0;
+#endif
+}
+
 int dnn_runtime_rank(void) { return g_rank; }
 int dnn_runtime_nranks(void) { return g_nranks; }
 

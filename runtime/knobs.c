@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gemm_bf16.h"
 #include "starpu_anp.h"
 
 static dnn_exec_config g_knobs = DNN_EXEC_CONFIG_DEFAULTS;
@@ -115,6 +116,10 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->test_sum_reverse = i;
+	static const char *const cpu_mask[] = {"avx512_bf16", NULL};
+	if ((v = knob("DNN_CPU_MASK")) && one_of("DNN_CPU_MASK", v, cpu_mask, err, errlen) < 0)
+		return -1;
+	k->cpu_mask_bf16 = v != NULL;
 	if ((v = knob("DNN_TRACES_DIR"))) {
 		char probe[PATH_MAX + 32];
 		snprintf(probe, sizeof(probe), "%s/trace_summary.py", v);
@@ -135,6 +140,7 @@ int dnn_knobs_load(char *err, size_t errlen)
 		return -1;
 	g_knobs = k;
 	g_loaded = 1;
+	dnn_cpu_mask_bf16(k.cpu_mask_bf16); /* before anything asks dnn_cpu_has_bf16 */
 	return 0;
 }
 

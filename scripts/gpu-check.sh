@@ -10,9 +10,10 @@
 #   2. the CUDA worker count (the packed gpu_workers helper: starpu_cuda_worker_get_count(); its
 #      first StarPU start also calibrates the bus, STARPU_BUS_CALIBRATE=1) and nvidia-smi -L; no
 #      CUDA worker: one line saying so, exit status non-zero (a machine without a GPU: CI);
-#   3. every packed gpu_* / unit_cuda_* test (90 s each) and the GPU script tests
-#      tests/scripts/gpu_*.sh (not gpu_check_*, the CI-side test of this script); exit status 77
-#      (skipped) counts as a FAILURE here;
+#   3. every packed gpu_* / unit_cuda_* test (90 s each), the op harness's gpu mode (op_harness
+#      gpu) and the GPU script tests tests/scripts/gpu_*.sh (not gpu_check_*, the CI-side test of
+#      this script), those of --precision bf16 first (*bf16*: gpu_conv2d_bf16, op_harness gpu,
+#      gpu_bf16_train.sh); exit status 77 (skipped) counts as a FAILURE here;
 #   4. calibration (STARPU_CALIBRATE=1, dmda, 1 CUDA worker + the CPUs) of resnet18 and resnet50,
 #      so no figure below is measured while StarPU calibrates;
 #   5. benchmarks (60 s each), most valuable first, while time is left: resnet18/resnet50 at
@@ -184,29 +185,42 @@ say "starpu_cuda_worker_get_count() = $ncuda ($(grep '^workers:' "$LOG"))"
 
 # 3. tests: C tests then the GPU script tests; 77 (skipped) is a failure here
 status() { case "$1" in 0) echo PASS ;; 77) echo "FAIL(77: skipped on the GPU machine)" ;; 124|137) echo "FAIL(timeout ${T_TEST}s)" ;; *) echo "FAIL($1)" ;; esac; }
-for t in "$B"/gpu_* "$B"/unit_cuda_*; do
-  [ -x "$t" ] || continue
-  name="$(basename "$t")"
-  [ "$name" = gpu_workers ] && continue
-  if [ "$(left)" -lt 30 ]; then say "test $name: NOT RUN (time)"; failed "$name not run"; continue; fi
-  run_logged "$name" "$T_TEST" "$t"
-  s="$(status "$RC")"
-  say "test $name: $s (${SECS}s)"
-  [ "$RC" = 0 ] || failed "$name"
-done
 SB="$WORK/scripttests"
 mkdir -p "$SB"
 PY_TORCH=""
 for py in "${PYS[@]}"; do "$py" -c 'import torch' 2>/dev/null && { PY_TORCH="$py"; break; }; done
-for s in "$ROOT"/tests/scripts/gpu_*.sh; do
-  [ -e "$s" ] || continue
+c_test() { # BINARY [ARGS]: a packed C test
+  local t="$1" name
+  name="$(basename "$t")${2:+ $2}"
+  if [ "$(left)" -lt 30 ]; then say "test $name: NOT RUN (time)"; failed "$name not run"; return; fi
+  run_logged "$(basename "$t")${2:+_$2}" "$T_TEST" "$@"
+  say "test $name: $(status "$RC") (${SECS}s)"
+  [ "$RC" = 0 ] || failed "$name"
+}
+script_test() { # tests/scripts/gpu_*.sh
+  local s="$1" name
   name="$(basename "$s" .sh)"
-  case "$name" in gpu_check_*) continue ;; esac # the CI-side test of this script
-  if [ "$(left)" -lt 30 ]; then say "test $name: NOT RUN (time)"; failed "$name not run"; continue; fi
+  if [ "$(left)" -lt 30 ]; then say "test $name: NOT RUN (time)"; failed "$name not run"; return; fi
   run_logged "$name" "$T_TEST" env STARPU_ANP="$B/starpu_anp" GPU_WORKERS="$B/gpu_workers" \
     DNN_BUILD_DIR="$SB" DNN_SOURCE_DIR="$ROOT" PYTHON="${PY_TORCH:-${PYS[0]:-python3}}" bash "$s"
   say "test $name: $(status "$RC") (${SECS}s)"
   [ "$RC" = 0 ] || failed "$name"
+}
+# --precision bf16 first (its CUDA paths have run on no GPU before): the cuDNN bf16 conv against
+# the CPU's fp32 (gpu_conv2d_bf16), the op harness's gpu mode (every op's CUDA codelets against
+# the CPU's, dense's bf16 cuBLAS GEMMs among them), the GPU-only bf16 training; then the rest.
+for t in "$B"/gpu_*bf16*; do [ -x "$t" ] && c_test "$t"; done
+[ -x "$B/op_harness" ] && c_test "$B/op_harness" gpu
+for s in "$ROOT"/tests/scripts/gpu_*bf16*.sh; do [ -e "$s" ] && script_test "$s"; done
+for t in "$B"/gpu_* "$B"/unit_cuda_*; do
+  [ -x "$t" ] || continue
+  case "$(basename "$t")" in gpu_workers|*bf16*) continue ;; esac
+  c_test "$t"
+done
+for s in "$ROOT"/tests/scripts/gpu_*.sh; do
+  [ -e "$s" ] || continue
+  case "$(basename "$s" .sh)" in gpu_check_*|*bf16*) continue ;; esac # gpu_check_*: the CI-side test of this script
+  script_test "$s"
 done
 
 # 4. calibration, then 5. benchmarks

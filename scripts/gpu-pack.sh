@@ -5,7 +5,7 @@
 # cannot install anything. This builds here with CUDA on (build-gpu/, sm_80 + sm_90: the H200 is
 # sm_90), and packs into gpu-pack.tar.gz (gzip; ignored by git; carry it with the device tool):
 #   pack/bin/   starpu_anp, every gpu_* test binary (gpu_workers, the worker-count helper, among
-#               them) and unit_cuda_* tests when they exist;
+#               them), unit_cuda_* tests when they exist, and op_harness (for its gpu mode);
 #   pack/lib/   every shared library they need that the GPU machine lacks: StarPU, OpenBLAS,
 #               hwloc, FxT, Open MPI, ... — NOT the CUDA libraries (the machine's toolkit or its
 #               pip wheels provide them: scripts/gpu-check.sh finds them), NOT glibc, and NOT
@@ -24,6 +24,7 @@ targets=(starpu_anp)
 for src in "$ROOT"/tests/gpu_*.c "$ROOT"/tests/unit_cuda_*.c; do
   [ -e "$src" ] && targets+=("$(basename "$src" .c)")
 done
+targets+=(op_harness) # its gpu mode: every op's CUDA codelets against the CPU's, the bf16 GEMMs'
 cmake --build "$BUILD" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 STAGE="$(mktemp -d)"
 trap 'rm -rf "$STAGE"' EXIT
