@@ -29,14 +29,11 @@ Run (with the anchors venv of scripts/bootstrap.sh --with-anchors, or any python
   ~/.cache/starpu-anp/anchors-venv/bin/python bench/pytorch_nets.py --net resnet20 --batch 64 --threads 2 --steps 10
 It prints one line like starpu_anp bench's:
   result: framework=pytorch net=resnet20 batch=64 threads=2 params=272474 steps=10 images_per_s=...
---autocast bf16 runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16)
-(cuda: torch.autocast("cuda", ...)), PyTorch's one-line mixed precision, the counterpart of
-starpu_anp --precision bf16 (bench/compare_frameworks.sh --precision bf16); weights, gradients
-and the optimiser stay fp32, as there.
 `--params` prints only "NAME PARAMS" for every net (checked against `starpu_anp nets`).
 Data are synthetic (random pixels and labels), generated once before timing, as in
 starpu_anp bench; no data loading is timed.
 """
+import contextlib
 import sys
 
 import torch
@@ -174,9 +171,13 @@ def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="c
     ys = [torch.randint(0, classes, (batch,), device=dev) for _ in range(4)]
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
+    # --autocast bf16: torch.autocast around forward and loss (convs and matmuls in bf16, master
+    # weights and the optimiser fp32), as bench/gpt_torch_step.py; starpu-anp's --precision bf16.
+    cast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if autocast == "bf16" else contextlib.nullcontext
+
     def step(i):
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=autocast == "bf16"):
+        with cast():
             loss = loss_fn(model(xs[i % 4]), ys[i % 4])
         loss.backward()
         opt.step()
@@ -198,8 +199,7 @@ def main():
                     help="on cuda: fp32 disables TF32 in cuBLAS and cuDNN, tf32 enables it [fp32]")
     ap.add_argument("--input", type=int, default=0, help="input N x N (as starpu_anp --input) [the net's]")
     ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
-                    help="bf16: forward and loss under torch.autocast(device, dtype=torch.bfloat16), PyTorch's "
-                         "one-line mixed precision (starpu_anp --precision bf16's counterpart) [off]")
+                    help="bf16: torch.autocast(dtype=torch.bfloat16) around forward and loss [off]")
     ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net and exit")
     a = ap.parse_args()
     if a.params:
@@ -227,8 +227,8 @@ def main():
         extra = (f" device={a.device} gpu={gpu} math={a.math} input={a.input or NETS[a.net][1][1]}"
                  f" cudnn={torch.backends.cudnn.version() if a.device.startswith('cuda') else 0}")
     print(f"result: framework=pytorch torch={torch.__version__} net={a.net} batch={a.batch} "
-          f"threads={a.threads} autocast={a.autocast} params={params} steps={done} train_loss={loss:.6f} "
-          f"images_per_s={ips:.1f} wall_s={wall:.2f}{extra}")
+          f"threads={a.threads} params={params} steps={done} train_loss={loss:.6f} "
+          f"images_per_s={ips:.1f} wall_s={wall:.2f}{' autocast=bf16' if a.autocast == 'bf16' else ''}{extra}")
     return 0
 
 

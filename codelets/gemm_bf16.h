@@ -24,14 +24,14 @@
 #define DNN_GEMM_BF16_H
 #include <stdint.h>
 
-#include "formulas.h" /* DNN_FORMULA: the rounding below is also conv2d.cu's (device code), same bits */
-
 /* 1 when the CPU (and OS) run AVX512_BF16 (with AVX512F/BW/VL), else 0; 0 also after
  * dnn_cpu_mask_bf16(1). */
 int dnn_cpu_has_bf16(void);
 /* mask = 1: dnn_cpu_has_bf16 says 0 from now on, as on a CPU without AVX512_BF16 (the test hook
  * DNN_CPU_MASK=avx512_bf16, which runtime/knobs.c hands here once, before anything asks). */
 void dnn_cpu_mask_bf16(int mask);
+
+#include "formulas.h" /* DNN_FORMULA: these are also conv2d.cu's device code (the same bits on a GPU) */
 
 /* fp32 -> bf16, round to nearest even (NaN stays NaN): the rounding of every bf16 path. */
 DNN_FORMULA uint16_t dnn_f32_to_bf16(float f)

@@ -10,8 +10,8 @@
 #   3. determinism: the same bf16 command twice gives the same result line's loss bits; 2 chunks
 #      on 1 worker (lws) and on 2 workers (dmda) write byte-identical checkpoints;
 #   4. usage: --precision fp16 exits 2 with one line naming --precision; predict has no
-#      --precision (2). (A CPU without AVX512_BF16 refuses bf16 with exit 2: apps/starpu_anp.c;
-#      this machine has it or the test skips, 77.)
+#      --precision (2). (A CPU without AVX512_BF16 refuses bf16 with exit 2: bad_bf16_cpu tests
+#      it on any CPU through DNN_CPU_MASK=avx512_bf16; this test needs the CPU's or skips, 77.)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export STARPU_NCPU=1 STARPU_NCUDA=0
