@@ -22,6 +22,7 @@
  * on a CPU without AVX512_BF16 (dnn_cpu_has_bf16). */
 #ifndef DNN_GEMM_BF16_H
 #define DNN_GEMM_BF16_H
+#include <stddef.h>
 #include <stdint.h>
 
 /* 1 when the CPU (and OS) run AVX512_BF16 (with AVX512F/BW/VL), else 0. */
@@ -57,6 +58,27 @@ int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
  * cblas_sgemm (always 0), 1 dnn_gemm_bf16 (0 or -1, as above). Same arguments as dnn_gemm_bf16. */
 int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
 	     const float *B, int ldb, float beta, float *C, int ldc);
+/* One operand of dnn_gemm_bf16_ex: fp32 values that the call rounds into its per-thread copy, as
+ * dnn_gemm_bf16 does (f), or bf16 values already rounded by dnn_bf16_convert (h), read in place at
+ * the given ld with no copy: an operand that several calls read (an attention head's q, k, v, dy)
+ * is rounded once instead of once per call. Exactly one of f, h is non-NULL. */
+typedef struct {
+	const float *f;
+	const uint16_t *h;
+	int ld;
+} dnn_bf16_operand;
+/* C (M,N) = alpha op(A) op(B) + beta C (+ bias): dnn_gemm_bf16 with either operand in bf16 already,
+ * and an optional bias (N floats added to every row of C, fp32, as oneDNN's matmul bias; needs
+ * beta == 0, else -1). The same bits as dnn_gemm_bf16 on the fp32 values the bf16 ones were
+ * rounded from, where an in-place operand's ld is its packed width (op(A) stored (M,K) with ld K,
+ * ...; tests/op_bf16.c checks it); bias: the same bits as C = bias then beta = 1 (checked there
+ * too). Returns 0, or -1 (C untouched). */
+int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		     float beta, const float *bias, float *C, int ldc);
+/* dst[i] = bf16(src[i]), i < n: the rounding dnn_gemm_bf16 applies to its fp32 operands on its
+ * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
+ * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
+void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);

@@ -151,8 +151,98 @@ static void each_path(void (*fn)(void))
 	dnn_gemm_bf16_set_simd(1);
 }
 
+/* dnn_gemm_bf16_ex: an operand rounded beforehand (dnn_bf16_convert, packed) and read in place gives
+ * the same bits as dnn_gemm_bf16 rounding it per call, and a bias added by the matmul the same bits
+ * as C = bias then beta = 1 (the two forms dense and attention used before). Exactness is the claim,
+ * so the comparison is bit for bit; its negative control: one element of the bf16 operand moved by
+ * one bf16 step must change the result. The fp32 operands sit at a stride wider than their rows. */
+static void gemm_ex_case(int M, int N, int K, int tA, int tB)
+{
+	const int ra = tA ? K : M, ca = tA ? M : K, rb = tB ? N : K, cb = tB ? K : N; /* stored shapes */
+	const int lda = ca + 3, ldb = cb + 5, ldc = N + 2;
+	const size_t nc = (size_t)M * ldc;
+	float *A = fill((size_t)ra * lda, -1, 1), *B = fill((size_t)rb * ldb, -1, 1), *bias = fill(N, -1, 1);
+	float *c0 = malloc(nc * 4), *c1 = malloc(nc * 4);
+	uint16_t *ah = malloc((size_t)ra * ca * 2), *bh = malloc((size_t)rb * cb * 2);
+	char what[112];
+	if (!A || !B || !bias || !c0 || !c1 || !ah || !bh) {
+		TEST_CHECK(0, "gemm_bf16_ex: out of memory");
+		goto out;
+	}
+	for (int r = 0; r < ra; r++)
+		dnn_bf16_convert(ah + (size_t)r * ca, A + (size_t)r * lda, (size_t)ca);
+	for (int r = 0; r < rb; r++)
+		dnn_bf16_convert(bh + (size_t)r * cb, B + (size_t)r * ldb, (size_t)cb);
+	const dnn_bf16_operand af = {.f = A, .ld = lda}, bf = {.f = B, .ld = ldb}, ahp = {.h = ah, .ld = ca},
+			       bhp = {.h = bh, .ld = cb};
+	const dnn_bf16_operand as[3] = {ahp, af, ahp}, bs[3] = {bf, bhp, bhp};
+	test_fill_uniform(c0, nc, -1, 1);
+	memcpy(c1, c0, nc * 4);
+	TEST_CHECK(dnn_gemm_bf16(tA, tB, M, N, K, 0.5f, A, lda, B, ldb, 1.0f, c0, ldc) == 0, "dnn_gemm_bf16 failed");
+	for (int v = 0; v < 3; v++) {
+		float *c = malloc(nc * 4);
+		if (!c) {
+			TEST_CHECK(0, "gemm_bf16_ex: out of memory");
+			break;
+		}
+		memcpy(c, c1, nc * 4);
+		snprintf(what, sizeof(what), "gemm_bf16_ex %s bf16 in place, %dx%dx%d tA=%d tB=%d", v == 0 ? "A" : v == 1 ? "B" : "A and B", M, N, K, tA, tB);
+		TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 0.5f, as[v], bs[v], 1.0f, NULL, c, ldc) == 0 &&
+				   test_same_bits(what, c, c0, nc),
+			   "%s: other bits than rounding per call", what);
+		free(c);
+	}
+	/* negative control: one bf16 step more in A's first element changes some element of C */
+	ah[0]++;
+	memcpy(c1, c0, nc * 4);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < N; j++)
+			c1[(size_t)i * ldc + j] = 0.0f;
+	float *cz = malloc(nc * 4);
+	if (cz) {
+		memcpy(cz, c1, nc * 4);
+		dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bf, 0.0f, NULL, cz, ldc);
+		dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, ahp, bf, 0.0f, NULL, c1, ldc);
+		TEST_CHECK(memcmp(cz, c1, nc * 4) != 0, "gemm_bf16_ex: negative control: a changed bf16 operand gave the "
+							"same bits, so the same-bits check tests nothing");
+		free(cz);
+	}
+	ah[0]--;
+	/* the bias: C = bias, beta = 1 (dense's former forward) against the matmul's bias, beta = 0 */
+	for (int i = 0; i < M; i++)
+		memcpy(c0 + (size_t)i * ldc, bias, (size_t)N * 4);
+	TEST_CHECK(dnn_gemm_bf16(tA, tB, M, N, K, 1.0f, A, lda, B, ldb, 1.0f, c0, ldc) == 0, "dnn_gemm_bf16 failed");
+	test_fill_uniform(c1, nc, -1, 1);
+	for (int i = 0; i < M; i++) /* the padding of each row is not written: the same on both */
+		memcpy(c1 + (size_t)i * ldc + N, c0 + (size_t)i * ldc + N, (size_t)(ldc - N) * 4);
+	snprintf(what, sizeof(what), "gemm_bf16_ex bias %dx%dx%d tA=%d tB=%d", M, N, K, tA, tB);
+	TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bhp, 0.0f, bias, c1, ldc) == 0 &&
+			   test_same_bits(what, c1, c0, nc),
+		   "%s: other bits than C = bias, beta = 1", what);
+	/* bad calls: both forms of an operand, a bias with beta != 0 */
+	const dnn_bf16_operand both = {.f = A, .h = ah, .ld = lda};
+	TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, both, bf, 0.0f, NULL, c1, ldc) == -1 &&
+			   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bf, 1.0f, bias, c1, ldc) == -1,
+		   "gemm_bf16_ex: a bad call was not refused");
+	printf("  gemm_bf16_ex %dx%dx%d tA=%d tB=%d: in-place bf16 operands and the bias give the same bits\n", M, N, K,
+	       tA, tB);
+out:
+	free(A), free(B), free(bias), free(c0), free(c1), free(ah), free(bh);
+}
+
+static void gemm_ex_all(void)
+{
+	test_rng_seed(4504);
+	gemm_ex_case(37, 45, 19, 0, 1); /* dense forward's form */
+	gemm_ex_case(37, 45, 19, 1, 0); /* backward weight's */
+	gemm_ex_case(64, 32, 64, 0, 0); /* attention's tiles */
+	gemm_ex_case(64, 64, 32, 1, 1);
+	gemm_ex_case(300, 256, 64, 0, 1);
+}
+
 static void dense_all(void)
 {
+	gemm_ex_all();
 	test_rng_seed(4501);
 	dense_case(37, 45, 19, 0); /* no size a multiple of anything */
 	dense_case(37, 45, 19, 1);
