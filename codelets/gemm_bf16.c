@@ -75,6 +75,24 @@ BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restri
 		_mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i)));
 	}
 }
+
+/* One row of dnn_bf16_convert_colsum: dst = bf16(src), colsum += src (fp32, element by element). */
+BF16_TARGET static void to_bf16_colsum_simd(uint16_t *restrict dst, float *restrict colsum, const float *restrict src,
+					    int n)
+{
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		const __m512 v = _mm512_loadu_ps(src + i);
+		_mm256_storeu_si256((__m256i *)(dst + i), (__m256i)_mm512_cvtneps_pbh(v));
+		_mm512_storeu_ps(colsum + i, _mm512_add_ps(_mm512_loadu_ps(colsum + i), v));
+	}
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		const __m512 v = _mm512_maskz_loadu_ps(m, src + i);
+		_mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(v));
+		_mm512_mask_storeu_ps(colsum + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, colsum + i), v));
+	}
+}
 #endif
 #else
 int dnn_cpu_has_bf16(void) { return 0; }
@@ -324,6 +342,29 @@ void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n)
 #endif
 	for (size_t i = 0; i < n; i++)
 		dst[i] = dnn_f32_to_bf16(src[i]);
+}
+
+void dnn_bf16_convert_colsum(uint16_t *dst, float *colsum, const float *src, int rows, int cols)
+{
+	if (!colsum) {
+		dnn_bf16_convert(dst, src, (size_t)rows * cols);
+		return;
+	}
+#if defined(DNN_HAVE_DNNL) && defined(__x86_64__) && defined(__GNUC__)
+	if (use_simd && dnn_cpu_has_bf16()) { /* to_bf16's rounding, as dnn_bf16_convert */
+		for (int r = 0; r < rows; r++)
+			to_bf16_colsum_simd(dst + (size_t)r * cols, colsum, src + (size_t)r * cols, cols);
+		return;
+	}
+#endif
+	for (int r = 0; r < rows; r++) {
+		const float *s = src + (size_t)r * cols;
+		uint16_t *d = dst + (size_t)r * cols;
+		for (int c = 0; c < cols; c++) {
+			d[c] = dnn_f32_to_bf16(s[c]);
+			colsum[c] += s[c];
+		}
+	}
 }
 
 int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,

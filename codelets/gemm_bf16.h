@@ -79,6 +79,10 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
  * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
  * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
 void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
+/* dnn_bf16_convert of a (rows, cols) block (packed into dst), and, when colsum is not NULL,
+ * colsum[c] += src[r][c] for r = 0, 1, ... in order in fp32 (the bits of the plain loop): dense's
+ * bias gradient summed in the pass that rounds dy, so dy is read once, not twice. */
+void dnn_bf16_convert_colsum(uint16_t *dst, float *colsum, const float *src, int rows, int cols);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);
