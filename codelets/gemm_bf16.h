@@ -7,7 +7,8 @@
  *
  * The GEMM is oneDNN's matmul (bf16 x bf16 -> fp32, its brgemm kernel on AVX512_BF16), one
  * primitive per shape cached per thread; the operands are rounded into per-thread bf16 copies
- * first. Measured before choosing (docs/op_bench.md, "bf16 GEMM"): Debian 12's OpenBLAS 0.3.21
+ * first, or (dnn_gemm_bf16_ex) read in place where the caller rounded them once for several calls
+ * (attention's heads, dense's dy), with the same bits. Measured before choosing (docs/op_bench.md, "bf16 GEMM"): Debian 12's OpenBLAS 0.3.21
  * is built without BUILD_BFLOAT16 (cblas_sbgemm is in cblas.h but libopenblas.so.0 does not
  * export it), and a vdpbf16ps kernel of our own (commit "bf16 GEMM, first try") ran at 0.1-1.5x
  * sgemm, oneDNN at 1-15x. oneDNN runs one thread per call (the caller is one StarPU worker) and
