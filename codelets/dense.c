@@ -67,15 +67,9 @@ int dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const fl
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || OUT == 0)
 		return 0;
-	if (a->bf16) { /* dy rounded once into the worker's scratch, db summed in the same pass (same bits) */
-		uint16_t *dyh = (uint16_t *)dnn_cpu_scratch(((size_t)N * OUT + 1) / 2);
-		if (!dyh)
-			return -1;
-		dnn_bf16_convert_colsum(dyh, db, dy, N, OUT);
-		return IN > 0 ? dnn_gemm_bf16_ex(1, 0, OUT, IN, N, 1.0f, (dnn_bf16_operand){.h = dyh, .ld = OUT},
-						(dnn_bf16_operand){.f = x, .ld = IN}, 1.0f, NULL, dw, IN)
-			      : 0;
-	}
+	if (a->bf16 && IN > 0) /* db summed in the pass that rounds dy (the same order: the same bits) */
+		return dnn_gemm_bf16_ex(1, 0, OUT, IN, N, 1.0f, (dnn_bf16_operand){.f = dy, .ld = OUT, .colsum = db},
+					(dnn_bf16_operand){.f = x, .ld = IN}, 1.0f, NULL, dw, IN);
 	if (IN > 0 && dnn_gemm(a->bf16, 1, 0, OUT, IN, N, 1.0f, dy, OUT, x, IN, 1.0f, dw, IN) != 0)
 		return -1;
 	for (int n = 0; db && n < N; n++) {

@@ -76,7 +76,7 @@ BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restri
 	}
 }
 
-/* One row of dnn_bf16_convert_colsum: dst = bf16(src), colsum += src (fp32, element by element). */
+/* One row of an operand with column sums: dst = bf16(src), colsum += src (fp32, element by element). */
 BF16_TARGET static void to_bf16_colsum_simd(uint16_t *restrict dst, float *restrict colsum, const float *restrict src,
 					    int n)
 {
@@ -111,9 +111,26 @@ static void to_bf16(uint16_t *restrict dst, const float *restrict src, int n)
 		dst[i] = dnn_f32_to_bf16(src[i]);
 }
 
-/* rows x cols floats at stride ld -> a packed rows x cols bf16 copy. */
-static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
+/* rows x cols floats at stride ld -> a packed rows x cols bf16 copy; colsum (or NULL) += each row. */
+static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld, float *colsum)
 {
+	if (colsum) {
+		for (int r = 0; r < rows; r++) {
+			const float *s = src + (size_t)r * ld;
+			uint16_t *d = dst + (size_t)r * cols;
+#if defined(__x86_64__) && defined(__GNUC__)
+			if (dnn_cpu_has_bf16()) {
+				to_bf16_colsum_simd(d, colsum, s, cols);
+				continue;
+			}
+#endif
+			for (int c = 0; c < cols; c++) {
+				d[c] = dnn_f32_to_bf16(s[c]);
+				colsum[c] += s[c];
+			}
+		}
+		return;
+	}
 	if (ld == cols) {
 		const size_t n = (size_t)rows * cols;
 		for (size_t i = 0; i < n; i += 1 << 30) /* to_bf16 counts in int */
@@ -235,9 +252,9 @@ static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, d
 	if (!e)
 		return -1;
 	if (A.f)
-		copy_bf16(a, A.f, transA ? K : M, pa, A.ld);
+		copy_bf16(a, A.f, transA ? K : M, pa, A.ld, A.colsum);
 	if (B.f)
-		copy_bf16(b, B.f, transB ? N : K, pb, B.ld);
+		copy_bf16(b, B.f, transB ? N : K, pb, B.ld, B.colsum);
 	dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
 				   {DNNL_ARG_BIAS, e->bi}};
 	if (dnnl_memory_set_data_handle(e->a, a) != dnnl_success ||
@@ -295,6 +312,12 @@ static int gemm_round(int transA, int transB, int M, int N, int K, float alpha, 
 	for (int k = 0; k < K; k++)
 		for (int j = 0; j < N; j++)
 			rb[(size_t)k * N + j] = operand_at(B, transB ? (size_t)j * ldb + k : (size_t)k * ldb + j);
+	for (int i = 0; A.colsum && i < (transA ? K : M); i++) /* the stored rows, in order */
+		for (int j = 0; j < (transA ? M : K); j++)
+			A.colsum[j] += A.f[(size_t)i * lda + j];
+	for (int i = 0; B.colsum && i < (transB ? N : K); i++)
+		for (int j = 0; j < (transB ? K : N); j++)
+			B.colsum[j] += B.f[(size_t)i * ldb + j];
 	if (bias) {
 		for (int i = 0; i < M; i++)
 			memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof(float));
@@ -307,7 +330,8 @@ static int gemm_round(int transA, int transB, int M, int N, int K, float alpha, 
 int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
 		     float beta, const float *bias, float *C, int ldc)
 {
-	if ((A.f == NULL) == (A.h == NULL) || (B.f == NULL) == (B.h == NULL) || (bias && beta != 0.0f))
+	if ((A.f == NULL) == (A.h == NULL) || (B.f == NULL) == (B.h == NULL) || (bias && beta != 0.0f) ||
+	    (A.colsum && !A.f) || (B.colsum && !B.f))
 		return -1;
 	if (M <= 0 || N <= 0)
 		return 0;
@@ -342,29 +366,6 @@ void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n)
 #endif
 	for (size_t i = 0; i < n; i++)
 		dst[i] = dnn_f32_to_bf16(src[i]);
-}
-
-void dnn_bf16_convert_colsum(uint16_t *dst, float *colsum, const float *src, int rows, int cols)
-{
-	if (!colsum) {
-		dnn_bf16_convert(dst, src, (size_t)rows * cols);
-		return;
-	}
-#if defined(DNN_HAVE_DNNL) && defined(__x86_64__) && defined(__GNUC__)
-	if (use_simd && dnn_cpu_has_bf16()) { /* to_bf16's rounding, as dnn_bf16_convert */
-		for (int r = 0; r < rows; r++)
-			to_bf16_colsum_simd(dst + (size_t)r * cols, colsum, src + (size_t)r * cols, cols);
-		return;
-	}
-#endif
-	for (int r = 0; r < rows; r++) {
-		const float *s = src + (size_t)r * cols;
-		uint16_t *d = dst + (size_t)r * cols;
-		for (int c = 0; c < cols; c++) {
-			d[c] = dnn_f32_to_bf16(s[c]);
-			colsum[c] += s[c];
-		}
-	}
 }
 
 int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,

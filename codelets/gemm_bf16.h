@@ -8,7 +8,8 @@
  * The GEMM is oneDNN's matmul (bf16 x bf16 -> fp32, its brgemm kernel on AVX512_BF16), one
  * primitive per shape cached per thread; the operands are rounded into per-thread bf16 copies
  * first, or (dnn_gemm_bf16_ex) read in place where the caller rounded them once for several calls
- * (attention's heads, dense's dy), with the same bits. Measured before choosing (docs/op_bench.md, "bf16 GEMM"): Debian 12's OpenBLAS 0.3.21
+ * (attention's heads), with the same bits; a rounded operand's column sums can come with it
+ * (dense's bias gradient). Measured before choosing (docs/op_bench.md, "bf16 GEMM"): Debian 12's OpenBLAS 0.3.21
  * is built without BUILD_BFLOAT16 (cblas_sbgemm is in cblas.h but libopenblas.so.0 does not
  * export it), and a vdpbf16ps kernel of our own (commit "bf16 GEMM, first try") ran at 0.1-1.5x
  * sgemm, oneDNN at 1-15x. oneDNN runs one thread per call (the caller is one StarPU worker) and
@@ -67,6 +68,11 @@ typedef struct {
 	const float *f;
 	const uint16_t *h;
 	int ld;
+	/* f only, optional: colsum[c] += f[r][c] over the operand's stored rows r = 0, 1, ... in order
+	 * (c < its stored width), summed in fp32 in the pass that rounds it: the bits of the plain loop,
+	 * and the operand read once (dense's bias gradient, the column sums of dy); only in a call with
+	 * M, N > 0 */
+	float *colsum;
 } dnn_bf16_operand;
 /* C (M,N) = alpha op(A) op(B) + beta C (+ bias): dnn_gemm_bf16 with either operand in bf16 already,
  * and an optional bias (N floats added to every row of C, fp32, as oneDNN's matmul bias; needs
@@ -80,10 +86,6 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
  * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
  * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
 void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
-/* dnn_bf16_convert of a (rows, cols) block (packed into dst), and, when colsum is not NULL,
- * colsum[c] += src[r][c] for r = 0, 1, ... in order in fp32 (the bits of the plain loop): dense's
- * bias gradient summed in the pass that rounds dy, so dy is read once, not twice. */
-void dnn_bf16_convert_colsum(uint16_t *dst, float *colsum, const float *src, int rows, int cols);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);

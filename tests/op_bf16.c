@@ -219,12 +219,32 @@ static void gemm_ex_case(int M, int N, int K, int tA, int tB)
 	TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bhp, 0.0f, bias, c1, ldc) == 0 &&
 			   test_same_bits(what, c1, c0, nc),
 		   "%s: other bits than C = bias, beta = 1", what);
-	/* bad calls: both forms of an operand, a bias with beta != 0 */
+	/* A's column sums in the rounding pass: the bits of the plain loop over its stored rows, and C's
+	 * bits unchanged by them */
+	float *cs = calloc((size_t)ca, 4), *cs0 = calloc((size_t)ca, 4), *cc = malloc(nc * 4);
+	if (cs && cs0 && cc) {
+		for (int r = 0; r < ra; r++)
+			for (int c = 0; c < ca; c++)
+				cs0[c] += A[(size_t)r * lda + c];
+		memcpy(cc, c0, nc * 4), memcpy(c1, c0, nc * 4);
+		const dnn_bf16_operand afs = {.f = A, .ld = lda, .colsum = cs};
+		snprintf(what, sizeof(what), "gemm_bf16_ex column sums %dx%dx%d tA=%d tB=%d", M, N, K, tA, tB);
+		TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, afs, bf, 1.0f, NULL, cc, ldc) == 0 &&
+				   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bf, 1.0f, NULL, c1, ldc) == 0 &&
+				   test_same_bits(what, cs, cs0, (size_t)ca) && test_same_bits(what, cc, c1, nc),
+			   "%s: other bits than the plain loop, or C changed", what);
+	} else {
+		TEST_CHECK(0, "gemm_bf16_ex: out of memory");
+	}
+	free(cs), free(cs0), free(cc);
+	/* bad calls: both forms of an operand, a bias with beta != 0, column sums of a bf16 operand */
 	const dnn_bf16_operand both = {.f = A, .h = ah, .ld = lda};
 	TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, both, bf, 0.0f, NULL, c1, ldc) == -1 &&
-			   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bf, 1.0f, bias, c1, ldc) == -1,
+			   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bf, 1.0f, bias, c1, ldc) == -1 &&
+			   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, (dnn_bf16_operand){.h = ah, .ld = ca, .colsum = bias},
+					    bf, 0.0f, NULL, c1, ldc) == -1,
 		   "gemm_bf16_ex: a bad call was not refused");
-	printf("  gemm_bf16_ex %dx%dx%d tA=%d tB=%d: in-place bf16 operands and the bias give the same bits\n", M, N, K,
+	printf("  gemm_bf16_ex %dx%dx%d tA=%d tB=%d: in-place bf16 operands, the bias and the column sums give the same bits\n", M, N, K,
 	       tA, tB);
 out:
 	free(A), free(B), free(bias), free(c0), free(c1), free(ah), free(bh);
