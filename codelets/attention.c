@@ -291,8 +291,9 @@ int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_
 				pack(hk, q + C, 0, T, D, 3 * C);
 				pack(hv, q + 2 * C, 0, T, D, 3 * C);
 			}
-			if (fwd_head(y + (size_t)n * T * C + (size_t)h * D, lse ? lse + ((size_t)n * H + h) * T : NULL, oq,
-				     ok, ov, T, D, C, scale, tiles, ro, a->bf16) != 0)
+			float *lh = lse ? lse + ((size_t)n * H + h) * T : NULL;
+			if (fwd_head(y + (size_t)n * T * C + (size_t)h * D, lh, oq, ok, ov, T, D, C, scale, tiles, ro,
+				     a->bf16) != 0)
 				return -1;
 		}
 	return 0;
@@ -302,8 +303,9 @@ int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_
  * v, dy (T,D) as the products' operands (fp32 or bf16), dyf the fp32 dy (T,D) for D_t, y rows of
  * stride ldy, lse (T). */
 static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q, dnn_bf16_operand k,
-		    dnn_bf16_operand v, dnn_bf16_operand dy, const float *dyf, const float *y, int ldy, const float *lse,
-		    int T, int D, float scale, int accumulate, float *scratch, const row_ops *ro, int bf16)
+		    dnn_bf16_operand v, dnn_bf16_operand dy, const float *dyf, const float *y, int ldy,
+		    const float *lse, int T, int D, float scale, int accumulate, float *scratch, const row_ops *ro,
+		    int bf16)
 {
 	int rc = 0;
 	float *P = scratch, *dP = P + (size_t)BQ * BK, *Dt = dP + (size_t)BQ * BK, *dqs = Dt + BQ;
@@ -399,8 +401,9 @@ int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, co
 				pack(hv, qkv + o + 2 * C, 0, T, D, 3 * C);
 			}
 			memset(hdk, 0, 2 * TD * sizeof(float));
-			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, y + oy, C,
-				     lse + ((size_t)n * H + h) * T, T, D, scale, a->accumulate_dx, tiles, ro, a->bf16) != 0)
+			const float *lh = lse + ((size_t)n * H + h) * T;
+			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, y + oy, C, lh, T, D, scale,
+				     a->accumulate_dx, tiles, ro, a->bf16) != 0)
 				return -1;
 			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
 			unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);

@@ -295,7 +295,10 @@ const char *dnn_gemm_bf16_impl(void)
 }
 
 /* Element i of an operand as the portable path multiplies it: rounded (fp32) or widened (bf16). */
-static inline float operand_at(dnn_bf16_operand o, size_t i) { return o.f ? dnn_bf16_round(o.f[i]) : dnn_bf16_to_f32(o.h[i]); }
+static inline float operand_at(dnn_bf16_operand o, size_t i)
+{
+	return o.f ? dnn_bf16_round(o.f[i]) : dnn_bf16_to_f32(o.h[i]);
+}
 
 /* The portable path: op(A) and op(B) rounded to bf16 (or widened from it) into fp32 copies, then
  * cblas_sgemm; a bias is written into C first and summed with beta = 1. */
@@ -337,8 +340,10 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
 		return 0;
 	if (K <= 0) { /* C = beta C (+ bias), as sgemm */
 		for (int i = 0; i < M; i++)
-			for (int j = 0; j < N; j++)
-				C[(size_t)i * ldc + j] = bias ? bias[j] : beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+			for (int j = 0; j < N; j++) {
+				float *c = C + (size_t)i * ldc + j;
+				*c = bias ? bias[j] : beta == 0.0f ? 0.0f : beta * *c;
+			}
 		return 0;
 	}
 #ifdef DNN_HAVE_DNNL

@@ -186,7 +186,8 @@ static void gemm_ex_case(int M, int N, int K, int tA, int tB)
 			break;
 		}
 		memcpy(c, c1, nc * 4);
-		snprintf(what, sizeof(what), "gemm_bf16_ex %s bf16 in place, %dx%dx%d tA=%d tB=%d", v == 0 ? "A" : v == 1 ? "B" : "A and B", M, N, K, tA, tB);
+		snprintf(what, sizeof(what), "gemm_bf16_ex %s bf16 in place, %dx%dx%d tA=%d tB=%d",
+			 v == 0 ? "A" : v == 1 ? "B" : "A and B", M, N, K, tA, tB);
 		TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 0.5f, as[v], bs[v], 1.0f, NULL, c, ldc) == 0 &&
 				   test_same_bits(what, c, c0, nc),
 			   "%s: other bits than rounding per call", what);
@@ -203,8 +204,9 @@ static void gemm_ex_case(int M, int N, int K, int tA, int tB)
 		memcpy(cz, c1, nc * 4);
 		dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bf, 0.0f, NULL, cz, ldc);
 		dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, ahp, bf, 0.0f, NULL, c1, ldc);
-		TEST_CHECK(memcmp(cz, c1, nc * 4) != 0, "gemm_bf16_ex: negative control: a changed bf16 operand gave the "
-							"same bits, so the same-bits check tests nothing");
+		TEST_CHECK(memcmp(cz, c1, nc * 4) != 0,
+			   "gemm_bf16_ex: negative control: a changed bf16 operand gave the same bits, so the "
+			   "same-bits check tests nothing");
 		free(cz);
 	}
 	ah[0]--;
@@ -238,14 +240,14 @@ static void gemm_ex_case(int M, int N, int K, int tA, int tB)
 	}
 	free(cs), free(cs0), free(cc);
 	/* bad calls: both forms of an operand, a bias with beta != 0, column sums of a bf16 operand */
-	const dnn_bf16_operand both = {.f = A, .h = ah, .ld = lda};
+	const dnn_bf16_operand both = {.f = A, .h = ah, .ld = lda}, hsum = {.h = ah, .ld = ca, .colsum = bias};
 	TEST_CHECK(dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, both, bf, 0.0f, NULL, c1, ldc) == -1 &&
 			   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, af, bf, 1.0f, bias, c1, ldc) == -1 &&
-			   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, (dnn_bf16_operand){.h = ah, .ld = ca, .colsum = bias},
-					    bf, 0.0f, NULL, c1, ldc) == -1,
+			   dnn_gemm_bf16_ex(tA, tB, M, N, K, 1.0f, hsum, bf, 0.0f, NULL, c1, ldc) == -1,
 		   "gemm_bf16_ex: a bad call was not refused");
-	printf("  gemm_bf16_ex %dx%dx%d tA=%d tB=%d: in-place bf16 operands, the bias and the column sums give the same bits\n", M, N, K,
-	       tA, tB);
+	printf("  gemm_bf16_ex %dx%dx%d tA=%d tB=%d: in-place bf16 operands, the bias and the column sums give "
+	       "the same bits\n",
+	       M, N, K, tA, tB);
 out:
 	free(A), free(B), free(bias), free(c0), free(c1), free(ah), free(bh);
 }
