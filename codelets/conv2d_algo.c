@@ -78,8 +78,11 @@ float *dnn_conv_scratch(size_t nfloats)
  * with 16 to 32 output channels on images of 32 columns and more. */
 #define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
 /* auto takes F(4x4) by the two rules above only when this is 1 (use_winograd says why it is 0,
- * and what it would take). */
+ * and what it would take). A build can set it (-DWINO4_ENABLED_IN_AUTO=1 in CMAKE_C_FLAGS) to
+ * measure the step time auto would give with it (bench/f4_default.sh). */
+#ifndef WINO4_ENABLED_IN_AUTO
 #define WINO4_ENABLED_IN_AUTO 0
+#endif
 
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
