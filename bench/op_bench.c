@@ -282,9 +282,10 @@ static void bench_conv2d(const bench_opts *o)
 
 /* ------------------------------------------------------------------ conv2d_bsum */
 
-/* What the weight gradient costs as an exact batch sum (codelets/batchsum.h: each image's
- * gradient alone, added on a 128-bit fixed-point grid), against the batched kernel: the distinct
- * convs of ResNet-20 and ResNet-8, and each net's total over its convs. */
+/* What the weight gradient costs as an exact batch sum (codelets/batchsum.h: each image's, or
+ * each block of 4 or 16 images', gradient alone, added on a 128-bit fixed-point grid), against
+ * the batched kernel: the distinct convs of ResNet-20 and ResNet-8, and each net's total over
+ * its convs. */
 typedef struct {
 	dnn_conv2d_args a;
 	float *x, *dy, *dw, *work;
@@ -297,14 +298,16 @@ static void run_bsum_batched(void *p)
 	dnn_conv2d_backward_filter_cpu(c->dw, c->x, c->dy, &c->a);
 }
 
-static void run_bsum_exact(void *p)
+static void run_bsum_exact_block(bsum_ctx *c, int block)
 {
-	bsum_ctx *c = p;
 	const size_t nw = (size_t)c->a.K * c->a.C * c->a.R * c->a.S;
 	memset(c->acc, 0, nw * sizeof(dnn_bsum));
-	dnn_conv2d_backward_filter_bsum_cpu(c->acc, c->x, c->dy, &c->a, c->work);
+	dnn_conv2d_backward_filter_bsum_cpu(c->acc, c->x, c->dy, &c->a, block, c->work);
 	dnn_bsum_round(c->dw, c->acc, nw);
 }
+static void run_bsum_exact(void *p) { run_bsum_exact_block(p, 1); }
+static void run_bsum_exact4(void *p) { run_bsum_exact_block(p, 4); }
+static void run_bsum_exact16(void *p) { run_bsum_exact_block(p, 16); }
 
 /* The per-image kernel calls of run_bsum_exact, each accumulating onto dw in float: the exact
  * grid's own cost is the difference with run_bsum_exact. */
@@ -330,9 +333,12 @@ static void bench_conv2d_bsum(const bench_opts *o)
 		{1, 32, 14, 32, 3, 1, 1, 1}, {1, 32, 14, 64, 3, 2, 1, 1}, {1, 32, 14, 64, 1, 2, 0, 1},
 		{1, 64, 7, 64, 3, 1, 1, 1},
 	};
-	static void (*const fns[3])(void *) = {run_bsum_batched, run_bsum_per_image, run_bsum_exact};
-	static const char *const phases[3] = {"bwd_filter", "bwd_filter per image", "bwd_filter exact"};
-	double total_flops[2] = {0}, total_time[2][3] = {{0}};
+	enum { NP = 5 };
+	static void (*const fns[NP])(void *) = {run_bsum_batched, run_bsum_per_image, run_bsum_exact, run_bsum_exact4,
+						run_bsum_exact16};
+	static const char *const phases[NP] = {"bwd_filter", "bwd_filter per image", "bwd_filter exact",
+					       "bwd_filter exact b4", "bwd_filter exact b16"};
+	double total_flops[2] = {0}, total_time[2][NP] = {{0}};
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		bsum_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
@@ -358,7 +364,7 @@ static void bench_conv2d_bsum(const bench_opts *o)
 		snprintf(shape, sizeof(shape), "%s N%d %dx%dx%d -> %d, %dx%d s%d", layers[l].net ? "R8" : "R20", c.a.N,
 			 c.a.C, c.a.H, c.a.W, c.a.K, c.a.R, c.a.S, c.a.stride);
 		const double flops = dnn_conv2d_flops_fwd(&c.a);
-		for (int p = 0; p < 3; p++) {
+		for (int p = 0; p < NP; p++) {
 			const double t = best_time(fns[p], &c, o->reps);
 			bench_row("conv2d_bsum", shape, phases[p], flops, t);
 			total_time[layers[l].net][p] += layers[l].count * t;
@@ -371,7 +377,7 @@ static void bench_conv2d_bsum(const bench_opts *o)
 		free(c.acc);
 	}
 	for (int net = 0; net < 2; net++)
-		for (int p = 0; p < 3; p++) {
+		for (int p = 0; p < NP; p++) {
 			char shape[64];
 			snprintf(shape, sizeof(shape), "%s, all convs, N%d", net ? "ResNet-8" : "ResNet-20", o->batch);
 			bench_row("conv2d_bsum", shape, phases[p], total_flops[net], total_time[net][p]);

@@ -46,17 +46,19 @@ void dnn_bsum_round(float *y, const dnn_bsum *acc, size_t n)
 }
 
 size_t dnn_conv2d_backward_filter_bsum_cpu(dnn_bsum *acc, const float *x, const float *dy, const dnn_conv2d_args *a,
-					   float *work)
+					   int block, float *work)
 {
 	// acc (K, C, R, S) +=, x (N, C, H, W), dy (N, K, P, Q), work (K, C, R, S)
-	dnn_conv2d_args one = *a;
-	one.N = 1;
+	dnn_conv2d_args blk = *a;
 	const size_t nw = (size_t)a->K * a->C * a->R * a->S;
 	const size_t xs = (size_t)a->C * a->H * a->W, ys = (size_t)a->K * a->P * a->Q;
 	size_t bad = 0;
-	for (int n = 0; n < a->N; n++) {
+	if (block < 1)
+		block = 1;
+	for (int n = 0; n < a->N; n += block) {
+		blk.N = a->N - n < block ? a->N - n : block;
 		memset(work, 0, nw * sizeof(float));
-		dnn_conv2d_backward_filter_cpu(work, x + n * xs, dy + n * ys, &one);
+		dnn_conv2d_backward_filter_cpu(work, x + n * xs, dy + n * ys, &blk);
 		bad += dnn_bsum_add_f32(acc, work, nw);
 	}
 	return bad;

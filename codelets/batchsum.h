@@ -33,10 +33,13 @@ void dnn_bsum_merge(dnn_bsum *acc, const dnn_bsum *b, size_t n);
 /* y (n) = acc (n) rounded to the nearest float (ties to even), once. */
 void dnn_bsum_round(float *y, const dnn_bsum *acc, size_t n);
 
-/* The weight gradient of a conv as an exact batch sum: acc (K, C, R, S) += sum over the N images
- * of x of dw_n, each image's dw_n computed by dnn_conv2d_backward_filter_cpu on that image alone
- * (N = 1: its floats then do not depend on the chunk's size nor on the image's place in it),
- * in work (K*C*R*S floats). Returns what dnn_bsum_add_f32 returns, summed over the images. */
+/* The weight gradient of a conv as an exact batch sum: acc (K, C, R, S) += sum over the blocks
+ * of `block` consecutive images of x of dw_b, each block's dw_b computed by
+ * dnn_conv2d_backward_filter_cpu on that block alone (its floats then depend on the block's
+ * images only, not on the chunk around it), in work (K*C*R*S floats). The bits are the same for
+ * every cut of a batch into chunks whose sizes are multiples of `block` (the last chunk's last
+ * block may be shorter only where the batch itself ends). block = 1: any cut. Returns what
+ * dnn_bsum_add_f32 returns, summed over the blocks. */
 size_t dnn_conv2d_backward_filter_bsum_cpu(dnn_bsum *acc, const float *x, const float *dy, const dnn_conv2d_args *a,
-					   float *work);
+					   int block, float *work);
 #endif

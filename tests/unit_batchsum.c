@@ -13,9 +13,11 @@
  *    order and grouping (forward, reverse, pairs).
  * 2. The weight gradient of ResNet-8's and ResNet-20's conv shapes (3x3 stride 1 and 2, 1x1
  *    stride 2, the stems), under auto, im2col and Winograd F(2x2): a batch of 24 images cut into
- *    K = 1, 2, 3, 4, 5 and 8 contiguous chunks (the first B mod K one image more, as the runtime
- *    cuts), each chunk's exact sum from its own images, the chunks' sums added by the chunk tree
- *    (graph/chunksum.c's pairs) or in reverse, rounded once: the same bits as K = 1.
+ *    K = 1, 2, 3, 4, 5, 6, 8 and 12 contiguous chunks (the first B mod K one image more, as the
+ *    runtime cuts), each chunk's exact sum from its own images, the chunks' sums added by the
+ *    chunk tree (graph/chunksum.c's pairs) or in reverse, rounded once: the same bits as K = 1.
+ *    With blocks of 2 and 3 images (each block's gradient from the batched kernel), every K whose
+ *    chunks are whole blocks: the same bits as that block size in 1 chunk.
  *    Negative control: the float path (each chunk's batched dnn_conv2d_backward_filter_cpu, the
  *    chunk partials added by the same tree) must differ from its K = 1 bits for some shape and K,
  *    or the check above would prove nothing.
@@ -107,6 +109,61 @@ static void tree_x(dnn_bsum *p, size_t n, int K, int reverse)
 			dnn_bsum_merge(&p[(size_t)c * n], &p[(size_t)(c + s) * n], n);
 }
 
+/* One cut of the batch into KC chunks with blocks of `block` images: the exact sums added by
+ * the chunk tree and in reverse, rounded, against ref (K = 1, block 1: set by the first call);
+ * the float path against fref (block 1 only: fref non-NULL). */
+static void check_chunking(const dnn_conv2d_args *a, const float *x, const float *dy, size_t nx, size_t ny, size_t nw,
+			   int block, int KC, const char *what, dnn_bsum *part, float *fpart, float *work, float *y,
+			   float *fref, float *ref)
+{
+	memset(part, 0, 8 * nw * sizeof(dnn_bsum));
+	memset(fpart, 0, 12 * nw * sizeof(float));
+	for (int c = 0; c < KC; c++) {
+		int lo, hi;
+		chunk_range(c, KC, &lo, &hi);
+		dnn_conv2d_args ac = *a;
+		ac.N = hi - lo;
+		/* Chunk c's exact sum goes to part[c mod 8], merged there: integer adds, any order. */
+		dnn_bsum *pc = &part[(size_t)(c % 8) * nw], *tmp = calloc(nw, sizeof(dnn_bsum));
+		size_t nbad = dnn_conv2d_backward_filter_bsum_cpu(tmp, x + lo * nx, dy + lo * ny, &ac, block, work);
+		TEST_CHECK(nbad == 0, "%s: %zu values out of the grid's range", what, nbad);
+		dnn_bsum_merge(pc, tmp, nw);
+		free(tmp);
+		if (fref)
+			dnn_conv2d_backward_filter_cpu(&fpart[c * nw], x + lo * nx, dy + lo * ny, &ac);
+	}
+	const int np = KC < 8 ? KC : 8;
+	if (fref) {
+		tree_f(fpart, nw, KC);
+		if (KC == 1)
+			memcpy(fref, fpart, nw * sizeof(float));
+		else if (memcmp(fref, fpart, nw * sizeof(float)) != 0)
+			float_path_differs++;
+	}
+	dnn_bsum *copy = malloc(8 * nw * sizeof(dnn_bsum));
+	for (int reverse = 0; reverse <= (np > 2); reverse++) {
+		memcpy(copy, part, (size_t)np * nw * sizeof(dnn_bsum));
+		tree_x(copy, nw, np, reverse);
+		dnn_bsum_round(y, copy, nw);
+		if (KC == 1 && block == 1) {
+			memcpy(ref, y, nw * sizeof(float));
+			continue;
+		}
+		char name[160];
+		snprintf(name, sizeof(name), "%s, %d chunks, blocks of %d (%s) vs 1 chunk", what, KC, block,
+			 reverse ? "reverse" : "tree");
+		TEST_CHECK(block > 1 || test_same_bits(name, y, ref, nw), "%s: other bits", name);
+		if (block > 1) { /* blocks of 2 or 3: the same bits as the same blocks in 1 chunk */
+			if (KC == 1)
+				memcpy(work + nw, y, nw * sizeof(float));
+			else
+				TEST_CHECK(test_same_bits(name, y, work + nw, nw), "%s: other bits", name);
+		}
+		exact_cases++;
+	}
+	free(copy);
+}
+
 static const char *algo_name(int algo)
 {
 	return algo == DNN_CONV_ALGO_IM2COL ? "im2col" : algo == DNN_CONV_ALGO_WINOGRAD ? "F2" : "auto";
@@ -124,52 +181,26 @@ static void check_conv(int algo, int C, int H, int K, int k, int stride)
 		return;
 	}
 	const size_t nx = (size_t)C * H * H, ny = (size_t)K * a.P * a.Q, nw = (size_t)K * C * k * k;
-	float *x = alloc_f(B * nx), *dy = alloc_f(B * ny), *work = alloc_f(nw), *ref = alloc_f(nw), *y = alloc_f(nw);
-	float *fpart = alloc_f(8 * nw), *fref = alloc_f(nw), *dwn = alloc_f(B * nw);
+	float *x = alloc_f(B * nx), *dy = alloc_f(B * ny), *work = alloc_f(2 * nw), *ref = alloc_f(nw), *y = alloc_f(nw);
+	float *fpart = alloc_f(12 * nw), *fref = alloc_f(nw), *dwn = alloc_f(B * nw);
 	dnn_bsum *part = calloc(8 * nw, sizeof(dnn_bsum));
 	test_fill_uniform(x, B * nx, -1, 1);
 	test_fill_uniform(dy, B * ny, -1, 1);
-	for (int KC = 1; KC <= 8; KC++) {
-		if (KC == 6 || KC == 7)
-			continue;
-		memset(part, 0, 8 * nw * sizeof(dnn_bsum));
-		memset(fpart, 0, 8 * nw * sizeof(float));
-		for (int c = 0; c < KC; c++) {
-			int lo, hi;
-			chunk_range(c, KC, &lo, &hi);
-			dnn_conv2d_args ac = a;
-			ac.N = hi - lo;
-			size_t nbad = dnn_conv2d_backward_filter_bsum_cpu(&part[c * nw], x + lo * nx, dy + lo * ny, &ac, work);
-			TEST_CHECK(nbad == 0, "%s: %zu values out of the grid's range", what, nbad);
-			dnn_conv2d_backward_filter_cpu(&fpart[c * nw], x + lo * nx, dy + lo * ny, &ac);
-		}
-		tree_f(fpart, nw, KC);
-		if (KC == 1) {
-			memcpy(fref, fpart, nw * sizeof(float));
-		} else if (memcmp(fref, fpart, nw * sizeof(float)) != 0) {
-			float_path_differs++;
-		}
-		for (int reverse = 0; reverse <= (KC > 2); reverse++) {
-			dnn_bsum *p = part;
-			dnn_bsum *copy = NULL;
-			if (KC > 2 && !reverse) { /* keep the partials for the reverse order */
-				copy = malloc(KC * nw * sizeof(dnn_bsum));
-				memcpy(copy, part, KC * nw * sizeof(dnn_bsum));
-				p = copy;
+	static const int chunkings[] = {1, 2, 3, 4, 5, 6, 8, 12};
+	for (int block = 1; block <= 3; block++)
+		for (size_t kc = 0; kc < sizeof(chunkings) / sizeof(*chunkings); kc++) {
+			const int KC = chunkings[kc];
+			int fits = 1;
+			for (int c = 0; c < KC; c++) {
+				int lo, hi;
+				chunk_range(c, KC, &lo, &hi);
+				fits &= lo % block == 0 && (hi % block == 0 || hi == B);
 			}
-			tree_x(p, nw, KC, reverse);
-			dnn_bsum_round(y, p, nw);
-			free(copy);
-			if (KC == 1) {
-				memcpy(ref, y, nw * sizeof(float));
-				continue;
-			}
-			char name[160];
-			snprintf(name, sizeof(name), "%s, %d chunks (%s) vs 1", what, KC, reverse ? "reverse" : "tree");
-			TEST_CHECK(test_same_bits(name, y, ref, nw), "%s: other bits", name);
-			exact_cases++;
+			if (!fits)
+				continue; /* a cut the block size refuses */
+			check_chunking(&a, x, dy, nx, ny, nw, block, KC, what, part, fpart, work, y, block == 1 ? fref : NULL,
+				       ref);
 		}
-	}
 	/* 3. Accuracy of ref (K = 1) against the per-image gradients summed in double. */
 	dnn_conv2d_args one = a;
 	one.N = 1;
