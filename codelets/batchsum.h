@@ -28,6 +28,10 @@ typedef __int128 dnn_bsum; /* one element of an exact accumulator, in units of 2
 /* acc (n) += x (n) on the grid. Returns the number of elements not added (|x| >= DNN_BSUM_MAX,
  * inf or NaN): the caller reports them (a diverged run), the sum is then not the batch's. */
 size_t dnn_bsum_add_f32(dnn_bsum *acc, const float *x, size_t n);
+/* Whether dnn_bsum_add_f32 runs its AVX-512 loop (by default where the CPU has AVX-512 F)
+ * rather than the scalar one; the bits are the same. on = 0 forces the scalar loop (tests,
+ * measurements). Returns the choice in effect. */
+int dnn_bsum_set_simd(int on);
 /* acc (n) += b (n): combines two partial sums (chunks, ranks), in any order. */
 void dnn_bsum_merge(dnn_bsum *acc, const dnn_bsum *b, size_t n);
 /* y (n) = acc (n) rounded to the nearest float (ties to even), once. */

@@ -127,7 +127,7 @@ static int use_winograd(const conv_geom *g)
 	 * process, K = 2, 3, 4, 8, 16 chunks against 1, F(4x4) 5.2-6.6e-6 every time, F(2x2)
 	 * 5.8e-8 at K = 2, 4, 8 but 1.7e-6 at 3 and 1.0e-6 at 16. Taking it needs sums over the
 	 * batch that do not depend on the cut, or a test less sensitive to the trajectory: such
-	 * sums exist for the weight gradient (batchsum.h, 1.1-3.9x its cost), but on an AMD Zen 5
+	 * sums exist for the weight gradient (batchsum.h, 1.0-2.1x its cost), but on an AMD Zen 5
 	 * F(4x4) by these rules gave no step gain to pay for them (0.91-1.07x;
 	 * docs/studies/2026-12-07-f4-default.md). DNN_CONV_ALGO=winograd4 forces F(4x4). */
 	const int rule = WINO_RULE(g) ? (WINO4_ENABLED_IN_AUTO && WINO4_RULE(g) ? 4 : 2)

@@ -10,7 +10,8 @@
  * 1. The accumulator alone: a float in the grid's range comes back from add + round unchanged;
  *    values below the grid are truncated toward zero the same way wherever they are added; inf,
  *    NaN and |x| >= 2^32 are counted, not added; the sum of many floats is the same bits in any
- *    order and grouping (forward, reverse, pairs).
+ *    order and grouping (forward, reverse, pairs); the AVX-512 loop gives the scalar loop's
+ *    integers (where the CPU has AVX-512).
  * 2. The weight gradient of ResNet-8's and ResNet-20's conv shapes (3x3 stride 1 and 2, 1x1
  *    stride 2, the stems), under auto, im2col and Winograd F(2x2): a batch of 24 images cut into
  *    K = 1, 2, 3, 4, 5, 6, 8 and 12 contiguous chunks (the first B mod K one image more, as the
@@ -78,6 +79,32 @@ static void check_accumulator(void)
 		for (int c = 0; c + s < M / 64; c += 2 * s)
 			dnn_bsum_merge(&pair[c], &pair[c + s], 1);
 	TEST_CHECK(fwd == rev && fwd == pair[0], "the sum of %d floats depends on the order", M);
+	/* The AVX-512 loop against the scalar one: the same integers, from accumulators that start
+	 * near carries (low halves close to 2^64, both signs), over floats of every kind (zeros,
+	 * subnormals, in range, below the grid, out of range), at lengths with a scalar tail. */
+	if (dnn_bsum_set_simd(1)) {
+		for (int i = 0; i < M; i++) {
+			const int kind = test_rng_int(0, 9);
+			const float r = test_rng_uniform(-1, 1);
+			v[i] = kind == 0 ? 0.0f : kind == 1 ? r * 0x1p-130f : kind == 2 ? r * 0x1p-70f
+			     : kind == 3 ? r * 0x1p33f : kind == 4 ? (r < 0 ? -INFINITY : NAN)
+						   : r * ldexpf(1.0f, test_rng_int(-60, 31));
+		}
+		dnn_bsum *as = malloc(M * sizeof(dnn_bsum)), *av = malloc(M * sizeof(dnn_bsum));
+		for (int i = 0; i < M; i++)
+			as[i] = av[i] = ((dnn_bsum)test_rng_int(-3, 3) << 64) - test_rng_int(0, 1 << 20);
+		size_t bv = 0, bs = 0;
+		for (int rep = 0; rep < 3; rep++) {
+			bv += dnn_bsum_add_f32(av, v, M - 5); /* a tail of 3 */
+			dnn_bsum_set_simd(0);
+			bs += dnn_bsum_add_f32(as, v, M - 5);
+			dnn_bsum_set_simd(1);
+		}
+		TEST_CHECK(bv == bs, "AVX-512 counted %zu values out of range, scalar %zu", bv, bs);
+		TEST_CHECK(memcmp(as, av, M * sizeof(dnn_bsum)) == 0, "the AVX-512 loop gives other integers than the scalar one");
+		free(as);
+		free(av);
+	}
 	free(v);
 }
 
