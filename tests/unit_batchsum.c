@@ -92,7 +92,7 @@ static void check_accumulator(void)
 		}
 		dnn_bsum *as = malloc(M * sizeof(dnn_bsum)), *av = malloc(M * sizeof(dnn_bsum));
 		for (int i = 0; i < M; i++)
-			as[i] = av[i] = ((dnn_bsum)test_rng_int(-3, 3) << 64) - test_rng_int(0, 1 << 20);
+			as[i] = av[i] = (dnn_bsum)test_rng_int(-3, 3) * ((dnn_bsum)1 << 64) - test_rng_int(0, 1 << 20);
 		size_t bv = 0, bs = 0;
 		for (int rep = 0; rep < 3; rep++) {
 			bv += dnn_bsum_add_f32(av, v, M - 5); /* a tail of 3 */
