@@ -22,6 +22,7 @@
 
 #include "add.h"
 #include "attention.h"
+#include "batchsum.h"
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
 #include "conv2d.h"
@@ -209,7 +210,8 @@ static void run_conv_bwd_filter(void *p)
 static void bench_conv2d(const bench_opts *o)
 {
 	/* The distinct convs of ResNet-20 (CIFAR, projection shortcuts, as graph/nets/resnet20.net)
-	 * and how often each occurs: 21 convs in all; then LeNet-5's two (count 0: not in the
+	 * and how often each occurs: 21 convs in all; then LeNet-5's two and ResNet-8's 3x3
+	 * stride-1 ones (28x28, 14x14 and 7x7: Winograd with partial tiles) (count 0: not in the
 	 * ResNet-20 total). */
 	static const struct {
 		int C, H, K, R, stride, pad, count;
@@ -218,6 +220,7 @@ static void bench_conv2d(const bench_opts *o)
 		{16, 32, 32, 1, 2, 0, 1}, {32, 16, 32, 3, 1, 1, 5}, {32, 16, 64, 3, 2, 1, 1},
 		{32, 16, 64, 1, 2, 0, 1}, {64, 8, 64, 3, 1, 1, 5},
 		{1, 28, 6, 5, 1, 2, 0},   {6, 14, 16, 5, 1, 0, 0},
+		{16, 28, 16, 3, 1, 1, 0}, {32, 14, 32, 3, 1, 1, 0}, {64, 7, 64, 3, 1, 1, 0},
 	};
 	static void (*const fns[3])(void *) = {run_conv_fwd, run_conv_bwd_data, run_conv_bwd_filter};
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
@@ -276,6 +279,110 @@ static void bench_conv2d(const bench_opts *o)
 			if (o->nalgos > 1)
 				snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
 			bench_row("conv2d", shape, phase, total_flops, total_time[i][p]);
+		}
+}
+
+/* ------------------------------------------------------------------ conv2d_bsum */
+
+/* What the weight gradient costs as an exact batch sum (codelets/batchsum.h: each image's, or
+ * each block of 4 or 16 images', gradient alone, added on a 128-bit fixed-point grid), against
+ * the batched kernel: the distinct convs of ResNet-20 and ResNet-8, and each net's total over
+ * its convs. */
+typedef struct {
+	dnn_conv2d_args a;
+	float *x, *dy, *dw, *work;
+	dnn_bsum *acc;
+} bsum_ctx;
+
+static void run_bsum_batched(void *p)
+{
+	bsum_ctx *c = p;
+	dnn_conv2d_backward_filter_cpu(c->dw, c->x, c->dy, &c->a);
+}
+
+static void run_bsum_exact_block(bsum_ctx *c, int block)
+{
+	const size_t nw = (size_t)c->a.K * c->a.C * c->a.R * c->a.S;
+	memset(c->acc, 0, nw * sizeof(dnn_bsum));
+	dnn_conv2d_backward_filter_bsum_cpu(c->acc, c->x, c->dy, &c->a, block, c->work);
+	dnn_bsum_round(c->dw, c->acc, nw);
+}
+static void run_bsum_exact(void *p) { run_bsum_exact_block(p, 1); }
+static void run_bsum_exact4(void *p) { run_bsum_exact_block(p, 4); }
+static void run_bsum_exact16(void *p) { run_bsum_exact_block(p, 16); }
+
+/* The per-image kernel calls of run_bsum_exact, each accumulating onto dw in float: the exact
+ * grid's own cost is the difference with run_bsum_exact. */
+static void run_bsum_per_image(void *p)
+{
+	bsum_ctx *c = p;
+	const size_t xs = (size_t)c->a.C * c->a.H * c->a.W, ys = (size_t)c->a.K * c->a.P * c->a.Q;
+	dnn_conv2d_args one = c->a;
+	one.N = 1;
+	for (int n = 0; n < c->a.N; n++)
+		dnn_conv2d_backward_filter_cpu(c->dw, c->x + n * xs, c->dy + n * ys, &one); // dw +=
+}
+
+static void bench_conv2d_bsum(const bench_opts *o)
+{
+	static const struct {
+		int net, C, H, K, R, stride, pad, count; // net 0: ResNet-20 (CIFAR), 1: ResNet-8 (28x28)
+	} layers[] = {
+		{0, 3, 32, 16, 3, 1, 1, 1},  {0, 16, 32, 16, 3, 1, 1, 6}, {0, 16, 32, 32, 3, 2, 1, 1},
+		{0, 16, 32, 32, 1, 2, 0, 1}, {0, 32, 16, 32, 3, 1, 1, 5}, {0, 32, 16, 64, 3, 2, 1, 1},
+		{0, 32, 16, 64, 1, 2, 0, 1}, {0, 64, 8, 64, 3, 1, 1, 5},  {1, 1, 28, 16, 3, 1, 1, 1},
+		{1, 16, 28, 16, 3, 1, 1, 2}, {1, 16, 28, 32, 3, 2, 1, 1}, {1, 16, 28, 32, 1, 2, 0, 1},
+		{1, 32, 14, 32, 3, 1, 1, 1}, {1, 32, 14, 64, 3, 2, 1, 1}, {1, 32, 14, 64, 1, 2, 0, 1},
+		{1, 64, 7, 64, 3, 1, 1, 1},
+	};
+	enum { NP = 5 };
+	static void (*const fns[NP])(void *) = {run_bsum_batched, run_bsum_per_image, run_bsum_exact, run_bsum_exact4,
+						run_bsum_exact16};
+	static const char *const phases[NP] = {"bwd_filter", "bwd_filter per image", "bwd_filter exact",
+					       "bwd_filter exact b4", "bwd_filter exact b16"};
+	double total_flops[2] = {0}, total_time[2][NP] = {{0}};
+	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
+		bsum_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
+				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
+				    .stride = layers[l].stride, .pad = layers[l].pad, .dilation = 1,
+				    .algo = (int)dnn_knobs_get()->conv_algo}};
+		if (o->nalgos > 0)
+			c.a.algo = (int)o->algos[0];
+		if (dnn_conv2d_args_finish(&c.a) != 0) {
+			fprintf(stderr, "error: bad conv shape in the table\n");
+			exit(1);
+		}
+		const size_t nw = (size_t)c.a.K * c.a.C * c.a.R * c.a.S;
+		c.x = alloc_uniform((size_t)c.a.N * c.a.C * c.a.H * c.a.W);
+		c.dy = alloc_uniform((size_t)c.a.N * c.a.K * c.a.P * c.a.Q);
+		c.dw = alloc_uniform(nw);
+		c.work = alloc_uniform(nw);
+		c.acc = malloc(nw * sizeof(dnn_bsum));
+		if (!c.acc) {
+			fprintf(stderr, "error: out of memory\n");
+			exit(1);
+		}
+		char shape[64];
+		snprintf(shape, sizeof(shape), "%s N%d %dx%dx%d -> %d, %dx%d s%d", layers[l].net ? "R8" : "R20", c.a.N,
+			 c.a.C, c.a.H, c.a.W, c.a.K, c.a.R, c.a.S, c.a.stride);
+		const double flops = dnn_conv2d_flops_fwd(&c.a);
+		for (int p = 0; p < NP; p++) {
+			const double t = best_time(fns[p], &c, o->reps);
+			bench_row("conv2d_bsum", shape, phases[p], flops, t);
+			total_time[layers[l].net][p] += layers[l].count * t;
+		}
+		total_flops[layers[l].net] += layers[l].count * flops;
+		free(c.x);
+		free(c.dy);
+		free(c.dw);
+		free(c.work);
+		free(c.acc);
+	}
+	for (int net = 0; net < 2; net++)
+		for (int p = 0; p < NP; p++) {
+			char shape[64];
+			snprintf(shape, sizeof(shape), "%s, all convs, N%d", net ? "ResNet-8" : "ResNet-20", o->batch);
+			bench_row("conv2d_bsum", shape, phases[p], total_flops[net], total_time[net][p]);
 		}
 }
 
@@ -522,6 +629,7 @@ static const struct {
 	void (*run)(const bench_opts *o);
 } ops[] = {
 	{"conv2d", bench_conv2d},
+	{"conv2d_bsum", bench_conv2d_bsum},
 	{"dense", bench_dense},
 	{"bn", bench_bn},
 	{"eltwise", bench_eltwise},

@@ -78,8 +78,11 @@ float *dnn_conv_scratch(size_t nfloats)
  * with 16 to 32 output channels on images of 32 columns and more. */
 #define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
 /* auto takes F(4x4) by the two rules above only when this is 1 (use_winograd says why it is 0,
- * and what it would take). */
+ * and what it would take). A build can set it (-DWINO4_ENABLED_IN_AUTO=1 in CMAKE_C_FLAGS) to
+ * measure the step time auto would give with it (bench/f4_default.sh). */
+#ifndef WINO4_ENABLED_IN_AUTO
 #define WINO4_ENABLED_IN_AUTO 0
+#endif
 
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
@@ -123,8 +126,10 @@ static int use_winograd(const conv_geom *g)
 	 * isolated steps, as tests/scripts/bnlib.sh describes at larger learning rates): in one
 	 * process, K = 2, 3, 4, 8, 16 chunks against 1, F(4x4) 5.2-6.6e-6 every time, F(2x2)
 	 * 5.8e-8 at K = 2, 4, 8 but 1.7e-6 at 3 and 1.0e-6 at 16. Taking it needs sums over the
-	 * batch that do not depend on the cut, or a test less sensitive to the trajectory.
-	 * DNN_CONV_ALGO=winograd4 forces F(4x4). */
+	 * batch that do not depend on the cut, or a test less sensitive to the trajectory: such
+	 * sums exist for the weight gradient (batchsum.h, 1.0-2.1x its cost), but on an AMD Zen 5
+	 * F(4x4) by these rules gave no step gain to pay for them (0.91-1.07x;
+	 * docs/studies/2026-12-07-f4-default.md). DNN_CONV_ALGO=winograd4 forces F(4x4). */
 	const int rule = WINO_RULE(g) ? (WINO4_ENABLED_IN_AUTO && WINO4_RULE(g) ? 4 : 2)
 			 : (WINO4_ENABLED_IN_AUTO && WINO4_STEM_RULE(g)) ? 4
 									 : 0;
