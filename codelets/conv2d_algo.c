@@ -84,7 +84,7 @@ float *dnn_conv_scratch(size_t nfloats)
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
-			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w};
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w, .bf16 = g->bf16};
 	return s;
 }
 
@@ -186,7 +186,7 @@ static conv_geom flipped_geom(const conv_geom *g)
 	conv_geom t = {.N = g->N, .C = g->K, .H = g->P, .W = g->Q, .K = g->C, .R = g->R, .S = g->S,
 		       .P = g->H, .Q = g->W, .stride = 1, .dil = g->dil,
 		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w,
-		       .algo = g->algo};
+		       .algo = g->algo, .bf16 = g->bf16};
 	return t;
 }
 

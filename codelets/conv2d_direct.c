@@ -7,12 +7,17 @@
  * an output row is held in up to four 8-float registers while the C*R*S taps are added into it
  * (forward only: backward data and weight gradients measured slower this way at LeNet-5's
  * shapes, so they stay GEMMs; backward data of a stride-1 conv with C >= 16 runs as a forward
- * conv and so may take this path). */
+ * conv and so may take this path).
+ * Under --precision bf16 (g->bf16) the padded copy of the image and a copy of the weights hold
+ * their bf16-rounded values: the same kernels then add products of bf16 operands, exact in fp32,
+ * in fp32 (gemm_bf16.h's arithmetic), at fp32 speed: these convs are a few percent of LeNet-5's
+ * step, and a vdpbf16ps kernel of ours would need the taps in pairs along c, which C = 1 lacks. */
 #include <string.h>
 
 #include "conv2d_impl.h"
-#include "short_copy.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
+#include "short_copy.h"
 
 #define DIRECT_MAX_CK 128
 #define DIRECT_MAX_S 8
@@ -46,7 +51,15 @@ static int direct_ld(const conv_geom *g)
 
 size_t dnn_conv_direct_work(const conv_geom *g)
 {
-	return (size_t)g->C * (g->H + 2 * g->pad_h) * direct_ld(g);
+	/* bf16: the rounded weights (K, C, R, S) follow the padded image */
+	return (size_t)g->C * (g->H + 2 * g->pad_h) * direct_ld(g) + (g->bf16 ? (size_t)g->K * g->C * g->R * g->S : 0);
+}
+
+/* n floats rounded to bf16 values in place (the bf16 path's operands). */
+static void round_bf16(float *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = dnn_bf16_round(p[i]);
 }
 
 /* x (C, H, W) -> xp (C, H + 2 pad_h, ld), zeros around (and right of) the image. */
@@ -58,6 +71,8 @@ static void pad_image(float *restrict xp, const float *restrict x, const conv_ge
 		for (int i = 0; i < g->H; i++)
 			dnn_copy_floats(xp + ((size_t)c * Hp + i + g->pad_h) * ld + g->pad_w,
 					x + ((size_t)c * g->H + i) * g->W, g->W);
+	if (g->bf16) // the zeros stay zeros
+		round_bf16(xp, (size_t)g->C * Hp * ld);
 }
 
 /* Output row p of KB consecutive output channels, each in NV 8-float registers (KB*NV
@@ -196,6 +211,12 @@ __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const
 	const size_t ws = (size_t)C * R * S;
 	const int KB = nv >= 3 ? 2 : 4; // at most 8 accumulators
 	float out[4 * 32];
+	if (g->bf16) { // the kernels read the rounded copy of w, after the padded image
+		float *wr = xp + (size_t)C * Hp * ld;
+		memcpy(wr, w, (size_t)K * ws * sizeof(float));
+		round_bf16(wr, (size_t)K * ws);
+		w = wr;
+	}
 	if (dnn_conv_direct_avx512()) {
 		direct_forward512(y, x, w, bias, g, beta, xp);
 		return;

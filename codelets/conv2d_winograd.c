@@ -18,9 +18,13 @@
  *     hundred tiles, 16 or 36 calls per chunk, too small for sgemm's packing and call overhead
  *     to pay off (a choice by that reasoning; a cblas_sgemm version was not measured);
  *   - the ISA choice (dnn_wino_supported, dnn_wino_set_avx512) and the portable stubs.
+ * Under --precision bf16 (s->bf16) the GEMMs are dnn_gemm_bf16's, oneDNN's brgemm on bf16 copies
+ * of U[xi] and V[xi] (the transforms stay fp32; their outputs are rounded as the GEMM copies them):
+ * measured per shape against our fp32 loops in docs/studies/2026-12-07-conv-bf16.md.
  */
 #include "conv2d_winograd_impl.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,6 +68,7 @@ wino_plan dnn_wino_plan_make(const dnn_wino_shape *s, size_t budget, int m)
 	pl.cap = ((size_t)pl.group * pl.rows * pl.slot + 7 + 7) / 8 * 8;
 	pl.sl = pl.cap + 8;
 	pl.eoall = pl.strips ? 4 * (size_t)s->C * 6 * pl.sl : pl.groups ? (size_t)pl.group * pl.eo : pl.eo;
+	pl.bf16 = s->bf16;
 	return pl;
 }
 
@@ -276,8 +281,18 @@ void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int n
 		for (int xi = 0; xi < nxi; xi++)
 			for (int c = 0; c < C; c++)
 				dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt, (long)(ntp - nt));
-	for (int xi = 0; xi < nxi; xi++)
+	for (int xi = 0; xi < nxi; xi++) {
+		if (pl->bf16) {
+			if (dnn_gemm_bf16(0, 0, K, ntp, C, 1.0f, u + xi * (size_t)K * C, C, v + xi * vs, (int)cap, 0.0f,
+					  mm + xi * ms, (int)cap) != 0) {
+				dnn_worker_error("conv2d: Winograd's bf16 GEMM (%d x %d x %d) failed (%s)", K, ntp, C,
+						 dnn_gemm_bf16_impl());
+				return;
+			}
+			continue;
+		}
 		(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap, K, C, ntp);
+	}
 }
 
 #else

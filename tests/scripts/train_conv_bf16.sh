@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# train_conv_bf16 — --precision bf16 on the conv nets (convolutions, dense layers in bf16 with fp32
+# sums; batch norm, loss and the optimiser fp32): lenet5 and resnet8 train on a subset of
+# Fashion-MNIST (the first LIMIT_TRAIN training images, one epoch, accuracy on the first
+# LIMIT_TEST test images) in bf16 to the fp32 test accuracy within run-to-run noise, 3 seeds each:
+#     |mean bf16 - mean fp32| <= the larger of the two spreads (max - min over the seeds) + MARGIN,
+# the rule of train_bf16.sh. MARGIN is one standard error of an accuracy measured on LIMIT_TEST
+# images, sqrt(p (1 - p) / LIMIT_TEST) at the fp32 mean p (0.0126 at p = 0.8 on 1000 images): the
+# two precisions are scored on the same images, so that is what one net's score moves by when it
+# gets a few other images right, a noise that 3 seeds' spread may not show. Also: every run learns
+# (accuracy above 0.6; 10 classes: 0.1 is a guess), bf16 really ran (its accuracy or its loss
+# differs from the same seed's fp32 run), and the same bf16 command twice gives the same result
+# line's loss bits.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
+export STARPU_NCPU=1 STARPU_NCUDA=0
+A="$STARPU_ANP"
+LIMIT_TRAIN=2048
+LIMIT_TEST=1000
+
+for net in lenet5 resnet8; do
+  case "$net" in
+  lenet5) RUN=(--net lenet5 --batch 32 --lr 0.05) ;;
+  resnet8) RUN=(--net resnet8 --batch 32 --lr 0.05) ;;
+  esac
+  RUN+=(--epochs 1 --limit-train "$LIMIT_TRAIN" --limit-test "$LIMIT_TEST" --quiet)
+  declare -A ACC=() LOSS=()
+  for p in fp32 bf16; do
+    for s in 1 2 3; do
+      RC=0; OUT="$("$A" train "${RUN[@]}" --seed "$s" --precision "$p" 2>"$TMP/err")" || RC=$?
+      [ "$RC" = 0 ] || { fail "$net --precision $p --seed $s exited $RC: $(tail -3 "$TMP/err")"; continue; }
+      LINE="$(tail -1 <<<"$OUT")"
+      ACC[$p$s]="$(result_field "$LINE" test_accuracy)"
+      LOSS[$p$s]="$(result_field "$LINE" test_loss)"
+    done
+  done
+  echo "$net test accuracy: fp32 ${ACC[fp321]:-?} ${ACC[fp322]:-?} ${ACC[fp323]:-?}; bf16 ${ACC[bf161]:-?} ${ACC[bf162]:-?} ${ACC[bf163]:-?}"
+  [ "${#ACC[@]}" = 6 ] || continue
+  read -r MF RF MB RB <<<"$(awk -v a="${ACC[fp321]}" -v b="${ACC[fp322]}" -v c="${ACC[fp323]}" \
+    -v d="${ACC[bf161]}" -v e="${ACC[bf162]}" -v f="${ACC[bf163]}" 'function mx(x, y, z) { return x > y ? (x > z ? x : z) : (y > z ? y : z) }
+    function mn(x, y, z) { return x < y ? (x < z ? x : z) : (y < z ? y : z) }
+    BEGIN { print (a + b + c) / 3, mx(a, b, c) - mn(a, b, c), (d + e + f) / 3, mx(d, e, f) - mn(d, e, f) }')"
+  NOISE="$(awk -v x="$RF" -v y="$RB" -v p="$MF" -v n="$LIMIT_TEST" 'BEGIN { print (x > y ? x : y) + sqrt(p * (1 - p) / n) }')"
+  echo "$net: mean fp32 $MF (spread $RF), mean bf16 $MB (spread $RB): |difference| allowed $NOISE"
+  fcmp "($MB - $MF) ^ 2 <= $NOISE ^ 2" || fail "$net: bf16's mean test accuracy $MB is not within the noise $NOISE of fp32's $MF"
+  for s in 1 2 3; do
+    fcmp "${ACC[bf16$s]} > 0.6 && ${ACC[fp32$s]} > 0.6" || fail "$net seed $s: accuracy ${ACC[fp32$s]} (fp32), ${ACC[bf16$s]} (bf16): not learning"
+    [ "${LOSS[bf16$s]}" != "${LOSS[fp32$s]}" ] || fail "$net seed $s: bf16's loss ${LOSS[bf16$s]} is fp32's bit for bit: did bf16 run?"
+  done
+  R2="$("$A" train "${RUN[@]}" --seed 1 --precision bf16 2>/dev/null | tail -1)" || fail "$net: bf16 rerun"
+  [ "$(result_field "$R2" test_loss)" = "${LOSS[bf161]}" ] || fail "$net: bf16 twice: test_loss ${LOSS[bf161]} then $(result_field "$R2" test_loss)"
+  unset ACC LOSS
+done
+finish
