@@ -55,12 +55,7 @@ size_t dnn_conv_direct_work(const conv_geom *g)
 	return (size_t)g->C * (g->H + 2 * g->pad_h) * direct_ld(g) + (g->bf16 ? (size_t)g->K * g->C * g->R * g->S : 0);
 }
 
-/* n floats rounded to bf16 values in place (the bf16 path's operands). */
-static void round_bf16(float *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = dnn_bf16_round(p[i]);
-}
+
 
 /* x (C, H, W) -> xp (C, H + 2 pad_h, ld), zeros around (and right of) the image. */
 static void pad_image(float *restrict xp, const float *restrict x, const conv_geom *g, int ld)
@@ -72,7 +67,7 @@ static void pad_image(float *restrict xp, const float *restrict x, const conv_ge
 			dnn_copy_floats(xp + ((size_t)c * Hp + i + g->pad_h) * ld + g->pad_w,
 					x + ((size_t)c * g->H + i) * g->W, g->W);
 	if (g->bf16) // the zeros stay zeros
-		round_bf16(xp, (size_t)g->C * Hp * ld);
+		dnn_bf16_round_floats(xp, (size_t)g->C * Hp * ld);
 }
 
 /* Output row p of KB consecutive output channels, each in NV 8-float registers (KB*NV
@@ -214,7 +209,7 @@ __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const
 	if (g->bf16) { // the kernels read the rounded copy of w, after the padded image
 		float *wr = xp + (size_t)C * Hp * ld;
 		memcpy(wr, w, (size_t)K * ws * sizeof(float));
-		round_bf16(wr, (size_t)K * ws);
+		dnn_bf16_round_floats(wr, (size_t)K * ws);
 		w = wr;
 	}
 	if (dnn_conv_direct_avx512()) {

@@ -18,9 +18,12 @@
  *     hundred tiles, 16 or 36 calls per chunk, too small for sgemm's packing and call overhead
  *     to pay off (a choice by that reasoning; a cblas_sgemm version was not measured);
  *   - the ISA choice (dnn_wino_supported, dnn_wino_set_avx512) and the portable stubs.
- * Under --precision bf16 (s->bf16) the GEMMs are dnn_gemm_bf16's, oneDNN's brgemm on bf16 copies
- * of U[xi] and V[xi] (the transforms stay fp32; their outputs are rounded as the GEMM copies them):
- * measured per shape against our fp32 loops in docs/studies/2026-12-07-conv-bf16.md.
+ * Under --precision bf16 (s->bf16) U[xi] and V[xi] are rounded to bf16 values in place, then the
+ * same GEMMs run: products of bf16 values, exact in fp32, summed in fp32 (gemm_bf16.h's arithmetic)
+ * at fp32's speed. Measured before choosing (docs/studies/2026-12-07-conv-bf16.md): dnn_gemm_bf16
+ * (oneDNN's brgemm on bf16 copies) per xi made ResNet-20's Winograd convs 1.2-2.1x slower than
+ * these loops (0.04-0.3 MFLOP per call: its call, the copies and its K-long blocks cost more than
+ * its 2x rate gains).
  */
 #include "conv2d_winograd_impl.h"
 #include "dnn_codelet.h"
@@ -281,18 +284,14 @@ void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int n
 		for (int xi = 0; xi < nxi; xi++)
 			for (int c = 0; c < C; c++)
 				dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt, (long)(ntp - nt));
-	for (int xi = 0; xi < nxi; xi++) {
-		if (pl->bf16) {
-			if (dnn_gemm_bf16(0, 0, K, ntp, C, 1.0f, u + xi * (size_t)K * C, C, v + xi * vs, (int)cap, 0.0f,
-					  mm + xi * ms, (int)cap) != 0) {
-				dnn_worker_error("conv2d: Winograd's bf16 GEMM (%d x %d x %d) failed (%s)", K, ntp, C,
-						 dnn_gemm_bf16_impl());
-				return;
-			}
-			continue;
-		}
-		(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap, K, C, ntp);
+	if (pl->bf16) { // U and V rounded in place (rounding U again per chunk changes nothing)
+		dnn_bf16_round_floats(b->u, (size_t)nxi * K * C);
+		for (int xi = 0; xi < nxi; xi++)
+			for (int c = 0; c < C; c++)
+				dnn_bf16_round_floats(v + xi * vs + (size_t)c * cap, (size_t)ntp);
 	}
+	for (int xi = 0; xi < nxi; xi++)
+		(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap, K, C, ntp);
 }
 
 #else

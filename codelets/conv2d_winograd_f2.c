@@ -530,19 +530,16 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 					for (int k = 0; k < K; k++)
 						dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt, (long)(ntp - nt));
 				}
-			for (int xi = 0; xi < 16; xi++) {
-				if (s->bf16) { // dU[xi] (K, C) += D[xi] (K, ntp) @ V[xi] (C, ntp)^T, bf16 products
-					if (dnn_gemm_bf16(0, 1, K, C, ntp, 1.0f, d + xi * ds, (int)cap, v + xi * vs,
-							  (int)cap, 1.0f, du + xi * (size_t)K * C, C) != 0) {
-						dnn_worker_error("conv2d: Winograd's bf16 weight-gradient GEMM failed"
-								 " (%s)", dnn_gemm_bf16_impl());
-						return;
-					}
-					continue;
+			if (s->bf16) // D and V rounded to bf16 values: bf16 products, the same fp32 sums
+				for (int xi = 0; xi < 16; xi++) {
+					for (int c = 0; c < C; c++)
+						dnn_bf16_round_floats(v + xi * vs + (size_t)c * cap, (size_t)ntp);
+					for (int k = 0; k < K; k++)
+						dnn_bf16_round_floats(d + xi * ds + (size_t)k * cap, (size_t)ntp);
 				}
+			for (int xi = 0; xi < 16; xi++)
 				(avx512 ? gemm_nt512 : gemm_nt)(du + xi * (size_t)K * C, d + xi * ds, v + xi * vs,
 								cap, K, C, ntp);
-			}
 		}
 	}
 	filter_transform_adjoint(dw, du, K, C);

@@ -40,7 +40,7 @@ typedef struct {
 	int strips;   // F(4x4) on other narrow images: the tile rows of a chunk side by side
 	int slot;     // tiles per tile row in V: tw, or tw + 1 in strips (one unused slot)
 	size_t sl;    // in strips: entries per phase row of the chunk's strips
-	int bf16;     // the shape's bf16: the GEMMs are dnn_gemm_bf16's (transforms stay fp32)
+	int bf16;     // the shape's bf16: the GEMMs' operands rounded to bf16 values (transforms stay fp32)
 } wino_plan;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
@@ -71,7 +71,7 @@ static inline void zero_span(float *p, int a, int b) { dnn_zero_floats(p + a, b 
 void dnn_wino_put_rows(float *y0, size_t Q, float *const *rows, int nrows, float beta);
 
 /* A chunk's GEMMs, M[xi] (K, ntp) = U[xi] (K, C) @ V[xi] (C, ntp) for xi in 0..nxi, after zeroing
- * V's tiles [nt, ntp) (ntp: nt rounded up to 8); AVX-512 GEMMs when avx512 (dnn_wino_avx512), the
- * bf16 GEMM (gemm_bf16.h) when pl->bf16 (a failure recorded as a worker error). */
+ * V's tiles [nt, ntp) (ntp: nt rounded up to 8); AVX-512 GEMMs when avx512 (dnn_wino_avx512); with
+ * pl->bf16, U and V rounded to bf16 values first (in place). */
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512);
 #endif

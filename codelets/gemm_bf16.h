@@ -22,6 +22,7 @@
  * on a CPU without AVX512_BF16 (dnn_cpu_has_bf16). */
 #ifndef DNN_GEMM_BF16_H
 #define DNN_GEMM_BF16_H
+#include <stddef.h>
 #include <stdint.h>
 
 /* 1 when the CPU (and OS) run AVX512_BF16 (with AVX512F/BW/VL), else 0. */
@@ -57,6 +58,11 @@ int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
  * cblas_sgemm (always 0), 1 dnn_gemm_bf16 (0 or -1, as above). Same arguments as dnn_gemm_bf16. */
 int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
 	     const float *B, int ldb, float beta, float *C, int ldc);
+/* p[0..n) rounded to bf16 values in place, round to nearest even (vcvtneps2bf16 where the CPU has
+ * AVX512_BF16, which also flushes denormal inputs to zero, as oneDNN's copies; else
+ * dnn_bf16_round): the operands of a kernel that then multiplies them with its own fp32 loops
+ * (a product of two bf16 values is exact in fp32: the bf16 GEMM's arithmetic at fp32 speed). */
+void dnn_bf16_round_floats(float *p, size_t n);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);
