@@ -228,6 +228,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
 
 	filter_transform(b.u, w, K, C);
+	if (pl.bf16)
+		dnn_wino_pack_u(&pl, &b, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
 		const int ng = imin(pl.group, s->N - n0);
 		for (int i0 = 0; i0 < pl.th; i0 += pl.rows) {
