@@ -1,31 +1,30 @@
 #!/usr/bin/env bash
 # train_conv_bf16 — --precision bf16 on the conv nets (convolutions, dense layers in bf16 with fp32
 # sums; batch norm, loss and the optimiser fp32): lenet5 and resnet8 train on a subset of
-# Fashion-MNIST (the first LIMIT_TRAIN training images, one epoch, accuracy on the first
-# LIMIT_TEST test images) in bf16 to the fp32 test accuracy within run-to-run noise, 3 seeds each:
+# Fashion-MNIST (the first 4096 (lenet5) or 2048 (resnet8) training images, one epoch at batch 32,
+# accuracy on the first LIMIT_TEST test images) in bf16 to the fp32 test accuracy within run-to-run
+# noise, 3 seeds each:
 #     |mean bf16 - mean fp32| <= the larger of the two spreads (max - min over the seeds) + MARGIN,
 # the rule of train_bf16.sh. MARGIN is one standard error of an accuracy measured on LIMIT_TEST
 # images, sqrt(p (1 - p) / LIMIT_TEST) at the fp32 mean p (0.0126 at p = 0.8 on 1000 images): the
 # two precisions are scored on the same images, so that is what one net's score moves by when it
 # gets a few other images right, a noise that 3 seeds' spread may not show. Also: every run learns
-# (accuracy above 0.6; 10 classes: 0.1 is a guess), bf16 really ran (its accuracy or its loss
-# differs from the same seed's fp32 run), and the same bf16 command twice gives the same result
-# line's loss bits.
+# (accuracy above 0.5; 10 classes: 0.1 is a guess), bf16 really ran (its loss differs from the same
+# seed's fp32 run), and the same bf16 command twice (on 256 images) gives the same loss bits.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
 grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
 export STARPU_NCPU=1 STARPU_NCUDA=0
 A="$STARPU_ANP"
-LIMIT_TRAIN=2048
 LIMIT_TEST=1000
 
 for net in lenet5 resnet8; do
   case "$net" in
-  lenet5) RUN=(--net lenet5 --batch 32 --lr 0.05) ;;
-  resnet8) RUN=(--net resnet8 --batch 32 --lr 0.05) ;;
+  lenet5) RUN=(--net lenet5 --limit-train 4096) ;;
+  resnet8) RUN=(--net resnet8 --limit-train 2048) ;;
   esac
-  RUN+=(--epochs 1 --limit-train "$LIMIT_TRAIN" --limit-test "$LIMIT_TEST" --quiet)
+  RUN+=(--batch 32 --lr 0.05 --epochs 1 --limit-test "$LIMIT_TEST" --quiet)
   declare -A ACC=() LOSS=()
   for p in fp32 bf16; do
     for s in 1 2 3; do
@@ -46,11 +45,13 @@ for net in lenet5 resnet8; do
   echo "$net: mean fp32 $MF (spread $RF), mean bf16 $MB (spread $RB): |difference| allowed $NOISE"
   fcmp "($MB - $MF) ^ 2 <= $NOISE ^ 2" || fail "$net: bf16's mean test accuracy $MB is not within the noise $NOISE of fp32's $MF"
   for s in 1 2 3; do
-    fcmp "${ACC[bf16$s]} > 0.6 && ${ACC[fp32$s]} > 0.6" || fail "$net seed $s: accuracy ${ACC[fp32$s]} (fp32), ${ACC[bf16$s]} (bf16): not learning"
+    fcmp "${ACC[bf16$s]} > 0.5 && ${ACC[fp32$s]} > 0.5" || fail "$net seed $s: accuracy ${ACC[fp32$s]} (fp32), ${ACC[bf16$s]} (bf16): not learning"
     [ "${LOSS[bf16$s]}" != "${LOSS[fp32$s]}" ] || fail "$net seed $s: bf16's loss ${LOSS[bf16$s]} is fp32's bit for bit: did bf16 run?"
   done
-  R2="$("$A" train "${RUN[@]}" --seed 1 --precision bf16 2>/dev/null | tail -1)" || fail "$net: bf16 rerun"
-  [ "$(result_field "$R2" test_loss)" = "${LOSS[bf161]}" ] || fail "$net: bf16 twice: test_loss ${LOSS[bf161]} then $(result_field "$R2" test_loss)"
+  R1="$("$A" train "${RUN[@]}" --limit-train 256 --limit-test 200 --precision bf16 2>/dev/null | tail -1)" || fail "$net: bf16 run 1"
+  R2="$("$A" train "${RUN[@]}" --limit-train 256 --limit-test 200 --precision bf16 2>/dev/null | tail -1)" || fail "$net: bf16 run 2"
+  [ -n "$(result_field "$R1" test_loss)" ] && [ "$(result_field "$R1" test_loss)" = "$(result_field "$R2" test_loss)" ] \
+    || fail "$net: bf16 twice: test_loss $(result_field "$R1" test_loss) then $(result_field "$R2" test_loss)"
   unset ACC LOSS
 done
 finish
