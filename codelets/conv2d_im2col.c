@@ -357,8 +357,8 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 			for (int i = 0; i < ng; i++)
 				phases_to_col(col + i * pq, ld, ph + i * pl.image, p0, p1, g, &pl);
 			if (ng == 1) {
-				conv_gemm(g, 0, 0, K, ld, crs, w, crs, col, ld, beta, y + n0 * K * pq + (size_t)p0 * g->Q,
-					  (int)pq);
+				conv_gemm(g, 0, 0, K, ld, crs, w, crs, col, ld, beta,
+					  y + n0 * K * pq + (size_t)p0 * g->Q, (int)pq);
 				continue;
 			}
 			conv_gemm(g, 0, 0, K, ld, crs, w, crs, col, ld, 0.0f, out, ld);
@@ -409,8 +409,8 @@ void dnn_conv_im2col_backward_data(float *dx, const float *dy, const float *w, c
 			int p1 = conv_imin(p0 + pl.rows, g.P);
 			int ld = ng * (p1 - p0) * g.Q;
 			if (ng == 1) {
-				conv_gemm(&g, 1, 0, crs, ld, K, w, crs, dy + n0 * K * pq + (size_t)p0 * g.Q, (int)pq, 0.0f,
-					  dcol, ld);
+				conv_gemm(&g, 1, 0, crs, ld, K, w, crs, dy + n0 * K * pq + (size_t)p0 * g.Q, (int)pq,
+					  0.0f, dcol, ld);
 			} else {
 				gather_images(dyg, dy + n0 * K * pq, ng, K, pq);
 				conv_gemm(&g, 1, 0, crs, ld, K, w, crs, dyg, ld, 0.0f, dcol, ld);
