@@ -29,6 +29,7 @@
 #include "conv2d_winograd.h"
 #include "cpu_kernels.h"
 #include "dense.h"
+#include "gemm_bf16.h"
 #include "relu.h"
 #include "knobs.h"
 
@@ -41,12 +42,14 @@ typedef struct {
 	dnn_conv_algo algos[4];
 	const char *algo_names[4];
 	int simd_off;               // --simd off: Winograd GEMMs in AVX2, batch norm's portable loops
+	int nprec;                  // --precision: conv2d and dense in each of these side by side (0 fp32, 1 bf16)
+	int prec[2];
 } bench_opts;
 
 /* Rows are kept and printed at the end, once the reference sgemm rate is final. */
 #define MAX_ROWS 512
 static struct {
-	char op[16], shape[64], phase[24];
+	char op[16], shape[64], phase[32];
 	double flops, seconds;
 	double bytes, copy_seconds; // memory-bound rows (flops = 0): traffic, and a memcpy's time at that size
 } rows[MAX_ROWS];
@@ -207,6 +210,12 @@ static void run_conv_bwd_filter(void *p)
 	dnn_conv2d_backward_filter_cpu(c->dw, c->x, c->dy, &c->a);
 }
 
+/* A row's phase: the pass, then the algorithm (when several run) and "bf16" (under --precision bf16). */
+static void phase_name(char *buf, size_t len, const char *pass, const char *algo, const bench_opts *o, int q)
+{
+	snprintf(buf, len, "%s%s%s%s", pass, algo ? " " : "", algo ? algo : "", o->prec[q] ? " bf16" : "");
+}
+
 static void bench_conv2d(const bench_opts *o)
 {
 	/* The distinct convs of ResNet-20 (CIFAR, projection shortcuts, as graph/nets/resnet20.net)
@@ -226,7 +235,8 @@ static void bench_conv2d(const bench_opts *o)
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
 	/* With --conv-algo A,B: every (shape, phase) is timed under each algorithm in turn. */
 	const int na = o->nalgos > 0 ? o->nalgos : 1;
-	double total_flops = 0, total_time[4][3] = {{0}};
+	/* With --precision fp32,bf16: each algorithm in each precision, one after the other. */
+	double total_flops = 0, total_time[4][2][3] = {{{0}}};
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
@@ -250,18 +260,18 @@ static void bench_conv2d(const bench_opts *o)
 			 c.a.K, c.a.R, c.a.S, c.a.stride);
 		double flops = dnn_conv2d_flops_fwd(&c.a);
 		for (int p = 0; p < 3; p++)
-			for (int i = 0; i < na; i++) {
-				char phase[24];
-				snprintf(phase, sizeof(phase), "%s", phases[p]);
-				if (o->nalgos > 0) {
-					c.a.algo = (int)o->algos[i];
-					if (o->nalgos > 1)
-						snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
+			for (int i = 0; i < na; i++)
+				for (int q = 0; q < o->nprec; q++) {
+					char phase[32];
+					if (o->nalgos > 0)
+						c.a.algo = (int)o->algos[i];
+					c.a.bf16 = o->prec[q];
+					const char *an = o->nalgos > 1 ? o->algo_names[i] : NULL;
+					phase_name(phase, sizeof(phase), phases[p], an, o, q);
+					double t = best_time(fns[p], &c, o->reps);
+					bench_row("conv2d", shape, phase, flops, t);
+					total_time[i][q][p] += layers[l].count * t;
 				}
-				double t = best_time(fns[p], &c, o->reps);
-				bench_row("conv2d", shape, phase, flops, t);
-				total_time[i][p] += layers[l].count * t;
-			}
 		total_flops += layers[l].count * flops;
 		free(c.x);
 		free(c.dx);
@@ -273,13 +283,13 @@ static void bench_conv2d(const bench_opts *o)
 	char shape[64];
 	snprintf(shape, sizeof(shape), "ResNet-20, all 21 convs, N%d", o->batch);
 	for (int p = 0; p < 3; p++)
-		for (int i = 0; i < na; i++) {
-			char phase[24];
-			snprintf(phase, sizeof(phase), "%s", phases[p]);
-			if (o->nalgos > 1)
-				snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
-			bench_row("conv2d", shape, phase, total_flops, total_time[i][p]);
-		}
+		for (int i = 0; i < na; i++)
+			for (int q = 0; q < o->nprec; q++) {
+				char phase[32];
+				const char *an = o->nalgos > 1 ? o->algo_names[i] : NULL;
+				phase_name(phase, sizeof(phase), phases[p], an, o, q);
+				bench_row("conv2d", shape, phase, total_flops, total_time[i][q][p]);
+			}
 }
 
 /* ------------------------------------------------------------------ conv2d_bsum */
@@ -437,8 +447,13 @@ static void bench_dense(const bench_opts *o)
 		char shape[64];
 		snprintf(shape, sizeof(shape), "%s, N%d %d -> %d", layers[l].net, c.a.N, c.a.IN, c.a.OUT);
 		for (int p = 0; p < 3; p++)
-			bench_row("dense", shape, phases[p], dnn_dense_flops_fwd(&c.a),
-				  best_time(fns[p], &c, o->reps));
+			for (int q = 0; q < o->nprec; q++) {
+				char phase[32];
+				c.a.bf16 = o->prec[q];
+				phase_name(phase, sizeof(phase), phases[p], NULL, o, q);
+				bench_row("dense", shape, phase, dnn_dense_flops_fwd(&c.a),
+					  best_time(fns[p], &c, o->reps));
+			}
 		free(c.x);
 		free(c.dx);
 		free(c.w);
@@ -640,6 +655,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME] [--conv-algo LIST]\n"
 		   "                    [--simd auto|off] [--sgemm LIST]\n"
+		   "                    [--precision fp32|bf16|fp32,bf16]\n"
 		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm (GB/s vs memcpy for the\n"
 		   "  memory-bound ops), as a markdown table.\n"
 		   "  --batch N       batch size of the benchmarked shapes (default 64)\n"
@@ -650,6 +666,8 @@ static void usage(FILE *f)
 		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
 		   "                  their SIMD versions (the results are bit-identical)\n"
+		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d and dense in each, side by side\n"
+		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16)\n"
 		   "  --sgemm LIST    only the single-core sgemm rate at each shape of LIST, comma-separated\n"
 		   "                  MxNxK (C[M x N] = A[M x K] B[K x N], row-major), one line each\n"
 		   "  --op NAME       only this op (");
@@ -671,7 +689,7 @@ static int parse_int(const char *opt, const char *s, int lo, int hi)
 
 int main(int argc, char **argv)
 {
-	bench_opts o = {.batch = 64, .reps = 5};
+	bench_opts o = {.batch = 64, .reps = 5, .nprec = 1};
 	char kerr[512];
 	if (dnn_knobs_load(kerr, sizeof(kerr)) != 0) { /* DNN_CONV_ALGO: the default algorithm */
 		fprintf(stderr, "error: %s\n", kerr);
@@ -686,11 +704,12 @@ int main(int argc, char **argv)
 		{"conv-algo", required_argument, NULL, 'a'},
 		{"simd", required_argument, NULL, 's'},
 		{"sgemm", required_argument, NULL, 'g'},
+		{"precision", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:s:g:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:s:g:p:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b': o.batch = parse_int("--batch", optarg, 1, 4096); break;
 		case 'r': o.reps = parse_int("--reps", optarg, 1, 1000); break;
@@ -732,6 +751,21 @@ int main(int argc, char **argv)
 			o.simd_off = strcmp(optarg, "off") == 0;
 			break;
 		case 'g': sgemm_list = optarg; break;
+		case 'p':
+			if (strcmp(optarg, "fp32") == 0 || strcmp(optarg, "bf16") == 0) {
+				o.nprec = 1, o.prec[0] = optarg[0] == 'b';
+			} else if (strcmp(optarg, "fp32,bf16") == 0) {
+				o.nprec = 2, o.prec[0] = 0, o.prec[1] = 1;
+			} else {
+				fprintf(stderr, "error: --precision: expected fp32, bf16 or fp32,bf16, got '%s'\n",
+					optarg);
+				return 2;
+			}
+			if ((o.prec[0] || o.nprec == 2) && !dnn_cpu_has_bf16()) {
+				fprintf(stderr, "error: --precision bf16: this CPU has no AVX512_BF16\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

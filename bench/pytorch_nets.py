@@ -33,6 +33,7 @@ It prints one line like starpu_anp bench's:
 Data are synthetic (random pixels and labels), generated once before timing, as in
 starpu_anp bench; no data loading is timed.
 """
+import contextlib
 import sys
 
 import torch
@@ -152,7 +153,8 @@ def set_math(device, math):
     torch.backends.cudnn.benchmark = True
 
 
-def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="cpu", math="fp32", input_hw=0):
+def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="cpu", math="fp32", input_hw=0,
+          autocast="off"):
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
     dev = torch.device(device)
@@ -169,9 +171,14 @@ def bench(net, batch, threads, steps, warmup, max_seconds=0.0, seed=1, device="c
     ys = [torch.randint(0, classes, (batch,), device=dev) for _ in range(4)]
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
+    # --autocast bf16: torch.autocast around forward and loss (convs and matmuls in bf16, master
+    # weights and the optimiser fp32), as bench/gpt_torch_step.py; starpu-anp's --precision bf16.
+    cast = (lambda: torch.autocast(dev.type, dtype=torch.bfloat16)) if autocast == "bf16" else contextlib.nullcontext
+
     def step(i):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[i % 4]), ys[i % 4])
+        with cast():
+            loss = loss_fn(model(xs[i % 4]), ys[i % 4])
         loss.backward()
         opt.step()
         return loss
@@ -191,6 +198,8 @@ def main():
     ap.add_argument("--math", choices=["fp32", "tf32"], default="fp32",
                     help="on cuda: fp32 disables TF32 in cuBLAS and cuDNN, tf32 enables it [fp32]")
     ap.add_argument("--input", type=int, default=0, help="input N x N (as starpu_anp --input) [the net's]")
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="bf16: torch.autocast(dtype=torch.bfloat16) around forward and loss [off]")
     ap.add_argument("--params", action="store_true", help="print 'NAME PARAMS' for every net and exit")
     a = ap.parse_args()
     if a.params:
@@ -210,7 +219,7 @@ def main():
     except RuntimeError as e:
         sys.exit(f"error: {e}")
     ips, wall, loss, done = bench(a.net, a.batch, a.threads, a.steps, a.warmup, a.max_seconds,
-                                  device=a.device, math=a.math, input_hw=a.input)
+                                  device=a.device, math=a.math, input_hw=a.input, autocast=a.autocast)
     params = param_count(NETS[a.net][0]())
     extra = ""
     if a.device != "cpu" or a.input:
@@ -219,7 +228,7 @@ def main():
                  f" cudnn={torch.backends.cudnn.version() if a.device.startswith('cuda') else 0}")
     print(f"result: framework=pytorch torch={torch.__version__} net={a.net} batch={a.batch} "
           f"threads={a.threads} params={params} steps={done} train_loss={loss:.6f} "
-          f"images_per_s={ips:.1f} wall_s={wall:.2f}{extra}")
+          f"images_per_s={ips:.1f} wall_s={wall:.2f}{' autocast=bf16' if a.autocast == 'bf16' else ''}{extra}")
     return 0
 
 

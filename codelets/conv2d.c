@@ -116,7 +116,7 @@ DNN_CODELET(cl_conv2d_bwd_filter, 4, conv2d_bwd_filter_cpu_task, dnn_conv2d_bwd_
 
 /* ------------------------------------------------------------------ insert helpers */
 
-DNN_ARGS_NO_PADDING(dnn_conv2d_args, 15 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_conv2d_args, 16 * sizeof(int));
 
 /* -EINVAL for arguments a helper cannot take: unfinished (dnn_conv2d_args_finish), or the bias
  * flag not matching the helper (bias -1: either; the bias variants take a 4th buffer). */

@@ -23,6 +23,8 @@ typedef struct {
 	int accumulate_dx;  // backward-data: 0 = dx = ..., 1 = dx += ...
 	int bias;           // fwd and bwd_filter take a 4th buffer: b (K) (R) / db (K) (+=, as dw)
 	int algo;           // dnn_conv_algo below: the CPU algorithm [0: auto] (the plan's DNN_CONV_ALGO)
+	int bf16;           // 1 (--precision bf16): every CPU path's products of bf16-rounded operands, fp32 sums
+	                    // (gemm_bf16.h); x, w, y and the gradients stay fp32 tensors, the bias sums fp32
 } dnn_conv2d_args;
 
 /* Computes P and Q; returns 0, or -1 when the shapes give an empty output or when x or y holds

@@ -52,6 +52,12 @@ float *dnn_conv_scratch(size_t nfloats)
  * C64 16x16 K128 0.94, C128 8x8 K128 0.96, C3 32x32 K64 0.88-0.95, C1 28x28 K8 0.70-0.83.
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
+/* Under --precision bf16 the weight gradient's Winograd GEMMs reduce over tiles (no vdpbf16ps
+ * kernel: they run on rounded operands at fp32 speed) while im2col's run on oneDNN's bf16 brgemm.
+ * dnn_op_bench --precision fp32,bf16 (64 images, one core, ms; docs/studies/2026-12-07-conv-bf16.md):
+ * Winograd bf16 / im2col bf16  C3 32x32 K16 0.92 / 0.55   C16 32x32 K16 2.0 / 2.3
+ * C32 16x16 K32 1.80 / 1.53   C64 8x8 K64 2.13 / 1.39. So in bf16: Winograd from 8 to 16 channels. */
+#define WINO_FILTER_BF16_RULE(g) (WINO_FILTER_RULE(g) && (g)->C >= 8 && (g)->C <= 16)
 
 /* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
  * images, one core, F(2x2) time / F(4x4) time, in a harness that alternates im2col, F(2x2) and
@@ -87,7 +93,7 @@ float *dnn_conv_scratch(size_t nfloats)
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
-			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w};
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w, .bf16 = g->bf16};
 	return s;
 }
 
@@ -137,7 +143,10 @@ static int use_winograd(const conv_geom *g)
 }
 
 /* The weight gradient has only F(2x2, 3x3): 0 or 2. */
-static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g) ? 2 : 0, 0); }
+static int use_winograd_filter(const conv_geom *g)
+{
+	return winograd_choice(g, (g->bf16 ? WINO_FILTER_BF16_RULE(g) : WINO_FILTER_RULE(g)) ? 2 : 0, 0);
+}
 
 /* Floats of scratch that conv_forward needs. */
 static size_t forward_work(const conv_geom *g)
@@ -191,7 +200,7 @@ static conv_geom flipped_geom(const conv_geom *g)
 	conv_geom t = {.N = g->N, .C = g->K, .H = g->P, .W = g->Q, .K = g->C, .R = g->R, .S = g->S,
 		       .P = g->H, .Q = g->W, .stride = 1, .dil = g->dil,
 		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w,
-		       .algo = g->algo};
+		       .algo = g->algo, .bf16 = g->bf16};
 	return t;
 }
 

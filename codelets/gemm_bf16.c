@@ -382,3 +382,31 @@ int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha,
 		    alpha, A, lda, B, ldb, beta, C, ldc);
 	return 0;
 }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+BF16_TARGET static void round_floats_simd(float *p, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(p + i));
+		_mm512_storeu_si512(p + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, p + i));
+		_mm512_mask_storeu_epi32(p + i, m, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
+}
+#endif
+
+void dnn_bf16_round_floats(float *p, size_t n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (dnn_cpu_has_bf16()) {
+		round_floats_simd(p, n);
+		return;
+	}
+#endif
+	for (size_t i = 0; i < n; i++)
+		p[i] = dnn_bf16_round(p[i]);
+}

@@ -86,6 +86,11 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
  * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
  * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
 void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
+/* p[0..n) rounded to bf16 values in place, round to nearest even (vcvtneps2bf16 where the CPU has
+ * AVX512_BF16, which also flushes denormal inputs to zero, as oneDNN's copies; else
+ * dnn_bf16_round): the operands of a kernel that then multiplies them with its own fp32 loops
+ * (a product of two bf16 values is exact in fp32: the bf16 GEMM's arithmetic at fp32 speed). */
+void dnn_bf16_round_floats(float *p, size_t n);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);
