@@ -234,11 +234,13 @@ static void help_cmd(const char *c)
 	       "                       resized and cropped to it) [as in the net file%s]\n",
 	       !strcmp(c, "eval") || !strcmp(c, "predict") ? "; eval, predict: the checkpoint's" : "");
 	if (strcmp(c, "predict") != 0)
-		printf("  --precision P        fp32, or bf16: dense, lm_head and attention multiply bf16-rounded\n"
-		       "                       operands with fp32 sums (oneDNN on CPUs with AVX512_BF16, cuBLAS\n"
-		       "                       on GPUs); weights, optimiser state, loss, softmax, normalisation\n"
-		       "                       and every other op stay fp32 (the transformer path; convolutions\n"
-		       "                       are not covered yet). A CPU without AVX512_BF16 refuses it [fp32]\n");
+		printf("  --precision P        fp32, or bf16: dense, lm_head, attention and conv multiply\n"
+		       "                       bf16-rounded operands with fp32 sums (oneDNN on CPUs with\n"
+		       "                       AVX512_BF16, cuBLAS and cuDNN on GPUs); weights, optimiser state,\n"
+		       "                       loss, softmax, normalisation and every other op stay fp32, and\n"
+		       "                       so do the activations kept for backward. Refused where CPU\n"
+		       "                       workers lack AVX512_BF16 (STARPU_NCPU=0: GPUs alone need none)\n"
+		       "                       or a GPU is older than compute capability 8.0 [fp32]\n");
 	if (strcmp(c, "train") == 0 || strcmp(c, "eval") == 0)
 		printf("  --val-fraction X     image folder without val/: hold out this fraction of each class,\n"
 		       "                       chosen by a hash of each file's path (the same in every run) [0.1]\n"

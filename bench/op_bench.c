@@ -22,12 +22,14 @@
 
 #include "add.h"
 #include "attention.h"
+#include "batchsum.h"
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
 #include "conv2d.h"
 #include "conv2d_winograd.h"
 #include "cpu_kernels.h"
 #include "dense.h"
+#include "gemm_bf16.h"
 #include "relu.h"
 #include "knobs.h"
 
@@ -40,12 +42,14 @@ typedef struct {
 	dnn_conv_algo algos[4];
 	const char *algo_names[4];
 	int simd_off;               // --simd off: Winograd GEMMs in AVX2, batch norm's portable loops
+	int nprec;                  // --precision: conv2d and dense in each of these side by side (0 fp32, 1 bf16)
+	int prec[2];
 } bench_opts;
 
 /* Rows are kept and printed at the end, once the reference sgemm rate is final. */
 #define MAX_ROWS 512
 static struct {
-	char op[16], shape[64], phase[24];
+	char op[16], shape[64], phase[32];
 	double flops, seconds;
 	double bytes, copy_seconds; // memory-bound rows (flops = 0): traffic, and a memcpy's time at that size
 } rows[MAX_ROWS];
@@ -206,10 +210,17 @@ static void run_conv_bwd_filter(void *p)
 	dnn_conv2d_backward_filter_cpu(c->dw, c->x, c->dy, &c->a);
 }
 
+/* A row's phase: the pass, then the algorithm (when several run) and "bf16" (under --precision bf16). */
+static void phase_name(char *buf, size_t len, const char *pass, const char *algo, const bench_opts *o, int q)
+{
+	snprintf(buf, len, "%s%s%s%s", pass, algo ? " " : "", algo ? algo : "", o->prec[q] ? " bf16" : "");
+}
+
 static void bench_conv2d(const bench_opts *o)
 {
 	/* The distinct convs of ResNet-20 (CIFAR, projection shortcuts, as graph/nets/resnet20.net)
-	 * and how often each occurs: 21 convs in all; then LeNet-5's two (count 0: not in the
+	 * and how often each occurs: 21 convs in all; then LeNet-5's two and ResNet-8's 3x3
+	 * stride-1 ones (28x28, 14x14 and 7x7: Winograd with partial tiles) (count 0: not in the
 	 * ResNet-20 total). */
 	static const struct {
 		int C, H, K, R, stride, pad, count;
@@ -218,12 +229,14 @@ static void bench_conv2d(const bench_opts *o)
 		{16, 32, 32, 1, 2, 0, 1}, {32, 16, 32, 3, 1, 1, 5}, {32, 16, 64, 3, 2, 1, 1},
 		{32, 16, 64, 1, 2, 0, 1}, {64, 8, 64, 3, 1, 1, 5},
 		{1, 28, 6, 5, 1, 2, 0},   {6, 14, 16, 5, 1, 0, 0},
+		{16, 28, 16, 3, 1, 1, 0}, {32, 14, 32, 3, 1, 1, 0}, {64, 7, 64, 3, 1, 1, 0},
 	};
 	static void (*const fns[3])(void *) = {run_conv_fwd, run_conv_bwd_data, run_conv_bwd_filter};
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
 	/* With --conv-algo A,B: every (shape, phase) is timed under each algorithm in turn. */
 	const int na = o->nalgos > 0 ? o->nalgos : 1;
-	double total_flops = 0, total_time[4][3] = {{0}};
+	/* With --precision fp32,bf16: each algorithm in each precision, one after the other. */
+	double total_flops = 0, total_time[4][2][3] = {{{0}}};
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
@@ -247,18 +260,18 @@ static void bench_conv2d(const bench_opts *o)
 			 c.a.K, c.a.R, c.a.S, c.a.stride);
 		double flops = dnn_conv2d_flops_fwd(&c.a);
 		for (int p = 0; p < 3; p++)
-			for (int i = 0; i < na; i++) {
-				char phase[24];
-				snprintf(phase, sizeof(phase), "%s", phases[p]);
-				if (o->nalgos > 0) {
-					c.a.algo = (int)o->algos[i];
-					if (o->nalgos > 1)
-						snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
+			for (int i = 0; i < na; i++)
+				for (int q = 0; q < o->nprec; q++) {
+					char phase[32];
+					if (o->nalgos > 0)
+						c.a.algo = (int)o->algos[i];
+					c.a.bf16 = o->prec[q];
+					const char *an = o->nalgos > 1 ? o->algo_names[i] : NULL;
+					phase_name(phase, sizeof(phase), phases[p], an, o, q);
+					double t = best_time(fns[p], &c, o->reps);
+					bench_row("conv2d", shape, phase, flops, t);
+					total_time[i][q][p] += layers[l].count * t;
 				}
-				double t = best_time(fns[p], &c, o->reps);
-				bench_row("conv2d", shape, phase, flops, t);
-				total_time[i][p] += layers[l].count * t;
-			}
 		total_flops += layers[l].count * flops;
 		free(c.x);
 		free(c.dx);
@@ -270,12 +283,116 @@ static void bench_conv2d(const bench_opts *o)
 	char shape[64];
 	snprintf(shape, sizeof(shape), "ResNet-20, all 21 convs, N%d", o->batch);
 	for (int p = 0; p < 3; p++)
-		for (int i = 0; i < na; i++) {
-			char phase[24];
-			snprintf(phase, sizeof(phase), "%s", phases[p]);
-			if (o->nalgos > 1)
-				snprintf(phase, sizeof(phase), "%s %s", phases[p], o->algo_names[i]);
-			bench_row("conv2d", shape, phase, total_flops, total_time[i][p]);
+		for (int i = 0; i < na; i++)
+			for (int q = 0; q < o->nprec; q++) {
+				char phase[32];
+				const char *an = o->nalgos > 1 ? o->algo_names[i] : NULL;
+				phase_name(phase, sizeof(phase), phases[p], an, o, q);
+				bench_row("conv2d", shape, phase, total_flops, total_time[i][q][p]);
+			}
+}
+
+/* ------------------------------------------------------------------ conv2d_bsum */
+
+/* What the weight gradient costs as an exact batch sum (codelets/batchsum.h: each image's, or
+ * each block of 4 or 16 images', gradient alone, added on a 128-bit fixed-point grid), against
+ * the batched kernel: the distinct convs of ResNet-20 and ResNet-8, and each net's total over
+ * its convs. */
+typedef struct {
+	dnn_conv2d_args a;
+	float *x, *dy, *dw, *work;
+	dnn_bsum *acc;
+} bsum_ctx;
+
+static void run_bsum_batched(void *p)
+{
+	bsum_ctx *c = p;
+	dnn_conv2d_backward_filter_cpu(c->dw, c->x, c->dy, &c->a);
+}
+
+static void run_bsum_exact_block(bsum_ctx *c, int block)
+{
+	const size_t nw = (size_t)c->a.K * c->a.C * c->a.R * c->a.S;
+	memset(c->acc, 0, nw * sizeof(dnn_bsum));
+	dnn_conv2d_backward_filter_bsum_cpu(c->acc, c->x, c->dy, &c->a, block, c->work);
+	dnn_bsum_round(c->dw, c->acc, nw);
+}
+static void run_bsum_exact(void *p) { run_bsum_exact_block(p, 1); }
+static void run_bsum_exact4(void *p) { run_bsum_exact_block(p, 4); }
+static void run_bsum_exact16(void *p) { run_bsum_exact_block(p, 16); }
+
+/* The per-image kernel calls of run_bsum_exact, each accumulating onto dw in float: the exact
+ * grid's own cost is the difference with run_bsum_exact. */
+static void run_bsum_per_image(void *p)
+{
+	bsum_ctx *c = p;
+	const size_t xs = (size_t)c->a.C * c->a.H * c->a.W, ys = (size_t)c->a.K * c->a.P * c->a.Q;
+	dnn_conv2d_args one = c->a;
+	one.N = 1;
+	for (int n = 0; n < c->a.N; n++)
+		dnn_conv2d_backward_filter_cpu(c->dw, c->x + n * xs, c->dy + n * ys, &one); // dw +=
+}
+
+static void bench_conv2d_bsum(const bench_opts *o)
+{
+	static const struct {
+		int net, C, H, K, R, stride, pad, count; // net 0: ResNet-20 (CIFAR), 1: ResNet-8 (28x28)
+	} layers[] = {
+		{0, 3, 32, 16, 3, 1, 1, 1},  {0, 16, 32, 16, 3, 1, 1, 6}, {0, 16, 32, 32, 3, 2, 1, 1},
+		{0, 16, 32, 32, 1, 2, 0, 1}, {0, 32, 16, 32, 3, 1, 1, 5}, {0, 32, 16, 64, 3, 2, 1, 1},
+		{0, 32, 16, 64, 1, 2, 0, 1}, {0, 64, 8, 64, 3, 1, 1, 5},  {1, 1, 28, 16, 3, 1, 1, 1},
+		{1, 16, 28, 16, 3, 1, 1, 2}, {1, 16, 28, 32, 3, 2, 1, 1}, {1, 16, 28, 32, 1, 2, 0, 1},
+		{1, 32, 14, 32, 3, 1, 1, 1}, {1, 32, 14, 64, 3, 2, 1, 1}, {1, 32, 14, 64, 1, 2, 0, 1},
+		{1, 64, 7, 64, 3, 1, 1, 1},
+	};
+	enum { NP = 5 };
+	static void (*const fns[NP])(void *) = {run_bsum_batched, run_bsum_per_image, run_bsum_exact, run_bsum_exact4,
+						run_bsum_exact16};
+	static const char *const phases[NP] = {"bwd_filter", "bwd_filter per image", "bwd_filter exact",
+					       "bwd_filter exact b4", "bwd_filter exact b16"};
+	double total_flops[2] = {0}, total_time[2][NP] = {{0}};
+	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
+		bsum_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
+				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
+				    .stride = layers[l].stride, .pad = layers[l].pad, .dilation = 1,
+				    .algo = (int)dnn_knobs_get()->conv_algo}};
+		if (o->nalgos > 0)
+			c.a.algo = (int)o->algos[0];
+		if (dnn_conv2d_args_finish(&c.a) != 0) {
+			fprintf(stderr, "error: bad conv shape in the table\n");
+			exit(1);
+		}
+		const size_t nw = (size_t)c.a.K * c.a.C * c.a.R * c.a.S;
+		c.x = alloc_uniform((size_t)c.a.N * c.a.C * c.a.H * c.a.W);
+		c.dy = alloc_uniform((size_t)c.a.N * c.a.K * c.a.P * c.a.Q);
+		c.dw = alloc_uniform(nw);
+		c.work = alloc_uniform(nw);
+		c.acc = malloc(nw * sizeof(dnn_bsum));
+		if (!c.acc) {
+			fprintf(stderr, "error: out of memory\n");
+			exit(1);
+		}
+		char shape[64];
+		snprintf(shape, sizeof(shape), "%s N%d %dx%dx%d -> %d, %dx%d s%d", layers[l].net ? "R8" : "R20", c.a.N,
+			 c.a.C, c.a.H, c.a.W, c.a.K, c.a.R, c.a.S, c.a.stride);
+		const double flops = dnn_conv2d_flops_fwd(&c.a);
+		for (int p = 0; p < NP; p++) {
+			const double t = best_time(fns[p], &c, o->reps);
+			bench_row("conv2d_bsum", shape, phases[p], flops, t);
+			total_time[layers[l].net][p] += layers[l].count * t;
+		}
+		total_flops[layers[l].net] += layers[l].count * flops;
+		free(c.x);
+		free(c.dy);
+		free(c.dw);
+		free(c.work);
+		free(c.acc);
+	}
+	for (int net = 0; net < 2; net++)
+		for (int p = 0; p < NP; p++) {
+			char shape[64];
+			snprintf(shape, sizeof(shape), "%s, all convs, N%d", net ? "ResNet-8" : "ResNet-20", o->batch);
+			bench_row("conv2d_bsum", shape, phases[p], total_flops[net], total_time[net][p]);
 		}
 }
 
@@ -330,8 +447,13 @@ static void bench_dense(const bench_opts *o)
 		char shape[64];
 		snprintf(shape, sizeof(shape), "%s, N%d %d -> %d", layers[l].net, c.a.N, c.a.IN, c.a.OUT);
 		for (int p = 0; p < 3; p++)
-			bench_row("dense", shape, phases[p], dnn_dense_flops_fwd(&c.a),
-				  best_time(fns[p], &c, o->reps));
+			for (int q = 0; q < o->nprec; q++) {
+				char phase[32];
+				c.a.bf16 = o->prec[q];
+				phase_name(phase, sizeof(phase), phases[p], NULL, o, q);
+				bench_row("dense", shape, phase, dnn_dense_flops_fwd(&c.a),
+					  best_time(fns[p], &c, o->reps));
+			}
 		free(c.x);
 		free(c.dx);
 		free(c.w);
@@ -522,6 +644,7 @@ static const struct {
 	void (*run)(const bench_opts *o);
 } ops[] = {
 	{"conv2d", bench_conv2d},
+	{"conv2d_bsum", bench_conv2d_bsum},
 	{"dense", bench_dense},
 	{"bn", bench_bn},
 	{"eltwise", bench_eltwise},
@@ -532,6 +655,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME] [--conv-algo LIST]\n"
 		   "                    [--simd auto|off] [--sgemm LIST]\n"
+		   "                    [--precision fp32|bf16|fp32,bf16]\n"
 		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm (GB/s vs memcpy for the\n"
 		   "  memory-bound ops), as a markdown table.\n"
 		   "  --batch N       batch size of the benchmarked shapes (default 64)\n"
@@ -542,6 +666,8 @@ static void usage(FILE *f)
 		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
 		   "                  their SIMD versions (the results are bit-identical)\n"
+		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d and dense in each, side by side\n"
+		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16)\n"
 		   "  --sgemm LIST    only the single-core sgemm rate at each shape of LIST, comma-separated\n"
 		   "                  MxNxK (C[M x N] = A[M x K] B[K x N], row-major), one line each\n"
 		   "  --op NAME       only this op (");
@@ -563,7 +689,7 @@ static int parse_int(const char *opt, const char *s, int lo, int hi)
 
 int main(int argc, char **argv)
 {
-	bench_opts o = {.batch = 64, .reps = 5};
+	bench_opts o = {.batch = 64, .reps = 5, .nprec = 1};
 	char kerr[512];
 	if (dnn_knobs_load(kerr, sizeof(kerr)) != 0) { /* DNN_CONV_ALGO: the default algorithm */
 		fprintf(stderr, "error: %s\n", kerr);
@@ -578,11 +704,12 @@ int main(int argc, char **argv)
 		{"conv-algo", required_argument, NULL, 'a'},
 		{"simd", required_argument, NULL, 's'},
 		{"sgemm", required_argument, NULL, 'g'},
+		{"precision", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int ch;
-	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:s:g:h", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "b:r:o:c:a:s:g:p:h", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'b': o.batch = parse_int("--batch", optarg, 1, 4096); break;
 		case 'r': o.reps = parse_int("--reps", optarg, 1, 1000); break;
@@ -624,6 +751,21 @@ int main(int argc, char **argv)
 			o.simd_off = strcmp(optarg, "off") == 0;
 			break;
 		case 'g': sgemm_list = optarg; break;
+		case 'p':
+			if (strcmp(optarg, "fp32") == 0 || strcmp(optarg, "bf16") == 0) {
+				o.nprec = 1, o.prec[0] = optarg[0] == 'b';
+			} else if (strcmp(optarg, "fp32,bf16") == 0) {
+				o.nprec = 2, o.prec[0] = 0, o.prec[1] = 1;
+			} else {
+				fprintf(stderr, "error: --precision: expected fp32, bf16 or fp32,bf16, got '%s'\n",
+					optarg);
+				return 2;
+			}
+			if ((o.prec[0] || o.nprec == 2) && !dnn_cpu_has_bf16()) {
+				fprintf(stderr, "error: --precision bf16: this CPU has no AVX512_BF16\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -15,7 +15,9 @@
  * fixed, whatever the thread or run.
  * With bf16 (--precision bf16) the five products' operands are rounded to bf16 (q, k, v, dy, and
  * the fp32 P and dS tiles) and summed in fp32 (gemm_bf16.h); the online softmax, lse, D_t and the
- * dq/dk/dv accumulators stay fp32.
+ * dq/dk/dv accumulators stay fp32. q, k, v and dy are rounded once per head, as they are packed,
+ * into bf16 blocks that the tiles' products read in place (rounded per tile product instead, each
+ * key block's k and v were rounded once per query block: T/BQ times); the same bits either way.
  */
 #include "attention.h"
 
@@ -181,9 +183,39 @@ static void pack(float *restrict dst, const float *restrict src, int r0, int n, 
 		memcpy(dst + (size_t)r * D, src + (size_t)(r0 + r) * ld, (size_t)D * sizeof(float));
 }
 
-/* One (sample, head), packed: q, k, v (T,D); y rows of stride ldy; lse (T) or NULL. */
-static int fwd_head(float *y, float *lse, const float *q, const float *k, const float *v, int T, int D, int ldy,
-		    float scale, float *scratch, const row_ops *ro, int bf16)
+/* The same into a packed n x D block of bf16, rounded as dnn_gemm_bf16 rounds (dnn_bf16_convert):
+ * packed in fp32 into stage (n x D floats) first, then rounded in one call (a call per row of D =
+ * 32 cost more than the rounding: attention forward ran 25% slower on gpt-nano). */
+static void pack_bf16(uint16_t *restrict dst, float *restrict stage, const float *restrict src, int n, int D, int ld)
+{
+	pack(stage, src, 0, n, D, ld);
+	dnn_bf16_convert(dst, stage, (size_t)n * D);
+}
+
+/* A packed head (T,D) as a tile product's operand: fp32, or (bf16) its bf16 copy; rows from r0. */
+static dnn_bf16_operand rows(dnn_bf16_operand o, int r0)
+{
+	if (o.f)
+		o.f += (size_t)r0 * o.ld;
+	else
+		o.h += (size_t)r0 * o.ld;
+	return o;
+}
+static dnn_bf16_operand tile(const float *t, int ld) { return (dnn_bf16_operand){.f = t, .ld = ld}; }
+
+/* One tile product C = alpha op(A) op(B) + beta C: sgemm (fp32), or the bf16 GEMM reading the
+ * head's bf16 operands in place and rounding the fp32 tiles (P, dS). */
+static int tile_gemm(int bf16, int tA, int tB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		     float beta, float *C, int ldc)
+{
+	if (bf16)
+		return dnn_gemm_bf16_ex(tA, tB, M, N, K, alpha, A, B, beta, NULL, C, ldc);
+	return dnn_gemm(0, tA, tB, M, N, K, alpha, A.f, A.ld, B.f, B.ld, beta, C, ldc);
+}
+
+/* One (sample, head), packed: q, k, v (T,D), fp32 or bf16; y rows of stride ldy; lse (T) or NULL. */
+static int fwd_head(float *y, float *lse, dnn_bf16_operand q, dnn_bf16_operand k, dnn_bf16_operand v, int T, int D,
+		    int ldy, float scale, float *scratch, const row_ops *ro, int bf16)
 {
 	int rc = 0;
 	float *S = scratch, *m = S + (size_t)BQ * BK, *l = m + BQ, *os = l + BQ;
@@ -195,8 +227,7 @@ static int fwd_head(float *y, float *lse, const float *q, const float *k, const 
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			/* keys j0 .. j0+bk-1, the last one no later than the block's last query */
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
-			rc |= dnn_gemm(bf16, 0, 1, bq, bk, D, scale, q + (size_t)i0 * D, D,
-				    k + (size_t)j0 * D, D, 0.0f, S, BK);
+			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, scale, rows(q, i0), rows(k, j0), 0.0f, S, BK);
 			for (int r = 0; r < bq; r++) {
 				float *s = S + (size_t)r * BK;
 				/* query i0+r sees keys up to itself: n of this tile's columns */
@@ -220,8 +251,7 @@ static int fwd_head(float *y, float *lse, const float *q, const float *k, const 
 					l[r] += sum;
 				}
 			}
-			rc |= dnn_gemm(bf16, 0, 0, bq, D, bk, 1.0f, S, BK, v + (size_t)j0 * D, D,
-				    1.0f, os, D);
+			rc |= tile_gemm(bf16, 0, 0, bq, D, bk, 1.0f, tile(S, BK), rows(v, j0), 1.0f, os, D);
 		}
 		for (int r = 0; r < bq; r++) {
 			const float inv = 1.0f / l[r];
@@ -244,30 +274,44 @@ int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *tiles = hv + TD;
+	uint16_t *bq = (uint16_t *)scratch, *bk = bq + TD, *bv = bk + TD; /* bf16: in hq, hk's room; hv stages */
+	dnn_bf16_operand oq = {.f = hq, .ld = D}, ok = {.f = hk, .ld = D}, ov = {.f = hv, .ld = D};
+	if (a->bf16)
+		oq = (dnn_bf16_operand){.h = bq, .ld = D}, ok = (dnn_bf16_operand){.h = bk, .ld = D},
+		ov = (dnn_bf16_operand){.h = bv, .ld = D};
 	for (int n = 0; n < a->N; n++)
 		for (int h = 0; h < H; h++) {
 			const float *q = qkv + (size_t)n * T * 3 * C + (size_t)h * D;
-			pack(hq, q, 0, T, D, 3 * C);
-			pack(hk, q + C, 0, T, D, 3 * C);
-			pack(hv, q + 2 * C, 0, T, D, 3 * C);
-			if (fwd_head(y + (size_t)n * T * C + (size_t)h * D, lse ? lse + ((size_t)n * H + h) * T : NULL, hq,
-				     hk, hv, T, D, C, scale, tiles, ro, a->bf16) != 0)
+			if (a->bf16) {
+				pack_bf16(bq, hv, q, T, D, 3 * C);
+				pack_bf16(bk, hv, q + C, T, D, 3 * C);
+				pack_bf16(bv, hv, q + 2 * C, T, D, 3 * C);
+			} else {
+				pack(hq, q, 0, T, D, 3 * C);
+				pack(hk, q + C, 0, T, D, 3 * C);
+				pack(hv, q + 2 * C, 0, T, D, 3 * C);
+			}
+			float *lh = lse ? lse + ((size_t)n * H + h) * T : NULL;
+			if (fwd_head(y + (size_t)n * T * C + (size_t)h * D, lh, oq, ok, ov, T, D, C, scale, tiles, ro,
+				     a->bf16) != 0)
 				return -1;
 		}
 	return 0;
 }
 
 /* One (sample, head), packed: dq rows of stride ld (=|+= per accumulate), dk, dv (T,D) +=, q, k,
- * v, dy (T,D), y rows of stride ldy, lse (T). */
-static int bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, const float *k, const float *v,
-		    const float *dy, const float *y, int ldy, const float *lse, int T, int D, float scale, int accumulate,
-		    float *scratch, const row_ops *ro, int bf16)
+ * v, dy (T,D) as the products' operands (fp32 or bf16), dyf the fp32 dy (T,D) for D_t, y rows of
+ * stride ldy, lse (T). */
+static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q, dnn_bf16_operand k,
+		    dnn_bf16_operand v, dnn_bf16_operand dy, const float *dyf, const float *y, int ldy,
+		    const float *lse, int T, int D, float scale, int accumulate, float *scratch, const row_ops *ro,
+		    int bf16)
 {
 	int rc = 0;
 	float *P = scratch, *dP = P + (size_t)BQ * BK, *Dt = dP + (size_t)BQ * BK, *dqs = Dt + BQ;
 	for (int i0 = 0; i0 < T; i0 += BQ) {
 		const int bq = T - i0 < BQ ? T - i0 : BQ;
-		const float *qi = q + (size_t)i0 * D, *dyi = dy + (size_t)i0 * D;
+		const float *dyi = dyf + (size_t)i0 * D;
 		for (int r = 0; r < bq; r++) {
 			const float *yr = y + (size_t)(i0 + r) * ldy, *dyr = dyi + (size_t)r * D;
 			float s = 0.0f;
@@ -278,8 +322,8 @@ static int bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, con
 		memset(dqs, 0, (size_t)bq * D * sizeof(float));
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
-			const float *kj = k + (size_t)j0 * D, *vj = v + (size_t)j0 * D;
-			rc |= dnn_gemm(bf16, 0, 1, bq, bk, D, scale, qi, D, kj, D, 0.0f, P, BK);
+			const dnn_bf16_operand qi = rows(q, i0), dyo = rows(dy, i0), kj = rows(k, j0), vj = rows(v, j0);
+			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, scale, qi, kj, 0.0f, P, BK);
 			for (int r = 0; r < bq; r++) {
 				float *p = P + (size_t)r * BK;
 				const int lim = i0 + r - j0 + 1, n = lim < 0 ? 0 : lim < bk ? lim : bk;
@@ -289,16 +333,14 @@ static int bwd_head(float *dq, int ld, float *dk, float *dv, const float *q, con
 					memset(p + n, 0, (size_t)(bk - n) * sizeof(float));
 			}
 			// dv (bk,D) += P^T (bk,bq) dy (bq,D)
-			rc |= dnn_gemm(bf16, 1, 0, bk, D, bq, 1.0f, P, BK, dyi, D, 1.0f,
-				    dv + (size_t)j0 * D, D);
+			rc |= tile_gemm(bf16, 1, 0, bk, D, bq, 1.0f, tile(P, BK), dyo, 1.0f, dv + (size_t)j0 * D, D);
 			// dP (bq,bk) = dy (bq,D) v^T (D,bk)
-			rc |= dnn_gemm(bf16, 0, 1, bq, bk, D, 1.0f, dyi, D, vj, D, 0.0f, dP, BK);
+			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, 1.0f, dyo, vj, 0.0f, dP, BK);
 			for (int r = 0; r < bq; r++)
 				ro->dsoft(dP + (size_t)r * BK, P + (size_t)r * BK, Dt[r], scale, bk);
 			// dq (bq,D) += dS (bq,bk) k (bk,D); dk (bk,D) += dS^T (bk,bq) q (bq,D)
-			rc |= dnn_gemm(bf16, 0, 0, bq, D, bk, 1.0f, dP, BK, kj, D, 1.0f, dqs, D);
-			rc |= dnn_gemm(bf16, 1, 0, bk, D, bq, 1.0f, dP, BK, qi, D, 1.0f,
-				    dk + (size_t)j0 * D, D);
+			rc |= tile_gemm(bf16, 0, 0, bq, D, bk, 1.0f, tile(dP, BK), kj, 1.0f, dqs, D);
+			rc |= tile_gemm(bf16, 1, 0, bk, D, bq, 1.0f, tile(dP, BK), qi, 1.0f, dk + (size_t)j0 * D, D);
 		}
 		for (int r = 0; r < bq; r++) {
 			float *dqr = dq + (size_t)(i0 + r) * ld;
@@ -337,16 +379,31 @@ int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, co
 	const row_ops *ro = row_ops_get();
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *hdy = hv + TD, *hdk = hdy + TD, *hdv = hdk + TD;
 	float *tiles = hdv + TD;
+	/* bf16: q, k, v, dy's bf16 blocks in the room of the fp32 q, k (hv stages) */
+	uint16_t *bq = (uint16_t *)scratch, *bk = bq + TD, *bv = bk + TD, *bdy = bv + TD;
+	dnn_bf16_operand oq = {.f = hq, .ld = D}, ok = {.f = hk, .ld = D}, ov = {.f = hv, .ld = D},
+			 ody = {.f = hdy, .ld = D};
+	if (a->bf16)
+		oq = (dnn_bf16_operand){.h = bq, .ld = D}, ok = (dnn_bf16_operand){.h = bk, .ld = D},
+		ov = (dnn_bf16_operand){.h = bv, .ld = D}, ody = (dnn_bf16_operand){.h = bdy, .ld = D};
 	for (int n = 0; n < a->N; n++)
 		for (int h = 0; h < H; h++) {
 			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
-			pack(hq, qkv + o, 0, T, D, 3 * C);
-			pack(hk, qkv + o + C, 0, T, D, 3 * C);
-			pack(hv, qkv + o + 2 * C, 0, T, D, 3 * C);
-			pack(hdy, dy + oy, 0, T, D, C);
+			pack(hdy, dy + oy, 0, T, D, C); /* fp32 for D_t */
+			if (a->bf16) {
+				pack_bf16(bq, hv, qkv + o, T, D, 3 * C);
+				pack_bf16(bk, hv, qkv + o + C, T, D, 3 * C);
+				pack_bf16(bv, hv, qkv + o + 2 * C, T, D, 3 * C);
+				dnn_bf16_convert(bdy, hdy, TD);
+			} else {
+				pack(hq, qkv + o, 0, T, D, 3 * C);
+				pack(hk, qkv + o + C, 0, T, D, 3 * C);
+				pack(hv, qkv + o + 2 * C, 0, T, D, 3 * C);
+			}
 			memset(hdk, 0, 2 * TD * sizeof(float));
-			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, hq, hk, hv, hdy, y + oy, C, lse + ((size_t)n * H + h) * T, T,
-				     D, scale, a->accumulate_dx, tiles, ro, a->bf16) != 0)
+			const float *lh = lse + ((size_t)n * H + h) * T;
+			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, y + oy, C, lh, T, D, scale,
+				     a->accumulate_dx, tiles, ro, a->bf16) != 0)
 				return -1;
 			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
 			unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);

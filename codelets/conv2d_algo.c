@@ -52,6 +52,12 @@ float *dnn_conv_scratch(size_t nfloats)
  * C64 16x16 K128 0.94, C128 8x8 K128 0.96, C3 32x32 K64 0.88-0.95, C1 28x28 K8 0.70-0.83.
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
+/* Under --precision bf16 the weight gradient's Winograd GEMMs reduce over tiles (no vdpbf16ps
+ * kernel: they run on rounded operands at fp32 speed) while im2col's run on oneDNN's bf16 brgemm.
+ * dnn_op_bench --precision fp32,bf16 (64 images, one core, ms; docs/studies/2026-12-07-conv-bf16.md):
+ * Winograd bf16 / im2col bf16  C3 32x32 K16 0.92 / 0.55   C16 32x32 K16 2.0 / 2.3
+ * C32 16x16 K32 1.80 / 1.53   C64 8x8 K64 2.13 / 1.39. So in bf16: Winograd from 8 to 16 channels. */
+#define WINO_FILTER_BF16_RULE(g) (WINO_FILTER_RULE(g) && (g)->C >= 8 && (g)->C <= 16)
 
 /* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
  * images, one core, F(2x2) time / F(4x4) time, in a harness that alternates im2col, F(2x2) and
@@ -78,13 +84,16 @@ float *dnn_conv_scratch(size_t nfloats)
  * with 16 to 32 output channels on images of 32 columns and more. */
 #define WINO4_STEM_RULE(g) ((g)->C == 3 && (g)->K >= 16 && (g)->K <= 32 && (g)->Q >= 32)
 /* auto takes F(4x4) by the two rules above only when this is 1 (use_winograd says why it is 0,
- * and what it would take). */
+ * and what it would take). A build can set it (-DWINO4_ENABLED_IN_AUTO=1 in CMAKE_C_FLAGS) to
+ * measure the step time auto would give with it (bench/f4_default.sh). */
+#ifndef WINO4_ENABLED_IN_AUTO
 #define WINO4_ENABLED_IN_AUTO 0
+#endif
 
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
-			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w};
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w, .bf16 = g->bf16};
 	return s;
 }
 
@@ -123,8 +132,10 @@ static int use_winograd(const conv_geom *g)
 	 * isolated steps, as tests/scripts/bnlib.sh describes at larger learning rates): in one
 	 * process, K = 2, 3, 4, 8, 16 chunks against 1, F(4x4) 5.2-6.6e-6 every time, F(2x2)
 	 * 5.8e-8 at K = 2, 4, 8 but 1.7e-6 at 3 and 1.0e-6 at 16. Taking it needs sums over the
-	 * batch that do not depend on the cut, or a test less sensitive to the trajectory.
-	 * DNN_CONV_ALGO=winograd4 forces F(4x4). */
+	 * batch that do not depend on the cut, or a test less sensitive to the trajectory: such
+	 * sums exist for the weight gradient (batchsum.h, 1.0-2.1x its cost), but on an AMD Zen 5
+	 * F(4x4) by these rules gave no step gain to pay for them (0.91-1.07x;
+	 * docs/studies/2026-12-07-f4-default.md). DNN_CONV_ALGO=winograd4 forces F(4x4). */
 	const int rule = WINO_RULE(g) ? (WINO4_ENABLED_IN_AUTO && WINO4_RULE(g) ? 4 : 2)
 			 : (WINO4_ENABLED_IN_AUTO && WINO4_STEM_RULE(g)) ? 4
 									 : 0;
@@ -132,7 +143,10 @@ static int use_winograd(const conv_geom *g)
 }
 
 /* The weight gradient has only F(2x2, 3x3): 0 or 2. */
-static int use_winograd_filter(const conv_geom *g) { return winograd_choice(g, WINO_FILTER_RULE(g) ? 2 : 0, 0); }
+static int use_winograd_filter(const conv_geom *g)
+{
+	return winograd_choice(g, (g->bf16 ? WINO_FILTER_BF16_RULE(g) : WINO_FILTER_RULE(g)) ? 2 : 0, 0);
+}
 
 /* Floats of scratch that conv_forward needs. */
 static size_t forward_work(const conv_geom *g)
@@ -186,7 +200,7 @@ static conv_geom flipped_geom(const conv_geom *g)
 	conv_geom t = {.N = g->N, .C = g->K, .H = g->P, .W = g->Q, .K = g->C, .R = g->R, .S = g->S,
 		       .P = g->H, .Q = g->W, .stride = 1, .dil = g->dil,
 		       .pad_h = g->dil * (g->R - 1) - g->pad_h, .pad_w = g->dil * (g->S - 1) - g->pad_w,
-		       .algo = g->algo};
+		       .algo = g->algo, .bf16 = g->bf16};
 	return t;
 }
 

@@ -17,12 +17,16 @@
  *     on AVX2+FMA CPUs: register-blocked direct loops over a padded image ("direct path");
  *   - 3x3 stride-1 undilated convs run as Winograd F(2x2, 3x3) where that measured faster
  *     (codelets/conv2d_winograd_f2.c; the choice, DNN_CONV_ALGO, under "Winograd dispatch").
+ * With g->bf16 (--precision bf16) every GEMM is dnn_gemm's bf16 one (gemm_bf16.h: the operands
+ * rounded to bf16 as it copies them, exact products, fp32 sums); im2col, col2im and the scatters
+ * stay fp32 (they only move or add floats).
  * The double-precision naive reference lives in the tests (tests/op_cases.c).
  */
-#include <cblas.h>
 #include <string.h>
 
 #include "conv2d_impl.h"
+#include "dnn_codelet.h"
+#include "gemm_bf16.h"
 #include "short_copy.h"
 
 /* Floats of column buffer per block: 64 Ki floats = 256 KiB, half of a typical L2. */
@@ -297,6 +301,15 @@ static void subsample_add_back(float *restrict dx, const float *restrict dxs, co
  * or [p0, p1) == [0, P). A one-image block's GEMM reads dy / writes y in place (ld = P*Q); a
  * several-image block goes through a (K, ng*P*Q) buffer. */
 
+/* The kernels' one GEMM (row-major, as cblas_sgemm; trans 0 = as stored): sgemm, or the bf16
+ * GEMM under g->bf16, whose failure (its bf16 copies, oneDNN) is recorded as a worker error. */
+static void conv_gemm(const conv_geom *g, int tA, int tB, int M, int N, int K, const float *A, int lda,
+		      const float *B, int ldb, float beta, float *C, int ldc)
+{
+	if (dnn_gemm(g->bf16, tA, tB, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) != 0)
+		dnn_worker_error("conv2d: the bf16 GEMM (%d x %d x %d) failed (%s)", M, N, K, dnn_gemm_bf16_impl());
+}
+
 /* ------------------------------------------------------------------ kernels */
 
 /* The kernels below walk blocks of images [n0, n0 + ng) and output rows [p0, p1), with ng == 1
@@ -325,8 +338,7 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 				subsample(work, xs, g);
 				xs = work;
 			}
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, (int)pq, g->C, 1.0f, w,
-				    crs, xs, (int)pq, beta, y + n * K * pq, (int)pq);
+			conv_gemm(g, 0, 0, K, (int)pq, g->C, w, crs, xs, (int)pq, beta, y + n * K * pq, (int)pq);
 		}
 		return;
 	}
@@ -345,13 +357,11 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 			for (int i = 0; i < ng; i++)
 				phases_to_col(col + i * pq, ld, ph + i * pl.image, p0, p1, g, &pl);
 			if (ng == 1) {
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, ld, crs, 1.0f, w,
-					    crs, col, ld, beta, y + n0 * K * pq + (size_t)p0 * g->Q,
-					    (int)pq);
+				conv_gemm(g, 0, 0, K, ld, crs, w, crs, col, ld, beta,
+					  y + n0 * K * pq + (size_t)p0 * g->Q, (int)pq);
 				continue;
 			}
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, K, ld, crs, 1.0f, w, crs,
-				    col, ld, 0.0f, out, ld);
+			conv_gemm(g, 0, 0, K, ld, crs, w, crs, col, ld, 0.0f, out, ld);
 			scatter_images(y + n0 * K * pq, out, ng, K, pq, beta != 0.0f);
 		}
 	}
@@ -367,8 +377,8 @@ void dnn_conv_im2col_backward_data(float *dx, const float *dy, const float *w, c
 	const float beta = accumulate_dx ? 1.0f : 0.0f;
 	if (conv_is_pointwise(&g) && g.stride == 1) {
 		for (int n = 0; n < g.N; n++)
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.C, (int)pq, K, 1.0f, w,
-				    crs, dy + n * K * pq, (int)pq, beta, dx + n * chw, (int)pq);
+			conv_gemm(&g, 1, 0, g.C, (int)pq, K, w, crs, dy + n * K * pq, (int)pq, beta, dx + n * chw,
+				  (int)pq);
 		return;
 	}
 	if (conv_is_pointwise(&g)) {
@@ -378,8 +388,7 @@ void dnn_conv_im2col_backward_data(float *dx, const float *dy, const float *w, c
 		if (!accumulate_dx)
 			memset(dx, 0, (size_t)g.N * chw * sizeof(float));
 		for (int n = 0; n < g.N; n++) {
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.C, (int)pq, K, 1.0f, w,
-				    crs, dy + n * K * pq, (int)pq, 0.0f, dxs, (int)pq);
+			conv_gemm(&g, 1, 0, g.C, (int)pq, K, w, crs, dy + n * K * pq, (int)pq, 0.0f, dxs, (int)pq);
 			subsample_add_back(dx + n * chw, dxs, &g);
 		}
 		return;
@@ -400,13 +409,11 @@ void dnn_conv_im2col_backward_data(float *dx, const float *dy, const float *w, c
 			int p1 = conv_imin(p0 + pl.rows, g.P);
 			int ld = ng * (p1 - p0) * g.Q;
 			if (ng == 1) {
-				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, ld, K, 1.0f, w,
-					    crs, dy + n0 * K * pq + (size_t)p0 * g.Q, (int)pq, 0.0f, dcol,
-					    ld);
+				conv_gemm(&g, 1, 0, crs, ld, K, w, crs, dy + n0 * K * pq + (size_t)p0 * g.Q, (int)pq,
+					  0.0f, dcol, ld);
 			} else {
 				gather_images(dyg, dy + n0 * K * pq, ng, K, pq);
-				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, ld, K, 1.0f, w,
-					    crs, dyg, ld, 0.0f, dcol, ld);
+				conv_gemm(&g, 1, 0, crs, ld, K, w, crs, dyg, ld, 0.0f, dcol, ld);
 			}
 			for (int i = 0; i < ng; i++)
 				col_to_phases(dph + i * pl.image, dcol + i * pq, ld, p0, p1, &g, &pl);
@@ -432,8 +439,7 @@ void dnn_conv_im2col_backward_filter(float *dw, const float *x, const float *dy,
 				subsample(xs_buf, xs, &g);
 				xs = xs_buf;
 			}
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, K, g.C, (int)pq, 1.0f,
-				    dy + n * K * pq, (int)pq, xs, (int)pq, 1.0f, dw, crs);
+			conv_gemm(&g, 0, 1, K, g.C, (int)pq, dy + n * K * pq, (int)pq, xs, (int)pq, 1.0f, dw, crs);
 		}
 		return;
 	}
@@ -464,8 +470,7 @@ void dnn_conv_im2col_backward_filter(float *dw, const float *x, const float *dy,
 				lda = ld;
 			}
 			/* dw^T = col dy^T rather than dw = dy col^T: OpenBLAS packs col faster so. */
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, crs, K, ld, 1.0f, col, ld,
-				    A, lda, beta, dwt, K);
+			conv_gemm(&g, 0, 1, crs, K, ld, col, ld, A, lda, beta, dwt, K);
 			beta = 1.0f;
 		}
 	}

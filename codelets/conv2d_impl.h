@@ -23,13 +23,14 @@ typedef struct {
 	int P, Q;       // output (N, K, P, Q)
 	int stride, dil, pad_h, pad_w;
 	int algo;       // dnn_conv_algo: which CPU algorithm runs it (dnn_conv2d_args.algo)
+	int bf16;       // products of bf16-rounded operands, fp32 sums (dnn_conv2d_args.bf16)
 } conv_geom;
 
 static inline conv_geom conv_geom_of(const dnn_conv2d_args *a)
 {
 	conv_geom g = {.N = a->N, .C = a->C, .H = a->H, .W = a->W, .K = a->K, .R = a->R, .S = a->S,
 		       .P = a->P, .Q = a->Q, .stride = a->stride, .dil = a->dilation, .pad_h = a->pad,
-		       .pad_w = a->pad, .algo = a->algo};
+		       .pad_w = a->pad, .algo = a->algo, .bf16 = a->bf16};
 	return g;
 }
 

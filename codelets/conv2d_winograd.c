@@ -18,9 +18,16 @@
  *     hundred tiles, 16 or 36 calls per chunk, too small for sgemm's packing and call overhead
  *     to pay off (a choice by that reasoning; a cblas_sgemm version was not measured);
  *   - the ISA choice (dnn_wino_supported, dnn_wino_set_avx512) and the portable stubs.
+ * Under --precision bf16 (s->bf16) U[xi] and V[xi] are rounded to bf16 values in place, then the
+ * same GEMMs run: products of bf16 values, exact in fp32, summed in fp32 (gemm_bf16.h's arithmetic)
+ * at fp32's speed. Measured before choosing (docs/studies/2026-12-07-conv-bf16.md): dnn_gemm_bf16
+ * (oneDNN's brgemm on bf16 copies) per xi made ResNet-20's Winograd convs 1.2-2.1x slower than
+ * these loops (0.04-0.3 MFLOP per call: its call, the copies and its K-long blocks cost more than
+ * its 2x rate gains).
  */
 #include "conv2d_winograd_impl.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,6 +71,7 @@ wino_plan dnn_wino_plan_make(const dnn_wino_shape *s, size_t budget, int m)
 	pl.cap = ((size_t)pl.group * pl.rows * pl.slot + 7 + 7) / 8 * 8;
 	pl.sl = pl.cap + 8;
 	pl.eoall = pl.strips ? 4 * (size_t)s->C * 6 * pl.sl : pl.groups ? (size_t)pl.group * pl.eo : pl.eo;
+	pl.bf16 = s->bf16;
 	return pl;
 }
 
@@ -74,7 +82,8 @@ static size_t wino_work(const dnn_wino_shape *s, int m)
 	wino_plan pl = dnn_wino_plan_make(s, m == 4 ? WINO4_BUDGET : WINO_BUDGET, m);
 	return (size_t)pl.nxi * s->K * s->C + pl.eoall + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
 	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv) +
-	       3 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float)) + 2; // + 2: alignment
+	       3 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float)) + 2 + // + 2: alignment
+	       (s->bf16 ? (size_t)pl.nxi * s->K * ((s->C + 1) / 2) + 16 : 0); // bf16: U in pairs (+ 16: alignment)
 }
 
 size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
@@ -97,6 +106,7 @@ wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *wor
 	b.segoff = (size_t *)(((uintptr_t)(b.outb + (pl->strips ? 4 : m) * b.outs) + 7) & ~(uintptr_t)7); // row groups
 	b.yoff = b.segoff + (size_t)pl->group * pl->rows;
 	b.yrows = b.yoff + (size_t)pl->group * pl->rows;
+	b.ub = (uint32_t *)(((uintptr_t)(b.yrows + (size_t)pl->group * pl->rows) + 63) & ~(uintptr_t)63);
 	return b;
 }
 
@@ -266,6 +276,107 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *
 	}
 }
 
+/* ------------------------------------------------------------------ bf16: vdpbf16ps
+ * Under --precision bf16 on an AVX512_BF16 CPU, M[xi] = U[xi] V[xi] runs on bf16 pairs: each 32-bit
+ * lane of V holds the bf16 values of channels 2j and 2j + 1 for one tile (packed in place, V's row j
+ * taking the pairs of rows 2j, 2j + 1 once they are read), U's pairs (dnn_wino_pack_u) are
+ * broadcast, and one vdpbf16ps adds both products (exact in fp32) to a tile's fp32 sum, in a fixed
+ * order: 32 multiply-adds per instruction against the fp32 loops' 16, half the bytes of V to read. */
+#define WINO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))
+
+void dnn_wino_pack_u(const wino_plan *pl, const wino_bufs *b, int K, int C)
+{
+	const int c2n = (C + 1) / 2;
+	for (size_t r = 0; r < (size_t)pl->nxi * K; r++) {
+		const float *u = b->u + r * C;
+		uint32_t *ub = b->ub + r * c2n;
+		for (int j = 0; j < c2n; j++)
+			ub[j] = dnn_f32_to_bf16(u[2 * j]) |
+				(2 * j + 1 < C ? (uint32_t)dnn_f32_to_bf16(u[2 * j + 1]) << 16 : 0u);
+	}
+}
+
+/* V (C, ntp) at ld floats -> its channel pairs (ceil(C / 2), ntp) of uint32 at ld, in place. */
+WINO_BF16_TARGET static void pack_v(float *v, size_t ld, int C, int ntp)
+{
+	/* cvtne2ps gives row 2j's 16 values then row 2j + 1's; the permutation interleaves them */
+	const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+					     21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+	for (int j = 0; j < (C + 1) / 2; j++) {
+		const float *r0 = v + (size_t)(2 * j) * ld, *r1 = v + (size_t)(2 * j + 1) * ld;
+		float *dst = v + (size_t)j * ld;
+		for (int t = 0; t < ntp; t += 16) {
+			const __mmask16 m = ntp - t >= 16 ? 0xffff : 0x00ff; // ntp is a multiple of 8
+			const __m512 a = _mm512_maskz_loadu_ps(m, r0 + t);
+			const __m512 h = 2 * j + 1 < C ? _mm512_maskz_loadu_ps(m, r1 + t) : _mm512_setzero_ps();
+			const __m512i p = _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(h, a));
+			_mm512_mask_storeu_epi32(dst + t, m, p);
+		}
+	}
+}
+
+/* gemm_block512 on pairs: M (KB, 16 NV) = sum over j of U pairs (KB, c2n) x V pairs (c2n, 16 NV). */
+static inline __attribute__((always_inline)) WINO_BF16_TARGET void
+gemm_block_bf16(float *m, size_t ldm, const uint32_t *u, int ldu, const float *v, size_t ldv, int c2n, const int KB,
+		const int NV, __mmask16 last)
+{
+	__m512 acc[8][3];
+	for (int kb = 0; kb < KB; kb++)
+		for (int n = 0; n < NV; n++)
+			acc[kb][n] = _mm512_setzero_ps();
+	for (int j = 0; j < c2n; j++) {
+		__m512bh x[3];
+		for (int n = 0; n < NV; n++)
+			x[n] = (__m512bh)(n == NV - 1 ? _mm512_maskz_loadu_epi32(last, v + (size_t)j * ldv + 16 * n)
+						      : _mm512_loadu_si512(v + (size_t)j * ldv + 16 * n));
+		for (int kb = 0; kb < KB; kb++) {
+			const __m512bh a = (__m512bh)_mm512_set1_epi32((int)u[(size_t)kb * ldu + j]);
+			for (int n = 0; n < NV; n++)
+				acc[kb][n] = _mm512_dpbf16_ps(acc[kb][n], a, x[n]);
+		}
+	}
+	for (int kb = 0; kb < KB; kb++)
+		for (int n = 0; n < NV; n++) {
+			float *d = m + (size_t)kb * ldm + 16 * n;
+			if (n == NV - 1)
+				_mm512_mask_storeu_ps(d, last, acc[kb][n]);
+			else
+				_mm512_storeu_ps(d, acc[kb][n]);
+		}
+}
+
+/* gemm512's blocking on gemm_block_bf16: M (K, nt) at ld = U pairs (K, c2n) @ V pairs (c2n, nt) at ld. */
+WINO_BF16_TARGET static void gemm_bf16(float *m, const uint32_t *u, const float *v, size_t ld, int K, int c2n, int nt)
+{
+	for (int t0 = 0; t0 < nt; t0 += 48) {
+		const int r = imin(48, nt - t0), nv = (r + 15) / 16;
+		const __mmask16 last = r % 16 ? 0x00ff : 0xffff;
+		for (int k0 = 0; k0 < K;) {
+			const int left = K - k0, kb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+			float *mb = m + (size_t)k0 * ld + t0;
+			const uint32_t *ub = u + (size_t)k0 * c2n;
+			const float *vb = v + t0;
+#define GEMMBF_CASE(KB_)                                                                           \
+	case KB_:                                                                                  \
+		if (nv == 3)                                                                       \
+			gemm_block_bf16(mb, ld, ub, c2n, vb, ld, c2n, KB_, 3, last);               \
+		else if (nv == 2)                                                                  \
+			gemm_block_bf16(mb, ld, ub, c2n, vb, ld, c2n, KB_, 2, last);               \
+		else                                                                               \
+			gemm_block_bf16(mb, ld, ub, c2n, vb, ld, c2n, KB_, 1, last);               \
+		break
+			switch (kb) {
+				GEMMBF_CASE(8);
+				GEMMBF_CASE(4);
+				GEMMBF_CASE(2);
+				GEMMBF_CASE(1);
+			}
+#undef GEMMBF_CASE
+			k0 += kb;
+		}
+	}
+}
+
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512)
 {
 	const int nxi = pl->nxi, ntp = (nt + 7) / 8 * 8;
@@ -276,6 +387,20 @@ void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int n
 		for (int xi = 0; xi < nxi; xi++)
 			for (int c = 0; c < C; c++)
 				dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt, (long)(ntp - nt));
+	if (pl->bf16 && avx512 && dnn_cpu_has_bf16()) { // vdpbf16ps on pairs (above)
+		const int c2n = (C + 1) / 2;
+		for (int xi = 0; xi < nxi; xi++) {
+			pack_v(v + xi * vs, cap, C, ntp);
+			gemm_bf16(mm + xi * ms, b->ub + xi * (size_t)K * c2n, v + xi * vs, cap, K, c2n, ntp);
+		}
+		return;
+	}
+	if (pl->bf16) { // U and V rounded in place (rounding U again per chunk changes nothing)
+		dnn_bf16_round_floats(b->u, (size_t)nxi * K * C);
+		for (int xi = 0; xi < nxi; xi++)
+			for (int c = 0; c < C; c++)
+				dnn_bf16_round_floats(v + xi * vs + (size_t)c * cap, (size_t)ntp);
+	}
 	for (int xi = 0; xi < nxi; xi++)
 		(avx512 ? gemm512 : gemm)(mm + xi * ms, u + xi * (size_t)K * C, v + xi * vs, cap, K, C, ntp);
 }
@@ -295,4 +420,6 @@ void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int n
 {
 	(void)pl, (void)b, (void)K, (void)C, (void)nt, (void)avx512;
 }
+
+void dnn_wino_pack_u(const wino_plan *pl, const wino_bufs *b, int K, int C) { (void)pl, (void)b, (void)K, (void)C; }
 #endif

@@ -9,6 +9,7 @@
  * P = H + 2 pad_h - 2, Q = W + 2 pad_w - 2, pad_h, pad_w >= 0. */
 typedef struct {
 	int N, C, H, W, K, P, Q, pad_h, pad_w;
+	int bf16; // 1: the per-frequency GEMMs multiply bf16-rounded U and V, fp32 sums (gemm_bf16.h's arithmetic)
 } dnn_wino_shape;
 
 /* Whether this CPU runs the kernel (it needs AVX2 and FMA). */

@@ -33,6 +33,7 @@
  */
 #include "conv2d_winograd_impl.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -227,6 +228,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
 
 	filter_transform(b.u, w, K, C);
+	if (pl.bf16)
+		dnn_wino_pack_u(&pl, &b, K, C);
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
 		const int ng = imin(pl.group, s->N - n0);
 		for (int i0 = 0; i0 < pl.th; i0 += pl.rows) {
@@ -528,6 +531,13 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 						dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt, (long)(ntp - nt));
 					for (int k = 0; k < K; k++)
 						dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt, (long)(ntp - nt));
+				}
+			if (s->bf16) // D and V rounded to bf16 values: bf16 products, the same fp32 sums
+				for (int xi = 0; xi < 16; xi++) {
+					for (int c = 0; c < C; c++)
+						dnn_bf16_round_floats(v + xi * vs + (size_t)c * cap, (size_t)ntp);
+					for (int k = 0; k < K; k++)
+						dnn_bf16_round_floats(d + xi * ds + (size_t)k * cap, (size_t)ntp);
 				}
 			for (int xi = 0; xi < 16; xi++)
 				(avx512 ? gemm_nt512 : gemm_nt)(du + xi * (size_t)K * C, d + xi * ds, v + xi * vs,

@@ -551,6 +551,8 @@ void dnn_wino4_forward(float *y, const float *x, const float *w, const dnn_wino_
 	const wino_bufs b = dnn_wino_bufs(s, &pl, work);
 	const int avx512 = dnn_wino_avx512();
 	filter_transform4(b.u, w, s->K, s->C);
+	if (pl.bf16)
+		dnn_wino_pack_u(&pl, &b, s->K, s->C);
 	if (pl.groups)
 		forward_groups(y, x, s, beta, &pl, &b, avx512);
 	else if (pl.strips)

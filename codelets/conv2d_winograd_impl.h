@@ -6,6 +6,7 @@
 #ifndef DNN_CONV2D_WINOGRAD_IMPL_H
 #define DNN_CONV2D_WINOGRAD_IMPL_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "conv2d_winograd.h"
 #include "short_copy.h"
@@ -40,6 +41,7 @@ typedef struct {
 	int strips;   // F(4x4) on other narrow images: the tile rows of a chunk side by side
 	int slot;     // tiles per tile row in V: tw, or tw + 1 in strips (one unused slot)
 	size_t sl;    // in strips: entries per phase row of the chunk's strips
+	int bf16;     // the shape's bf16: the GEMMs' operands rounded to bf16 values (transforms stay fp32)
 } wino_plan;
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
@@ -57,6 +59,7 @@ typedef struct {
 	float *u, *eo, *v, *mm, *outb;
 	size_t vs, ms, phs, outs;
 	size_t *segoff, *yoff, *yrows;
+	uint32_t *ub; // bf16 (s->bf16): U's bf16 values in channel pairs (nxi, K, ceil(C / 2)) (dnn_wino_pack_u)
 } wino_bufs;
 wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *work);
 
@@ -70,6 +73,10 @@ static inline void zero_span(float *p, int a, int b) { dnn_zero_floats(p + a, b 
 void dnn_wino_put_rows(float *y0, size_t Q, float *const *rows, int nrows, float beta);
 
 /* A chunk's GEMMs, M[xi] (K, ntp) = U[xi] (K, C) @ V[xi] (C, ntp) for xi in 0..nxi, after zeroing
- * V's tiles [nt, ntp) (ntp: nt rounded up to 8); AVX-512 GEMMs when avx512 (dnn_wino_avx512). */
+ * V's tiles [nt, ntp) (ntp: nt rounded up to 8); AVX-512 GEMMs when avx512 (dnn_wino_avx512); with
+ * pl->bf16, U and V rounded to bf16 values first (in place). */
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512);
+/* bf16 (pl->bf16): U's bf16 values packed in channel pairs into b->ub, once per conv after the
+ * filter transform, for dnn_wino_gemms' vdpbf16ps kernel. */
+void dnn_wino_pack_u(const wino_plan *pl, const wino_bufs *b, int K, int C);
 #endif

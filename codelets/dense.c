@@ -32,6 +32,9 @@ int dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float 
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || OUT == 0)
 		return 0;
+	if (a->bf16 && IN > 0) /* the bias added by the matmul itself: one pass over y, not three */
+		return dnn_gemm_bf16_ex(0, 1, N, OUT, IN, 1.0f, (dnn_bf16_operand){.f = x, .ld = IN},
+					(dnn_bf16_operand){.f = w, .ld = IN}, 0.0f, b, y, OUT);
 	for (int n = 0; n < N; n++) {
 		float *y_n = y + (size_t)n * OUT;
 		for (int o = 0; o < OUT; o++)
@@ -64,6 +67,9 @@ int dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const fl
 	int N = a->N, IN = a->IN, OUT = a->OUT;
 	if (N == 0 || OUT == 0)
 		return 0;
+	if (a->bf16 && IN > 0) /* db summed in the pass that rounds dy (the same order: the same bits) */
+		return dnn_gemm_bf16_ex(1, 0, OUT, IN, N, 1.0f, (dnn_bf16_operand){.f = dy, .ld = OUT, .colsum = db},
+					(dnn_bf16_operand){.f = x, .ld = IN}, 1.0f, NULL, dw, IN);
 	if (IN > 0 && dnn_gemm(a->bf16, 1, 0, OUT, IN, N, 1.0f, dy, OUT, x, IN, 1.0f, dw, IN) != 0)
 		return -1;
 	for (int n = 0; db && n < N; n++) {

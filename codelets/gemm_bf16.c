@@ -78,6 +78,24 @@ BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restri
 		_mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i)));
 	}
 }
+
+/* One row of an operand with column sums: dst = bf16(src), colsum += src (fp32, element by element). */
+BF16_TARGET static void to_bf16_colsum_simd(uint16_t *restrict dst, float *restrict colsum, const float *restrict src,
+					    int n)
+{
+	int i = 0;
+	for (; i + 16 <= n; i += 16) {
+		const __m512 v = _mm512_loadu_ps(src + i);
+		_mm256_storeu_si256((__m256i *)(dst + i), (__m256i)_mm512_cvtneps_pbh(v));
+		_mm512_storeu_ps(colsum + i, _mm512_add_ps(_mm512_loadu_ps(colsum + i), v));
+	}
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		const __m512 v = _mm512_maskz_loadu_ps(m, src + i);
+		_mm256_mask_storeu_epi16(dst + i, m, (__m256i)_mm512_cvtneps_pbh(v));
+		_mm512_mask_storeu_ps(colsum + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, colsum + i), v));
+	}
+}
 #endif
 #else
 int dnn_cpu_has_bf16(void) { return 0; }
@@ -96,9 +114,26 @@ static void to_bf16(uint16_t *restrict dst, const float *restrict src, int n)
 		dst[i] = dnn_f32_to_bf16(src[i]);
 }
 
-/* rows x cols floats at stride ld -> a packed rows x cols bf16 copy. */
-static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld)
+/* rows x cols floats at stride ld -> a packed rows x cols bf16 copy; colsum (or NULL) += each row. */
+static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int ld, float *colsum)
 {
+	if (colsum) {
+		for (int r = 0; r < rows; r++) {
+			const float *s = src + (size_t)r * ld;
+			uint16_t *d = dst + (size_t)r * cols;
+#if defined(__x86_64__) && defined(__GNUC__)
+			if (dnn_cpu_has_bf16()) {
+				to_bf16_colsum_simd(d, colsum, s, cols);
+				continue;
+			}
+#endif
+			for (int c = 0; c < cols; c++) {
+				d[c] = dnn_f32_to_bf16(s[c]);
+				colsum[c] += s[c];
+			}
+		}
+		return;
+	}
 	if (ld == cols) {
 		const size_t n = (size_t)rows * cols;
 		for (size_t i = 0; i < n; i += 1 << 30) /* to_bf16 counts in int */
@@ -110,10 +145,10 @@ static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int l
 }
 
 typedef struct {
-	int M, N, K, tA, tB, ldc;
+	int M, N, K, tA, tB, lda, ldb, ldc, bias;
 	float alpha, beta;
 	dnnl_primitive_t prim;
-	dnnl_memory_t a, b, c;
+	dnnl_memory_t a, b, c, bi;
 } mm_entry;
 
 #define MM_CACHE 48 /* a GPT's distinct shapes per worker: about 6 dense x 3 phases + attention's 6 tiles */
@@ -125,18 +160,21 @@ static char mm_impl[96]; /* the kernel oneDNN chose, for the start-up line */
 
 static void mm_free(mm_entry *e)
 {
-	dnnl_memory_destroy(e->a), dnnl_memory_destroy(e->b), dnnl_memory_destroy(e->c);
+	dnnl_memory_destroy(e->a), dnnl_memory_destroy(e->b), dnnl_memory_destroy(e->c), dnnl_memory_destroy(e->bi);
 	dnnl_primitive_destroy(e->prim);
 	memset(e, 0, sizeof(*e));
 }
 
-/* The primitive for this call, created on a miss (round-robin eviction); NULL on failure. */
-static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float beta, int ldc)
+/* The primitive for this call, created on a miss (round-robin eviction); NULL on failure. lda, ldb:
+ * the operands' strides as the primitive reads them (a bf16 copy's packed width, or an in-place
+ * bf16 operand's ld); bias: 1 when the call adds a bias row (N floats). */
+static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float beta, int lda, int ldb, int ldc,
+			int bias)
 {
 	for (int i = 0; i < mm_n; i++) {
 		mm_entry *e = &mm_cache[i];
-		if (e->M == M && e->N == N && e->K == K && e->tA == tA && e->tB == tB && e->ldc == ldc &&
-		    e->alpha == alpha && e->beta == beta)
+		if (e->M == M && e->N == N && e->K == K && e->tA == tA && e->tB == tB && e->lda == lda &&
+		    e->ldb == ldb && e->ldc == ldc && e->bias == bias && e->alpha == alpha && e->beta == beta)
 			return e;
 	}
 	if (!mm_eng) {
@@ -149,19 +187,20 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 			return NULL;
 		}
 	}
-	/* The bf16 copies are packed: op(A) (M,K) is A's rows, or (K,M) rows read transposed. */
-	dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N};
-	dnnl_dims_t as = {tA ? 1 : K, tA ? M : 1}, bs = {tB ? 1 : N, tB ? K : 1}, cs = {ldc, 1};
-	dnnl_memory_desc_t amd, bmd, cmd;
+	/* op(A) (M,K) is A's rows (M,K) at stride lda, or its (K,M) rows read transposed; op(B) likewise. */
+	dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N}, bid = {1, N};
+	dnnl_dims_t as = {tA ? 1 : lda, tA ? lda : 1}, bs = {tB ? 1 : ldb, tB ? ldb : 1}, cs = {ldc, 1}, bis = {N, 1};
+	dnnl_memory_desc_t amd, bmd, cmd, bimd;
 	dnnl_matmul_desc_t md;
 	dnnl_primitive_attr_t attr = NULL;
 	dnnl_post_ops_t po = NULL;
 	dnnl_primitive_desc_t pd = NULL;
-	mm_entry n = {M, N, K, tA, tB, ldc, alpha, beta, NULL, NULL, NULL, NULL};
+	mm_entry n = {M, N, K, tA, tB, lda, ldb, ldc, bias, alpha, beta, NULL, NULL, NULL, NULL, NULL};
 	int ok = dnnl_memory_desc_init_by_strides(&amd, 2, ad, dnnl_bf16, as) == dnnl_success &&
 		 dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dnnl_bf16, bs) == dnnl_success &&
 		 dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs) == dnnl_success &&
-		 dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &cmd) == dnnl_success &&
+		 dnnl_memory_desc_init_by_strides(&bimd, 2, bid, dnnl_f32, bis) == dnnl_success &&
+		 dnnl_matmul_desc_init(&md, &amd, &bmd, bias ? &bimd : NULL, &cmd) == dnnl_success &&
 		 dnnl_primitive_attr_create(&attr) == dnnl_success && dnnl_post_ops_create(&po) == dnnl_success;
 	if (ok && alpha != 1.0f)
 		ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
@@ -172,7 +211,8 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 	     dnnl_primitive_create(&n.prim, pd) == dnnl_success &&
 	     dnnl_memory_create(&n.a, &amd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
 	     dnnl_memory_create(&n.b, &bmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-	     dnnl_memory_create(&n.c, &cmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success;
+	     dnnl_memory_create(&n.c, &cmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     (!bias || dnnl_memory_create(&n.bi, &bimd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success);
 	if (ok && !mm_impl[0]) {
 		const char *impl = NULL;
 		if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
@@ -201,26 +241,30 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 	return e;
 }
 
-static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-		     int ldb, float beta, float *C, int ldc)
+/* An fp32 operand is rounded into the thread's packed copy (ld = its packed width), a bf16 one read
+ * in place at its own ld. */
+static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		     float beta, const float *bias, float *C, int ldc)
 {
-	uint16_t *a = grow(&buf_a, &cap_a, (size_t)M * K * 2), *b = grow(&buf_b, &cap_b, (size_t)K * N * 2);
-	mm_entry *e = a && b ? mm_get(transA, transB, M, N, K, alpha, beta, ldc) : NULL;
+	const int pa = transA ? M : K, pb = transB ? K : N; /* packed widths */
+	uint16_t *a = A.f ? grow(&buf_a, &cap_a, (size_t)M * K * 2) : (uint16_t *)A.h;
+	uint16_t *b = B.f ? grow(&buf_b, &cap_b, (size_t)K * N * 2) : (uint16_t *)B.h;
+	mm_entry *e = a && b ? mm_get(transA, transB, M, N, K, alpha, beta, A.f ? pa : A.ld, B.f ? pb : B.ld, ldc,
+				      bias != NULL)
+			     : NULL;
 	if (!e)
 		return -1;
-	if (transA)
-		copy_bf16(a, A, K, M, lda);
-	else
-		copy_bf16(a, A, M, K, lda);
-	if (transB)
-		copy_bf16(b, B, N, K, ldb);
-	else
-		copy_bf16(b, B, K, N, ldb);
-	dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
+	if (A.f)
+		copy_bf16(a, A.f, transA ? K : M, pa, A.ld, A.colsum);
+	if (B.f)
+		copy_bf16(b, B.f, transB ? N : K, pb, B.ld, B.colsum);
+	dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c},
+				   {DNNL_ARG_BIAS, e->bi}};
 	if (dnnl_memory_set_data_handle(e->a, a) != dnnl_success ||
 	    dnnl_memory_set_data_handle(e->b, b) != dnnl_success ||
 	    dnnl_memory_set_data_handle(e->c, C) != dnnl_success ||
-	    dnnl_primitive_execute(e->prim, mm_stream, 3, args) != dnnl_success ||
+	    (bias && dnnl_memory_set_data_handle(e->bi, (void *)bias) != dnnl_success) ||
+	    dnnl_primitive_execute(e->prim, mm_stream, bias ? 4 : 3, args) != dnnl_success ||
 	    dnnl_stream_wait(mm_stream) != dnnl_success)
 		return -1;
 	return 0;
@@ -253,41 +297,83 @@ const char *dnn_gemm_bf16_impl(void)
 	return "round+sgemm";
 }
 
-/* The portable path: op(A) and op(B) rounded to bf16 into fp32 copies, then cblas_sgemm. */
-static int gemm_round(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
-		      int ldb, float beta, float *C, int ldc)
+/* Element i of an operand as the portable path multiplies it: rounded (fp32) or widened (bf16). */
+static inline float operand_at(dnn_bf16_operand o, size_t i)
+{
+	return o.f ? dnn_bf16_round(o.f[i]) : dnn_bf16_to_f32(o.h[i]);
+}
+
+/* The portable path: op(A) and op(B) rounded to bf16 (or widened from it) into fp32 copies, then
+ * cblas_sgemm; a bias is written into C first and summed with beta = 1. */
+static int gemm_round(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		      float beta, const float *bias, float *C, int ldc)
 {
 	float *ra = grow(&buf_a, &cap_a, (size_t)M * K * 4), *rb = grow(&buf_b, &cap_b, (size_t)K * N * 4);
 	if (!ra || !rb)
 		return -1;
+	const size_t lda = (size_t)A.ld, ldb = (size_t)B.ld;
 	for (int i = 0; i < M; i++)
 		for (int k = 0; k < K; k++)
-			ra[(size_t)i * K + k] =
-				dnn_bf16_round(transA ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+			ra[(size_t)i * K + k] = operand_at(A, transA ? (size_t)k * lda + i : (size_t)i * lda + k);
 	for (int k = 0; k < K; k++)
 		for (int j = 0; j < N; j++)
-			rb[(size_t)k * N + j] =
-				dnn_bf16_round(transB ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+			rb[(size_t)k * N + j] = operand_at(B, transB ? (size_t)j * ldb + k : (size_t)k * ldb + j);
+	for (int i = 0; A.colsum && i < (transA ? K : M); i++) /* the stored rows, in order */
+		for (int j = 0; j < (transA ? M : K); j++)
+			A.colsum[j] += A.f[(size_t)i * lda + j];
+	for (int i = 0; B.colsum && i < (transB ? N : K); i++)
+		for (int j = 0; j < (transB ? K : N); j++)
+			B.colsum[j] += B.f[(size_t)i * ldb + j];
+	if (bias) {
+		for (int i = 0; i < M; i++)
+			memcpy(C + (size_t)i * ldc, bias, (size_t)N * sizeof(float));
+		beta = 1.0f;
+	}
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, alpha, ra, K, rb, N, beta, C, ldc);
 	return 0;
+}
+
+int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		     float beta, const float *bias, float *C, int ldc)
+{
+	if ((A.f == NULL) == (A.h == NULL) || (B.f == NULL) == (B.h == NULL) || (bias && beta != 0.0f) ||
+	    (A.colsum && !A.f) || (B.colsum && !B.f))
+		return -1;
+	if (M <= 0 || N <= 0)
+		return 0;
+	if (K <= 0) { /* C = beta C (+ bias), as sgemm */
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				float *c = C + (size_t)i * ldc + j;
+				*c = bias ? bias[j] : beta == 0.0f ? 0.0f : beta * *c;
+			}
+		return 0;
+	}
+#ifdef DNN_HAVE_DNNL
+	if (use_simd)
+		return gemm_dnnl(transA, transB, M, N, K, alpha, A, B, beta, bias, C, ldc);
+#endif
+	return gemm_round(transA, transB, M, N, K, alpha, A, B, beta, bias, C, ldc);
 }
 
 int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
 		  int ldb, float beta, float *C, int ldc)
 {
-	if (M <= 0 || N <= 0)
-		return 0;
-	if (K <= 0) { /* C = beta C, as sgemm */
-		for (int i = 0; i < M; i++)
-			for (int j = 0; j < N; j++)
-				C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
-		return 0;
-	}
+	return dnn_gemm_bf16_ex(transA, transB, M, N, K, alpha, (dnn_bf16_operand){.f = A, .ld = lda},
+				(dnn_bf16_operand){.f = B, .ld = ldb}, beta, NULL, C, ldc);
+}
+
+void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n)
+{
 #ifdef DNN_HAVE_DNNL
-	if (use_simd)
-		return gemm_dnnl(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	if (use_simd) {
+		for (size_t i = 0; i < n; i += 1 << 30) /* to_bf16 counts in int */
+			to_bf16(dst + i, src + i, (int)(n - i < (1u << 30) ? n - i : 1u << 30));
+		return;
+	}
 #endif
-	return gemm_round(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	for (size_t i = 0; i < n; i++)
+		dst[i] = dnn_f32_to_bf16(src[i]);
 }
 
 int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
@@ -298,4 +384,32 @@ int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha,
 	cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
 		    alpha, A, lda, B, ldb, beta, C, ldc);
 	return 0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+BF16_TARGET static void round_floats_simd(float *p, size_t n)
+{
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(p + i));
+		_mm512_storeu_si512(p + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, p + i));
+		_mm512_mask_storeu_epi32(p + i, m, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+	}
+}
+#endif
+
+void dnn_bf16_round_floats(float *p, size_t n)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (dnn_cpu_has_bf16()) {
+		round_floats_simd(p, n);
+		return;
+	}
+#endif
+	for (size_t i = 0; i < n; i++)
+		p[i] = dnn_bf16_round(p[i]);
 }

@@ -7,7 +7,9 @@
  *
  * The GEMM is oneDNN's matmul (bf16 x bf16 -> fp32, its brgemm kernel on AVX512_BF16), one
  * primitive per shape cached per thread; the operands are rounded into per-thread bf16 copies
- * first. Measured before choosing (docs/op_bench.md, "bf16 GEMM"): Debian 12's OpenBLAS 0.3.21
+ * first, or (dnn_gemm_bf16_ex) read in place where the caller rounded them once for several calls
+ * (attention's heads), with the same bits; a rounded operand's column sums can come with it
+ * (dense's bias gradient). Measured before choosing (docs/op_bench.md, "bf16 GEMM"): Debian 12's OpenBLAS 0.3.21
  * is built without BUILD_BFLOAT16 (cblas_sbgemm is in cblas.h but libopenblas.so.0 does not
  * export it), and a vdpbf16ps kernel of our own (commit "bf16 GEMM, first try") ran at 0.1-1.5x
  * sgemm, oneDNN at 1-15x. oneDNN runs one thread per call (the caller is one StarPU worker) and
@@ -22,6 +24,7 @@
  * on a CPU without AVX512_BF16 (dnn_cpu_has_bf16). */
 #ifndef DNN_GEMM_BF16_H
 #define DNN_GEMM_BF16_H
+#include <stddef.h>
 #include <stdint.h>
 
 /* 1 when the CPU (and OS) run AVX512_BF16 (with AVX512F/BW/VL), else 0; 0 also after
@@ -63,6 +66,37 @@ int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, cons
  * cblas_sgemm (always 0), 1 dnn_gemm_bf16 (0 or -1, as above). Same arguments as dnn_gemm_bf16. */
 int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
 	     const float *B, int ldb, float beta, float *C, int ldc);
+/* One operand of dnn_gemm_bf16_ex: fp32 values that the call rounds into its per-thread copy, as
+ * dnn_gemm_bf16 does (f), or bf16 values already rounded by dnn_bf16_convert (h), read in place at
+ * the given ld with no copy: an operand that several calls read (an attention head's q, k, v, dy)
+ * is rounded once instead of once per call. Exactly one of f, h is non-NULL. */
+typedef struct {
+	const float *f;
+	const uint16_t *h;
+	int ld;
+	/* f only, optional: colsum[c] += f[r][c] over the operand's stored rows r = 0, 1, ... in order
+	 * (c < its stored width), summed in fp32 in the pass that rounds it: the bits of the plain loop,
+	 * and the operand read once (dense's bias gradient, the column sums of dy); only in a call with
+	 * M, N > 0 */
+	float *colsum;
+} dnn_bf16_operand;
+/* C (M,N) = alpha op(A) op(B) + beta C (+ bias): dnn_gemm_bf16 with either operand in bf16 already,
+ * and an optional bias (N floats added to every row of C, fp32, as oneDNN's matmul bias; needs
+ * beta == 0, else -1). The same bits as dnn_gemm_bf16 on the fp32 values the bf16 ones were
+ * rounded from, where an in-place operand's ld is its packed width (op(A) stored (M,K) with ld K,
+ * ...; tests/op_bf16.c checks it); bias: the same bits as C = bias then beta = 1 (checked there
+ * too). Returns 0, or -1 (C untouched). */
+int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		     float beta, const float *bias, float *C, int ldc);
+/* dst[i] = bf16(src[i]), i < n: the rounding dnn_gemm_bf16 applies to its fp32 operands on its
+ * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
+ * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
+void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
+/* p[0..n) rounded to bf16 values in place, round to nearest even (vcvtneps2bf16 where the CPU has
+ * AVX512_BF16, which also flushes denormal inputs to zero, as oneDNN's copies; else
+ * dnn_bf16_round): the operands of a kernel that then multiplies them with its own fp32 loops
+ * (a product of two bf16 values is exact in fp32: the bf16 GEMM's arithmetic at fp32 speed). */
+void dnn_bf16_round_floats(float *p, size_t n);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);

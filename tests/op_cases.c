@@ -1733,7 +1733,14 @@ static void conv_grad_shape(dnn_conv2d_args a)
 	free(dw0);
 }
 
-static void extra_conv_unit(void)
+static void extra_conv_unit_own(void);
+static void extra_conv_unit(void) /* the op's own checks, then its bf16 kernels' (op_bf16.c) */
+{
+	extra_conv_unit_own();
+	h_extra_conv_bf16();
+}
+
+static void extra_conv_unit_own(void)
 {
 	/* Shape arithmetic. */
 	dnn_conv2d_args a = conv_shape(2, 3, 32, 32, 16, 3, 3, 1, 1, 1);

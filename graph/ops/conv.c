@@ -70,7 +70,7 @@ static int conv_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_conv2d_args 
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
 	*a = (dnn_conv2d_args){.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k, .S = nd->k,
 			       .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation,
-			       .algo = (int)ctx->p->cfg.conv_algo};
+			       .algo = (int)ctx->p->cfg.conv_algo, .bf16 = ctx->p->cfg.bf16};
 	return dnn_conv2d_args_finish(a) == 0 ? 0 : -EINVAL;
 }
 

@@ -39,6 +39,38 @@ finish() {
   echo "all checks passed"; exit 0
 }
 
+# text_corpus FILE: a deterministic 40 KB text, sentences drawn from 17 words by a fixed LCG (the
+# language-model tests' data: train_text.sh, train_bf16.sh).
+text_corpus() {
+  awk 'BEGIN { split("the lord and god said unto them of israel in that day there was light upon earth", w, " ");
+    s = 12345; out = "";
+    for (i = 0; i < 7000; i++) { s = (s * 1103515245 + 12345) % 2147483648; out = out w[int(s / 65536) % 17 + 1];
+      out = out (s % 7 == 0 ? ".\n" : " ") }
+    printf "%s", out }' >"$1"
+}
+# gpt_block_net FILE DIM HEADS: a one-block GPT at T = 16 (embed, layernorm, attention, a gelu MLP of
+# 4 DIM, lm_head tied to the embedding), vocabulary 256.
+gpt_block_net() {
+  local d="$2"
+  cat >"$1" <<NET
+input idx tokens 16
+embed tok idx vocab=256 dim=$d
+layernorm ln1 tok
+dense qkv ln1 out=$((3 * d))
+attention att qkv heads=$3
+dense proj att out=$d
+add r1 tok,proj
+layernorm ln2 r1
+dense fc ln2 out=$((4 * d))
+gelu g fc
+dense mlp g out=$d
+add r2 r1,mlp
+layernorm lnf r2
+lm_head head lnf,tok
+softmax_xent loss head
+NET
+}
+
 # net_sim_prepare NET_ID: the set-up the measured-against-simulated net tests share
 # (net_allreduce_sim, net_train_sim): skips (77) without mpirun, SimGrid or namespaces (a trial
 # `cluster.sh up 1`), exports ANP_NET_ID and ANP_REAL_BUILD, takes the cluster down on exit, and

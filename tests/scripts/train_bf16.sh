@@ -18,28 +18,8 @@ export STARPU_NCPU=1 STARPU_NCUDA=0
 A="$STARPU_ANP"
 grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
 
-awk 'BEGIN { split("the lord and god said unto them of israel in that day there was light upon earth", w, " ");
-  s = 12345; out = "";
-  for (i = 0; i < 7000; i++) { s = (s * 1103515245 + 12345) % 2147483648; out = out w[int(s / 65536) % 17 + 1];
-    out = out (s % 7 == 0 ? ".\n" : " ") }
-  printf "%s", out }' >"$TMP/t.txt"
-cat >"$TMP/gpt.net" <<'NET'
-input idx tokens 16
-embed tok idx vocab=256 dim=64
-layernorm ln1 tok
-dense qkv ln1 out=192
-attention att qkv heads=4
-dense proj att out=64
-add r1 tok,proj
-layernorm ln2 r1
-dense fc ln2 out=256
-gelu g fc
-dense mlp g out=64
-add r2 r1,mlp
-layernorm lnf r2
-lm_head head lnf,tok
-softmax_xent loss head
-NET
+text_corpus "$TMP/t.txt"
+gpt_block_net "$TMP/gpt.net" 64 4
 NET=(--net "$TMP/gpt.net" --text "$TMP/t.txt" --batch 16 --optimizer adamw --lr 0.01 --weight-decay 0 --warmup-steps 20
      --max-steps 250 --val-batches 8 --quiet)
 

@@ -29,12 +29,7 @@ source "$(dirname "$0")/lib.sh"
 export STARPU_NCPU=1 STARPU_NCUDA=0
 A="$STARPU_ANP"
 
-# A deterministic 40 KB text: sentences drawn from a few words by a fixed LCG.
-awk 'BEGIN { split("the lord and god said unto them of israel in that day there was light upon earth", w, " ");
-  s = 12345; out = "";
-  for (i = 0; i < 7000; i++) { s = (s * 1103515245 + 12345) % 2147483648; out = out w[int(s / 65536) % 17 + 1];
-    out = out (s % 7 == 0 ? ".\n" : " ") }
-  printf "%s", out }' >"$TMP/t.txt"
+text_corpus "$TMP/t.txt" # lib.sh
 cat >"$TMP/tiny.net" <<'EOF'
 input idx tokens 16
 dense h idx out=32
@@ -42,23 +37,7 @@ relu r h
 dense head r out=256
 softmax_xent loss head
 EOF
-cat >"$TMP/gpt.net" <<'EOF'
-input idx tokens 16
-embed tok idx vocab=256 dim=32
-layernorm ln1 tok
-dense qkv ln1 out=96
-attention att qkv heads=2
-dense proj att out=32
-add r1 tok,proj
-layernorm ln2 r1
-dense fc ln2 out=128
-gelu g fc
-dense mlp g out=32
-add r2 r1,mlp
-layernorm lnf r2
-lm_head head lnf,tok
-softmax_xent loss head
-EOF
+gpt_block_net "$TMP/gpt.net" 32 2
 NET=(--net "$TMP/gpt.net" --text "$TMP/t.txt" --batch 16 --optimizer adamw --lr 0.01 --weight-decay 0 --warmup-steps 20
      --seed 5 --quiet)
 
