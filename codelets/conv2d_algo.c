@@ -1,8 +1,9 @@
 /* conv2d_algo.c — the CPU conv kernels of conv2d.h: which algorithm runs each pass.
  *
  * Forward: Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_winograd_f2.c, _f4.c) where the algorithm choice allows it, else
- * the direct AVX2 path (conv2d_direct.c) for stride-1 convs with few channels, else im2col +
- * GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs as the
+ * the direct AVX-512 kernels of 1x1 convs (conv2d_pointwise.c) and of 3x3 stride-2 convs (conv2d_stride2.c) under
+ * POINTWISE_RULE and STRIDE2_RULE (all three passes), else the direct AVX2 path (conv2d_direct.c) for stride-1 convs
+ * with few channels, else im2col + GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs as the
  * forward conv of dy with the flipped kernel (so through the same choice); other backward data
  * and the weight gradient run im2col, or Winograd for the weight gradient under its own rule.
  * The scratch every kernel needs is the worker's (dnn_cpu_scratch); when it cannot be
@@ -90,6 +91,24 @@ float *dnn_conv_scratch(size_t nfloats)
 #define WINO4_ENABLED_IN_AUTO 0
 #endif
 
+/* ------------------------------------------------------------------ direct 1x1 and stride-2 dispatch
+ *
+ * 1x1 unpadded convs of stride 1 or 2 and 3x3 stride-2 convs with padding 1 run the direct AVX-512 kernels of
+ * conv2d_pointwise.c and conv2d_stride2.c (forward, backward data, backward filter) unless the algorithm is
+ * DNN_CONV_ALGO=im2col, which keeps the GEMMs of conv2d_im2col.c (side-by-side measurements). */
+#define POINTWISE_RULE(g) 1
+#define STRIDE2_RULE(g) 1
+
+static int use_pointwise(const conv_geom *g)
+{
+	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_pointwise_applies(g) && POINTWISE_RULE(g);
+}
+
+static int use_stride2(const conv_geom *g)
+{
+	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g);
+}
+
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
@@ -156,6 +175,10 @@ static size_t forward_work(const conv_geom *g)
 		dnn_wino_shape s = wino_shape(g);
 		return tile == 4 ? dnn_wino4_work(&s) : dnn_wino_work(&s);
 	}
+	if (use_pointwise(g))
+		return dnn_conv_pointwise_work(g);
+	if (use_stride2(g))
+		return dnn_conv_stride2_work(g);
 	if (dnn_conv_direct_applies(g))
 		return dnn_conv_direct_work(g);
 	return dnn_conv_im2col_forward_work(g);
@@ -170,6 +193,10 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
 		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
+	} else if (use_pointwise(g)) {
+		dnn_conv_pointwise_forward(y, x, w, g, beta, work);
+	} else if (use_stride2(g)) {
+		dnn_conv_stride2_forward(y, x, w, g, beta, work);
 	} else if (dnn_conv_direct_applies(g)) {
 		dnn_conv_direct_forward(y, x, w, bias, g, beta, work);
 		return bias != NULL;
@@ -245,7 +272,11 @@ void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, co
 {
 	// dx (N, C, H, W), dy (N, K, P, Q), w (K, CRS)
 	conv_geom g = conv_geom_of(a);
-	if (!conv_is_pointwise(&g) && bwd_data_as_forward(&g))
+	if (use_pointwise(&g))
+		dnn_conv_pointwise_backward_data(dx, dy, w, &g, a->accumulate_dx);
+	else if (use_stride2(&g))
+		dnn_conv_stride2_backward_data(dx, dy, w, &g, a->accumulate_dx);
+	else if (!conv_is_pointwise(&g) && bwd_data_as_forward(&g))
 		conv_backward_data_flipped(dx, dy, w, &g, a->accumulate_dx ? 1.0f : 0.0f);
 	else
 		dnn_conv_im2col_backward_data(dx, dy, w, &g, a->accumulate_dx);
@@ -262,5 +293,10 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 			dnn_wino_backward_filter(dw, x, dy, &s, work);
 		return;
 	}
-	dnn_conv_im2col_backward_filter(dw, x, dy, &g);
+	if (use_pointwise(&g))
+		dnn_conv_pointwise_backward_filter(dw, x, dy, &g);
+	else if (use_stride2(&g))
+		dnn_conv_stride2_backward_filter(dw, x, dy, &g);
+	else
+		dnn_conv_im2col_backward_filter(dw, x, dy, &g);
 }

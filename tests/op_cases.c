@@ -803,6 +803,11 @@ static const h_shape conv_unit[] = {
 	{2, 3, 16, 16, "out=9 k=3 pad=1 bias=1"},
 	{2, 2, 7, 5, "out=3 k=3 bias=1"},
 	{6, 3, 8, 8, "out=4 k=3 pad=1 bias=1", 3},
+	{5, 16, 28, 28, "out=32 k=3 stride=2 pad=1 bias=1"},
+	{5, 13, 15, 17, "out=11 k=3 stride=2 pad=1"},
+	{15, 32, 14, 14, "out=64 k=1 stride=2"},
+	{3, 9, 13, 11, "out=19 k=1 stride=2 bias=1"},
+	{2, 17, 9, 7, "out=13 k=1"},
 };
 static const h_shape conv_grad[] = {
 	{1, 1, 1, 1, "out=1 k=1"},
@@ -817,6 +822,9 @@ static const h_shape conv_grad[] = {
 	{2, 1, 12, 12, "out=6 k=5 pad=2 bias=1"},
 	{2, 16, 24, 24, "out=3 k=3 pad=1"},
 	{6, 3, 6, 6, "out=4 k=3 pad=1 bias=1", 3},
+	{3, 5, 9, 11, "out=7 k=3 stride=2 pad=1 bias=1"},
+	{3, 6, 7, 9, "out=9 k=1 stride=2 bias=1"},
+	{2, 3, 1, 1, "out=2 k=3 stride=2 pad=1"},
 };
 static const h_shape conv_gpu[] = {
 	{64, 3, 32, 32, "out=16 k=3 pad=1"},          {64, 16, 32, 32, "out=16 k=3 pad=1 bias=1"},
@@ -1779,6 +1787,11 @@ static void extra_conv_unit_own(void)
 	conv_unit_shape(conv_shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));    /* direct, R != S, 3 vectors/row */
 	conv_unit_shape(conv_shape(2, 3, 16, 16, 9, 3, 3, 1, 1, 1));   /* direct, Q = 16: one full AVX-512 vector */
 	conv_unit_shape(conv_shape(2, 2, 7, 5, 3, 3, 3, 1, 0, 1));     /* direct, Q = 3 */
+	conv_unit_shape(conv_shape(5, 16, 28, 28, 32, 3, 3, 2, 1, 1)); /* stride-2 direct: ResNet-8's, 4 a group */
+	conv_unit_shape(conv_shape(9, 32, 14, 14, 64, 3, 3, 2, 1, 1)); /* stride-2 direct: 7x7 outputs */
+	conv_unit_shape(conv_shape(3, 5, 31, 33, 13, 3, 3, 2, 1, 1));  /* stride-2 direct: odd, Q = 17 */
+	conv_unit_shape(conv_shape(20, 16, 28, 28, 32, 1, 1, 2, 0, 1)); /* 1x1 direct: 16 a group, then 4 */
+	conv_unit_shape(conv_shape(2, 33, 9, 37, 70, 1, 1, 1, 0, 1));  /* 1x1 stride 1: 8-row blocks + 6 */
 	if (dnn_conv_direct_set_avx512(1)) {
 		check_direct_isas(conv_shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1: Q = 28 */
 		check_direct_isas(conv_shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1)); /* LeNet-5 c2: Q = 10 */
@@ -1829,6 +1842,12 @@ static void extra_conv_grad(void)
 	conv_grad_shape(conv_shape(2, 6, 8, 8, 5, 5, 5, 1, 0, 1));    /* LeNet-5 c2-like */
 	conv_grad_shape(conv_shape(2, 16, 24, 24, 3, 3, 3, 1, 1, 1)); /* large images: row tiles */
 	conv_grad_shape(conv_shape(2, 16, 47, 45, 3, 3, 3, 2, 1, 1)); /* row tiles, stride 2, odd */
+	/* The direct 1x1 and 3x3 stride-2 kernels (conv2d_pointwise.c, conv2d_stride2.c): odd sizes, channel
+	 * counts that are no multiple of their blocks, a partial last group of images. */
+	conv_grad_shape(conv_shape(5, 16, 13, 14, 9, 3, 3, 2, 1, 1));  /* stride 2: 4 images a group, then 1 */
+	conv_grad_shape(conv_shape(2, 9, 2, 3, 5, 3, 3, 2, 1, 1));     /* stride 2, 1x2 output */
+	conv_grad_shape(conv_shape(3, 17, 6, 5, 19, 1, 1, 2, 0, 1));   /* 1x1 stride 2, odd width */
+	conv_grad_shape(conv_shape(2, 7, 5, 6, 21, 1, 1, 1, 0, 1));    /* 1x1 stride 1 */
 	for (int t = 0; t < 10; t++) {
 		dnn_conv2d_args r;
 		do {
