@@ -96,17 +96,34 @@ float *dnn_conv_scratch(size_t nfloats)
  * 1x1 unpadded convs of stride 1 or 2 and 3x3 stride-2 convs with padding 1 run the direct AVX-512 kernels of
  * conv2d_pointwise.c and conv2d_stride2.c (forward, backward data, backward filter) unless the algorithm is
  * DNN_CONV_ALGO=im2col, which keeps the GEMMs of conv2d_im2col.c (side-by-side measurements). */
-#define POINTWISE_RULE(g) 1
-#define STRIDE2_RULE(g) 1
+/* Rules per pass (0 forward, 1 backward data, 2 backward filter), from dnn_op_bench --op conv2d --batch 64 --clock cpu
+ * --reps 20 --conv-algo im2col,auto (one core, the two algorithms timed one after the other per shape and pass, at
+ * the measured priority; AMD EPYC Zen 5 under a load average of 15 from other sessions, 2 rounds: +-5%), im2col
+ * time / direct time:
+ *   3x3 stride 2  C16 32x32 K32: fwd 1.56  bwd data 1.75-1.87  filter 1.09
+ *                 C16 28x28 K32: fwd 1.55  bwd data 1.81        filter 1.20      (ResNet-8)
+ *                 C32 16x16 K64: fwd 1.18  bwd data 1.15        filter 0.85
+ *                 C32 14x14 K64: fwd 1.22  bwd data 1.26        filter 0.93      (ResNet-8)
+ *   1x1 stride 2  C16 32x32 K32: fwd 1.10  bwd data 1.16        filter 0.93
+ *                 C16 28x28 K32: fwd 1.03  bwd data 1.15        filter 1.00
+ *                 C32 16x16 K64: fwd 0.83  bwd data 1.08        filter 0.94
+ *                 C32 14x14 K64: fwd 0.75  bwd data 1.17        filter 0.89
+ * The direct weight gradient loses where it computes on 7x7 or 8x8 outputs of 32 channels (its grid of
+ * (P + 1) x (Q + 1) pixels wastes 13-31% and each group ends in K*C*9 lane reductions), the 1x1 forward where
+ * OpenBLAS's sgemm has 32 input channels to amortise its packing. So: stride 2 everywhere but the weight
+ * gradient from 32 input channels on; 1x1 stride 2 for backward data, and forward with at most 16 input
+ * channels. 1x1 stride 1 (no ResNet here has one) was not measured: it stays with sgemm. */
+#define STRIDE2_RULE(g, pass) ((pass) != 2 || (g)->C <= 16)
+#define POINTWISE_RULE(g, pass) ((g)->stride == 2 && ((pass) == 1 || ((pass) == 0 && (g)->C <= 16)))
 
-static int use_pointwise(const conv_geom *g)
+static int use_pointwise(const conv_geom *g, int pass)
 {
-	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_pointwise_applies(g) && POINTWISE_RULE(g);
+	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_pointwise_applies(g) && POINTWISE_RULE(g, pass);
 }
 
-static int use_stride2(const conv_geom *g)
+static int use_stride2(const conv_geom *g, int pass)
 {
-	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g);
+	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g, pass);
 }
 
 static dnn_wino_shape wino_shape(const conv_geom *g)
@@ -175,9 +192,9 @@ static size_t forward_work(const conv_geom *g)
 		dnn_wino_shape s = wino_shape(g);
 		return tile == 4 ? dnn_wino4_work(&s) : dnn_wino_work(&s);
 	}
-	if (use_pointwise(g))
+	if (use_pointwise(g, 0))
 		return dnn_conv_pointwise_work(g);
-	if (use_stride2(g))
+	if (use_stride2(g, 0))
 		return dnn_conv_stride2_work(g);
 	if (dnn_conv_direct_applies(g))
 		return dnn_conv_direct_work(g);
@@ -193,9 +210,9 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
 		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
-	} else if (use_pointwise(g)) {
+	} else if (use_pointwise(g, 0)) {
 		dnn_conv_pointwise_forward(y, x, w, g, beta, work);
-	} else if (use_stride2(g)) {
+	} else if (use_stride2(g, 0)) {
 		dnn_conv_stride2_forward(y, x, w, g, beta, work);
 	} else if (dnn_conv_direct_applies(g)) {
 		dnn_conv_direct_forward(y, x, w, bias, g, beta, work);
@@ -272,9 +289,9 @@ void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, co
 {
 	// dx (N, C, H, W), dy (N, K, P, Q), w (K, CRS)
 	conv_geom g = conv_geom_of(a);
-	if (use_pointwise(&g))
+	if (use_pointwise(&g, 1))
 		dnn_conv_pointwise_backward_data(dx, dy, w, &g, a->accumulate_dx);
-	else if (use_stride2(&g))
+	else if (use_stride2(&g, 1))
 		dnn_conv_stride2_backward_data(dx, dy, w, &g, a->accumulate_dx);
 	else if (!conv_is_pointwise(&g) && bwd_data_as_forward(&g))
 		conv_backward_data_flipped(dx, dy, w, &g, a->accumulate_dx ? 1.0f : 0.0f);
@@ -293,9 +310,9 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 			dnn_wino_backward_filter(dw, x, dy, &s, work);
 		return;
 	}
-	if (use_pointwise(&g))
+	if (use_pointwise(&g, 2))
 		dnn_conv_pointwise_backward_filter(dw, x, dy, &g);
-	else if (use_stride2(&g))
+	else if (use_stride2(&g, 2))
 		dnn_conv_stride2_backward_filter(dw, x, dy, &g);
 	else
 		dnn_conv_im2col_backward_filter(dw, x, dy, &g);

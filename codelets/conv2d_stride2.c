@@ -162,11 +162,13 @@ __attribute__((target("avx512f"))) static void weave_row(float *restrict d, cons
 void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx)
 {
 	// dx (N, C, H, W), dy (N, K, P, Q), w (K, C, 3, 3)
-	const s2_plan s = s2_make(g);
 	const int K = g->K, C = g->C, P = g->P, Q = g->Q, H = g->H, W = g->W;
-	/* dy with a zero border: dyp (K, G, Hd, Wd), dyp[.., i', j'] = dy[i' - 1, j' - 1]; its pixel grid is
-	 * the one the four classes are computed on. */
-	const int Hd = s.Hc + 1, Wd = s.Wc + 1;
+	/* dy with a zero border: dyp (K, G, Hd, Wd), dyp[.., i', j'] = dy[i' - 1, j' - 1], Hd = P + 1, Wd = Q + 1:
+	 * each image's zero row 0 is the previous image's bottom border, each row's zero column 0 the previous
+	 * row's right border (a tail of zeros after the last). Its pixel grid is the one the four classes are
+	 * computed on: class pixel (i, j) reads dyp rows i, i + 1 and columns j, j + 1; the classes need
+	 * i <= H/2 <= P and j <= W/2 <= Q. */
+	const int Hd = P + 1, Wd = Q + 1;
 	const size_t img = (size_t)Hd * Wd, pq = (size_t)P * Q;
 	size_t G = S2_GROUP_BUDGET / (((size_t)K + 4 * (size_t)C) * img);
 	G = G < 1 ? 1 : G > (size_t)g->N ? (size_t)g->N : G;
@@ -176,7 +178,7 @@ void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, 
 	if (!dyp)
 		return;
 	float *out = dyp + (size_t)K * ld + tail;
-	memset(dyp, 0, ((size_t)K * ld + tail) * sizeof(float));
+	memset(dyp, 0, ((size_t)K * ld + tail) * sizeof(float)); // the borders stay zero: only the interior is copied
 	/* Each class (a, b): its taps and their offsets in dyp. */
 	int woff[4][4], nt[4];
 	long ioff[4][4];
