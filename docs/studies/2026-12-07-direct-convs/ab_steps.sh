@@ -3,14 +3,16 @@
 # resnet8 and resnet20 at batch 64 and 256, STARPU_NCPU=2, in ROUNDS (default 3) interleaved rounds
 # (A B in odd rounds, B A in even ones), each run at the measured priority (scripts/measure_prio.sh),
 # OpenBLAS at its default core type. Writes round,build,net,batch,images_per_s,load1 to OUT.csv.
-# The steps per run follow bench/compare_frameworks.sh (resnet8 15/6, resnet20 8/4, warm-up 1).
+# The steps per run are bench/compare_frameworks.sh's (resnet8 15/6, resnet20 8/4, warm-up 1) times SCALE
+# (environment, default 3: runs of a few seconds each, which the machine's load disturbs less).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 source "$ROOT/scripts/lib.sh"
 [ $# -ge 3 ] || { echo "usage: ab_steps.sh BASE_APP NEW_APP OUT.csv [ROUNDS]" >&2; exit 2; }
 BASE="$1"; NEW="$2"; CSV="$3"; ROUNDS="${4:-3}"
 for a in "$BASE" "$NEW"; do [ -x "$a" ] || { echo "ab_steps.sh: $a: not an executable" >&2; exit 2; }; done
-steps() { case "$1:$2" in resnet8:64) echo 15 ;; resnet8:256) echo 6 ;; resnet20:64) echo 8 ;; *) echo 4 ;; esac; }
+SCALE="${SCALE:-3}"
+steps() { case "$1:$2" in resnet8:64) s=15 ;; resnet8:256) s=6 ;; resnet20:64) s=8 ;; *) s=4 ;; esac; echo $((s * SCALE)); }
 echo "round,build,net,batch,images_per_s,load1" >"$CSV"
 for r in $(seq 1 "$ROUNDS"); do
   order="base new"; [ $((r % 2)) = 0 ] && order="new base"
