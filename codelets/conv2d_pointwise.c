@@ -3,9 +3,10 @@
  *
  * A 1x1 conv is a GEMM per image on NCHW: y_n (K, PQ) = w (K, C) x_n (C, PQ), x_n subsampled when
  * strided. ResNets' projection shortcuts make tiny ones (K 32/64, inner dimension C 16/32, PQ 49..256
- * columns), where OpenBLAS's sgemm spends its time in call overhead and packing; the loops below run them
- * straight from the image (stride 1) or from a subsampled copy of a group of images laid side by side,
- * (C, G*PQ) (stride 2), so that 7x7 outputs still fill the 16-float vectors.
+ * columns), where OpenBLAS's sgemm spends much of its time in call overhead and packing; the loops below run
+ * them straight from the image (stride 1) or from its subsampled copy (stride 2, forward), and the backward
+ * passes of stride 2 over a group of images laid side by side, (K or C, G*PQ), so that 7x7 outputs still
+ * fill the 16-float vectors. Which passes run here is conv2d_algo.c's POINTWISE_RULE (measured).
  *
  *   forward:         y_n  (K, PQ)  = w (K, C) xs_n (C, PQ)
  *   backward data:   dxs_n (C, PQ) = w^T dy_n, dx_n (=|+=) dxs_n at the sampled pixels (zero elsewhere)
@@ -22,8 +23,8 @@
 #include "conv2d_impl.h"
 #include "short_copy.h"
 
-/* Floats of a group's gathered input: 64 Ki floats = 256 KiB, a quarter of Zen 5's L2, so that every
- * block of output channels re-reads it from L2. */
+/* Floats of a group's gathered operands (strided backward passes): 64 Ki floats = 256 KiB, a quarter of Zen
+ * 5's L2, so that every block of output channels re-reads them from L2. */
 #define PW_GROUP_BUDGET (64 * 1024)
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -200,7 +201,6 @@ __attribute__((target("avx512f"))) void dnn_conv_deal_row(float *restrict d, con
 
 int dnn_conv_pointwise_applies(const conv_geom *g)
 {
-	/* Measured against the OpenBLAS GEMMs of conv2d_im2col.c: POINTWISE_RULE in conv2d_algo.c. */
 	return conv_is_pointwise(g) && (g->stride == 1 || g->stride == 2) && dnn_conv_avx512_kernels();
 }
 
