@@ -136,7 +136,7 @@ void dnn_conv_stride2_forward(float *y, const float *x, const float *w, const co
 }
 
 /* d[2m] = e[m], d[2m + 1] = f[m] for the n floats of d (=, or += when add). */
-__attribute__((target("avx512f"))) static void weave_row(float *restrict d, const float *restrict e,
+static inline __attribute__((always_inline, target("avx512f"))) void weave_row(float *restrict d, const float *restrict e,
 							 const float *restrict f, int n, int add)
 {
 	const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -157,6 +157,23 @@ __attribute__((target("avx512f"))) static void weave_row(float *restrict d, cons
 		_mm512_mask_storeu_ps(d + i, m0, v0);
 		_mm512_mask_storeu_ps(d + i + 16, m1, v1);
 	}
+}
+
+/* dx (ng, C, H, W) (=|+=) the four classes out (4, C, G, Hd, Wd): padded row hp = h + 1 = 2i + a takes its
+ * even x columns from class (a, 1) at j = m, its odd ones from class (a, 0) at j = m + 1. In a training step
+ * dx usually accumulates (the shortcut wrote it first) and comes cold from memory: this loop's time is that
+ * read (2.5 % of a ResNet-8 step at one worker, perf), not its arithmetic. */
+__attribute__((target("avx512f"))) static void s2_weave(float *restrict dx, const float *restrict out, int ng, int C,
+							int H, int W, size_t ld, size_t img, int Wd, int add)
+{
+	for (int i = 0; i < ng; i++)
+		for (int c = 0; c < C; c++)
+			for (int h = 0; h < H; h++) {
+				const int a = (h + 1) % 2, ii = (h + 1) / 2;
+				const size_t at = (size_t)c * ld + (size_t)i * img + (size_t)ii * Wd;
+				weave_row(dx + ((size_t)i * C + c) * H * W + (size_t)h * W, out + (size_t)(a * 2 + 1) * C * ld + at,
+					  out + (size_t)(a * 2) * C * ld + at + 1, W, add);
+			}
 }
 
 void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx)
@@ -202,17 +219,7 @@ void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, 
 		for (int cl = 0; cl < 4; cl++)
 			dnn_conv_taps_gemm(out + (size_t)cl * C * ld, ld, w, 9, (size_t)C * 9, woff[cl], dyp, ld, ioff[cl],
 					   nt[cl], K, C, (long)(ng * img), 0.0f);
-		/* Padded row hp = h + 1 = 2i + a: its even x columns come from class (a, 1) at j = m, its odd ones
-		 * from class (a, 0) at j = m + 1. */
-		for (int i = 0; i < ng; i++)
-			for (int c = 0; c < C; c++)
-				for (int h = 0; h < H; h++) {
-					const int a = (h + 1) % 2, ii = (h + 1) / 2;
-					const size_t at = (size_t)c * ld + (size_t)i * img + (size_t)ii * Wd;
-					weave_row(dx + ((size_t)(n0 + i) * C + c) * H * W + (size_t)h * W,
-						  out + (size_t)(a * 2 + 1) * C * ld + at, out + (size_t)(a * 2) * C * ld + at + 1,
-						  W, accumulate_dx);
-				}
+		s2_weave(dx + (size_t)n0 * C * H * W, out, ng, C, H, W, ld, img, Wd, accumulate_dx);
 	}
 }
 
