@@ -3,7 +3,8 @@
  * Forward: Winograd F(2x2, 3x3) or F(4x4, 3x3) (conv2d_winograd_f2.c, _f4.c) where the algorithm choice allows it, else
  * the direct AVX-512 kernels of 1x1 convs (conv2d_pointwise.c) and of 3x3 stride-2 convs (conv2d_stride2.c) under
  * POINTWISE_RULE and STRIDE2_RULE (all three passes), else the direct AVX2 path (conv2d_direct.c) for stride-1 convs
- * with few channels, else im2col + GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs as the
+ * with few channels, else im2col + GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs
+ * as the
  * forward conv of dy with the flipped kernel (so through the same choice); other backward data
  * and the weight gradient run im2col, or Winograd for the weight gradient under its own rule.
  * The scratch every kernel needs is the worker's (dnn_cpu_scratch); when it cannot be

@@ -90,9 +90,9 @@ taps_gemm_rows(float *out, size_t ldo, const float *w, size_t wsm, size_t wsc, c
 	float *o = out + (size_t)m * ldo;
 	const float *wm = w + (size_t)m * wsm;
 	switch (M - m) {
-#define PW_REST(mb)                                                                                                     \
-	case mb:                                                                                                        \
-		taps_gemm_block(o, ldo, wm, wsm, wsc, woff, in, ldi, ioff, ntaps, nc, mk, beta, mb, TB);                \
+#define PW_REST(mb)                                                                                                    \
+	case mb:                                                                                                       \
+		taps_gemm_block(o, ldo, wm, wsm, wsc, woff, in, ldi, ioff, ntaps, nc, mk, beta, mb, TB);               \
 		break;
 		PW_REST(1) PW_REST(2) PW_REST(3) PW_REST(4) PW_REST(5) PW_REST(6) PW_REST(7)
 #undef PW_REST
@@ -103,7 +103,8 @@ taps_gemm_rows(float *out, size_t ldo, const float *w, size_t wsm, size_t wsc, c
 
 __attribute__((target("avx512f"))) void dnn_conv_taps_gemm(float *out, size_t ldo, const float *w, size_t wsm,
 							      size_t wsc, const int *woff, const float *in, size_t ldi,
-							      const long *ioff, int ntaps, int nc, int M, long T, float beta)
+							      const long *ioff, int ntaps, int nc, int M, long T,
+							      float beta)
 {
 	/* Pixels outermost, 48 at a time: the input slice they read (nc * ntaps rows of 48 floats) stays in L1
 	 * while every block of output rows runs over it. */
@@ -151,7 +152,8 @@ taps_dot_block(float *g, size_t gsm, const float *a, size_t lda, const float *co
 }
 
 __attribute__((target("avx512f"))) void dnn_conv_taps_dot(float *g, const float *a, size_t lda, const float *in,
-							     size_t ldi, const long *ioff, int ntaps, int nc, int M, long T)
+							     size_t ldi, const long *ioff, int ntaps, int nc, int M,
+							     long T)
 {
 	const int J = nc * ntaps;
 	const size_t gsm = (size_t)J;
@@ -166,13 +168,13 @@ __attribute__((target("avx512f"))) void dnn_conv_taps_dot(float *g, const float 
 			const float *am = a + (size_t)m0 * lda;
 			/* Full 4 x 4 blocks, else the exact sizes (each a constant for the compiler). */
 			switch (mb * 4 + jb) {
-#define PW_DOT(x, y)                                                                                                    \
-	case x * 4 + y:                                                                                                 \
-		taps_dot_block(gm, gsm, am, lda, b, T, x, y);                                                           \
+#define PW_DOT(x, y)                                                                                                   \
+	case x * 4 + y:                                                                                                \
+		taps_dot_block(gm, gsm, am, lda, b, T, x, y);                                                          \
 		break;
-				PW_DOT(4, 4) PW_DOT(4, 3) PW_DOT(4, 2) PW_DOT(4, 1) PW_DOT(3, 4) PW_DOT(3, 3) PW_DOT(3, 2)
-				PW_DOT(3, 1) PW_DOT(2, 4) PW_DOT(2, 3) PW_DOT(2, 2) PW_DOT(2, 1) PW_DOT(1, 4) PW_DOT(1, 3)
-				PW_DOT(1, 2) PW_DOT(1, 1)
+				PW_DOT(4, 4) PW_DOT(4, 3) PW_DOT(4, 2) PW_DOT(4, 1) PW_DOT(3, 4) PW_DOT(3, 3)
+				PW_DOT(3, 2) PW_DOT(3, 1) PW_DOT(2, 4) PW_DOT(2, 3) PW_DOT(2, 2) PW_DOT(2, 1)
+				PW_DOT(1, 4) PW_DOT(1, 3) PW_DOT(1, 2) PW_DOT(1, 1)
 #undef PW_DOT
 			default:
 				break;
@@ -256,7 +258,8 @@ void dnn_conv_pointwise_forward(float *y, const float *x, const float *w, const 
 	 * a group of images side by side and its copy back). */
 	for (int n = 0; n < g->N; n++) {
 		pw_gather(work, x, n, 1, 1, g);
-		dnn_conv_taps_gemm(y + (size_t)n * K * pq, pq, w, C, 1, &woff, work, pq, &ioff, 1, C, K, (long)pq, beta);
+		dnn_conv_taps_gemm(y + (size_t)n * K * pq, pq, w, C, 1, &woff, work, pq, &ioff, 1, C, K, (long)pq,
+				   beta);
 	}
 }
 
@@ -270,8 +273,8 @@ void dnn_conv_pointwise_backward_data(float *dx, const float *dy, const float *w
 	const long ioff = 0;
 	if (g->stride == 1) {
 		for (int n = 0; n < g->N; n++)
-			dnn_conv_taps_gemm(dx + n * chw, pq, w, 1, C, &woff, dy + (size_t)n * K * pq, pq, &ioff, 1, K, C,
-					   (long)pq, accumulate_dx ? 1.0f : 0.0f);
+			dnn_conv_taps_gemm(dx + n * chw, pq, w, 1, C, &woff, dy + (size_t)n * K * pq, pq, &ioff, 1, K,
+					   C, (long)pq, accumulate_dx ? 1.0f : 0.0f);
 		return;
 	}
 	const int G = pw_group(g);

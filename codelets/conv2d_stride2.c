@@ -136,7 +136,8 @@ void dnn_conv_stride2_forward(float *y, const float *x, const float *w, const co
 }
 
 /* d[2m] = e[m], d[2m + 1] = f[m] for the n floats of d (=, or += when add). */
-static inline __attribute__((always_inline, target("avx512f"))) void weave_row(float *restrict d, const float *restrict e,
+static inline __attribute__((always_inline, target("avx512f"))) void
+weave_row(float *restrict d, const float *restrict e,
 							 const float *restrict f, int n, int add)
 {
 	const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
@@ -171,8 +172,9 @@ __attribute__((target("avx512f"))) static void s2_weave(float *restrict dx, cons
 			for (int h = 0; h < H; h++) {
 				const int a = (h + 1) % 2, ii = (h + 1) / 2;
 				const size_t at = (size_t)c * ld + (size_t)i * img + (size_t)ii * Wd;
-				weave_row(dx + ((size_t)i * C + c) * H * W + (size_t)h * W, out + (size_t)(a * 2 + 1) * C * ld + at,
-					  out + (size_t)(a * 2) * C * ld + at + 1, W, add);
+				const float *e = out + (size_t)(a * 2 + 1) * C * ld + at; // class (a, 1)
+				const float *f = out + (size_t)(a * 2) * C * ld + at + 1;  // class (a, 0), from j = 1
+				weave_row(dx + ((size_t)i * C + c) * H * W + (size_t)h * W, e, f, W, add);
 			}
 }
 
@@ -213,12 +215,13 @@ void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, 
 		const int ng = conv_imin((int)G, g->N - n0);
 		for (int i = 0; i < ng; i++)
 			for (int k = 0; k < K; k++)
-				for (int p = 0; p < P; p++)
-					dnn_copy_floats(dyp + (size_t)k * ld + (size_t)i * img + (size_t)(p + 1) * Wd + 1,
-							dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q, Q);
+				for (int p = 0; p < P; p++) {
+					float *d = dyp + (size_t)k * ld + (size_t)i * img + (size_t)(p + 1) * Wd + 1;
+					dnn_copy_floats(d, dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q, Q);
+				}
 		for (int cl = 0; cl < 4; cl++)
-			dnn_conv_taps_gemm(out + (size_t)cl * C * ld, ld, w, 9, (size_t)C * 9, woff[cl], dyp, ld, ioff[cl],
-					   nt[cl], K, C, (long)(ng * img), 0.0f);
+			dnn_conv_taps_gemm(out + (size_t)cl * C * ld, ld, w, 9, (size_t)C * 9, woff[cl], dyp, ld,
+					   ioff[cl], nt[cl], K, C, (long)(ng * img), 0.0f);
 		s2_weave(dx + (size_t)n0 * C * H * W, out, ng, C, H, W, ld, img, Wd, accumulate_dx);
 	}
 }

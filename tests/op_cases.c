@@ -1748,8 +1748,9 @@ static void conv_grad_shape(dnn_conv2d_args a)
  * the exact value (Higham, Accuracy and Stability, 3.1: gamma_n = n u / (1 - n u), u = 2^-24), so two
  * orders differ by at most 2 gamma_n * sum |terms|, where sum |terms| is the same pass run on |inputs|
  * (im2col, in float: it carries its own gamma_n, hence the factor (1 + gamma_n) on it). The negative control
- * adds 1 to the centre tap of one weight (dy for the weight gradient), which moves some outputs by up to |x| ~ 1, beyond bounds of
- * 2.5e-3 (forward, n = 288) to 0.11 (weight gradient, n = 1961), and must break the bound. Returns the largest |got - want| / bound. */
+ * adds 1 to the centre tap of one weight (dy for the weight gradient), which moves some outputs by up to
+ * |x| ~ 1, beyond bounds of 2.5e-3 (forward, n = 288) to 0.11 (weight gradient, n = 1961), and must break the
+ * bound. Returns the largest |got - want| / bound. */
 static double direct_excess(const float *got, const float *want, const float *absum, size_t m, long n)
 {
 	const double u = ldexp(1.0, -24), gam = n * u / (1.0 - n * u);
@@ -1802,9 +1803,12 @@ static void check_direct_kernels(dnn_conv2d_args a)
 	for (int pass = 0; pass < 3; pass++)
 		for (int acc = 0; acc < 2; acc++) {
 			const size_t m = pass == 0 ? ny : pass == 1 ? nx : nw;
-			long n = pass == 0 ? (long)a.C * a.R * a.S : pass == 1 ? (long)a.K * a.R * a.S : (long)a.N * a.P * a.Q;
+			long n = pass == 0   ? (long)a.C * a.R * a.S
+				 : pass == 1 ? (long)a.K * a.R * a.S
+					     : (long)a.N * a.P * a.Q;
 			n += acc || pass == 2;
-			/* The starting values (beta = 1, accumulate_dx = 1, dw +=): the same in got, want, bad; |.| in absum. */
+			/* The starting values (beta = 1, accumulate_dx = 1, dw +=): the same in got, want, bad; |.| in
+			 * absum. */
 			for (size_t i = 0; i < m; i++)
 				got[i] = want[i] = bad[i] = (acc || pass == 2) ? test_rng_uniform(-1, 1) : NAN;
 			for (size_t i = 0; i < m; i++)
@@ -1833,9 +1837,10 @@ static void check_direct_kernels(dnn_conv2d_args a)
 				bwd_filter(bad, x, dy, &g);
 				dy[0] -= 1.0f;
 			}
-			snprintf(what, sizeof what, "direct %s N%d C%d %dx%d K%d, pass %d%s", kind, a.N, a.C, a.H, a.W, a.K,
-				 pass, acc ? " (accumulating)" : "");
-			const double e = direct_excess(got, want, absum, m, n), eb = direct_excess(bad, want, absum, m, n);
+			snprintf(what, sizeof what, "direct %s N%d C%d %dx%d K%d, pass %d%s", kind, a.N, a.C, a.H, a.W,
+				 a.K, pass, acc ? " (accumulating)" : "");
+			const double e = direct_excess(got, want, absum, m, n);
+			const double eb = direct_excess(bad, want, absum, m, n);
 			TEST_CHECK(e <= 1.0, "%s: |direct - im2col| is %.3g x its bound", what, e);
 			TEST_CHECK(eb > 1.0, "%s: negative control (one input + 1) within the bound (%.3g)", what, eb);
 			/* Same call, same bits. */
@@ -1909,7 +1914,7 @@ static void extra_conv_unit_own(void)
 		check_direct_kernels(conv_shape(3, 17, 13, 11, 19, 1, 1, 2, 0, 1)); /* 1x1 stride 2, odd sizes */
 		check_direct_kernels(conv_shape(40, 32, 14, 14, 64, 1, 1, 2, 0, 1)); /* ResNet-8's shortcut, 2 groups */
 		check_direct_kernels(conv_shape(5, 16, 13, 14, 9, 3, 3, 2, 1, 1));  /* stride 2: a partial group */
-		check_direct_kernels(conv_shape(9, 32, 14, 14, 64, 3, 3, 2, 1, 1)); /* stride 2: 7x7 outputs, 2 groups */
+		check_direct_kernels(conv_shape(9, 32, 14, 14, 64, 3, 3, 2, 1, 1)); /* stride 2: 7x7 out, 2 groups */
 		check_direct_kernels(conv_shape(2, 3, 1, 2, 5, 3, 3, 2, 1, 1));     /* stride 2: one output pixel */
 	} else {
 		printf("conv: no AVX-512F, the direct 1x1 and stride-2 kernels are not run here\n");
