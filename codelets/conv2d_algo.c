@@ -117,14 +117,16 @@ float *dnn_conv_scratch(size_t nfloats)
 #define STRIDE2_RULE(g, pass) ((pass) != 2 || (g)->C <= 16)
 #define POINTWISE_RULE(g, pass) ((g)->stride == 2 && ((pass) == 1 || ((pass) == 0 && (g)->C <= 16)))
 
+/* fp32 only: under --precision bf16 these convs keep the paths that round their operands (im2col's bf16 GEMMs);
+ * a bf16 form of these kernels replaces their two loops, dnn_conv_taps_gemm and dnn_conv_taps_dot. */
 static int use_pointwise(const conv_geom *g, int pass)
 {
-	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_pointwise_applies(g) && POINTWISE_RULE(g, pass);
+	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && dnn_conv_pointwise_applies(g) && POINTWISE_RULE(g, pass);
 }
 
 static int use_stride2(const conv_geom *g, int pass)
 {
-	return g->algo != DNN_CONV_ALGO_IM2COL && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g, pass);
+	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g, pass);
 }
 
 static dnn_wino_shape wino_shape(const conv_geom *g)
