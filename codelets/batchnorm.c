@@ -281,6 +281,20 @@ static void global_stats(double *mean, double *var, double *invstd, const double
 	*invstd = 1.0 / sqrt(*var + eps);
 }
 
+// saved (3C) = [mean | var | invstd] from sums (2C) over M = (global_n, else N) * HW values per channel
+void dnn_batchnorm_stats_from_sums_cpu(float *saved, const double *sums, const dnn_batchnorm_args *a)
+{
+	const int C = a->C;
+	const double M = (double)(a->global_n ? a->global_n : a->N) * a->HW;
+	for (int c = 0; c < C; c++) {
+		double mean, var, invstd;
+		global_stats(&mean, &var, &invstd, sums, C, c, M, a->eps);
+		saved[c] = (float)mean;
+		saved[C + c] = (float)var;
+		saved[2 * C + c] = (float)invstd;
+	}
+}
+
 // y (N, C, HW), saved (3C) = [mean | var | invstd] of the global batch; x, gamma, beta; sums (2C)
 void dnn_batchnorm_forward_global_cpu(float *y, float *saved, const float *x, const float *gamma,
 				      const float *beta, const double *sums, const dnn_batchnorm_args *a)

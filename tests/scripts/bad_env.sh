@@ -10,7 +10,7 @@ BENCH=(bench --net lenet5 --batch 8 --steps 1 --warmup 0 --quiet)
 
 # VAR=VALUE -> the words the line must name
 declare -A WANT=(
-  [DNN_FUSE=3]="expected 0, 1 or 2"
+  [DNN_FUSE=4]="expected 0, 1, 2 or 3"
   [DNN_FUSE=on]="expected 0, 1 or 2"
   [DNN_CONV_ALGO=bogus]="expected auto, im2col, winograd or winograd4"
   [DNN_CONV_ALGO=IM2COL]="expected auto, im2col, winograd or winograd4"
