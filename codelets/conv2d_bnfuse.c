@@ -10,19 +10,41 @@
 
 /* ------------------------------------------------------------------ kernels */
 
+// z (n) from x (n)
+void dnn_bn_relu_row(float *restrict z, const float *restrict x, int n, float m, float scale, float b)
+{
+	for (int i = 0; i < n; i++)
+		z[i] = dnn_act_relu(dnn_bn_normalise(x[i], m, scale, b));
+}
+
+/* bn (3C) = mean | scale | shift, scale as the batchnorm tasks round it: gamma times the float invstd. */
+static void channel_affine(float *bn, const float *saved, const float *gamma, const float *beta, int C)
+{
+	for (int c = 0; c < C; c++)
+		bn[c] = saved[c], bn[C + c] = gamma[c] * saved[2 * C + c], bn[2 * C + c] = beta[c];
+}
+
 // z (N, C, HW) from x (N, C, HW), saved (3C), gamma (C), beta (C)
 void dnn_bn_relu_apply_cpu(float *z, const float *x, const float *saved, const float *gamma, const float *beta,
 			   int N, int C, int HW)
 {
 	for (int n = 0; n < N; n++)
-		for (int c = 0; c < C; c++) {
-			/* scale as the batchnorm tasks round it: gamma times the float invstd */
-			const float m = saved[c], scale = gamma[c] * saved[2 * C + c], b = beta[c];
-			const float *restrict xp = x + ((size_t)n * C + c) * HW;
-			float *restrict zp = z + ((size_t)n * C + c) * HW;
-			for (int i = 0; i < HW; i++)
-				zp[i] = dnn_act_relu(dnn_bn_normalise(xp[i], m, scale, b));
-		}
+		for (int c = 0; c < C; c++)
+			dnn_bn_relu_row(z + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, saved[c],
+					gamma[c] * saved[2 * C + c], beta[c]);
+}
+
+/* Where the conv runs as Winograd F(2x2): its input copy applies the batch norm (no normalised copy of the
+ * chunk). bn_in and the row buffer in the aux scratch; NULL (error recorded) without memory. */
+static float *affine_scratch(const float *saved, const float *gamma, const float *beta, const dnn_conv2d_args *c)
+{
+	float *bn = dnn_cpu_scratch_aux(3 * (size_t)c->C + (size_t)c->W);
+	if (!bn) {
+		dnn_worker_error("conv2d_bnfuse: out of memory for %d channels' normalisation", c->C);
+		return NULL;
+	}
+	channel_affine(bn, saved, gamma, beta, c->C);
+	return bn;
 }
 
 // saved (3C) from y (N, C, HW); the sums' 2C doubles in the aux scratch (free when this is called)
@@ -56,9 +78,16 @@ static float *normalised_input(const float *x, const float *saved, const float *
 void dnn_conv2d_bn_forward_cpu(float *y, float *saved_out, const float *x, const float *w, const float *saved_in,
 			       const float *gamma, const float *beta, const dnn_conv2d_bn_args *a)
 {
-	if (a->apply && !(x = normalised_input(x, saved_in, gamma, beta, &a->conv)))
-		return;
-	dnn_conv2d_forward_cpu(y, x, w, &a->conv);
+	const dnn_conv2d_args *c = &a->conv;
+	if (a->apply && dnn_conv2d_cpu_winograd_tile(c, 0) == 2) {
+		float *bn = affine_scratch(saved_in, gamma, beta, c);
+		if (!bn || !dnn_conv2d_forward_bnin_cpu(y, x, w, bn, bn + 3 * (size_t)c->C, c))
+			return;
+	} else {
+		if (a->apply && !(x = normalised_input(x, saved_in, gamma, beta, c)))
+			return;
+		dnn_conv2d_forward_cpu(y, x, w, c);
+	}
 	if (a->stats) /* y is the one this task just wrote, still in the caches for a chunk of small images */
 		dnn_bn_stats_cpu(saved_out, y, &a->out_bn);
 }
@@ -66,9 +95,16 @@ void dnn_conv2d_bn_forward_cpu(float *y, float *saved_out, const float *x, const
 void dnn_conv2d_bn_backward_filter_cpu(float *dw, const float *x, const float *dy, const float *saved_in,
 				       const float *gamma, const float *beta, const dnn_conv2d_bn_args *a)
 {
-	const float *z = normalised_input(x, saved_in, gamma, beta, &a->conv);
+	const dnn_conv2d_args *c = &a->conv;
+	if (dnn_conv2d_cpu_winograd_tile(c, 2)) {
+		float *bn = affine_scratch(saved_in, gamma, beta, c);
+		if (bn)
+			dnn_conv2d_backward_filter_bnin_cpu(dw, x, dy, bn, bn + 3 * (size_t)c->C, c);
+		return;
+	}
+	const float *z = normalised_input(x, saved_in, gamma, beta, c);
 	if (z)
-		dnn_conv2d_backward_filter_cpu(dw, z, dy, &a->conv);
+		dnn_conv2d_backward_filter_cpu(dw, z, dy, c);
 }
 
 void dnn_batchnorm_relu_backward_recompute_cpu(float *dx, float *dgamma, float *dbeta, const float *x,

@@ -37,6 +37,15 @@ typedef struct {
  * the fused batchnorm+relu forward's output for those statistics, bit for bit. */
 void dnn_bn_relu_apply_cpu(float *z, const float *x, const float *saved, const float *gamma, const float *beta,
 			   int N, int C, int HW);
+/* z[0..n) = relu((x - m) * scale + b): one row of dnn_bn_relu_apply_cpu (the Winograd F(2x2) input copy calls it:
+ * compiled here without FMA, as the batchnorm kernels, so the same floats). */
+void dnn_bn_relu_row(float *z, const float *x, int n, float m, float scale, float b);
+/* conv2d_algo.c: the conv's F(2x2) forward / weight gradient with that applied to x in the input copy, bn_in (3, C) =
+ * mean | scale | shift, bn_row: W floats; 0 (nothing done) when the pass does not run as F(2x2). */
+int dnn_conv2d_forward_bnin_cpu(float *y, const float *x, const float *w, const float *bn_in, float *bn_row,
+				const dnn_conv2d_args *a);
+int dnn_conv2d_backward_filter_bnin_cpu(float *dw, const float *x, const float *dy, const float *bn_in, float *bn_row,
+					const dnn_conv2d_args *a);
 /* saved (3C) = [mean | biased var | invstd] of y (N, C, HW) over the chunk (see above). */
 void dnn_bn_stats_cpu(float *saved, const float *y, const dnn_batchnorm_args *a);
 

@@ -10,12 +10,16 @@
  *     stored-mask one (dnn_batchnorm_relu_backward_cpu);
  *   - negative control: a variance from a plain float sum of x^2 per row (what the row-centred sums avoid), on
  *     data with mean^2 / var = 1e6, must miss VAR_TOL.
- * VAR_TOL: each variance is a sum of HW-element rows summed in 8 float lanes (HW / 8 + 3 roundings per lane
- * at most: relative error (HW/8 + 3) u, u = 2^-24, for sums of positive terms) then in double; the fused one
- * also carries each row's float sum error into sum x^2 through the row mean m_r, (m_r - mean) / sd of it, at
- * most 4 here (rows of a conv's output with a shared offset). So |var - var_ref| / var <= (HW/8 + 3) u (1 + 2 *
- * 4), doubled for the difference of two such: 18 (HW/8 + 3) u. Largest HW here 1024: 1.4e-4; measured errors
- * are printed (typically 1e-7 or less). */
+ * VAR_TOL: each variance is a sum of HW-element rows summed in 8 float lanes (at most HW/8 + 3 roundings a lane:
+ * relative error (HW/8 + 3) u, u = 2^-24, for sums of terms of one sign) then in double. The fused one also
+ * carries each row's float sum error d_r into sum x^2 as 2 m_r d_r, which the mean's own 2 mean d_r cancels up to
+ * 2 (m_r - mean) d_r, |d_r| <= (HW/8 + 3) u sum |x|: relative to var at most 2 max|x| |m_r - mean| / var (HW/8 + 3)
+ * u, and max|x| |m_r - mean| / var <= 4 for the data where it is asserted: |offset| + spread <= 4 sd gives
+ * max|x| <= 4 sd, and i.i.d. rows of HW >= 49 elements have row means within 7 of their sd, sd / sqrt(HW) <= sd / 7,
+ * of the mean. So each variance is within (1 + 2 * 4) (HW/8 + 3) u
+ * of the double one and two of them within 18 (HW/8 + 3) u of each other. HW = 1024: 1.4e-4; measured errors are
+ * printed (1e-7 here). The offset-1000 data (mean^2 / var = 3e6) is outside that bound: there only the negative
+ * control is asserted (the fused error is printed: 4e-6, the docs/batchnorm.md table's size at 1e6). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,8 +82,9 @@ static void check_stats(int N, int C, int HW, float offset, float spread)
 	printf("stats N%d C%d HW%-4d offset %-6g: fused vs local %.2e, fused vs double %.2e, local vs double %.2e "
 	       "(tol %.2e)\n",
 	       N, C, HW, offset, d_loc, d_ref, d_lref, tol);
-	TEST_CHECK(d_loc <= tol && d_ref <= tol && d_lref <= tol, "N%d C%d HW%d: %.3g %.3g %.3g > %.3g", N, C, HW, d_loc,
-		   d_ref, d_lref, tol);
+	if (fabs(offset) + spread <= 4.0f * spread / sqrtf(3.0f)) /* within the derivation's 4 sd (uniform: sd = s / sqrt 3) */
+		TEST_CHECK(d_loc <= tol && d_ref <= tol && d_lref <= tol, "N%d C%d HW%d: %.3g %.3g %.3g > %.3g", N, C, HW,
+			   d_loc, d_ref, d_lref, tol);
 	/* negative control: plain float sums of x^2 per row (8 lanes, as lane_sum) minus mean^2 */
 	float *naive = alloc_f(3 * C);
 	for (int c = 0; c < C; c++) {
