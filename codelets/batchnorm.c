@@ -250,8 +250,10 @@ void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, con
 /* ------------------------------------------------------------------ global statistics
  * (--batchnorm global; batchnorm.h has the formulas) */
 
-// sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW); sum x^2 from each row's centred sums
-void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a)
+// sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW); sum x^2 from each row's centred sums.
+// An AVX2 clone where the CPU has it: the compiler vectorises the 8-lane loops lane for lane, and "avx2" brings no
+// FMA to contract with, so both clones give the same doubles (unit_bn_fuse compares them with the stored stats).
+__attribute__((target_clones("avx2", "default"))) void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	for (int c = 0; c < C; c++) {

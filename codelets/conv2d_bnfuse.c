@@ -6,12 +6,13 @@
 #include "act_formulas.h"
 #include "bn_formulas.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ kernels */
 
-// z (n) from x (n)
-void dnn_bn_relu_row(float *restrict z, const float *restrict x, int n, float m, float scale, float b)
+// z (n) from x (n); an AVX2 clone where the CPU has it (no FMA: the same floats as the batchnorm kernels)
+__attribute__((target_clones("avx2", "default"))) void dnn_bn_relu_row(float *restrict z, const float *restrict x, int n, float m, float scale, float b)
 {
 	for (int i = 0; i < n; i++)
 		z[i] = dnn_act_relu(dnn_bn_normalise(x[i], m, scale, b));
@@ -107,18 +108,39 @@ void dnn_conv2d_bn_backward_filter_cpu(float *dw, const float *x, const float *d
 		dnn_conv2d_backward_filter_cpu(dw, z, dy, c);
 }
 
+/* g[0..n) = dy masked where relu((x - m) * scale + b) is not > 0: batchnorm.c's relu_mask (the bits of dy ANDed
+ * with the compare), with the relu's output recomputed; an AVX2 clone where the CPU has it (no FMA). */
+__attribute__((target_clones("avx2", "default"))) static void masked_grad_row(float *restrict g, const float *restrict dy,
+									      const float *restrict x, int n, float m,
+									      float scale, float b)
+{
+	for (int i = 0; i < n; i++) {
+		uint32_t bits;
+		memcpy(&bits, &dy[i], sizeof(bits));
+		/* relu(v) > 0 exactly where v > 0 (NaN: neither) */
+		bits &= -(uint32_t)(dnn_bn_normalise(x[i], m, scale, b) > 0.0f);
+		memcpy(&g[i], &bits, sizeof(bits));
+	}
+}
+
 void dnn_batchnorm_relu_backward_recompute_cpu(float *dx, float *dgamma, float *dbeta, const float *x,
 					       const float *gamma, const float *beta, const float *saved,
 					       const float *dy, const dnn_batchnorm_args *a)
 {
-	const size_t nz = (size_t)a->N * a->C * a->HW;
-	float *z = dnn_cpu_scratch_aux(nz);
-	if (!z) {
-		dnn_worker_error("conv2d_bnfuse: out of memory for %zu floats of the relu's output", nz);
+	const int N = a->N, C = a->C, HW = a->HW;
+	float *g = dnn_cpu_scratch_aux((size_t)N * C * HW);
+	if (!g) {
+		dnn_worker_error("conv2d_bnfuse: out of memory for %zu floats of the masked gradient", (size_t)N * C * HW);
 		return;
 	}
-	dnn_bn_relu_apply_cpu(z, x, saved, gamma, beta, a->N, a->C, a->HW);
-	dnn_batchnorm_relu_backward_cpu(dx, dgamma, dbeta, x, gamma, saved, dy, z, a);
+	/* The masked gradient once, then the plain backward on it: the fused backward's g, bit for bit, and its two
+	 * passes then read one tensor (g) where they read two (dy, and the relu's output for the mask). */
+	for (int n = 0; n < N; n++)
+		for (int c = 0; c < C; c++) {
+			const size_t o = ((size_t)n * C + c) * HW;
+			masked_grad_row(g + o, dy + o, x + o, HW, saved[c], gamma[c] * saved[2 * C + c], beta[c]);
+		}
+	dnn_batchnorm_backward_cpu(dx, dgamma, dbeta, x, gamma, saved, g, a);
 }
 
 /* ------------------------------------------------------------------ codelets */
