@@ -12,7 +12,8 @@
 /* ------------------------------------------------------------------ kernels */
 
 // z (n) from x (n); an AVX2 clone where the CPU has it (no FMA: the same floats as the batchnorm kernels)
-__attribute__((target_clones("avx2", "default"))) void dnn_bn_relu_row(float *restrict z, const float *restrict x, int n, float m, float scale, float b)
+__attribute__((target_clones("avx2", "default"))) void dnn_bn_relu_row(float *restrict z, const float *restrict x, int n,
+								    float m, float scale, float b)
 {
 	for (int i = 0; i < n; i++)
 		z[i] = dnn_act_relu(dnn_bn_normalise(x[i], m, scale, b));
@@ -110,9 +111,8 @@ void dnn_conv2d_bn_backward_filter_cpu(float *dw, const float *x, const float *d
 
 /* g[0..n) = dy masked where relu((x - m) * scale + b) is not > 0: batchnorm.c's relu_mask (the bits of dy ANDed
  * with the compare), with the relu's output recomputed; an AVX2 clone where the CPU has it (no FMA). */
-__attribute__((target_clones("avx2", "default"))) static void masked_grad_row(float *restrict g, const float *restrict dy,
-									      const float *restrict x, int n, float m,
-									      float scale, float b)
+__attribute__((target_clones("avx2", "default"))) static void
+masked_grad_row(float *restrict g, const float *restrict dy, const float *restrict x, int n, float m, float scale, float b)
 {
 	for (int i = 0; i < n; i++) {
 		uint32_t bits;
@@ -248,8 +248,8 @@ int dnn_insert_batchnorm_relu_bwd_recompute(const dnn_task_opts *o, const dnn_ba
 	if (a->N < 1 || a->C < 1 || a->HW < 1 || (a->accumulate_dx != 0 && a->accumulate_dx != 1))
 		return -EINVAL;
 	const int dx_mode = a->accumulate_dx ? STARPU_RW : STARPU_W;
-	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_relu_bwd_recompute, "bn_relu_bwd_recompute", a, STARPU_R, x, STARPU_R, gamma,
-				    STARPU_R, beta, STARPU_R, saved, STARPU_R, dy, dx_mode, dx, grad_mode, dgamma,
+	return DNN_TASK_INSERT_ARGS(o, &cl_batchnorm_relu_bwd_recompute, "bn_relu_bwd_recompute", a, STARPU_R, x,
+				    STARPU_R, gamma, STARPU_R, beta, STARPU_R, saved, STARPU_R, dy, dx_mode, dx, grad_mode, dgamma,
 				    grad_mode, dbeta, STARPU_FLOPS, 10.0 * a->N * a->C * a->HW,
 				    STARPU_TASK_COLOR, DNN_COLOR_BN_BWD);
 }

@@ -142,7 +142,8 @@ int dnn_fuse_plan(dnn_plan *p, char *err, size_t errlen)
 	int *minr = malloc((size_t)nn * sizeof(int)), *maxw = calloc((size_t)nn, sizeof(int));
 	char *multi = calloc((size_t)nn, 1);
 	int rc = 0;
-	if (!p->bn_relu || !p->relu_pool || !p->grad_of || !p->bn_stats_conv || !p->bn_apply_conv || !minr || !maxw || !multi) {
+	if (!p->bn_relu || !p->relu_pool || !p->grad_of || !p->bn_stats_conv || !p->bn_apply_conv || !minr || !maxw ||
+	    !multi) {
 		dnn_set_err(err, errlen, g->source, "out of memory creating the activation plan");
 		rc = -1;
 		goto out;
