@@ -7,10 +7,11 @@
  *             each row's sum and centred sum of squares, rows in increasing n) and the formulas of
  *             dnn_batchnorm_forward_global_cpu with M = N * HW: the chunk's own statistics, as --batchnorm local,
  *             computed as one chunk of --batchnorm global computes them, bit for bit;
- *             conv B on z = relu((y - mean) * (gamma * invstd) + beta), z formed in the task's own scratch
- *             (bn_formulas.h, act_formulas.h: the values the batchnorm+relu task would have stored);
- *   backward  the batchnorm+relu backward with the mask z > 0 recomputed from y (the same z, so the same
- *             mask, bit for bit), and conv B's weight gradient from the recomputed z.
+ *             conv B on z = relu((y - mean) * (gamma * invstd) + beta) (bn_formulas.h, act_formulas.h: the values
+ *             the batchnorm+relu task would have stored), formed row by row in Winograd F(2x2)'s input copy
+ *             (conv2d_winograd.h bn_in), else in a scratch copy of the chunk;
+ *   backward  the batchnorm+relu backward with its gradient masked where the recomputed z is not > 0 (the same
+ *             z, so the same mask, bit for bit), and conv B's weight gradient on z formed the same way.
  * The batchnorm's output z is never stored: y is read once by the statistics (in the task that wrote it) and
  * once by conv B, instead of twice by the statistics, once by the normalisation and once more (z) by conv B.
  * Against --batchnorm local's two-pass statistics (mean, then squared deviations from it) the variance
