@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv2d_bnfuse.h"
 #include "conv2d_impl.h"
 #include "conv2d_winograd.h"
 #include "dnn_codelet.h"
@@ -236,6 +237,36 @@ int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const 
 void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a)
 {
 	dnn_conv2d_forward_bias_cpu(y, x, w, NULL, a);
+}
+
+/* Batch norm + relu applied in the F(2x2) input copy (conv2d_bnfuse.h): 0 when this pass does not run as
+ * F(2x2) here (the caller then normalises the input itself). */
+int dnn_conv2d_forward_bnin_cpu(float *y, const float *x, const float *w, const float *bn_in, float *bn_row,
+				const dnn_conv2d_args *a)
+{
+	conv_geom g = conv_geom_of(a);
+	if (use_winograd(&g) != 2)
+		return 0;
+	dnn_wino_shape s = wino_shape(&g);
+	s.bn_in = bn_in, s.bn_row = bn_row;
+	float *work = dnn_conv_scratch(dnn_wino_work(&s));
+	if (work) /* else the error is recorded */
+		dnn_wino_forward(y, x, w, &s, 0.0f, work);
+	return 1;
+}
+
+int dnn_conv2d_backward_filter_bnin_cpu(float *dw, const float *x, const float *dy, const float *bn_in, float *bn_row,
+					const dnn_conv2d_args *a)
+{
+	conv_geom g = conv_geom_of(a);
+	if (!use_winograd_filter(&g))
+		return 0;
+	dnn_wino_shape s = wino_shape(&g);
+	s.bn_in = bn_in, s.bn_row = bn_row;
+	float *work = dnn_conv_scratch(dnn_wino_filter_work(&s));
+	if (work)
+		dnn_wino_backward_filter(dw, x, dy, &s, work);
+	return 1;
 }
 
 /* Backward data of a stride-1 conv as a forward conv: dx = conv(dy, w'), w' (C, K, R, S) the
