@@ -250,8 +250,10 @@ void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, con
 /* ------------------------------------------------------------------ global statistics
  * (--batchnorm global; batchnorm.h has the formulas) */
 
-// sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW); sum x^2 from each row's centred sums
-void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a)
+// sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW); sum x^2 from each row's centred sums.
+// An AVX2 clone where the CPU has it: the compiler vectorises the 8-lane loops lane for lane, and "avx2" brings no
+// FMA to contract with, so both clones give the same doubles (unit_bn_fuse compares them with the stored stats).
+__attribute__((target_clones("avx2", "default"))) void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	for (int c = 0; c < C; c++) {
@@ -279,6 +281,20 @@ static void global_stats(double *mean, double *var, double *invstd, const double
 	if (*var < 0)
 		*var = 0;
 	*invstd = 1.0 / sqrt(*var + eps);
+}
+
+// saved (3C) = [mean | var | invstd] from sums (2C) over M = (global_n, else N) * HW values per channel
+void dnn_batchnorm_stats_from_sums_cpu(float *saved, const double *sums, const dnn_batchnorm_args *a)
+{
+	const int C = a->C;
+	const double M = (double)(a->global_n ? a->global_n : a->N) * a->HW;
+	for (int c = 0; c < C; c++) {
+		double mean, var, invstd;
+		global_stats(&mean, &var, &invstd, sums, C, c, M, a->eps);
+		saved[c] = (float)mean;
+		saved[C + c] = (float)var;
+		saved[2 * C + c] = (float)invstd;
+	}
 }
 
 // y (N, C, HW), saved (3C) = [mean | var | invstd] of the global batch; x, gamma, beta; sums (2C)

@@ -85,6 +85,9 @@ int dnn_insert_batchnorm_relu_bwd(const dnn_task_opts *o, const dnn_batchnorm_ar
  * the last float bit in practice. */
 // sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW)
 void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a);
+// saved (3C) = [mean | var | invstd] from sums (2C doubles) over M = (a->global_n, or a->N when 0) * HW, as
+// dnn_batchnorm_forward_global_cpu computes them (graph/fuse.c's level 3: one chunk's own sums)
+void dnn_batchnorm_stats_from_sums_cpu(float *saved, const double *sums, const dnn_batchnorm_args *a);
 // y, saved (3C) = [mean | var | invstd] from sums (2C doubles) over M = a->global_n * HW
 void dnn_batchnorm_forward_global_cpu(float *y, float *saved, const float *x, const float *gamma,
 				      const float *beta, const double *sums, const dnn_batchnorm_args *a);

@@ -4,6 +4,8 @@
  *                    direct, im2col) and the scratch they get;
  *   conv2d_im2col.c  im2col + OpenBLAS sgemm (and the 1x1 convs' GEMMs without im2col);
  *   conv2d_direct.c  the direct AVX2 path for stride-1 convs with few channels;
+ *   conv2d_pointwise.c the direct AVX-512 1x1 convs (stride 1 or 2) and the two loops they share with
+ *                    conv2d_stride2.c, the direct AVX-512 3x3 stride-2 convs;
  *   conv2d_winograd_f2.c, conv2d_winograd_f4.c  Winograd F(2x2, 3x3) and F(4x4, 3x3);
  *   conv2d_winograd.c what they share: the chunk plan, scratch layout, forward GEMMs, ISA choice;
  *   conv2d.c         the StarPU glue: shapes, codelets, perf models, insert helpers.
@@ -70,4 +72,35 @@ void dnn_conv_direct_forward(float *y, const float *x, const float *w, const flo
  * (tests, side-by-side measurements). Returns the choice in effect. */
 int dnn_conv_direct_set_avx512(int on);
 int dnn_conv_direct_avx512(void);
+
+/* Whether this CPU runs the AVX-512 kernels of conv2d_pointwise.c and conv2d_stride2.c (AVX-512F). */
+int dnn_conv_avx512_kernels(void);
+/* The register-blocked loops of those kernels, the only places where they multiply:
+ * gemm: out[m*ldo + t] = beta*out[..] + sum over c < nc, then i < ntaps, of
+ *       w[m*wsm + c*wsc + woff[i]] * in[c*ldi + ioff[i] + t], for m < M, t < T;
+ * dot:  g[m*nc*ntaps + c*ntaps + i] += sum over t < T of a[m*lda + t] * in[c*ldi + ioff[i] + t] (16 lanes
+ *       over t, then one fixed reduction). */
+void dnn_conv_taps_gemm(float *out, size_t ldo, const float *w, size_t wsm, size_t wsc, const int *woff,
+			const float *in, size_t ldi, const long *ioff, int ntaps, int nc, int M, long T, float beta);
+void dnn_conv_taps_dot(float *g, const float *a, size_t lda, const float *in, size_t ldi, const long *ioff,
+		       int ntaps, int nc, int M, long T);
+/* d[i] = s[2i + off] for i < n, s read below len only (zeros beyond). */
+void dnn_conv_deal_row(float *restrict d, const float *restrict s, int off, int len, int n);
+
+/* Direct 1x1 unpadded convs of stride 1 or 2 (conv2d_pointwise.c): whether they take the conv (the shape and
+ * the CPU: the algorithm choice is conv2d_algo.c's), the forward's floats of work, and the three passes
+ * (forward y = conv (beta 0) or y += conv (beta 1); dx =|+= by accumulate_dx; dw +=). */
+int dnn_conv_pointwise_applies(const conv_geom *g);
+size_t dnn_conv_pointwise_work(const conv_geom *g);
+void dnn_conv_pointwise_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *work);
+void dnn_conv_pointwise_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g,
+				      int accumulate_dx);
+void dnn_conv_pointwise_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g);
+
+/* Direct 3x3 convs of stride 2 and padding 1 (conv2d_stride2.c): the same five. */
+int dnn_conv_stride2_applies(const conv_geom *g);
+size_t dnn_conv_stride2_work(const conv_geom *g);
+void dnn_conv_stride2_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *work);
+void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx);
+void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g);
 #endif

@@ -6,10 +6,15 @@
 #include <stddef.h>
 
 /* One conv as the Winograd kernel sees it: x (N, C, H, W), w (K, C, 3, 3), y (N, K, P, Q) with
- * P = H + 2 pad_h - 2, Q = W + 2 pad_w - 2, pad_h, pad_w >= 0. */
+ * P = H + 2 pad_h - 2, Q = W + 2 pad_w - 2, pad_h, pad_w >= 0.
+ * bn_in (F(2x2) forward and weight gradient only; NULL: none): (3, C) per-channel mean, scale, shift; the conv's
+ * input is then relu((x - mean) * scale + shift), formed row by row in bn_row (W floats) as the image is split
+ * (conv2d_bnfuse.h: a batch norm and its relu applied in the input copy; the padding stays zero). */
 typedef struct {
 	int N, C, H, W, K, P, Q, pad_h, pad_w;
 	int bf16; // 1: the per-frequency GEMMs multiply bf16-rounded U and V, fp32 sums (gemm_bf16.h's arithmetic)
+	const float *bn_in;
+	float *bn_row;
 } dnn_wino_shape;
 
 /* Whether this CPU runs the kernel (it needs AVX2 and FMA). */

@@ -32,6 +32,7 @@
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */
 #include "conv2d_winograd_impl.h"
+#include "conv2d_bnfuse.h"
 #include "dnn_codelet.h"
 #include "gemm_bf16.h"
 
@@ -120,6 +121,10 @@ __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, 
 			zero_span(o + off, 0, so);
 			zero_span(o + off, so + co, l);
 			const float *restrict xr = x + ((size_t)c * H + ih) * W;
+			if (s->bn_in) { /* batch norm + relu on the way in (conv2d_bnfuse.h), the row in L1 */
+				dnn_bn_relu_row(s->bn_row, xr, W, s->bn_in[c], s->bn_in[s->C + c], s->bn_in[2 * s->C + c]);
+				xr = s->bn_row;
+			}
 			float *restrict ev = (pw % 2 ? o : e) + off + pw / 2; // x columns 0, 2, 4, ...
 			float *restrict od = (pw % 2 ? e : o) + off + (pw + 1) / 2; // x columns 1, 3, ...
 			int m = 0;

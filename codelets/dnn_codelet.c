@@ -119,11 +119,30 @@ float *dnn_cpu_scratch(size_t nfloats)
 	return scratch;
 }
 
+/* A second buffer: a kernel's own data around a conv kernel, which takes the first (conv2d_bnfuse.c). */
+static _Thread_local float *scratch_aux;
+static _Thread_local size_t scratch_aux_len;
+
+float *dnn_cpu_scratch_aux(size_t nfloats)
+{
+	if (nfloats > scratch_aux_len) {
+		float *p = realloc(scratch_aux, nfloats * sizeof(float));
+		if (!p)
+			return NULL;
+		scratch_aux = p;
+		scratch_aux_len = nfloats;
+	}
+	return scratch_aux;
+}
+
 void dnn_cpu_scratch_release(void)
 {
 	free(scratch);
 	scratch = NULL;
 	scratch_len = 0;
+	free(scratch_aux);
+	scratch_aux = NULL;
+	scratch_aux_len = 0;
 }
 
 /* ---------------------------------------------------------------- worker errors */

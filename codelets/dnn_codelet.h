@@ -243,7 +243,10 @@ enum {
 /* Per-thread scratch memory for CPU kernels (im2col columns etc.). Grows, never shrinks;
  * returns NULL only when malloc fails. Not for CUDA. */
 float *dnn_cpu_scratch(size_t nfloats);
-/* Frees the calling thread's scratch (run on every CPU worker at shutdown). */
+/* A second such buffer, independent of the first: for a kernel that keeps its own data (a normalised
+ * input) while it calls a kernel that takes dnn_cpu_scratch (codelets/conv2d_bnfuse.c). */
+float *dnn_cpu_scratch_aux(size_t nfloats);
+/* Frees the calling thread's scratch, both buffers (run on every CPU worker at shutdown). */
 void dnn_cpu_scratch_release(void);
 
 #ifdef __cplusplus

@@ -431,6 +431,7 @@ void dnn_plan_destroy(dnn_plan *p)
 	free(p->chunk_n), free(p->chunk_off), free(p->chunk_worker), free(p->y), free(p->dy), free(p->saved);
 	dnn_plan_bn_destroy(p);
 	free(p->bn_relu), free(p->relu_pool), free(p->grad_of), free(p->written);
+	free(p->bn_stats_conv), free(p->bn_apply_conv);
 	free(p->x), free(p->labels), free(p->stats), free(p->stats_host);
 	memset(p, 0, sizeof(*p));
 }

@@ -117,7 +117,8 @@ typedef struct {
 	int *chunk_n, *chunk_off;
 	int *chunk_worker;    // --pin-chunks: the worker of each chunk's tasks; NULL: the scheduler's
 	starpu_data_handle_t *y, *dy, *saved; // [node * nchunks + c]; NULL where unused
-	/* Fusion level (cfg.fuse clamped to 0..2, fuse.h: DNN_FUSE=0 none, 1 by default, 2 with conv+bias).
+	/* Fusion level (cfg.fuse clamped to 0..3, fuse.h: DNN_FUSE=0 none, 1 by default, 2 with conv+bias, 3 with
+	 * batch norm in the convs).
 	 * bn_relu[i]: for a batchnorm whose only consumer is a relu, that relu's index, and for that
 	 *   relu, the batchnorm's; -1 elsewhere. One task per chunk does both (forward: y of the relu
 	 *   = max(BN(x), 0); backward: mask then BN backward); the batchnorm has no y/dy handles.
@@ -129,9 +130,16 @@ typedef struct {
 	 *   max, which is the max of the relu'd window; backward: dy masked by y > 0, routed to the
 	 *   relu's input's gradient); the relu has no task and no y/dy handles.
 	 * Level 2: a conv with bias=1 adds its bias in the conv's forward task and its bias gradient
-	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks. */
+	 *   in the backward-filter task (conv2d.h a->bias) instead of separate bias tasks.
+	 * Level 3 (fuse.h dnn_graph_bn_conv, codelets/conv2d_bnfuse.h): for a batchnorm fused with its relu whose input
+	 *   is a conv read by nothing else (A) and whose relu is read by one conv only (B), in a training plan with
+	 *   local statistics and no CUDA worker: bn_stats_conv[bn] = A and bn_stats_conv[A] = bn (A's forward task
+	 *   writes the batchnorm's saved statistics); bn_apply_conv[bn] = B and bn_apply_conv[B] = bn (B's forward
+	 *   and weight-gradient tasks read A's output and normalise it themselves; the relu's output is never
+	 *   stored; the batchnorm's backward recomputes its mask); -1 elsewhere. */
 	int fuse;
 	int *bn_relu, *relu_pool, *grad_of;
+	int *bn_stats_conv, *bn_apply_conv;
 	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, the
 	                      // fixed-order sums over chunks, optim_update (not StarPU's own REDUX init/reduction
 	                      // tasks, nor a multi-rank plan's exchanges)

@@ -54,7 +54,8 @@ static int parse_workspace(const char *v, long *mb, char *err, size_t errlen)
 
 int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 {
-	static const char *const levels[] = {"0", "1", "2", NULL}; /* DNN_FUSE, DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO */
+	static const char *const levels[] = {"0", "1", "2", NULL}; /* DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO */
+	static const char *const fuse[] = {"0", "1", "2", "3", NULL}; /* graph/fuse.h */
 	static const char *const algo[] = {"auto", "im2col", "winograd", "winograd4", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
@@ -77,7 +78,7 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 	k->blas_reexec_from = getenv("DNN_BLAS_REEXEC_FROM"); /* runtime/cpu_kernels.c sets it */
 	k->cache_dir = knob("STARPU_ANP_CACHE"); /* ours too: bootstrap's cache, where the text corpus is */
 	k->home = knob("HOME");
-	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, levels, err, errlen)) < 0)
+	if ((v = knob("DNN_FUSE")) && (i = one_of("DNN_FUSE", v, fuse, err, errlen)) < 0)
 		return -1;
 	if (v)
 		k->fuse = i;

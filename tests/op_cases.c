@@ -803,6 +803,11 @@ static const h_shape conv_unit[] = {
 	{2, 3, 16, 16, "out=9 k=3 pad=1 bias=1"},
 	{2, 2, 7, 5, "out=3 k=3 bias=1"},
 	{6, 3, 8, 8, "out=4 k=3 pad=1 bias=1", 3},
+	{5, 16, 28, 28, "out=32 k=3 stride=2 pad=1 bias=1"},
+	{5, 13, 15, 17, "out=11 k=3 stride=2 pad=1"},
+	{15, 32, 14, 14, "out=64 k=1 stride=2"},
+	{3, 9, 13, 11, "out=19 k=1 stride=2 bias=1"},
+	{2, 17, 9, 7, "out=13 k=1"},
 };
 static const h_shape conv_grad[] = {
 	{1, 1, 1, 1, "out=1 k=1"},
@@ -817,6 +822,9 @@ static const h_shape conv_grad[] = {
 	{2, 1, 12, 12, "out=6 k=5 pad=2 bias=1"},
 	{2, 16, 24, 24, "out=3 k=3 pad=1"},
 	{6, 3, 6, 6, "out=4 k=3 pad=1 bias=1", 3},
+	{3, 5, 9, 11, "out=7 k=3 stride=2 pad=1 bias=1"},
+	{3, 6, 7, 9, "out=9 k=1 stride=2 bias=1"},
+	{2, 3, 1, 1, "out=2 k=3 stride=2 pad=1"},
 };
 static const h_shape conv_gpu[] = {
 	{64, 3, 32, 32, "out=16 k=3 pad=1"},          {64, 16, 32, 32, "out=16 k=3 pad=1 bias=1"},
@@ -1733,6 +1741,123 @@ static void conv_grad_shape(dnn_conv2d_args a)
 	free(dw0);
 }
 
+/* The direct 1x1 and 3x3 stride-2 kernels (conv2d_pointwise.c, conv2d_stride2.c) called directly, every pass,
+ * whatever conv2d_algo.c's rules give them, against the im2col kernels on the same inputs. Bound: each output
+ * is a float sum of at most n products (n = C*R*S forward, K*R*S backward data, N*P*Q backward filter, one
+ * more term for beta = 1, accumulate_dx or dw's +=); any order of it lies within gamma_n * sum |terms| of
+ * the exact value (Higham, Accuracy and Stability, 3.1: gamma_n = n u / (1 - n u), u = 2^-24), so two
+ * orders differ by at most 2 gamma_n * sum |terms|, where sum |terms| is the same pass run on |inputs|
+ * (im2col, in float: it carries its own gamma_n, hence the factor (1 + gamma_n) on it). The negative control
+ * adds 1 to the centre tap of one weight (dy for the weight gradient), which moves some outputs by up to
+ * |x| ~ 1, beyond bounds of 2.5e-3 (forward, n = 288) to 0.11 (weight gradient, n = 1961), and must break the
+ * bound. Returns the largest |got - want| / bound. */
+static double direct_excess(const float *got, const float *want, const float *absum, size_t m, long n)
+{
+	const double u = ldexp(1.0, -24), gam = n * u / (1.0 - n * u);
+	double worst = 0;
+	for (size_t i = 0; i < m; i++) {
+		const double bound = 2.0 * gam * (1.0 + gam) * absum[i] + 1e-30;
+		const double e = fabs((double)got[i] - (double)want[i]) / bound;
+		if (!(e <= worst))
+			worst = e; // NaN wins
+	}
+	return worst;
+}
+
+typedef void (*direct_fwd_fn)(float *, const float *, const float *, const conv_geom *, float, float *);
+typedef void (*direct_bwd_data_fn)(float *, const float *, const float *, const conv_geom *, int);
+typedef void (*direct_bwd_filter_fn)(float *, const float *, const float *, const conv_geom *);
+
+static void check_direct_kernels(dnn_conv2d_args a)
+{
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "direct kernels: bad shape");
+		return;
+	}
+	const conv_geom g = conv_geom_of(&a);
+	const int pw = dnn_conv_pointwise_applies(&g), s2 = dnn_conv_stride2_applies(&g);
+	TEST_CHECK(pw || s2, "direct N%d C%d H%d W%d K%d R%d stride %d: no direct kernel takes it", a.N, a.C, a.H, a.W,
+		   a.K, a.R, a.stride);
+	if (!pw && !s2)
+		return;
+	direct_fwd_fn fwd = pw ? dnn_conv_pointwise_forward : dnn_conv_stride2_forward;
+	direct_bwd_data_fn bwd_data = pw ? dnn_conv_pointwise_backward_data : dnn_conv_stride2_backward_data;
+	direct_bwd_filter_fn bwd_filter = pw ? dnn_conv_pointwise_backward_filter : dnn_conv_stride2_backward_filter;
+	const size_t nx = (size_t)a.N * a.C * a.H * a.W, nw = (size_t)a.K * a.C * a.R * a.S;
+	const size_t ny = (size_t)a.N * a.K * a.P * a.Q;
+	float *x = alloc_f(nx), *w = alloc_f(nw), *dy = alloc_f(ny), *ax = alloc_f(nx), *aw = alloc_f(nw),
+	      *ady = alloc_f(ny);
+	for (size_t i = 0; i < nx; i++)
+		ax[i] = fabsf(x[i] = test_rng_uniform(-1, 1));
+	for (size_t i = 0; i < nw; i++)
+		aw[i] = fabsf(w[i] = test_rng_uniform(-1, 1));
+	for (size_t i = 0; i < ny; i++)
+		ady[i] = fabsf(dy[i] = test_rng_uniform(-1, 1));
+	const size_t nmax = nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw);
+	float *got = alloc_f(nmax), *want = alloc_f(nmax), *absum = alloc_f(nmax), *bad = alloc_f(nmax);
+	size_t wk = dnn_conv_im2col_forward_work(&g), wd = pw ? dnn_conv_pointwise_work(&g) : dnn_conv_stride2_work(&g);
+	float *work = alloc_f(wk > wd ? wk : wd);
+	char what[160];
+	const char *kind = pw ? "1x1" : "3x3 stride 2";
+	const size_t ctr = (size_t)(a.R * a.S) / 2; // the centre tap: never only padding
+	for (int pass = 0; pass < 3; pass++)
+		for (int acc = 0; acc < 2; acc++) {
+			const size_t m = pass == 0 ? ny : pass == 1 ? nx : nw;
+			long n = pass == 0   ? (long)a.C * a.R * a.S
+				 : pass == 1 ? (long)a.K * a.R * a.S
+					     : (long)a.N * a.P * a.Q;
+			n += acc || pass == 2;
+			/* The starting values (beta = 1, accumulate_dx = 1, dw +=): the same in got, want, bad; |.| in
+			 * absum. */
+			for (size_t i = 0; i < m; i++)
+				got[i] = want[i] = bad[i] = (acc || pass == 2) ? test_rng_uniform(-1, 1) : NAN;
+			for (size_t i = 0; i < m; i++)
+				absum[i] = (acc || pass == 2) ? fabsf(got[i]) : 0.0f;
+			if (pass == 0) {
+				fwd(got, x, w, &g, (float)acc, work);
+				dnn_conv_im2col_forward(want, x, w, &g, (float)acc, work);
+				dnn_conv_im2col_forward(absum, ax, aw, &g, (float)acc, work);
+				w[ctr] += 1.0f;
+				fwd(bad, x, w, &g, (float)acc, work);
+				w[ctr] -= 1.0f;
+			} else if (pass == 1) {
+				bwd_data(got, dy, w, &g, acc);
+				dnn_conv_im2col_backward_data(want, dy, w, &g, acc);
+				dnn_conv_im2col_backward_data(absum, ady, aw, &g, acc);
+				w[ctr] += 1.0f;
+				bwd_data(bad, dy, w, &g, acc);
+				w[ctr] -= 1.0f;
+			} else {
+				if (acc)
+					break; // dw is always accumulated: one case
+				bwd_filter(got, x, dy, &g);
+				dnn_conv_im2col_backward_filter(want, x, dy, &g);
+				dnn_conv_im2col_backward_filter(absum, ax, ady, &g);
+				dy[0] += 1.0f;
+				bwd_filter(bad, x, dy, &g);
+				dy[0] -= 1.0f;
+			}
+			snprintf(what, sizeof what, "direct %s N%d C%d %dx%d K%d, pass %d%s", kind, a.N, a.C, a.H, a.W,
+				 a.K, pass, acc ? " (accumulating)" : "");
+			const double e = direct_excess(got, want, absum, m, n);
+			const double eb = direct_excess(bad, want, absum, m, n);
+			TEST_CHECK(e <= 1.0, "%s: |direct - im2col| is %.3g x its bound", what, e);
+			TEST_CHECK(eb > 1.0, "%s: negative control (one input + 1) within the bound (%.3g)", what, eb);
+			/* Same call, same bits. */
+			memcpy(bad, want, m * sizeof(float));
+			if (pass == 0)
+				fwd(bad, x, w, &g, 0.0f, work), fwd(got, x, w, &g, 0.0f, work);
+			else if (pass == 1)
+				bwd_data(bad, dy, w, &g, 0), bwd_data(got, dy, w, &g, 0);
+			else
+				memset(bad, 0, m * sizeof(float)), memset(got, 0, m * sizeof(float)),
+					bwd_filter(bad, x, dy, &g), bwd_filter(got, x, dy, &g);
+			test_same_bits(what, got, bad, m);
+		}
+	free(x), free(w), free(dy), free(ax), free(aw), free(ady), free(got), free(want), free(absum), free(bad);
+	free(work);
+}
+
 static void extra_conv_unit_own(void);
 static void extra_conv_unit(void) /* the op's own checks, then its bf16 kernels' (op_bf16.c) */
 {
@@ -1779,6 +1904,21 @@ static void extra_conv_unit_own(void)
 	conv_unit_shape(conv_shape(2, 2, 9, 20, 5, 2, 4, 1, 1, 1));    /* direct, R != S, 3 vectors/row */
 	conv_unit_shape(conv_shape(2, 3, 16, 16, 9, 3, 3, 1, 1, 1));   /* direct, Q = 16: one full AVX-512 vector */
 	conv_unit_shape(conv_shape(2, 2, 7, 5, 3, 3, 3, 1, 0, 1));     /* direct, Q = 3 */
+	conv_unit_shape(conv_shape(5, 16, 28, 28, 32, 3, 3, 2, 1, 1)); /* stride-2 direct: ResNet-8's, 4 a group */
+	conv_unit_shape(conv_shape(9, 32, 14, 14, 64, 3, 3, 2, 1, 1)); /* stride-2 direct: 7x7 outputs */
+	conv_unit_shape(conv_shape(3, 5, 31, 33, 13, 3, 3, 2, 1, 1));  /* stride-2 direct: odd, Q = 17 */
+	conv_unit_shape(conv_shape(20, 16, 28, 28, 32, 1, 1, 2, 0, 1)); /* 1x1 direct: 16 a group, then 4 */
+	conv_unit_shape(conv_shape(2, 33, 9, 37, 70, 1, 1, 1, 0, 1));  /* 1x1 stride 1: 8-row blocks + 6 */
+	if (dnn_conv_avx512_kernels()) {
+		check_direct_kernels(conv_shape(2, 33, 9, 37, 70, 1, 1, 1, 0, 1));  /* 1x1 stride 1: 8-row blocks + 6 */
+		check_direct_kernels(conv_shape(3, 17, 13, 11, 19, 1, 1, 2, 0, 1)); /* 1x1 stride 2, odd sizes */
+		check_direct_kernels(conv_shape(40, 32, 14, 14, 64, 1, 1, 2, 0, 1)); /* ResNet-8's shortcut, 2 groups */
+		check_direct_kernels(conv_shape(5, 16, 13, 14, 9, 3, 3, 2, 1, 1));  /* stride 2: a partial group */
+		check_direct_kernels(conv_shape(9, 32, 14, 14, 64, 3, 3, 2, 1, 1)); /* stride 2: 7x7 out, 2 groups */
+		check_direct_kernels(conv_shape(2, 3, 1, 2, 5, 3, 3, 2, 1, 1));     /* stride 2: one output pixel */
+	} else {
+		printf("conv: no AVX-512F, the direct 1x1 and stride-2 kernels are not run here\n");
+	}
 	if (dnn_conv_direct_set_avx512(1)) {
 		check_direct_isas(conv_shape(3, 1, 28, 28, 6, 5, 5, 1, 2, 1));  /* LeNet-5 c1: Q = 28 */
 		check_direct_isas(conv_shape(3, 6, 14, 14, 16, 5, 5, 1, 0, 1)); /* LeNet-5 c2: Q = 10 */
@@ -1829,6 +1969,12 @@ static void extra_conv_grad(void)
 	conv_grad_shape(conv_shape(2, 6, 8, 8, 5, 5, 5, 1, 0, 1));    /* LeNet-5 c2-like */
 	conv_grad_shape(conv_shape(2, 16, 24, 24, 3, 3, 3, 1, 1, 1)); /* large images: row tiles */
 	conv_grad_shape(conv_shape(2, 16, 47, 45, 3, 3, 3, 2, 1, 1)); /* row tiles, stride 2, odd */
+	/* The direct 1x1 and 3x3 stride-2 kernels (conv2d_pointwise.c, conv2d_stride2.c): odd sizes, channel
+	 * counts that are no multiple of their blocks, a partial last group of images. */
+	conv_grad_shape(conv_shape(5, 16, 13, 14, 9, 3, 3, 2, 1, 1));  /* stride 2: 4 images a group, then 1 */
+	conv_grad_shape(conv_shape(2, 9, 2, 3, 5, 3, 3, 2, 1, 1));     /* stride 2, 1x2 output */
+	conv_grad_shape(conv_shape(3, 17, 6, 5, 19, 1, 1, 2, 0, 1));   /* 1x1 stride 2, odd width */
+	conv_grad_shape(conv_shape(2, 7, 5, 6, 21, 1, 1, 1, 0, 1));    /* 1x1 stride 1 */
 	for (int t = 0; t < 10; t++) {
 		dnn_conv2d_args r;
 		do {

@@ -343,6 +343,7 @@ int main(void)
 	folder_set(&folder, 12);
 	token_set(&tokens);
 
+	/* not level 3: CPU-only by design, graph/fuse.c takes it only where no CUDA worker exists */
 	for (int fuse = 0; fuse <= 2; fuse++)
 		for (int train = 1; train >= 0; train--) {
 			one_step("lenet5", NULL, &mem, fuse, train);

@@ -55,8 +55,10 @@ static void other_knobs(void)
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.conv_algo == DNN_CONV_ALGO_WINOGRAD4,
 		   "DNN_CONV_ALGO=winograd4: algo %d", (int)k.conv_algo);
 	setenv("DNN_FUSE", "3", 1);
-	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_FUSE=3: expected 0, 1 or 2") == 0,
-		   "DNN_FUSE=3: '%s'", err);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == 0 && k.fuse == 3, "DNN_FUSE=3: fuse %d", k.fuse);
+	setenv("DNN_FUSE", "4", 1);
+	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strcmp(err, "DNN_FUSE=4: expected 0, 1, 2 or 3") == 0,
+		   "DNN_FUSE=4: '%s'", err);
 	unsetenv("DNN_FUSE"), setenv("DNN_CONV_ALGO", "fast", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 &&
 			   strcmp(err, "DNN_CONV_ALGO=fast: expected auto, im2col, winograd or winograd4") == 0,

@@ -3,11 +3,13 @@
  * statistics of the whole global batch; running statistics in eval mode.
  * Kernels and codelets: codelets/batchnorm.{c,h}. When its only consumer is a relu (fuse.h),
  * one task per chunk does both: forward into the relu's output, backward from the relu's
- * gradient; the batchnorm's own output and gradient are never stored. */
+ * gradient; the batchnorm's own output and gradient are never stored. At fusion level 3 the convs around it
+ * do its forward (codelets/conv2d_bnfuse.h): only the running statistics' task and the backward remain. */
 #include <stdlib.h>
 
 #include "batchnorm.h"
 #include "bnstats.h"
+#include "conv2d_bnfuse.h"
 #include "fuse.h"
 #include "onnx_emit.h"
 #include "op.h"
@@ -144,7 +146,8 @@ static int forward(dnn_op_ctx *ctx, int i)
 		return global_walk(ctx, i, a, &fwd_global);
 	}
 	starpu_data_handle_t saved = dnn_op_saved(ctx, i);
-	DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(ctx->opts, &a, x, gamma->hw, beta->hw, y, saved));
+	if (dnn_fuse_bn_stats_conv(ctx->p, i) < 0) /* level 3: the conv before wrote saved, the one after applies it */
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_train(ctx->opts, &a, x, gamma->hw, beta->hw, y, saved));
 	/* Running statistics follow chunk 0, as a DDP replica's follow its own shard. */
 	if (ctx->c == 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_running(ctx->opts, &a, saved, ctx->m->hrunning[i]));
@@ -192,7 +195,10 @@ static int backward(dnn_op_ctx *ctx, int i)
 	}
 	int mode; /* the chunk's partial gradients (RW), or the REDUX handles (chunksum.h) */
 	starpu_data_handle_t dg = dnn_op_grad(ctx, gamma, &mode), db = dnn_op_grad(ctx, beta, &mode);
-	if (relu >= 0)
+	if (dnn_fuse_bn_apply_conv(ctx->p, i) >= 0) /* level 3: no stored relu output; the mask from x */
+		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd_recompute(ctx->opts, &a, x, gamma->hw, beta->hw, saved,
+									   dnn_op_dy(ctx, relu), dx, dg, db, mode));
+	else if (relu >= 0)
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_relu_bwd(ctx->opts, &a, x, gamma->hw, saved, dnn_op_dy(ctx, relu),
 								 dnn_op_out(ctx, relu), dx, dg, db, mode));
 	else

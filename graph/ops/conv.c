@@ -1,11 +1,13 @@
 /* conv.c — the conv op: `conv NAME IN out=K k=R [stride=1] [pad=0] [dilation=1] [bias=0]`.
  * Kernels and codelets: codelets/conv2d.{c,h}; a bias is a separate bias task, or part of the
- * conv's own tasks when fusion level 2 says so (fuse.h). */
+ * conv's own tasks when fusion level 2 says so (fuse.h); at level 3 a conv may also compute the statistics of
+ * the batchnorm after it, or apply the batchnorm (and relu) before it to its input (codelets/conv2d_bnfuse.h). */
 #include <errno.h>
 #include <stdio.h>
 
 #include "bias.h"
 #include "conv2d.h"
+#include "conv2d_bnfuse.h"
 #include "fuse.h"
 #include "onnx_emit.h"
 #include "op.h"
@@ -74,6 +76,49 @@ static int conv_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_conv2d_args 
 	return dnn_conv2d_args_finish(a) == 0 ? 0 : -EINVAL;
 }
 
+enum { BN_GAMMA, BN_BETA }; /* graph/ops/batchnorm.c's parameter slots */
+
+/* Level 3: the args of conv i's task with the batchnorm sb after it (statistics, -1: none) and the batchnorm ab
+ * before it (applied to its input, -1: none), and the handles of ab's input (the conv's x), saved statistics,
+ * gamma and beta. */
+static dnn_conv2d_bn_args bn_conv_args(dnn_op_ctx *ctx, int i, int sb, int ab, const dnn_conv2d_args *a,
+				       starpu_data_handle_t *x, starpu_data_handle_t h[3])
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	dnn_conv2d_bn_args f = {.conv = *a, .apply = ab >= 0, .stats = sb >= 0};
+	f.conv.bias = 0; /* a bias is its own task here (a batchnorm's conv A has none: fuse.c) */
+	if (ab >= 0) {
+		const dnn_node *bn = &ctx->g->nodes[ab];
+		f.in_bn = (dnn_batchnorm_args){.N = ctx->n, .C = bn->C, .HW = bn->H * bn->W, .eps = bn->eps,
+					       .momentum = bn->momentum, .relu = 1};
+		*x = dnn_op_out(ctx, bn->inputs[0]);
+		h[0] = dnn_op_saved(ctx, ab);
+		h[1] = dnn_op_param(ctx->m, ab, BN_GAMMA)->hw;
+		h[2] = dnn_op_param(ctx->m, ab, BN_BETA)->hw;
+	}
+	if (sb >= 0)
+		f.out_bn = (dnn_batchnorm_args){.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W,
+						.eps = ctx->g->nodes[sb].eps, .momentum = ctx->g->nodes[sb].momentum,
+						.relu = 1};
+	return f;
+}
+
+/* Level 3's forward: one task, then the bias as its own task. */
+static int forward_bn(dnn_op_ctx *ctx, int i, int sb, int ab, const dnn_conv2d_args *a)
+{
+	const dnn_node *nd = &ctx->g->nodes[i];
+	const dnn_param *w = dnn_op_param(ctx->m, i, DNN_SLOT_WEIGHT), *b = dnn_op_param(ctx->m, i, DNN_SLOT_BIAS);
+	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]), h[3] = {NULL, NULL, NULL};
+	dnn_conv2d_bn_args f = bn_conv_args(ctx, i, sb, ab, a, &x, h);
+	DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bn_fwd(ctx->opts, &f, x, w->hw, dnn_op_out(ctx, i), h[0], h[1], h[2],
+						    sb >= 0 ? dnn_op_saved(ctx, sb) : NULL));
+	if (b) {
+		dnn_bias_args ba = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
+		DNN_OP_SUBMIT(ctx, dnn_insert_bias_fwd(ctx->opts, &ba, dnn_op_out(ctx, i), b->hw));
+	}
+	return 0;
+}
+
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
@@ -82,6 +127,9 @@ static int forward(dnn_op_ctx *ctx, int i)
 	dnn_conv2d_args a;
 	if (conv_args(ctx, nd, &a) != 0)
 		return -EINVAL;
+	const int sb = dnn_fuse_bn_stats_conv(ctx->p, i), ab = dnn_fuse_bn_apply_conv(ctx->p, i);
+	if (sb >= 0 || ab >= 0)
+		return forward_bn(ctx, i, sb, ab, &a);
 	if (dnn_fuse_conv_bias(ctx->p, i)) { /* conv + bias in one task */
 		a.bias = 1;
 		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(ctx->opts, &a, x, w->hw, b->hw, y));
@@ -107,7 +155,16 @@ static int backward(dnn_op_ctx *ctx, int i)
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
 	int mode; /* the chunk's partial gradients (RW), or the REDUX handles (chunksum.h) */
 	starpu_data_handle_t dw = dnn_op_grad(ctx, w, &mode), db = b ? dnn_op_grad(ctx, b, &mode) : NULL;
-	if (dnn_fuse_conv_bias(ctx->p, i)) { /* the bias gradient in the filter gradient's task */
+	const int ab = dnn_fuse_bn_apply_conv(ctx->p, i);
+	if (ab >= 0) { /* level 3: the weight gradient on the input the task normalises itself */
+		starpu_data_handle_t xa = x, h[3];
+		dnn_conv2d_bn_args f = bn_conv_args(ctx, i, -1, ab, &a, &xa, h);
+		if (b) {
+			dnn_bias_args ba = {.N = ctx->n, .C = nd->out, .HW = nd->H * nd->W};
+			DNN_OP_SUBMIT(ctx, dnn_insert_bias_bwd(ctx->opts, &ba, dy, db, mode));
+		}
+		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bn_bwd_filter(ctx->opts, &f, xa, dy, dw, mode, h[0], h[1], h[2]));
+	} else if (dnn_fuse_conv_bias(ctx->p, i)) { /* the bias gradient in the filter gradient's task */
 		dnn_conv2d_args ab = a;
 		ab.bias = 1;
 		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_bwd_filter(ctx->opts, &ab, x, dy, dw, db, mode));

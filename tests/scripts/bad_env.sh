@@ -10,8 +10,8 @@ BENCH=(bench --net lenet5 --batch 8 --steps 1 --warmup 0 --quiet)
 
 # VAR=VALUE -> the words the line must name
 declare -A WANT=(
-  [DNN_FUSE=3]="expected 0, 1 or 2"
-  [DNN_FUSE=on]="expected 0, 1 or 2"
+  [DNN_FUSE=4]="expected 0, 1, 2 or 3"
+  [DNN_FUSE=on]="expected 0, 1, 2 or 3"
   [DNN_CONV_ALGO=bogus]="expected auto, im2col, winograd or winograd4"
   [DNN_CONV_ALGO=IM2COL]="expected auto, im2col, winograd or winograd4"
   [DNN_CUDA_MATH=fp16]="expected tf32 or fp32"
@@ -29,7 +29,7 @@ for bad in "${!WANT[@]}"; do
   done
 done
 # Empty means the default; each good value runs.
-for good in DNN_FUSE= DNN_FUSE=0 DNN_FUSE=2 DNN_CONV_ALGO=im2col DNN_CONV_ALGO=winograd DNN_CONV_ALGO=winograd4 DNN_CONV_ALGO=auto \
+for good in DNN_FUSE= DNN_FUSE=0 DNN_FUSE=2 DNN_FUSE=3 DNN_CONV_ALGO=im2col DNN_CONV_ALGO=winograd DNN_CONV_ALGO=winograd4 DNN_CONV_ALGO=auto \
             DNN_CUDA_MATH=fp32 DNN_CUDA_WORKSPACE_MB=0 "DNN_TRACES_DIR=$DNN_SOURCE_DIR/traces"; do
   expect_rc 0 env "$good" "$A" "${BENCH[@]}"
 done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # train_fusion — the fused task graph (batchnorm+relu in one task, a relu in its maxpool's tasks,
-# residual-add gradients sharing the add's handle, conv+bias in one task; graph/fuse.c dnn_fuse_plan) trains exactly as the unfused
+# residual-add gradients sharing the add's handle, conv+bias in one task, at level 3 batch norm inside the convs;
+# graph/fuse.c dnn_fuse_plan) trains exactly as the unfused
 # one (DNN_FUSE=0) and submits fewer tasks per step. On one CPU worker the two runs execute the
 # same float operations in the same order, so the losses must match to the printed digits; on
 # two workers only the gradient reductions' order may differ (1e-3, as train_schedulers).
@@ -86,4 +87,38 @@ check "$TMP/pool.net" 1 6 1e-6 $(( 4 * 6 ))
 check "$TMP/pool.net" 2 6 1e-3 $(( 4 * 6 ))
 check resnet8 1 3 1e-6 $(( 4 * 14 )) 2
 check resnet8 2 6 1e-3 $(( 4 * 14 ))
+# Level 3 (batch norm inside the convs, codelets/conv2d_bnfuse.h): resnet8's 3 conv-bn-relu-conv chains lose the
+# batchnorm's forward task (-3 per chunk). Its statistics are the row-centred sums of --batchnorm global, whose
+# variance differs from the local task's two-pass one by float rounding (unit_bn_fuse: ~1e-7 relative), so this
+# is a float reassociation like DNN_CONV_ALGO's, with its bound (docs/usage.md: three steps within 1e-5).
+check resnet8 1 3 1e-5 $(( 4 * 17 )) 3
+check "$TMP/edge.net" 1 3 1e-5 $(( 4 * 8 )) 3 # no chain there: r1 has 3 readers, r3 an add
+# chain.net: a conv that is both B of one batchnorm and A of the next (c2: one task normalises its input and
+# computes its output's statistics), a stride-2 B (im2col), a 1x1 B with bias (its bias tasks stay): 3 chains,
+# -2 tasks per pair at level 1 and -1 more at level 3, per chunk.
+cat >"$TMP/chain.net" <<'NET'
+input x 1 28 28
+conv c1 x out=8 k=3 pad=1
+batchnorm b1 c1
+relu r1 b1
+conv c2 r1 out=8 k=3 pad=1
+batchnorm b2 c2
+relu r2 b2
+conv c3 r2 out=16 k=3 stride=2 pad=1
+batchnorm b3 c3
+relu r3 b3
+conv c4 r3 out=16 k=1 bias=1
+avgpool pool c4
+dense fc pool out=10
+softmax_xent loss fc
+NET
+check "$TMP/chain.net" 1 3 1e-5 $(( 4 * 9 )) 3
+check "$TMP/chain.net" 2 3 1e-3 $(( 4 * 9 )) 3
+# Negative control: per-chunk statistics over other chunks (2 instead of 4) must miss that bound.
+L0="$(run 0 1 resnet8 3)"
+L3="$(STARPU_NCPU=1 DNN_FUSE=3 "$STARPU_ANP" train --net resnet8 --data synthetic --chunks 2 --batch 32 --max-steps 3 \
+  --limit-test 128 --quiet 2>"$TMP/err" | tail -1)" || { cat "$TMP/err" >&2; fail "DNN_FUSE=3 --chunks 2 run failed"; }
+a="$(result_field "$L0" test_loss)" b="$(result_field "$L3" test_loss)"
+echo "negative control: DNN_FUSE=0 4 chunks test_loss=$a, DNN_FUSE=3 2 chunks test_loss=$b"
+fcmp "($a - $b) > 1e-5 * $a || ($b - $a) > 1e-5 * $a" || fail "negative control: 2 chunks within 1e-5 of 4 ($b vs $a)"
 finish

@@ -1,0 +1,276 @@
+/* conv2d_stride2.c — direct AVX-512 kernels for 3x3 convs of stride 2 and padding 1 (ResNets' downsampling
+ * convs; see conv2d_impl.h), on the loops of conv2d_pointwise.c.
+ *
+ * The zero-padded image (C, H + 2, W + 2) is split into its four parity phases: phase (a, b) holds the padded
+ * pixels (2i + a, 2j + b) as a (Hc, Wc) array, Hc = ceil((H + 2) / 2), Wc likewise. Tap (r, s) of output
+ * pixel (p, q) reads pixel (p + r/2, q + s/2) of phase (r%2, s%2): a stride-1 access. A group of G images
+ * is laid out per channel side by side, (4, C, G, Hc, Wc), and the output pixels are computed on the same
+ * (G, Hc, Wc) grid (Hc >= P + 1, Wc >= Q + 1: the extra row and column of each image are computed and
+ * dropped), so every tap is one run of G*Hc*Wc floats at a fixed offset and 7x7 outputs fill the vectors:
+ *
+ *   forward:         out (K, G*Hc*Wc) = sum over c, then (r, s), of w[k, c, r, s] phase_rs[c] shifted
+ *   backward data:   the transposed conv, split by the parity of the input pixel: padded pixel (2i + a,
+ *                    2j + b) receives the taps r = a (mod 2), s = b (mod 2), from dy[i + (a - r)/2,
+ *                    j + (b - s)/2]: four stride-1 convs with 2x2, 2x1, 1x2 and 1x1 kernels over a
+ *                    zero-bordered copy of dy, written straight into dx (no col2im, no scatter-add:
+ *                    every input pixel belongs to exactly one class);
+ *   backward filter: dw[k, c, r, s] += sum over the grid of dy (zero off the output) x the shifted phase.
+ * The sums' order is fixed by the shapes alone (see conv2d_pointwise.c). The double-precision naive
+ * reference lives in the tests (tests/op_cases.c).
+ */
+#include <string.h>
+
+#include "conv2d_impl.h"
+#include "short_copy.h"
+
+/* Floats of a group's four phases: 64 Ki floats = 256 KiB, re-read from L2 by every block of output
+ * channels. */
+#define S2_GROUP_BUDGET (64 * 1024)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+int dnn_conv_stride2_applies(const conv_geom *g)
+{
+	return g->R == 3 && g->S == 3 && g->stride == 2 && g->dil == 1 && g->pad_h == 1 && g->pad_w == 1 &&
+	       dnn_conv_avx512_kernels();
+}
+
+typedef struct {
+	int Hc, Wc;     // one phase of one image
+	int G;          // images per group
+	size_t img;     // Hc*Wc
+	size_t ld;      // one channel of a group: G*Hc*Wc
+	size_t phase;   // one phase of a group: C*ld
+	size_t tail;    // zeros after the phases: the largest tap offset
+} s2_plan;
+
+static s2_plan s2_make(const conv_geom *g)
+{
+	s2_plan s;
+	s.Hc = (g->H + 3) / 2;
+	s.Wc = (g->W + 3) / 2;
+	s.img = (size_t)s.Hc * s.Wc;
+	size_t G = S2_GROUP_BUDGET / (4 * (size_t)g->C * s.img);
+	s.G = G < 1 ? 1 : G > (size_t)g->N ? g->N : (int)G;
+	s.ld = (size_t)s.G * s.img;
+	s.phase = (size_t)g->C * s.ld;
+	s.tail = (size_t)s.Wc + 2;
+	return s;
+}
+
+/* The 9 taps over the phases: weight offset r*3 + s, input offset. */
+static void s2_taps(int *woff, long *ioff, const s2_plan *s)
+{
+	for (int r = 0; r < 3; r++)
+		for (int t = 0; t < 3; t++) {
+			woff[r * 3 + t] = r * 3 + t;
+			ioff[r * 3 + t] = (long)(((r % 2) * 2 + t % 2) * s->phase + (size_t)(r / 2) * s->Wc + t / 2);
+		}
+}
+
+/* ph (4, C, G, Hc, Wc) <- images [n0, n0 + ng) of x, zero-padded, dealt out by parity. */
+static void s2_phases(float *restrict ph, const float *restrict x, int n0, int ng, const conv_geom *g,
+		      const s2_plan *s)
+{
+	const int H = g->H, W = g->W, Wc = s->Wc;
+	for (int i = 0; i < ng; i++)
+		for (int c = 0; c < g->C; c++) {
+			const float *xc = x + ((size_t)(n0 + i) * g->C + c) * H * W;
+			for (int hp = 0; hp < 2 * s->Hc; hp++) {
+				const int a = hp % 2, h = hp - 1;
+				float *d0 = ph + (size_t)(a * 2) * s->phase + (size_t)c * s->ld + (size_t)i * s->img +
+					    (size_t)(hp / 2) * Wc; // phase (a, 0)
+				float *d1 = d0 + s->phase;             // phase (a, 1)
+				if (h < 0 || h >= H) {
+					dnn_zero_floats(d0, Wc);
+					dnn_zero_floats(d1, Wc);
+					continue;
+				}
+				/* Padded column 2j + b is x column 2j + b - 1: phase b = 1 takes the even columns,
+				 * phase b = 0 the odd ones after its zero. */
+				d0[0] = 0.0f;
+				dnn_conv_deal_row(d0 + 1, xc + (size_t)h * W, 1, W, Wc - 1);
+				dnn_conv_deal_row(d1, xc + (size_t)h * W, 0, W, Wc);
+			}
+		}
+}
+
+size_t dnn_conv_stride2_work(const conv_geom *g)
+{
+	s2_plan s = s2_make(g);
+	return 4 * s.phase + s.tail + (size_t)g->K * s.ld;
+}
+
+void dnn_conv_stride2_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *work)
+{
+	// y (N, K, P, Q), x (N, C, H, W), w (K, C, 3, 3)
+	const s2_plan s = s2_make(g);
+	const int K = g->K, C = g->C, P = g->P, Q = g->Q;
+	const size_t pq = (size_t)P * Q;
+	float *ph = work;                     // (4, C, G, Hc, Wc), then the tail
+	float *out = ph + 4 * s.phase + s.tail; // (K, G, Hc, Wc)
+	int woff[9];
+	long ioff[9];
+	s2_taps(woff, ioff, &s);
+	/* Beyond the last group's images the taps of the dropped pixels read what is there: make it finite. */
+	memset(ph, 0, (4 * s.phase + s.tail) * sizeof(float));
+	for (int n0 = 0; n0 < g->N; n0 += s.G) {
+		const int ng = conv_imin(s.G, g->N - n0);
+		s2_phases(ph, x, n0, ng, g, &s);
+		dnn_conv_taps_gemm(out, s.ld, w, (size_t)C * 9, 9, woff, ph, s.ld, ioff, 9, C, K, (long)(ng * s.img),
+				   0.0f);
+		for (int i = 0; i < ng; i++)
+			for (int k = 0; k < K; k++)
+				for (int p = 0; p < P; p++) {
+					float *d = y + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q;
+					const float *o = out + (size_t)k * s.ld + (size_t)i * s.img + (size_t)p * s.Wc;
+					if (beta != 0.0f) {
+						for (int q = 0; q < Q; q++)
+							d[q] = o[q] + beta * d[q];
+					} else {
+						dnn_copy_floats(d, o, Q);
+					}
+				}
+	}
+}
+
+/* d[2m] = e[m], d[2m + 1] = f[m] for the n floats of d (=, or += when add). */
+static inline __attribute__((always_inline, target("avx512f"))) void
+weave_row(float *restrict d, const float *restrict e,
+							 const float *restrict f, int n, int add)
+{
+	const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+	const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+	for (int i = 0; i < n; i += 32) {
+		const int m = i / 2, ne = (n - i + 1) / 2, nf = (n - i) / 2; // floats of e and f still wanted
+		const __mmask16 me = ne >= 16 ? 0xffff : (__mmask16)((1u << ne) - 1);
+		const __mmask16 mf = nf >= 16 ? 0xffff : (__mmask16)((1u << nf) - 1);
+		const __m512 ev = _mm512_maskz_loadu_ps(me, e + m), fv = _mm512_maskz_loadu_ps(mf, f + m);
+		const int rest = n - i;
+		const __mmask16 m0 = rest >= 16 ? 0xffff : (__mmask16)((1u << rest) - 1);
+		const __mmask16 m1 = rest >= 32 ? 0xffff : rest <= 16 ? 0 : (__mmask16)((1u << (rest - 16)) - 1);
+		__m512 v0 = _mm512_permutex2var_ps(ev, lo, fv), v1 = _mm512_permutex2var_ps(ev, hi, fv);
+		if (add) {
+			v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d + i), v0);
+			v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + i + 16), v1);
+		}
+		_mm512_mask_storeu_ps(d + i, m0, v0);
+		_mm512_mask_storeu_ps(d + i + 16, m1, v1);
+	}
+}
+
+/* dx (ng, C, H, W) (=|+=) the four classes out (4, C, G, Hd, Wd): padded row hp = h + 1 = 2i + a takes its
+ * even x columns from class (a, 1) at j = m, its odd ones from class (a, 0) at j = m + 1. In a training step
+ * dx usually accumulates (the shortcut wrote it first) and comes cold from memory: this loop's time is that
+ * read (2.5 % of a ResNet-8 step at one worker, perf), not its arithmetic. */
+__attribute__((target("avx512f"))) static void s2_weave(float *restrict dx, const float *restrict out, int ng, int C,
+							int H, int W, size_t ld, size_t img, int Wd, int add)
+{
+	for (int i = 0; i < ng; i++)
+		for (int c = 0; c < C; c++)
+			for (int h = 0; h < H; h++) {
+				const int a = (h + 1) % 2, ii = (h + 1) / 2;
+				const size_t at = (size_t)c * ld + (size_t)i * img + (size_t)ii * Wd;
+				const float *e = out + (size_t)(a * 2 + 1) * C * ld + at; // class (a, 1)
+				const float *f = out + (size_t)(a * 2) * C * ld + at + 1;  // class (a, 0), from j = 1
+				weave_row(dx + ((size_t)i * C + c) * H * W + (size_t)h * W, e, f, W, add);
+			}
+}
+
+void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx)
+{
+	// dx (N, C, H, W), dy (N, K, P, Q), w (K, C, 3, 3)
+	const int K = g->K, C = g->C, P = g->P, Q = g->Q, H = g->H, W = g->W;
+	/* dy with a zero border: dyp (K, G, Hd, Wd), dyp[.., i', j'] = dy[i' - 1, j' - 1], Hd = P + 1, Wd = Q + 1:
+	 * each image's zero row 0 is the previous image's bottom border, each row's zero column 0 the previous
+	 * row's right border (a tail of zeros after the last). Its pixel grid is the one the four classes are
+	 * computed on: class pixel (i, j) reads dyp rows i, i + 1 and columns j, j + 1; the classes need
+	 * i <= H/2 <= P and j <= W/2 <= Q. */
+	const int Hd = P + 1, Wd = Q + 1;
+	const size_t img = (size_t)Hd * Wd, pq = (size_t)P * Q;
+	size_t G = S2_GROUP_BUDGET / (((size_t)K + 4 * (size_t)C) * img);
+	G = G < 1 ? 1 : G > (size_t)g->N ? (size_t)g->N : G;
+	const size_t ld = G * img;
+	const size_t tail = (size_t)Wd + 2;
+	float *dyp = dnn_conv_scratch((size_t)K * ld + tail + 4 * (size_t)C * ld); // then out (4, C, G, Hd, Wd)
+	if (!dyp)
+		return;
+	float *out = dyp + (size_t)K * ld + tail;
+	memset(dyp, 0, ((size_t)K * ld + tail) * sizeof(float)); // the borders stay zero: only the interior is copied
+	/* Each class (a, b): its taps and their offsets in dyp. */
+	int woff[4][4], nt[4];
+	long ioff[4][4];
+	for (int a = 0; a < 2; a++)
+		for (int b = 0; b < 2; b++) {
+			int cl = a * 2 + b, n = 0;
+			for (int r = a; r < 3; r += 2)
+				for (int t = b; t < 3; t += 2, n++) {
+					woff[cl][n] = r * 3 + t;
+					ioff[cl][n] = (long)(1 + (a - r) / 2) * Wd + (1 + (b - t) / 2);
+				}
+			nt[cl] = n;
+		}
+	for (int n0 = 0; n0 < g->N; n0 += (int)G) {
+		const int ng = conv_imin((int)G, g->N - n0);
+		for (int i = 0; i < ng; i++)
+			for (int k = 0; k < K; k++)
+				for (int p = 0; p < P; p++) {
+					float *d = dyp + (size_t)k * ld + (size_t)i * img + (size_t)(p + 1) * Wd + 1;
+					dnn_copy_floats(d, dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q, Q);
+				}
+		for (int cl = 0; cl < 4; cl++)
+			dnn_conv_taps_gemm(out + (size_t)cl * C * ld, ld, w, 9, (size_t)C * 9, woff[cl], dyp, ld,
+					   ioff[cl], nt[cl], K, C, (long)(ng * img), 0.0f);
+		s2_weave(dx + (size_t)n0 * C * H * W, out, ng, C, H, W, ld, img, Wd, accumulate_dx);
+	}
+}
+
+void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g)
+{
+	// dw (K, C, 3, 3) +=, x (N, C, H, W), dy (N, K, P, Q)
+	const s2_plan s = s2_make(g);
+	const int K = g->K, C = g->C, P = g->P, Q = g->Q;
+	const size_t pq = (size_t)P * Q;
+	float *ph = dnn_conv_scratch(4 * s.phase + s.tail + (size_t)K * s.ld); // then dy on the grid (K, G, Hc, Wc)
+	if (!ph)
+		return;
+	float *dyv = ph + 4 * s.phase + s.tail;
+	int woff[9];
+	long ioff[9];
+	s2_taps(woff, ioff, &s);
+	/* Zeros: the phases' tail and unused images (finite, see the forward), dy off the output pixels. */
+	memset(ph, 0, (4 * s.phase + s.tail + (size_t)K * s.ld) * sizeof(float));
+	for (int n0 = 0; n0 < g->N; n0 += s.G) {
+		const int ng = conv_imin(s.G, g->N - n0);
+		s2_phases(ph, x, n0, ng, g, &s);
+		for (int i = 0; i < ng; i++)
+			for (int k = 0; k < K; k++)
+				for (int p = 0; p < P; p++)
+					dnn_copy_floats(dyv + (size_t)k * s.ld + (size_t)i * s.img + (size_t)p * s.Wc,
+							dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q, Q);
+		dnn_conv_taps_dot(dw, dyv, s.ld, ph, s.ld, ioff, 9, C, K, (long)(ng * s.img));
+	}
+}
+
+#else /* not x86-64 GCC/Clang: dnn_conv_stride2_applies is 0, the im2col path runs these convs */
+
+int dnn_conv_stride2_applies(const conv_geom *g)
+{
+	(void)g;
+	return 0;
+}
+size_t dnn_conv_stride2_work(const conv_geom *g) { return dnn_conv_im2col_forward_work(g); }
+void dnn_conv_stride2_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *work)
+{
+	dnn_conv_im2col_forward(y, x, w, g, beta, work);
+}
+void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx)
+{
+	dnn_conv_im2col_backward_data(dx, dy, w, g, accumulate_dx);
+}
+void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g)
+{
+	dnn_conv_im2col_backward_filter(dw, x, dy, g);
+}
+#endif
