@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi_grad_bf16_train — a short training run with gradients on the wire in bf16 (--grad-precision bf16) reaches
 # the fp32 run's loss within run-to-run noise, with every all-reduce algorithm over 2 ranks and the longest
-# rounding path (the ring) over 4, and the same command twice gives the same bits (checkpoints compared byte
+# rounding path (the ring) over 4, with gradient buckets once, and the same command twice gives the same bits (checkpoints compared byte
 # for byte). Noise: the spread (max - min) of the fp32 train_loss over seeds 1, 2, 3 (one process, which the
 # ranks' fp32 runs reproduce within 1e-6: tests/scripts/mpi_sync.sh). Measured here (lenet5, 40 steps, batch
 # 96): see the echo lines. Negative control: a run that does not learn (--lr 0) must fall outside that noise.
@@ -27,16 +27,17 @@ near() { fcmp "($2 - $REF) <= $NOISE && ($REF - $2) <= $NOISE" || fail "$1: trai
 LR0="$(loss "lr 0" timeout 120 "$STARPU_ANP" "${COMMON[@]}" --lr 0)"
 echo "negative control, --lr 0: train_loss $LR0"
 ! fcmp "($LR0 - $REF) <= $NOISE && ($REF - $LR0) <= $NOISE" || fail "negative control: --lr 0 ($LR0) is within the noise of $REF"
-for spec in "2 tree" "2 ring" "2 rhd" "2 ps" "4 ring"; do
-  read -r np ar <<<"$spec"
-  X="$(loss "$np ranks $ar bf16" timeout 300 "${ANP_MPIRUN[@]}" -np "$np" "$STARPU_ANP" "${COMMON[@]}" --allreduce "$ar" \
-       --grad-precision bf16 --checkpoint "$TMP/$np.$ar.a.ckpt")" || continue
-  echo "$np ranks, $ar, bf16 wire: train_loss $X (fp32 $REF)"
-  near "$np ranks, $ar, bf16" "$X"
+# ranks, algorithm, gradient buckets in MiB (0.004: lenet5's small tensors in two buckets of the ring, the rest alone)
+for spec in "2 tree 0" "2 ring 0" "2 rhd 0" "2 ps 0" "4 ring 0" "2 ring 0.004"; do
+  read -r np ar mb <<<"$spec"
+  X="$(loss "$np ranks $ar bf16 buckets $mb" timeout 300 "${ANP_MPIRUN[@]}" -np "$np" "$STARPU_ANP" "${COMMON[@]}" \
+       --allreduce "$ar" --bucket-mb "$mb" --grad-precision bf16 --checkpoint "$TMP/$np.$ar.$mb.a.ckpt")" || continue
+  echo "$np ranks, $ar, buckets $mb MiB, bf16 wire: train_loss $X (fp32 $REF)"
+  near "$np ranks, $ar, buckets $mb, bf16" "$X"
 done
 # The same command twice: the same bits (4 ranks, the ring: the most roundings).
 loss "4 ranks ring bf16 again" timeout 300 "${ANP_MPIRUN[@]}" -np 4 "$STARPU_ANP" "${COMMON[@]}" --allreduce ring \
-  --grad-precision bf16 --checkpoint "$TMP/4.ring.b.ckpt" >/dev/null || true
-cmp -s "$TMP/4.ring.a.ckpt" "$TMP/4.ring.b.ckpt" && echo "4 ranks, ring, bf16: the same checkpoint twice" \
+  --bucket-mb 0 --grad-precision bf16 --checkpoint "$TMP/4.ring.0.b.ckpt" >/dev/null || true
+cmp -s "$TMP/4.ring.0.a.ckpt" "$TMP/4.ring.0.b.ckpt" && echo "4 ranks, ring, bf16: the same checkpoint twice" \
   || fail "4 ranks, ring, bf16: two runs of the same command wrote other checkpoints"
 finish
