@@ -1,5 +1,5 @@
 /* gradwire.c — the bf16 wire's accuracy check (a helper of tests/scripts/mpi_grad_bf16.sh, run under mpirun;
- * not a test by itself): `gradwire ALGO [N_ELEMS] [SEED]`.
+ * not a test by itself): `gradwire ALGO[,ALGO...] [N_ELEMS] [SEED]` (several algorithms in one job: one start-up).
  *
  * Every rank j fills the gradient of one dense weight of N_ELEMS floats (default 4098: chunks of 1025 and 1024 at
  * 4 ranks, so that the ring and rhd take it and cut it unevenly) with g_j[i], a hash of (SEED, j, i): a full
@@ -187,19 +187,29 @@ static int check(dnn_allreduce a, const float *r32, const float *r16, uint64_t s
 
 int main(int argc, char **argv)
 {
-	char err[512], text[128];
+	char err[512], text[128], list[64];
 	if (argc < 2 || argc > 4) {
-		fprintf(stderr, "usage: gradwire tree|ring|rhd|ps [N_ELEMS] [SEED]\n");
+		fprintf(stderr, "usage: gradwire tree|ring|rhd|ps[,...] [N_ELEMS] [SEED]\n");
 		return 2;
 	}
-	dnn_allreduce a = DNN_ALLREDUCE_TREE;
-	while (a < DNN_ALLREDUCE_AUTO && strcmp(argv[1], dnn_allreduce_name(a)))
-		a++;
+	dnn_allreduce algos[8];
+	int na = 0;
+	snprintf(list, sizeof(list), "%s", argv[1]);
+	for (char *w = strtok(list, ","); w; w = strtok(NULL, ",")) {
+		dnn_allreduce a = DNN_ALLREDUCE_TREE;
+		while (a < DNN_ALLREDUCE_AUTO && strcmp(w, dnn_allreduce_name(a)))
+			a++;
+		if (a == DNN_ALLREDUCE_AUTO || na == 8) {
+			fprintf(stderr, "gradwire: '%s': expected up to 8 of tree, ring, rhd, ps, comma-separated\n", argv[1]);
+			return 2;
+		}
+		algos[na++] = a;
+	}
 	const long n = argc > 2 ? atol(argv[2]) : 4098;
 	const uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;
-	if (a == DNN_ALLREDUCE_AUTO || n < 2 || n % 2 || n / 2 > DNN_MAX_SPATIAL) {
-		fprintf(stderr, "gradwire: '%s' '%ld': expected tree, ring, rhd or ps and an even N_ELEMS of 2 to %d\n",
-			argv[1], n, 2 * DNN_MAX_SPATIAL);
+	if (na == 0 || n < 2 || n % 2 || n / 2 > DNN_MAX_SPATIAL) {
+		fprintf(stderr, "gradwire: '%s' '%ld': expected an algorithm and an even N_ELEMS of 2 to %d\n", argv[1], n,
+			2 * DNN_MAX_SPATIAL);
 		return 2;
 	}
 	snprintf(text, sizeof(text), "input x 1 1 %ld\ndense f x out=2\nsoftmax_xent loss f\n", n / 2);
@@ -207,19 +217,26 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: %s\n", err);
 		return 1;
 	}
-	int rc = 1;
-	if (dnn_runtime_nranks() < 2 || dnn_allreduce_check_ranks(a, dnn_runtime_nranks(), err, sizeof(err)) != 0) {
-		fprintf(stderr, "gradwire: needs mpirun with 2 or more ranks that %s takes\n", argv[1]);
-		dnn_runtime_shutdown();
-		return 2;
-	}
+	int rc = 0;
+	for (int i = 0; i < na; i++)
+		if (dnn_runtime_nranks() < 2 || dnn_allreduce_check_ranks(algos[i], dnn_runtime_nranks(), err, sizeof(err))) {
+			fprintf(stderr, "gradwire: needs mpirun with 2 or more ranks that %s takes\n", argv[1]);
+			dnn_runtime_shutdown();
+			return 2;
+		}
 	dnn_graph g;
 	float *r32 = malloc((size_t)n * sizeof(float)), *r16 = malloc((size_t)n * sizeof(float));
 	if (!r32 || !r16 || dnn_graph_parse(&g, text, "gradwire", err, sizeof(err)) != 0) {
 		fprintf(stderr, "FAIL: %s\n", r32 && r16 ? err : "out of memory");
+		rc = 1;
 	} else {
-		if (reduce_once(&g, a, 0, seed, r32, (size_t)n) == 0 && reduce_once(&g, a, 1, seed, r16, (size_t)n) == 0)
-			rc = check(a, r32, r16, seed, (size_t)n);
+		for (int i = 0; i < na; i++) {
+			const dnn_allreduce a = algos[i];
+			if (reduce_once(&g, a, 0, seed, r32, (size_t)n) != 0 || reduce_once(&g, a, 1, seed, r16, (size_t)n) != 0)
+				rc = 1;
+			else
+				rc |= check(a, r32, r16, seed, (size_t)n);
+		}
 		dnn_graph_free(&g);
 	}
 	free(r32), free(r16);
