@@ -320,7 +320,8 @@ __attribute__((target("avx512f"))) static size_t to_bf16_avx512(uint16_t *dst, f
 	size_t i = 0;
 	for (; i + 16 <= n; i += 16) {
 		const __m512i u = _mm512_loadu_si512((const void *)(src + i)), hi = _mm512_srli_epi32(u, 16);
-		__m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(hi, one)), 16);
+		const __m512i up = _mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(hi, one));
+		__m512i r = _mm512_srli_epi32(up, 16);
 		const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
 		r = _mm512_mask_or_epi32(r, nan, hi, quiet);
 		_mm256_storeu_si256((__m256i *)(void *)(dst + i), _mm512_cvtepi32_epi16(r));
@@ -363,7 +364,8 @@ static void vec_to_bf16_cpu_task(void *buffers[], void *cl_arg)
 	(void)cl_arg;
 	const size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n && STARPU_VECTOR_GET_ELEMSIZE(buffers[0]) == 2);
-	dnn_vec_to_bf16_cpu((uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+	dnn_vec_to_bf16_cpu((uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			    n);
 }
 
 static void vec_from_bf16_cpu_task(void *buffers[], void *cl_arg)

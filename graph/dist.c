@@ -118,8 +118,9 @@ const starpu_data_handle_t *dnn_dist_locals(const dnn_dist *d, int e, size_t *st
 
 static int enable_dist(dnn_model *m, dnn_dist *d, int nslots);
 
-int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int grad_bf16, int ranks_on_one_node,
-			  size_t bucket_elems, int staleness, int lookahead, int nslots, char *err, size_t errlen)
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int grad_bf16,
+			  int ranks_on_one_node, size_t bucket_elems, int staleness, int lookahead, int nslots, char *err,
+			  size_t errlen)
 {
 	int rank, nranks, rc;
 	if ((rc = starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank)) != 0 ||

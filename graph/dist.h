@@ -12,8 +12,9 @@
  * the all-reduce bucket size in floats, 0 = no buckets; grad_bf16: sync, the all-reduces' messages
  * carry bf16, their sums stay fp32 (--grad-precision bf16, graph/allreduce/; async: refused). No-op
  * for one rank. -1 with err on failure. */
-int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int grad_bf16, int ranks_on_one_node,
-			  size_t bucket_elems, int staleness, int lookahead, int nslots, char *err, size_t errlen);
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int grad_bf16,
+			  int ranks_on_one_node, size_t bucket_elems, int staleness, int lookahead, int nslots, char *err,
+			  size_t errlen);
 /* --allreduce auto's choice, from the evidence of docs/SIMULATION.md study 5 (e) and
  * docs/NETWORK.md: the tree when every rank runs on one node (ranks that share a machine's cores
  * pay for every dependent hop in scheduling waits, and there the tree's 2 hops beat the ring's

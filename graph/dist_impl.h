@@ -40,7 +40,8 @@ typedef struct dnn_allreduce_algo {
 	int (*setup)(dnn_dist *d, int e, size_t n);
 	/* Submit entry e's all-reduce: every rank ends with the sum over the ranks j of
 	 * dnn_dist_local(d, e, j), in *sum: the contribution itself (summed in place) or a handle of the
-	 * algorithm's, which the caller only reads (d->grad_bf16: always the contribution). base: placement and priority of the entry's tasks
+	 * algorithm's, which the caller only reads (d->grad_bf16: always the contribution).
+	 * base: placement and priority of the entry's tasks
 	 * (an algorithm may use its own). 0 or a negative errno. */
 	int (*reduce)(dnn_plan *p, int e, const dnn_task_opts *base, starpu_data_handle_t *sum);
 } dnn_allreduce_algo;

@@ -267,8 +267,8 @@ static int setup_plan(train_run *r)
 		/* The flat tree (one node) adds the other ranks' contributions in arrival order: fixed for 2
 		 * ranks only, so --deterministic on takes the binary tree (fixed order) from 3 ranks on. */
 		const int flat_tree = one_node && (!o->deterministic || r->nranks <= 2);
-		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, o->grad_bf16, flat_tree, bucket_elems, o->staleness,
-					  o->async_lookahead, o->window, err, sizeof(err)) != 0) {
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, o->grad_bf16, flat_tree, bucket_elems,
+					  o->staleness, o->async_lookahead, o->window, err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
 		}

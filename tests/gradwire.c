@@ -155,8 +155,8 @@ static int check(dnn_allreduce a, const float *r32, const float *r16, uint64_t s
 			wd = e / b;
 	}
 	if (bad)
-		fails++, fprintf(stderr, "FAIL: rank %d %s: bf16 and fp32 sums differ beyond the bounds (%zu elements)\n",
-				 rank, dnn_allreduce_name(a), bad);
+		fails++, fprintf(stderr, "FAIL: rank %d %s: bf16 and fp32 sums differ beyond the bounds (%zu)\n", rank,
+				 dnn_allreduce_name(a), bad);
 	uint64_t hash = 0xcbf29ce484222325ull;
 	size_t not_bf16 = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -166,11 +166,11 @@ static int check(dnn_allreduce a, const float *r32, const float *r16, uint64_t s
 		hash = (hash ^ u) * 0x100000001b3ull;
 	}
 	if (not_bf16)
-		fails++, fprintf(stderr, "FAIL: rank %d %s: %zu bf16 sums are not bf16 values (a replica kept fp32)\n", rank,
+		fails++, fprintf(stderr, "FAIL: rank %d %s: %zu bf16 sums are not bf16 values (fp32 kept)\n", rank,
 				 dnn_allreduce_name(a), not_bf16);
 	/* Negative controls: each must be caught. */
 	if (outside(r16, S, A, n, c32, &wneg) == 0)
-		fails++, fprintf(stderr, "FAIL: rank %d %s: the bf16 sums are within the fp32 bound: no rounding on the wire\n",
+		fails++, fprintf(stderr, "FAIL: rank %d %s: the bf16 sums keep the fp32 bound: no rounding\n",
 				 rank, dnn_allreduce_name(a));
 	memcpy(moved, r16, n * sizeof(float));
 	moved[n / 2] = (float)(S[n / 2] + 1.5 * c16 * A[n / 2]);
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
 		while (a < DNN_ALLREDUCE_AUTO && strcmp(w, dnn_allreduce_name(a)))
 			a++;
 		if (a == DNN_ALLREDUCE_AUTO || na == 8) {
-			fprintf(stderr, "gradwire: '%s': expected up to 8 of tree, ring, rhd, ps, comma-separated\n", argv[1]);
+			fprintf(stderr, "gradwire: '%s': expected up to 8 of tree, ring, rhd, ps\n", argv[1]);
 			return 2;
 		}
 		algos[na++] = a;
@@ -208,8 +208,8 @@ int main(int argc, char **argv)
 	const long n = argc > 2 ? atol(argv[2]) : 4098;
 	const uint64_t seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;
 	if (na == 0 || n < 2 || n % 2 || n / 2 > DNN_MAX_SPATIAL) {
-		fprintf(stderr, "gradwire: '%s' '%ld': expected an algorithm and an even N_ELEMS of 2 to %d\n", argv[1], n,
-			2 * DNN_MAX_SPATIAL);
+		fprintf(stderr, "gradwire: '%s' '%ld': expected an algorithm and an even N_ELEMS, 2 to %d\n", argv[1],
+			n, 2 * DNN_MAX_SPATIAL);
 		return 2;
 	}
 	snprintf(text, sizeof(text), "input x 1 1 %ld\ndense f x out=2\nsoftmax_xent loss f\n", n / 2);
@@ -219,7 +219,8 @@ int main(int argc, char **argv)
 	}
 	int rc = 0;
 	for (int i = 0; i < na; i++)
-		if (dnn_runtime_nranks() < 2 || dnn_allreduce_check_ranks(algos[i], dnn_runtime_nranks(), err, sizeof(err))) {
+		if (dnn_runtime_nranks() < 2 ||
+		    dnn_allreduce_check_ranks(algos[i], dnn_runtime_nranks(), err, sizeof(err)) != 0) {
 			fprintf(stderr, "gradwire: needs mpirun with 2 or more ranks that %s takes\n", argv[1]);
 			dnn_runtime_shutdown();
 			return 2;
@@ -232,7 +233,8 @@ int main(int argc, char **argv)
 	} else {
 		for (int i = 0; i < na; i++) {
 			const dnn_allreduce a = algos[i];
-			if (reduce_once(&g, a, 0, seed, r32, (size_t)n) != 0 || reduce_once(&g, a, 1, seed, r16, (size_t)n) != 0)
+			if (reduce_once(&g, a, 0, seed, r32, (size_t)n) != 0 ||
+			    reduce_once(&g, a, 1, seed, r16, (size_t)n) != 0)
 				rc = 1;
 			else
 				rc |= check(a, r32, r16, seed, (size_t)n);

@@ -75,30 +75,32 @@ int main(void)
 	const int simd = dnn_vec_bf16_set_simd(1);
 	printf("AVX-512F loop: %s\n", simd ? "yes" : "no (scalar only)");
 	for (size_t len = n - 17; len <= n; len++) /* every tail length */
-		TEST_CHECK(compare(v, len) == 0, "compare(v, len) == 0");
-	TEST_CHECK(compare(r, 1u << 20) == 0, "compare(r, 1u << 20) == 0");
-	TEST_CHECK(dnn_vec_bf16_set_simd(0) == 0 && compare(v, n) == 0, "dnn_vec_bf16_set_simd(0) == 0 && compare(v, n) == 0");
+		TEST_CHECK(compare(v, len) == 0, "line %d", __LINE__);
+	TEST_CHECK(compare(r, 1u << 20) == 0, "line %d", __LINE__);
+	TEST_CHECK(dnn_vec_bf16_set_simd(0) == 0 && compare(v, n) == 0, "scalar path");
 	dnn_vec_bf16_set_simd(1);
 	/* Specific values: a tie rounds to even, a NaN stays a NaN, a denormal is kept. */
-	TEST_CHECK(dnn_f32_to_bf16(from_bits(0x3f808000)) == 0x3f80 && dnn_f32_to_bf16(from_bits(0x3f818000)) == 0x3f82, "dnn_f32_to_bf16(from_bits(0x3f808000)) == 0x3f80 && dnn_f32_to_bf16(from_bits(0x3f818000)) == 0x3f82");
-	TEST_CHECK(dnn_f32_to_bf16(from_bits(0x7f800001)) == 0x7fc0 && dnn_f32_to_bf16(from_bits(0x00012345)) == 0x0001, "dnn_f32_to_bf16(from_bits(0x7f800001)) == 0x7fc0 && dnn_f32_to_bf16(from_bits(0x00012345)) == 0x0001");
+	TEST_CHECK(dnn_f32_to_bf16(from_bits(0x3f808000)) == 0x3f80, "tie to even, down");
+	TEST_CHECK(dnn_f32_to_bf16(from_bits(0x3f818000)) == 0x3f82, "tie to even, up");
+	TEST_CHECK(dnn_f32_to_bf16(from_bits(0x7f800001)) == 0x7fc0, "NaN quieted");
+	TEST_CHECK(dnn_f32_to_bf16(from_bits(0x00012345)) == 0x0001, "denormal kept");
 	/* Widening is exact; the add is one fp32 add. */
 	uint16_t h[3] = {0x3f80, 0xbf40, 0x0001};
 	float w[3], acc[3] = {1.0f, 0.25f, 0.0f};
 	dnn_vec_from_bf16_cpu(w, h, 3);
-	TEST_CHECK(w[0] == 1.0f && w[1] == -0.75f && bits(w[2]) == 0x00010000u, "w[0] == 1.0f && w[1] == -0.75f && bits(w[2]) == 0x00010000u");
+	TEST_CHECK(w[0] == 1.0f && w[1] == -0.75f && bits(w[2]) == 0x00010000u, "widening");
 	dnn_vec_add_bf16_cpu(acc, h, 3);
-	TEST_CHECK(acc[0] == 2.0f && acc[1] == -0.5f && bits(acc[2]) == 0x00010000u, "acc[0] == 2.0f && acc[1] == -0.5f && bits(acc[2]) == 0x00010000u");
+	TEST_CHECK(acc[0] == 2.0f && acc[1] == -0.5f && bits(acc[2]) == 0x00010000u, "fp32 add");
 	/* Negative controls. A truncation (round toward zero) must be caught by the comparison. */
 	size_t trunc_diff = 0;
 	for (size_t i = 0; i < n; i++)
 		trunc_diff += (uint16_t)(bits(v[i]) >> 16) != dnn_f32_to_bf16(v[i]);
-	TEST_CHECK(trunc_diff > 0, "trunc_diff > 0");
+	TEST_CHECK(trunc_diff > 0, "line %d", __LINE__);
 #if defined(__x86_64__) && defined(__GNUC__)
 	if (dnn_cpu_has_bf16()) {
 		const uint16_t hw = cvtne_one(from_bits(0x00012345));
 		printf("vcvtneps2bf16(0x00012345) = 0x%04x, round to nearest even 0x0001\n", hw);
-		TEST_CHECK(hw != dnn_f32_to_bf16(from_bits(0x00012345)), "hw != dnn_f32_to_bf16(from_bits(0x00012345))");
+		TEST_CHECK(hw != dnn_f32_to_bf16(from_bits(0x00012345)), "line %d", __LINE__);
 	}
 #endif
 	free(v), free(r);
