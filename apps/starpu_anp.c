@@ -289,6 +289,10 @@ static void help_cmd(const char *c)
 		       "                       on one node, else 1 MiB, or a quarter of the model's gradients\n"
 		       "                       if less (a whole small net in one bucket would not overlap\n"
 		       "                       the backward any more) [auto]\n"
+		       "  --grad-precision G   sync under mpirun: the all-reduces' messages in fp32, or in bf16\n"
+		       "                       (half the bytes; each sender rounds to nearest even, every sum\n"
+		       "                       stays fp32, the same bits on every rank and run; not with\n"
+		       "                       --mode async) [fp32]\n"
 		       "  --staleness S        async: step i uses server parameters of step i-S or newer [4]\n"
 		       "  --no-lookahead       async: compute gradients on the stale parameters as they are,\n"
 		       "                       without estimating the other ranks' last S steps by this\n"
@@ -346,7 +350,7 @@ enum { O_NET = 1000, O_DATA, O_BATCH, O_CHUNKS, O_LR, O_MOM, O_WD, O_WINDOW, O_S
        O_STEP_TIMEOUT, O_PIN_CHUNKS, O_BATCHNORM, O_DETERMINISTIC, O_BUCKET_MB, O_TRACE, O_INPUT, O_VAL_FRACTION, O_REPORT, O_ONNX,
        O_OPTIMIZER, O_WARMUP_EPOCHS, O_WARMUP_STEPS, O_LR_REF_BATCH, O_BETA1, O_BETA2, O_EPS, O_LARS_ETA, O_AR_BYTES,
        O_STOP_AFTER, O_TIME_LIMIT, O_CLIP, O_TEXT, O_TOKENS, O_VAL_TOKENS, O_VAL_BATCHES, O_EVAL_EVERY, O_PROMPT,
-       O_TEMPERATURE, O_TOP_K, O_DUMP_LOGITS, O_PRECISION };
+       O_TEMPERATURE, O_TOP_K, O_DUMP_LOGITS, O_PRECISION, O_GRAD_PRECISION };
 
 /* Each option: its name, whether it takes a value, its id, and the commands it applies to. */
 static const struct {
@@ -405,6 +409,7 @@ static const struct {
 	{"allreduce", 1, O_ALLREDUCE, C_TRAINS},
 	{"step-timeout", 1, O_STEP_TIMEOUT, C_TRAINS},
 	{"bucket-mb", 1, O_BUCKET_MB, C_TRAINS},
+	{"grad-precision", 1, O_GRAD_PRECISION, C_TRAINS},
 	{"allreduce-bytes", 1, O_AR_BYTES, C_BENCH},
 	{"trace", 1, O_TRACE, C_RUNS},
 	{"input", 1, O_INPUT, C_ALL},
@@ -556,6 +561,7 @@ static void set_option(cli *c, int id, const char *name, const char *v)
 	case O_BATCHNORM: o->batchnorm_global = !parse_word(name, v, "global", "local"); break;
 	case O_DETERMINISTIC: o->deterministic = !parse_word(name, v, "on", "off"); break;
 	case O_PRECISION: o->bf16 = !parse_word(name, v, "bf16", "fp32"); break;
+	case O_GRAD_PRECISION: o->grad_bf16 = !parse_word(name, v, "bf16", "fp32"); break;
 	case O_SCHEDULE: o->cosine = !parse_word(name, v, "cosine", "constant"); break;
 	case O_OPTIMIZER: o->optim.optimizer = parse_optimizer(name, v), c->optimizer_set = 1; break;
 	case O_WARMUP_EPOCHS: o->warmup_epochs = parse_float_opt(name, v, 0, 100000); break;
@@ -662,6 +668,9 @@ static void finish_options(cli *c)
 										   : "lamb");
 	if (o->allreduce_bytes > 0 && o->optim.clip_norm > 0)
 		usage_error("--clip-grad-norm: bench --allreduce-bytes times one all-reduce alone, without updates to clip");
+	if (o->mode == DNN_MODE_ASYNC && o->grad_bf16)
+		usage_error("--grad-precision bf16: not with --mode async, whose parameter server takes fp32 pushes "
+			    "(graph/dist_async.c); use --mode sync or --grad-precision fp32");
 	if (o->mode == DNN_MODE_ASYNC && o->optim.clip_norm > 0)
 		usage_error("--clip-grad-norm: not with --mode async: each rank there updates with its own share of the "
 			    "batch and no rank sees the global gradient whose norm it clips (use --mode sync)");

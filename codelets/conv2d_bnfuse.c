@@ -206,7 +206,7 @@ BNFUSE_CODELET(cl_batchnorm_relu_bwd_recompute, bn_relu_bwd_recompute_cpu);
 
 /* ------------------------------------------------------------------ insert helpers */
 
-DNN_ARGS_NO_PADDING(dnn_conv2d_bn_args, 15 * sizeof(int) + 2 * sizeof(dnn_batchnorm_args) + 2 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_conv2d_bn_args, sizeof(dnn_conv2d_args) + 2 * sizeof(dnn_batchnorm_args) + 2 * sizeof(int));
 
 int dnn_insert_conv2d_bn_fwd(const dnn_task_opts *o, const dnn_conv2d_bn_args *a, starpu_data_handle_t x,
 			     starpu_data_handle_t w, starpu_data_handle_t y, starpu_data_handle_t saved_in,

@@ -8,6 +8,7 @@
  */
 #include "vec.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -283,4 +284,174 @@ int dnn_insert_vec_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, s
 int dnn_insert_vec_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off)
 {
 	return insert_slice(o, &cl_vec_slice_put, "vec_slice_put", STARPU_RW | STARPU_COMMUTE, dst, src, off);
+}
+
+/* ---- gradients on the wire in bf16 (--grad-precision bf16, graph/allreduce/)
+ *
+ * The pack is the only rounding: dnn_f32_to_bf16's round to nearest even. Its AVX-512F loop does
+ * the same integer arithmetic on 16 lanes (u + 0x7fff + lsb(u >> 16), >> 16; NaN: the quiet bit
+ * set), so it gives the same bits as the scalar loop on every input. Not vcvtneps2bf16
+ * (AVX512_BF16): it treats fp32 denormal inputs as zero whatever MXCSR says (seen here, Zen 5:
+ * 0x00012345 -> 0x0000, where round to nearest even gives 0x0001), and small gradients can be
+ * denormal. Widening (bf16 << 16) is exact, and the add after it is one fp32 add per element in
+ * the loop's order, which the compiler vectorises without reassociating. */
+static int bf16_simd = -1; // -1: not chosen yet
+
+static void to_bf16_scalar(uint16_t *dst, float *src, size_t i, size_t n)
+{
+	for (; i < n; i++)
+		dst[i] = dnn_f32_to_bf16(src[i]), src[i] = dnn_bf16_to_f32(dst[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+int dnn_vec_bf16_set_simd(int on)
+{
+	__builtin_cpu_init();
+	bf16_simd = on && __builtin_cpu_supports("avx512f");
+	return bf16_simd;
+}
+
+__attribute__((target("avx512f"))) static size_t to_bf16_avx512(uint16_t *dst, float *src, size_t n)
+{
+	const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+	const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+	size_t i = 0;
+	for (; i + 16 <= n; i += 16) {
+		const __m512i u = _mm512_loadu_si512((const void *)(src + i)), hi = _mm512_srli_epi32(u, 16);
+		const __m512i up = _mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(hi, one));
+		__m512i r = _mm512_srli_epi32(up, 16);
+		const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
+		r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+		_mm256_storeu_si256((__m256i *)(void *)(dst + i), _mm512_cvtepi32_epi16(r));
+		_mm512_storeu_si512((void *)(src + i), _mm512_slli_epi32(r, 16));
+	}
+	return i;
+}
+
+void dnn_vec_to_bf16_cpu(uint16_t *dst, float *src, size_t n)
+{
+	if (bf16_simd < 0)
+		dnn_vec_bf16_set_simd(1);
+	to_bf16_scalar(dst, src, bf16_simd ? to_bf16_avx512(dst, src, n) : 0, n);
+}
+#else
+int dnn_vec_bf16_set_simd(int on)
+{
+	(void)on;
+	return bf16_simd = 0;
+}
+
+void dnn_vec_to_bf16_cpu(uint16_t *dst, float *src, size_t n) { to_bf16_scalar(dst, src, 0, n); }
+#endif
+
+void dnn_vec_from_bf16_cpu(float *dst, const uint16_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = dnn_bf16_to_f32(src[i]);
+}
+
+void dnn_vec_add_bf16_cpu(float *dst, const uint16_t *src, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] += dnn_bf16_to_f32(src[i]);
+}
+
+/* Buffers: [0] the output (W, or RW for the add), [1] the input; equal lengths. */
+static void vec_to_bf16_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	const size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n && STARPU_VECTOR_GET_ELEMSIZE(buffers[0]) == 2);
+	dnn_vec_to_bf16_cpu((uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+			    n);
+}
+
+static void vec_from_bf16_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	const size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n && STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == 2);
+	dnn_vec_from_bf16_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			      (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+}
+
+static void vec_add_bf16_cpu_task(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	const size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n && STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == 2);
+	dnn_vec_add_bf16_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+			     (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+}
+
+static struct starpu_perfmodel vec_to_bf16_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_to_bf16",
+};
+static struct starpu_perfmodel vec_from_bf16_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_from_bf16",
+};
+static struct starpu_perfmodel vec_add_bf16_model = {
+	.type = STARPU_HISTORY_BASED,
+	.symbol = "dnn_cl_vec_add_bf16",
+};
+
+/* The sender's side of a bf16 message: the message, and its own fp32 copy rounded to what it sent. */
+struct starpu_codelet cl_vec_to_bf16 = {
+	.name = "cl_vec_to_bf16",
+	.cpu_funcs = {vec_to_bf16_cpu_task},
+	.cpu_funcs_name = {"vec_to_bf16_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_to_bf16_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_W, STARPU_RW},
+	.model = &vec_to_bf16_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_to_bf16);
+
+/* A receiver's copy of a sum that it forwards or keeps (the all-gathers, the tree's and server's broadcast). */
+struct starpu_codelet cl_vec_from_bf16 = {
+	.name = "cl_vec_from_bf16",
+	.cpu_funcs = {vec_from_bf16_cpu_task},
+	.cpu_funcs_name = {"vec_from_bf16_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_from_bf16_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_W, STARPU_R},
+	.model = &vec_from_bf16_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_from_bf16);
+
+/* A receiver's fp32 sum of a partial sum it received (the reduce-scatters, the tree's levels, the server's pushes). */
+struct starpu_codelet cl_vec_add_bf16 = {
+	.name = "cl_vec_add_bf16",
+	.cpu_funcs = {vec_add_bf16_cpu_task},
+	.cpu_funcs_name = {"vec_add_bf16_cpu_task"},
+	.cuda_funcs = {DNN_CUDA_FN(dnn_vec_add_bf16_cuda)},
+	.cuda_flags = {STARPU_CUDA_ASYNC},
+	.nbuffers = 2,
+	.modes = {STARPU_RW, STARPU_R},
+	.model = &vec_add_bf16_model,
+	.color = DNN_COLOR_REDUX,
+};
+DNN_CUDA_DECLARED(cl_vec_add_bf16);
+
+int dnn_insert_vec_to_bf16(const dnn_task_opts *o, starpu_data_handle_t msg, starpu_data_handle_t src)
+{
+	return DNN_TASK_INSERT(o, &cl_vec_to_bf16, "vec_to_bf16", STARPU_W, msg, STARPU_RW, src);
+}
+
+int dnn_insert_vec_from_bf16(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t msg)
+{
+	return DNN_TASK_INSERT(o, &cl_vec_from_bf16, "vec_from_bf16", STARPU_W, dst, STARPU_R, msg);
+}
+
+int dnn_insert_vec_add_bf16(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t msg)
+{
+	return DNN_TASK_INSERT(o, &cl_vec_add_bf16, "vec_add_bf16", STARPU_RW, dst, STARPU_R, msg);
 }

@@ -93,3 +93,66 @@ extern "C" void dnn_vec_slice_put_cuda(void *buffers[], void *cl_arg)
 	DNN_CUDA_CHECK(cudaMemcpyAsync(full + off, chunk, n * sizeof(float), cudaMemcpyDeviceToDevice,
 				       starpu_cuda_get_local_stream()));
 }
+
+/* The bf16 wire (vec.h): the same integer rounding as codelets/gemm_bf16.h dnn_f32_to_bf16 (round to nearest
+ * even, NaN quieted), so a GPU worker's message has the CPU's bits (not __float2bfloat16_rn, whose NaN payload
+ * and denormal handling are the device's to choose). */
+static __device__ __forceinline__ unsigned short f32_to_bf16(float f)
+{
+	const unsigned u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u)
+		return (unsigned short)((u >> 16) | 0x40u);
+	return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static __device__ __forceinline__ float bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+
+static __global__ void vec_to_bf16_kernel(unsigned short *msg, float *src, size_t n)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n) {
+		const unsigned short h = f32_to_bf16(src[i]);
+		msg[i] = h;
+		src[i] = bf16_to_f32(h);
+	}
+}
+
+static __global__ void vec_from_bf16_kernel(float *dst, const unsigned short *msg, size_t n, int add)
+{
+	size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+	if (i < n)
+		dst[i] = add ? dst[i] + bf16_to_f32(msg[i]) : bf16_to_f32(msg[i]);
+}
+
+extern "C" void dnn_vec_to_bf16_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	if (n == 0)
+		return;
+	vec_to_bf16_kernel<<<(unsigned)((n + 255) / 256), 256, 0, starpu_cuda_get_local_stream()>>>(
+		(unsigned short *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+static void launch_from_bf16(void *buffers[], int add)
+{
+	size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+	if (n == 0)
+		return;
+	vec_from_bf16_kernel<<<(unsigned)((n + 255) / 256), 256, 0, starpu_cuda_get_local_stream()>>>(
+		(float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const unsigned short *)STARPU_VECTOR_GET_PTR(buffers[1]), n,
+		add);
+	DNN_CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void dnn_vec_from_bf16_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	launch_from_bf16(buffers, 0);
+}
+
+extern "C" void dnn_vec_add_bf16_cuda(void *buffers[], void *cl_arg)
+{
+	(void)cl_arg;
+	launch_from_bf16(buffers, 1);
+}

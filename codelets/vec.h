@@ -11,6 +11,7 @@
 
 #include "dnn_codelet.h"
 #include <stddef.h>
+#include <stdint.h>
 
 /* Plain kernels. */
 void dnn_vec_zero_cpu(float *dst, size_t n);                                // dst[n] = 0
@@ -32,6 +33,20 @@ extern struct starpu_codelet cl_vec_slice_put; // (RW|COMMUTE full, R chunk): fu
  * is the same on a CPU and a GPU worker. src is left zeroed for its next accumulation. */
 extern struct starpu_codelet cl_vec_add_clear;
 
+/* Gradients on the wire in bf16 (--grad-precision bf16, graph/allreduce/): a message is a vector of n uint16_t
+ * (bf16 bits, round to nearest even as codelets/gemm_bf16.h dnn_f32_to_bf16, NaN stays NaN), every sum stays
+ * fp32. The pack rounds its source in place too, so that a rank keeps exactly the value it sent: the ring's and
+ * rhd's chunk owners and the tree's and server's root then hold the same bits as the ranks they send the sum to. */
+void dnn_vec_to_bf16_cpu(uint16_t *dst, float *src, size_t n);         // dst[n] = bf16(src[n]); src[n] = dst[n]
+void dnn_vec_from_bf16_cpu(float *dst, const uint16_t *src, size_t n); // dst[n] = src[n] (exact)
+void dnn_vec_add_bf16_cpu(float *dst, const uint16_t *src, size_t n);  // dst[n] += src[n] (fp32 add)
+/* 1: dnn_vec_to_bf16_cpu runs its AVX-512F loop (the default where the CPU has AVX-512F), 0: the scalar one;
+ * the same bits either way (tests/unit_grad_bf16.c). Returns the choice. */
+int dnn_vec_bf16_set_simd(int on);
+extern struct starpu_codelet cl_vec_to_bf16;   // (W msg bf16, RW src f32): msg = bf16(src), src = msg
+extern struct starpu_codelet cl_vec_from_bf16; // (W dst f32, R msg bf16): dst = msg
+extern struct starpu_codelet cl_vec_add_bf16;  // (RW dst f32, R msg bf16): dst += msg, in fp32
+
 /* Make h (a float vector handle) a REDUX target whose copies are summed: StarPU gives each
  * worker a private copy zeroed by cl_vec_zero and sums the copies with cl_vec_redux_add. */
 void dnn_vec_set_sum_redux(starpu_data_handle_t h);
@@ -48,6 +63,10 @@ int dnn_insert_vec_axpy(const dnn_task_opts *o, starpu_data_handle_t dst, float 
 /* dst = src[off .. off + len(dst)) and src[off ..] = whole dst (STARPU_RW on the full vector). */
 int dnn_insert_vec_slice_get(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off);
 int dnn_insert_vec_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t src, size_t off);
+/* The bf16 wire's tasks (o->name honoured): msg = bf16(src) and src rounded in place; dst = msg; dst += msg. */
+int dnn_insert_vec_to_bf16(const dnn_task_opts *o, starpu_data_handle_t msg, starpu_data_handle_t src);
+int dnn_insert_vec_from_bf16(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t msg);
+int dnn_insert_vec_add_bf16(const dnn_task_opts *o, starpu_data_handle_t dst, starpu_data_handle_t msg);
 
 #ifdef DNN_HAVE_CUDA
 void dnn_vec_zero_cuda(void *buffers[], void *cl_arg);
@@ -56,5 +75,8 @@ void dnn_vec_add_clear_cuda(void *buffers[], void *cl_arg);
 void dnn_vec_axpy_cuda(void *buffers[], void *cl_arg);
 void dnn_vec_slice_get_cuda(void *buffers[], void *cl_arg);
 void dnn_vec_slice_put_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_to_bf16_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_from_bf16_cuda(void *buffers[], void *cl_arg);
+void dnn_vec_add_bf16_cuda(void *buffers[], void *cl_arg);
 #endif
 #endif

@@ -93,6 +93,14 @@ starpu_data_handle_t dnn_dist_register(dnn_dist *d, float *home, size_t n, int o
 	return h;
 }
 
+starpu_data_handle_t dnn_dist_register_bf16(dnn_dist *d, size_t n, int owner)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, -1, 0, (uint32_t)n, sizeof(uint16_t));
+	starpu_mpi_data_register(h, d->next_tag++, owner);
+	return h;
+}
+
 starpu_data_handle_t dnn_dist_local(const dnn_dist *d, int e, int j)
 {
 	return e < d->nparams ? d->g_local[j * d->nparams + e] : d->bucket_local[j * d->nbuckets + (e - d->nparams)];
@@ -110,8 +118,9 @@ const starpu_data_handle_t *dnn_dist_locals(const dnn_dist *d, int e, size_t *st
 
 static int enable_dist(dnn_model *m, dnn_dist *d, int nslots);
 
-int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int ranks_on_one_node,
-			  size_t bucket_elems, int staleness, int lookahead, int nslots, char *err, size_t errlen)
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int grad_bf16,
+			  int ranks_on_one_node, size_t bucket_elems, int staleness, int lookahead, int nslots, char *err,
+			  size_t errlen)
 {
 	int rank, nranks, rc;
 	if ((rc = starpu_mpi_comm_rank(MPI_COMM_WORLD, &rank)) != 0 ||
@@ -126,6 +135,11 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 			    dnn_allreduce_name(allreduce));
 		return -1;
 	}
+	if (grad_bf16 && mode != DNN_MODE_SYNC) {
+		dnn_set_err(err, errlen, "dnn_model_enable_dist", "bf16 gradients on the wire are a sync all-reduce's "
+			    "(the async server's pushes are fp32)");
+		return -1;
+	}
 	dnn_dist *d = calloc(1, sizeof(*d));
 	if (!d) {
 		dnn_set_err(err, errlen, m->g->source, "out of memory setting up %d ranks", nranks);
@@ -134,6 +148,7 @@ int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allred
 	d->rank = rank, d->nranks = nranks, d->nparams = m->nparams, d->mode = mode, d->staleness = staleness,
 	d->nslots = nslots;
 	d->allreduce = allreduce;
+	d->grad_bf16 = grad_bf16;
 	d->one_node = ranks_on_one_node;
 	d->bucket_elems = mode == DNN_MODE_SYNC ? bucket_elems : 0;
 	d->lookahead = mode == DNN_MODE_ASYNC && lookahead && staleness > 0;
@@ -396,6 +411,15 @@ int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_optim_config *optim)
 	if (dnn_dist_in_bucket(d, q))
 		return dnn_dist_bucket_step(p, d->bucket_of[q], optim, 0);
 	return param_allreduce_step(p, q, optim, 0);
+}
+
+int dnn_dist_reduce_param(dnn_plan *p, int q, starpu_data_handle_t *sum)
+{
+	dnn_dist *d = p->m->dist;
+	if (!d || d->mode != DNN_MODE_SYNC || q < 0 || q >= p->m->nparams || dnn_dist_in_bucket(d, q))
+		return -EINVAL;
+	const dnn_task_opts h = dnn_dist_ar_place(p, q, 0, -1, dnn_dist_prio_of(p, q), 0);
+	return d->entry[q].algo->reduce(p, q, &h, sum);
 }
 
 int dnn_dist_reduce_stats(dnn_plan *p, int slot)

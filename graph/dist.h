@@ -9,10 +9,12 @@
  * allreduce: sync, the algorithm (resolved: not auto; dnn_allreduce_resolve); ranks_on_one_node:
  * every rank runs on one node (dnn_runtime_ranks_on_one_node), which shapes the tree's reduction:
  * flat on one node, else binary (dnn_dist_mpi_redux); nslots = the window; bucket_elems: sync,
- * the all-reduce bucket size in floats, 0 = no buckets). No-op for one rank. -1 with err on
- * failure. */
-int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int ranks_on_one_node,
-			  size_t bucket_elems, int staleness, int lookahead, int nslots, char *err, size_t errlen);
+ * the all-reduce bucket size in floats, 0 = no buckets; grad_bf16: sync, the all-reduces' messages
+ * carry bf16, their sums stay fp32 (--grad-precision bf16, graph/allreduce/; async: refused). No-op
+ * for one rank. -1 with err on failure. */
+int dnn_model_enable_dist(dnn_model *m, dnn_dist_mode mode, dnn_allreduce allreduce, int grad_bf16,
+			  int ranks_on_one_node, size_t bucket_elems, int staleness, int lookahead, int nslots, char *err,
+			  size_t errlen);
 /* --allreduce auto's choice, from the evidence of docs/SIMULATION.md study 5 (e) and
  * docs/NETWORK.md: the tree when every rank runs on one node (ranks that share a machine's cores
  * pay for every dependent hop in scheduling waits, and there the tree's 2 hops beat the ring's
@@ -59,6 +61,10 @@ int dnn_dist_after_backward(dnn_plan *p, int slot, long step, const dnn_optim_co
  * q without clipping (the all-reduce microbenchmark, `starpu_anp bench --allreduce-bytes`, which
  * times the all-reduce alone). -EINVAL: no sync run. */
 int dnn_dist_allreduce_param(dnn_plan *p, int q, const dnn_optim_config *optim);
+/* Sync: parameter q's all-reduce alone, no update: *sum is the handle that holds the sum on this rank (read it
+ * after starpu_mpi_wait_for_all; the bf16 wire's check, tests/gradwire.c). -EINVAL: no sync run, or q is in a
+ * bucket. */
+int dnn_dist_reduce_param(dnn_plan *p, int q, starpu_data_handle_t *sum);
 /* Sum the step's loss/correct statistics over the ranks into rank 0. */
 int dnn_dist_reduce_stats(dnn_plan *p, int slot);
 /* The statistics handle to wait for in dnn_wait_step. */

@@ -40,7 +40,8 @@ typedef struct dnn_allreduce_algo {
 	int (*setup)(dnn_dist *d, int e, size_t n);
 	/* Submit entry e's all-reduce: every rank ends with the sum over the ranks j of
 	 * dnn_dist_local(d, e, j), in *sum: the contribution itself (summed in place) or a handle of the
-	 * algorithm's, which the caller only reads. base: placement and priority of the entry's tasks
+	 * algorithm's, which the caller only reads (d->grad_bf16: always the contribution).
+	 * base: placement and priority of the entry's tasks
 	 * (an algorithm may use its own). 0 or a negative errno. */
 	int (*reduce)(dnn_plan *p, int e, const dnn_task_opts *base, starpu_data_handle_t *sum);
 } dnn_allreduce_algo;
@@ -74,6 +75,10 @@ struct dnn_dist {
 	 * rank's entry is params[p].hg; NULL for a bucketed parameter on the other ranks). */
 	starpu_data_handle_t *g_local;
 	dnn_allreduce allreduce;
+	/* sync, --grad-precision bf16: every algorithm's messages are bf16 vectors (dnn_dist_register_bf16), packed
+	 * by the sender (cl_vec_to_bf16, which rounds the sender's own copy to what it sent) and widened by the
+	 * receiver, whose sums stay fp32 (cl_vec_add_bf16); each algorithm's file says where its roundings are. */
+	int grad_bf16;
 	/* sync: the all-reduce entries, the parameters then the buckets (nparams + nbuckets): each
 	 * takes d->allreduce's algorithm, or the tree where that one does not take its size. */
 	dnn_dist_entry *entry;
@@ -111,6 +116,8 @@ struct dnn_dist {
 /* A StarPU-MPI vector of n floats owned by `owner` (home: this rank's memory, or NULL), with the
  * next tag. */
 starpu_data_handle_t dnn_dist_register(dnn_dist *d, float *home, size_t n, int owner);
+/* The same for a bf16 message of n elements (uint16_t; --grad-precision bf16), with no home. */
+starpu_data_handle_t dnn_dist_register_bf16(dnn_dist *d, size_t n, int owner);
 /* Rank j's contribution to entry e: parameter e's local gradient (e < P), else rank j's packed
  * bucket e - P; the array of all ranks' (local[j * stride]) in dnn_dist_locals. */
 starpu_data_handle_t dnn_dist_local(const dnn_dist *d, int e, int j);

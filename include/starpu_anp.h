@@ -92,6 +92,8 @@ typedef struct {
 	int quiet;
 	dnn_dist_mode mode;       // --mode sync|async (multi-rank runs)
 	dnn_allreduce allreduce;  // --allreduce tree|ring|rhd|ps (sync, multi-rank runs)
+	int grad_bf16;            // --grad-precision bf16 (1) or fp32 (0): sync, the all-reduces' messages in
+	                          // bf16 (half the bytes), their sums in fp32 (graph/allreduce/) [0]
 	double bucket_mb;         // --bucket-mb M: sync, pack the gradients into all-reduce buckets of M MiB (0 = off;
 	                          // negative = auto, dnn_dist_choose_bucket_mb)
 	int staleness;            // --staleness S (async)

@@ -64,9 +64,10 @@ static int submit(dnn_plan *p, long n, const dnn_optim_config *optim)
 static void print_result(const dnn_train_opts *o, int nranks, long reps, double span, double wall)
 {
 	const double s = span / (double)reps;
-	printf("result: cmd=bench allreduce_bytes=%ld ranks=%d allreduce=%s bucket_mb=%g reps=%ld warmup=%d "
-	       "ncpu=%u sched=%s",
-	       o->allreduce_bytes, nranks, dnn_allreduce_name(o->allreduce), o->bucket_mb, reps, o->warmup,
+	printf("result: cmd=bench allreduce_bytes=%ld ranks=%d allreduce=%s grad_precision=%s bucket_mb=%g reps=%ld "
+	       "warmup=%d ncpu=%u sched=%s",
+	       o->allreduce_bytes, nranks, dnn_allreduce_name(o->allreduce), o->grad_bf16 ? "bf16" : "fp32",
+	       o->bucket_mb, reps, o->warmup,
 	       starpu_cpu_worker_get_count(), getenv("STARPU_SCHED") ? getenv("STARPU_SCHED") : "lws");
 #ifdef DNN_SIMGRID
 	const char *plat = dnn_knobs_get()->sim.platform;
@@ -100,8 +101,8 @@ static int run(const dnn_train_opts *o, dnn_graph *g, dnn_model *m, dnn_plan *p,
 		goto fail;
 	*have_m = 1;
 	const size_t bucket_elems = (size_t)(o->bucket_mb * 1024.0 * 1024.0 / sizeof(float));
-	if (dnn_model_enable_dist(m, DNN_MODE_SYNC, o->allreduce, dnn_runtime_ranks_on_one_node(), bucket_elems, 0, 0, 1,
-				  err, sizeof(err)) != 0 ||
+	if (dnn_model_enable_dist(m, DNN_MODE_SYNC, o->allreduce, o->grad_bf16, dnn_runtime_ranks_on_one_node(),
+				  bucket_elems, 0, 0, 1, err, sizeof(err)) != 0 ||
 	    dnn_plan_create_sharded(p, m, nranks, 1, 1, dnn_knobs_get(), err, sizeof(err)) != 0)
 		goto fail;
 	*have_p = 1;

@@ -267,8 +267,8 @@ static int setup_plan(train_run *r)
 		/* The flat tree (one node) adds the other ranks' contributions in arrival order: fixed for 2
 		 * ranks only, so --deterministic on takes the binary tree (fixed order) from 3 ranks on. */
 		const int flat_tree = one_node && (!o->deterministic || r->nranks <= 2);
-		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, flat_tree, bucket_elems, o->staleness,
-					  o->async_lookahead, o->window, err, sizeof(err)) != 0) {
+		if (dnn_model_enable_dist(&r->m, o->mode, o->allreduce, o->grad_bf16, flat_tree, bucket_elems,
+					  o->staleness, o->async_lookahead, o->window, err, sizeof(err)) != 0) {
 			fprintf(stderr, "error: %s\n", err);
 			return -1;
 		}
@@ -825,7 +825,7 @@ static void print_result(train_run *r)
 	printf(" fuse=%d pin_chunks=%d batchnorm=%s deterministic=%s tasks_per_step=%ld", r->p.fuse,
 	       r->p.chunk_worker != NULL, o->batchnorm_global ? "global" : "local", r->p.sum_redux ? "off" : "on",
 	       r->p.tasks_per_step);
-	printf(" precision=%s", o->bf16 ? "bf16" : "fp32");
+	printf(" precision=%s grad_precision=%s", o->bf16 ? "bf16" : "fp32", o->grad_bf16 ? "bf16" : "fp32");
 	if (o->bf16 && !DNN_SIMULATED) /* which bf16 GEMM ran: oneDNN's version and kernel, or round+sgemm */
 		printf(" bf16_gemm=%s", dnn_gemm_bf16_impl());
 	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since

@@ -45,6 +45,8 @@
 #            --bucket-mb M    gradient buckets of M MiB, 0 = off [auto: the app's default; across
 #                             nodes 1 MiB, or a quarter of the model's gradients if less]
 #            (the CSV and result line say what auto resolved to: allreduce=, bucket_mb=)
+#            --grad-precision fp32|bf16  the all-reduces' messages (as `starpu_anp bench`: bf16 halves
+#                             the bytes each message carries; the sums stay fp32) [fp32]; in the CSV row
 #            --sched S        STARPU_SCHED [dmda]
 # Sweep:     --nodes, --gpus, --sched, --mode and --allreduce take comma lists; every combination
 #            runs, and a plot of images/s is written next to the CSV (gnuplot).
@@ -76,7 +78,7 @@ usage() { echo "simulate.sh: $*" >&2; echo "(see scripts/simulate.sh --help)" >&
 say() { [ "$QUIET" = 1 ] || echo "[simulate] $*" >&2; }
 
 NODES=1 CORES="" GPUS=0 GPU="" GPU_PREC=fp32 GPU_MODELS=fitted PCIE="" PCIE_GEN="" NVLINK="" NETWORK=fdr CPU_KIND=here
-NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=auto BUCKET_MB=auto STALENESS=4
+NET=lenet5 BATCH=64 BATCH_PER_NODE="" CHUNKS="" INPUT="" STEPS=20 WARMUP=3 MODE=sync ALLREDUCE=auto BUCKET_MB=auto STALENESS=4 GRAD_PREC=fp32
 CUDA_MODELS="" CUDA_HOST=""
 SCHED=dmda NCPU="" CSV="sim-results.csv" PDIR="" CALIBRATE_ONLY=0 QUIET=0 CALIB_STEPS=12 NO_BUILD=0
 EXTRA=()
@@ -114,6 +116,7 @@ while [ $# -gt 0 ]; do
     --mode) list_of "$1" "${2:-}" '^(sync|async)$'; MODE="$2"; shift 2 ;;
     --allreduce) list_of "$1" "${2:-}" '^(tree|ring|rhd|ps|auto)$'; ALLREDUCE="$2"; shift 2 ;;
     --bucket-mb) [[ "${2:-}" =~ ^(auto|[0-9]+([.][0-9]+)?)$ ]] || usage "--bucket-mb '${2:-}': expected MiB or auto"; BUCKET_MB="$2"; shift 2 ;;
+    --grad-precision) [[ "${2:-}" =~ ^(fp32|bf16)$ ]] || usage "--grad-precision '${2:-}': expected fp32 or bf16"; GRAD_PREC="$2"; shift 2 ;;
     --staleness) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--staleness '${2:-}': expected an integer"; STALENESS="$2"; shift 2 ;;
     --sched) list_of "$1" "${2:-}" '^[a-z_-]+$'; SCHED="$2"; shift 2 ;;
     --ncpu) [[ "${2:-}" =~ ^[0-9]+$ ]] || usage "--ncpu '${2:-}': expected an integer"; NCPU="$2"; shift 2 ;;
@@ -199,7 +202,7 @@ if ! "$REAL_APP" train --net "$NET" ${INPUT:+--input "$INPUT"} --summary >/dev/n
   exit 2
 fi
 
-CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal,tokens_per_s,gpu_mem_gib,gpu_act_gib,gpu_precision"
+CSV_HEADER="platform,nodes,cores,gpus,gpu,network,sched,ncpu,ncuda,net,input,batch,chunks,mode,allreduce,staleness,steps,images_per_s,images_per_s_per_node,simulated_s,models_cpu,models_cuda,sim_wall_s,pin_chunks,bucket_mb,allreduces,cpu_kernels,bd_compute,bd_allreduce,bd_update,bd_idle,bd_other,bd_rank_idle,bd_cp_span_s,bd_cp_compute,bd_cp_allreduce,bd_cp_update,bd_cp_comm,bd_cp_reduce,bd_cp_wait,bd_cp_sched,bd_cp_transfer,bd_cp_submit,bd_cp_queued,bd_cp_ideal,tokens_per_s,gpu_mem_gib,gpu_act_gib,gpu_precision,grad_precision"
 BD_FIELDS="$(tr , '\n' <<<"$CSV_HEADER" | grep '^bd_')" # the breakdown's columns, read from the result line
 # Rows are appended only under the same columns. A CSV of an older simulate.sh whose columns
 # are the first ones of today's (columns are only ever added at the end) is brought up to them in
@@ -435,7 +438,7 @@ for ar in "${L_AR[@]}"; do
   fi
   for sched in "${L_SCHED[@]}"; do
     args=(bench --net "$NET" --batch "$BATCH" --chunks "$k" --steps "$STEPS" --warmup "$WARMUP" --quiet
-          --mode "$mode" --allreduce "$ar" --staleness "$STALENESS")
+          --mode "$mode" --allreduce "$ar" --staleness "$STALENESS" --grad-precision "$GRAD_PREC")
     [ -z "$INPUT" ] || args+=(--input "$INPUT")
     # --bucket-mb as given (auto: the app's default); one after `--` comes later and wins. The
     # tables of docs/SIMULATION.md dated before 2026-12-07 were taken with buckets off.
@@ -494,7 +497,7 @@ for ar in "${L_AR[@]}"; do
     per_node="$(awk -v a="$ips" -v n="$nodes" 'BEGIN{printf "%.1f", a / n}')"
     simw="$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')"
     [ -f "$CSV" ] || echo "$CSV_HEADER" >"$CSV" # written with the first row: a run that fails leaves no empty CSV
-    echo "$name,$nodes,$cores,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$far" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo "$cuda_models"; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act,$([ "$gpus" = 0 ] && echo - || echo "$GPU_PREC")" | tee -a "$RUNROWS" >>"$CSV"
+    echo "$name,$nodes,$cores,$gpus,$([ "$gpus" = 0 ] && echo none || echo "$GPU"),$NETWORK,$sched,$ncpu,$ncuda,$NET,${INPUT:-},$BATCH,$k,$mode,$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$far" || echo -),$STALENESS,$STEPS,$ips,$per_node,$wall,$cpu_models,$([ "$gpus" = 0 ] && echo - || { [ -n "$CUDA_MODELS" ] && echo calibrated || echo "$cuda_models"; }),$simw,${pin:-0},${bmb:--},${nar:--},$([ "$cpu_models" = none ] && echo - || echo "$CPU_KERNELS")$bd,$(field tokens_per_s),$gmem_total,$gmem_act,$([ "$gpus" = 0 ] && echo - || echo "$GPU_PREC"),$([ "$nodes" -gt 1 ] && [ "$mode" = sync ] && echo "$GRAD_PREC" || echo -)" | tee -a "$RUNROWS" >>"$CSV"
   done
 done; done; done; done
 [ "$CALIBRATE_ONLY" = 0 ] || { say "CPU models calibrated in ${MODELS//:/ and }"; exit 0; }

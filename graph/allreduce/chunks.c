@@ -11,18 +11,39 @@ int dnn_chunks_setup(dnn_dist *d, int e, size_t n)
 {
 	const int N = d->nranks;
 	dnn_dist_entry *en = &d->entry[e];
+	en->nh = (size_t)N * N * (d->grad_bf16 ? 2 : 1);
 	en->off = calloc((size_t)N + 1, sizeof(size_t));
-	en->h = calloc((size_t)N * N, sizeof(*en->h));
+	en->h = calloc(en->nh, sizeof(*en->h));
 	if (!en->off || !en->h)
 		return -1;
-	en->nh = (size_t)N * N;
 	size_t *off = en->off;
 	for (int c = 0; c <= N; c++) /* the first n % N chunks get one more element */
 		off[c] = (size_t)c * (n / N) + (size_t)(c < (int)(n % N) ? c : (int)(n % N));
 	for (int j = 0; j < N; j++)
 		for (int c = 0; c < N; c++)
 			en->h[j * N + c] = dnn_dist_register(d, NULL, off[c + 1] - off[c], j);
+	for (int j = 0; j < N && d->grad_bf16; j++)
+		for (int c = 0; c < N; c++)
+			en->h[N * N + j * N + c] = dnn_dist_register_bf16(d, off[c + 1] - off[c], j);
 	return 0;
+}
+
+int dnn_chunks_hop(dnn_plan *p, int e, dnn_task_opts *o, int from, int to, int c, int add)
+{
+	const dnn_dist *d = p->m->dist;
+	const int N = d->nranks;
+	starpu_data_handle_t *A = d->entry[e].h, *M = A + N * N;
+	if (!d->grad_bf16) {
+		o->node = to;
+		return add ? dnn_insert_vec_add(o, A[to * N + c], STARPU_RW, A[from * N + c])
+			   : dnn_insert_vec_slice_get(o, A[to * N + c], A[from * N + c], 0);
+	}
+	const char *name = o->name;
+	o->node = from, o->name = "allreduce_bf16_pack";
+	DNN_TRY(dnn_insert_vec_to_bf16(o, M[from * N + c], A[from * N + c]));
+	o->node = to, o->name = name;
+	return add ? dnn_insert_vec_add_bf16(o, A[to * N + c], M[from * N + c])
+		   : dnn_insert_vec_from_bf16(o, A[to * N + c], M[from * N + c]);
 }
 
 /* Tasks named `name`, with o's other options. */

@@ -15,21 +15,58 @@
  * tensor each way per rank) and only moves where the update's few element-wise FLOPs run. What
  * sets this exchange apart from the tree, ring and rhd is its traffic: each server receives N - 1
  * and sends N - 1 copies of its tensors, so the busiest link carries (N-1)/N of the model twice
- * when the shards are even, and its sums are N dependent adds on one rank, not a tree. */
+ * when the shards are even, and its sums are N dependent adds on one rank, not a tree.
+ *
+ * --grad-precision bf16: M[j] is rank j's bf16 message (owner j):
+ *
+ *   zero(G) on s
+ *   for j = 0 .. N-1: M[j] = bf16(local[j]) on j; G += M[j] on s   (fp32 adds, the ranks' order)
+ *   M[s] = bf16(G) on s (G rounded too); local[j] = M[s] on every rank j (s as well)
+ *
+ * so the sum ends in every rank's contribution, as the ring's. Roundings on the longest path: 2 (the push, the
+ * pull) at every rank count; half the bytes each way. Each M[j] is written only by tasks every rank submits, so
+ * StarPU-MPI's cache follows it (no flush, unlike the fp32 pushes of the contributions themselves). */
 #include <stdlib.h>
 
 #include "dist_impl.h"
 #include "vec.h"
 
-/* G, owned by entry e's server. */
+/* G, owned by entry e's server; bf16: then M[j] (owner j) in h[1 + j]. */
 static int ps_setup(dnn_dist *d, int e, size_t n)
 {
 	dnn_dist_entry *en = &d->entry[e];
-	en->h = calloc(1, sizeof(*en->h));
+	const size_t nh = 1 + (d->grad_bf16 ? (size_t)d->nranks : 0);
+	en->h = calloc(nh, sizeof(*en->h));
 	if (!en->h)
 		return -1;
-	en->nh = 1;
+	en->nh = nh;
 	en->h[0] = dnn_dist_register(d, NULL, n, e % d->nranks);
+	for (int j = 0; j < d->nranks && d->grad_bf16; j++)
+		en->h[1 + j] = dnn_dist_register_bf16(d, n, j);
+	return 0;
+}
+
+/* The bf16 exchange (above), after the zero of G. */
+static int ps_reduce_bf16(const dnn_dist *d, int e, dnn_task_opts *o, starpu_data_handle_t *sum)
+{
+	const int s = e % d->nranks;
+	starpu_data_handle_t G = d->entry[e].h[0], *M = d->entry[e].h + 1;
+	size_t stride;
+	const starpu_data_handle_t *local = dnn_dist_locals(d, e, &stride);
+	for (int j = 0; j < d->nranks; j++) {
+		o->node = j, o->name = "ps_bf16_pack";
+		DNN_TRY(dnn_insert_vec_to_bf16(o, M[j], local[(size_t)j * stride]));
+		o->node = s, o->name = "ps_push";
+		DNN_TRY(dnn_insert_vec_add_bf16(o, G, M[j]));
+	}
+	o->name = "ps_bf16_pack";
+	DNN_TRY(dnn_insert_vec_to_bf16(o, M[s], G));
+	o->name = "ps_pull";
+	for (int j = 0; j < d->nranks; j++) {
+		o->node = j;
+		DNN_TRY(dnn_insert_vec_from_bf16(o, local[(size_t)j * stride], M[s]));
+	}
+	*sum = local[(size_t)d->rank * stride];
 	return 0;
 }
 
@@ -43,6 +80,8 @@ static int ps_reduce(dnn_plan *p, int e, const dnn_task_opts *base, starpu_data_
 	dnn_task_opts o = base ? *base : (dnn_task_opts){0};
 	o.mpi = 1, o.node = s, o.name = "ps_zero";
 	DNN_TRY(dnn_insert_vec_zero(&o, G));
+	if (d->grad_bf16)
+		return ps_reduce_bf16(d, e, &o, sum);
 	o.name = "ps_push";
 	for (int j = 0; j < d->nranks; j++)
 		DNN_TRY(dnn_insert_vec_add(&o, G, STARPU_RW, local[(size_t)j * stride]));

@@ -7,7 +7,12 @@
  * recursive doubling, m = 1, 2, .., N/2: r copies the partner's block of m summed chunks,
  * A[r][c] = A[r^m][c]. Every chunk's sum is computed once (on rank c) and copied, so the replicas
  * stay identical; each rank sends and receives (N-1)/N of the tensor per phase, as the ring, but
- * the chain is 2 log2 N hops long instead of 2(N-1). All ranks submit every task. */
+ * the chain is 2 log2 N hops long instead of 2(N-1). All ranks submit every task.
+ *
+ * --grad-precision bf16: every hop sends chunks.h's bf16 message (half the bytes; dnn_chunks_hop), every add is
+ * fp32 on the receiver. A partial sum is rounded once per halving step (log2 N), and the owner's full sum once
+ * more when it sends it first (half = 1), which rounds its own copy too; the later copies are exact: log2 N + 1
+ * roundings on the longest path (2 at 2 ranks, 3 at 4), the same bits on every rank, in the fixed order above. */
 #include <stdio.h>
 
 #include "chunks.h"
@@ -28,24 +33,21 @@ static int rhd_reduce(dnn_plan *p, int q, const dnn_task_opts *base, starpu_data
 	(void)base;
 	const dnn_dist *d = p->m->dist;
 	const int N = d->nranks;
-	starpu_data_handle_t *A = d->entry[q].h; /* A[j * N + c] */
 	dnn_task_opts o = dnn_dist_ar_place(p, q, 1, -1, STARPU_MAX_PRIO, 0); /* on the path to the next forward */
 	DNN_TRY(dnn_chunks_copy_in(p, q, &o, "rhd_copy_in"));
 	o.name = "rhd_reduce_scatter";
 	for (int half = N / 2; half >= 1; half /= 2)
 		for (int r = 0; r < N; r++) {
 			const int first = r & ~(half - 1); /* r's half: chunks first .. first + half - 1 */
-			o.node = r;
 			for (int c = first; c < first + half; c++)
-				DNN_TRY(dnn_insert_vec_add(&o, A[r * N + c], STARPU_RW, A[(r ^ half) * N + c]));
+				DNN_TRY(dnn_chunks_hop(p, q, &o, r ^ half, r, c, 1));
 		}
 	o.name = "rhd_all_gather";
 	for (int half = 1; half < N; half *= 2)
 		for (int r = 0; r < N; r++) {
 			const int first = (r ^ half) & ~(half - 1); /* the partner's block of summed chunks */
-			o.node = r;
 			for (int c = first; c < first + half; c++)
-				DNN_TRY(dnn_insert_vec_slice_get(&o, A[r * N + c], A[(r ^ half) * N + c], 0));
+				DNN_TRY(dnn_chunks_hop(p, q, &o, r ^ half, r, c, 0));
 		}
 	DNN_TRY(dnn_chunks_copy_out(p, q, &o, "rhd_copy_out"));
 	*sum = dnn_dist_local(d, q, d->rank);

@@ -12,7 +12,13 @@
  * gradients' worth of bytes per step in all, as the tree, but spreads them, 2(N-1)/N per rank
  * (the tree: rank 0 alone sends the N-1 copies of the sum), in twice the messages, 4N-2 tasks
  * per tensor and rank, and 2(N-1) dependent hops. On one shared machine (STARPU_MPI_STATS and
- * images/s in the README) that made it slower than the tree. All ranks submit every task. */
+ * images/s in the README) that made it slower than the tree. All ranks submit every task.
+ *
+ * --grad-precision bf16: every hop sends chunks.h's bf16 message (half the bytes; dnn_chunks_hop) and every add
+ * is fp32 on the receiver. Chunk c's sum starts on rank c and is rounded once per reduce-scatter hop (N - 1),
+ * then once when its owner c - 1 sends it first in the all-gather, which rounds the owner's own copy too (the
+ * later hops copy a bf16 value: exact): N roundings on the longest path (2 at 2 ranks, 4 at 4), the same bits
+ * on every rank. The order of every sum is the ring's, fixed. */
 #include "chunks.h"
 #include "vec.h"
 
@@ -21,7 +27,6 @@ static int ring_reduce(dnn_plan *p, int q, const dnn_task_opts *base, starpu_dat
 	(void)base;
 	const dnn_dist *d = p->m->dist;
 	const int N = d->nranks;
-	starpu_data_handle_t *A = d->entry[q].h; /* A[j * N + c] */
 	/* Top priority: each hop waits for a worker on the next rank, and the chain of 2(N-1) hops is
 	 * on the path to the next step's forward; backward and forward tasks can wait for these. */
 	dnn_task_opts o = dnn_dist_ar_place(p, q, 1, -1, STARPU_MAX_PRIO, 0);
@@ -30,15 +35,13 @@ static int ring_reduce(dnn_plan *p, int q, const dnn_task_opts *base, starpu_dat
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r - s) % N + N) % N, to = (r + 1) % N;
-			o.node = to;
-			DNN_TRY(dnn_insert_vec_add(&o, A[to * N + c], STARPU_RW, A[r * N + c]));
+			DNN_TRY(dnn_chunks_hop(p, q, &o, r, to, c, 1));
 		}
 	o.name = "ring_all_gather";
 	for (int s = 0; s < N - 1; s++)
 		for (int r = 0; r < N; r++) {
 			const int c = ((r + 1 - s) % N + N) % N, to = (r + 1) % N;
-			o.node = to;
-			DNN_TRY(dnn_insert_vec_slice_get(&o, A[to * N + c], A[r * N + c], 0));
+			DNN_TRY(dnn_chunks_hop(p, q, &o, r, to, c, 0));
 		}
 	DNN_TRY(dnn_chunks_copy_out(p, q, &o, "ring_copy_out"));
 	*sum = dnn_dist_local(d, q, d->rank);
