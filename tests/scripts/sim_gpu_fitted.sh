@@ -40,7 +40,9 @@ L="$(sim h200 1280 --gpu-precision tf32)" || fail "h200 tf32 run failed"
 [ "$(result_field "$L" models_cuda)" = fitted-public ] || fail "h200 tf32: no models_cuda=fitted-public in: $L"
 [[ "$(result_field "$L" platform)" == *-tf32-* ]] || fail "h200 tf32: the platform name does not say tf32: $L"
 within "H200 TF32 batch 1280 (held out)" "$(result_field "$L" images_per_s)" 2259
-[ "$(tail -1 "$TMP/s.csv" | awk -F, '{ print $NF }')" = tf32 ] || fail "the CSV row's gpu_precision is not tf32"
+# by the header's name: columns are appended (grad_precision came after gpu_precision)
+[ "$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "gpu_precision") c = i } END { print $c }' "$TMP/s.csv")" = tf32 ] \
+  || fail "the CSV row's gpu_precision is not tf32"
 # 3.
 P=(python3 "$ROOT/sim/platform.py" --out "$TMP/pp" --cores 4 --gpus 1 --gpu v100)
 "${P[@]}" >/dev/null || fail "platform.py v100 failed"
