@@ -302,14 +302,9 @@ void dnn_batchnorm_forward_global_cpu(float *y, float *saved, const float *x, co
 				      const float *beta, const double *sums, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
-	const double M = (double)a->global_n * HW;
+	dnn_batchnorm_stats_from_sums_cpu(saved, sums, a);
 	for (int c = 0; c < C; c++) {
-		double mean, var, invstd;
-		global_stats(&mean, &var, &invstd, sums, C, c, M, a->eps);
-		saved[c] = (float)mean;
-		saved[C + c] = (float)var;
-		saved[2 * C + c] = (float)invstd;
-		const float m = (float)mean, scale = gamma[c] * (float)invstd;
+		const float m = saved[c], scale = gamma[c] * saved[2 * C + c];
 		for (int n = 0; n < N; n++)
 			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, beta[c],
 					a->relu);

@@ -106,34 +106,25 @@ const uint32_t *dnn_worker_mask(int worker)
 
 static _Thread_local float *scratch;
 static _Thread_local size_t scratch_len;
-
-float *dnn_cpu_scratch(size_t nfloats)
-{
-	if (nfloats > scratch_len) {
-		float *p = realloc(scratch, nfloats * sizeof(float));
-		if (!p)
-			return NULL;
-		scratch = p;
-		scratch_len = nfloats;
-	}
-	return scratch;
-}
-
 /* A second buffer: a kernel's own data around a conv kernel, which takes the first (conv2d_bnfuse.c). */
 static _Thread_local float *scratch_aux;
 static _Thread_local size_t scratch_aux_len;
 
-float *dnn_cpu_scratch_aux(size_t nfloats)
+/* *buf grown to at least nfloats (kept on failure); NULL when out of memory. */
+static float *scratch_grow(float **buf, size_t *len, size_t nfloats)
 {
-	if (nfloats > scratch_aux_len) {
-		float *p = realloc(scratch_aux, nfloats * sizeof(float));
+	if (nfloats > *len) {
+		float *p = realloc(*buf, nfloats * sizeof(float));
 		if (!p)
 			return NULL;
-		scratch_aux = p;
-		scratch_aux_len = nfloats;
+		*buf = p;
+		*len = nfloats;
 	}
-	return scratch_aux;
+	return *buf;
 }
+
+float *dnn_cpu_scratch(size_t nfloats) { return scratch_grow(&scratch, &scratch_len, nfloats); }
+float *dnn_cpu_scratch_aux(size_t nfloats) { return scratch_grow(&scratch_aux, &scratch_aux_len, nfloats); }
 
 void dnn_cpu_scratch_release(void)
 {
