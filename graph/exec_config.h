@@ -25,6 +25,9 @@ typedef struct dnn_exec_config {
 	int bf16;                /* not an environment variable: --precision bf16 (dnn_train_opts.bf16), set by
 				  * dnn_cmd_train/eval (runtime/knobs.h dnn_knobs_set_bf16): dense, lm_head and
 				  * attention in bf16 */
+	int bf16_act;            /* DNN_BF16_ACTIVATIONS=0|1 [1]: with --precision bf16, activations whose writer
+				  * and every reader take bf16 are stored in bf16 (model.h dnn_plan.y_bf16); 0:
+				  * every activation fp32 (to measure what the storage gives) */
 	int cpu_mask_bf16;       /* DNN_CPU_MASK=avx512_bf16: tests only, the CPU is taken to lack AVX512_BF16
 				  * (dnn_knobs_load hands it to codelets/gemm_bf16.h dnn_cpu_mask_bf16), so the
 				  * refusal of --precision bf16 can be tested on a CPU that has it */
@@ -51,6 +54,6 @@ typedef struct dnn_exec_config {
 #define DNN_EXEC_CONFIG_DEFAULTS                                                                   \
 	{                                                                                          \
 		.fuse = 1, .conv_algo = DNN_CONV_ALGO_AUTO, .pin_by_mask = 1, .allreduce_prio = 2, \
-		.allreduce_on = 0, .cuda = {.fp32 = 0, .workspace_mb = -1}                         \
+		.allreduce_on = 0, .bf16_act = 1, .cuda = {.fp32 = 0, .workspace_mb = -1}                         \
 	}
 #endif

@@ -302,13 +302,37 @@ static int plan_node_handles(dnn_plan *p, int i, char *err, size_t errlen)
 	for (int c = 0; c < p->nchunks; c++) {
 		const size_t n = per * (size_t)p->chunk_n[c], k = (size_t)i * p->nchunks + c;
 		const size_t saved = saved0 + saved_per * (size_t)p->chunk_n[c];
-		if (!fused_bn && !(p->y[k] = lazy_vector(n, sizeof(float), err, errlen)))
+		if (!fused_bn && !(p->y[k] = lazy_vector(n, p->y_bf16[i] ? sizeof(uint16_t) : sizeof(float), err, errlen)))
 			return -1;
 		if (((p->train && !fused_bn && p->grad_of[i] == i) || i == logits) &&
 		    !(p->dy[k] = lazy_vector(n, sizeof(float), err, errlen)))
 			return -1;
 		if (p->train && saved && !(p->saved[k] = lazy_vector(saved, sizeof(float), err, errlen)))
 			return -1;
+	}
+	return 0;
+}
+
+/* bf16 activation storage (model.h y_bf16): node i's y in bf16 when its writer and every reader
+ * take it so. Not with CUDA workers: the CUDA kernels read and write fp32 activations only. */
+static int plan_bf16_storage(dnn_plan *p)
+{
+	const dnn_graph *g = p->m->g;
+	if (!(p->y_bf16 = calloc((size_t)g->nnodes, 1)))
+		return -1;
+	if (!p->cfg.bf16 || !p->cfg.bf16_act || starpu_cuda_worker_get_count() > 0)
+		return 0;
+	const int logits = g->nodes[g->nnodes - 1].inputs[0];
+	for (int i = 1; i < g->nnodes - 1; i++) {
+		const dnn_op_desc *d = dnn_op_get(g->nodes[i].op);
+		int ok = i != logits && d->bf16_out && d->bf16_out(p, i);
+		for (int k = i + 1; ok && k < g->nnodes; k++)
+			for (int j = 0; ok && j < g->nodes[k].ninputs; j++)
+				if (g->nodes[k].inputs[j] == i) {
+					const dnn_op_desc *dk = dnn_op_get(g->nodes[k].op);
+					ok = dk->bf16_in && dk->bf16_in(p, k, i);
+				}
+		p->y_bf16[i] = (unsigned char)ok;
 	}
 	return 0;
 }
@@ -359,6 +383,10 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 	}
 	if (dnn_fuse_plan(p, err, errlen) != 0)
 		goto fail;
+	if (plan_bf16_storage(p) != 0) {
+		dnn_set_err(err, errlen, g->source, "out of memory creating the activation plan");
+		goto fail;
+	}
 	for (int i = 1; i < g->nnodes - 1; i++)
 		if (plan_node_handles(p, i, err, errlen) != 0)
 			goto fail;
@@ -430,7 +458,7 @@ void dnn_plan_destroy(dnn_plan *p)
 	dnn_clip_plan_free(p);
 	free(p->chunk_n), free(p->chunk_off), free(p->chunk_worker), free(p->y), free(p->dy), free(p->saved);
 	dnn_plan_bn_destroy(p);
-	free(p->bn_relu), free(p->relu_pool), free(p->grad_of), free(p->written);
+	free(p->bn_relu), free(p->relu_pool), free(p->grad_of), free(p->written), free(p->y_bf16);
 	free(p->bn_stats_conv), free(p->bn_apply_conv);
 	free(p->x), free(p->labels), free(p->stats), free(p->stats_host);
 	memset(p, 0, sizeof(*p));

@@ -138,6 +138,12 @@ typedef struct {
 	 *   and weight-gradient tasks read A's output and normalise it themselves; the relu's output is never
 	 *   stored; the batchnorm's backward recomputes its mask); -1 elsewhere. */
 	int fuse;
+	/* y_bf16[i] = 1: node i's output y is stored in bf16 (2 bytes an element; its gradient dy stays
+	 * fp32). Set by dnn_plan_create under --precision bf16 (cfg.bf16 and cfg.bf16_act, no CUDA
+	 * worker) for a node whose descriptor says its tasks write y in bf16 (bf16_out) and whose every
+	 * reader's says its tasks read that input in bf16 (bf16_in); the input node and the logits
+	 * never. Ops ask with dnn_op_out_bf16. */
+	unsigned char *y_bf16;
 	int *bn_relu, *relu_pool, *grad_of;
 	int *bn_stats_conv, *bn_apply_conv;
 	long tasks_per_step;  // tasks the last dnn_submit_step inserted: load, forward, backward, the

@@ -114,6 +114,8 @@ starpu_data_handle_t dnn_op_dy(const dnn_op_ctx *ctx, int j)
 
 starpu_data_handle_t dnn_op_saved(const dnn_op_ctx *ctx, int j) { return ctx->p->saved[j * ctx->p->nchunks + ctx->c]; }
 
+int dnn_op_out_bf16(const dnn_op_ctx *ctx, int j) { return j > 0 && ctx->p->y_bf16 && ctx->p->y_bf16[j]; }
+
 int dnn_op_take_dx(dnn_op_ctx *ctx, int j)
 {
 	const int acc = ctx->written[j];

@@ -81,6 +81,13 @@ typedef struct {
 	 * layernorm's mean and rstd of each row). */
 	size_t (*saved_floats)(const dnn_node *nd);
 	size_t (*saved_floats_per_sample)(const dnn_node *nd);
+	/* bf16 activation storage (model.h dnn_plan.y_bf16), both optional (NULL: never). bf16_out:
+	 * 1 when node i's tasks in plan p (its fusion partner's, for a node another op's task writes)
+	 * can write its output y in bf16, and its own backward can read it so. bf16_in: 1 when node
+	 * i's forward and backward tasks can read its input j (the node index) in bf16. Asked once,
+	 * by dnn_plan_create, after the fusion plan (p->fuse, bn_relu, ...) is made. */
+	int (*bf16_out)(const dnn_plan *p, int i);
+	int (*bf16_in)(const dnn_plan *p, int i, int j);
 	/* Submit node i's tasks for ctx's chunk; return 0 or a negative errno. backward may be
 	 * NULL (nothing to do). Backward writes input 0's gradient with dnn_op_take_dx. */
 	int (*forward)(dnn_op_ctx *ctx, int i);
@@ -105,6 +112,8 @@ const dnn_op_desc *dnn_op_get(dnn_op op);
 starpu_data_handle_t dnn_op_out(const dnn_op_ctx *ctx, int j);
 starpu_data_handle_t dnn_op_dy(const dnn_op_ctx *ctx, int j);
 starpu_data_handle_t dnn_op_saved(const dnn_op_ctx *ctx, int j);
+/* 1 when node j's output (dnn_op_out) is stored in bf16 (dnn_plan.y_bf16), 0 when fp32. */
+int dnn_op_out_bf16(const dnn_op_ctx *ctx, int j);
 /* For a backward writing the gradient of input j: 1 when it must accumulate (+=) into it,
  * 0 when it is the first writer of this step (=); marks it written. */
 int dnn_op_take_dx(dnn_op_ctx *ctx, int j);

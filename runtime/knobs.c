@@ -112,6 +112,11 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 		return -1;
 	if (v)
 		k->allreduce_on = i;
+	static const char *const off_on[] = {"0", "1", NULL};
+	if ((v = knob("DNN_BF16_ACTIVATIONS")) && (i = one_of("DNN_BF16_ACTIVATIONS", v, off_on, err, errlen)) < 0)
+		return -1;
+	if (v)
+		k->bf16_act = i;
 	k->test_sum_reverse = 0;
 	if ((v = knob("DNN_TEST_SUM_ORDER")) && (i = one_of("DNN_TEST_SUM_ORDER", v, order, err, errlen)) < 0)
 		return -1;

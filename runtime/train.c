@@ -828,6 +828,12 @@ static void print_result(train_run *r)
 	printf(" precision=%s grad_precision=%s", o->bf16 ? "bf16" : "fp32", o->grad_bf16 ? "bf16" : "fp32");
 	if (o->bf16 && !DNN_SIMULATED) /* which bf16 GEMM ran: oneDNN's version and kernel, or round+sgemm */
 		printf(" bf16_gemm=%s", dnn_gemm_bf16_impl());
+	if (o->bf16) { /* activations stored in bf16 (DNN_BF16_ACTIVATIONS; model.h y_bf16), of the nodes with one */
+		int act = 0, nact = 0;
+		for (int i = 1; i < r->m.g->nnodes - 1; i++)
+			act += r->p.y_bf16 && r->p.y_bf16[i], nact += r->p.y[(size_t)i * r->p.nchunks] != NULL;
+		printf(" bf16_activations=%d/%d", act, nact);
+	}
 	/* own_simd: our own kernels' set and ISA (the Winograd tiles, F(2x2) and F(4x4) since
 	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops; since 2026-12-06 the 2x2
 	 * max-pool loops and the direct conv's ISA; since 2026-12-06 "+tails": row tails stored with
