@@ -27,6 +27,10 @@ extern "C" void dnn_add_fwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_add_args *args = (const dnn_add_args *)cl_arg;
 	size_t n = (size_t)args->n;
+	if (args->x_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c) */
+		dnn_worker_error("add: a bf16 activation reached a CUDA kernel (fp32 only)");
+		return;
+	}
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == n);

@@ -9,10 +9,13 @@
 typedef struct {
 	long n;
 	int accumulate_dx;
-	int pad_; // 0: no padding in the struct (the footprint hashes its bytes)
+	int x_bf16; // fwd: bit k set when input k (0 or 1) is stored in bf16 (uint16_t, graph/model.h y_bf16),
+	            // widened exactly before the fp32 sum (CPU only)
 } dnn_add_args;
 
 void dnn_add_forward_cpu(float *y, const float *a, const float *b, long n);
+/* The same with a (a_bf16) and/or b (b_bf16) stored in bf16 (uint16_t), widened exactly: y = a + b in fp32. */
+void dnn_add_forward_mixed_cpu(float *y, const void *a, int a_bf16, const void *b, int b_bf16, long n);
 void dnn_add_backward_cpu(float *dx, const float *dy, long n, int accumulate_dx);
 
 /* fwd (R a, R b, W y); bwd (R dy, W|RW dx) */

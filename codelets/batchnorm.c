@@ -9,6 +9,7 @@
 #include "batchnorm_simd.h"
 #include "bn_formulas.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -80,8 +81,25 @@ static void normalise_plane(float *restrict yp, const float *restrict xp, int HW
 			yp[i] = dnn_bn_normalise(xp[i], m, scale, b);
 }
 
+/* normalise_plane into plane o of y: fp32, or bf16 when a->y_bf16 (normalised in L1-resident blocks, each rounded
+ * by one dnn_bf16_convert, as the AVX2 forward does). */
+static void normalise_plane_out(void *y, size_t o, const float *restrict xp, float m, float scale, float b,
+				const dnn_batchnorm_args *a)
+{
+	if (!a->y_bf16) {
+		normalise_plane((float *)y + o, xp, a->HW, m, scale, b, a->relu);
+		return;
+	}
+	float t[DNN_BN_BF16_BLOCK];
+	for (int i = 0; i < a->HW; i += DNN_BN_BF16_BLOCK) {
+		const int k = a->HW - i < DNN_BN_BF16_BLOCK ? a->HW - i : DNN_BN_BF16_BLOCK;
+		normalise_plane(t, xp + i, k, m, scale, b, a->relu);
+		dnn_bf16_convert((uint16_t *)y + o + i, t, (size_t)k);
+	}
+}
+
 // y (N, C, HW), saved (3C) = [mean | biased var | invstd]; x (N, C, HW), gamma (C), beta (C)
-void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_train_cpu(void *y, float *saved, const float *x, const float *gamma,
 				     const float *beta, const dnn_batchnorm_args *a)
 {
 	if (dnn_batchnorm_simd()) { /* the same loops in AVX2, bit-identical (batchnorm_simd.c) */
@@ -103,13 +121,12 @@ void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, con
 		double invstd = dnn_bn_store_channel_stats(saved, C, c, mean, m, ss, M, a->eps);
 		float scale = gamma[c] * (float)invstd, b = beta[c];
 		for (int n = 0; n < N; n++)
-			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, b,
-					a->relu);
+			normalise_plane_out(y, ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, m, scale, b, a);
 	}
 }
 
 // y (N, C, HW) from x (N, C, HW), gamma (C), beta (C), running (2C) = [mean | unbiased var]
-void dnn_batchnorm_forward_eval_cpu(float *y, const float *x, const float *gamma, const float *beta,
+void dnn_batchnorm_forward_eval_cpu(void *y, const float *x, const float *gamma, const float *beta,
 				    const float *running, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
@@ -117,8 +134,7 @@ void dnn_batchnorm_forward_eval_cpu(float *y, const float *x, const float *gamma
 		float m = running[c];
 		float scale = (float)(gamma[c] / sqrt((double)running[C + c] + a->eps)), b = beta[c];
 		for (int n = 0; n < N; n++)
-			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, b,
-					a->relu);
+			normalise_plane_out(y, ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, m, scale, b, a);
 	}
 }
 
@@ -146,11 +162,14 @@ static inline float relu_mask(float g, float y)
 	return g;
 }
 
+/* The relu output at element i of a plane: fp32 (FUSED 1) or bf16 (FUSED 2, a->y_bf16), widened exactly. */
+#define YR(i) (FUSED == 2 ? dnn_bf16_to_f32(yhp[i]) : yrp[i])
+
 /* Channel c's backward sums over its N planes: *sdy = sum g, *sdyx = sum g * (x - mean), g = dy
- * (FUSED: relu_mask(dy, yr)), in 8 float lanes folded into double once per plane (fold8). FUSED is
- * a literal at each call, as in the callers: the plain version reads no yr. */
+ * (FUSED: relu_mask(dy, yr), yr fp32 (1) or bf16 (2)), in 8 float lanes folded into double once per plane (fold8).
+ * FUSED is a literal at each call, as in the callers: the plain version reads no yr. */
 static inline __attribute__((always_inline)) void
-channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, const float *yr,
+channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, const void *yr,
 		  const dnn_batchnorm_args *a, int c, float mean, const int FUSED)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
@@ -158,17 +177,18 @@ channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, co
 	for (int n = 0; n < N; n++) {
 		const float *restrict xp = x + ((size_t)n * C + c) * HW;
 		const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
-		const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
+		const float *restrict yrp = FUSED == 1 ? (const float *)yr + ((size_t)n * C + c) * HW : NULL;
+		const uint16_t *restrict yhp = FUSED == 2 ? (const uint16_t *)yr + ((size_t)n * C + c) * HW : NULL;
 		float s1[8] = {0}, s2[8] = {0};
 		int i = 0;
 		for (; i + 8 <= HW; i += 8)
 			for (int j = 0; j < 8; j++) {
-				float g = FUSED ? relu_mask(dyp[i + j], yrp[i + j]) : dyp[i + j];
+				float g = FUSED ? relu_mask(dyp[i + j], YR(i + j)) : dyp[i + j];
 				s1[j] += g;
 				s2[j] += g * (xp[i + j] - mean);
 			}
 		for (; i < HW; i++) {
-			float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+			float g = FUSED ? relu_mask(dyp[i], YR(i)) : dyp[i];
 			s1[0] += g;
 			s2[0] += g * (xp[i] - mean);
 		}
@@ -181,33 +201,34 @@ channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, co
 
 /* Channel c's dx (=, or += when a->accumulate_dx) = k * g + (x - mean) * kx + k0, g as above. */
 static inline __attribute__((always_inline)) void
-channel_dx(float *dx, const float *x, const float *dy, const float *yr, const dnn_batchnorm_args *a, int c,
+channel_dx(float *dx, const float *x, const float *dy, const void *yr, const dnn_batchnorm_args *a, int c,
 	   float mean, float k, float kx, float k0, const int FUSED)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	for (int n = 0; n < N; n++) {
 		const float *restrict xp = x + ((size_t)n * C + c) * HW;
 		const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
-		const float *restrict yrp = FUSED ? yr + ((size_t)n * C + c) * HW : NULL;
+		const float *restrict yrp = FUSED == 1 ? (const float *)yr + ((size_t)n * C + c) * HW : NULL;
+		const uint16_t *restrict yhp = FUSED == 2 ? (const uint16_t *)yr + ((size_t)n * C + c) * HW : NULL;
 		float *restrict dxp = dx + ((size_t)n * C + c) * HW;
 		if (a->accumulate_dx)
 			for (int i = 0; i < HW; i++) {
-				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+				float g = FUSED ? relu_mask(dyp[i], YR(i)) : dyp[i];
 				dxp[i] += dnn_bn_dx(g, xp[i], mean, k, kx, k0);
 			}
 		else
 			for (int i = 0; i < HW; i++) {
-				float g = FUSED ? relu_mask(dyp[i], yrp[i]) : dyp[i];
+				float g = FUSED ? relu_mask(dyp[i], YR(i)) : dyp[i];
 				dxp[i] = dnn_bn_dx(g, xp[i], mean, k, kx, k0);
 			}
 	}
 }
 
 /* The backward's body; FUSED is a literal at each call so that the compiler drops the mask (and
- * the read of yr) from the plain version. Fused: the incoming gradient is dy * (yr > 0). */
+ * the read of yr) from the plain version. Fused: the incoming gradient is dy * (yr > 0), yr fp32 (1) or bf16 (2). */
 static inline __attribute__((always_inline)) void
 bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma, const float *saved,
-	    const float *dy, const float *yr, const dnn_batchnorm_args *a, const int FUSED)
+	    const float *dy, const void *yr, const dnn_batchnorm_args *a, const int FUSED)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	const double M = (double)N * HW;
@@ -236,13 +257,15 @@ void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const fl
 		bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, NULL, a, 0);
 }
 
-// as above with dy * (yrelu > 0) for dy; yrelu (N, C, HW)
+// as above with dy * (yrelu > 0) for dy; yrelu (N, C, HW), bf16 when a->y_bf16
 void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
-				     const float *saved, const float *dy, const float *yrelu,
+				     const float *saved, const float *dy, const void *yrelu,
 				     const dnn_batchnorm_args *a)
 {
 	if (dnn_batchnorm_simd())
 		dnn_bn_backward_avx2(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a);
+	else if (a->y_bf16)
+		bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a, 2);
 	else
 		bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a, 1);
 }
@@ -298,7 +321,7 @@ void dnn_batchnorm_stats_from_sums_cpu(float *saved, const double *sums, const d
 }
 
 // y (N, C, HW), saved (3C) = [mean | var | invstd] of the global batch; x, gamma, beta; sums (2C)
-void dnn_batchnorm_forward_global_cpu(float *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_global_cpu(void *y, float *saved, const float *x, const float *gamma,
 				      const float *beta, const double *sums, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
@@ -306,15 +329,14 @@ void dnn_batchnorm_forward_global_cpu(float *y, float *saved, const float *x, co
 	for (int c = 0; c < C; c++) {
 		const float m = saved[c], scale = gamma[c] * saved[2 * C + c];
 		for (int n = 0; n < N; n++)
-			normalise_plane(y + ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, HW, m, scale, beta[c],
-					a->relu);
+			normalise_plane_out(y, ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, m, scale, beta[c], a);
 	}
 }
 
 /* The backward sums' body (FUSED a literal, as bn_backward): sums += [sum g | sum g (x - mean)]. */
 static inline __attribute__((always_inline)) void
 bn_sums_bwd(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved, const float *dy,
-	    const float *yr, const dnn_batchnorm_args *a, const int FUSED)
+	    const void *yr, const dnn_batchnorm_args *a, const int FUSED)
 {
 	const int C = a->C;
 	for (int c = 0; c < C; c++) {
@@ -329,16 +351,18 @@ bn_sums_bwd(double *sums, float *dgamma, float *dbeta, const float *x, const flo
 }
 
 void dnn_batchnorm_sums_bwd_cpu(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved,
-				const float *dy, const float *yrelu, const dnn_batchnorm_args *a)
+				const float *dy, const void *yrelu, const dnn_batchnorm_args *a)
 {
-	if (a->relu)
+	if (a->relu && a->y_bf16)
+		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, yrelu, a, 2);
+	else if (a->relu)
 		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, yrelu, a, 1);
 	else
 		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, NULL, a, 0);
 }
 
 static inline __attribute__((always_inline)) void
-bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved, const float *dy, const float *yr,
+bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved, const float *dy, const void *yr,
 	      const double *sums, const dnn_batchnorm_args *a, const int FUSED)
 {
 	const int C = a->C;
@@ -354,27 +378,34 @@ bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved,
 }
 
 void dnn_batchnorm_backward_global_cpu(float *dx, const float *x, const float *gamma, const float *saved,
-				       const float *dy, const float *yrelu, const double *sums,
+				       const float *dy, const void *yrelu, const double *sums,
 				       const dnn_batchnorm_args *a)
 {
-	if (a->relu)
+	if (a->relu && a->y_bf16)
+		bn_bwd_global(dx, x, gamma, saved, dy, yrelu, sums, a, 2);
+	else if (a->relu)
 		bn_bwd_global(dx, x, gamma, saved, dy, yrelu, sums, a, 1);
 	else
 		bn_bwd_global(dx, x, gamma, saved, dy, NULL, sums, a, 0);
 }
 
+#undef YR
+
 /* ------------------------------------------------------------------ StarPU codelets */
 
 #define NX(i) STARPU_VECTOR_GET_NX(buffers[i])
 #define PTR(i) ((float *)STARPU_VECTOR_GET_PTR(buffers[i]))
+/* The (fused relu's) output y: bf16 elements when a->y_bf16, else fp32. */
+#define YPTR(i) ((void *)STARPU_VECTOR_GET_PTR(buffers[i]))
+#define YSIZE_OK(i) (STARPU_VECTOR_GET_ELEMSIZE(buffers[i]) == (a->y_bf16 ? sizeof(uint16_t) : sizeof(float)))
 
 // (R x, R gamma, R beta, W y, W saved)
 static void bn_fwd_train_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == nx && NX(4) == 3 * C);
-	dnn_batchnorm_forward_train_cpu(PTR(3), PTR(4), PTR(0), PTR(1), PTR(2), a);
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == nx && NX(4) == 3 * C && YSIZE_OK(3));
+	dnn_batchnorm_forward_train_cpu(YPTR(3), PTR(4), PTR(0), PTR(1), PTR(2), a);
 }
 
 // (R x, R gamma, R beta, R running, W y)
@@ -382,8 +413,8 @@ static void bn_fwd_eval_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx);
-	dnn_batchnorm_forward_eval_cpu(PTR(4), PTR(0), PTR(1), PTR(2), PTR(3), a);
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && YSIZE_OK(4));
+	dnn_batchnorm_forward_eval_cpu(YPTR(4), PTR(0), PTR(1), PTR(2), PTR(3), a);
 }
 
 // (R saved, RW running)
@@ -403,8 +434,8 @@ static void bn_bwd_cpu(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == nx &&
 		      NX(5) == C && NX(6) == C);
 	if (a->relu) {
-		STARPU_ASSERT(NX(7) == nx);
-		dnn_batchnorm_relu_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), PTR(7), a);
+		STARPU_ASSERT(NX(7) == nx && YSIZE_OK(7));
+		dnn_batchnorm_relu_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), YPTR(7), a);
 	} else {
 		dnn_batchnorm_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), a);
 	}
@@ -425,8 +456,9 @@ static void bn_fwd_global_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && NX(5) == 3 * C);
-	dnn_batchnorm_forward_global_cpu(PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), DPTR(3), a);
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && NX(5) == 3 * C &&
+		      YSIZE_OK(4));
+	dnn_batchnorm_forward_global_cpu(YPTR(4), PTR(5), PTR(0), PTR(1), PTR(2), DPTR(3), a);
 }
 
 // (R x, R saved, R dy, REDUX or RW sums, dgamma, dbeta), + (R y) when a->relu
@@ -435,8 +467,8 @@ static void bn_sums_bwd_cpu(void *buffers[], void *cl_arg)
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
 	STARPU_ASSERT(NX(0) == nx && NX(1) == 3 * C && NX(2) == nx && NX(3) == 2 * C && NX(4) == C && NX(5) == C);
-	STARPU_ASSERT(!a->relu || NX(6) == nx);
-	dnn_batchnorm_sums_bwd_cpu(DPTR(3), PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), a->relu ? PTR(6) : NULL, a);
+	STARPU_ASSERT(!a->relu || (NX(6) == nx && YSIZE_OK(6)));
+	dnn_batchnorm_sums_bwd_cpu(DPTR(3), PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), a->relu ? YPTR(6) : NULL, a);
 }
 
 // (R x, R gamma, R saved, R dy, R sums, W|RW dx), + (R y) when a->relu
@@ -445,8 +477,8 @@ static void bn_bwd_global_cpu(void *buffers[], void *cl_arg)
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == 2 * C && NX(5) == nx);
-	STARPU_ASSERT(!a->relu || NX(6) == nx);
-	dnn_batchnorm_backward_global_cpu(PTR(5), PTR(0), PTR(1), PTR(2), PTR(3), a->relu ? PTR(6) : NULL, DPTR(4), a);
+	STARPU_ASSERT(!a->relu || (NX(6) == nx && YSIZE_OK(6)));
+	dnn_batchnorm_backward_global_cpu(PTR(5), PTR(0), PTR(1), PTR(2), PTR(3), a->relu ? YPTR(6) : NULL, DPTR(4), a);
 }
 
 static void bn_dsum_zero_cpu(void *buffers[], void *cl_arg)
@@ -468,6 +500,8 @@ static void bn_dsum_add_cpu(void *buffers[], void *cl_arg)
 
 #undef NX
 #undef PTR
+#undef YPTR
+#undef YSIZE_OK
 
 DNN_CODELET(cl_batchnorm_fwd_train, 5, bn_fwd_train_cpu, dnn_batchnorm_fwd_train_cuda);
 DNN_CODELET(cl_batchnorm_fwd_eval, 5, bn_fwd_eval_cpu, dnn_batchnorm_fwd_eval_cuda);
@@ -530,7 +564,7 @@ void dnn_bn_set_dsum_redux(starpu_data_handle_t h)
 	starpu_data_set_reduction_methods(h, &cl_bn_dsum_redux_add, &cl_bn_dsum_zero);
 }
 
-DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 6 * sizeof(int) + 2 * sizeof(float));
+DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 7 * sizeof(int) + 2 * sizeof(float));
 
 static double elems(const dnn_batchnorm_args *a) { return (double)a->N * a->C * a->HW; }
 

@@ -25,19 +25,23 @@ typedef struct {
 	int accumulate_dx;
 	int relu;       // fused ReLU after the normalisation (see above)
 	int global_n;   // --batchnorm global: samples of the global batch the sums cover (0: local)
+	int y_bf16;     // 1 (with relu): the fused relu's output y is stored in bf16 (uint16_t, graph/model.h
+	                // y_bf16): the forwards write it rounded as dnn_bf16_convert, the backwards read their
+	                // mask from it (CPU only)
 } dnn_batchnorm_args;
 
-void dnn_batchnorm_forward_train_cpu(float *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_train_cpu(void *y, float *saved, const float *x, const float *gamma,
 				     const float *beta, const dnn_batchnorm_args *a);
-void dnn_batchnorm_forward_eval_cpu(float *y, const float *x, const float *gamma, const float *beta,
+void dnn_batchnorm_forward_eval_cpu(void *y, const float *x, const float *gamma, const float *beta,
 				    const float *running, const dnn_batchnorm_args *a);
 void dnn_batchnorm_update_running_cpu(float *running, const float *saved, const dnn_batchnorm_args *a);
 void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
 				const float *saved, const float *dy, const dnn_batchnorm_args *a);
 /* Fused backward (a->relu ignored): as dnn_batchnorm_backward_cpu with dy replaced by
- * dy * (yrelu > 0), yrelu being the fused forward's output. */
+ * dy * (yrelu > 0), yrelu being the fused forward's output (bf16 when a->y_bf16). The forwards' y is
+ * fp32, or bf16 (uint16_t) when a->y_bf16. */
 void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
-				     const float *saved, const float *dy, const float *yrelu,
+				     const float *saved, const float *dy, const void *yrelu,
 				     const dnn_batchnorm_args *a);
 
 /* fwd_train (R x, R gamma, R beta, W y, W saved)
@@ -89,15 +93,15 @@ void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnor
 // dnn_batchnorm_forward_global_cpu computes them (graph/fuse.c's level 3: one chunk's own sums)
 void dnn_batchnorm_stats_from_sums_cpu(float *saved, const double *sums, const dnn_batchnorm_args *a);
 // y, saved (3C) = [mean | var | invstd] from sums (2C doubles) over M = a->global_n * HW
-void dnn_batchnorm_forward_global_cpu(float *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_global_cpu(void *y, float *saved, const float *x, const float *gamma,
 				      const float *beta, const double *sums, const dnn_batchnorm_args *a);
 // sums (2C doubles) += [sum g | sum g * (x - mean)]; dgamma += invstd * sum g (x - mean), dbeta += sum g
 // (this chunk's share); yrelu: the fused relu's output (a->relu) or NULL
 void dnn_batchnorm_sums_bwd_cpu(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved,
-				const float *dy, const float *yrelu, const dnn_batchnorm_args *a);
+				const float *dy, const void *yrelu, const dnn_batchnorm_args *a);
 // dx (=|+= per a->accumulate_dx) from the global backward sums (2C doubles)
 void dnn_batchnorm_backward_global_cpu(float *dx, const float *x, const float *gamma, const float *saved,
-				       const float *dy, const float *yrelu, const double *sums,
+				       const float *dy, const void *yrelu, const double *sums,
 				       const dnn_batchnorm_args *a);
 
 /* sums_fwd (R x, REDUX|RW sums)

@@ -14,6 +14,7 @@
 #include "batchnorm_simd.h"
 #include "act_formulas.h"
 #include "bn_formulas.h"
+#include "gemm_bf16.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -84,7 +85,8 @@ __attribute__((target("avx2"))) static inline void sqdev2(double *a, double *b, 
 	*b = fold8(lt);
 }
 
-/* normalise_plane: y = (x - m) * scale + b, then max(y, 0) with relu. */
+/* normalise_plane: y = (x - m) * scale + b, then max(y, 0) with relu; y in bf16 (yh, rounded as
+ * dnn_bf16_convert) in blocks of an L1-resident float buffer when yh is given (yp then unused). */
 __attribute__((target("avx2"))) static inline void normalise(float *restrict yp, const float *restrict xp, int HW, float m,
 							   float scale, float b, int relu)
 {
@@ -101,7 +103,22 @@ __attribute__((target("avx2"))) static inline void normalise(float *restrict yp,
 	}
 }
 
-__attribute__((target("avx2"))) void dnn_bn_forward_train_avx2(float *y, float *saved, const float *x,
+__attribute__((target("avx2"))) static void normalise_out(float *yp, uint16_t *yh, const float *xp, int HW, float m,
+							  float scale, float b, int relu)
+{
+	if (!yh) {
+		normalise(yp, xp, HW, m, scale, b, relu);
+		return;
+	}
+	float t[DNN_BN_BF16_BLOCK];
+	for (int i = 0; i < HW; i += DNN_BN_BF16_BLOCK) {
+		const int k = HW - i < DNN_BN_BF16_BLOCK ? HW - i : DNN_BN_BF16_BLOCK;
+		normalise(t, xp + i, k, m, scale, b, relu);
+		dnn_bf16_convert(yh + i, t, (size_t)k);
+	}
+}
+
+__attribute__((target("avx2"))) void dnn_bn_forward_train_avx2(void *y, float *saved, const float *x,
 								const float *gamma, const float *beta,
 								const dnn_batchnorm_args *a)
 {
@@ -134,24 +151,47 @@ __attribute__((target("avx2"))) void dnn_bn_forward_train_avx2(float *y, float *
 		}
 		double invstd = dnn_bn_store_channel_stats(saved, C, c, mean, m, ss, M, a->eps);
 		float scale = gamma[c] * (float)invstd, b = beta[c];
-		for (n = 0; n < N; n++)
-			normalise(y + n * cs + (size_t)c * HW, xc + n * cs, HW, m, scale, b, a->relu);
+		for (n = 0; n < N; n++) {
+			const size_t o = n * cs + (size_t)c * HW;
+			normalise_out(a->y_bf16 ? NULL : (float *)y + o, a->y_bf16 ? (uint16_t *)y + o : NULL, xc + n * cs,
+				      HW, m, scale, b, a->relu);
+		}
 	}
 }
 
-/* The gradient g of 8 elements: dy, masked by yr > 0 when yr is given (relu_mask). */
-__attribute__((target("avx2"))) static inline __m256 grad8(const float *dyp, const float *yrp, int i)
+/* The relu output y at offset o: fp32 (f) or bf16 (h, a->y_bf16), or neither (not fused). */
+typedef struct {
+	const float *f;
+	const uint16_t *h;
+} relu_y;
+
+static inline relu_y relu_y_at(const void *yr, int y_bf16, size_t o)
+{
+	relu_y r = {NULL, NULL};
+	if (yr && y_bf16)
+		r.h = (const uint16_t *)yr + o;
+	else if (yr)
+		r.f = (const float *)yr + o;
+	return r;
+}
+
+/* The gradient g of 8 elements: dy, masked by y > 0 when y is given (relu_mask); a bf16 y widened exactly. */
+__attribute__((target("avx2"))) static inline __m256 grad8(const float *dyp, relu_y y, int i)
 {
 	__m256 g = _mm256_loadu_ps(dyp + i);
-	if (yrp)
-		g = _mm256_and_ps(g, _mm256_cmp_ps(_mm256_loadu_ps(yrp + i), _mm256_setzero_ps(), _CMP_GT_OQ));
+	if (y.f)
+		g = _mm256_and_ps(g, _mm256_cmp_ps(_mm256_loadu_ps(y.f + i), _mm256_setzero_ps(), _CMP_GT_OQ));
+	else if (y.h) {
+		const __m256i w = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(y.h + i))), 16);
+		g = _mm256_and_ps(g, _mm256_cmp_ps(_mm256_castsi256_ps(w), _mm256_setzero_ps(), _CMP_GT_OQ));
+	}
 	return g;
 }
 
-static inline float grad1(const float *dyp, const float *yrp, int i)
+static inline float grad1(const float *dyp, relu_y y, int i)
 {
 	float g = dyp[i];
-	if (yrp && !(yrp[i] > 0.0f)) { // relu_mask: the bits of g ANDed with 0
+	if ((y.f && !(y.f[i] > 0.0f)) || (y.h && !(dnn_bf16_to_f32(y.h[i]) > 0.0f))) { // relu_mask: g's bits ANDed with 0
 		uint32_t bits;
 		memcpy(&bits, &g, sizeof(bits));
 		bits = 0;
@@ -167,12 +207,12 @@ typedef struct {
 
 /* Rows p and q (offsets into x, dy, yr) side by side. */
 __attribute__((target("avx2"))) static inline void grad_sums2(row_sums *rp, row_sums *rq, const float *x,
-							    const float *dy, const float *yr, size_t p, size_t q,
-							    int HW, float mean)
+							    const float *dy, const void *yr, int y_bf16, size_t p,
+							    size_t q, int HW, float mean)
 {
 	const __m256 vm = _mm256_set1_ps(mean);
 	__m256 a1 = _mm256_setzero_ps(), a2 = a1, b1 = a1, b2 = a1;
-	const float *yp = yr ? yr + p : NULL, *yq = yr ? yr + q : NULL;
+	const relu_y yp = relu_y_at(yr, y_bf16, p), yq = relu_y_at(yr, y_bf16, q);
 	int i = 0;
 	for (; i + 8 <= HW; i += 8) {
 		__m256 g = grad8(dy + p, yp, i), h = grad8(dy + q, yq, i);
@@ -193,13 +233,13 @@ __attribute__((target("avx2"))) static inline void grad_sums2(row_sums *rp, row_
 }
 
 /* dx (=, or += with acc) = k g + (x - mean) kx + k0 over one row at offset o. */
-__attribute__((target("avx2"))) static inline void row_dx(float *dx, const float *x, const float *dy, const float *yr,
-							size_t o, int HW, float mean, float k, float kx, float k0,
-							int acc)
+__attribute__((target("avx2"))) static inline void row_dx(float *dx, const float *x, const float *dy, const void *yr,
+							int y_bf16, size_t o, int HW, float mean, float k, float kx,
+							float k0, int acc)
 {
 	const __m256 vm = _mm256_set1_ps(mean), vk = _mm256_set1_ps(k), vkx = _mm256_set1_ps(kx);
 	const __m256 vk0 = _mm256_set1_ps(k0);
-	const float *yp = yr ? yr + o : NULL;
+	const relu_y yp = relu_y_at(yr, y_bf16, o);
 	float *restrict dxp = dx + o;
 	int i = 0;
 	for (; i + 8 <= HW; i += 8) {
@@ -217,7 +257,7 @@ __attribute__((target("avx2"))) static inline void row_dx(float *dx, const float
 
 __attribute__((target("avx2"))) void dnn_bn_backward_avx2(float *dx, float *dgamma, float *dbeta, const float *x,
 							   const float *gamma, const float *saved, const float *dy,
-							   const float *yr, const dnn_batchnorm_args *a)
+							   const void *yr, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	const double M = (double)N * HW;
@@ -228,7 +268,8 @@ __attribute__((target("avx2"))) void dnn_bn_backward_avx2(float *dx, float *dgam
 		row_sums rp, rq;
 		int n = 0;
 		for (; n + 2 <= N; n += 2) {
-			grad_sums2(&rp, &rq, x, dy, yr, n * cs + (size_t)c * HW, (n + 1) * cs + (size_t)c * HW, HW, mean);
+			grad_sums2(&rp, &rq, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, (n + 1) * cs + (size_t)c * HW,
+				   HW, mean);
 			sdy += fold8(rp.s1);
 			sdyx += fold8(rp.s2);
 			sdy += fold8(rq.s1);
@@ -236,7 +277,7 @@ __attribute__((target("avx2"))) void dnn_bn_backward_avx2(float *dx, float *dgam
 		}
 		if (n < N) {
 			const size_t o = n * cs + (size_t)c * HW;
-			grad_sums2(&rp, &rq, x, dy, yr, o, o, HW, mean);
+			grad_sums2(&rp, &rq, x, dy, yr, a->y_bf16, o, o, HW, mean);
 			sdy += fold8(rp.s1);
 			sdyx += fold8(rp.s2);
 		}
@@ -246,7 +287,7 @@ __attribute__((target("avx2"))) void dnn_bn_backward_avx2(float *dx, float *dgam
 		float k, kx, k0;
 		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sdy / M), (float)(sdyx / M));
 		for (n = 0; n < N; n++)
-			row_dx(dx, x, dy, yr, n * cs + (size_t)c * HW, HW, mean, k, kx, k0, a->accumulate_dx);
+			row_dx(dx, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, HW, mean, k, kx, k0, a->accumulate_dx);
 	}
 }
 
@@ -266,14 +307,14 @@ int dnn_batchnorm_set_simd(int on)
 
 int dnn_batchnorm_simd(void) { return 0; }
 
-void dnn_bn_forward_train_avx2(float *y, float *saved, const float *x, const float *gamma, const float *beta,
+void dnn_bn_forward_train_avx2(void *y, float *saved, const float *x, const float *gamma, const float *beta,
 			       const dnn_batchnorm_args *a)
 {
 	(void)y, (void)saved, (void)x, (void)gamma, (void)beta, (void)a; // unreachable: dnn_batchnorm_simd() is 0
 }
 
 void dnn_bn_backward_avx2(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
-			  const float *saved, const float *dy, const float *yr, const dnn_batchnorm_args *a)
+			  const float *saved, const float *dy, const void *yr, const dnn_batchnorm_args *a)
 {
 	(void)dx, (void)dgamma, (void)dbeta, (void)x, (void)gamma, (void)saved, (void)dy, (void)yr, (void)a;
 }

@@ -29,6 +29,10 @@ static inline double dnn_bn_store_channel_stats(float *saved, int C, int c, doub
 	return invstd;
 }
 
+/* A bf16 output (a->y_bf16) is normalised in blocks of this many floats (on the stack, in L1), each then rounded
+ * by one dnn_bf16_convert. */
+#define DNN_BN_BF16_BLOCK 1024
+
 /* Whether batchnorm.c runs the AVX2 kernels: on = 1 (the default) where the CPU has AVX2,
  * on = 0 forces the portable loops (tests, side-by-side measurements). Returns the choice in
  * effect. */
@@ -36,10 +40,10 @@ int dnn_batchnorm_set_simd(int on);
 int dnn_batchnorm_simd(void);
 
 /* As dnn_batchnorm_forward_train_cpu. */
-void dnn_bn_forward_train_avx2(float *y, float *saved, const float *x, const float *gamma, const float *beta,
+void dnn_bn_forward_train_avx2(void *y, float *saved, const float *x, const float *gamma, const float *beta,
 			       const dnn_batchnorm_args *a);
 /* As dnn_batchnorm_backward_cpu (yr = NULL) and dnn_batchnorm_relu_backward_cpu (yr = the relu's
  * output). */
 void dnn_bn_backward_avx2(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
-			  const float *saved, const float *dy, const float *yr, const dnn_batchnorm_args *a);
+			  const float *saved, const float *dy, const void *yr, const dnn_batchnorm_args *a);
 #endif

@@ -271,6 +271,10 @@ static dnn_bias_args bias_args(const dnn_conv2d_args *a)
 extern "C" void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = (const dnn_conv2d_args *)cl_arg;
+	if (a->x_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c) */
+		dnn_worker_error("conv2d: a bf16 activation reached a CUDA kernel (fp32 only)");
+		return;
+	}
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *x = vec_ptr(buffers, 0, x_count(a)); // (N, C, H, W)
 	const float *w = vec_ptr(buffers, 1, w_count(a)); // (K, C, R, S)
@@ -333,6 +337,10 @@ extern "C" void dnn_conv2d_bwd_data_cuda(void *buffers[], void *cl_arg)
 extern "C" void dnn_conv2d_bwd_filter_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = (const dnn_conv2d_args *)cl_arg;
+	if (a->x_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c) */
+		dnn_worker_error("conv2d: a bf16 activation reached a CUDA kernel (fp32 only)");
+		return;
+	}
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *x = vec_ptr(buffers, 0, x_count(a));  // (N, C, H, W)
 	const float *dy = vec_ptr(buffers, 1, y_count(a)); // (N, K, P, Q)

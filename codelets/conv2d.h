@@ -25,6 +25,8 @@ typedef struct {
 	int algo;           // dnn_conv_algo below: the CPU algorithm [0: auto] (the plan's DNN_CONV_ALGO)
 	int bf16;           // 1 (--precision bf16): every CPU path's products of bf16-rounded operands, fp32 sums
 	                    // (gemm_bf16.h); x, w, y and the gradients stay fp32 tensors, the bias sums fp32
+	int x_bf16;         // 1: x is stored in bf16 (uint16_t, the plan's bf16 activations, graph/model.h y_bf16),
+	                    // rounded as dnn_bf16_convert: fwd and bwd_filter read it so (CPU only; needs bf16)
 } dnn_conv2d_args;
 
 /* Computes P and Q; returns 0, or -1 when the shapes give an empty output or when x or y holds

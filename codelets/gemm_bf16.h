@@ -92,6 +92,9 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
  * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
  * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
 void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
+/* dst[i] = the fp32 value of src[i] (bf16), i < n: exact. The reading side of the activations stored in bf16
+ * (graph/model.h y_bf16), for a kernel that takes fp32. */
+void dnn_bf16_widen(float *dst, const uint16_t *src, size_t n);
 /* p[0..n) rounded to bf16 values in place, round to nearest even (vcvtneps2bf16 where the CPU has
  * AVX512_BF16, which also flushes denormal inputs to zero, as oneDNN's copies; else
  * dnn_bf16_round): the operands of a kernel that then multiplies them with its own fp32 loops

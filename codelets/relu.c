@@ -8,6 +8,7 @@
 
 #include "act_formulas.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 #ifdef DNN_HAVE_CUDA
 void dnn_relu_fwd_cuda(void *buffers[], void *cl_arg);
@@ -38,6 +39,33 @@ void dnn_relu_backward_cpu(float *restrict dx, const float *restrict y, const fl
 	}
 }
 
+/* In blocks that stay in L1: max(x, 0) into a float block, then one rounding pass of the block
+ * (vcvtneps2bf16 where dnn_bf16_convert uses it). */
+void dnn_relu_forward_bf16_cpu(uint16_t *restrict y, const float *restrict x, long n)
+{
+	// y (n) bf16, x (n)
+	float t[1024];
+	for (long i = 0; i < n; i += 1024) {
+		const long m = n - i < 1024 ? n - i : 1024;
+		for (long j = 0; j < m; j++)
+			t[j] = dnn_act_relu(x[i + j]);
+		dnn_bf16_convert(y + i, t, (size_t)m);
+	}
+}
+
+void dnn_relu_backward_bf16_cpu(float *restrict dx, const uint16_t *restrict y, const float *restrict dy, long n,
+				int accumulate_dx)
+{
+	// dx (n) =|+=, y (n) bf16, dy (n)
+	if (accumulate_dx) {
+		for (long i = 0; i < n; i++)
+			dx[i] += dnn_act_relu_grad(dy[i], dnn_bf16_to_f32(y[i]));
+	} else {
+		for (long i = 0; i < n; i++)
+			dx[i] = dnn_act_relu_grad(dy[i], dnn_bf16_to_f32(y[i]));
+	}
+}
+
 // ------------------------------------------------------------------------------- codelets
 
 static void relu_fwd_cpu_task(void *buffers[], void *cl_arg)
@@ -45,8 +73,13 @@ static void relu_fwd_cpu_task(void *buffers[], void *cl_arg)
 	const dnn_relu_args *a = cl_arg;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
-	dnn_relu_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-			     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_ELEMSIZE(buffers[1]) == (a->y_bf16 ? sizeof(uint16_t) : sizeof(float)));
+	if (a->y_bf16)
+		dnn_relu_forward_bf16_cpu((uint16_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+					  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->n);
+	else
+		dnn_relu_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->n);
 }
 
 static void relu_bwd_cpu_task(void *buffers[], void *cl_arg)
@@ -55,6 +88,13 @@ static void relu_bwd_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->n);
+	STARPU_ASSERT(STARPU_VECTOR_GET_ELEMSIZE(buffers[0]) == (a->y_bf16 ? sizeof(uint16_t) : sizeof(float)));
+	if (a->y_bf16) {
+		dnn_relu_backward_bf16_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+					   (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[0]),
+					   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a->n, a->accumulate_dx);
+		return;
+	}
 	dnn_relu_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a->n, a->accumulate_dx);

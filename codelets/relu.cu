@@ -30,6 +30,10 @@ extern "C" void dnn_relu_fwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_relu_args *a = (const dnn_relu_args *)cl_arg;
 	size_t n = (size_t)a->n;
+	if (a->y_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c) */
+		dnn_worker_error("relu: a bf16 activation reached a CUDA kernel (fp32 only)");
+		return;
+	}
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
 	const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
@@ -44,6 +48,10 @@ extern "C" void dnn_relu_bwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_relu_args *a = (const dnn_relu_args *)cl_arg;
 	size_t n = (size_t)a->n;
+	if (a->y_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c) */
+		dnn_worker_error("relu: a bf16 activation reached a CUDA kernel (fp32 only)");
+		return;
+	}
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == n);

@@ -28,7 +28,8 @@ static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	starpu_data_handle_t y = dnn_op_out(ctx, i);
-	dnn_add_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W};
+	dnn_add_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W,
+			  .x_bf16 = dnn_op_out_bf16(ctx, nd->inputs[0]) | dnn_op_out_bf16(ctx, nd->inputs[1]) << 1};
 	DNN_OP_SUBMIT(ctx, dnn_insert_add_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, nd->inputs[1]), y));
 	for (int k = 2; k < nd->ninputs; k++)
 		DNN_OP_SUBMIT(ctx, dnn_insert_vec_add(ctx->opts, y, STARPU_RW, dnn_op_out(ctx, nd->inputs[k])));
@@ -53,6 +54,14 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+/* bf16 activation storage (model.h y_bf16): the forward of two inputs reads either in bf16 (inputs beyond the
+ * second are added by vec.h's fp32 codelet); the backward reads no input. */
+static int bf16_in(const dnn_plan *p, int i, int j)
+{
+	(void)j;
+	return p->m->g->nodes[i].ninputs == 2;
+}
+
 /* Add (two inputs) or Sum, in 4-D when any input is. */
 static int export_onnx(dnn_onnx_ctx *x, int i)
 {
@@ -70,6 +79,6 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 
 const dnn_op_desc dnn_op_add = {
 	.name = "add", .min_inputs = 2, .max_inputs = DNN_MAX_INPUTS, .infer = infer, .forward = forward,
-	.backward = backward, .routes_grads = 1,
+	.backward = backward, .routes_grads = 1, .bf16_in = bf16_in,
 	.export_onnx = export_onnx,
 };

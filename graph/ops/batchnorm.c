@@ -60,10 +60,12 @@ static int check_chunk(const dnn_graph *g, const dnn_node *nd, int n, char *err,
 
 static size_t saved_floats(const dnn_node *nd) { return 3 * (size_t)nd->C; }
 
+/* relu: the fused relu's node (its output, maybe stored in bf16), or -1. */
 static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int relu)
 {
 	return (dnn_batchnorm_args){.N = ctx->n, .C = nd->C, .HW = nd->H * nd->W, .eps = nd->eps,
-				    .momentum = nd->momentum, .relu = relu};
+				    .momentum = nd->momentum, .relu = relu >= 0,
+				    .y_bf16 = relu >= 0 && dnn_op_out_bf16(ctx, relu)};
 }
 
 /* --batchnorm global: what the forward and the backward pass each give global_walk. */
@@ -136,7 +138,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const int relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	starpu_data_handle_t x = dnn_op_out(ctx, nd->inputs[0]);
 	starpu_data_handle_t y = dnn_op_out(ctx, relu >= 0 ? relu : i); /* fused: straight into the relu's output */
-	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
+	dnn_batchnorm_args a = bn_args(ctx, nd, relu);
 	if (!ctx->p->train) {
 		DNN_OP_SUBMIT(ctx, dnn_insert_batchnorm_fwd_eval(ctx->opts, &a, x, gamma->hw, beta->hw, ctx->m->hrunning[i], y));
 		return 0;
@@ -187,7 +189,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 	const int i0 = nd->inputs[0], relu = dnn_fuse_bn_relu_partner(ctx->p, i);
 	const dnn_param *gamma = dnn_op_param(ctx->m, i, GAMMA), *beta = dnn_op_param(ctx->m, i, BETA);
 	starpu_data_handle_t x = dnn_op_out(ctx, i0), saved = dnn_op_saved(ctx, i), dx = dnn_op_dy(ctx, i0);
-	dnn_batchnorm_args a = bn_args(ctx, nd, relu >= 0);
+	dnn_batchnorm_args a = bn_args(ctx, nd, relu);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0); /* i0 is never the net's input (infer) */
 	if (ctx->p->bn_global) {
 		a.global_n = ctx->p->bn_global_n;

@@ -72,7 +72,8 @@ static int conv_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_conv2d_args 
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
 	*a = (dnn_conv2d_args){.N = ctx->n, .C = in->C, .H = in->H, .W = in->W, .K = nd->out, .R = nd->k, .S = nd->k,
 			       .stride = nd->stride, .pad = nd->pad, .dilation = nd->dilation,
-			       .algo = (int)ctx->p->cfg.conv_algo, .bf16 = ctx->p->cfg.bf16};
+			       .algo = (int)ctx->p->cfg.conv_algo, .bf16 = ctx->p->cfg.bf16,
+			       .x_bf16 = dnn_op_out_bf16(ctx, nd->inputs[0])};
 	return dnn_conv2d_args_finish(a) == 0 ? 0 : -EINVAL;
 }
 
@@ -175,9 +176,19 @@ static int backward(dnn_op_ctx *ctx, int i)
 		}
 		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_filter(ctx->opts, &a, x, dy, dw, mode));
 	}
+	a.x_bf16 = 0; /* the data gradient reads no x */
 	if (i0 != 0) /* the net's input has no gradient */
 		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bwd_data(ctx->opts, &a, dy, w->hw, dnn_op_dy(ctx, i0)));
 	return 0;
+}
+
+/* bf16 activation storage (model.h y_bf16): the forward and weight-gradient tasks of a bf16 conv read x in bf16
+ * on every CPU path (codelets/conv2d.c widens it at the task's entry); not a level-3 conv (fuse.h), whose tasks
+ * normalise or sum their tensors in conv2d_bnfuse.c's fp32 loops. */
+static int bf16_in(const dnn_plan *p, int i, int j)
+{
+	(void)j;
+	return p->cfg.bf16 && p->bn_stats_conv[i] < 0 && p->bn_apply_conv[i] < 0;
 }
 
 static int export_onnx(dnn_onnx_ctx *x, int i)
@@ -201,6 +212,6 @@ const dnn_op_desc dnn_op_conv = {
 	.name = "conv", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = sizeof(keys) / sizeof(keys[0]),
 	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
 	.check_chunk = check_chunk, .create_params = create_params, .forward = forward, .backward = backward,
-	.export_onnx = export_onnx,
+	.export_onnx = export_onnx, .bf16_in = bf16_in,
 	.image_only = 1,
 };
