@@ -25,11 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "add.h"
 #include "attention.h"
+#include "batchnorm.h"
+#include "batchnorm_simd.h"
 #include "conv2d.h"
 #include "dense.h"
 #include "gemm_bf16.h"
 #include "op_harness.h"
+#include "relu.h"
 #include "test_util.h"
 
 static double g16(int K) { return pow(1.0 + ldexp(1.0, -8), 2) * pow(1.0 + ldexp(1.0, -24), K + 2) - 1.0; }
@@ -810,4 +814,330 @@ void h_extra_dense_bf16_gpu(void)
 	dense_gpu_case(37, 45, 19);
 	dense_gpu_case(256, 128, 384);
 	dense_gpu_case(300, 64, 256);
+}
+
+/* ------------------------------------------------------------------ bf16 activations
+ *
+ * The activations stored in bf16 (graph/model.h y_bf16, --precision bf16): the codelets that read or
+ * write them, run as StarPU tasks on a CPU worker with 2-byte handles.
+ *
+ * conv2d with a bf16 x (a->x_bf16): the task widens x (exact) and runs the bf16 kernel, so
+ *   - its forward and weight gradient are the kernel's bits on the widened x (exactness: compared bit
+ *     for bit; negative control: one element of the stored x one bf16 step away must change them);
+ *   - on the paths that round x itself (im2col, direct), the stored x rounded as dnn_bf16_convert is
+ *     the value the conv rounded to: the same bits as the bf16 kernel on the fp32 x (negative control:
+ *     x truncated to bf16 instead of rounded must give other bits);
+ *   - against the fp32 kernel on the fp32 x, per output: the bf16 kernel's bound on the stored x
+ *     (the GEMM's (g16 + g32) S, or Winograd's g16(C) T + 2 g32 Tbar, op_bf16's conv2d section) plus
+ *     the stored x's own rounding, |sum w (x~ - x)| <= u sum |w| |x| = u S (u = 2^-8); the negative
+ *     control is the fp32 part alone (g32 S, or 2 g32 Tbar), which must fail. */
+
+static int cpu_worker(void)
+{
+	const int w = starpu_worker_get_by_type(STARPU_CPU_WORKER, 0);
+	return w >= 0 ? w : -1;
+}
+
+static starpu_data_handle_t reg16(uint16_t *p, size_t n)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, sizeof(uint16_t));
+	return h;
+}
+
+/* y = the conv's forward task (fwd = 1) or dw += its weight-gradient task (fwd = 0) with x in bf16. */
+static void conv_task_bf16x(float *out, const uint16_t *xh, const float *w, const float *dy, const dnn_conv2d_args *a,
+			    int fwd)
+{
+	const size_t nx = (size_t)a->N * a->C * a->H * a->W, nw = (size_t)a->K * a->C * a->R * a->S;
+	const size_t ny = (size_t)a->N * a->K * a->P * a->Q;
+	starpu_data_handle_t hx = reg16((uint16_t *)xh, nx), hw = reg((float *)(fwd ? w : dy), fwd ? nw : ny);
+	starpu_data_handle_t ho = reg(out, fwd ? ny : nw);
+	if (fwd) {
+		struct starpu_data_descr d[] = {{hx, STARPU_R}, {hw, STARPU_R}, {ho, STARPU_W}};
+		test_task(&cl_conv2d_fwd, cpu_worker(), a, sizeof *a, d, 3, "conv_fwd bf16 x");
+	} else {
+		struct starpu_data_descr d[] = {{hx, STARPU_R}, {hw, STARPU_R}, {ho, STARPU_RW}};
+		test_task(&cl_conv2d_bwd_filter, cpu_worker(), a, sizeof *a, d, 3, "conv_bwd_filter bf16 x");
+	}
+	starpu_data_unregister(hx), starpu_data_unregister(hw), starpu_data_unregister(ho);
+}
+
+static void conv_act_case(int N, int C, int H, int W, int K, int R, int stride, int pad, int algo)
+{
+	dnn_conv2d_args a32 = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .S = R, .stride = stride, .pad = pad,
+			       .dilation = 1, .algo = algo};
+	if (dnn_conv2d_args_finish(&a32) != 0) {
+		TEST_CHECK(0, "conv bf16 x: bad shape");
+		return;
+	}
+	dnn_conv2d_args a16 = a32, ax16 = a32, aS = a32;
+	a16.bf16 = ax16.bf16 = ax16.x_bf16 = 1;
+	aS.algo = DNN_CONV_ALGO_IM2COL;
+	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R, ny = (size_t)N * K * a32.P * a32.Q;
+	const size_t nmax = nx > ny ? (nx > nw ? nx : nw) : (ny > nw ? ny : nw);
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *dy = fill(ny, -1, 1), *dw0 = fill(nw, -0.1f, 0.1f);
+	float *xw = malloc(nx * 4), *ax = malloc(nx * 4), *aw = malloc(nw * 4), *ady = malloc(ny * 4);
+	float *got = malloc(nmax * 4), *want = malloc(nmax * 4), *f32 = malloc(nmax * 4), *s = malloc(nmax * 4);
+	uint16_t *xh = malloc(nx * 2), *xt = malloc(nx * 2);
+	double *T = malloc(nmax * sizeof(double)), *Tb = malloc(nmax * sizeof(double));
+	if (!x || !w || !dy || !dw0 || !xw || !ax || !aw || !ady || !got || !want || !f32 || !s || !xh || !xt || !T ||
+	    !Tb) {
+		TEST_CHECK(0, "conv bf16 x: out of memory");
+		goto out;
+	}
+	dnn_bf16_convert(xh, x, nx);
+	dnn_bf16_widen(xw, xh, nx);
+	for (size_t i = 0; i < nx; i++) { /* truncation: the negative control of the rounding's match */
+		uint32_t u;
+		memcpy(&u, &x[i], 4);
+		xt[i] = (uint16_t)(u >> 16);
+	}
+	fabs_copy(ax, x, nx), fabs_copy(aw, w, nw), fabs_copy(ady, dy, ny);
+	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4"};
+	for (int pass = 0; pass < 3; pass += 2) { /* forward, weight gradient: the passes that read x */
+		const int fwd = pass == 0, m = dnn_conv2d_cpu_winograd_tile(&a32, pass);
+		const size_t n = fwd ? ny : nw;
+		char what[160];
+		snprintf(what, sizeof(what), "conv bf16 x %s N=%d C%d %dx%d K%d k%d s%d p%d [%s: %s]", pass_name[pass], N, C,
+			 H, W, K, R, stride, pad, algos[algo], m ? (m == 2 ? "F(2x2)" : "F(4x4)") : "GEMM/direct");
+		/* the task, the kernel on the widened x, the kernel on the fp32 x (bf16 and fp32) */
+		if (!fwd)
+			memcpy(got, dw0, nw * 4), memcpy(want, dw0, nw * 4), memcpy(f32, dw0, nw * 4), memcpy(s, dw0, nw * 4);
+		conv_task_bf16x(got, xh, w, dy, &ax16, fwd);
+		if (fwd)
+			dnn_conv2d_forward_cpu(want, xw, w, &a16), dnn_conv2d_forward_cpu(f32, x, w, &a32);
+		else
+			dnn_conv2d_backward_filter_cpu(want, xw, dy, &a16), dnn_conv2d_backward_filter_cpu(f32, x, dy, &a32);
+		TEST_CHECK(test_same_bits(what, got, want, n), "%s: the task is not the kernel on the widened x", what);
+		{ /* negative control of the exactness: one stored element one bf16 step up (an image's centre) */
+			const size_t j = nx / 2;
+			uint16_t keep = xh[j];
+			xh[j] = (uint16_t)(keep + 1);
+			if (!fwd)
+				memcpy(s, dw0, nw * 4);
+			conv_task_bf16x(s, xh, w, dy, &ax16, fwd);
+			xh[j] = keep;
+			size_t diff = 0;
+			for (size_t i = 0; i < n; i++)
+				diff += memcmp(&s[i], &got[i], 4) != 0;
+			printf("  %s: negative control: one stored element a bf16 step away changes %zu of %zu\n", what, diff,
+			       n);
+			TEST_CHECK(diff > 0, "%s: negative control: a changed bf16 x changed nothing", what);
+		}
+		if (!m) { /* the stored value is the one the conv rounded x to */
+			if (fwd)
+				dnn_conv2d_forward_cpu(want, x, w, &a16);
+			else
+				memcpy(want, dw0, nw * 4), dnn_conv2d_backward_filter_cpu(want, x, dy, &a16);
+			TEST_CHECK(test_same_bits(what, got, want, n), "%s: bf16 x is not the value the conv rounds to",
+				   what);
+			if (!fwd)
+				memcpy(s, dw0, nw * 4);
+			conv_task_bf16x(s, xt, w, dy, &ax16, fwd);
+			size_t diff = 0;
+			for (size_t i = 0; i < n; i++)
+				diff += memcmp(&s[i], &want[i], 4) != 0;
+			printf("  %s: negative control: x truncated, not rounded, changes %zu of %zu\n", what, diff, n);
+			TEST_CHECK(diff > 0, "%s: negative control: truncated x gave the rounded x's bits", what);
+		}
+		/* the bound against fp32 on the fp32 x; S = sum |w| |x| (im2col fp32 on absolute values) */
+		int terms;
+		if (fwd)
+			dnn_conv2d_forward_cpu(s, ax, aw, &aS), terms = C * R * R;
+		else
+			fabs_copy(s, dw0, nw), dnn_conv2d_backward_filter_cpu(s, ax, ady, &aS), terms = N * a32.P * a32.Q + 1;
+		const double u = ldexp(1.0, -8);
+		if (!m) {
+			for (size_t i = 0; i < n; i++)
+				T[i] = (g16(terms) + u) * s[i], Tb[i] = s[i];
+			conv_check(what, got, f32, T, Tb, 1.0, g32(terms), n);
+		} else if (fwd) { /* Winograd forward on the stored x, then its rounding through S */
+			TEST_CHECK(wino_fwd_terms(T, Tb, xw, w, N, C, H, W, K, pad, m) == 0, "conv bf16 x: out of memory");
+			for (size_t i = 0; i < n; i++)
+				T[i] = g16(C) * T[i] + u * s[i];
+			conv_check(what, got, f32, T, Tb, 1.0, 2 * g32(6 * (m + 2) + C), n);
+		} else {
+			int nt = 0;
+			TEST_CHECK(wino_filter_terms(T, Tb, &nt, xw, dy, N, C, H, W, K, pad) == 0, "conv bf16 x: out of memory");
+			for (size_t i = 0; i < n; i++)
+				T[i] = g16(nt) * T[i] + u * s[i], Tb[i] += fabs(dw0[i]);
+			conv_check(what, got, f32, T, Tb, 1.0, 2 * g32(6 * (m + 2) + nt), n);
+		}
+	}
+out:
+	free(x), free(w), free(dy), free(dw0), free(xw), free(ax), free(aw), free(ady), free(got), free(want), free(f32);
+	free(s), free(xh), free(xt), free(T), free(Tb);
+}
+
+static void conv_act_all(void)
+{
+	test_rng_seed(4505);
+	/* ResNet-8's convs that read a relu's output: 3x3 stride 1 and 2, 1x1 stride 2, each path forced */
+	conv_act_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_IM2COL);
+	conv_act_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4);
+	conv_act_case(3, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_AUTO);
+	conv_act_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_AUTO);
+	conv_act_case(1, 6, 14, 14, 16, 5, 1, 0, DNN_CONV_ALGO_AUTO); /* direct (LeNet-5's second conv) */
+}
+
+void h_extra_conv_act_bf16(void) { each_path(conv_act_all); }
+
+/* The writers and the other readers: batchnorm + relu (train, eval, --batchnorm global), relu and add.
+ *   - A bf16 output is one rounding of the fp32 kernel's output (dnn_bf16_convert after the same fp32 loops):
+ *     bit for bit the fp32 kernel's y rounded, and within relative 2^-8 of it (u, bf16's unit roundoff; the
+ *     negative control: the fp32 tolerance of the harness's forward rows, relative 1e-5, must fail).
+ *   - A backward that reads its relu mask from a bf16 y gives the bits of the one that reads the fp32 y
+ *     (y > 0 is kept by the rounding; -0, +0 and NaN included); negative control: one positive element of
+ *     the bf16 y set to zero must change dx.
+ *   - add with a bf16 input: the fp32 sum of the widened values, bit for bit. */
+static size_t differ(const float *a, const float *b, size_t n)
+{
+	size_t d = 0;
+	for (size_t i = 0; i < n; i++)
+		d += memcmp(&a[i], &b[i], 4) != 0;
+	return d;
+}
+
+/* yh against y32: bits of dnn_bf16_convert(y32), the relative bound u and its negative control. */
+static void check_rounded(const char *what, const uint16_t *yh, const float *y32, size_t n)
+{
+	uint16_t *r = malloc(n * 2);
+	float *w = malloc(n * 4);
+	if (!r || !w) {
+		TEST_CHECK(0, "bf16 activations: out of memory");
+		free(r), free(w);
+		return;
+	}
+	dnn_bf16_convert(r, y32, n);
+	TEST_CHECK(memcmp(r, yh, n * 2) == 0, "%s: the bf16 output is not the fp32 output rounded", what);
+	dnn_bf16_widen(w, yh, n);
+	TEST_CHECK(outside(what, w, y32, y32, ldexp(1.0, -8), 0.0, n, 1) == 0, "%s: outside relative 2^-8", what);
+	TEST_CHECK(outside(what, w, y32, y32, 1e-5, 0.0, n, 0) > 0,
+		   "%s: negative control: the bf16 output passed the fp32 tolerance", what);
+	free(r), free(w);
+}
+
+static void bn_act_case(int N, int C, int HW)
+{
+	const size_t nx = (size_t)N * C * HW;
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f, .relu = 1}, ah = a;
+	ah.y_bf16 = 1;
+	float *x = fill(nx, -2, 3), *dy = fill(nx, -1, 1), *gamma = fill(C, 0.5f, 1.5f), *beta = fill(C, -0.5f, 0.5f);
+	float *run = fill(2 * (size_t)C, 0.5f, 1.5f), *y = malloc(nx * 4), *sv = malloc(12 * (size_t)C);
+	float *svh = malloc(12 * (size_t)C), *dx = malloc(nx * 4), *dxh = malloc(nx * 4), *g = calloc(4 * (size_t)C, 4);
+	double *sums = calloc(2 * (size_t)C, 8), *bs = calloc(4 * (size_t)C, 8);
+	uint16_t *yh = malloc(nx * 2);
+	char what[128];
+	if (!x || !dy || !gamma || !beta || !run || !y || !sv || !svh || !dx || !dxh || !g || !sums || !bs || !yh) {
+		TEST_CHECK(0, "bf16 activations: out of memory");
+		goto out;
+	}
+	for (int simd = dnn_batchnorm_set_simd(1); simd >= 0; simd--) {
+		dnn_batchnorm_set_simd(simd);
+		const char *path = simd ? "avx2" : "portable";
+		dnn_batchnorm_forward_train_cpu(y, sv, x, gamma, beta, &a);
+		dnn_batchnorm_forward_train_cpu(yh, svh, x, gamma, beta, &ah);
+		snprintf(what, sizeof(what), "bn+relu train -> bf16 N=%d C=%d HW=%d [%s]", N, C, HW, path);
+		check_rounded(what, yh, y, nx);
+		TEST_CHECK(memcmp(sv, svh, 12 * (size_t)C) == 0, "%s: the saved statistics differ", what);
+		for (size_t i = 0; i < nx; i += 11) /* the mask's edge cases in both: -0, +0, NaN */
+			y[i] = i % 3 == 0 ? -0.0f : i % 3 == 1 ? 0.0f : NAN;
+		dnn_bf16_convert(yh, y, nx);
+		for (int acc = 0; acc < 2; acc++) {
+			a.accumulate_dx = ah.accumulate_dx = acc;
+			memset(g, 0, 4 * (size_t)C * 4);
+			memcpy(dx, dy, nx * 4), memcpy(dxh, dy, nx * 4);
+			dnn_batchnorm_relu_backward_cpu(dx, g, g + C, x, gamma, sv, dy, y, &a);
+			dnn_batchnorm_relu_backward_cpu(dxh, g + 2 * C, g + 3 * C, x, gamma, sv, dy, yh, &ah);
+			snprintf(what, sizeof(what), "bn+relu bwd, bf16 y N=%d C=%d HW=%d%s [%s]", N, C, HW, acc ? " +=" : "",
+				 path);
+			TEST_CHECK(test_same_bits(what, dxh, dx, nx) && test_same_bits(what, g + 2 * C, g, 2 * (size_t)C),
+				   "%s: not the fp32 y's bits", what);
+		}
+		size_t j = 0; /* negative control: one positive element of the bf16 y zeroed */
+		while (j < nx && !(y[j] > 0.0f && dy[j] != 0.0f))
+			j++;
+		const uint16_t keep = yh[j];
+		yh[j] = 0;
+		memcpy(dxh, dy, nx * 4);
+		dnn_batchnorm_relu_backward_cpu(dxh, g + 2 * C, g + 3 * C, x, gamma, sv, dy, yh, &ah);
+		yh[j] = keep;
+		printf("  %s: negative control: one mask element off changes %zu of %zu\n", what, differ(dxh, dx, nx), nx);
+		TEST_CHECK(differ(dxh, dx, nx) > 0, "%s: negative control: a changed mask changed nothing", what);
+	}
+	a.accumulate_dx = ah.accumulate_dx = 0;
+	dnn_batchnorm_forward_eval_cpu(y, x, gamma, beta, run, &a);
+	dnn_batchnorm_forward_eval_cpu(yh, x, gamma, beta, run, &ah);
+	snprintf(what, sizeof(what), "bn+relu eval -> bf16 N=%d C=%d HW=%d", N, C, HW);
+	check_rounded(what, yh, y, nx);
+	/* --batchnorm global: the forward from the sums, then the backward's sums and dx with the bf16 mask */
+	a.global_n = ah.global_n = N;
+	dnn_batchnorm_sums_fwd_cpu(sums, x, &a);
+	dnn_batchnorm_forward_global_cpu(y, sv, x, gamma, beta, sums, &a);
+	dnn_batchnorm_forward_global_cpu(yh, svh, x, gamma, beta, sums, &ah);
+	snprintf(what, sizeof(what), "bn+relu global -> bf16 N=%d C=%d HW=%d", N, C, HW);
+	check_rounded(what, yh, y, nx);
+	memset(g, 0, 4 * (size_t)C * 4);
+	dnn_batchnorm_sums_bwd_cpu(bs, g, g + C, x, sv, dy, y, &a);
+	dnn_batchnorm_sums_bwd_cpu(bs + 2 * C, g + 2 * C, g + 3 * C, x, sv, dy, yh, &ah);
+	dnn_batchnorm_backward_global_cpu(dx, x, gamma, sv, dy, y, bs, &a);
+	dnn_batchnorm_backward_global_cpu(dxh, x, gamma, sv, dy, yh, bs + 2 * C, &ah);
+	snprintf(what, sizeof(what), "bn+relu global bwd, bf16 y N=%d C=%d HW=%d", N, C, HW);
+	TEST_CHECK(memcmp(bs, bs + 2 * C, 2 * (size_t)C * 8) == 0 && test_same_bits(what, g + 2 * C, g, 2 * (size_t)C) &&
+			   test_same_bits(what, dxh, dx, nx),
+		   "%s: not the fp32 y's bits", what);
+	dnn_batchnorm_set_simd(1);
+out:
+	free(x), free(dy), free(gamma), free(beta), free(run), free(y), free(sv), free(svh), free(dx), free(dxh), free(g);
+	free(sums), free(bs), free(yh);
+}
+
+static void relu_add_act_case(long n)
+{
+	float *x = fill((size_t)n, -1, 1), *b = fill((size_t)n, -1, 1), *dy = fill((size_t)n, -1, 1);
+	float *y = malloc((size_t)n * 4), *yw = malloc((size_t)n * 4), *dx = malloc((size_t)n * 4), *dxh = malloc((size_t)n * 4);
+	uint16_t *yh = malloc((size_t)n * 2), *bh = malloc((size_t)n * 2);
+	char what[96];
+	if (!x || !b || !dy || !y || !yw || !dx || !dxh || !yh || !bh) {
+		TEST_CHECK(0, "bf16 activations: out of memory");
+		goto out;
+	}
+	dnn_relu_forward_cpu(y, x, n);
+	dnn_relu_forward_bf16_cpu(yh, x, n);
+	snprintf(what, sizeof(what), "relu -> bf16 n=%ld", n);
+	check_rounded(what, yh, y, (size_t)n);
+	for (int acc = 0; acc < 2; acc++) {
+		memcpy(dx, b, (size_t)n * 4), memcpy(dxh, b, (size_t)n * 4);
+		dnn_relu_backward_cpu(dx, y, dy, n, acc);
+		dnn_relu_backward_bf16_cpu(dxh, yh, dy, n, acc);
+		snprintf(what, sizeof(what), "relu bwd, bf16 y n=%ld%s", n, acc ? " +=" : "");
+		TEST_CHECK(test_same_bits(what, dxh, dx, (size_t)n), "%s: not the fp32 y's bits", what);
+	}
+	/* add: a bf16 first, second, or both */
+	dnn_bf16_convert(bh, b, (size_t)n);
+	dnn_bf16_widen(yw, yh, (size_t)n);
+	float *bw = dxh;
+	dnn_bf16_widen(bw, bh, (size_t)n);
+	const void *ins[2][2] = {{x, yh}, {b, bh}};
+	const float *wide[2][2] = {{x, yw}, {b, bw}};
+	for (int m = 1; m < 4; m++) {
+		dnn_add_forward_cpu(y, wide[0][m & 1], wide[1][m >> 1], n);
+		dnn_add_forward_mixed_cpu(dx, ins[0][m & 1], m & 1, ins[1][m >> 1], m >> 1, n);
+		snprintf(what, sizeof(what), "add, bf16 inputs %d n=%ld", m, n);
+		TEST_CHECK(test_same_bits(what, dx, y, (size_t)n), "%s: not the widened values' sum", what);
+	}
+out:
+	free(x), free(b), free(dy), free(y), free(yw), free(dx), free(dxh), free(yh), free(bh);
+}
+
+void h_extra_act_bf16(void)
+{
+	test_rng_seed(4506);
+	bn_act_case(3, 5, 25);
+	bn_act_case(2, 16, 196);  /* a ResNet-8 stage (14x14) */
+	bn_act_case(1, 4, 2500);  /* planes longer than one bf16 block (DNN_BN_BF16_BLOCK) */
+	relu_add_act_case(1000);
+	relu_add_act_case(4099); /* blocks of 1024 and a tail */
 }

@@ -1309,6 +1309,7 @@ static void extra_batchnorm_unit(void)
 	} else {
 		printf("batchnorm: no AVX2, the AVX2 batch-norm kernels are not compared here\n");
 	}
+	h_extra_act_bf16(); /* the bf16 activations it writes and reads, with relu's and add's (op_bf16.c) */
 }
 
 /* ------------------------------------------------------------------ batchnorm: grad, its own check
@@ -1863,6 +1864,7 @@ static void extra_conv_unit(void) /* the op's own checks, then its bf16 kernels'
 {
 	extra_conv_unit_own();
 	h_extra_conv_bf16();
+	h_extra_conv_act_bf16();
 }
 
 static void extra_conv_unit_own(void)

@@ -114,6 +114,8 @@ struct h_op {
 void h_extra_dense_bf16(void);
 void h_extra_attention_bf16(void);
 void h_extra_conv_bf16(void); /* every CPU conv path in bf16 against its fp32 kernel (op_bf16.c) */
+void h_extra_conv_act_bf16(void); /* the conv's tasks with a bf16 x (stored activations, op_bf16.c) */
+void h_extra_act_bf16(void);      /* batchnorm+relu, relu and add writing or reading bf16 activations (op_bf16.c) */
 void h_extra_dense_bf16_gpu(void); /* gpu mode: dense's bf16 codelets on CUDA against the CPU's fp32 */
 
 extern const h_op h_ops[];
