@@ -71,7 +71,7 @@ static float *vec_ptr(void *buffers[], int i, size_t expect)
  * computed from the fp32 tensor the activation was rounded from. Winograd rounds its transformed input instead:
  * for it the stored x is one more rounding, relative 2^-8 per element. NULL, with a worker error, when the
  * scratch cannot be had. */
-static const float *x_ptr(void *buffers[], int i, const dnn_conv2d_args *a)
+const float *dnn_conv2d_x_fp32(void *buffers[], int i, const dnn_conv2d_args *a)
 {
 	if (!a->x_bf16)
 		return vec_ptr(buffers, i, x_count(a));
@@ -100,7 +100,7 @@ static void conv2d_fwd_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
-	const float *x = x_ptr(buffers, 0, a);
+	const float *x = dnn_conv2d_x_fp32(buffers, 0, a);
 	const float *w = vec_ptr(buffers, 1, w_count(a));
 	float *y = vec_ptr(buffers, 2, y_count(a));
 	const float *bias = a->bias ? vec_ptr(buffers, 3, (size_t)a->K) : NULL;
@@ -125,7 +125,7 @@ static void conv2d_bwd_data_cpu_task(void *buffers[], void *cl_arg)
 static void conv2d_bwd_filter_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
-	const float *x = x_ptr(buffers, 0, a);
+	const float *x = dnn_conv2d_x_fp32(buffers, 0, a);
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *dy = vec_ptr(buffers, 1, y_count(a));
 	float *dw = vec_ptr(buffers, 2, w_count(a));

@@ -3,6 +3,7 @@
  * codelets (CPU only). The normalised input z of a conv lives in the worker's second scratch buffer
  * (dnn_cpu_scratch_aux), because the conv kernels take the first. */
 #include "conv2d_bnfuse.h"
+#include "conv2d_impl.h"
 #include "act_formulas.h"
 #include "bn_formulas.h"
 
@@ -159,6 +160,13 @@ static void conv_bn_fwd_cpu(void *buffers[], void *cl_arg)
 	const dnn_conv2d_args *c = &a->conv;
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (unsigned)(3 + 3 * a->apply + a->stats));
 	STARPU_ASSERT(NX(0) == x_count(c) && NX(1) == w_count(c) && NX(2) == y_count(c));
+	/* A bf16 x (a stored relu output) only reaches a conv that normalises nothing (its input is never a level-3
+	 * batchnorm's input, a conv's fp32 output): widened into the aux scratch, which dnn_bn_stats_cpu takes only
+	 * after the conv has read it. */
+	STARPU_ASSERT(!c->x_bf16 || !a->apply);
+	const float *x = dnn_conv2d_x_fp32(buffers, 0, c);
+	if (!x)
+		return;
 	const float *saved_in = NULL, *gamma = NULL, *beta = NULL;
 	if (a->apply) {
 		STARPU_ASSERT(NX(3) == 3 * (size_t)c->C && NX(4) == (size_t)c->C && NX(5) == (size_t)c->C);
@@ -169,7 +177,7 @@ static void conv_bn_fwd_cpu(void *buffers[], void *cl_arg)
 		STARPU_ASSERT(NX(3 + 3 * a->apply) == 3 * (size_t)c->K);
 		saved_out = PTR(3 + 3 * a->apply);
 	}
-	dnn_conv2d_bn_forward_cpu(PTR(2), saved_out, PTR(0), PTR(1), saved_in, gamma, beta, a);
+	dnn_conv2d_bn_forward_cpu(PTR(2), saved_out, x, PTR(1), saved_in, gamma, beta, a);
 }
 
 // (R x, R dy, REDUX|RW dw, R saved_in, R gamma, R beta)
@@ -179,6 +187,7 @@ static void conv_bn_bwd_filter_cpu(void *buffers[], void *cl_arg)
 	const dnn_conv2d_args *c = &a->conv;
 	STARPU_ASSERT(NX(0) == x_count(c) && NX(1) == y_count(c) && NX(2) == w_count(c) && NX(3) == 3 * (size_t)c->C &&
 		      NX(4) == (size_t)c->C && NX(5) == (size_t)c->C);
+	STARPU_ASSERT(!c->x_bf16); /* x: the batchnorm's input, a conv's fp32 output */
 	dnn_conv2d_bn_backward_filter_cpu(PTR(2), PTR(0), PTR(1), PTR(3), PTR(4), PTR(5), a);
 }
 

@@ -44,6 +44,11 @@ static inline int conv_is_pointwise(const conv_geom *g)
 
 static inline int conv_imin(int a, int b) { return a < b ? a : b; }
 
+/* A conv task's input x (its buffer i) as fp32: the buffer itself, or (a->x_bf16) its bf16 values widened into
+ * the worker's second scratch (dnn_cpu_scratch_aux: valid until the next call that takes it); NULL, with a
+ * worker error, without memory (conv2d.c). */
+const float *dnn_conv2d_x_fp32(void *buffers[], int i, const dnn_conv2d_args *a);
+
 /* Per-thread scratch of the calling CPU worker (dnn_cpu_scratch), at least one float; NULL,
  * with a worker error recorded (dnn_worker_error), when it cannot be allocated: the kernel then
  * returns without computing. */

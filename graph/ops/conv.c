@@ -183,12 +183,12 @@ static int backward(dnn_op_ctx *ctx, int i)
 }
 
 /* bf16 activation storage (model.h y_bf16): the forward and weight-gradient tasks of a bf16 conv read x in bf16
- * on every CPU path (codelets/conv2d.c widens it at the task's entry); not a level-3 conv (fuse.h), whose tasks
- * normalise or sum their tensors in conv2d_bnfuse.c's fp32 loops. */
+ * on every CPU path (codelets/conv2d.c widens it at the task's entry), a level-3 conv A's too (its statistics are
+ * of its fp32 output); a level-3 conv B's input, the relu, is never stored (graph/ops/relu.c bf16_out). */
 static int bf16_in(const dnn_plan *p, int i, int j)
 {
-	(void)j;
-	return p->cfg.bf16 && p->bn_stats_conv[i] < 0 && p->bn_apply_conv[i] < 0;
+	(void)i, (void)j;
+	return p->cfg.bf16;
 }
 
 static int export_onnx(dnn_onnx_ctx *x, int i)
