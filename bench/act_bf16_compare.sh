@@ -8,8 +8,8 @@
 # what moves); raw rows in OUT/runs.csv with the load average of each run.
 #
 # Usage: bench/act_bf16_compare.sh [--rounds N] [--ncpu N] [--steps S] [--build DIR] [--out DIR] NET:B...
-#   defaults: 5 rounds, STARPU_NCPU=2, 8 steps, build/, out/act-bf16-<date>; e.g. resnet20:64 resnet20:256
-#   (resnet20 runs on synthetic data, the others on their default data set)
+#   defaults: 5 rounds, STARPU_NCPU=2, 20 steps, build/, out/act-bf16-<date>; e.g. resnet20:64 resnet20:256
+#   (bench: synthetic data of the net's input shape)
 # Its measured runs take a high priority where allowed (scripts/lib.sh anp_measure_prio); give the
 # load with the figures.
 set -euo pipefail
@@ -17,7 +17,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=../scripts/lib.sh
 source "$ROOT/scripts/lib.sh"
 anp_measure_prio "$ROOT"
-ROUNDS=5; NCPU=2; STEPS=8; BUILD="$ROOT/build"; OUT="$ROOT/out/act-bf16-$(date +%Y%m%d-%H%M%S)"; CASES=()
+ROUNDS=5; NCPU=2; STEPS=20; BUILD="$ROOT/build"; OUT="$ROOT/out/act-bf16-$(date +%Y%m%d-%H%M%S)"; CASES=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift ;;
@@ -41,10 +41,9 @@ CSV="$OUT/runs.csv"; LOG="$OUT/log.txt"
 echo "round,net,batch,ncpu,act_bf16,bf16_activations,images_per_s,load1,max_rss_kb" >"$CSV"
 echo "measured runs: $ANP_PRIO_SAID" >>"$LOG"
 run() { # round net batch act
-  local line ips data=()
-  [ "$2" = resnet20 ] && data=(--data synthetic)
+  local line ips
   line="$(DNN_BF16_ACTIVATIONS="$4" STARPU_NCPU="$NCPU" STARPU_NCUDA=0 "${ANP_PRIO[@]}" timeout 600 \
-    /usr/bin/time -f "max_rss_kb %M" -o "$OUT/time" "$APP" bench --net "$2" "${data[@]}" --batch "$3" \
+    /usr/bin/time -f "max_rss_kb %M" -o "$OUT/time" "$APP" bench --net "$2" --batch "$3" \
     --steps "$STEPS" --warmup 2 --precision bf16 --quiet 2>>"$LOG" | tail -1 || true)"
   echo "act=$4: $line" >>"$LOG"
   ips="$(anp_result_field "$line" images_per_s)"

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 
 #include "dnn_codelet.h"
-#include "gemm_bf16.h"
 
 #ifdef DNN_HAVE_CUDA
 /* Defined in conv2d.cu. */
@@ -65,13 +64,12 @@ static float *vec_ptr(void *buffers[], int i, size_t expect)
 	return (float *)STARPU_VECTOR_GET_PTR(buffer);
 }
 
-/* The task's input x (buffer i) as fp32: the buffer itself, or (a->x_bf16, a bf16 activation) its values widened
- * exactly into the worker's second scratch (the kernels take the first). The paths that round x itself to bf16
- * (im2col's bf16 GEMMs, the direct path's padded copy) get these values back unchanged: they compute what they
- * computed from the fp32 tensor the activation was rounded from. Winograd rounds its transformed input instead:
- * for it the stored x is one more rounding, relative 2^-8 per element. NULL, with a worker error, when the
- * scratch cannot be had. */
-const float *dnn_conv2d_x_fp32(void *buffers[], int i, const dnn_conv2d_args *a)
+/* The task's input x (buffer i): fp32, or (a->x_bf16, a bf16 activation) its bf16 values, which the kernels widen
+ * exactly (conv2d_algo.c, conv2d_im2col.c build_phases). The paths that round x itself to bf16 (im2col's bf16
+ * GEMMs, the direct path's padded copy) get those values back unchanged: they compute what they computed from
+ * the fp32 tensor the activation was rounded from. Winograd rounds its transformed input instead: for it the
+ * stored x is one more rounding, relative 2^-8 per element. */
+const float *dnn_conv2d_x_ptr(void *buffers[], int i, const dnn_conv2d_args *a)
 {
 	if (!a->x_bf16)
 		return vec_ptr(buffers, i, x_count(a));
@@ -80,13 +78,7 @@ const float *dnn_conv2d_x_fp32(void *buffers[], int i, const dnn_conv2d_args *a)
 			  "conv2d: x has %u elements of %zu bytes, the args say %zu bf16 values",
 			  (unsigned)STARPU_VECTOR_GET_NX(buffers[i]), (size_t)STARPU_VECTOR_GET_ELEMSIZE(buffers[i]),
 			  x_count(a));
-	float *x = dnn_cpu_scratch_aux(x_count(a));
-	if (!x) {
-		dnn_worker_error("conv2d: out of memory widening a bf16 input of %zu elements", x_count(a));
-		return NULL;
-	}
-	dnn_bf16_widen(x, (const uint16_t *)STARPU_VECTOR_GET_PTR(buffers[i]), x_count(a));
-	return x;
+	return (const float *)STARPU_VECTOR_GET_PTR(buffers[i]);
 }
 
 /* The bias as bias.h sees it: y (N, K, P*Q). */
@@ -100,12 +92,10 @@ static void conv2d_fwd_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
-	const float *x = dnn_conv2d_x_fp32(buffers, 0, a);
+	const float *x = dnn_conv2d_x_ptr(buffers, 0, a);
 	const float *w = vec_ptr(buffers, 1, w_count(a));
 	float *y = vec_ptr(buffers, 2, y_count(a));
 	const float *bias = a->bias ? vec_ptr(buffers, 3, (size_t)a->K) : NULL;
-	if (!x)
-		return;
 	if (!dnn_conv2d_forward_bias_cpu(y, x, w, bias, a) && bias) {
 		dnn_bias_args b = bias_args(a);
 		dnn_bias_forward_cpu(y, bias, &b);
@@ -125,12 +115,10 @@ static void conv2d_bwd_data_cpu_task(void *buffers[], void *cl_arg)
 static void conv2d_bwd_filter_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
-	const float *x = dnn_conv2d_x_fp32(buffers, 0, a);
+	const float *x = dnn_conv2d_x_ptr(buffers, 0, a);
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *dy = vec_ptr(buffers, 1, y_count(a));
 	float *dw = vec_ptr(buffers, 2, w_count(a));
-	if (!x)
-		return;
 	dnn_conv2d_backward_filter_cpu(dw, x, dy, a);
 	if (a->bias) {
 		dnn_bias_args b = bias_args(a);

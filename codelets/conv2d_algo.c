@@ -18,6 +18,7 @@
 #include "conv2d_impl.h"
 #include "conv2d_winograd.h"
 #include "dnn_codelet.h"
+#include "gemm_bf16.h"
 
 /* Backward data of a stride-1 conv runs as a forward conv from this many input channels on. */
 #define CONV_FLIP_MIN_C 16
@@ -205,12 +206,35 @@ static size_t forward_work(const conv_geom *g)
 	return dnn_conv_im2col_forward_work(g);
 }
 
+/* A bf16 x (g->x_bf16, a stored activation): im2col's padded copy (not a 1x1 conv's, which has none) widens
+ * it while copying; for the other paths it is widened here into the worker's second scratch (the kernels take
+ * the first), and g then says fp32. Returns x as the path reads it; NULL, with a worker error, without memory. */
+static const float *x_for_path(const float *x, conv_geom *g, int im2col)
+{
+	if (!g->x_bf16 || (im2col && !conv_is_pointwise(g)))
+		return x;
+	const size_t n = (size_t)g->N * g->C * g->H * g->W;
+	float *xw = dnn_cpu_scratch_aux(n);
+	if (!xw) {
+		dnn_worker_error("conv2d: out of memory widening a bf16 input of %zu elements", n);
+		return NULL;
+	}
+	dnn_bf16_widen(xw, (const uint16_t *)x, n);
+	g->x_bf16 = 0;
+	return xw;
+}
+
 /* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: forward_work(g) floats. With a
- * bias (or NULL), the direct path also adds it in its store: returns 1 when the bias was added. */
-static int conv_forward(float *y, const float *x, const float *w, const float *bias, const conv_geom *g,
+ * bias (or NULL), the direct path also adds it in its store: returns 1 when the bias was added (or nothing can be
+ * done: the error is recorded). x: bf16 values when g->x_bf16. */
+static int conv_forward(float *y, const float *x, const float *w, const float *bias, const conv_geom *gx,
 			float beta, float *work)
 {
+	conv_geom gl = *gx;
+	const conv_geom *g = &gl;
 	const int tile = use_winograd(g);
+	if (!(x = x_for_path(x, &gl, !tile && !use_pointwise(g, 0) && !use_stride2(g, 0) && !dnn_conv_direct_applies(g))))
+		return 1;
 	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
 		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
@@ -335,8 +359,10 @@ void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, co
 
 void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, const dnn_conv2d_args *a)
 {
-	// dw (K, CRS) +=, x (N, C, H, W), dy (N, K, P, Q)
+	// dw (K, CRS) +=, x (N, C, H, W) (bf16 when a->x_bf16), dy (N, K, P, Q)
 	conv_geom g = conv_geom_of(a);
+	if (!(x = x_for_path(x, &g, !use_winograd_filter(&g) && !use_pointwise(&g, 2) && !use_stride2(&g, 2))))
+		return;
 	if (use_winograd_filter(&g)) {
 		dnn_wino_shape s = wino_shape(&g);
 		float *work = dnn_conv_scratch(dnn_wino_filter_work(&s));

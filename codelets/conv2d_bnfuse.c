@@ -161,12 +161,9 @@ static void conv_bn_fwd_cpu(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (unsigned)(3 + 3 * a->apply + a->stats));
 	STARPU_ASSERT(NX(0) == x_count(c) && NX(1) == w_count(c) && NX(2) == y_count(c));
 	/* A bf16 x (a stored relu output) only reaches a conv that normalises nothing (its input is never a level-3
-	 * batchnorm's input, a conv's fp32 output): widened into the aux scratch, which dnn_bn_stats_cpu takes only
-	 * after the conv has read it. */
+	 * batchnorm's input, a conv's fp32 output): the conv kernel reads it so (conv2d_algo.c). */
 	STARPU_ASSERT(!c->x_bf16 || !a->apply);
-	const float *x = dnn_conv2d_x_fp32(buffers, 0, c);
-	if (!x)
-		return;
+	const float *x = dnn_conv2d_x_ptr(buffers, 0, c);
 	const float *saved_in = NULL, *gamma = NULL, *beta = NULL;
 	if (a->apply) {
 		STARPU_ASSERT(NX(3) == 3 * (size_t)c->C && NX(4) == (size_t)c->C && NX(5) == (size_t)c->C);

@@ -105,10 +105,27 @@ static int phase_used(int a, int n, int dil, int stride)
 	return 0;
 }
 
+/* Image n of x (N, C, H, W): fp32, or bf16 (uint16_t) values when g->x_bf16 (a stored activation). */
+static const void *image_of(const float *x, int n, const conv_geom *g)
+{
+	const size_t o = (size_t)n * g->C * g->H * g->W;
+	return g->x_bf16 ? (const void *)((const uint16_t *)x + o) : (const void *)(x + o);
+}
+
+/* d[0..n) = x's elements [o, o + n) as floats: copied, or widened from bf16 (g->x_bf16), exactly. */
+static inline void copy_in(float *restrict d, const void *x, size_t o, int n, const conv_geom *g)
+{
+	if (g->x_bf16)
+		dnn_bf16_widen(d, (const uint16_t *)x + o, (size_t)n);
+	else
+		dnn_copy_floats(d, (const float *)x + o, n);
+}
+
 /* x (C, H, W) -> its padded stride phases ph (stride, stride, C, Hc, Wc); only the phases that
- * some tap reads are written. row: stride*Wc floats of scratch. */
-static void build_phases(float *restrict ph, float *restrict row, const float *restrict x,
-			 const conv_geom *g, const conv_plan *pl)
+ * some tap reads are written. row: stride*Wc floats of scratch. x: bf16 values when g->x_bf16, widened
+ * here as they are copied (no pass of their own). */
+static void build_phases(float *restrict ph, float *restrict row, const void *x, const conv_geom *g,
+			 const conv_plan *pl)
 {
 	const int st = g->stride, H = g->H, W = g->W, Hc = pl->Hc, Wc = pl->Wc;
 	/* Columns [jlo, jhi) of a padded row of st*Wc floats lie inside the image. */
@@ -130,17 +147,17 @@ static void build_phases(float *restrict ph, float *restrict row, const float *r
 				dnn_zero_floats(d + (size_t)ihi * Wc, (long)(Hc - ihi) * Wc);
 			}
 			for (int i = ilo; i < ihi; i++) {
-				const float *xrow = x + ((size_t)c * H + i * st + roff) * W;
+				const size_t xrow = ((size_t)c * H + i * st + roff) * W; // x's row, an offset
 				float *d0 = pa + cbase + (size_t)i * Wc;
 				if (st == 1) {
 					dnn_zero_floats(d0, jlo);
-					dnn_copy_floats(d0 + jlo, xrow + jlo - g->pad_w, jhi - jlo);
+					copy_in(d0 + jlo, x, xrow + jlo - g->pad_w, jhi - jlo, g);
 					dnn_zero_floats(d0 + jhi, Wc - jhi);
 					continue;
 				}
 				/* Pad the row, then deal its columns out to the phases. */
 				dnn_zero_floats(row, jlo);
-				dnn_copy_floats(row + jlo, xrow + jlo - g->pad_w, jhi - jlo);
+				copy_in(row + jlo, x, xrow + jlo - g->pad_w, jhi - jlo, g);
 				dnn_zero_floats(row + jhi, (long)st * Wc - jhi);
 				if (both) {
 					float *d1 = d0 + pl->phase;
@@ -350,7 +367,7 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 	for (int n0 = 0; n0 < g->N; n0 += pl.group) {
 		int ng = conv_imin(pl.group, g->N - n0);
 		for (int i = 0; i < ng; i++)
-			build_phases(ph + i * pl.image, row, x + (n0 + i) * chw, g, &pl);
+			build_phases(ph + i * pl.image, row, image_of(x, n0 + i, g), g, &pl);
 		for (int p0 = 0; p0 < g->P; p0 += pl.rows) {
 			int p1 = conv_imin(p0 + pl.rows, g->P);
 			int ld = ng * (p1 - p0) * g->Q;
@@ -456,7 +473,7 @@ void dnn_conv_im2col_backward_filter(float *dw, const float *x, const float *dy,
 	for (int n0 = 0; n0 < g.N; n0 += pl.group) {
 		int ng = conv_imin(pl.group, g.N - n0);
 		for (int i = 0; i < ng; i++)
-			build_phases(ph + i * pl.image, row, x + (n0 + i) * chw, &g, &pl);
+			build_phases(ph + i * pl.image, row, image_of(x, n0 + i, &g), &g, &pl);
 		for (int p0 = 0; p0 < g.P; p0 += pl.rows) {
 			int p1 = conv_imin(p0 + pl.rows, g.P);
 			int ld = ng * (p1 - p0) * g.Q;

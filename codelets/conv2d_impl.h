@@ -26,13 +26,15 @@ typedef struct {
 	int stride, dil, pad_h, pad_w;
 	int algo;       // dnn_conv_algo: which CPU algorithm runs it (dnn_conv2d_args.algo)
 	int bf16;       // products of bf16-rounded operands, fp32 sums (dnn_conv2d_args.bf16)
+	int x_bf16;     // x holds bf16 (uint16_t) values (dnn_conv2d_args.x_bf16): im2col's padded copy widens them
+	                // as it copies (build_phases); conv2d_algo.c widens x for every other path first
 } conv_geom;
 
 static inline conv_geom conv_geom_of(const dnn_conv2d_args *a)
 {
 	conv_geom g = {.N = a->N, .C = a->C, .H = a->H, .W = a->W, .K = a->K, .R = a->R, .S = a->S,
 		       .P = a->P, .Q = a->Q, .stride = a->stride, .dil = a->dilation, .pad_h = a->pad,
-		       .pad_w = a->pad, .algo = a->algo, .bf16 = a->bf16};
+		       .pad_w = a->pad, .algo = a->algo, .bf16 = a->bf16, .x_bf16 = a->x_bf16};
 	return g;
 }
 
@@ -44,10 +46,9 @@ static inline int conv_is_pointwise(const conv_geom *g)
 
 static inline int conv_imin(int a, int b) { return a < b ? a : b; }
 
-/* A conv task's input x (its buffer i) as fp32: the buffer itself, or (a->x_bf16) its bf16 values widened into
- * the worker's second scratch (dnn_cpu_scratch_aux: valid until the next call that takes it); NULL, with a
- * worker error, without memory (conv2d.c). */
-const float *dnn_conv2d_x_fp32(void *buffers[], int i, const dnn_conv2d_args *a);
+/* A conv task's input x (its buffer i), fp32, or bf16 (uint16_t) values when a->x_bf16, its size checked against
+ * a (conv2d.c); the kernels (dnn_conv2d_forward_cpu, ...) take it so. */
+const float *dnn_conv2d_x_ptr(void *buffers[], int i, const dnn_conv2d_args *a);
 
 /* Per-thread scratch of the calling CPU worker (dnn_cpu_scratch), at least one float; NULL,
  * with a worker error recorded (dnn_worker_error), when it cannot be allocated: the kernel then
