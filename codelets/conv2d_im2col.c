@@ -112,12 +112,15 @@ static const void *image_of(const float *x, int n, const conv_geom *g)
 	return g->x_bf16 ? (const void *)((const uint16_t *)x + o) : (const void *)(x + o);
 }
 
-/* d[0..n) = x's elements [o, o + n) as floats: copied, or widened from bf16 (g->x_bf16), exactly. */
+/* d[0..n) = x's elements [o, o + n) as floats: copied, or widened from bf16 (g->x_bf16), exactly (a loop of its
+ * own: the rows are short, a call per row would cost more than the widening). */
 static inline void copy_in(float *restrict d, const void *x, size_t o, int n, const conv_geom *g)
 {
-	if (g->x_bf16)
-		dnn_bf16_widen(d, (const uint16_t *)x + o, (size_t)n);
-	else
+	if (g->x_bf16) {
+		const uint16_t *restrict h = (const uint16_t *)x + o;
+		for (int j = 0; j < n; j++)
+			d[j] = dnn_bf16_to_f32(h[j]);
+	} else
 		dnn_copy_floats(d, (const float *)x + o, n);
 }
 
