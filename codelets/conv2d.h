@@ -36,7 +36,8 @@ int dnn_conv2d_args_finish(dnn_conv2d_args *a);
 double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 
 /* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3) / F(4x4, 3x3); single-threaded,
- * the caller is one worker). */
+ * the caller is one worker). x: fp32, or bf16 (uint16_t) values behind the pointer when a->x_bf16 (forward and
+ * backward filter). */
 void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a);
 /* y = conv(x, w), and + bias (per output channel; NULL: none) in the same pass where the conv
  * takes the direct path (added in its store, the same floats as conv then bias.c's pass): returns

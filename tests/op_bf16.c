@@ -821,8 +821,9 @@ void h_extra_dense_bf16_gpu(void)
  * The activations stored in bf16 (graph/model.h y_bf16, --precision bf16): the codelets that read or
  * write them, run as StarPU tasks on a CPU worker with 2-byte handles.
  *
- * conv2d with a bf16 x (a->x_bf16): the task widens x (exact) and runs the bf16 kernel, so
- *   - its forward and weight gradient are the kernel's bits on the widened x (exactness: compared bit
+ * conv2d with a bf16 x (a->x_bf16): the kernels widen x exactly (im2col as it copies it into its padded phases,
+ * conv2d_algo.c into a scratch for the other paths), so
+ *   - the task's forward and weight gradient are the kernel's bits on the widened x (exactness: compared bit
  *     for bit; negative control: one element of the stored x one bf16 step away must change them);
  *   - on the paths that round x itself (im2col, direct), the stored x rounded as dnn_bf16_convert is
  *     the value the conv rounded to: the same bits as the bf16 kernel on the fp32 x (negative control:
