@@ -4,13 +4,15 @@
 # command's bits.
 #   - resnet8 and resnet20, 2 steps: the result line's bf16_activations=K/N has the K derived here from
 #     the net file: the relus whose every reader is a conv or a two-input add (the readers that take bf16:
-#     graph/ops/conv.c, add.c), at DNN_FUSE=1 (the default: a batchnorm+relu's fused task writes them) and
+#     graph/ops/conv.c, add.c), at DNN_FUSE=0 (every relu its own task), 1 (the default: a batchnorm+relu's
+#     fused task writes them) and
 #     at DNN_FUSE=3 (minus the relus that level 3 never stores: relu(batchnorm(conv A)) read by one conv B
 #     alone, A read by its batchnorm alone, graph/fuse.c dnn_graph_bn_conv); resnet20 on synthetic data (CIFAR's
 #     3x32x32); DNN_BF16_ACTIVATIONS=0 gives
 #     0/N with the same N; --precision fp32 prints no bf16_activations.
 #   - same command, same bits: resnet8 in 4 chunks, STEPS steps, storage on, STARPU_NCPU=1 (eager) and 2
-#     (random): byte-identical checkpoints; storage off ends elsewhere (the storage did run); negative
+#     (random): byte-identical checkpoints, with local and with --batchnorm global statistics (whose tasks
+#     read the relu mask from bf16 too); storage off ends elsewhere (the storage did run); negative
 #     control: DNN_TEST_SUM_ORDER=reverse (another fixed order of the chunk sums) must give other bytes.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -50,7 +52,7 @@ RUN=(train --batch 16 --limit-train 32 --max-steps 2 --no-eval --chunks 2 --seed
 for net in resnet8 resnet20; do
   DATA=(); [ "$net" = resnet20 ] && DATA=(--data synthetic) # CIFAR's 3x32x32
   grep -q "bias=1" "$NETS/$net.net" && fail "$net: a conv with a bias: expect_k's level-3 rule does not cover it"
-  for level in 1 3; do
+  for level in 0 1 3; do
     want="$(expect_k "$net" "$level")"
     line="$(DNN_FUSE=$level "$A" "${RUN[@]}" "${DATA[@]}" --net "$net" --precision bf16 2>"$TMP/err" | tail -1)" \
       || { fail "$net DNN_FUSE=$level: exit $?: $(tail -2 "$TMP/err")"; continue; }
@@ -70,10 +72,12 @@ done
 STEPS=20
 SAME=(train --net resnet8 --precision bf16 --max-steps "$STEPS" --limit-train 640 --batch 32 --no-eval --chunks 4
   --seed 3 --quiet)
-# run TAG VAR=VALUE... : one run, its checkpoint in $TMP/TAG.ckpt; prints its train_loss
+# run TAG VAR=VALUE... [-- ARGS...]: one run, its checkpoint in $TMP/TAG.ckpt; prints its train_loss
 run() {
-  local tag="$1" line rc=0; shift
-  line="$(env "$@" "$A" "${SAME[@]}" --checkpoint "$TMP/$tag.ckpt" 2>"$TMP/$tag.err" | tail -1)" || rc=$?
+  local tag="$1" line rc=0 envs=() extra=(); shift
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; extra=("$@"); }
+  line="$(env "${envs[@]}" "$A" "${SAME[@]}" "${extra[@]}" --checkpoint "$TMP/$tag.ckpt" 2>"$TMP/$tag.err" | tail -1)" || rc=$?
   if [ "$rc" != 0 ] || [ ! -s "$TMP/$tag.ckpt" ]; then fail "$tag: exit $rc: $(tail -2 "$TMP/$tag.err")"; return 1; fi
   echo "$tag: train_loss=$(result_field "$line" train_loss) bf16_activations=$(result_field "$line" bf16_activations)"
 }
@@ -87,5 +91,10 @@ if run on_1 STARPU_SCHED=eager STARPU_NCPU=1 && run on_2 STARPU_SCHED=random STA
     ! cmp -s "$TMP/on_2.ckpt" "$TMP/reverse.ckpt" \
       || fail "negative control: DNN_TEST_SUM_ORDER=reverse gives the same checkpoint: the test cannot see an order"
   fi
+fi
+if run global_1 STARPU_SCHED=eager STARPU_NCPU=1 -- --batchnorm global &&
+   run global_2 STARPU_SCHED=random STARPU_NCPU=2 -- --batchnorm global; then
+  cmp -s "$TMP/global_1.ckpt" "$TMP/global_2.ckpt" && echo "  storage on, --batchnorm global: 1 and 2 workers byte-identical" \
+    || fail "storage on, --batchnorm global: STARPU_NCPU=1 and 2 give other checkpoints"
 fi
 finish
