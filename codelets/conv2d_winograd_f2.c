@@ -19,6 +19,8 @@
  *   - input: a zero-padded copy of one image split into even and odd columns (E, O), so that
  *     the 4 columns of tile j are E[j], O[j], E[j+1], O[j+1]: the input transform of 8 tiles of
  *     a row is plain 8-float vector arithmetic on 16 loads (rows 2i..2i+3), done rows first;
+ *     the split is AVX-512 permutes on images of up to 32 columns (split_image512) where the GEMMs
+ *     are AVX-512, else AVX2 shuffles (split_image): the same floats;
  *   - tiles are processed in chunks (tile rows of one image, or several whole images when an
  *     image has few tiles) sized so that V (16, C, cap) and M (16, K, cap) stay within
  *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
