@@ -263,6 +263,33 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 	}
 }
 
+/* Output transform of the 8 tiles j .. j + 7 at mm + xi * ms (xi in 0..16): r[0], r[1] the 16 floats of output
+ * row 0 (columns 2j .. 2j + 15, interleaved: column 2j + b is tile j's b), r[2], r[3] those of row 1. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void output_tiles(__m256 r[4], const float *restrict mm,
+										   size_t ms, int j)
+{
+	__m256 s0[4], s1[4];
+	for (int u = 0; u < 4; u++) {
+		const float *p = mm + (size_t)(4 * u) * ms + j;
+		__m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + ms);
+		__m256 m2 = _mm256_loadu_ps(p + 2 * ms), m3 = _mm256_loadu_ps(p + 3 * ms);
+		s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
+		s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+	}
+	__m256 y00 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
+	__m256 y01 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]);
+	__m256 y10 = _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]);
+	__m256 y11 = _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]);
+	/* Interleave (y00, y01) and (y10, y11) into output columns. */
+	__m256 lo = _mm256_unpacklo_ps(y00, y01), hi = _mm256_unpackhi_ps(y00, y01);
+	r[0] = _mm256_permute2f128_ps(lo, hi, 0x20);
+	r[1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+	lo = _mm256_unpacklo_ps(y10, y11);
+	hi = _mm256_unpackhi_ps(y10, y11);
+	r[2] = _mm256_permute2f128_ps(lo, hi, 0x20);
+	r[3] = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+
 /* Output transform of the tw tiles at mm + xi * ms (xi in 0..16) into the 2 output rows
  * out0, out1 (2 twv floats each, interleaved: out0[2j + b] is column 2j + b). */
 __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0, float *restrict out1,
@@ -271,26 +298,39 @@ __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0,
 	/* Whole vectors: the last one's extra lanes read the next tiles of the chunk or the slack
 	 * of the M row, and land in out0/out1 past the Q columns that are used. */
 	for (int j = 0; j < tw; j += 8) {
-		__m256 s0[4], s1[4];
-		for (int u = 0; u < 4; u++) {
-			const float *p = mm + (size_t)(4 * u) * ms + j;
-			__m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + ms);
-			__m256 m2 = _mm256_loadu_ps(p + 2 * ms), m3 = _mm256_loadu_ps(p + 3 * ms);
-			s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
-			s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		_mm256_storeu_ps(out0 + 2 * j, r[0]);
+		_mm256_storeu_ps(out0 + 2 * j + 8, r[1]);
+		_mm256_storeu_ps(out1 + 2 * j, r[2]);
+		_mm256_storeu_ps(out1 + 2 * j + 8, r[3]);
+	}
+}
+
+/* output_row straight into y's rows y0 and y1 (y1 NULL: P odd, the last tile row's second row is past the image),
+ * exactly their Q floats: the last vector of a row under an AVX-512 mask. For the images whose rows are not
+ * whole vectors (Q not a multiple of 16: 16x16, 14x14, 8x8 and 7x7 in the ResNets), which otherwise go through
+ * outb and dnn_wino_put_rows' copy (perf: 4% of a 64x8x8 forward). The same floats. */
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"))) static void output_row_y(float *restrict y0, float *restrict y1,
+											 const float *restrict mm, size_t ms,
+											 int tw, int Q)
+{
+	for (int j = 0; j < tw; j += 8) {
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		for (int h = 0; h < 2; h++) {
+			const int off = 2 * j + 8 * h, n = Q - off;
+			if (n >= 8) {
+				_mm256_storeu_ps(y0 + off, r[h]);
+				if (y1)
+					_mm256_storeu_ps(y1 + off, r[2 + h]);
+			} else if (n > 0) {
+				const __mmask8 k = (__mmask8)((1u << n) - 1);
+				_mm256_mask_storeu_ps(y0 + off, k, r[h]);
+				if (y1)
+					_mm256_mask_storeu_ps(y1 + off, k, r[2 + h]);
+			}
 		}
-		__m256 y00 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
-		__m256 y01 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]);
-		__m256 y10 = _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]);
-		__m256 y11 = _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]);
-		/* Interleave (y00, y01) and (y10, y11) into output columns. */
-		__m256 lo = _mm256_unpacklo_ps(y00, y01), hi = _mm256_unpackhi_ps(y00, y01);
-		_mm256_storeu_ps(out0 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
-		_mm256_storeu_ps(out0 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-		lo = _mm256_unpacklo_ps(y10, y11);
-		hi = _mm256_unpackhi_ps(y10, y11);
-		_mm256_storeu_ps(out1 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
-		_mm256_storeu_ps(out1 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 	}
 }
 
@@ -312,6 +352,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	 * (Q a multiple of 16) and every tile row has both its rows (P even), overwriting (beta = 0);
 	 * else through outb (small images, odd sizes, backward data's accumulate). */
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
+	/* Other overwrites on AVX-512: straight into y too, the rows' ends under a mask (output_row_y). */
+	const int exact = !direct && beta == 0.0f && avx512;
 
 	filter_transform(b.u, w, K, C);
 	if (pl.bf16)
@@ -337,6 +379,10 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
 						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 2 * (size_t)i) * Q;
+						if (exact) {
+							output_row_y(y0, 2 * i + 1 < P ? y0 + Q : NULL, mt, ms, tw, Q);
+							continue;
+						}
 						if (direct)
 							rows[0] = y0, rows[1] = y0 + Q;
 						output_row(rows[0], rows[1], mt, ms, tw);
