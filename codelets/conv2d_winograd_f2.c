@@ -265,8 +265,8 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 
 /* Output transform of the 8 tiles j .. j + 7 at mm + xi * ms (xi in 0..16): r[0], r[1] the 16 floats of output
  * row 0 (columns 2j .. 2j + 15, interleaved: column 2j + b is tile j's b), r[2], r[3] those of row 1. */
-static inline __attribute__((always_inline, target("avx2,fma"))) void output_tiles(__m256 r[4], const float *restrict mm,
-										   size_t ms, int j)
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+output_tiles(__m256 r[4], const float *restrict mm, size_t ms, int j)
 {
 	__m256 s0[4], s1[4];
 	for (int u = 0; u < 4; u++) {
@@ -311,9 +311,8 @@ __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0,
  * exactly their Q floats: the last vector of a row under an AVX-512 mask. For the images whose rows are not
  * whole vectors (Q not a multiple of 16: 16x16, 14x14, 8x8 and 7x7 in the ResNets), which otherwise go through
  * outb and dnn_wino_put_rows' copy (perf: 4% of a 64x8x8 forward). The same floats. */
-__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"))) static void output_row_y(float *restrict y0, float *restrict y1,
-											 const float *restrict mm, size_t ms,
-											 int tw, int Q)
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"))) static void
+output_row_y(float *restrict y0, float *restrict y1, const float *restrict mm, size_t ms, int tw, int Q)
 {
 	for (int j = 0; j < tw; j += 8) {
 		__m256 r[4];
