@@ -428,6 +428,142 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm_nt512(floa
 		gemm_nt(du + (size_t)k0 * C, d + (size_t)k0 * ld, v, ld, K - k0, C, nt);
 }
 
+/* ------------------------------------------------------------------ bf16 weight gradient: vdpbf16ps
+ * Under --precision bf16 on an AVX512_BF16 CPU, dU[xi] (K, C) += D[xi] (K, tiles) @ V[xi] (C, tiles)^T
+ * runs on bf16 pairs along its reduction axis, the tiles: each row of D and V is packed in place into
+ * uint32 lanes holding the bf16 values of tiles 2p and 2p + 1 (vcvtne2ps2bf16 of 32 consecutive tiles
+ * gives them in that order: no permutation, unlike the forward's channel pairs), and one vdpbf16ps adds
+ * both products (exact in fp32) to an fp32 lane sum: 32 multiply-adds per instruction against
+ * dot_block512's 16, half the bytes read. A register block is 4 rows of D x 4 rows of V, 16
+ * accumulators of 16 lanes each, lane j summing the pairs p = j mod 16 in order; at the end of the
+ * chunk one transposing tree (reduce16) sums the 16 accumulators' lanes at once into one vector
+ * (about 3 instructions per (k, c) instead of a horizontal sum's 8), added to dU. The sum order is
+ * the kernel's alone (the chunk plan depends on the shape and the task's batch only): the same bits
+ * for any scheduler or worker count. Since the lane sums are folded once per chunk, the chunks are
+ * longer than fp32's (WINO_FILTER_BF16_SCALE): V and D are packed and consumed one xi at a time, so
+ * the GEMM's working set is one xi's packed rows, whatever the chunk. */
+#define WGRAD_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))
+
+/* Rows (n, ntp floats at ld floats) -> their tile pairs (n, ntp / 2 uint32 at ld), in place (lane p of a
+ * row: the bf16 of tiles 2p (low half) and 2p + 1), ntp a multiple of 8. The store of 32 tiles lands at
+ * half their offset, behind what has been read. */
+WGRAD_BF16_TARGET static void pack_tile_pairs(float *p, size_t ld, int n, int ntp)
+{
+	for (int r = 0; r < n; r++) {
+		float *row = p + (size_t)r * ld;
+		for (int t = 0; t < ntp; t += 32) {
+			const int left = ntp - t; // a multiple of 8
+			const __mmask16 m0 = left >= 16 ? 0xffff : 0x00ff;
+			const __mmask16 m1 = left >= 32 ? 0xffff : left == 24 ? 0x00ff : 0;
+			const __m512 a = _mm512_maskz_loadu_ps(m0, row + t), b = _mm512_maskz_loadu_ps(m1, row + t + 16);
+			const __mmask16 ms = left >= 32 ? 0xffff : (__mmask16)((1u << (left / 2)) - 1);
+			_mm512_mask_storeu_epi32(row + t / 2, ms, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+		}
+	}
+}
+
+/* The 16 lane sums of r[0..16) as one vector (lane i: the sum of acc i's 16 lanes), r in the order
+ * that puts them there: r[j] = acc[f(j)] with f = (0 2 1 3 8 10 9 11 4 6 5 7 12 14 13 15), f = f^-1.
+ * Four levels of shuffles and adds: 256-bit halves, 128-bit quarters, pairs, single floats. */
+static inline __attribute__((always_inline)) WGRAD_BF16_TARGET __m512 reduce16(__m512 r[16])
+{
+	__m512 s1[8], s2[4], s3[2];
+	for (int i = 0; i < 8; i++) // half 0: r[i]'s 8 partial sums, half 1: r[i + 8]'s
+		s1[i] = _mm512_add_ps(_mm512_shuffle_f32x4(r[i], r[i + 8], 0x44), _mm512_shuffle_f32x4(r[i], r[i + 8], 0xee));
+	for (int i = 0; i < 4; i++) // quarters: r[i], r[i + 8], r[i + 4], r[i + 12]
+		s2[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[i], s1[i + 4], 0x88),
+				      _mm512_shuffle_f32x4(s1[i], s1[i + 4], 0xdd));
+	for (int i = 0; i < 2; i++) // each quarter: 2 of s2[i]'s r, 2 of s2[i + 2]'s
+		s3[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s2[i]), _mm512_castps_pd(s2[i + 2]))),
+				      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s2[i]), _mm512_castps_pd(s2[i + 2]))));
+	return _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+			     _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* One step of dot_block_bf16: 16 tile pairs (32 tiles) at p, lanes beyond the mask read as zeros. */
+#define DOT_BF16_STEP(LOAD)                                                                        \
+	do {                                                                                       \
+		__m512bh a[4];                                                                     \
+		for (int kb = 0; kb < KB; kb++)                                                    \
+			a[kb] = (__m512bh)LOAD(d + (size_t)kb * ld + p);                           \
+		for (int cb = 0; cb < CB; cb++) {                                                  \
+			const __m512bh x = (__m512bh)LOAD(v + (size_t)cb * ld + p);                \
+			for (int kb = 0; kb < KB; kb++)                                            \
+				acc[kb][cb] = _mm512_dpbf16_ps(acc[kb][cb], a[kb], x);             \
+		}                                                                                  \
+	} while (0)
+
+/* du (KB, CB) at lddu += d (KB, np) @ v (CB, np)^T on tile pairs, rows at ld uint32: KB x CB (at most
+ * 4 x 4) 16-lane vdpbf16ps chains over the pairs, then reduce16 and 128-bit adds into du's rows. */
+static inline __attribute__((always_inline)) WGRAD_BF16_TARGET void
+dot_block_bf16(float *du, int lddu, const uint32_t *d, const uint32_t *v, size_t ld, int np, const int KB,
+	       const int CB)
+{
+	__m512 acc[4][4];
+	for (int kb = 0; kb < 4; kb++)
+		for (int cb = 0; cb < 4; cb++)
+			acc[kb][cb] = _mm512_setzero_ps();
+	int p = 0;
+	for (; p + 16 <= np; p += 16)
+		DOT_BF16_STEP(_mm512_loadu_si512);
+	if (p < np) {
+		const __mmask16 m = (__mmask16)((1u << (np - p)) - 1);
+#define MASKED_LOAD(q) _mm512_maskz_loadu_epi32(m, q)
+		DOT_BF16_STEP(MASKED_LOAD);
+#undef MASKED_LOAD
+	}
+	static const int f[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
+	__m512 r[16];
+	for (int j = 0; j < 16; j++)
+		r[j] = acc[f[j] / 4][f[j] % 4];
+	const __m512 s = reduce16(r); // lane 4 kb + cb: (kb, cb)
+	const __mmask8 mc = (__mmask8)((1u << CB) - 1);
+	for (int kb = 0; kb < KB; kb++) {
+		float *o = du + (size_t)kb * lddu;
+		const __m128 q = kb == 0 ? _mm512_castps512_ps128(s) : _mm512_extractf32x4_ps(s, kb);
+		if (CB == 4)
+			_mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), q));
+		else
+			_mm_mask_storeu_ps(o, mc, _mm_add_ps(_mm_maskz_loadu_ps(mc, o), q));
+	}
+}
+#undef DOT_BF16_STEP
+
+/* dU (K, C) += D (K, np) @ V (C, np)^T on tile pairs (pack_tile_pairs), rows at ld uint32. */
+WGRAD_BF16_TARGET static void gemm_nt_bf16(float *du, const uint32_t *d, const uint32_t *v, size_t ld, int K, int C,
+					   int np)
+{
+	for (int k0 = 0; k0 < K; k0 += 4) {
+		const int kb = imin(4, K - k0);
+		for (int c0 = 0; c0 < C; c0 += 4) {
+			const int cb = imin(4, C - c0);
+			float *dub = du + (size_t)k0 * C + c0;
+			const uint32_t *db = d + (size_t)k0 * ld, *vb = v + (size_t)c0 * ld;
+#define NTBF_CB(KB_, CB_)                                                                          \
+	case CB_:                                                                                  \
+		dot_block_bf16(dub, C, db, vb, ld, np, KB_, CB_);                                  \
+		break
+#define NTBF_CASE(KB_)                                                                             \
+	case KB_:                                                                                  \
+		switch (cb) {                                                                      \
+			NTBF_CB(KB_, 4);                                                           \
+			NTBF_CB(KB_, 3);                                                           \
+			NTBF_CB(KB_, 2);                                                           \
+			NTBF_CB(KB_, 1);                                                           \
+		}                                                                                  \
+		break
+			switch (kb) {
+				NTBF_CASE(4);
+				NTBF_CASE(3);
+				NTBF_CASE(2);
+				NTBF_CASE(1);
+			}
+#undef NTBF_CASE
+#undef NTBF_CB
+		}
+	}
+}
+
 /* dw (K, C, 3, 3) += G^T dU G for every (k, c), the adjoint of filter_transform; 8 filters at a
  * time as there, their 9 taps added into dw through a small transposition buffer. */
 __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *restrict dw,
@@ -478,9 +614,21 @@ __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *
 	}
 }
 
+/* The weight gradient's chunks in bf16 are this many times fp32's (WINO_FILTER_BUDGET): each chunk
+ * ends in a lane fold per (xi, k, c) (reduce16), worth amortising over more pairs; the fp32 V and D of
+ * a chunk then stream from L3, read once by pack_tile_pairs. Measured in docs/studies/2026-12-07-wgrad-bf16.md. */
+#ifndef WINO_FILTER_BF16_SCALE
+#define WINO_FILTER_BF16_SCALE 4
+#endif
+
+static wino_plan filter_plan(const dnn_wino_shape *s)
+{
+	return dnn_wino_plan_make(s, s->bf16 ? WINO_FILTER_BF16_SCALE * (size_t)WINO_FILTER_BUDGET : WINO_FILTER_BUDGET, 2);
+}
+
 size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 {
-	wino_plan pl = dnn_wino_plan_make(s, WINO_FILTER_BUDGET, 2);
+	wino_plan pl = filter_plan(s);
 	return 16 * (size_t)s->K * s->C + pl.eo + 2 * (size_t)s->K * pl.hp * pl.l +
 	       16 * ((size_t)s->C + s->K) * pl.cap;
 }
@@ -489,7 +637,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			      float *work)
 {
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
-	const wino_plan pl = dnn_wino_plan_make(s, WINO_FILTER_BUDGET, 2);
+	const wino_plan pl = filter_plan(s);
 	const int tw = pl.tw, l = pl.l;
 	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = (size_t)C * cap, ds = (size_t)K * cap;
@@ -503,6 +651,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	float *d = v + 16 * vs;              // (16, K, cap)
 	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
 	const int avx512 = dnn_wino_avx512();
+	const int dpbf16 = s->bf16 && avx512 && dnn_cpu_has_bf16(); // vdpbf16ps on tile pairs (above)
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -537,7 +686,16 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 					for (int k = 0; k < K; k++)
 						dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt, (long)(ntp - nt));
 				}
-			if (s->bf16) // D and V rounded to bf16 values: bf16 products, the same fp32 sums
+			if (dpbf16) {
+				for (int xi = 0; xi < 16; xi++) {
+					pack_tile_pairs(v + xi * vs, cap, C, ntp);
+					pack_tile_pairs(d + xi * ds, cap, K, ntp);
+					gemm_nt_bf16(du + xi * (size_t)K * C, (const uint32_t *)(d + xi * ds),
+						     (const uint32_t *)(v + xi * vs), cap, K, C, ntp / 2);
+				}
+				continue;
+			}
+			if (s->bf16) // no AVX512_BF16: D and V rounded to bf16 values, bf16 products, the same fp32 sums
 				for (int xi = 0; xi < 16; xi++) {
 					for (int c = 0; c < C; c++)
 						dnn_bf16_round_floats(v + xi * vs + (size_t)c * cap, (size_t)ntp);
