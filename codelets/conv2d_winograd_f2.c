@@ -439,9 +439,9 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm_nt512(floa
  * chunk one transposing tree (reduce16) sums the 16 accumulators' lanes at once into one vector
  * (about 3 instructions per (k, c) instead of a horizontal sum's 8), added to dU. The sum order is
  * the kernel's alone (the chunk plan depends on the shape and the task's batch only): the same bits
- * for any scheduler or worker count. Since the lane sums are folded once per chunk, the chunks are
- * longer than fp32's (WINO_FILTER_BF16_SCALE): V and D are packed and consumed one xi at a time, so
- * the GEMM's working set is one xi's packed rows, whatever the chunk. */
+ * for any scheduler or worker count. The chunks are fp32's (WINO_FILTER_BUDGET): 2, 4 and 8 times
+ * longer ones, to fold the lanes less often, measured slower (0.93x, 0.88x on ResNet-20's convs; the
+ * fp32 V and D of a chunk then leave the L2; docs/studies/2026-12-07-wgrad-bf16.md). */
 #define WGRAD_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))
 
 /* Rows (n, ntp floats at ld floats) -> their tile pairs (n, ntp / 2 uint32 at ld), in place (lane p of a
@@ -614,16 +614,17 @@ __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *
 	}
 }
 
-/* The weight gradient's chunks in bf16 are this many times fp32's (WINO_FILTER_BUDGET): each chunk
- * ends in a lane fold per (xi, k, c) (reduce16), worth amortising over more pairs; the fp32 V and D of
- * a chunk then stream from L3, read once by pack_tile_pairs. Measured in docs/studies/2026-12-07-wgrad-bf16.md. */
-#ifndef WINO_FILTER_BF16_SCALE
-#define WINO_FILTER_BF16_SCALE 4
-#endif
-
+/* The weight gradient's plan. The transforms store the 16 xi of a tile row at V's and D's xi stride, C cap
+ * and K cap floats: where that is a multiple of 4 KiB (ResNet-8's 14x14 convs: 5 images of 49 tiles, cap
+ * 256, C = 32), all 16 stores land in one L1 set, more than its 12 ways; 8 (up to 32) more floats of row
+ * stride move them apart (measured in docs/studies/2026-12-07-wgrad-bf16.md). The stride only: the sums and
+ * their order are the same. */
 static wino_plan filter_plan(const dnn_wino_shape *s)
 {
-	return dnn_wino_plan_make(s, s->bf16 ? WINO_FILTER_BF16_SCALE * (size_t)WINO_FILTER_BUDGET : WINO_FILTER_BUDGET, 2);
+	wino_plan pl = dnn_wino_plan_make(s, WINO_FILTER_BUDGET, 2);
+	for (int i = 0; i < 4 && (((size_t)s->C * pl.cap) % 1024 == 0 || ((size_t)s->K * pl.cap) % 1024 == 0); i++)
+		pl.cap += 8; // (not possible with 128 channels: rows stay 32-byte aligned)
+	return pl;
 }
 
 size_t dnn_wino_filter_work(const dnn_wino_shape *s)
