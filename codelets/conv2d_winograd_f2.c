@@ -27,7 +27,9 @@
  *   - the weight gradient is the adjoint of the forward: dU[xi] (K, C) = sum over tiles of
  *     (A dY A^T)[xi] (K, tiles) @ V[xi] (C, tiles)^T, then dw += G^T dU G. Its GEMMs reduce
  *     over tiles: 4 x 3 (k, c) dot products of 8-lane FMA chains, summed across lanes at the
- *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET).
+ *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET); with AVX-512,
+ *     D's transform reads dy in place (grad_row_direct), and under --precision bf16 the GEMMs run
+ *     on vdpbf16ps over tile pairs (dot_block_bf16, "bf16 weight gradient" below).
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */
