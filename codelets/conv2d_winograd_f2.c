@@ -597,6 +597,40 @@ WGRAD_BF16_TARGET static void gemm_nt_bf16(float *du, const uint32_t *d, const u
 	}
 }
 
+/* grad_row_direct writing D's tile pairs straight away (bf16, AVX-512, tw even so that every tile row starts on
+ * a pair): 16 tiles at a time, their 16 xi rounded to bf16 by one vcvtneps2bf16 each and stored as 8 pairs at
+ * d + xi * ds (uint32) + j / 2. Half the bytes of fp32 D written, and no packing pass over D: the same values
+ * as grad_row_direct then pack_tile_pairs. Columns past Q read as zeros, so the lanes past the tile row hold
+ * zeros, stored past it into the next tile row (written later) or the row's slack. */
+WGRAD_BF16_TARGET static void grad_row_pairs(uint32_t *restrict d, size_t ds, const float *restrict y0,
+					     const float *restrict y1, int Q, int tw)
+{
+	const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	const __m512 zero = _mm512_setzero_ps();
+	for (int j = 0; j < tw; j += 16) {
+		const int left = Q - 2 * j;
+		const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+		const __mmask16 m1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+		const __m512 a0 = _mm512_maskz_loadu_ps(m0, y0 + 2 * j), b0 = _mm512_maskz_loadu_ps(m1, y0 + 2 * j + 16);
+		const __m512 e0 = _mm512_permutex2var_ps(a0, ie, b0), o0 = _mm512_permutex2var_ps(a0, io, b0);
+		__m512 e1 = zero, o1 = zero;
+		if (y1) {
+			const __m512 a1 = _mm512_maskz_loadu_ps(m0, y1 + 2 * j), b1 = _mm512_maskz_loadu_ps(m1, y1 + 2 * j + 16);
+			e1 = _mm512_permutex2var_ps(a1, ie, b1), o1 = _mm512_permutex2var_ps(a1, io, b1);
+		}
+		const __m512 eu[4] = {e0, _mm512_add_ps(e0, e1), _mm512_sub_ps(e0, e1), _mm512_sub_ps(zero, e1)};
+		const __m512 ou[4] = {o0, _mm512_add_ps(o0, o1), _mm512_sub_ps(o0, o1), _mm512_sub_ps(zero, o1)};
+		for (int u = 0; u < 4; u++) {
+			uint32_t *p = d + (size_t)(4 * u) * ds + j / 2;
+			_mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(eu[u]));
+			_mm256_storeu_si256((__m256i *)(p + ds), (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(eu[u], ou[u])));
+			_mm256_storeu_si256((__m256i *)(p + 2 * ds), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(eu[u], ou[u])));
+			_mm256_storeu_si256((__m256i *)(p + 3 * ds), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(zero, ou[u])));
+		}
+	}
+}
+
 /* dw (K, C, 3, 3) += G^T dU G for every (k, c), the adjoint of filter_transform; 8 filters at a
  * time as there, their 9 taps added into dw through a small transposition buffer. */
 __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *restrict dw,
@@ -686,6 +720,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
 	const int avx512 = dnn_wino_avx512();
 	const int dpbf16 = s->bf16 && avx512 && dnn_cpu_has_bf16(); // vdpbf16ps on tile pairs (above)
+	const int dpairs = dpbf16 && tw % 2 == 0;                     // D written as pairs (grad_row_pairs)
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -709,7 +744,11 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)k * pl.hp + 2 * i) * l;
-						if (avx512) {
+						if (dpairs) {
+							const float *y0 = dy + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
+							grad_row_pairs((uint32_t *)d + (size_t)k * cap + (t0 + (size_t)(i - i0) * tw) / 2, ds,
+								       y0, 2 * i + 1 < P ? y0 + Q : NULL, Q, tw);
+						} else if (avx512) {
 							const float *y0 = dy + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
 							grad_row_direct(d + (size_t)k * cap + t0 + (size_t)(i - i0) * tw, ds, y0,
 									2 * i + 1 < P ? y0 + Q : NULL, Q, tw);
@@ -730,7 +769,11 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			if (dpbf16) {
 				for (int xi = 0; xi < 16; xi++) {
 					pack_tile_pairs(v + xi * vs, cap, C, ntp);
-					pack_tile_pairs(d + xi * ds, cap, K, ntp);
+					if (dpairs) // pairs [nt / 2, ntp / 2) zero (nt is even: whole tile rows of even tw)
+						for (int k = 0; k < K; k++)
+							dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt / 2, (long)(ntp - nt) / 2);
+					else
+						pack_tile_pairs(d + xi * ds, cap, K, ntp);
 					gemm_nt_bf16(du + xi * (size_t)K * C, (const uint32_t *)(d + xi * ds),
 						     (const uint32_t *)(v + xi * vs), cap, K, C, ntp / 2);
 				}
