@@ -631,6 +631,43 @@ WGRAD_BF16_TARGET static void grad_row_pairs(uint32_t *restrict d, size_t ds, co
 	}
 }
 
+/* input_row writing V's tile pairs straight away (bf16, tw even), 16 tiles at a time in 512-bit vectors: the
+ * same values as input_row then pack_tile_pairs, without fp32 V. e, o: row 2i of the channel in the split
+ * image (E, O); the loads of the last vector read past the row, within the scratch (E and O are followed by
+ * dy's split buffer and V), and their lanes land past the tile row: in the next tile row (written later) or
+ * past the chunk's tiles, whose pairs [nt / 2, ntp / 2) are zeroed before the GEMM. */
+WGRAD_BF16_TARGET static void input_row_pairs(uint32_t *restrict v, size_t vs, const float *restrict e,
+					      const float *restrict o, int l, int tw)
+{
+	for (int j = 0; j < tw; j += 16) {
+		__m512 ej[4], ek[4], oj[4], ok[4]; // rows 0..3 at columns 2j, 2j+2 (E) and 2j+1, 2j+3 (O)
+		for (int r = 0; r < 4; r++) {
+			ej[r] = _mm512_loadu_ps(e + (size_t)r * l + j);
+			ek[r] = _mm512_loadu_ps(e + (size_t)r * l + j + 1);
+			oj[r] = _mm512_loadu_ps(o + (size_t)r * l + j);
+			ok[r] = _mm512_loadu_ps(o + (size_t)r * l + j + 1);
+		}
+		__m512 tj[4], tk[4], sj[4], sk[4]; // rows: B^T d, as input_row
+#define BT512(dst, src)                                                                            \
+	dst[0] = _mm512_sub_ps(src[0], src[2]);                                                    \
+	dst[1] = _mm512_add_ps(src[1], src[2]);                                                    \
+	dst[2] = _mm512_sub_ps(src[2], src[1]);                                                    \
+	dst[3] = _mm512_sub_ps(src[1], src[3])
+		BT512(tj, ej);
+		BT512(tk, ek);
+		BT512(sj, oj);
+		BT512(sk, ok);
+#undef BT512
+		for (int u = 0; u < 4; u++) { // columns: (B^T d) B, each xi rounded to 8 pairs
+			uint32_t *p = v + (size_t)(4 * u) * vs + j / 2;
+			_mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(tj[u], tk[u])));
+			_mm256_storeu_si256((__m256i *)(p + vs), (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(sj[u], tk[u])));
+			_mm256_storeu_si256((__m256i *)(p + 2 * vs), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(tk[u], sj[u])));
+			_mm256_storeu_si256((__m256i *)(p + 3 * vs), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(sj[u], sk[u])));
+		}
+	}
+}
+
 /* dw (K, C, 3, 3) += G^T dU G for every (k, c), the adjoint of filter_transform; 8 filters at a
  * time as there, their 9 taps added into dw through a small transposition buffer. */
 __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *restrict dw,
@@ -720,7 +757,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
 	const int avx512 = dnn_wino_avx512();
 	const int dpbf16 = s->bf16 && avx512 && dnn_cpu_has_bf16(); // vdpbf16ps on tile pairs (above)
-	const int dpairs = dpbf16 && tw % 2 == 0;                     // D written as pairs (grad_row_pairs)
+	const int dpairs = dpbf16 && tw % 2 == 0; // D and V written as pairs (grad_row_pairs, input_row_pairs)
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -738,8 +775,12 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
-						input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
-							  e + off, o + off, l, tw);
+						if (dpairs)
+							input_row_pairs((uint32_t *)v + (size_t)c * cap + (t0 + (size_t)(i - i0) * tw) / 2,
+									vs, e + off, o + off, l, tw);
+						else
+							input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
+								  e + off, o + off, l, tw);
 					}
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
@@ -768,12 +809,15 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 				}
 			if (dpbf16) {
 				for (int xi = 0; xi < 16; xi++) {
-					pack_tile_pairs(v + xi * vs, cap, C, ntp);
-					if (dpairs) // pairs [nt / 2, ntp / 2) zero (nt is even: whole tile rows of even tw)
+					if (dpairs) { // pairs [nt / 2, ntp / 2) zero (nt is even: whole tile rows of even tw)
+						for (int c = 0; c < C; c++)
+							dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt / 2, (long)(ntp - nt) / 2);
 						for (int k = 0; k < K; k++)
 							dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt / 2, (long)(ntp - nt) / 2);
-					else
+					} else {
+						pack_tile_pairs(v + xi * vs, cap, C, ntp);
 						pack_tile_pairs(d + xi * ds, cap, K, ntp);
+					}
 					gemm_nt_bf16(du + xi * (size_t)K * C, (const uint32_t *)(d + xi * ds),
 						     (const uint32_t *)(v + xi * vs), cap, K, C, ntp / 2);
 				}
