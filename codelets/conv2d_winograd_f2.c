@@ -29,7 +29,8 @@
  *     over tiles: 4 x 3 (k, c) dot products of 8-lane FMA chains, summed across lanes at the
  *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET); with AVX-512,
  *     D's transform reads dy in place (grad_row_direct), and under --precision bf16 the GEMMs run
- *     on vdpbf16ps over tile pairs (dot_block_bf16, "bf16 weight gradient" below).
+ *     on vdpbf16ps over tile pairs (dot_block_bf16, "bf16 weight gradient" below), which the
+ *     transforms write directly where a tile row has an even number of tiles.
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */
@@ -463,9 +464,10 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm_nt512(floa
 
 /* ------------------------------------------------------------------ bf16 weight gradient: vdpbf16ps
  * Under --precision bf16 on an AVX512_BF16 CPU, dU[xi] (K, C) += D[xi] (K, tiles) @ V[xi] (C, tiles)^T
- * runs on bf16 pairs along its reduction axis, the tiles: each row of D and V is packed in place into
- * uint32 lanes holding the bf16 values of tiles 2p and 2p + 1 (vcvtne2ps2bf16 of 32 consecutive tiles
- * gives them in that order: no permutation, unlike the forward's channel pairs), and one vdpbf16ps adds
+ * runs on bf16 pairs along its reduction axis, the tiles: each row of D and V holds uint32 lanes with the
+ * bf16 values of tiles 2p and 2p + 1, written so by the transforms where a tile row has an even number of
+ * tiles (grad_row_pairs, input_row_pairs), else packed in place after them (vcvtne2ps2bf16 of 32
+ * consecutive tiles gives them in that order: no permutation, unlike the forward's channel pairs); one vdpbf16ps adds
  * both products (exact in fp32) to an fp32 lane sum: 32 multiply-adds per instruction against
  * dot_block512's 16, half the bytes read. A register block is 4 rows of D x 4 rows of V, 16
  * accumulators of 16 lanes each, lane j summing the pairs p = j mod 16 in order; at the end of the
