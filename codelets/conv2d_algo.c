@@ -55,12 +55,14 @@ float *dnn_conv_scratch(size_t nfloats)
  * C64 16x16 K128 0.94, C128 8x8 K128 0.96, C3 32x32 K64 0.88-0.95, C1 28x28 K8 0.70-0.83.
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
-/* Under --precision bf16 the weight gradient's Winograd GEMMs reduce over tiles (no vdpbf16ps
- * kernel: they run on rounded operands at fp32 speed) while im2col's run on oneDNN's bf16 brgemm.
- * dnn_op_bench --precision fp32,bf16 (64 images, one core, ms; docs/studies/2026-12-07-conv-bf16.md):
- * Winograd bf16 / im2col bf16  C3 32x32 K16 0.92 / 0.55   C16 32x32 K16 2.0 / 2.3
- * C32 16x16 K32 1.80 / 1.53   C64 8x8 K64 2.13 / 1.39. So in bf16: Winograd from 8 to 16 channels. */
-#define WINO_FILTER_BF16_RULE(g) (WINO_FILTER_RULE(g) && (g)->C >= 8 && (g)->C <= 16)
+/* Under --precision bf16 the weight gradient's Winograd GEMMs run on vdpbf16ps over tile pairs
+ * (conv2d_winograd_f2.c), im2col's on oneDNN's bf16 brgemm. dnn_op_bench bwd_filter, 64 images, one core, ms,
+ * Winograd bf16 / im2col bf16 (docs/studies/2026-12-07-wgrad-bf16.md, 5 rounds, load 9.5-9.9): C3 32x32 K16
+ * 0.40 / 0.49   C16 32x32 K16 1.25 / 1.99   C16 28x28 K16 1.01 / 1.58   C32 16x16 K32 0.95 / 1.41   C32 14x14
+ * K32 0.98 / 1.16   C64 8x8 K64 1.02 / 1.32   C64 7x7 K64 0.99 / 1.13 (before that kernel, with rounded operands
+ * on the fp32 loops: Winograd only from 8 to 16 channels). Not measured in bf16 past 64 channels. So in bf16:
+ * WINO_FILTER_RULE up to 64 input channels. */
+#define WINO_FILTER_BF16_RULE(g) (WINO_FILTER_RULE(g) && (g)->C <= 64)
 
 /* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
  * images, one core, F(2x2) time / F(4x4) time, in a harness that alternates im2col, F(2x2) and

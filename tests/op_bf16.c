@@ -711,6 +711,11 @@ static void conv_all(void)
 	conv_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
 	conv_case(5, 32, 7, 7, 24, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 1);
 	conv_case(2, 3, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
+	/* the weight gradient's vdpbf16ps kernel at its edges: 13 output and 6 input channels (register
+	 * blocks of 1 and 2 rows), chunks of 49 and 75 tiles (packed tails of 24 and 16 tiles, a masked
+	 * last step of 12 and 8 pairs) */
+	conv_case(1, 6, 14, 14, 13, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
+	conv_case(3, 6, 10, 10, 13, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
 	/* Winograd F(4x4) (forward and backward data; the weight gradient F(2x2)): tile rows,
 	 * row groups, strips, partial tiles */
 	conv_case(1, 16, 32, 32, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0);
