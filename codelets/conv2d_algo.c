@@ -6,7 +6,8 @@
  * with few channels, else im2col + GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs
  * as the
  * forward conv of dy with the flipped kernel (so through the same choice); other backward data
- * and the weight gradient run im2col, or Winograd for the weight gradient under its own rule.
+ * and the weight gradient run im2col, or Winograd for the weight gradient under its own rule. Under --precision bf16,
+ * oneDNN's convolution primitives (conv2d_onednn.c) take a pass first where ONEDNN_CONV_RULE says.
  * The scratch every kernel needs is the worker's (dnn_cpu_scratch); when it cannot be
  * allocated the kernel records a worker error and returns.
  */
@@ -130,6 +131,19 @@ static int use_stride2(const conv_geom *g, int pass)
 	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g, pass);
 }
 
+/* ------------------------------------------------------------------ oneDNN's bf16 convolution primitives
+ *
+ * Under --precision bf16, conv2d_onednn.c runs a pass through oneDNN's convolution primitive (with its reorders of
+ * the fp32 NCHW tensors) where DNN_CONV_ALGO=onednn forces it, or under auto where ONEDNN_CONV_RULE(g, pass)
+ * (0 forward, 1 backward data, 2 weight gradient) says it is faster than the path auto takes otherwise. */
+#define ONEDNN_CONV_RULE(g, pass) ((void)(g), (void)(pass), 0)
+
+static int use_onednn(const conv_geom *g, int pass)
+{
+	return (g->algo == DNN_CONV_ALGO_ONEDNN || (g->algo == DNN_CONV_ALGO_AUTO && ONEDNN_CONV_RULE(g, pass))) &&
+	       dnn_conv_onednn_applies(g);
+}
+
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
@@ -230,6 +244,8 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const float *bias, const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
+	if (use_onednn(&g, 0) && dnn_conv_onednn_forward(y, x, w, &g, 0.0f) == 0)
+		return 0; /* the caller adds the bias */
 	float *work = dnn_conv_scratch(forward_work(&g));
 	return work ? conv_forward(y, x, w, bias, &g, 0.0f, work) : 1; /* no scratch: the error is recorded */
 }
@@ -245,7 +261,7 @@ int dnn_conv2d_forward_bnin_cpu(float *y, const float *x, const float *w, const 
 				const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
-	if (use_winograd(&g) != 2)
+	if (use_onednn(&g, 0) || use_winograd(&g) != 2)
 		return 0;
 	dnn_wino_shape s = wino_shape(&g);
 	s.bn_in = bn_in, s.bn_row = bn_row;
@@ -259,7 +275,7 @@ int dnn_conv2d_backward_filter_bnin_cpu(float *dw, const float *x, const float *
 					const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
-	if (!use_winograd_filter(&g))
+	if (use_onednn(&g, 2) || !use_winograd_filter(&g))
 		return 0;
 	dnn_wino_shape s = wino_shape(&g);
 	s.bn_in = bn_in, s.bn_row = bn_row;
@@ -290,12 +306,20 @@ static int bwd_data_as_forward(const conv_geom *g)
 int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass)
 {
 	conv_geom g = conv_geom_of(a);
+	if (use_onednn(&g, pass))
+		return 0;
 	if (pass != 1)
 		return pass == 0 ? use_winograd(&g) : use_winograd_filter(&g);
 	if (conv_is_pointwise(&g) || !bwd_data_as_forward(&g))
 		return 0;
 	conv_geom t = flipped_geom(&g);
 	return use_winograd(&t);
+}
+
+int dnn_conv2d_cpu_uses_onednn(const dnn_conv2d_args *a, int pass)
+{
+	conv_geom g = conv_geom_of(a);
+	return use_onednn(&g, pass);
 }
 
 int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
@@ -323,6 +347,8 @@ void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, co
 {
 	// dx (N, C, H, W), dy (N, K, P, Q), w (K, CRS)
 	conv_geom g = conv_geom_of(a);
+	if (use_onednn(&g, 1) && dnn_conv_onednn_backward_data(dx, dy, w, &g, a->accumulate_dx) == 0)
+		return;
 	if (use_pointwise(&g, 1))
 		dnn_conv_pointwise_backward_data(dx, dy, w, &g, a->accumulate_dx);
 	else if (use_stride2(&g, 1))
@@ -337,6 +363,8 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 {
 	// dw (K, CRS) +=, x (N, C, H, W), dy (N, K, P, Q)
 	conv_geom g = conv_geom_of(a);
+	if (use_onednn(&g, 2) && dnn_conv_onednn_backward_filter(dw, x, dy, &g) == 0)
+		return;
 	if (use_winograd_filter(&g)) {
 		dnn_wino_shape s = wino_shape(&g);
 		float *work = dnn_conv_scratch(dnn_wino_filter_work(&s));
