@@ -136,11 +136,44 @@ static int use_stride2(const conv_geom *g, int pass)
  * Under --precision bf16, conv2d_onednn.c runs a pass through oneDNN's convolution primitive (with its reorders of
  * the fp32 NCHW tensors) where DNN_CONV_ALGO=onednn forces it, or under auto where ONEDNN_CONV_RULE(g, pass)
  * (0 forward, 1 backward data, 2 weight gradient) says it is faster than the path auto takes otherwise. */
-#define ONEDNN_CONV_RULE(g, pass) ((void)(g), (void)(pass), 0)
+/* Rule per pass, from dnn_op_bench --op conv2d --clock cpu --conv-algo auto,onednn --precision fp32,bf16 at 64 and 16
+ * images (a chunk of ResNet-20's batch 64 over 2 workers), one core, 2-3 rounds (the ratios moved by <= 0.05 between
+ * rounds; AMD EPYC Zen 5 under a load average of 5-6 from other sessions; docs/studies/2026-12-07-onednn-conv.md),
+ * time of what auto ran before in bf16 / oneDNN's conv time (its reorders included), N64 and N16:
+ *   3x3 stride 2  C16 32x32 K32: fwd 1.37 1.38  bwd data 1.43 1.41  filter 0.87 0.87
+ *                 C32 16x16 K64: fwd 1.68 1.66  bwd data 1.77 1.76  filter 0.97 0.99
+ *                 C16 28x28 K32: fwd 1.56 1.47  bwd data 1.99 2.00  filter 0.99 0.98   (ResNet-8)
+ *                 C32 14x14 K64: fwd 2.02 1.96  bwd data 2.09 2.00  filter 1.00 1.00   (ResNet-8)
+ *   3x3 stride 1  C16 32x32 K16: fwd 0.70 0.78  bwd data 0.76 0.77  filter 1.29 1.27
+ *                 C32 16x16 K32: fwd 1.08 1.12  bwd data 1.08 1.13  filter 1.16 1.15
+ *                 C64 8x8 K64:   fwd 1.37 1.56  bwd data 1.34 1.56  filter 1.14 1.14
+ *                 C16 28x28 K16: fwd 1.33 1.31  bwd data 1.28 1.34  filter 1.46 1.45   (ResNet-8)
+ *                 C32 14x14 K32: fwd 1.49 1.57  bwd data 1.48 1.58  filter 1.27 1.25   (ResNet-8)
+ *                 C64 7x7 K64:   fwd 1.93 2.13  bwd data 1.54 1.78  filter 1.10 1.15   (ResNet-8)
+ *                 C3 32x32 K16 (the RGB stem): 0.54-0.85 in every pass
+ *   1x1 stride 2  0.28-1.00 in every pass and shape (the reorders of x and dy cost more than the GEMMs)
+ *   5x5           C6 14x14 K16 (LeNet-5's C3): fwd 1.95 1.89  bwd data 1.30 1.29  filter 2.16 1.94; C1 28x28 K6 (its
+ *                 stem): 0.21-0.51
+ * The 32x32 stage's forward and backward data lose where its 4 MB activations' reorders (fp32 NCHW -> bf16 blocked)
+ * cost more than our Winograd's vdpbf16ps kernel saves (docs/studies/2026-12-07-conv-bf16.md, section 1 (b)). So:
+ * 3x3 stride 2 forward and backward data; 3x3 stride 1 from 16 channels, its forward and backward data only from 32
+ * channels or on images of at most 28 columns; 5x5 from 6 channels; undilated only (dilated convs not measured). */
+#define ONEDNN_CONV_RULE(g, pass)                                                                                      \
+	((g)->dil == 1 && (g)->R == (g)->S &&                                                                          \
+	 (((g)->R == 3 && (g)->stride == 2 && (pass) != 2) ||                                                          \
+	  ((g)->R == 3 && (g)->stride == 1 && (g)->C >= 16 && ((pass) == 2 || (g)->C >= 32 || (g)->W <= 28)) ||        \
+	  ((g)->R == 5 && (g)->stride == 1 && (g)->C >= 6)))
+
+/* A build can set it to 0 (-DONEDNN_CONV_IN_AUTO=0 in CMAKE_C_FLAGS) to measure the step without the rule
+ * (bench/onednn_conv_ab.sh); DNN_CONV_ALGO=onednn still forces it. */
+#ifndef ONEDNN_CONV_IN_AUTO
+#define ONEDNN_CONV_IN_AUTO 1
+#endif
 
 static int use_onednn(const conv_geom *g, int pass)
 {
-	return (g->algo == DNN_CONV_ALGO_ONEDNN || (g->algo == DNN_CONV_ALGO_AUTO && ONEDNN_CONV_RULE(g, pass))) &&
+	return (g->algo == DNN_CONV_ALGO_ONEDNN ||
+		(ONEDNN_CONV_IN_AUTO && g->algo == DNN_CONV_ALGO_AUTO && ONEDNN_CONV_RULE(g, pass))) &&
 	       dnn_conv_onednn_applies(g);
 }
 

@@ -735,7 +735,8 @@ static void conv_all(void)
 	conv_case(2, 16, 8, 8, 32, 1, 2, 0, DNN_CONV_ALGO_IM2COL, 0);
 	conv_case(2, 8, 7, 9, 12, 1, 1, 0, DNN_CONV_ALGO_IM2COL, 1);
 	conv_case(2, 3, 19, 17, 8, 7, 2, 3, DNN_CONV_ALGO_IM2COL, 0);
-	/* direct (auto on LeNet-5's convs: C K <= 128). One image for the stem: its weight gradient sums
+	/* direct (auto on LeNet-5's convs: C K <= 128; in bf16 auto runs the second, C6 5x5, through oneDNN's conv,
+	 * conv2d_algo.c's ONEDNN_CONV_RULE, where the oneDNN path is on). One image for the stem: its weight gradient sums
 	 * N P Q = 784 products per element, and at 4 images (3136) fp32's worst-case bound 2 g32(K) S
 	 * grows past bf16's actual error (random roundings grow as sqrt(K)): the negative control
 	 * passed (0 of 150 outside, worst 0.9x) */
