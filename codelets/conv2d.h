@@ -73,12 +73,27 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
  * backward data (the weight gradient stays F(2x2, 3x3)) (Winograd needs an AVX2+FMA CPU; without one, im2col
  * runs). Default AUTO (0); the plan sets the environment's DNN_CONV_ALGO=im2col|winograd|winograd4|auto
  * (graph/exec_config.h) in the args of every conv task. */
-typedef enum { DNN_CONV_ALGO_AUTO, DNN_CONV_ALGO_IM2COL, DNN_CONV_ALGO_WINOGRAD, DNN_CONV_ALGO_WINOGRAD4 } dnn_conv_algo;
+/* ONEDNN forces oneDNN's bf16 convolution primitives (codelets/conv2d_onednn.c) for every pass under --precision bf16
+ * (auto takes them where conv2d_algo.c's ONEDNN_CONV_RULE says); in fp32, or where oneDNN is off or absent, it is
+ * auto. */
+typedef enum {
+	DNN_CONV_ALGO_AUTO,
+	DNN_CONV_ALGO_IM2COL,
+	DNN_CONV_ALGO_WINOGRAD,
+	DNN_CONV_ALGO_WINOGRAD4,
+	DNN_CONV_ALGO_ONEDNN
+} dnn_conv_algo;
 /* 1 when the CPU kernel runs this conv's pass (0 forward, 1 backward data, 2 backward filter)
  * as Winograd under a->algo. */
 int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass);
 /* The same as the output tile size m of F(m x m, 3x3): 2 or 4, or 0 when not Winograd. */
 int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass);
+
+/* 1 when the CPU kernel runs this pass (0 forward, 1 backward data, 2 backward filter) through oneDNN's bf16
+ * convolution primitive (ONEDNN, or auto by its rule, under a->bf16 where oneDNN runs). */
+int dnn_conv2d_cpu_uses_onednn(const dnn_conv2d_args *a, int pass);
+/* Frees the calling thread's oneDNN conv primitives (each CPU worker at shutdown); the next call makes them anew. */
+void dnn_conv2d_onednn_release(void);
 
 /* Codelets: fwd (R x, R w, W y[, R b]); bwd_data (R dy, R w, W|RW dx);
  * bwd_filter (R x, R dy, REDUX dw[, REDUX db]); the [bracketed] buffer when a->bias. */

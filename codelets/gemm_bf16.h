@@ -134,6 +134,8 @@ void dnn_bf16_round_floats(float *p, size_t n);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);
+/* The choice in effect (1: oneDNN), read only (conv2d_onednn.c follows it). */
+int dnn_gemm_bf16_simd(void);
 /* Frees the calling thread's bf16 copies and oneDNN primitives (each CPU worker at shutdown, as
  * dnn_cpu_scratch_release); the next call makes them anew. */
 void dnn_gemm_bf16_release(void);

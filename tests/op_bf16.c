@@ -604,6 +604,9 @@ static void conv_case(int N, int C, int H, int W, int K, int R, int stride, int 
 	}
 	dnn_conv2d_args a16 = a32, aS = a32;
 	a16.bf16 = 1;
+	/* oneDNN's conv (bf16 only) against fp32 im2col: both GEMM-like sums of the same products, the GEMM bound */
+	if (algo == DNN_CONV_ALGO_ONEDNN)
+		a32.algo = DNN_CONV_ALGO_IM2COL;
 	aS.algo = DNN_CONV_ALGO_IM2COL; // S = sum |a||b|: a GEMM on absolute values, not Winograd's
 	const int P = a32.P, Q = a32.Q;
 	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R, ny = (size_t)N * K * P * Q;
@@ -617,14 +620,17 @@ static void conv_case(int N, int C, int H, int W, int K, int R, int stride, int 
 		goto out;
 	}
 	fabs_copy(ax, x, nx), fabs_copy(aw, w, nw), fabs_copy(ady, dy, ny);
-	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4"};
+	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4", "onednn"};
 	for (int pass = 0; pass < 3; pass++) {
 		const int m = dnn_conv2d_cpu_winograd_tile(&a32, pass);
+		if (algo == DNN_CONV_ALGO_ONEDNN)
+			TEST_CHECK(dnn_conv2d_cpu_uses_onednn(&a16, pass) && !dnn_conv2d_cpu_winograd_tile(&a16, pass),
+				   "conv bf16: DNN_CONV_ALGO_ONEDNN does not run oneDNN's conv");
 		const size_t n = pass == 0 ? ny : pass == 1 ? nx : nw;
 		char what[128];
 		snprintf(what, sizeof(what), "conv bf16 %s N=%d C%d %dx%d K%d k%d s%d p%d%s [%s: %s]", pass_name[pass],
 			 N, C, H, W, K, R, stride, pad, pass == 1 && accumulate ? " +=" : "", algos[algo],
-			 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : "GEMM/direct");
+			 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : dnn_conv2d_cpu_uses_onednn(&a16, pass) ? "oneDNN conv" : "GEMM/direct");
 		for (int rep = 0; rep < 2; rep++) { // rep 1: the same bf16 call again, into os
 			float *out = rep ? os : o16;
 			if (pass == 0) {
@@ -701,7 +707,8 @@ static void conv_all(void)
 	conv_case(2, 16, 8, 8, 32, 1, 2, 0, DNN_CONV_ALGO_IM2COL, 0);
 	conv_case(2, 8, 7, 9, 12, 1, 1, 0, DNN_CONV_ALGO_IM2COL, 1);
 	conv_case(2, 3, 19, 17, 8, 7, 2, 3, DNN_CONV_ALGO_IM2COL, 0);
-	/* direct (auto on LeNet-5's convs: C K <= 128). One image for the stem: its weight gradient sums
+	/* direct (auto on LeNet-5's convs: C K <= 128; in bf16 auto runs the second, C6 5x5, through oneDNN's conv,
+	 * conv2d_algo.c's ONEDNN_CONV_RULE, where the oneDNN path is on). One image for the stem: its weight gradient sums
 	 * N P Q = 784 products per element, and at 4 images (3136) fp32's worst-case bound 2 g32(K) S
 	 * grows past bf16's actual error (random roundings grow as sqrt(K)): the negative control
 	 * passed (0 of 150 outside, worst 0.9x) */
@@ -722,6 +729,17 @@ static void conv_all(void)
 	conv_case(3, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0);
 	conv_case(2, 16, 24, 24, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1);
 	conv_case(2, 32, 14, 14, 32, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0);
+	/* oneDNN's bf16 conv primitives (the oneDNN path only: without it DNN_CONV_ALGO_ONEDNN is auto, whose Winograd
+	 * the GEMM bound does not cover): ResNet's 3x3 stride 2 and 1x1 stride-2 shortcut, the 8x8 stage, the RGB
+	 * stem, channel counts off oneDNN's 16-channel blocks on a non-square image, LeNet-5's unpadded 5x5 */
+	if (dnn_gemm_bf16_simd() && dnn_cpu_has_bf16()) {
+		conv_case(2, 16, 16, 16, 32, 3, 2, 1, DNN_CONV_ALGO_ONEDNN, 1);
+		conv_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_ONEDNN, 0);
+		conv_case(2, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 1);
+		conv_case(2, 3, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 0);
+		conv_case(2, 24, 7, 9, 20, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 1);
+		conv_case(1, 6, 14, 14, 16, 5, 1, 0, DNN_CONV_ALGO_ONEDNN, 0);
+	}
 }
 
 void h_extra_conv_bf16(void)
