@@ -664,7 +664,7 @@ static void usage(FILE *f)
 		   "  --reps R        timed runs per measurement, the best is kept (default 5)\n"
 		   "  --clock C       wall (default) or cpu: the thread's CPU time\n"
 		   "  --conv-algo L   conv2d under each of these CPU algorithms side by side, L a comma-separated\n"
-		   "                  list of im2col, winograd, winograd4, auto (default: DNN_CONV_ALGO, else auto)\n"
+		   "                  list of im2col, winograd, winograd4, onednn, auto (default: DNN_CONV_ALGO, else auto)\n"
 		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
 		   "                  their SIMD versions (the results are bit-identical)\n"
@@ -731,12 +731,12 @@ int main(int argc, char **argv)
 			snprintf(buf, sizeof(buf), "%s", optarg);
 			o.nalgos = 0;
 			for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-				static const char *const names[4] = {"auto", "im2col", "winograd", "winograd4"};
+				static const char *const names[5] = {"auto", "im2col", "winograd", "winograd4", "onednn"};
 				int k = 0;
-				while (k < 4 && strcmp(t, names[k]) != 0)
+				while (k < 5 && strcmp(t, names[k]) != 0)
 					k++;
-				if (k == 4 || o.nalgos == 4) {
-					fprintf(stderr, "error: --conv-algo: expected up to 4 of im2col, winograd, winograd4, auto, got '%s'\n",
+				if (k == 5 || o.nalgos == 4) {
+					fprintf(stderr, "error: --conv-algo: expected up to 4 of im2col, winograd, winograd4, onednn, auto, got '%s'\n",
 						optarg);
 					return 2;
 				}

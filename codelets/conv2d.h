@@ -12,6 +12,7 @@
 #ifndef DNN_CONV2D_H
 #define DNN_CONV2D_H
 #include <starpu.h>
+#include <stdint.h>
 
 #include "dnn_codelet.h"
 
@@ -33,6 +34,28 @@ typedef struct {
  * more than INT_MAX elements (cuDNN's tensor descriptors take int sizes; graph/ops/conv.c
  * rejects such a chunk at plan time with a message). */
 int dnn_conv2d_args_finish(dnn_conv2d_args *a);
+/* --precision bf16 on a CUDA worker (conv2d.cu): a task's bf16 copies of its two inputs (n0, n1 elements) and of
+ * its output (n2) in the worker's scratch (dnn_cuda_scratch), the inputs each 256-byte aligned: the second input
+ * at *off1 bytes, the output at *off2; returns the bytes asked. */
+static inline size_t dnn_conv2d_bf16_copies(size_t n0, size_t n1, size_t n2, size_t *off1, size_t *off2)
+{
+	*off1 = (n0 * sizeof(uint16_t) + 255) & ~(size_t)255;
+	*off2 = *off1 + ((n1 * sizeof(uint16_t) + 255) & ~(size_t)255);
+	return *off2 + n2 * sizeof(uint16_t);
+}
+/* The bytes conv2d.cu's pass asks of the scratch for a's chunk: phase 0 forward (x, w -> y), 1 backward data
+ * (dy, w -> dx), 2 backward filter (x, dy -> dw); 0 without a->bf16 (fp32 asks for none). */
+static inline size_t dnn_conv2d_bf16_scratch_bytes(const dnn_conv2d_args *a, int phase)
+{
+	const size_t nx = (size_t)a->N * a->C * a->H * a->W, nw = (size_t)a->K * a->C * a->R * a->S;
+	const size_t ny = (size_t)a->N * a->K * a->P * a->Q;
+	size_t o1, o2;
+	if (!a->bf16)
+		return 0;
+	return phase == 0 ? dnn_conv2d_bf16_copies(nx, nw, ny, &o1, &o2)
+	       : phase == 1 ? dnn_conv2d_bf16_copies(ny, nw, nx, &o1, &o2)
+			    : dnn_conv2d_bf16_copies(nx, ny, nw, &o1, &o2);
+}
 double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 
 /* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3) / F(4x4, 3x3); single-threaded,
@@ -53,12 +76,27 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
  * backward data (the weight gradient stays F(2x2, 3x3)) (Winograd needs an AVX2+FMA CPU; without one, im2col
  * runs). Default AUTO (0); the plan sets the environment's DNN_CONV_ALGO=im2col|winograd|winograd4|auto
  * (graph/exec_config.h) in the args of every conv task. */
-typedef enum { DNN_CONV_ALGO_AUTO, DNN_CONV_ALGO_IM2COL, DNN_CONV_ALGO_WINOGRAD, DNN_CONV_ALGO_WINOGRAD4 } dnn_conv_algo;
+/* ONEDNN forces oneDNN's bf16 convolution primitives (codelets/conv2d_onednn.c) for every pass under --precision bf16
+ * (auto takes them where conv2d_algo.c's ONEDNN_CONV_RULE says); in fp32, or where oneDNN is off or absent, it is
+ * auto. */
+typedef enum {
+	DNN_CONV_ALGO_AUTO,
+	DNN_CONV_ALGO_IM2COL,
+	DNN_CONV_ALGO_WINOGRAD,
+	DNN_CONV_ALGO_WINOGRAD4,
+	DNN_CONV_ALGO_ONEDNN
+} dnn_conv_algo;
 /* 1 when the CPU kernel runs this conv's pass (0 forward, 1 backward data, 2 backward filter)
  * as Winograd under a->algo. */
 int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass);
 /* The same as the output tile size m of F(m x m, 3x3): 2 or 4, or 0 when not Winograd. */
 int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass);
+
+/* 1 when the CPU kernel runs this pass (0 forward, 1 backward data, 2 backward filter) through oneDNN's bf16
+ * convolution primitive (ONEDNN, or auto by its rule, under a->bf16 where oneDNN runs). */
+int dnn_conv2d_cpu_uses_onednn(const dnn_conv2d_args *a, int pass);
+/* Frees the calling thread's oneDNN conv primitives (each CPU worker at shutdown); the next call makes them anew. */
+void dnn_conv2d_onednn_release(void);
 
 /* Codelets: fwd (R x, R w, W y[, R b]); bwd_data (R dy, R w, W|RW dx);
  * bwd_filter (R x, R dy, REDUX dw[, REDUX db]); the [bracketed] buffer when a->bias. */

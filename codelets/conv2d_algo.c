@@ -6,7 +6,8 @@
  * with few channels, else im2col + GEMM (conv2d_im2col.c). Backward data of a stride-1 conv with enough channels runs
  * as the
  * forward conv of dy with the flipped kernel (so through the same choice); other backward data
- * and the weight gradient run im2col, or Winograd for the weight gradient under its own rule.
+ * and the weight gradient run im2col, or Winograd for the weight gradient under its own rule. Under --precision bf16,
+ * oneDNN's convolution primitives (conv2d_onednn.c) take a pass first where ONEDNN_CONV_RULE says.
  * The scratch every kernel needs is the worker's (dnn_cpu_scratch); when it cannot be
  * allocated the kernel records a worker error and returns.
  */
@@ -56,12 +57,14 @@ float *dnn_conv_scratch(size_t nfloats)
  * C64 16x16 K128 0.94, C128 8x8 K128 0.96, C3 32x32 K64 0.88-0.95, C1 28x28 K8 0.70-0.83.
  * So: 3 <= C <= 128, K <= 64 and K <= 8 C. */
 #define WINO_FILTER_RULE(g) ((g)->C >= 3 && (g)->C <= 128 && (g)->K <= 64 && (g)->K <= 8 * (g)->C)
-/* Under --precision bf16 the weight gradient's Winograd GEMMs reduce over tiles (no vdpbf16ps
- * kernel: they run on rounded operands at fp32 speed) while im2col's run on oneDNN's bf16 brgemm.
- * dnn_op_bench --precision fp32,bf16 (64 images, one core, ms; docs/studies/2026-12-07-conv-bf16.md):
- * Winograd bf16 / im2col bf16  C3 32x32 K16 0.92 / 0.55   C16 32x32 K16 2.0 / 2.3
- * C32 16x16 K32 1.80 / 1.53   C64 8x8 K64 2.13 / 1.39. So in bf16: Winograd from 8 to 16 channels. */
-#define WINO_FILTER_BF16_RULE(g) (WINO_FILTER_RULE(g) && (g)->C >= 8 && (g)->C <= 16)
+/* Under --precision bf16 the weight gradient's Winograd GEMMs run on vdpbf16ps over tile pairs
+ * (conv2d_winograd_f2.c), im2col's on oneDNN's bf16 brgemm. dnn_op_bench bwd_filter, 64 images, one core, ms,
+ * Winograd bf16 / im2col bf16 (docs/studies/2026-12-07-wgrad-bf16.md, 5 rounds, load 9.5-9.9): C3 32x32 K16
+ * 0.40 / 0.49   C16 32x32 K16 1.25 / 1.99   C16 28x28 K16 1.01 / 1.58   C32 16x16 K32 0.95 / 1.41   C32 14x14
+ * K32 0.98 / 1.16   C64 8x8 K64 1.02 / 1.32   C64 7x7 K64 0.99 / 1.13 (before that kernel, with rounded operands
+ * on the fp32 loops: Winograd only from 8 to 16 channels). Not measured in bf16 past 64 channels. So in bf16:
+ * WINO_FILTER_RULE up to 64 input channels. */
+#define WINO_FILTER_BF16_RULE(g) (WINO_FILTER_RULE(g) && (g)->C <= 64)
 
 /* Where F(4x4, 3x3) replaces F(2x2, 3x3) under auto (among WINO_RULE's convs). Forward, 16
  * images, one core, F(2x2) time / F(4x4) time, in a harness that alternates im2col, F(2x2) and
@@ -129,6 +132,52 @@ static int use_pointwise(const conv_geom *g, int pass)
 static int use_stride2(const conv_geom *g, int pass)
 {
 	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g, pass);
+}
+
+/* ------------------------------------------------------------------ oneDNN's bf16 convolution primitives
+ *
+ * Under --precision bf16, conv2d_onednn.c runs a pass through oneDNN's convolution primitive (with its reorders of
+ * the fp32 NCHW tensors) where DNN_CONV_ALGO=onednn forces it, or under auto where ONEDNN_CONV_RULE(g, pass)
+ * (0 forward, 1 backward data, 2 weight gradient) says it is faster than the path auto takes otherwise. */
+/* Rule per pass, from dnn_op_bench --op conv2d --clock cpu --conv-algo auto,onednn --precision fp32,bf16 at 64 and 16
+ * images (a chunk of ResNet-20's batch 64 over 2 workers), one core, 2-3 rounds (the ratios moved by <= 0.05 between
+ * rounds; AMD EPYC Zen 5 under a load average of 5-6 from other sessions; docs/studies/2026-12-07-onednn-conv.md),
+ * time of what auto ran before in bf16 / oneDNN's conv time (its reorders included), N64 and N16:
+ *   3x3 stride 2  C16 32x32 K32: fwd 1.37 1.38  bwd data 1.43 1.41  filter 0.87 0.87
+ *                 C32 16x16 K64: fwd 1.68 1.66  bwd data 1.77 1.76  filter 0.97 0.99
+ *                 C16 28x28 K32: fwd 1.56 1.47  bwd data 1.99 2.00  filter 0.99 0.98   (ResNet-8)
+ *                 C32 14x14 K64: fwd 2.02 1.96  bwd data 2.09 2.00  filter 1.00 1.00   (ResNet-8)
+ *   3x3 stride 1  C16 32x32 K16: fwd 0.70 0.78  bwd data 0.76 0.77  filter 1.29 1.27
+ *                 C32 16x16 K32: fwd 1.08 1.12  bwd data 1.08 1.13  filter 1.16 1.15
+ *                 C64 8x8 K64:   fwd 1.37 1.56  bwd data 1.34 1.56  filter 1.14 1.14
+ *                 C16 28x28 K16: fwd 1.33 1.31  bwd data 1.28 1.34  filter 1.46 1.45   (ResNet-8)
+ *                 C32 14x14 K32: fwd 1.49 1.57  bwd data 1.48 1.58  filter 1.27 1.25   (ResNet-8)
+ *                 C64 7x7 K64:   fwd 1.93 2.13  bwd data 1.54 1.78  filter 1.10 1.15   (ResNet-8)
+ *                 C3 32x32 K16 (the RGB stem): 0.54-0.85 in every pass
+ *   1x1 stride 2  0.28-1.00 in every pass and shape (the reorders of x and dy cost more than the GEMMs)
+ *   5x5           C6 14x14 K16 (LeNet-5's C3): fwd 1.95 1.89  bwd data 1.30 1.29  filter 2.16 1.94; C1 28x28 K6 (its
+ *                 stem): 0.21-0.51
+ * The 32x32 stage's forward and backward data lose where its 4 MB activations' reorders (fp32 NCHW -> bf16 blocked)
+ * cost more than our Winograd's vdpbf16ps kernel saves (docs/studies/2026-12-07-conv-bf16.md, section 1 (b)). So:
+ * 3x3 stride 2 forward and backward data; 3x3 stride 1 from 16 channels, its forward and backward data only from 32
+ * channels or on images of at most 28 columns; 5x5 from 6 channels; undilated only (dilated convs not measured). */
+#define ONEDNN_CONV_RULE(g, pass)                                                                                      \
+	((g)->dil == 1 && (g)->R == (g)->S &&                                                                          \
+	 (((g)->R == 3 && (g)->stride == 2 && (pass) != 2) ||                                                          \
+	  ((g)->R == 3 && (g)->stride == 1 && (g)->C >= 16 && ((pass) == 2 || (g)->C >= 32 || (g)->W <= 28)) ||        \
+	  ((g)->R == 5 && (g)->stride == 1 && (g)->C >= 6)))
+
+/* A build can set it to 0 (-DONEDNN_CONV_IN_AUTO=0 in CMAKE_C_FLAGS) to measure the step without the rule
+ * (bench/onednn_conv_ab.sh); DNN_CONV_ALGO=onednn still forces it. */
+#ifndef ONEDNN_CONV_IN_AUTO
+#define ONEDNN_CONV_IN_AUTO 1
+#endif
+
+static int use_onednn(const conv_geom *g, int pass)
+{
+	return (g->algo == DNN_CONV_ALGO_ONEDNN ||
+		(ONEDNN_CONV_IN_AUTO && g->algo == DNN_CONV_ALGO_AUTO && ONEDNN_CONV_RULE(g, pass))) &&
+	       dnn_conv_onednn_applies(g);
 }
 
 static dnn_wino_shape wino_shape(const conv_geom *g)
@@ -254,6 +303,12 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const float *bias, const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
+	if (use_onednn(&g, 0)) { /* its reorders take fp32: a bf16 x widened first (g then says fp32) */
+		if (!(x = x_for_path(x, &g, 0)))
+			return 1;
+		if (dnn_conv_onednn_forward(y, x, w, &g, 0.0f) == 0)
+			return 0; /* the caller adds the bias */
+	}
 	float *work = dnn_conv_scratch(forward_work(&g));
 	return work ? conv_forward(y, x, w, bias, &g, 0.0f, work) : 1; /* no scratch: the error is recorded */
 }
@@ -269,7 +324,7 @@ int dnn_conv2d_forward_bnin_cpu(float *y, const float *x, const float *w, const 
 				const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
-	if (use_winograd(&g) != 2)
+	if (use_onednn(&g, 0) || use_winograd(&g) != 2)
 		return 0;
 	dnn_wino_shape s = wino_shape(&g);
 	s.bn_in = bn_in, s.bn_row = bn_row;
@@ -283,7 +338,7 @@ int dnn_conv2d_backward_filter_bnin_cpu(float *dw, const float *x, const float *
 					const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
-	if (!use_winograd_filter(&g))
+	if (use_onednn(&g, 2) || !use_winograd_filter(&g))
 		return 0;
 	dnn_wino_shape s = wino_shape(&g);
 	s.bn_in = bn_in, s.bn_row = bn_row;
@@ -314,12 +369,20 @@ static int bwd_data_as_forward(const conv_geom *g)
 int dnn_conv2d_cpu_winograd_tile(const dnn_conv2d_args *a, int pass)
 {
 	conv_geom g = conv_geom_of(a);
+	if (use_onednn(&g, pass))
+		return 0;
 	if (pass != 1)
 		return pass == 0 ? use_winograd(&g) : use_winograd_filter(&g);
 	if (conv_is_pointwise(&g) || !bwd_data_as_forward(&g))
 		return 0;
 	conv_geom t = flipped_geom(&g);
 	return use_winograd(&t);
+}
+
+int dnn_conv2d_cpu_uses_onednn(const dnn_conv2d_args *a, int pass)
+{
+	conv_geom g = conv_geom_of(a);
+	return use_onednn(&g, pass);
 }
 
 int dnn_conv2d_cpu_uses_winograd(const dnn_conv2d_args *a, int pass)
@@ -347,6 +410,8 @@ void dnn_conv2d_backward_data_cpu(float *dx, const float *dy, const float *w, co
 {
 	// dx (N, C, H, W), dy (N, K, P, Q), w (K, CRS)
 	conv_geom g = conv_geom_of(a);
+	if (use_onednn(&g, 1) && dnn_conv_onednn_backward_data(dx, dy, w, &g, a->accumulate_dx) == 0)
+		return;
 	if (use_pointwise(&g, 1))
 		dnn_conv_pointwise_backward_data(dx, dy, w, &g, a->accumulate_dx);
 	else if (use_stride2(&g, 1))
@@ -361,7 +426,10 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 {
 	// dw (K, CRS) +=, x (N, C, H, W) (bf16 when a->x_bf16), dy (N, K, P, Q)
 	conv_geom g = conv_geom_of(a);
-	if (!(x = x_for_path(x, &g, !use_winograd_filter(&g) && !use_pointwise(&g, 2) && !use_stride2(&g, 2))))
+	const int od = use_onednn(&g, 2);
+	if (!(x = x_for_path(x, &g, !od && !use_winograd_filter(&g) && !use_pointwise(&g, 2) && !use_stride2(&g, 2))))
+		return;
+	if (od && dnn_conv_onednn_backward_filter(dw, x, dy, &g) == 0)
 		return;
 	if (use_winograd_filter(&g)) {
 		dnn_wino_shape s = wino_shape(&g);

@@ -8,6 +8,7 @@
  *                    conv2d_stride2.c, the direct AVX-512 3x3 stride-2 convs;
  *   conv2d_winograd_f2.c, conv2d_winograd_f4.c  Winograd F(2x2, 3x3) and F(4x4, 3x3);
  *   conv2d_winograd.c what they share: the chunk plan, scratch layout, forward GEMMs, ISA choice;
+ *   conv2d_onednn.c  oneDNN's bf16 convolution primitives (--precision bf16);
  *   conv2d.c         the StarPU glue: shapes, codelets, perf models, insert helpers.
  */
 #ifndef DNN_CONV2D_IMPL_H
@@ -109,4 +110,14 @@ size_t dnn_conv_stride2_work(const conv_geom *g);
 void dnn_conv_stride2_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *work);
 void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx);
 void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g);
+
+/* oneDNN's bf16 convolution primitives (conv2d_onednn.c): whether they can run the conv here (bf16, oneDNN built in
+ * and on, a CPU with AVX512_BF16), and the three passes on fp32 NCHW tensors (forward y = conv (beta 0) or y += conv
+ * (beta 1); dx =|+= by accumulate_dx; dw +=), inputs rounded to bf16, fp32 sums. Each returns 0 when it ran (or
+ * recorded a worker error), 1 when oneDNN does not take the conv (nothing written: the caller runs another path).
+ * They take the worker's conv scratch (dnn_conv_scratch) for the blocked copies. */
+int dnn_conv_onednn_applies(const conv_geom *g);
+int dnn_conv_onednn_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta);
+int dnn_conv_onednn_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx);
+int dnn_conv_onednn_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g);
 #endif

@@ -19,6 +19,8 @@
  *   - input: a zero-padded copy of one image split into even and odd columns (E, O), so that
  *     the 4 columns of tile j are E[j], O[j], E[j+1], O[j+1]: the input transform of 8 tiles of
  *     a row is plain 8-float vector arithmetic on 16 loads (rows 2i..2i+3), done rows first;
+ *     the split is AVX-512 permutes on images of up to 32 columns (split_image512) where the GEMMs
+ *     are AVX-512, else AVX2 shuffles (split_image): the same floats;
  *   - tiles are processed in chunks (tile rows of one image, or several whole images when an
  *     image has few tiles) sized so that V (16, C, cap) and M (16, K, cap) stay within
  *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
@@ -27,7 +29,10 @@
  *   - the weight gradient is the adjoint of the forward: dU[xi] (K, C) = sum over tiles of
  *     (A dY A^T)[xi] (K, tiles) @ V[xi] (C, tiles)^T, then dw += G^T dU G. Its GEMMs reduce
  *     over tiles: 4 x 3 (k, c) dot products of 8-lane FMA chains, summed across lanes at the
- *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET).
+ *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET); with AVX-512,
+ *     D's transform reads dy in place (grad_row_direct), and under --precision bf16 the GEMMs run
+ *     on vdpbf16ps over tile pairs (dot_block_bf16, "bf16 weight gradient" below), which the
+ *     transforms write directly where a tile row has an even number of tiles.
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */
@@ -142,6 +147,85 @@ __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, 
 		}
 }
 
+/* split_image on AVX-512 for images of at most 32 columns whose E and O rows hold at most 32 floats (every
+ * ResNet shape here): each x row is two masked loads, and each E or O row one or two vpermt2ps of those 32
+ * floats (lane q of E: x column 2q - pw, of O: 2q + 1 - pw; the padding lanes zeroed by the permute's mask),
+ * stored whole under a mask of l lanes. split_image pays per row four zero spans, the shuffle loop and the
+ * scalar tails, a fixed cost that dominates on short rows: perf put split_image at 19-25% of a 64x8x8 pass
+ * and 13-29% of the 16x32x32 ones (forward, weight gradient; AMD Zen 5), and on 8-column rows its vector
+ * loop never runs. The same floats (a copy). */
+#define SPLIT512_MAX_W 32
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void split_image512(float *restrict eo,
+									       const float *restrict x,
+									       const dnn_wino_shape *s,
+									       const wino_plan *pl)
+{
+	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w, nh = (l + 15) / 16;
+	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
+	/* per half h of a row: the permute indices and zero masks of E and O, and the store mask */
+	__m512i ie[2], io[2];
+	__mmask16 ke[2] = {0, 0}, ko[2] = {0, 0}, st[2] = {0, 0};
+	for (int h = 0; h < 2; h++) {
+		int32_t xe[16], xo[16];
+		for (int q = 0; q < 16; q++) {
+			const int qq = 16 * h + q, ce = 2 * qq - pw, co = ce + 1;
+			xe[q] = ce >= 0 && ce < W ? ce : 0;
+			xo[q] = co >= 0 && co < W ? co : 0;
+			if (qq < l) {
+				st[h] |= (__mmask16)(1u << q);
+				ke[h] |= (__mmask16)((ce >= 0 && ce < W) << q);
+				ko[h] |= (__mmask16)((co >= 0 && co < W) << q);
+			}
+		}
+		ie[h] = _mm512_loadu_si512(xe);
+		io[h] = _mm512_loadu_si512(xo);
+	}
+	const __mmask16 la = (__mmask16)(W >= 16 ? 0xffffu : (1u << W) - 1);
+	const __mmask16 lb = (__mmask16)(W >= 32 ? 0xffffu : W > 16 ? (1u << (W - 16)) - 1 : 0u);
+	const __m512 zero = _mm512_setzero_ps();
+	const float *xend = x + (size_t)s->C * H * W;
+	for (int c = 0; c < s->C; c++)
+		for (int pr = 0; pr < pl->hp; pr++) {
+			const size_t off = ((size_t)c * pl->hp + pr) * l;
+			const int ih = pr - s->pad_h;
+			if (ih < 0 || ih >= H) {
+				for (int h = 0; h < nh; h++) {
+					_mm512_mask_storeu_ps(e + off + 16 * h, st[h], zero);
+					_mm512_mask_storeu_ps(o + off + 16 * h, st[h], zero);
+				}
+				continue;
+			}
+			const float *restrict xr = x + ((size_t)c * H + ih) * W;
+			if (s->bn_in) { /* batch norm + relu on the way in (conv2d_bnfuse.h), the row in L1 */
+				dnn_bn_relu_row(s->bn_row, xr, W, s->bn_in[c], s->bn_in[s->C + c], s->bn_in[2 * s->C + c]);
+				xr = s->bn_row;
+			}
+			/* Plain loads where 16 or 32 floats from the row's start stay within the image (the lanes past W
+			 * are never selected): a masked load that misses the caches cost Zen 5 about 20% of the
+			 * 16x32x32 weight gradient (x cold in cache, as in a training step); masked at the image's
+			 * end and on bn_row (W floats, in L1). */
+			const long avail = s->bn_in ? 0 : (long)(xend - xr);
+			const __m512 a = avail >= 16 ? _mm512_loadu_ps(xr) : _mm512_maskz_loadu_ps(la, xr);
+			const __m512 b = W <= 16     ? zero
+					 : avail >= 32 ? _mm512_loadu_ps(xr + 16)
+						       : _mm512_maskz_loadu_ps(lb, xr + 16);
+			for (int h = 0; h < nh; h++) {
+				_mm512_mask_storeu_ps(e + off + 16 * h, st[h], _mm512_maskz_permutex2var_ps(ke[h], a, ie[h], b));
+				_mm512_mask_storeu_ps(o + off + 16 * h, st[h], _mm512_maskz_permutex2var_ps(ko[h], a, io[h], b));
+			}
+		}
+}
+
+/* split_image's AVX-512 form where it applies (with the AVX-512 GEMMs: dnn_wino_avx512). */
+static void split(float *restrict eo, const float *restrict x, const dnn_wino_shape *s, const wino_plan *pl,
+		  int avx512)
+{
+	if (avx512 && s->W <= SPLIT512_MAX_W && pl->l <= 32)
+		split_image512(eo, x, s, pl);
+	else
+		split_image(eo, x, s, pl);
+}
+
 /* Input transform of the tw tiles of tile row i of channel c: V[xi][t0 + j] = (B^T d B)[xi] of
  * tile j, xi = 4 u + v, for xi in 0..16 at v + xi * vs. e, o: row 2i of the channel in E, O. */
 __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, size_t vs,
@@ -182,6 +266,33 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 	}
 }
 
+/* Output transform of the 8 tiles j .. j + 7 at mm + xi * ms (xi in 0..16): r[0], r[1] the 16 floats of output
+ * row 0 (columns 2j .. 2j + 15, interleaved: column 2j + b is tile j's b), r[2], r[3] those of row 1. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+output_tiles(__m256 r[4], const float *restrict mm, size_t ms, int j)
+{
+	__m256 s0[4], s1[4];
+	for (int u = 0; u < 4; u++) {
+		const float *p = mm + (size_t)(4 * u) * ms + j;
+		__m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + ms);
+		__m256 m2 = _mm256_loadu_ps(p + 2 * ms), m3 = _mm256_loadu_ps(p + 3 * ms);
+		s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
+		s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+	}
+	__m256 y00 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
+	__m256 y01 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]);
+	__m256 y10 = _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]);
+	__m256 y11 = _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]);
+	/* Interleave (y00, y01) and (y10, y11) into output columns. */
+	__m256 lo = _mm256_unpacklo_ps(y00, y01), hi = _mm256_unpackhi_ps(y00, y01);
+	r[0] = _mm256_permute2f128_ps(lo, hi, 0x20);
+	r[1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+	lo = _mm256_unpacklo_ps(y10, y11);
+	hi = _mm256_unpackhi_ps(y10, y11);
+	r[2] = _mm256_permute2f128_ps(lo, hi, 0x20);
+	r[3] = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+
 /* Output transform of the tw tiles at mm + xi * ms (xi in 0..16) into the 2 output rows
  * out0, out1 (2 twv floats each, interleaved: out0[2j + b] is column 2j + b). */
 __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0, float *restrict out1,
@@ -190,26 +301,38 @@ __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0,
 	/* Whole vectors: the last one's extra lanes read the next tiles of the chunk or the slack
 	 * of the M row, and land in out0/out1 past the Q columns that are used. */
 	for (int j = 0; j < tw; j += 8) {
-		__m256 s0[4], s1[4];
-		for (int u = 0; u < 4; u++) {
-			const float *p = mm + (size_t)(4 * u) * ms + j;
-			__m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + ms);
-			__m256 m2 = _mm256_loadu_ps(p + 2 * ms), m3 = _mm256_loadu_ps(p + 3 * ms);
-			s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
-			s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		_mm256_storeu_ps(out0 + 2 * j, r[0]);
+		_mm256_storeu_ps(out0 + 2 * j + 8, r[1]);
+		_mm256_storeu_ps(out1 + 2 * j, r[2]);
+		_mm256_storeu_ps(out1 + 2 * j + 8, r[3]);
+	}
+}
+
+/* output_row straight into y's rows y0 and y1 (y1 NULL: P odd, the last tile row's second row is past the image),
+ * exactly their Q floats: the last vector of a row under an AVX-512 mask. For the images whose rows are not
+ * whole vectors (Q not a multiple of 16: 16x16, 14x14, 8x8 and 7x7 in the ResNets), which otherwise go through
+ * outb and dnn_wino_put_rows' copy (perf: 4% of a 64x8x8 forward). The same floats. */
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"))) static void
+output_row_y(float *restrict y0, float *restrict y1, const float *restrict mm, size_t ms, int tw, int Q)
+{
+	for (int j = 0; j < tw; j += 8) {
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		for (int h = 0; h < 2; h++) {
+			const int off = 2 * j + 8 * h, n = Q - off;
+			if (n >= 8) {
+				_mm256_storeu_ps(y0 + off, r[h]);
+				if (y1)
+					_mm256_storeu_ps(y1 + off, r[2 + h]);
+			} else if (n > 0) {
+				const __mmask8 k = (__mmask8)((1u << n) - 1);
+				_mm256_mask_storeu_ps(y0 + off, k, r[h]);
+				if (y1)
+					_mm256_mask_storeu_ps(y1 + off, k, r[2 + h]);
+			}
 		}
-		__m256 y00 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
-		__m256 y01 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]);
-		__m256 y10 = _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]);
-		__m256 y11 = _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]);
-		/* Interleave (y00, y01) and (y10, y11) into output columns. */
-		__m256 lo = _mm256_unpacklo_ps(y00, y01), hi = _mm256_unpackhi_ps(y00, y01);
-		_mm256_storeu_ps(out0 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
-		_mm256_storeu_ps(out0 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-		lo = _mm256_unpacklo_ps(y10, y11);
-		hi = _mm256_unpackhi_ps(y10, y11);
-		_mm256_storeu_ps(out1 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
-		_mm256_storeu_ps(out1 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 	}
 }
 
@@ -231,6 +354,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	 * (Q a multiple of 16) and every tile row has both its rows (P even), overwriting (beta = 0);
 	 * else through outb (small images, odd sizes, backward data's accumulate). */
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
+	/* Other overwrites on AVX-512: straight into y too, the rows' ends under a mask (output_row_y). */
+	const int exact = !direct && beta == 0.0f && avx512;
 
 	filter_transform(b.u, w, K, C);
 	if (pl.bf16)
@@ -241,7 +366,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * tw;
 			for (int g = 0; g < ng; g++) {
 				if (i0 == 0)
-					split_image(eo, x + (size_t)(n0 + g) * chw, s, &pl);
+					split(eo, x + (size_t)(n0 + g) * chw, s, &pl, avx512);
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						const size_t off = ((size_t)c * pl.hp + 2 * (size_t)i) * l;
@@ -256,6 +381,10 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
 						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 2 * (size_t)i) * Q;
+						if (exact) {
+							output_row_y(y0, 2 * i + 1 < P ? y0 + Q : NULL, mt, ms, tw, Q);
+							continue;
+						}
 						if (direct)
 							rows[0] = y0, rows[1] = y0 + Q;
 						output_row(rows[0], rows[1], mt, ms, tw);
@@ -281,6 +410,37 @@ __attribute__((target("avx2,fma"))) static void grad_row(float *restrict d, size
 		__m256 eu[4] = {e0, _mm256_add_ps(e0, e1), _mm256_sub_ps(e0, e1), _mm256_sub_ps(zero, e1)};
 		__m256 ou[4] = {o0, _mm256_add_ps(o0, o1), _mm256_sub_ps(o0, o1), _mm256_sub_ps(zero, o1)};
 		for (int u = 0; u < 4; u++) { // columns: (e, e + o, e - o, -o)
+			float *p = d + (size_t)(4 * u) * ds + j;
+			_mm256_storeu_ps(p, eu[u]);
+			_mm256_storeu_ps(p + ds, _mm256_add_ps(eu[u], ou[u]));
+			_mm256_storeu_ps(p + 2 * ds, _mm256_sub_ps(eu[u], ou[u]));
+			_mm256_storeu_ps(p + 3 * ds, _mm256_sub_ps(zero, ou[u]));
+		}
+	}
+}
+
+/* grad_row reading dy in place (AVX-512): rows y0 = dy row 2i and y1 = row 2i + 1 (NULL past dy's last
+ * row) of Q floats, each 16 columns split into their even and odd ones by one permutation, the columns
+ * past Q masked to zeros: the same E, O values as grad_row's split copy of dy, the same arithmetic, so
+ * the same floats, without writing and reading back that copy (split_image was 40% of the weight
+ * gradient's time, half of it for dy). */
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void grad_row_direct(float *restrict d, size_t ds,
+										 const float *restrict y0,
+										 const float *restrict y1, int Q,
+										 int tw)
+{
+	const __m256 zero = _mm256_setzero_ps();
+	const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+	for (int j = 0; j < tw; j += 8) {
+		const int left = Q - 2 * j;
+		const __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+		const __m512 r0 = _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(m, y0 + 2 * j));
+		const __m512 r1 = y1 ? _mm512_permutexvar_ps(idx, _mm512_maskz_loadu_ps(m, y1 + 2 * j)) : _mm512_setzero_ps();
+		const __m256 e0 = _mm512_castps512_ps256(r0), o0 = _mm512_extractf32x8_ps(r0, 1);
+		const __m256 e1 = _mm512_castps512_ps256(r1), o1 = _mm512_extractf32x8_ps(r1, 1);
+		__m256 eu[4] = {e0, _mm256_add_ps(e0, e1), _mm256_sub_ps(e0, e1), _mm256_sub_ps(zero, e1)};
+		__m256 ou[4] = {o0, _mm256_add_ps(o0, o1), _mm256_sub_ps(o0, o1), _mm256_sub_ps(zero, o1)};
+		for (int u = 0; u < 4; u++) {
 			float *p = d + (size_t)(4 * u) * ds + j;
 			_mm256_storeu_ps(p, eu[u]);
 			_mm256_storeu_ps(p + ds, _mm256_add_ps(eu[u], ou[u]));
@@ -428,6 +588,214 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm_nt512(floa
 		gemm_nt(du + (size_t)k0 * C, d + (size_t)k0 * ld, v, ld, K - k0, C, nt);
 }
 
+/* ------------------------------------------------------------------ bf16 weight gradient: vdpbf16ps
+ * Under --precision bf16 on an AVX512_BF16 CPU, dU[xi] (K, C) += D[xi] (K, tiles) @ V[xi] (C, tiles)^T
+ * runs on bf16 pairs along its reduction axis, the tiles: each row of D and V holds uint32 lanes with the
+ * bf16 values of tiles 2p and 2p + 1, written so by the transforms where a tile row has an even number of
+ * tiles (grad_row_pairs, input_row_pairs), else packed in place after them (vcvtne2ps2bf16 of 32
+ * consecutive tiles gives them in that order: no permutation, unlike the forward's channel pairs); one vdpbf16ps adds
+ * both products (exact in fp32) to an fp32 lane sum: 32 multiply-adds per instruction against
+ * dot_block512's 16, half the bytes read. A register block is 4 rows of D x 4 rows of V, 16
+ * accumulators of 16 lanes each, lane j summing the pairs p = j mod 16 in order; at the end of the
+ * chunk one transposing tree (reduce16) sums the 16 accumulators' lanes at once into one vector
+ * (about 3 instructions per (k, c) instead of a horizontal sum's 8), added to dU. The sum order is
+ * the kernel's alone (the chunk plan depends on the shape and the task's batch only): the same bits
+ * for any scheduler or worker count. The chunks are fp32's (WINO_FILTER_BUDGET): 2, 4 and 8 times
+ * longer ones, to fold the lanes less often, measured slower (0.93x, 0.88x on ResNet-20's convs; the
+ * fp32 V and D of a chunk then leave the L2; docs/studies/2026-12-07-wgrad-bf16.md). */
+#define WGRAD_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))
+
+/* Rows (n, ntp floats at ld floats) -> their tile pairs (n, ntp / 2 uint32 at ld), in place (lane p of a
+ * row: the bf16 of tiles 2p (low half) and 2p + 1), ntp a multiple of 8. The store of 32 tiles lands at
+ * half their offset, behind what has been read. */
+WGRAD_BF16_TARGET static void pack_tile_pairs(float *p, size_t ld, int n, int ntp)
+{
+	for (int r = 0; r < n; r++) {
+		float *row = p + (size_t)r * ld;
+		for (int t = 0; t < ntp; t += 32) {
+			const int left = ntp - t; // a multiple of 8
+			const __mmask16 m0 = left >= 16 ? 0xffff : 0x00ff;
+			const __mmask16 m1 = left >= 32 ? 0xffff : left == 24 ? 0x00ff : 0;
+			const __m512 a = _mm512_maskz_loadu_ps(m0, row + t), b = _mm512_maskz_loadu_ps(m1, row + t + 16);
+			const __mmask16 ms = left >= 32 ? 0xffff : (__mmask16)((1u << (left / 2)) - 1);
+			_mm512_mask_storeu_epi32(row + t / 2, ms, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+		}
+	}
+}
+
+/* The 16 lane sums of r[0..16) as one vector (lane i: the sum of acc i's 16 lanes), r in the order
+ * that puts them there: r[j] = acc[f(j)] with f = (0 2 1 3 8 10 9 11 4 6 5 7 12 14 13 15), f = f^-1.
+ * Four levels of shuffles and adds: 256-bit halves, 128-bit quarters, pairs, single floats. */
+static inline __attribute__((always_inline)) WGRAD_BF16_TARGET __m512 reduce16(__m512 r[16])
+{
+	__m512 s1[8], s2[4], s3[2];
+	for (int i = 0; i < 8; i++) // half 0: r[i]'s 8 partial sums, half 1: r[i + 8]'s
+		s1[i] = _mm512_add_ps(_mm512_shuffle_f32x4(r[i], r[i + 8], 0x44), _mm512_shuffle_f32x4(r[i], r[i + 8], 0xee));
+	for (int i = 0; i < 4; i++) // quarters: r[i], r[i + 8], r[i + 4], r[i + 12]
+		s2[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[i], s1[i + 4], 0x88),
+				      _mm512_shuffle_f32x4(s1[i], s1[i + 4], 0xdd));
+	for (int i = 0; i < 2; i++) // each quarter: 2 of s2[i]'s r, 2 of s2[i + 2]'s
+		s3[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(s2[i]), _mm512_castps_pd(s2[i + 2]))),
+				      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(s2[i]), _mm512_castps_pd(s2[i + 2]))));
+	return _mm512_add_ps(_mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0)),
+			     _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* One step of dot_block_bf16: 16 tile pairs (32 tiles) at p, lanes beyond the mask read as zeros. */
+#define DOT_BF16_STEP(LOAD)                                                                        \
+	do {                                                                                       \
+		__m512bh a[4];                                                                     \
+		for (int kb = 0; kb < KB; kb++)                                                    \
+			a[kb] = (__m512bh)LOAD(d + (size_t)kb * ld + p);                           \
+		for (int cb = 0; cb < CB; cb++) {                                                  \
+			const __m512bh x = (__m512bh)LOAD(v + (size_t)cb * ld + p);                \
+			for (int kb = 0; kb < KB; kb++)                                            \
+				acc[kb][cb] = _mm512_dpbf16_ps(acc[kb][cb], a[kb], x);             \
+		}                                                                                  \
+	} while (0)
+
+/* du (KB, CB) at lddu += d (KB, np) @ v (CB, np)^T on tile pairs, rows at ld uint32: KB x CB (at most
+ * 4 x 4) 16-lane vdpbf16ps chains over the pairs, then reduce16 and 128-bit adds into du's rows. */
+static inline __attribute__((always_inline)) WGRAD_BF16_TARGET void
+dot_block_bf16(float *du, int lddu, const uint32_t *d, const uint32_t *v, size_t ld, int np, const int KB,
+	       const int CB)
+{
+	__m512 acc[4][4];
+	for (int kb = 0; kb < 4; kb++)
+		for (int cb = 0; cb < 4; cb++)
+			acc[kb][cb] = _mm512_setzero_ps();
+	int p = 0;
+	for (; p + 16 <= np; p += 16)
+		DOT_BF16_STEP(_mm512_loadu_si512);
+	if (p < np) {
+		const __mmask16 m = (__mmask16)((1u << (np - p)) - 1);
+#define MASKED_LOAD(q) _mm512_maskz_loadu_epi32(m, q)
+		DOT_BF16_STEP(MASKED_LOAD);
+#undef MASKED_LOAD
+	}
+	static const int f[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
+	__m512 r[16];
+	for (int j = 0; j < 16; j++)
+		r[j] = acc[f[j] / 4][f[j] % 4];
+	const __m512 s = reduce16(r); // lane 4 kb + cb: (kb, cb)
+	const __mmask8 mc = (__mmask8)((1u << CB) - 1);
+	for (int kb = 0; kb < KB; kb++) {
+		float *o = du + (size_t)kb * lddu;
+		const __m128 q = kb == 0 ? _mm512_castps512_ps128(s) : _mm512_extractf32x4_ps(s, kb);
+		if (CB == 4)
+			_mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), q));
+		else
+			_mm_mask_storeu_ps(o, mc, _mm_add_ps(_mm_maskz_loadu_ps(mc, o), q));
+	}
+}
+#undef DOT_BF16_STEP
+
+/* dU (K, C) += D (K, np) @ V (C, np)^T on tile pairs (pack_tile_pairs), rows at ld uint32. */
+WGRAD_BF16_TARGET static void gemm_nt_bf16(float *du, const uint32_t *d, const uint32_t *v, size_t ld, int K, int C,
+					   int np)
+{
+	for (int k0 = 0; k0 < K; k0 += 4) {
+		const int kb = imin(4, K - k0);
+		for (int c0 = 0; c0 < C; c0 += 4) {
+			const int cb = imin(4, C - c0);
+			float *dub = du + (size_t)k0 * C + c0;
+			const uint32_t *db = d + (size_t)k0 * ld, *vb = v + (size_t)c0 * ld;
+#define NTBF_CB(KB_, CB_)                                                                          \
+	case CB_:                                                                                  \
+		dot_block_bf16(dub, C, db, vb, ld, np, KB_, CB_);                                  \
+		break
+#define NTBF_CASE(KB_)                                                                             \
+	case KB_:                                                                                  \
+		switch (cb) {                                                                      \
+			NTBF_CB(KB_, 4);                                                           \
+			NTBF_CB(KB_, 3);                                                           \
+			NTBF_CB(KB_, 2);                                                           \
+			NTBF_CB(KB_, 1);                                                           \
+		}                                                                                  \
+		break
+			switch (kb) {
+				NTBF_CASE(4);
+				NTBF_CASE(3);
+				NTBF_CASE(2);
+				NTBF_CASE(1);
+			}
+#undef NTBF_CASE
+#undef NTBF_CB
+		}
+	}
+}
+
+/* grad_row_direct writing D's tile pairs straight away (bf16, AVX-512, tw even so that every tile row starts on
+ * a pair): 16 tiles at a time, their 16 xi rounded to bf16 by one vcvtneps2bf16 each and stored as 8 pairs at
+ * d + xi * ds (uint32) + j / 2. Half the bytes of fp32 D written, and no packing pass over D: the same values
+ * as grad_row_direct then pack_tile_pairs. Columns past Q read as zeros, so the lanes past the tile row hold
+ * zeros, stored past it into the next tile row (written later) or the row's slack. */
+WGRAD_BF16_TARGET static void grad_row_pairs(uint32_t *restrict d, size_t ds, const float *restrict y0,
+					     const float *restrict y1, int Q, int tw)
+{
+	const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	const __m512 zero = _mm512_setzero_ps();
+	for (int j = 0; j < tw; j += 16) {
+		const int left = Q - 2 * j;
+		const __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+		const __mmask16 m1 = left >= 32 ? 0xffff : left <= 16 ? 0 : (__mmask16)((1u << (left - 16)) - 1);
+		const __m512 a0 = _mm512_maskz_loadu_ps(m0, y0 + 2 * j), b0 = _mm512_maskz_loadu_ps(m1, y0 + 2 * j + 16);
+		const __m512 e0 = _mm512_permutex2var_ps(a0, ie, b0), o0 = _mm512_permutex2var_ps(a0, io, b0);
+		__m512 e1 = zero, o1 = zero;
+		if (y1) {
+			const __m512 a1 = _mm512_maskz_loadu_ps(m0, y1 + 2 * j), b1 = _mm512_maskz_loadu_ps(m1, y1 + 2 * j + 16);
+			e1 = _mm512_permutex2var_ps(a1, ie, b1), o1 = _mm512_permutex2var_ps(a1, io, b1);
+		}
+		const __m512 eu[4] = {e0, _mm512_add_ps(e0, e1), _mm512_sub_ps(e0, e1), _mm512_sub_ps(zero, e1)};
+		const __m512 ou[4] = {o0, _mm512_add_ps(o0, o1), _mm512_sub_ps(o0, o1), _mm512_sub_ps(zero, o1)};
+		for (int u = 0; u < 4; u++) {
+			uint32_t *p = d + (size_t)(4 * u) * ds + j / 2;
+			_mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(eu[u]));
+			_mm256_storeu_si256((__m256i *)(p + ds), (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(eu[u], ou[u])));
+			_mm256_storeu_si256((__m256i *)(p + 2 * ds), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(eu[u], ou[u])));
+			_mm256_storeu_si256((__m256i *)(p + 3 * ds), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(zero, ou[u])));
+		}
+	}
+}
+
+/* input_row writing V's tile pairs straight away (bf16, tw even), 16 tiles at a time in 512-bit vectors: the
+ * same values as input_row then pack_tile_pairs, without fp32 V. e, o: row 2i of the channel in the split
+ * image (E, O); the loads of the last vector read past the row, within the scratch (E and O are followed by
+ * dy's split buffer and V), and their lanes land past the tile row: in the next tile row (written later) or
+ * past the chunk's tiles, whose pairs [nt / 2, ntp / 2) are zeroed before the GEMM. */
+WGRAD_BF16_TARGET static void input_row_pairs(uint32_t *restrict v, size_t vs, const float *restrict e,
+					      const float *restrict o, int l, int tw)
+{
+	for (int j = 0; j < tw; j += 16) {
+		__m512 ej[4], ek[4], oj[4], ok[4]; // rows 0..3 at columns 2j, 2j+2 (E) and 2j+1, 2j+3 (O)
+		for (int r = 0; r < 4; r++) {
+			ej[r] = _mm512_loadu_ps(e + (size_t)r * l + j);
+			ek[r] = _mm512_loadu_ps(e + (size_t)r * l + j + 1);
+			oj[r] = _mm512_loadu_ps(o + (size_t)r * l + j);
+			ok[r] = _mm512_loadu_ps(o + (size_t)r * l + j + 1);
+		}
+		__m512 tj[4], tk[4], sj[4], sk[4]; // rows: B^T d, as input_row
+#define BT512(dst, src)                                                                            \
+	dst[0] = _mm512_sub_ps(src[0], src[2]);                                                    \
+	dst[1] = _mm512_add_ps(src[1], src[2]);                                                    \
+	dst[2] = _mm512_sub_ps(src[2], src[1]);                                                    \
+	dst[3] = _mm512_sub_ps(src[1], src[3])
+		BT512(tj, ej);
+		BT512(tk, ek);
+		BT512(sj, oj);
+		BT512(sk, ok);
+#undef BT512
+		for (int u = 0; u < 4; u++) { // columns: (B^T d) B, each xi rounded to 8 pairs
+			uint32_t *p = v + (size_t)(4 * u) * vs + j / 2;
+			_mm256_storeu_si256((__m256i *)p, (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(tj[u], tk[u])));
+			_mm256_storeu_si256((__m256i *)(p + vs), (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(sj[u], tk[u])));
+			_mm256_storeu_si256((__m256i *)(p + 2 * vs), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(tk[u], sj[u])));
+			_mm256_storeu_si256((__m256i *)(p + 3 * vs), (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(sj[u], sk[u])));
+		}
+	}
+}
+
 /* dw (K, C, 3, 3) += G^T dU G for every (k, c), the adjoint of filter_transform; 8 filters at a
  * time as there, their 9 taps added into dw through a small transposition buffer. */
 __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *restrict dw,
@@ -478,9 +846,22 @@ __attribute__((target("avx2,fma"))) static void filter_transform_adjoint(float *
 	}
 }
 
-size_t dnn_wino_filter_work(const dnn_wino_shape *s)
+/* The weight gradient's plan. The transforms store the 16 xi of a tile row at V's and D's xi stride, C cap
+ * and K cap floats: where that is a multiple of 4 KiB (ResNet-8's 14x14 convs: 5 images of 49 tiles, cap
+ * 256, C = 32), all 16 stores land in one L1 set, more than its 12 ways; 8 (up to 32) more floats of row
+ * stride move them apart (measured in docs/studies/2026-12-07-wgrad-bf16.md). The stride only: the sums and
+ * their order are the same. */
+static wino_plan filter_plan(const dnn_wino_shape *s)
 {
 	wino_plan pl = dnn_wino_plan_make(s, WINO_FILTER_BUDGET, 2);
+	for (int i = 0; i < 4 && (((size_t)s->C * pl.cap) % 1024 == 0 || ((size_t)s->K * pl.cap) % 1024 == 0); i++)
+		pl.cap += 8; // (not possible with 128 channels: rows stay 32-byte aligned)
+	return pl;
+}
+
+size_t dnn_wino_filter_work(const dnn_wino_shape *s)
+{
+	wino_plan pl = filter_plan(s);
 	return 16 * (size_t)s->K * s->C + pl.eo + 2 * (size_t)s->K * pl.hp * pl.l +
 	       16 * ((size_t)s->C + s->K) * pl.cap;
 }
@@ -489,7 +870,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			      float *work)
 {
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
-	const wino_plan pl = dnn_wino_plan_make(s, WINO_FILTER_BUDGET, 2);
+	const wino_plan pl = filter_plan(s);
 	const int tw = pl.tw, l = pl.l;
 	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = (size_t)C * cap, ds = (size_t)K * cap;
@@ -503,6 +884,8 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	float *d = v + 16 * vs;              // (16, K, cap)
 	const float *e = eo, *o = eo + pl.eo / 2, *ey = eod, *oy = eod + eoy / 2;
 	const int avx512 = dnn_wino_avx512();
+	const int dpbf16 = s->bf16 && avx512 && dnn_cpu_has_bf16(); // vdpbf16ps on tile pairs (above)
+	const int dpairs = dpbf16 && tw % 2 == 0; // D and V written as pairs (grad_row_pairs, input_row_pairs)
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -512,21 +895,36 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
 			for (int m = 0; m < ng; m++) {
 				if (i0 == 0) {
-					split_image(eo, x + (size_t)(n0 + m) * chw, s, &pl);
-					split_image(eod, dy + (size_t)(n0 + m) * kpq, &sy, &pl);
+					split(eo, x + (size_t)(n0 + m) * chw, s, &pl, avx512);
+					if (!avx512) /* AVX-512: D's transform reads dy in place (grad_row_direct) */
+						split(eod, dy + (size_t)(n0 + m) * kpq, &sy, &pl, avx512);
 				}
 				const size_t t0 = (size_t)m * per;
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)c * pl.hp + 2 * i) * l;
-						input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
-							  e + off, o + off, l, tw);
+						if (dpairs)
+							input_row_pairs((uint32_t *)v + (size_t)c * cap + (t0 + (size_t)(i - i0) * tw) / 2,
+									vs, e + off, o + off, l, tw);
+						else
+							input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
+								  e + off, o + off, l, tw);
 					}
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)k * pl.hp + 2 * i) * l;
-						grad_row(d + (size_t)k * cap + t0 + (size_t)(i - i0) * tw, ds,
-							 ey + off, oy + off, l, tw);
+						if (dpairs) {
+							const float *y0 = dy + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
+							grad_row_pairs((uint32_t *)d + (size_t)k * cap + (t0 + (size_t)(i - i0) * tw) / 2, ds,
+								       y0, 2 * i + 1 < P ? y0 + Q : NULL, Q, tw);
+						} else if (avx512) {
+							const float *y0 = dy + (size_t)(n0 + m) * kpq + ((size_t)k * P + 2 * i) * Q;
+							grad_row_direct(d + (size_t)k * cap + t0 + (size_t)(i - i0) * tw, ds, y0,
+									2 * i + 1 < P ? y0 + Q : NULL, Q, tw);
+						} else {
+							grad_row(d + (size_t)k * cap + t0 + (size_t)(i - i0) * tw, ds,
+								 ey + off, oy + off, l, tw);
+						}
 					}
 			}
 			/* Tiles [nt, ntp) enter the dot products: zero in both operands. */
@@ -537,7 +935,23 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 					for (int k = 0; k < K; k++)
 						dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt, (long)(ntp - nt));
 				}
-			if (s->bf16) // D and V rounded to bf16 values: bf16 products, the same fp32 sums
+			if (dpbf16) {
+				for (int xi = 0; xi < 16; xi++) {
+					if (dpairs) { // pairs [nt / 2, ntp / 2) zero (nt is even: whole tile rows of even tw)
+						for (int c = 0; c < C; c++)
+							dnn_zero_floats(v + xi * vs + (size_t)c * cap + nt / 2, (long)(ntp - nt) / 2);
+						for (int k = 0; k < K; k++)
+							dnn_zero_floats(d + xi * ds + (size_t)k * cap + nt / 2, (long)(ntp - nt) / 2);
+					} else {
+						pack_tile_pairs(v + xi * vs, cap, C, ntp);
+						pack_tile_pairs(d + xi * ds, cap, K, ntp);
+					}
+					gemm_nt_bf16(du + xi * (size_t)K * C, (const uint32_t *)(d + xi * ds),
+						     (const uint32_t *)(v + xi * vs), cap, K, C, ntp / 2);
+				}
+				continue;
+			}
+			if (s->bf16) // no AVX512_BF16: D and V rounded to bf16 values, bf16 products, the same fp32 sums
 				for (int xi = 0; xi < 16; xi++) {
 					for (int c = 0; c < C; c++)
 						dnn_bf16_round_floats(v + xi * vs + (size_t)c * cap, (size_t)ntp);

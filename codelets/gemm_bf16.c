@@ -31,6 +31,8 @@ int dnn_gemm_bf16_set_simd(int on)
 	return use_simd;
 }
 
+int dnn_gemm_bf16_simd(void) { return use_simd; }
+
 static int bf16_masked; /* dnn_cpu_mask_bf16: set once before the workers start */
 void dnn_cpu_mask_bf16(int mask) { bf16_masked = mask != 0; }
 

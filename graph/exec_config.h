@@ -18,7 +18,7 @@
 typedef struct dnn_exec_config {
 	/* ---- carried by the plan to graph/ and the tasks */
 	int fuse;                /* DNN_FUSE=0|1|2|3 [1] (fuse.h) */
-	dnn_conv_algo conv_algo; /* DNN_CONV_ALGO=auto|im2col|winograd|winograd4 [auto] (codelets/conv2d.h) */
+	dnn_conv_algo conv_algo; /* DNN_CONV_ALGO=auto|im2col|winograd|winograd4|onednn [auto] (codelets/conv2d.h) */
 	int pin_by_mask;         /* DNN_PIN_MODE=mask|queue [mask]: how pinned tasks are pinned (dnn_codelet.h) */
 	int allreduce_prio;      /* DNN_ALLREDUCE_PRIO=0|1|2 [2]: first layers' all-reduce first (dist.h) */
 	int allreduce_on;        /* DNN_ALLREDUCE_ON=device|host|host-update [device]: where the hops run (dist.h) */

@@ -99,6 +99,7 @@ static void release_scratch(void *arg)
 	(void)arg;
 	dnn_cpu_scratch_release();
 	dnn_gemm_bf16_release(); /* --precision bf16's per-thread copies and oneDNN primitives */
+	dnn_conv2d_onednn_release(); /* the conv's oneDNN primitives (codelets/conv2d_onednn.c) */
 }
 
 void dnn_runtime_shutdown(void)

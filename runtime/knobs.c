@@ -56,7 +56,7 @@ int dnn_knobs_parse(dnn_exec_config *k, char *err, size_t errlen)
 {
 	static const char *const levels[] = {"0", "1", "2", NULL}; /* DNN_BREAKDOWN, DNN_ALLREDUCE_PRIO */
 	static const char *const fuse[] = {"0", "1", "2", "3", NULL}; /* graph/fuse.h */
-	static const char *const algo[] = {"auto", "im2col", "winograd", "winograd4", NULL}; /* dnn_conv_algo's order */
+	static const char *const algo[] = {"auto", "im2col", "winograd", "winograd4", "onednn", NULL}; /* dnn_conv_algo's order */
 	static const char *const math[] = {"tf32", "fp32", NULL};
 	static const char *const blas[] = {"auto", "keep", NULL};
 	static const char *const pin[] = {"queue", "mask", NULL}; /* index = pin_by_mask */

@@ -39,35 +39,6 @@
 static double g16(int K) { return pow(1.0 + ldexp(1.0, -8), 2) * pow(1.0 + ldexp(1.0, -24), K + 2) - 1.0; }
 static double g32(int K) { return pow(1.0 + ldexp(1.0, -24), K + 2) - 1.0; }
 
-/* Elements of got outside |got - want| <= tol * scale (+ floor); the worst printed when it fails
- * and loud, and the worst ratio to the bound always when loud (how close the bound is). Returns
- * the count. */
-static size_t outside(const char *what, const float *got, const float *want, const float *scale, double tol,
-		      double floor, size_t n, int loud)
-{
-	size_t bad = 0, worst = 0;
-	double wr = -1;
-	for (size_t i = 0; i < n; i++) {
-		const double lim = tol * (scale ? fabs((double)scale[i]) : 1.0) + floor;
-		const double e = fabs((double)got[i] - (double)want[i]);
-		if (!(e <= lim))
-			bad++;
-		const double r = e / (lim > 0 ? lim : 1e-300);
-		if (r > wr)
-			wr = r, worst = i;
-	}
-	if (bad && loud)
-		printf("  %s: %zu of %zu outside the bound; worst [%zu] got %.9g want %.9g (|err| %.3g, %.2fx the "
-		       "bound)\n",
-		       what, bad, n, worst, got[worst], want[worst], fabs((double)got[worst] - want[worst]), wr);
-	else if (loud)
-		printf("  %s: worst error %.3f of the bound\n", what, wr);
-	else
-		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n,
-		       wr);
-	return bad;
-}
-
 static float *fill(size_t n, float lo, float hi)
 {
 	float *x = malloc(n * sizeof(float));
@@ -87,9 +58,9 @@ static void fabs_copy(float *d, const float *s, size_t n)
 static void check_pair(const char *what, const float *b16, const float *f32, const float *scale, double tol,
 		       double tol32, double floor, size_t n)
 {
-	const size_t bad = outside(what, b16, f32, scale, tol, floor, n, 1);
+	const size_t bad = test_count_outside(what, b16, f32, scale, tol, floor, n, 1);
 	TEST_CHECK(bad == 0, "%s: bf16 against fp32 outside (g16 + g32) S", what);
-	const size_t ctl = outside(what, b16, f32, scale, tol32, 0.0, n, 0);
+	const size_t ctl = test_count_outside(what, b16, f32, scale, tol32, 0.0, n, 0);
 	TEST_CHECK(ctl > 0, "%s: negative control: bf16 passed the fp32 tolerance (%.3g S), so the bound tests nothing",
 		   what, tol32);
 }
@@ -338,9 +309,9 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 			}
 	char what[96];
 	snprintf(what, sizeof(what), "attention bf16 fwd N=%d T=%d C=%d H=%d", N, T, C, H);
-	TEST_CHECK(outside(what, y16, y32, bound, 1.0, 0.0, ny, 1) == 0, "%s: bf16 against fp32 outside the bound",
-		   what);
-	TEST_CHECK(outside(what, y16, y32, bound32, 1.0, 0.0, ny, 0) > 0,
+	TEST_CHECK(test_count_outside(what, y16, y32, bound, 1.0, 0.0, ny, 1) == 0,
+		   "%s: bf16 against fp32 outside the bound", what);
+	TEST_CHECK(test_count_outside(what, y16, y32, bound32, 1.0, 0.0, ny, 0) > 0,
 		   "%s: negative control: bf16 passed the fp32 tolerance (1e-5), so the bound tests nothing", what);
 	/* backward, from the fp32 forward's y and lse: the backward's own bf16 error */
 	for (size_t i = 0; i < nq; i++)
@@ -619,8 +590,9 @@ static void conv_check(const char *what, const float *b16, const float *f32, con
 		lim[i] = (float)(c16 * T[i] + c32 * Tb[i]);
 		lim32[i] = (float)(c32 * Tb[i]);
 	}
-	TEST_CHECK(outside(what, b16, f32, lim, 1.0, 0.0, n, 1) == 0, "%s: bf16 against fp32 outside the bound", what);
-	TEST_CHECK(outside(what, b16, f32, lim32, 1.0, 0.0, n, 0) > 0,
+	TEST_CHECK(test_count_outside(what, b16, f32, lim, 1.0, 0.0, n, 1) == 0,
+		   "%s: bf16 against fp32 outside the bound", what);
+	TEST_CHECK(test_count_outside(what, b16, f32, lim32, 1.0, 0.0, n, 0) > 0,
 		   "%s: negative control: bf16 passed the fp32 tolerance, so the bound tests nothing", what);
 	free(lim), free(lim32);
 }
@@ -636,6 +608,9 @@ static void conv_case(int N, int C, int H, int W, int K, int R, int stride, int 
 	}
 	dnn_conv2d_args a16 = a32, aS = a32;
 	a16.bf16 = 1;
+	/* oneDNN's conv (bf16 only) against fp32 im2col: both GEMM-like sums of the same products, the GEMM bound */
+	if (algo == DNN_CONV_ALGO_ONEDNN)
+		a32.algo = DNN_CONV_ALGO_IM2COL;
 	aS.algo = DNN_CONV_ALGO_IM2COL; // S = sum |a||b|: a GEMM on absolute values, not Winograd's
 	const int P = a32.P, Q = a32.Q;
 	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R, ny = (size_t)N * K * P * Q;
@@ -649,14 +624,17 @@ static void conv_case(int N, int C, int H, int W, int K, int R, int stride, int 
 		goto out;
 	}
 	fabs_copy(ax, x, nx), fabs_copy(aw, w, nw), fabs_copy(ady, dy, ny);
-	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4"};
+	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4", "onednn"};
 	for (int pass = 0; pass < 3; pass++) {
 		const int m = dnn_conv2d_cpu_winograd_tile(&a32, pass);
+		if (algo == DNN_CONV_ALGO_ONEDNN)
+			TEST_CHECK(dnn_conv2d_cpu_uses_onednn(&a16, pass) && !dnn_conv2d_cpu_winograd_tile(&a16, pass),
+				   "conv bf16: DNN_CONV_ALGO_ONEDNN does not run oneDNN's conv");
 		const size_t n = pass == 0 ? ny : pass == 1 ? nx : nw;
 		char what[128];
 		snprintf(what, sizeof(what), "conv bf16 %s N=%d C%d %dx%d K%d k%d s%d p%d%s [%s: %s]", pass_name[pass],
 			 N, C, H, W, K, R, stride, pad, pass == 1 && accumulate ? " +=" : "", algos[algo],
-			 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : "GEMM/direct");
+			 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : dnn_conv2d_cpu_uses_onednn(&a16, pass) ? "oneDNN conv" : "GEMM/direct");
 		for (int rep = 0; rep < 2; rep++) { // rep 1: the same bf16 call again, into os
 			float *out = rep ? os : o16;
 			if (pass == 0) {
@@ -733,7 +711,8 @@ static void conv_all(void)
 	conv_case(2, 16, 8, 8, 32, 1, 2, 0, DNN_CONV_ALGO_IM2COL, 0);
 	conv_case(2, 8, 7, 9, 12, 1, 1, 0, DNN_CONV_ALGO_IM2COL, 1);
 	conv_case(2, 3, 19, 17, 8, 7, 2, 3, DNN_CONV_ALGO_IM2COL, 0);
-	/* direct (auto on LeNet-5's convs: C K <= 128). One image for the stem: its weight gradient sums
+	/* direct (auto on LeNet-5's convs: C K <= 128; in bf16 auto runs the second, C6 5x5, through oneDNN's conv,
+	 * conv2d_algo.c's ONEDNN_CONV_RULE, where the oneDNN path is on). One image for the stem: its weight gradient sums
 	 * N P Q = 784 products per element, and at 4 images (3136) fp32's worst-case bound 2 g32(K) S
 	 * grows past bf16's actual error (random roundings grow as sqrt(K)): the negative control
 	 * passed (0 of 150 outside, worst 0.9x) */
@@ -743,12 +722,28 @@ static void conv_all(void)
 	conv_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
 	conv_case(5, 32, 7, 7, 24, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 1);
 	conv_case(2, 3, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
+	/* the weight gradient's vdpbf16ps kernel at its edges: 13 output and 6 input channels (register
+	 * blocks of 1 and 2 rows), chunks of 49 and 75 tiles (packed tails of 24 and 16 tiles, a masked
+	 * last step of 12 and 8 pairs) */
+	conv_case(1, 6, 14, 14, 13, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
+	conv_case(3, 6, 10, 10, 13, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0);
 	/* Winograd F(4x4) (forward and backward data; the weight gradient F(2x2)): tile rows,
 	 * row groups, strips, partial tiles */
 	conv_case(1, 16, 32, 32, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0);
 	conv_case(3, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0);
 	conv_case(2, 16, 24, 24, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1);
 	conv_case(2, 32, 14, 14, 32, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0);
+	/* oneDNN's bf16 conv primitives (the oneDNN path only: without it DNN_CONV_ALGO_ONEDNN is auto, whose Winograd
+	 * the GEMM bound does not cover): ResNet's 3x3 stride 2 and 1x1 stride-2 shortcut, the 8x8 stage, the RGB
+	 * stem, channel counts off oneDNN's 16-channel blocks on a non-square image, LeNet-5's unpadded 5x5 */
+	if (dnn_gemm_bf16_simd() && dnn_cpu_has_bf16()) {
+		conv_case(2, 16, 16, 16, 32, 3, 2, 1, DNN_CONV_ALGO_ONEDNN, 1);
+		conv_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_ONEDNN, 0);
+		conv_case(2, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 1);
+		conv_case(2, 3, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 0);
+		conv_case(2, 24, 7, 9, 20, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 1);
+		conv_case(1, 6, 14, 14, 16, 5, 1, 0, DNN_CONV_ALGO_ONEDNN, 0);
+	}
 }
 
 void h_extra_conv_bf16(void)
@@ -1014,8 +1009,8 @@ static void check_rounded(const char *what, const uint16_t *yh, const float *y32
 	dnn_bf16_convert(r, y32, n);
 	TEST_CHECK(memcmp(r, yh, n * 2) == 0, "%s: the bf16 output is not the fp32 output rounded", what);
 	dnn_bf16_widen(w, yh, n);
-	TEST_CHECK(outside(what, w, y32, y32, ldexp(1.0, -8), 0.0, n, 1) == 0, "%s: outside relative 2^-8", what);
-	TEST_CHECK(outside(what, w, y32, y32, 1e-5, 0.0, n, 0) > 0,
+	TEST_CHECK(test_count_outside(what, w, y32, y32, ldexp(1.0, -8), 0.0, n, 1) == 0, "%s: outside relative 2^-8", what);
+	TEST_CHECK(test_count_outside(what, w, y32, y32, 1e-5, 0.0, n, 0) > 0,
 		   "%s: negative control: the bf16 output passed the fp32 tolerance", what);
 	free(r), free(w);
 }

@@ -61,7 +61,7 @@ static void other_knobs(void)
 		   "DNN_FUSE=4: '%s'", err);
 	unsetenv("DNN_FUSE"), setenv("DNN_CONV_ALGO", "fast", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 &&
-			   strcmp(err, "DNN_CONV_ALGO=fast: expected auto, im2col, winograd or winograd4") == 0,
+			   strcmp(err, "DNN_CONV_ALGO=fast: expected auto, im2col, winograd, winograd4 or onednn") == 0,
 		   "DNN_CONV_ALGO=fast: '%s'", err);
 	unsetenv("DNN_CONV_ALGO"), setenv("DNN_TRACES_DIR", "/nonexistent-traces", 1);
 	TEST_CHECK(dnn_knobs_parse(&k, err, sizeof err) == -1 && strstr(err, "DNN_TRACES_DIR=/nonexistent-traces: ") == err,

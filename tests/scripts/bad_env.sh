@@ -12,8 +12,8 @@ BENCH=(bench --net lenet5 --batch 8 --steps 1 --warmup 0 --quiet)
 declare -A WANT=(
   [DNN_FUSE=4]="expected 0, 1, 2 or 3"
   [DNN_FUSE=on]="expected 0, 1, 2 or 3"
-  [DNN_CONV_ALGO=bogus]="expected auto, im2col, winograd or winograd4"
-  [DNN_CONV_ALGO=IM2COL]="expected auto, im2col, winograd or winograd4"
+  [DNN_CONV_ALGO=bogus]="expected auto, im2col, winograd, winograd4 or onednn"
+  [DNN_CONV_ALGO=IM2COL]="expected auto, im2col, winograd, winograd4 or onednn"
   [DNN_CUDA_MATH=fp16]="expected tf32 or fp32"
   [DNN_CUDA_WORKSPACE_MB=12x]="expected an integer from 0 to 65536"
   [DNN_CUDA_WORKSPACE_MB=-1]="expected an integer from 0 to 65536"

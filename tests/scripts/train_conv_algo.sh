@@ -58,6 +58,6 @@ rc=0
 DNN_CONV_ALGO=bogus "$STARPU_ANP" train --net resnet8 --batch 32 --chunks 2 --max-steps 1 --limit-train 256 \
   --limit-test 64 --quiet >/dev/null 2>"$TMP/bogus.err" || rc=$?
 [ "$rc" = 2 ] || fail "DNN_CONV_ALGO=bogus: exit $rc, want 2 (stderr: $(head -3 "$TMP/bogus.err"))"
-[ "$(cat "$TMP/bogus.err")" = "error: DNN_CONV_ALGO=bogus: expected auto, im2col, winograd or winograd4" ] \
+[ "$(cat "$TMP/bogus.err")" = "error: DNN_CONV_ALGO=bogus: expected auto, im2col, winograd, winograd4 or onednn" ] \
   || fail "DNN_CONV_ALGO=bogus: not the one line (stderr: $(head -3 "$TMP/bogus.err"))"
 finish

@@ -10,7 +10,8 @@
 # two precisions are scored on the same images, so that is what one net's score moves by when it
 # gets a few other images right, a noise that 3 seeds' spread may not show. Also: every run learns
 # (accuracy above 0.5; 10 classes: 0.1 is a guess), bf16 really ran (its loss differs from the same
-# seed's fp32 run), and the same bf16 command twice (on 256 images) gives the same loss bits.
+# seed's fp32 run), and the same bf16 command (on 256 images, 2 chunks) on 1 worker (eager) and 2 (random) gives
+# the same loss bits and checkpoint bytes (negative control: DNN_CONV_ALGO=im2col's checkpoint differs).
 # Negative control: the rule must tell apart a run that did train worse: lenet5 in fp32 on 2048
 # images (3 seeds) against the 4096-image fp32 runs must fail it.
 set -euo pipefail
@@ -65,10 +66,17 @@ for net in lenet5 resnet8; do
     fcmp "${ACC[bf16$s]} > 0.5 && ${ACC[fp32$s]} > 0.5" || fail "$net seed $s: accuracy ${ACC[fp32$s]} (fp32), ${ACC[bf16$s]} (bf16): not learning"
     [ "${LOSS[bf16$s]}" != "${LOSS[fp32$s]}" ] || fail "$net seed $s: bf16's loss ${LOSS[bf16$s]} is fp32's bit for bit: did bf16 run?"
   done
-  R1="$("$A" train "${RUN[@]}" --limit-train 256 --limit-test 200 --precision bf16 2>/dev/null | tail -1)" || fail "$net: bf16 run 1"
-  R2="$("$A" train "${RUN[@]}" --limit-train 256 --limit-test 200 --precision bf16 2>/dev/null | tail -1)" || fail "$net: bf16 run 2"
+  # The same command on 1 worker (eager) and 2 (random), the chunks fixed: the same loss and checkpoint bytes (oneDNN's
+  # conv and matmul run one thread per task); the checkpoint sees the conv path: im2col's must differ.
+  SAME=("${RUN[@]}" --limit-train 256 --limit-test 200 --precision bf16 --chunks 2)
+  R1="$(STARPU_SCHED=eager "$A" train "${SAME[@]}" --checkpoint "$TMP/$net.1.ckpt" 2>/dev/null | tail -1)" || fail "$net: bf16 run 1"
+  R2="$(STARPU_NCPU=2 STARPU_SCHED=random "$A" train "${SAME[@]}" --checkpoint "$TMP/$net.2.ckpt" 2>/dev/null | tail -1)" \
+    || fail "$net: bf16 run 2"
   [ -n "$(result_field "$R1" test_loss)" ] && [ "$(result_field "$R1" test_loss)" = "$(result_field "$R2" test_loss)" ] \
     || fail "$net: bf16 twice: test_loss $(result_field "$R1" test_loss) then $(result_field "$R2" test_loss)"
+  cmp -s "$TMP/$net.1.ckpt" "$TMP/$net.2.ckpt" || fail "$net: bf16 on 1 and 2 workers: the checkpoints differ"
+  DNN_CONV_ALGO=im2col "$A" train "${SAME[@]}" --checkpoint "$TMP/$net.3.ckpt" >/dev/null 2>&1 || fail "$net: bf16 run 3"
+  ! cmp -s "$TMP/$net.1.ckpt" "$TMP/$net.3.ckpt" || fail "$net: DNN_CONV_ALGO=im2col gives auto's checkpoint: the check sees nothing"
   unset ACC LOSS
 done
 finish
