@@ -255,8 +255,8 @@ static size_t forward_work(const conv_geom *g)
 	return dnn_conv_im2col_forward_work(g);
 }
 
-/* A bf16 x (g->x_bf16, a stored activation): im2col's padded copy (not a 1x1 conv's, which has none) widens
- * it while copying; for the other paths it is widened here into the worker's second scratch (the kernels take
+/* A bf16 x (g->x_bf16, a stored activation): oneDNN's reorder (conv2d_onednn.c) and im2col's padded copy (not a
+ * 1x1 conv's, which has none) read it as it is; for the other paths it is widened here into the worker's second scratch (the kernels take
  * the first), and g then says fp32. Returns x as the path reads it; NULL, with a worker error, without memory. */
 static const float *x_for_path(const float *x, conv_geom *g, int im2col)
 {
@@ -303,12 +303,8 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const float *bias, const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
-	if (use_onednn(&g, 0)) { /* its reorders take fp32: a bf16 x widened first (g then says fp32) */
-		if (!(x = x_for_path(x, &g, 0)))
-			return 1;
-		if (dnn_conv_onednn_forward(y, x, w, &g, 0.0f) == 0)
-			return 0; /* the caller adds the bias */
-	}
+	if (use_onednn(&g, 0) && dnn_conv_onednn_forward(y, x, w, &g, 0.0f) == 0) /* reads a bf16 x as it is */
+		return 0; /* the caller adds the bias */
 	float *work = dnn_conv_scratch(forward_work(&g));
 	return work ? conv_forward(y, x, w, bias, &g, 0.0f, work) : 1; /* no scratch: the error is recorded */
 }
@@ -426,10 +422,9 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 {
 	// dw (K, CRS) +=, x (N, C, H, W) (bf16 when a->x_bf16), dy (N, K, P, Q)
 	conv_geom g = conv_geom_of(a);
-	const int od = use_onednn(&g, 2);
-	if (!(x = x_for_path(x, &g, !od && !use_winograd_filter(&g) && !use_pointwise(&g, 2) && !use_stride2(&g, 2))))
+	if (use_onednn(&g, 2) && dnn_conv_onednn_backward_filter(dw, x, dy, &g) == 0) /* reads a bf16 x as it is */
 		return;
-	if (od && dnn_conv_onednn_backward_filter(dw, x, dy, &g) == 0)
+	if (!(x = x_for_path(x, &g, !use_winograd_filter(&g) && !use_pointwise(&g, 2) && !use_stride2(&g, 2))))
 		return;
 	if (use_winograd_filter(&g)) {
 		dnn_wino_shape s = wino_shape(&g);

@@ -2,7 +2,7 @@
  * path of --precision bf16 (conv2d_impl.h; which passes take it: conv2d_algo.c's ONEDNN_CONV_RULE).
  *
  * The tensors stay what every other path reads and writes: fp32 NCHW x, dy, y, dx and fp32 (K, C, R, S) w, dw, in
- * the task's buffers. Per call: the two inputs are reordered (rounded to bf16, round to nearest even) into the
+ * the task's buffers (x in bf16 where the plan stores it so: conv_geom.x_bf16). Per call: the two inputs are reordered (rounded to bf16, round to nearest even) into the
  * blocked layouts the primitive chose (the weights every call: they change every step), the primitive runs (bf16
  * products, fp32 sums, fp32 output in its blocked layout), and one more reorder writes the output back to NCHW,
  * adding it (a sum post-op: out = out + result) where the pass accumulates (dx +=, dw +=; y += for beta 1).
@@ -53,7 +53,7 @@ static int same_geom(const conv_geom *a, const conv_geom *b)
 {
 	return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K && a->R == b->R &&
 	       a->S == b->S && a->P == b->P && a->Q == b->Q && a->stride == b->stride && a->dil == b->dil &&
-	       a->pad_h == b->pad_h && a->pad_w == b->pad_w;
+	       a->pad_h == b->pad_h && a->pad_w == b->pad_w && a->x_bf16 == b->x_bf16;
 }
 
 /* A reorder from a to b, with out = out + in where sum; NULL on failure. */
@@ -108,8 +108,10 @@ static int cv_create(cv_entry *e)
 	dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, wd = {g->K, g->C, g->R, g->S}, yd = {g->N, g->K, g->P, g->Q};
 	dnnl_memory_desc_t ux, uw, uy, ax, aw, ay; // user f32 plain; the primitive's (any layout)
 	const int pass = e->pass;
-	/* bf16 inputs, fp32 output: forward x, w -> y; backward data dy, w -> dx; weight gradient x, dy -> dw */
-	int ok = dnnl_memory_desc_init_by_tag(&ux, 4, xd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+	/* bf16 inputs, fp32 output: forward x, w -> y; backward data dy, w -> dx; weight gradient x, dy -> dw. x stored
+	 * in bf16 (g->x_bf16, a bf16 activation rounded as the reorder rounds): its reorder only moves it to the
+	 * blocked layout, the same bf16 values as rounding the fp32 tensor it came from */
+	int ok = dnnl_memory_desc_init_by_tag(&ux, 4, xd, g->x_bf16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw) == dnnl_success &&
 		 dnnl_memory_desc_init_by_tag(&uw, 4, wd, dnnl_f32, dnnl_oihw) == dnnl_success &&
 		 dnnl_memory_desc_init_by_tag(&uy, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
 		 dnnl_memory_desc_init_by_tag(&ax, 4, xd, pass == 1 ? dnnl_f32 : dnnl_bf16, dnnl_format_tag_any) ==

@@ -890,13 +890,15 @@ static void conv_act_case(int N, int C, int H, int W, int K, int R, int stride, 
 		xt[i] = (uint16_t)(u >> 16);
 	}
 	fabs_copy(ax, x, nx), fabs_copy(aw, w, nw), fabs_copy(ady, dy, ny);
-	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4"};
+	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4", "onednn"};
 	for (int pass = 0; pass < 3; pass += 2) { /* forward, weight gradient: the passes that read x */
-		const int fwd = pass == 0, m = dnn_conv2d_cpu_winograd_tile(&a32, pass);
+		/* the bf16 path's algorithm (auto's rules differ by precision: oneDNN's conv, the Winograd filter rule) */
+		const int fwd = pass == 0, m = dnn_conv2d_cpu_winograd_tile(&a16, pass);
 		const size_t n = fwd ? ny : nw;
 		char what[160];
 		snprintf(what, sizeof(what), "conv bf16 x %s N=%d C%d %dx%d K%d k%d s%d p%d [%s: %s]", pass_name[pass], N, C,
-			 H, W, K, R, stride, pad, algos[algo], m ? (m == 2 ? "F(2x2)" : "F(4x4)") : "GEMM/direct");
+			 H, W, K, R, stride, pad, algos[algo],
+			 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : dnn_conv2d_cpu_uses_onednn(&a16, pass) ? "oneDNN conv" : "GEMM/direct");
 		/* the task, the kernel on the widened x, the kernel on the fp32 x (bf16 and fp32) */
 		if (!fwd)
 			memcpy(got, dw0, nw * 4), memcpy(want, dw0, nw * 4), memcpy(f32, dw0, nw * 4), memcpy(s, dw0, nw * 4);
@@ -921,7 +923,7 @@ static void conv_act_case(int N, int C, int H, int W, int K, int R, int stride, 
 			       n);
 			TEST_CHECK(diff > 0, "%s: negative control: a changed bf16 x changed nothing", what);
 		}
-		if (!m) { /* the stored value is the one the conv rounded x to */
+		if (!m) { /* the stored value is the one the conv rounded x to (im2col, direct, oneDNN's reorder) */
 			if (fwd)
 				dnn_conv2d_forward_cpu(want, x, w, &a16);
 			else
@@ -975,7 +977,10 @@ static void conv_act_all(void)
 	conv_act_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4);
 	conv_act_case(3, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_AUTO);
 	conv_act_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_AUTO);
-	conv_act_case(1, 6, 14, 14, 16, 5, 1, 0, DNN_CONV_ALGO_AUTO); /* direct (LeNet-5's second conv) */
+	conv_act_case(1, 6, 14, 14, 16, 5, 1, 0, DNN_CONV_ALGO_AUTO); /* LeNet-5's second conv (oneDNN under auto) */
+	/* oneDNN's primitives, whose reorder then reads the bf16 x as it is (conv2d_onednn.c; without oneDNN: auto) */
+	conv_act_case(2, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_ONEDNN);
+	conv_act_case(2, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_ONEDNN);
 }
 
 void h_extra_conv_act_bf16(void) { each_path(conv_act_all); }
