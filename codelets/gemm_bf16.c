@@ -376,6 +376,20 @@ void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n)
 		dst[i] = dnn_f32_to_bf16(src[i]);
 }
 
+void dnn_bf16_convert_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols)
+{
+#ifdef DNN_HAVE_DNNL
+	if (use_simd) {
+		for (int r = 0; r < rows; r++)
+			to_bf16(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, cols);
+		return;
+	}
+#endif
+	for (int r = 0; r < rows; r++)
+		for (int c = 0; c < cols; c++)
+			dst[(size_t)r * ld_dst + c] = dnn_f32_to_bf16(src[(size_t)r * ld_src + c]);
+}
+
 int dnn_gemm(int bf16, int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda,
 	     const float *B, int ldb, float beta, float *C, int ldc)
 {

@@ -92,6 +92,10 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
  * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
  * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
 void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
+/* dnn_bf16_convert on rows x cols values at strides ld_src and ld_dst, in one call (the bf16
+ * activations written a row at a time at a stride, attention's heads: a call per row of D = 32
+ * would cost more than the rounding). The same bits as dnn_bf16_convert row by row. */
+void dnn_bf16_convert_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
 /* p[0..n) rounded to bf16 values in place, round to nearest even (vcvtneps2bf16 where the CPU has
  * AVX512_BF16, which also flushes denormal inputs to zero, as oneDNN's copies; else
  * dnn_bf16_round): the operands of a kernel that then multiplies them with its own fp32 loops

@@ -48,7 +48,15 @@ static dnn_dense_args dense_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
 	return (dnn_dense_args){.N = in->seq ? ctx->n * in->H : ctx->n, .IN = (int)dense_fan_in(in), .OUT = nd->out,
-				 .bf16 = ctx->p->cfg.bf16};
+				 .bf16 = ctx->p->cfg.bf16, .x_bf16 = dnn_op_out_bf16(ctx, nd->inputs[0])};
+}
+
+/* bf16 activation storage (model.h y_bf16): under --precision bf16 the forward and weight-gradient
+ * GEMMs read x in bf16 in place (the values they rounded x to before); bwd_data does not read x. */
+static int bf16_in(const dnn_plan *p, int i, int j)
+{
+	(void)i, (void)j;
+	return p->cfg.bf16;
 }
 
 static int forward(dnn_op_ctx *ctx, int i)
@@ -103,5 +111,5 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 const dnn_op_desc dnn_op_dense = {
 	.name = "dense", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .defaults = defaults,
 	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
-	.create_params = create_params, .forward = forward, .backward = backward, .export_onnx = export_onnx,
+	.create_params = create_params, .bf16_in = bf16_in, .forward = forward, .backward = backward, .export_onnx = export_onnx,
 };
