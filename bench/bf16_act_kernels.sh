@@ -4,8 +4,8 @@
 # interleaved rounds (on off, off on, ...), each setting calibrating its own StarPU history models
 # (STARPU_HOME per setting, STARPU_CALIBRATE=1), so each codelet's mean time per shape (footprint)
 # is averaged over every round's executions. Prints per codelet the sum over its shapes of
-# mean x executions (the two settings' mean count), on and off, and their ratio (a shape that
-# only one setting has, e.g. a bf16 output's own footprint, is left out of the sums); per shape rows in OUT/kernels.csv
+# mean x executions, on and off, their ratio and the executions counted; per shape rows in
+# OUT/kernels.csv
 # (docs/studies/2026-12-07-act-bf16-gpt.md). Times include the machine's load: give it (uptime).
 #
 # Usage: bench/bf16_act_kernels.sh [--rounds N] [--threads N] [--gpt NET:T:B] [--build DIR] [--out DIR]
@@ -50,21 +50,24 @@ for r in $(seq 1 "$ROUNDS"); do
       "$(cut -d' ' -f1 /proc/loadavg)" >&2
   done
 done
-echo "codelet,footprint,bytes,mean_us_on,n_on,mean_us_off,n_off" >"$OUT/kernels.csv"
+echo "storage,codelet,footprint,bytes,flops,mean_us,n" >"$OUT/kernels.csv"
 for v in 1 0; do
   for f in "$OUT/home$v"/.starpu/sampling/codelets/*/*; do
     [ -f "$f" ] || continue
     sym="$(basename "$f")"; sym="${sym%%.*}"
     STARPU_HOME="$OUT/home$v" starpu_perfmodel_display -s "$sym" 2>/dev/null \
-      | awk -v s="$sym" -v v="$v" '/^#/ || NF < 6 { next } { print s "," $1 "," $2 "," $4 "," $6 "," v }'
+      | awk -v s="${sym#dnn_cl_}" -v v="$v" '/^#/ || NF < 6 { next } { print v "," s "," $1 "," $2 "," $3 "," $4 "," $6 }'
   done
-done | awk -F, '{ k = $1 "," $2 "," $3; if ($6 == 1) { on[k] = $4; non[k] = $5 } else { off[k] = $4; noff[k] = $5 } seen[k] = 1 }
-  END { for (k in seen) printf "%s,%s,%s,%s,%s\n", k, on[k], non[k], off[k], noff[k] }' | sort >>"$OUT/kernels.csv"
-# per codelet: sum over shapes of mean x n (the executions recorded), on and off
-# (weighted alike: the mean of the two counts, so that a ratio compares the same executions)
-awk -F, 'NR > 1 && $4 != "" && $6 != "" { c = $1; sub(/^dnn_cl_/, "", c); w = ($5 + $7) / 2
-    on[c] += $4 * w; off[c] += $6 * w; ton += $4 * w; toff += $6 * w }
-  END { printf "%-26s %12s %12s %8s %8s\n", "codelet", "on ms", "off ms", "on/off", "on share"
-    for (c in on) printf "%-26s %12.1f %12.1f %8.3f %8.3f\n", c, on[c] / 1e3, off[c] / 1e3, off[c] ? on[c] / off[c] : 0, on[c] / ton
-    printf "%-26s %12.1f %12.1f %8.3f\n", "all", ton / 1e3, toff / 1e3, ton / toff }' "$OUT/kernels.csv" \
+done >>"$OUT/kernels.csv"
+# per codelet: its time per execution (the sum over its shapes of mean x n, over the n), on and off,
+# and their ratio; "on ms", "off ms" weigh both by the same count, the mean of the two n (StarPU
+# records a varying share of the executions, and the footprints differ between the settings, as
+# the arguments carry the storage flags), so the columns and the total compare the same work
+awk -F, 'NR > 1 { t[$1, $2] += $6 * $7; n[$1, $2] += $7; c[$2] = 1 }
+  END { for (k in c) if (n[1, k] && n[0, k]) { w = (n[1, k] + n[0, k]) / 2; on[k] = t[1, k] / n[1, k] * w
+        off[k] = t[0, k] / n[0, k] * w; ton += on[k]; toff += off[k] }
+    printf "%-24s %10s %10s %8s %8s %7s %7s\n", "codelet", "on ms", "off ms", "on/off", "on share", "n on", "n off"
+    for (k in on) printf "%-24s %10.1f %10.1f %8.3f %8.3f %7d %7d\n", k, on[k] / 1e3, off[k] / 1e3, on[k] / off[k],
+      on[k] / ton, n[1, k], n[0, k]
+    printf "%-24s %10.1f %10.1f %8.3f\n", "all", ton / 1e3, toff / 1e3, ton / toff }' "$OUT/kernels.csv" \
   | { read -r h; echo "$h"; sort -k2,2 -g -r; } | tee "$OUT/summary.txt"
