@@ -196,6 +196,24 @@ static void pack_bf16(uint16_t *restrict dst, float *restrict stage, const float
 	dnn_bf16_convert(dst, stage, (size_t)n * D);
 }
 
+/* A head's rows of a bf16 qkv (stored rounded: the bf16 activation storage) -> a packed n x D bf16
+ * block: a copy, the values pack_bf16 gives from the fp32 qkv they were rounded from. */
+static void pack16(uint16_t *restrict dst, const uint16_t *restrict src, int n, int D, int ld)
+{
+	for (int r = 0; r < n; r++)
+		memcpy(dst + (size_t)r * D, src + (size_t)r * ld, (size_t)D * sizeof(uint16_t));
+}
+
+/* q, k or v of one head into its packed bf16 block: from a bf16 qkv (xh) or the fp32 one (x). */
+static void pack_head_bf16(uint16_t *dst, float *stage, const float *x, const uint16_t *xh, size_t o, int T, int D,
+			   int ld)
+{
+	if (xh)
+		pack16(dst, xh + o, T, D, ld);
+	else
+		pack_bf16(dst, stage, x + o, T, D, ld);
+}
+
 /* A packed head (T,D) as a tile product's operand: fp32, or (bf16) its bf16 copy; rows from r0. */
 static dnn_bf16_operand rows(dnn_bf16_operand o, int r0)
 {
@@ -273,12 +291,14 @@ static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_
 	return rc ? -1 : 0;
 }
 
-int dnn_attention_forward_cpu(void *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch)
+int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_attention_args *a, float *scratch)
 {
-	// y (N,T,C) fp32 or bf16, lse (N,H,T), qkv (N,T,3C)
+	// y (N,T,C) fp32 or bf16, lse (N,H,T), qkv (N,T,3C) fp32 or bf16
 	const int T = a->T, C = a->C, H = a->H, D = C / H;
-	if (a->y_bf16 && !a->bf16)
+	if ((a->y_bf16 || a->x_bf16) && !a->bf16)
 		return -1;
+	const float *qkv = a->x_bf16 ? NULL : qkvv;
+	const uint16_t *qkvh = a->x_bf16 ? qkvv : NULL;
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
@@ -290,12 +310,13 @@ int dnn_attention_forward_cpu(void *y, float *lse, const float *qkv, const dnn_a
 		ov = (dnn_bf16_operand){.h = bv, .ld = D};
 	for (int n = 0; n < a->N; n++)
 		for (int h = 0; h < H; h++) {
-			const float *q = qkv + (size_t)n * T * 3 * C + (size_t)h * D;
+			const size_t ox = (size_t)n * T * 3 * C + (size_t)h * D;
 			if (a->bf16) {
-				pack_bf16(bq, hv, q, T, D, 3 * C);
-				pack_bf16(bk, hv, q + C, T, D, 3 * C);
-				pack_bf16(bv, hv, q + 2 * C, T, D, 3 * C);
+				pack_head_bf16(bq, hv, qkv, qkvh, ox, T, D, 3 * C);
+				pack_head_bf16(bk, hv, qkv, qkvh, ox + C, T, D, 3 * C);
+				pack_head_bf16(bv, hv, qkv, qkvh, ox + 2 * C, T, D, 3 * C);
 			} else {
+				const float *q = qkv + ox;
 				pack(hq, q, 0, T, D, 3 * C);
 				pack(hk, q + C, 0, T, D, 3 * C);
 				pack(hv, q + 2 * C, 0, T, D, 3 * C);
@@ -386,13 +407,15 @@ static void unpack(float *restrict dst, int ld, const float *restrict src, int T
 	}
 }
 
-int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const void *y, const float *dy, const float *lse,
+int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, const float *dy, const float *lse,
 			       const dnn_attention_args *a, float *scratch)
 {
-	// dqkv (N,T,3C) =|+=, qkv (N,T,3C), y (N,T,C) fp32 or bf16, dy (N,T,C), lse (N,H,T)
+	// dqkv (N,T,3C) =|+=, qkv (N,T,3C) fp32 or bf16, y (N,T,C) fp32 or bf16, dy (N,T,C), lse (N,H,T)
 	const int T = a->T, C = a->C, H = a->H, D = C / H;
-	if (a->y_bf16 && !a->bf16)
+	if ((a->y_bf16 || a->x_bf16) && !a->bf16)
 		return -1;
+	const float *qkv = a->x_bf16 ? NULL : qkvv;
+	const uint16_t *qkvh = a->x_bf16 ? qkvv : NULL;
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
@@ -410,9 +433,9 @@ int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const void *y, con
 			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
 			pack(hdy, dy + oy, 0, T, D, C); /* fp32 for D_t */
 			if (a->bf16) {
-				pack_bf16(bq, hv, qkv + o, T, D, 3 * C);
-				pack_bf16(bk, hv, qkv + o + C, T, D, 3 * C);
-				pack_bf16(bv, hv, qkv + o + 2 * C, T, D, 3 * C);
+				pack_head_bf16(bq, hv, qkv, qkvh, o, T, D, 3 * C);
+				pack_head_bf16(bk, hv, qkv, qkvh, o + C, T, D, 3 * C);
+				pack_head_bf16(bv, hv, qkv, qkvh, o + 2 * C, T, D, 3 * C);
 				dnn_bf16_convert(bdy, hdy, TD);
 			} else {
 				pack(hq, qkv + o, 0, T, D, 3 * C);
@@ -454,7 +477,7 @@ static void attention_fwd_cpu_task(void *buffers[], void *cl_arg)
 		return;
 	if (dnn_attention_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				      a->save_lse ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
-				      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch) != 0)
+				      (const void *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch) != 0)
 		dnn_worker_error("attention forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
@@ -471,7 +494,7 @@ static void attention_bwd_cpu_task(void *buffers[], void *cl_arg)
 	if (!scratch)
 		return;
 	if (dnn_attention_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[4]),
-				       (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				       (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
 				       (const void *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				       (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
 				       (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), a, scratch) != 0)
@@ -483,7 +506,7 @@ DNN_CODELET(cl_attention_bwd, 5, attention_bwd_cpu_task, dnn_attention_bwd_cuda)
 
 // ------------------------------------------------------------------------------- insert helpers
 
-DNN_ARGS_NO_PADDING(dnn_attention_args, 8 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_attention_args, 9 * sizeof(int));
 
 int dnn_insert_attention_fwd(const dnn_task_opts *o, const dnn_attention_args *a, starpu_data_handle_t qkv,
 			     starpu_data_handle_t y, starpu_data_handle_t lse)

@@ -34,14 +34,18 @@ static dnn_bf16_operand x_operand(const void *x, const dnn_dense_args *a)
 	return (dnn_bf16_operand){.f = x, .ld = a->IN};
 }
 
-int dnn_dense_forward_cpu(float *y, const void *x, const float *w, const float *b, const dnn_dense_args *a)
+int dnn_dense_forward_cpu(void *yv, const void *x, const float *w, const float *b, const dnn_dense_args *a)
 {
-	// y (N,OUT), x (N,IN) (fp32, or bf16 with x_bf16), w (OUT,IN), b (OUT) or NULL
+	// y (N,OUT) (fp32, or bf16 with y_bf16), x (N,IN) (fp32, or bf16 with x_bf16), w (OUT,IN), b (OUT) or NULL
 	int N = a->N, IN = a->IN, OUT = a->OUT;
-	if (a->x_bf16 && !a->bf16)
+	if ((a->x_bf16 || a->y_bf16) && !a->bf16)
 		return -1;
 	if (N == 0 || OUT == 0)
 		return 0;
+	if (a->y_bf16) /* rounded as its fp32 values would be, as they are stored */
+		return dnn_gemm_bf16_out(0, 1, N, OUT, IN, 1.0f, x_operand(x, a), (dnn_bf16_operand){.f = w, .ld = IN}, b,
+					 yv, OUT);
+	float *y = yv;
 	if (a->bf16 && IN > 0) /* the bias added by the matmul itself: one pass over y, not three */
 		return dnn_gemm_bf16_ex(0, 1, N, OUT, IN, 1.0f, x_operand(x, a), (dnn_bf16_operand){.f = w, .ld = IN},
 					0.0f, b, y, OUT);
@@ -101,7 +105,7 @@ static void dense_fwd_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->N * a->OUT);
-	if (dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[3]), (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
+	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[3]), (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a) != 0)
 		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
@@ -139,7 +143,7 @@ static void dense_fwd_nobias_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->OUT);
-	if (dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL, a) != 0)
 		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
@@ -164,7 +168,7 @@ DNN_CODELET(cl_dense_bwd_weight, 4, dense_bwd_weight_cpu_task, dnn_dense_bwd_wei
 
 // ------------------------------------------------------------------------------- insert helpers
 
-DNN_ARGS_NO_PADDING(dnn_dense_args, 6 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_dense_args, 7 * sizeof(int));
 
 int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y)

@@ -15,8 +15,8 @@ extern "C" {
  * a bf16 x reaching a CUDA function is a bug, reported, not read as floats. */
 #define DENSE_REFUSE_BF16_X(a, what)                                                                       \
 	do {                                                                                               \
-		if ((a)->x_bf16) {                                                                         \
-			dnn_worker_error("dense %s: a bf16-stored input reached a CUDA worker", what);     \
+		if ((a)->x_bf16 || (a)->y_bf16) {                                                          \
+			dnn_worker_error("dense %s: a bf16-stored activation reached a CUDA worker", what); \
 			return;                                                                            \
 		}                                                                                          \
 	} while (0)

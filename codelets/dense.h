@@ -18,13 +18,15 @@ typedef struct {
 	int accumulate_dx;
 	int bf16;   // 1: the GEMMs in bf16 (gemm_bf16.h); part of the perf-model footprint (dnn_args_footprint)
 	int x_bf16; // 1 (bf16 only): x is stored in bf16 (uint16_t); the CUDA functions refuse it
+	int y_bf16; // 1 (bf16 only): y is written in bf16 (dnn_gemm_bf16_out: the fp32 y's rounding); CUDA refuses it
 } dnn_dense_args;
 
 double dnn_dense_flops_fwd(const dnn_dense_args *a); // 2*N*IN*OUT
 
-/* 0, or -1 when a bf16 GEMM cannot run (its buffers, oneDNN; x_bf16 without bf16): the output is
- * then not written. x: float, or uint16_t bf16 values when a->x_bf16. */
-int dnn_dense_forward_cpu(float *y, const void *x, const float *w, const float *b, const dnn_dense_args *a);
+/* 0, or -1 when a bf16 GEMM cannot run (its buffers, oneDNN; x_bf16 or y_bf16 without bf16): the
+ * output is then not written. x: float, or uint16_t bf16 values when a->x_bf16; y likewise with
+ * a->y_bf16 (forward only). */
+int dnn_dense_forward_cpu(void *y, const void *x, const float *w, const float *b, const dnn_dense_args *a);
 int dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, const dnn_dense_args *a);
 int dnn_dense_backward_weight_cpu(float *dw, float *db, const void *x, const float *dy, const dnn_dense_args *a);
 

@@ -88,6 +88,14 @@ typedef struct {
  * too). Returns 0, or -1 (C untouched). */
 int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
 		     float beta, const float *bias, float *C, int ldc);
+/* dnn_gemm_bf16_ex with C written in bf16 (uint16_t, row stride ldc; beta 0): each element's fp32
+ * value (the sum, plus the bias) rounded as dnn_bf16_convert rounds, the same bf16 values as
+ * dnn_bf16_convert of dnn_gemm_bf16_ex's fp32 C (tests/op_bf16.c checks it): oneDNN's matmul with
+ * a bf16 destination (its fp32 accumulators rounded as they are stored: no pass over an fp32 C),
+ * or the portable path's fp32 C rounded. For the bf16 activation storage (a dense output that
+ * only bf16 readers read). Returns 0, or -1 (C untouched). */
+int dnn_gemm_bf16_out(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		      const float *bias, uint16_t *C, int ldc);
 /* dst[i] = bf16(src[i]), i < n: the rounding dnn_gemm_bf16 applies to its fp32 operands on its
  * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
  * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */

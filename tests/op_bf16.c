@@ -388,6 +388,18 @@ static void dense_storage_case(int N, int IN, int OUT)
 	snprintf(what, sizeof(what), "dense bf16 x bwd weight N=%d IN=%d OUT=%d", N, IN, OUT);
 	TEST_CHECK(test_same_bits(what, dw1, dw0, nw) && test_same_bits(what, db1, db0, (size_t)OUT),
 		   "%s: other bits than the fp32 x", what);
+	/* y written in bf16 (y_bf16, dnn_gemm_bf16_out): dnn_bf16_convert of the fp32 y, bit for bit, with
+	 * x in fp32 and in bf16 */
+	uint16_t *yh = malloc(ny * 2);
+	TEST_CHECK(yh != NULL, "dense storage: out of memory");
+	for (int xb = 0; yh && xb <= 1; xb++) {
+		dnn_dense_args ay = a;
+		ay.x_bf16 = xb, ay.y_bf16 = 1;
+		snprintf(what, sizeof(what), "dense bf16 y (x %s) N=%d IN=%d OUT=%d", xb ? "bf16" : "fp32", N, IN, OUT);
+		TEST_CHECK(dnn_dense_forward_cpu(yh, xb ? (const void *)xh : x, w, b, &ay) == 0, "%s: failed", what);
+		storage_check(what, yh, y0, ny);
+	}
+	free(yh);
 	/* negative control: x[0] one bf16 step away changes y's first row */
 	xh[0]++;
 	dnn_dense_forward_cpu(y1, xh, w, b, &ah);
@@ -531,6 +543,32 @@ static void attention_storage_case(int N, int T, int C, int H)
 	snprintf(what, sizeof(what), "attention bf16 y N=%d T=%d C=%d H=%d", N, T, C, H);
 	storage_check(what, yh, y, ny);
 	TEST_CHECK(test_same_bits("attention bf16 y: lse", l2, lse, nl), "%s: lse differs", what);
+	/* qkv stored in bf16 (x_bf16): forward and backward give the fp32 qkv's bits (each head's q, k, v
+	 * were rounded so); negative control: one step in qkv changes y */
+	uint16_t *qh = malloc(nq * 2);
+	float *yq = malloc(ny * 4), *gq = malloc(nq * 4);
+	if (qh && yq && gq) {
+		dnn_attention_args ax = a;
+		ax.x_bf16 = 1;
+		dnn_bf16_convert(qh, qkv, nq);
+		snprintf(what, sizeof(what), "attention bf16 qkv N=%d T=%d C=%d H=%d", N, T, C, H);
+		TEST_CHECK(dnn_attention_forward_cpu(yq, l2, qh, &ax, scratch) == 0 && test_same_bits(what, yq, y, ny),
+			   "%s: forward: other bits than the fp32 qkv", what);
+		for (size_t i = 0; i < nq; i++)
+			g1[i] = gq[i] = NAN;
+		TEST_CHECK(dnn_attention_backward_cpu(gq, qh, y, dy, lse, &ax, scratch) == 0 &&
+				   dnn_attention_backward_cpu(g1, qkv, y, dy, lse, &a, scratch) == 0 &&
+				   test_same_bits(what, gq, g1, nq),
+			   "%s: backward: other bits than the fp32 qkv", what);
+		qh[2 * C]++; /* v of token 0, head 0: every query of the head sees it (token 0's q would not do:
+			      * a single key's softmax is 1 whatever the score) */
+		dnn_attention_forward_cpu(yq, l2, qh, &ax, scratch);
+		TEST_CHECK(memcmp(yq, y, ny * 4) != 0,
+			   "attention storage: negative control: a changed bf16 qkv gave the same y, so the check tests nothing");
+	} else {
+		TEST_CHECK(0, "attention storage: out of memory");
+	}
+	free(qh), free(yq), free(gq);
 	for (size_t i = 0; i < ny; i++)
 		yw[i] = dnn_bf16_to_f32(yh[i]);
 	TEST_CHECK(dnn_attention_backward_cpu(g0, qkv, yh, dy, lse, &ah, scratch) == 0 &&

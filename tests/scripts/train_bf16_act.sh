@@ -2,9 +2,10 @@
 # train_bf16_act — bf16 activation storage on the transformer path (--precision bf16, graph/model.h
 # y_bf16; docs/studies/2026-12-07-act-bf16-gpt.md):
 #   1. gpt-nano's result line says bf16_activations=K/N with K and N derived from its net file: K the
-#      layernorm, gelu and attention nodes whose every reader is a dense or an lm_head's first input
-#      (the ops that write and read bf16), N the nodes with an output (all but the input and the
-#      loss); DNN_BF16_ACTIVATIONS=0 gives 0/N, and an fp32 run has no bf16_activations field;
+#      layernorm, gelu, attention and dense nodes (the ops that write bf16) whose every reader is a
+#      dense, an attention or an lm_head's first input (the ops that read it), N the nodes with an
+#      output (all but the input and the loss); DNN_BF16_ACTIVATIONS=0 gives 0/N, and an fp32 run
+#      has no bf16_activations field;
 #   2. exactness: a token net without attention (embed, layernorm, a gelu MLP, lm_head) trains with
 #      storage on to the same checkpoint bytes as with it off (each bf16 value stored is the one the
 #      reading GEMM rounded the fp32 value to before), while K > 0; the negative control: the one-
@@ -26,8 +27,8 @@ COMMON=(--text "$TMP/t.txt" --optimizer adamw --lr 0.01 --weight-decay 0 --val-b
 read -r K N <<<"$(awk '!/^#/ && NF >= 3 { n++; op[n] = $1; name[n] = $2; ins[n] = $3 }
   END { for (i = 1; i <= n; i++) idx[name[i]] = i
     for (i = 1; i <= n; i++) { m = split(ins[i], a, ","); for (j = 1; j <= m; j++) { w = idx[a[j]]
-        ok = op[i] == "dense" || (op[i] == "lm_head" && j == 1); if (!ok) bad[w] = 1; readers[w]++ } }
-    for (i = 1; i <= n; i++) if ((op[i] == "layernorm" || op[i] == "gelu" || op[i] == "attention") && readers[i] && !bad[i]) k++
+        ok = op[i] == "dense" || op[i] == "attention" || (op[i] == "lm_head" && j == 1); if (!ok) bad[w] = 1; readers[w]++ } }
+    for (i = 1; i <= n; i++) if (op[i] ~ /^(layernorm|gelu|attention|dense)$/ && readers[i] && !bad[i]) k++
     print k + 0, n - 2 }' "$NANO")"
 echo "gpt-nano from its net file: $K of $N activations in bf16"
 [ "$K" -gt 0 ] || fail "the net file gives no bf16 activation: the derivation is wrong"
