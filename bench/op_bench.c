@@ -647,9 +647,11 @@ static void bench_attention(const bench_opts *o)
 				phase_name(ph, sizeof(ph), "fwd", NULL, o, q);
 				if (yb)
 					strcat(ph, " y");
-				bench_row("attention", shape, ph, dnn_attention_flops_fwd(&c.a), best_time(run_attention_fwd, &c, o->reps));
+				bench_row("attention", shape, ph, dnn_attention_flops_fwd(&c.a),
+					  best_time(run_attention_fwd, &c, o->reps));
 				ph[0] = 'b', ph[1] = 'w', ph[2] = 'd';
-				bench_row("attention", shape, ph, dnn_attention_flops_bwd(&c.a), best_time(run_attention_bwd, &c, o->reps));
+				bench_row("attention", shape, ph, dnn_attention_flops_bwd(&c.a),
+					  best_time(run_attention_bwd, &c, o->reps));
 			}
 		free(c.qkv), free(c.dqkv), free(c.y), free(c.dy), free(c.lse), free(c.scratch), free(c.yh);
 	}
@@ -684,7 +686,8 @@ static void usage(FILE *f)
 		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
 		   "                  their SIMD versions (the results are bit-identical)\n"
-		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d, dense and attention in each, side by side\n"
+		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d, dense and attention in each, side\n"
+		   "                  by side\n"
 		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16)\n"
 		   "  --sgemm LIST    only the single-core sgemm rate at each shape of LIST, comma-separated\n"
 		   "                  MxNxK (C[M x N] = A[M x K] B[K x N], row-major), one line each\n"

@@ -323,8 +323,9 @@ int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_a
 			}
 			float *lh = lse ? lse + ((size_t)n * H + h) * T : NULL;
 			const size_t oy = (size_t)n * T * C + (size_t)h * D;
-			if (fwd_head(a->y_bf16 ? NULL : (float *)y + oy, a->y_bf16 ? (uint16_t *)y + oy : NULL, lh, oq, ok,
-				     ov, T, D, C, scale, tiles, ro, a->bf16) != 0)
+			float *yf = a->y_bf16 ? NULL : (float *)y + oy;
+			uint16_t *yh = a->y_bf16 ? (uint16_t *)y + oy : NULL;
+			if (fwd_head(yf, yh, lh, oq, ok, ov, T, D, C, scale, tiles, ro, a->bf16) != 0)
 				return -1;
 		}
 	return 0;
@@ -444,9 +445,10 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 			}
 			memset(hdk, 0, 2 * TD * sizeof(float));
 			const float *lh = lse + ((size_t)n * H + h) * T;
-			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, a->y_bf16 ? NULL : (const float *)y + oy,
-				     a->y_bf16 ? (const uint16_t *)y + oy : NULL, C, lh, T, D, scale, a->accumulate_dx, tiles,
-				     ro, a->bf16) != 0)
+			const float *yf = a->y_bf16 ? NULL : (const float *)y + oy;
+			const uint16_t *yh = a->y_bf16 ? (const uint16_t *)y + oy : NULL;
+			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, yf, yh, C, lh, T, D, scale,
+				     a->accumulate_dx, tiles, ro, a->bf16) != 0)
 				return -1;
 			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
 			unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);

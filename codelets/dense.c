@@ -43,8 +43,8 @@ int dnn_dense_forward_cpu(void *yv, const void *x, const float *w, const float *
 	if (N == 0 || OUT == 0)
 		return 0;
 	if (a->y_bf16) /* rounded as its fp32 values would be, as they are stored */
-		return dnn_gemm_bf16_out(0, 1, N, OUT, IN, 1.0f, x_operand(x, a), (dnn_bf16_operand){.f = w, .ld = IN}, b,
-					 yv, OUT);
+		return dnn_gemm_bf16_out(0, 1, N, OUT, IN, 1.0f, x_operand(x, a), (dnn_bf16_operand){.f = w, .ld = IN},
+					 b, yv, OUT);
 	float *y = yv;
 	if (a->bf16 && IN > 0) /* the bias added by the matmul itself: one pass over y, not three */
 		return dnn_gemm_bf16_ex(0, 1, N, OUT, IN, 1.0f, x_operand(x, a), (dnn_bf16_operand){.f = w, .ld = IN},
@@ -105,7 +105,8 @@ static void dense_fwd_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->N * a->OUT);
-	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[3]), (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
+	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[3]),
+				  (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a) != 0)
 		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
@@ -143,7 +144,8 @@ static void dense_fwd_nobias_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->OUT);
-	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				  (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL, a) != 0)
 		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }

@@ -362,7 +362,8 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
 int dnn_gemm_bf16_out(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
 		      const float *bias, uint16_t *C, int ldc)
 {
-	if ((A.f == NULL) == (A.h == NULL) || (B.f == NULL) == (B.h == NULL) || (A.colsum && !A.f) || (B.colsum && !B.f))
+	if ((A.f == NULL) == (A.h == NULL) || (B.f == NULL) == (B.h == NULL) || (A.colsum && !A.f) ||
+	    (B.colsum && !B.f))
 		return -1;
 	if (M <= 0 || N <= 0)
 		return 0;

@@ -407,7 +407,8 @@ static void dense_storage_case(int N, int IN, int OUT)
 		   "dense storage: negative control: a changed bf16 x gave the same y, so the check tests nothing");
 	/* x_bf16 without bf16 (the fp32 GEMM cannot read bf16) is refused */
 	ah.bf16 = 0;
-	TEST_CHECK(dnn_dense_forward_cpu(y1, xh, w, b, &ah) == -1 && dnn_dense_backward_weight_cpu(dw1, db1, xh, dy, &ah) == -1,
+	TEST_CHECK(dnn_dense_forward_cpu(y1, xh, w, b, &ah) == -1 &&
+			   dnn_dense_backward_weight_cpu(dw1, db1, xh, dy, &ah) == -1,
 		   "dense storage: x_bf16 without bf16 was not refused");
 	printf("  dense bf16 x N=%d IN=%d OUT=%d: the same bits as the fp32 x\n", N, IN, OUT);
 out:
@@ -527,7 +528,8 @@ static void attention_storage_case(int N, int T, int C, int H)
 	const int D = C / H;
 	const size_t nq = (size_t)N * T * 3 * C, ny = (size_t)N * T * C, nl = (size_t)N * H * T;
 	float *qkv = fill(nq, -1, 1), *dy = fill(ny, -1, 1), *y = malloc(ny * 4), *yw = malloc(ny * 4);
-	float *lse = malloc(nl * 4), *l2 = malloc(nl * 4), *g0 = malloc(nq * 4), *g1 = malloc(nq * 4), *g2 = malloc(nq * 4);
+	float *lse = malloc(nl * 4), *l2 = malloc(nl * 4);
+	float *g0 = malloc(nq * 4), *g1 = malloc(nq * 4), *g2 = malloc(nq * 4);
 	float *scratch = malloc(dnn_attention_scratch_floats(T, D) * sizeof(float));
 	uint16_t *yh = malloc(ny * 2);
 	char what[112];
@@ -564,7 +566,8 @@ static void attention_storage_case(int N, int T, int C, int H)
 			      * a single key's softmax is 1 whatever the score) */
 		dnn_attention_forward_cpu(yq, l2, qh, &ax, scratch);
 		TEST_CHECK(memcmp(yq, y, ny * 4) != 0,
-			   "attention storage: negative control: a changed bf16 qkv gave the same y, so the check tests nothing");
+			   "attention storage: negative control: a changed bf16 qkv gave the same y, so the check "
+			   "tests nothing");
 	} else {
 		TEST_CHECK(0, "attention storage: out of memory");
 	}
@@ -580,8 +583,11 @@ static void attention_storage_case(int N, int T, int C, int H)
 	/* the bound against the unrounded y */
 	double emax = 0, qkmax = 0, gmax = 0, dmax = 0;
 	const double scale = 1.0 / sqrt((double)D);
-	for (size_t i = 0; i < nq; i++)
-		gmax = fmax(gmax, fabs(g2[i])), qkmax = i % (3 * (size_t)C) < 2 * (size_t)C ? fmax(qkmax, fabs(qkv[i])) : qkmax;
+	for (size_t i = 0; i < nq; i++) {
+		gmax = fmax(gmax, fabs(g2[i]));
+		if (i % (3 * (size_t)C) < 2 * (size_t)C) /* q and k, not v */
+			qkmax = fmax(qkmax, fabs(qkv[i]));
+	}
 	for (int n = 0; n < N; n++)
 		for (int h = 0; h < H; h++)
 			for (int t = 0; t < T; t++) {
@@ -608,13 +614,15 @@ static void attention_storage_case(int N, int T, int C, int H)
 	yh[0]++;
 	dnn_attention_backward_cpu(g1, qkv, yh, dy, lse, &ah, scratch);
 	TEST_CHECK(memcmp(g1, g0, nq * 4) != 0,
-		   "attention storage: negative control: a changed bf16 y gave the same dqkv, so the check tests nothing");
+		   "attention storage: negative control: a changed bf16 y gave the same dqkv, so the check tests "
+		   "nothing");
 	ah.bf16 = 0; /* y_bf16 without the bf16 GEMMs is refused */
 	TEST_CHECK(dnn_attention_forward_cpu(yh, l2, qkv, &ah, scratch) == -1 &&
 			   dnn_attention_backward_cpu(g1, qkv, yh, dy, lse, &ah, scratch) == -1,
 		   "attention storage: y_bf16 without bf16 was not refused");
 out:
-	free(qkv), free(dy), free(y), free(yw), free(lse), free(l2), free(g0), free(g1), free(g2), free(scratch), free(yh);
+	free(qkv), free(dy), free(y), free(yw), free(lse), free(l2), free(g0), free(g1), free(g2), free(scratch);
+	free(yh);
 }
 
 static void attention_all(void)

@@ -103,5 +103,6 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 const dnn_op_desc dnn_op_layernorm = {
 	.name = "layernorm", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .infer = infer,
 	.param_slots = slots, .nparam_slots = 2, .create_params = create_params,
-	.saved_floats_per_sample = saved_per_sample, .bf16_out = bf16_out, .forward = forward, .backward = backward, .export_onnx = export_onnx,
+	.saved_floats_per_sample = saved_per_sample, .bf16_out = bf16_out, .forward = forward, .backward = backward,
+	.export_onnx = export_onnx,
 };
