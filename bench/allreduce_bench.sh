@@ -63,7 +63,7 @@ for v in $VARIANTS; do [[ "$v" =~ ^(tree|ring|rhd)$ ]] || usage "variant '$v': e
 for h in $HOSTS; do [[ "$h" =~ ^[2-9]$ ]] || usage "hosts '$h': expected 2..9"; done
 for s in $SIZES; do [[ "$s" =~ ^[0-9]+$ ]] && [ $((s % 8)) = 0 ] && [ "$s" -ge 64 ] || usage "size '$s': a multiple of 8 bytes, >= 64"; done
 [ -n "$WORK" ] || [ "$SIMONLY" = 0 ] || usage "--sim-only needs --work DIR"
-anp_netbench_setup allreduce_bench 53 # REAL_APP, SIM_APP, SMPIRUN, ANP_NET_CLUSTER, TMP, NICE
+anp_netbench_setup allreduce_bench 53 # REAL_APP, SIM_APP, SMPIRUN, ANP_NET_CLUSTER, TMP, ANP_PRIO, ANP_RANK_PRIO
 C="$ANP_NET_CLUSTER"
 [ -n "$WORK" ] || WORK="$TMP/work"
 mkdir -p "$WORK"; WORK="$(cd "$WORK" && pwd)"

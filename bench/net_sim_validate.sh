@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
     *) usage "unknown option '$1'" ;;
   esac
 done
-anp_netbench_setup net_sim_validate 54 # REAL_APP, SIM_APP, SMPIRUN, ANP_NET_CLUSTER, TMP, NICE
+anp_netbench_setup net_sim_validate 54 # REAL_APP, SIM_APP, SMPIRUN, ANP_NET_CLUSTER, TMP, ANP_PRIO, ANP_RANK_PRIO
 C="$ANP_NET_CLUSTER"
 [ "$SIMONLY" = 0 ] || [ -s "${WORK:-/nonexistent}/measured.csv" ] || usage "--sim-only needs --work DIR with measured.csv"
 echo "case,net,hosts,rate,mode,measured_images_per_s,runs,simulated_images_per_s,ratio,load1,cpu_share" >"$CSV"

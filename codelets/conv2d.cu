@@ -248,16 +248,17 @@ static int from_bf16(float *y, const uint16_t *h, size_t n, int accumulate)
 	return DNN_CUDA_FAILED(cudaGetLastError()) ? -1 : 0;
 }
 
-/* The bf16 copies of a task's two inputs (n0, n1 elements) and its output (n2), each 256-byte
- * aligned in the worker's scratch, the inputs rounded: 0, or -1 after recording a worker error. */
+/* The bf16 copies of a task's two inputs (n0, n1 elements) and its output (n2) in the worker's
+ * scratch (conv2d.h dnn_conv2d_bf16_copies: the layout, which the GPU memory preflight counts), the
+ * inputs rounded: 0, or -1 after recording a worker error. */
 static int bf16_operands(uint16_t **h0, const float *in0, size_t n0, uint16_t **h1, const float *in1, size_t n1,
 			 uint16_t **h2, size_t n2)
 {
-	const size_t b0 = (n0 * sizeof(uint16_t) + 255) & ~(size_t)255, b1 = (n1 * sizeof(uint16_t) + 255) & ~(size_t)255;
-	char *s = (char *)dnn_cuda_scratch(b0 + b1 + n2 * sizeof(uint16_t));
+	size_t o1, o2;
+	char *s = (char *)dnn_cuda_scratch(dnn_conv2d_bf16_copies(n0, n1, n2, &o1, &o2));
 	if (!s)
 		return -1;
-	*h0 = (uint16_t *)s, *h1 = (uint16_t *)(s + b0), *h2 = (uint16_t *)(s + b0 + b1);
+	*h0 = (uint16_t *)s, *h1 = (uint16_t *)(s + o1), *h2 = (uint16_t *)(s + o2);
 	return to_bf16(*h0, in0, n0) != 0 || to_bf16(*h1, in1, n1) != 0 ? -1 : 0;
 }
 

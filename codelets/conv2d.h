@@ -12,6 +12,7 @@
 #ifndef DNN_CONV2D_H
 #define DNN_CONV2D_H
 #include <starpu.h>
+#include <stdint.h>
 
 #include "dnn_codelet.h"
 
@@ -31,6 +32,28 @@ typedef struct {
  * more than INT_MAX elements (cuDNN's tensor descriptors take int sizes; graph/ops/conv.c
  * rejects such a chunk at plan time with a message). */
 int dnn_conv2d_args_finish(dnn_conv2d_args *a);
+/* --precision bf16 on a CUDA worker (conv2d.cu): a task's bf16 copies of its two inputs (n0, n1 elements) and of
+ * its output (n2) in the worker's scratch (dnn_cuda_scratch), the inputs each 256-byte aligned: the second input
+ * at *off1 bytes, the output at *off2; returns the bytes asked. */
+static inline size_t dnn_conv2d_bf16_copies(size_t n0, size_t n1, size_t n2, size_t *off1, size_t *off2)
+{
+	*off1 = (n0 * sizeof(uint16_t) + 255) & ~(size_t)255;
+	*off2 = *off1 + ((n1 * sizeof(uint16_t) + 255) & ~(size_t)255);
+	return *off2 + n2 * sizeof(uint16_t);
+}
+/* The bytes conv2d.cu's pass asks of the scratch for a's chunk: phase 0 forward (x, w -> y), 1 backward data
+ * (dy, w -> dx), 2 backward filter (x, dy -> dw); 0 without a->bf16 (fp32 asks for none). */
+static inline size_t dnn_conv2d_bf16_scratch_bytes(const dnn_conv2d_args *a, int phase)
+{
+	const size_t nx = (size_t)a->N * a->C * a->H * a->W, nw = (size_t)a->K * a->C * a->R * a->S;
+	const size_t ny = (size_t)a->N * a->K * a->P * a->Q;
+	size_t o1, o2;
+	if (!a->bf16)
+		return 0;
+	return phase == 0 ? dnn_conv2d_bf16_copies(nx, nw, ny, &o1, &o2)
+	       : phase == 1 ? dnn_conv2d_bf16_copies(ny, nw, nx, &o1, &o2)
+			    : dnn_conv2d_bf16_copies(nx, ny, nw, &o1, &o2);
+}
 double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 
 /* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3) / F(4x4, 3x3); single-threaded,

@@ -243,6 +243,27 @@ gemm_block512(float *m, size_t ldm, const float *u, int ldu, const float *v, siz
 		}
 }
 
+/* The dispatch of gemm512 and gemm_bf16 (one macro for both micro-kernels): a block of kb (8, 4, 2 or 1) output
+ * channels x nv (3, 2 or 1) vectors of 16 tiles calls BLOCK (gemm_block512, gemm_block_bf16) with both as constants,
+ * so that its accumulators unroll into registers. n: U's row length and the inner length (C floats, c2n pairs);
+ * mb, ld, ub, vb, kb, nv and last are the caller's. */
+#define GEMM512_CASE(BLOCK, n, KB_)                                                                \
+	case KB_:                                                                                  \
+		if (nv == 3)                                                                       \
+			BLOCK(mb, ld, ub, n, vb, ld, n, KB_, 3, last);                             \
+		else if (nv == 2)                                                                  \
+			BLOCK(mb, ld, ub, n, vb, ld, n, KB_, 2, last);                             \
+		else                                                                               \
+			BLOCK(mb, ld, ub, n, vb, ld, n, KB_, 1, last);                             \
+		break
+#define GEMM512_DISPATCH(BLOCK, n)                                                                 \
+	switch (kb) {                                                                              \
+		GEMM512_CASE(BLOCK, n, 8);                                                         \
+		GEMM512_CASE(BLOCK, n, 4);                                                         \
+		GEMM512_CASE(BLOCK, n, 2);                                                         \
+		GEMM512_CASE(BLOCK, n, 1);                                                         \
+	}
+
 /* gemm on gemm_block512: M (K, nt) at ld = U (K, C) @ V (C, nt) at ld, nt a multiple of 8. */
 __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *m, const float *u,
 									const float *v, size_t ld, int K,
@@ -255,22 +276,7 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *
 			const int left = K - k0, kb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
 			float *mb = m + (size_t)k0 * ld + t0;
 			const float *ub = u + (size_t)k0 * C, *vb = v + t0;
-#define GEMM512_CASE(KB_)                                                                          \
-	case KB_:                                                                                  \
-		if (nv == 3)                                                                       \
-			gemm_block512(mb, ld, ub, C, vb, ld, C, KB_, 3, last);                     \
-		else if (nv == 2)                                                                  \
-			gemm_block512(mb, ld, ub, C, vb, ld, C, KB_, 2, last);                     \
-		else                                                                               \
-			gemm_block512(mb, ld, ub, C, vb, ld, C, KB_, 1, last);                     \
-		break
-			switch (kb) {
-				GEMM512_CASE(8);
-				GEMM512_CASE(4);
-				GEMM512_CASE(2);
-				GEMM512_CASE(1);
-			}
-#undef GEMM512_CASE
+			GEMM512_DISPATCH(gemm_block512, C);
 			k0 += kb;
 		}
 	}
@@ -356,26 +362,14 @@ WINO_BF16_TARGET static void gemm_bf16(float *m, const uint32_t *u, const float 
 			float *mb = m + (size_t)k0 * ld + t0;
 			const uint32_t *ub = u + (size_t)k0 * c2n;
 			const float *vb = v + t0;
-#define GEMMBF_CASE(KB_)                                                                           \
-	case KB_:                                                                                  \
-		if (nv == 3)                                                                       \
-			gemm_block_bf16(mb, ld, ub, c2n, vb, ld, c2n, KB_, 3, last);               \
-		else if (nv == 2)                                                                  \
-			gemm_block_bf16(mb, ld, ub, c2n, vb, ld, c2n, KB_, 2, last);               \
-		else                                                                               \
-			gemm_block_bf16(mb, ld, ub, c2n, vb, ld, c2n, KB_, 1, last);               \
-		break
-			switch (kb) {
-				GEMMBF_CASE(8);
-				GEMMBF_CASE(4);
-				GEMMBF_CASE(2);
-				GEMMBF_CASE(1);
-			}
-#undef GEMMBF_CASE
+			GEMM512_DISPATCH(gemm_block_bf16, c2n);
 			k0 += kb;
 		}
 	}
 }
+
+#undef GEMM512_DISPATCH
+#undef GEMM512_CASE
 
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512)
 {

@@ -19,6 +19,8 @@
  *   - input: a zero-padded copy of one image split into even and odd columns (E, O), so that
  *     the 4 columns of tile j are E[j], O[j], E[j+1], O[j+1]: the input transform of 8 tiles of
  *     a row is plain 8-float vector arithmetic on 16 loads (rows 2i..2i+3), done rows first;
+ *     the split is AVX-512 permutes on images of up to 32 columns (split_image512) where the GEMMs
+ *     are AVX-512, else AVX2 shuffles (split_image): the same floats;
  *   - tiles are processed in chunks (tile rows of one image, or several whole images when an
  *     image has few tiles) sized so that V (16, C, cap) and M (16, K, cap) stay within
  *     WINO_BUDGET floats (256 KiB, half the L2), like the column buffer of the im2col path;
@@ -142,6 +144,85 @@ __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, 
 		}
 }
 
+/* split_image on AVX-512 for images of at most 32 columns whose E and O rows hold at most 32 floats (every
+ * ResNet shape here): each x row is two masked loads, and each E or O row one or two vpermt2ps of those 32
+ * floats (lane q of E: x column 2q - pw, of O: 2q + 1 - pw; the padding lanes zeroed by the permute's mask),
+ * stored whole under a mask of l lanes. split_image pays per row four zero spans, the shuffle loop and the
+ * scalar tails, a fixed cost that dominates on short rows: perf put split_image at 19-25% of a 64x8x8 pass
+ * and 13-29% of the 16x32x32 ones (forward, weight gradient; AMD Zen 5), and on 8-column rows its vector
+ * loop never runs. The same floats (a copy). */
+#define SPLIT512_MAX_W 32
+__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void split_image512(float *restrict eo,
+									       const float *restrict x,
+									       const dnn_wino_shape *s,
+									       const wino_plan *pl)
+{
+	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w, nh = (l + 15) / 16;
+	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
+	/* per half h of a row: the permute indices and zero masks of E and O, and the store mask */
+	__m512i ie[2], io[2];
+	__mmask16 ke[2] = {0, 0}, ko[2] = {0, 0}, st[2] = {0, 0};
+	for (int h = 0; h < 2; h++) {
+		int32_t xe[16], xo[16];
+		for (int q = 0; q < 16; q++) {
+			const int qq = 16 * h + q, ce = 2 * qq - pw, co = ce + 1;
+			xe[q] = ce >= 0 && ce < W ? ce : 0;
+			xo[q] = co >= 0 && co < W ? co : 0;
+			if (qq < l) {
+				st[h] |= (__mmask16)(1u << q);
+				ke[h] |= (__mmask16)((ce >= 0 && ce < W) << q);
+				ko[h] |= (__mmask16)((co >= 0 && co < W) << q);
+			}
+		}
+		ie[h] = _mm512_loadu_si512(xe);
+		io[h] = _mm512_loadu_si512(xo);
+	}
+	const __mmask16 la = (__mmask16)(W >= 16 ? 0xffffu : (1u << W) - 1);
+	const __mmask16 lb = (__mmask16)(W >= 32 ? 0xffffu : W > 16 ? (1u << (W - 16)) - 1 : 0u);
+	const __m512 zero = _mm512_setzero_ps();
+	const float *xend = x + (size_t)s->C * H * W;
+	for (int c = 0; c < s->C; c++)
+		for (int pr = 0; pr < pl->hp; pr++) {
+			const size_t off = ((size_t)c * pl->hp + pr) * l;
+			const int ih = pr - s->pad_h;
+			if (ih < 0 || ih >= H) {
+				for (int h = 0; h < nh; h++) {
+					_mm512_mask_storeu_ps(e + off + 16 * h, st[h], zero);
+					_mm512_mask_storeu_ps(o + off + 16 * h, st[h], zero);
+				}
+				continue;
+			}
+			const float *restrict xr = x + ((size_t)c * H + ih) * W;
+			if (s->bn_in) { /* batch norm + relu on the way in (conv2d_bnfuse.h), the row in L1 */
+				dnn_bn_relu_row(s->bn_row, xr, W, s->bn_in[c], s->bn_in[s->C + c], s->bn_in[2 * s->C + c]);
+				xr = s->bn_row;
+			}
+			/* Plain loads where 16 or 32 floats from the row's start stay within the image (the lanes past W
+			 * are never selected): a masked load that misses the caches cost Zen 5 about 20% of the
+			 * 16x32x32 weight gradient (x cold in cache, as in a training step); masked at the image's
+			 * end and on bn_row (W floats, in L1). */
+			const long avail = s->bn_in ? 0 : (long)(xend - xr);
+			const __m512 a = avail >= 16 ? _mm512_loadu_ps(xr) : _mm512_maskz_loadu_ps(la, xr);
+			const __m512 b = W <= 16     ? zero
+					 : avail >= 32 ? _mm512_loadu_ps(xr + 16)
+						       : _mm512_maskz_loadu_ps(lb, xr + 16);
+			for (int h = 0; h < nh; h++) {
+				_mm512_mask_storeu_ps(e + off + 16 * h, st[h], _mm512_maskz_permutex2var_ps(ke[h], a, ie[h], b));
+				_mm512_mask_storeu_ps(o + off + 16 * h, st[h], _mm512_maskz_permutex2var_ps(ko[h], a, io[h], b));
+			}
+		}
+}
+
+/* split_image's AVX-512 form where it applies (with the AVX-512 GEMMs: dnn_wino_avx512). */
+static void split(float *restrict eo, const float *restrict x, const dnn_wino_shape *s, const wino_plan *pl,
+		  int avx512)
+{
+	if (avx512 && s->W <= SPLIT512_MAX_W && pl->l <= 32)
+		split_image512(eo, x, s, pl);
+	else
+		split_image(eo, x, s, pl);
+}
+
 /* Input transform of the tw tiles of tile row i of channel c: V[xi][t0 + j] = (B^T d B)[xi] of
  * tile j, xi = 4 u + v, for xi in 0..16 at v + xi * vs. e, o: row 2i of the channel in E, O. */
 __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, size_t vs,
@@ -182,6 +263,33 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 	}
 }
 
+/* Output transform of the 8 tiles j .. j + 7 at mm + xi * ms (xi in 0..16): r[0], r[1] the 16 floats of output
+ * row 0 (columns 2j .. 2j + 15, interleaved: column 2j + b is tile j's b), r[2], r[3] those of row 1. */
+static inline __attribute__((always_inline, target("avx2,fma"))) void
+output_tiles(__m256 r[4], const float *restrict mm, size_t ms, int j)
+{
+	__m256 s0[4], s1[4];
+	for (int u = 0; u < 4; u++) {
+		const float *p = mm + (size_t)(4 * u) * ms + j;
+		__m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + ms);
+		__m256 m2 = _mm256_loadu_ps(p + 2 * ms), m3 = _mm256_loadu_ps(p + 3 * ms);
+		s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
+		s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+	}
+	__m256 y00 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
+	__m256 y01 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]);
+	__m256 y10 = _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]);
+	__m256 y11 = _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]);
+	/* Interleave (y00, y01) and (y10, y11) into output columns. */
+	__m256 lo = _mm256_unpacklo_ps(y00, y01), hi = _mm256_unpackhi_ps(y00, y01);
+	r[0] = _mm256_permute2f128_ps(lo, hi, 0x20);
+	r[1] = _mm256_permute2f128_ps(lo, hi, 0x31);
+	lo = _mm256_unpacklo_ps(y10, y11);
+	hi = _mm256_unpackhi_ps(y10, y11);
+	r[2] = _mm256_permute2f128_ps(lo, hi, 0x20);
+	r[3] = _mm256_permute2f128_ps(lo, hi, 0x31);
+}
+
 /* Output transform of the tw tiles at mm + xi * ms (xi in 0..16) into the 2 output rows
  * out0, out1 (2 twv floats each, interleaved: out0[2j + b] is column 2j + b). */
 __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0, float *restrict out1,
@@ -190,26 +298,38 @@ __attribute__((target("avx2,fma"))) static void output_row(float *restrict out0,
 	/* Whole vectors: the last one's extra lanes read the next tiles of the chunk or the slack
 	 * of the M row, and land in out0/out1 past the Q columns that are used. */
 	for (int j = 0; j < tw; j += 8) {
-		__m256 s0[4], s1[4];
-		for (int u = 0; u < 4; u++) {
-			const float *p = mm + (size_t)(4 * u) * ms + j;
-			__m256 m0 = _mm256_loadu_ps(p), m1 = _mm256_loadu_ps(p + ms);
-			__m256 m2 = _mm256_loadu_ps(p + 2 * ms), m3 = _mm256_loadu_ps(p + 3 * ms);
-			s0[u] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2); // columns: M A
-			s1[u] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		_mm256_storeu_ps(out0 + 2 * j, r[0]);
+		_mm256_storeu_ps(out0 + 2 * j + 8, r[1]);
+		_mm256_storeu_ps(out1 + 2 * j, r[2]);
+		_mm256_storeu_ps(out1 + 2 * j + 8, r[3]);
+	}
+}
+
+/* output_row straight into y's rows y0 and y1 (y1 NULL: P odd, the last tile row's second row is past the image),
+ * exactly their Q floats: the last vector of a row under an AVX-512 mask. For the images whose rows are not
+ * whole vectors (Q not a multiple of 16: 16x16, 14x14, 8x8 and 7x7 in the ResNets), which otherwise go through
+ * outb and dnn_wino_put_rows' copy (perf: 4% of a 64x8x8 forward). The same floats. */
+__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma"))) static void
+output_row_y(float *restrict y0, float *restrict y1, const float *restrict mm, size_t ms, int tw, int Q)
+{
+	for (int j = 0; j < tw; j += 8) {
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		for (int h = 0; h < 2; h++) {
+			const int off = 2 * j + 8 * h, n = Q - off;
+			if (n >= 8) {
+				_mm256_storeu_ps(y0 + off, r[h]);
+				if (y1)
+					_mm256_storeu_ps(y1 + off, r[2 + h]);
+			} else if (n > 0) {
+				const __mmask8 k = (__mmask8)((1u << n) - 1);
+				_mm256_mask_storeu_ps(y0 + off, k, r[h]);
+				if (y1)
+					_mm256_mask_storeu_ps(y1 + off, k, r[2 + h]);
+			}
 		}
-		__m256 y00 = _mm256_add_ps(_mm256_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
-		__m256 y01 = _mm256_add_ps(_mm256_add_ps(s1[0], s1[1]), s1[2]);
-		__m256 y10 = _mm256_sub_ps(_mm256_sub_ps(s0[1], s0[2]), s0[3]);
-		__m256 y11 = _mm256_sub_ps(_mm256_sub_ps(s1[1], s1[2]), s1[3]);
-		/* Interleave (y00, y01) and (y10, y11) into output columns. */
-		__m256 lo = _mm256_unpacklo_ps(y00, y01), hi = _mm256_unpackhi_ps(y00, y01);
-		_mm256_storeu_ps(out0 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
-		_mm256_storeu_ps(out0 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-		lo = _mm256_unpacklo_ps(y10, y11);
-		hi = _mm256_unpackhi_ps(y10, y11);
-		_mm256_storeu_ps(out1 + 2 * j, _mm256_permute2f128_ps(lo, hi, 0x20));
-		_mm256_storeu_ps(out1 + 2 * j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
 	}
 }
 
@@ -231,6 +351,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	 * (Q a multiple of 16) and every tile row has both its rows (P even), overwriting (beta = 0);
 	 * else through outb (small images, odd sizes, backward data's accumulate). */
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
+	/* Other overwrites on AVX-512: straight into y too, the rows' ends under a mask (output_row_y). */
+	const int exact = !direct && beta == 0.0f && avx512;
 
 	filter_transform(b.u, w, K, C);
 	if (pl.bf16)
@@ -241,7 +363,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * tw;
 			for (int g = 0; g < ng; g++) {
 				if (i0 == 0)
-					split_image(eo, x + (size_t)(n0 + g) * chw, s, &pl);
+					split(eo, x + (size_t)(n0 + g) * chw, s, &pl, avx512);
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						const size_t off = ((size_t)c * pl.hp + 2 * (size_t)i) * l;
@@ -256,6 +378,10 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
 						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 2 * (size_t)i) * Q;
+						if (exact) {
+							output_row_y(y0, 2 * i + 1 < P ? y0 + Q : NULL, mt, ms, tw, Q);
+							continue;
+						}
 						if (direct)
 							rows[0] = y0, rows[1] = y0 + Q;
 						output_row(rows[0], rows[1], mt, ms, tw);
@@ -512,8 +638,8 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
 			for (int m = 0; m < ng; m++) {
 				if (i0 == 0) {
-					split_image(eo, x + (size_t)(n0 + m) * chw, s, &pl);
-					split_image(eod, dy + (size_t)(n0 + m) * kpq, &sy, &pl);
+					split(eo, x + (size_t)(n0 + m) * chw, s, &pl, avx512);
+					split(eod, dy + (size_t)(n0 + m) * kpq, &sy, &pl, avx512);
 				}
 				const size_t t0 = (size_t)m * per;
 				for (int c = 0; c < C; c++)

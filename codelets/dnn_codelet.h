@@ -172,6 +172,10 @@ typedef struct dnn_cuda_env {
 } dnn_cuda_env;
 #define DNN_CUDA_WORKSPACE_DEFAULT_MB 512L
 #define DNN_CUDA_WORKSPACE_MAX_MB 65536L
+/* The block dnn_cuda_scratch (dnn_cuda.h) allocates for a request of `bytes` beyond its current one: an eighth
+ * more, rounded up to whole MiB (a few growths cover a net's shapes). Here, not in dnn_cuda.cu, because the
+ * GPU memory preflight (runtime/preflight.c) counts it too. */
+static inline size_t dnn_cuda_scratch_alloc_bytes(size_t bytes) { return ((bytes + bytes / 8) | ((1u << 20) - 1)) + 1; }
 
 /* CUDA function pointer, or NULL in a build without CUDA. The simulation build (DNN_SIMGRID)
  * compiles no CUDA but must tell StarPU which codelets have a CUDA form, so that its simulated

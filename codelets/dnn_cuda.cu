@@ -277,8 +277,7 @@ void *dnn_cuda_scratch(size_t bytes)
 		scratches[w] = NULL;
 		scratch_bytes[w] = 0;
 	}
-	/* Whole MiB, and an eighth more than asked: a few growths cover a net's shapes. */
-	size_t want = ((bytes + bytes / 8) | ((1u << 20) - 1)) + 1;
+	size_t want = dnn_cuda_scratch_alloc_bytes(bytes); /* whole MiB, an eighth more than asked */
 	uintptr_t p = starpu_malloc_on_node(node, want);
 	if (!p) {
 		dnn_worker_error("bf16 scratch: no device memory for %zu MiB (the bf16 copies of a conv's operands; "

@@ -36,7 +36,26 @@ void dnn_cpu_mask_bf16(int mask);
 
 #include "formulas.h" /* DNN_FORMULA: these are also conv2d.cu's device code (the same bits on a GPU) */
 
-/* fp32 -> bf16, round to nearest even (NaN stays NaN): the rounding of every bf16 path. */
+/* Three roundings fp32 -> bf16, each on purpose; all round to nearest even, and differ only on fp32
+ * denormal inputs (and in where the result goes):
+ *  1. dnn_f32_to_bf16 (dnn_bf16_round: the same, back in fp32), scalar integer arithmetic, denormals
+ *     rounded like every other value: the exact rounding, the same bits on any CPU and on a GPU.
+ *     Where bits must not depend on the CPU: the wire of --grad-precision bf16 (codelets/vec.c,
+ *     dnn_vec_to_bf16_cpu, whose loop is its 16-lane form below, dnn_f32_to_bf16_avx512: AVX-512F
+ *     only, since the wire runs on CPUs without AVX512_BF16 and small gradients can be denormal);
+ *     conv2d.cu's bf16 copies; Winograd's U pairs (dnn_wino_pack_u, once per weight); the paths of
+ *     2 and 3 on a CPU without AVX512_BF16.
+ *  2. dnn_bf16_convert, fp32 operand -> bf16 copy: the GEMM path's (dense, lm_head, attention, conv's
+ *     im2col). vcvtneps2bf16 on an AVX512_BF16 CPU, which flushes denormal inputs to zero: what
+ *     oneDNN's own conversion does, so that operands the caller rounds once (dnn_gemm_bf16_ex) give
+ *     the bits of dnn_gemm_bf16 rounding them itself.
+ *  3. dnn_bf16_round_floats, fp32 in place: the operands of kernels that multiply bf16 values with
+ *     their own fp32 loops (the direct convs, Winograd's GEMMs without vdpbf16ps and its weight
+ *     gradient); vcvtneps2bf16 as 2 (Winograd's V pairs: its two-register form, vcvtne2ps2bf16), so
+ *     a conv path rounds its operands as the GEMM path does.
+ * A product of two bf16 values is exact in fp32 whichever rounding made them. */
+
+/* fp32 -> bf16, round to nearest even (NaN stays NaN, quiet): rounding 1 above. */
 DNN_FORMULA uint16_t dnn_f32_to_bf16(float f)
 {
 	union {
@@ -56,6 +75,21 @@ DNN_FORMULA float dnn_bf16_to_f32(uint16_t h)
 	return v.f;
 }
 DNN_FORMULA float dnn_bf16_round(float f) { return dnn_bf16_to_f32(dnn_f32_to_bf16(f)); }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#include <immintrin.h>
+/* dnn_f32_to_bf16 on 16 lanes: u, one float's bits a lane -> its bf16 bits in the lane's low half, by the
+ * same integer arithmetic (u + 0x7fff + lsb(u >> 16), >> 16; NaN: u's high half with the quiet bit set),
+ * so the same bits as the scalar on every input, denormals included (vcvtneps2bf16 flushes them). */
+static inline __attribute__((always_inline, target("avx512f"))) __m512i dnn_f32_to_bf16_avx512(__m512i u)
+{
+	const __m512i hi = _mm512_srli_epi32(u, 16);
+	const __m512i up = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+					    _mm512_and_si512(hi, _mm512_set1_epi32(1)));
+	const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+						      _mm512_set1_epi32(0x7f800000));
+	return _mm512_mask_or_epi32(_mm512_srli_epi32(up, 16), nan, hi, _mm512_set1_epi32(0x40));
+}
+#endif
 
 /* C (M,N) = alpha op(A) op(B) + beta C; op(A) (M,K), op(B) (K,N); trans: 0 = as stored, 1 =
  * transposed (A stored (K,M) with lda, ...). beta == 0 never reads C. Returns 0, or -1 when

@@ -288,9 +288,9 @@ int dnn_insert_vec_slice_put(const dnn_task_opts *o, starpu_data_handle_t dst, s
 
 /* ---- gradients on the wire in bf16 (--grad-precision bf16, graph/allreduce/)
  *
- * The pack is the only rounding: dnn_f32_to_bf16's round to nearest even. Its AVX-512F loop does
- * the same integer arithmetic on 16 lanes (u + 0x7fff + lsb(u >> 16), >> 16; NaN: the quiet bit
- * set), so it gives the same bits as the scalar loop on every input. Not vcvtneps2bf16
+ * The pack is the only rounding: dnn_f32_to_bf16's round to nearest even (codelets/gemm_bf16.h,
+ * rounding 1 of its three). Its AVX-512F loop is dnn_f32_to_bf16_avx512, the same integer
+ * arithmetic on 16 lanes, so it gives the same bits as the scalar loop on every input. Not vcvtneps2bf16
  * (AVX512_BF16): it treats fp32 denormal inputs as zero whatever MXCSR says (seen here, Zen 5:
  * 0x00012345 -> 0x0000, where round to nearest even gives 0x0001), and small gradients can be
  * denormal. Widening (bf16 << 16) is exact, and the add after it is one fp32 add per element in
@@ -315,15 +315,9 @@ int dnn_vec_bf16_set_simd(int on)
 
 __attribute__((target("avx512f"))) static size_t to_bf16_avx512(uint16_t *dst, float *src, size_t n)
 {
-	const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
-	const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
 	size_t i = 0;
 	for (; i + 16 <= n; i += 16) {
-		const __m512i u = _mm512_loadu_si512((const void *)(src + i)), hi = _mm512_srli_epi32(u, 16);
-		const __m512i up = _mm512_add_epi32(_mm512_add_epi32(u, bias), _mm512_and_si512(hi, one));
-		__m512i r = _mm512_srli_epi32(up, 16);
-		const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, abs_mask), inf);
-		r = _mm512_mask_or_epi32(r, nan, hi, quiet);
+		const __m512i r = dnn_f32_to_bf16_avx512(_mm512_loadu_si512((const void *)(src + i)));
 		_mm256_storeu_si256((__m256i *)(void *)(dst + i), _mm512_cvtepi32_epi16(r));
 		_mm512_storeu_si512((void *)(src + i), _mm512_slli_epi32(r, 16));
 	}

@@ -433,6 +433,17 @@ int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nch
 	return 0;
 }
 
+double dnn_plan_cuda_scratch_bytes(const dnn_plan *p, int n)
+{
+	size_t most = 0;
+	for (int i = 1; i < p->m->g->nnodes; i++) {
+		const dnn_op_desc *d = dnn_op_get(p->m->g->nodes[i].op);
+		const size_t b = d->cuda_scratch_bytes ? d->cuda_scratch_bytes(p, i, n) : 0;
+		most = b > most ? b : most;
+	}
+	return most ? (double)dnn_cuda_scratch_alloc_bytes(most) : 0;
+}
+
 void dnn_plan_destroy(dnn_plan *p)
 {
 	if (!p->m)

@@ -191,6 +191,11 @@ int dnn_plan_create(dnn_plan *p, dnn_model *m, int batch, int nchunks, int nslot
 int dnn_plan_create_sharded(dnn_plan *p, dnn_model *m, int global_batch, int nchunks, int nslots,
 			    const dnn_exec_config *cfg, char *err, size_t errlen);
 void dnn_plan_destroy(dnn_plan *p);
+/* The bytes of one CUDA worker's scratch block (dnn_cuda_scratch) once p's tasks ran on chunks of n samples: the
+ * largest any node's CUDA tasks ask (the descriptors' cuda_scratch_bytes: conv's bf16 copies), as the block
+ * dnn_cuda_scratch allocates for it (dnn_cuda_scratch_alloc_bytes; it only grows, each time to that rule for the
+ * request at hand, so this bounds it); 0 when no task asks for one (fp32). */
+double dnn_plan_cuda_scratch_bytes(const dnn_plan *p, int n);
 
 /* Submit global step `step` in `slot`: load the samples idx[0..batch) of src into the chunks,
  * forward, and when p->train, backward and the update with `optim` (gradients scaled by

@@ -88,6 +88,10 @@ typedef struct {
 	 * by dnn_plan_create, after the fusion plan (p->fuse, bn_relu, ...) is made. */
 	int (*bf16_out)(const dnn_plan *p, int i);
 	int (*bf16_in)(const dnn_plan *p, int i, int j);
+	/* Bytes node i's CUDA tasks ask of their worker's scratch block (dnn_cuda_scratch: conv's bf16
+	 * copies) for a chunk of n samples under p's configuration, the largest of its passes; optional
+	 * (none). The GPU memory preflight (runtime/preflight.c) counts the largest over the nodes. */
+	size_t (*cuda_scratch_bytes)(const dnn_plan *p, int i, int n);
 	/* Submit node i's tasks for ctx's chunk; return 0 or a negative errno. backward may be
 	 * NULL (nothing to do). Backward writes input 0's gradient with dnn_op_take_dx. */
 	int (*forward)(dnn_op_ctx *ctx, int i);

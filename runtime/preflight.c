@@ -2,6 +2,7 @@
 #include "preflight.h"
 #include "knobs.h"
 
+#include <limits.h>
 #include <math.h>
 #include <starpu.h>
 #include <stdio.h>
@@ -105,6 +106,30 @@ static double chunk_bytes(const dnn_plan *p, int c)
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* need(s), the bytes per device with chunks of s samples: fixed + cpg s per_sample + wpd scratch(s) (each of the
+ * device's wpd CUDA workers has its own scratch block, dnn_plan_cuda_scratch_bytes). */
+static double need_at(const dnn_plan *p, double fixed, double cpg, double per_sample, int wpd, double s)
+{
+	return fixed + cpg * s * per_sample + wpd * dnn_plan_cuda_scratch_bytes(p, (int)s);
+}
+
+/* The largest s with need_at(s) <= cap, 0 when none: need grows with s, and the scratch only adds to the
+ * activations, so s lies below the activations' own bound; a binary search finds it. */
+static double largest_chunk(const dnn_plan *p, double cap, double fixed, double cpg, double per_sample, int wpd)
+{
+	double lo = 0, hi = floor((cap - fixed) / (cpg * per_sample));
+	if (hi > INT_MAX)
+		hi = INT_MAX;
+	while (lo < hi) {
+		const double mid = floor((lo + hi + 1) / 2);
+		if (need_at(p, fixed, cpg, per_sample, wpd, mid) <= cap)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
 int dnn_preflight_gpu_memory(dnn_model *m, const dnn_plan *p, char *info, size_t infolen, char *err, size_t errlen)
 {
 	if (info && infolen)
@@ -113,12 +138,19 @@ int dnn_preflight_gpu_memory(dnn_model *m, const dnn_plan *p, char *info, size_t
 	if (ngpu <= 0 || !p || !p->train || p->nchunks <= 0 || p->batch <= 0)
 		return 0;
 	double cap = -1;
+	int wpd = 1; /* the most CUDA workers that share one device (STARPU_NWORKER_PER_CUDA) */
 	for (int w = 0; w < (int)starpu_worker_get_count(); w++) {
 		if (starpu_worker_get_type(w) != STARPU_CUDA_WORKER)
 			continue;
-		const starpu_ssize_t t = starpu_memory_get_total(starpu_worker_get_memory_node((unsigned)w));
+		const unsigned node = starpu_worker_get_memory_node((unsigned)w);
+		const starpu_ssize_t t = starpu_memory_get_total(node);
 		if (t > 0 && (cap < 0 || (double)t < cap))
 			cap = (double)t;
+		int same = 0;
+		for (int v = 0; v < (int)starpu_worker_get_count(); v++)
+			same += starpu_worker_get_type(v) == STARPU_CUDA_WORKER &&
+				starpu_worker_get_memory_node((unsigned)v) == node;
+		wpd = same > wpd ? same : wpd;
 	}
 	if (cap <= 0)
 		return 0; // StarPU knows no size for the devices: nothing to compare with
@@ -144,7 +176,12 @@ int dnn_preflight_gpu_memory(dnn_model *m, const dnn_plan *p, char *info, size_t
 		cpg[j] = ceil((double)kk[j] / ngpu);
 		need_fixed[j] = params + (p->sum_redux ? 1.0 : cpg[j]) * params + state + ws;
 	}
-	const double act = cpg[0] * per_chunk, need = need_fixed[0] + act;
+	/* conv2d.cu's bf16 copies (--precision bf16): one scratch block per CUDA worker, for the largest chunk */
+	const double scratch = wpd * dnn_plan_cuda_scratch_bytes(p, p->chunk_n[0]);
+	const double act = cpg[0] * per_chunk, need = need_fixed[0] + act + scratch;
+	char scratch_what[96] = "";
+	if (scratch > 0)
+		snprintf(scratch_what, sizeof(scratch_what), ", bf16 scratch %.2f GiB", scratch / GIB);
 	char act_what[160];
 	if (T > 0)
 		snprintf(act_what, sizeof(act_what), "%d samples x %d tokens x %.1f KiB per token", (int)cpg[0] * p->chunk_n[0],
@@ -155,14 +192,14 @@ int dnn_preflight_gpu_memory(dnn_model *m, const dnn_plan *p, char *info, size_t
 	if (info && infolen)
 		snprintf(info, infolen,
 			 "GPU memory per device: %.2f GiB of %.2f GiB: activations %.2f GiB (%d chunk(s) of %d: %s), "
-			 "parameters %.2f GiB, gradients %.2f GiB, optimiser state %.2f GiB, workspace %.2f GiB",
+			 "parameters %.2f GiB, gradients %.2f GiB, optimiser state %.2f GiB, workspace %.2f GiB%s",
 			 need / GIB, cap / GIB, act / GIB, (int)cpg[0], p->chunk_n[0], act_what, params / GIB,
-			 (p->sum_redux ? 1.0 : cpg[0]) * params / GIB, state / GIB, ws / GIB);
+			 (p->sum_redux ? 1.0 : cpg[0]) * params / GIB, state / GIB, ws / GIB, scratch_what);
 	if (need <= cap)
 		return 0;
 	char fit[200];
-	double s0 = floor((cap - need_fixed[0]) / (cpg[0] * per_sample));
-	double s1 = floor((cap - need_fixed[1]) / (cpg[1] * per_sample));
+	const double s0 = largest_chunk(p, cap, need_fixed[0], cpg[0], per_sample, wpd);
+	const double s1 = largest_chunk(p, cap, need_fixed[1], cpg[1], per_sample, wpd);
 	if (s0 >= 1)
 		snprintf(fit, sizeof(fit), "the largest that fits: --batch %.0f (%d chunk(s) of %.0f per rank)",
 			 s0 * p->nchunks * ranks, p->nchunks, s0);
@@ -175,8 +212,8 @@ int dnn_preflight_gpu_memory(dnn_model *m, const dnn_plan *p, char *info, size_t
 			 need_fixed[1] / GIB);
 	snprintf(err, errlen,
 		 "not enough GPU memory: --batch %d needs %.2f GiB per device (activations %.2f GiB for %s; parameters, "
-		 "gradients, optimiser state and workspace %.2f GiB) and the smallest has %.2f GiB%s; %s",
-		 p->global_batch, need / GIB, act / GIB, act_what, need_fixed[0] / GIB, cap / GIB,
+		 "gradients, optimiser state and workspace %.2f GiB%s) and the smallest has %.2f GiB%s; %s",
+		 p->global_batch, need / GIB, act / GIB, act_what, need_fixed[0] / GIB, scratch_what, cap / GIB,
 		 getenv("STARPU_LIMIT_CUDA_MEM") ? " (STARPU_LIMIT_CUDA_MEM)" : "", fit);
 	return -1;
 }

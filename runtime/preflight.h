@@ -32,7 +32,9 @@ int dnn_preflight_memory(dnn_model *m, const dnn_plan *train_plan, int eval_batc
  *   parameters (one copy per device), gradients (the chunks' partials of every gradient, one
  *     per chunk a GPU runs; one with --deterministic off's REDUX) and the optimiser's state (all
  *     of it: a device may run every update, whose state then stays there);
- *   the worker's CUDA workspace (DNN_CUDA_WORKSPACE_MB, counted by StarPU on the device).
+ *   the worker's CUDA workspace (DNN_CUDA_WORKSPACE_MB, counted by StarPU on the device);
+ *   --precision bf16: each CUDA worker's scratch block of conv2d.cu's bf16 copies (x, w, dy and
+ *     the pass's output, for the largest chunk: dnn_plan_cuda_scratch_bytes), also StarPU's.
  * Capacity: the smallest device's StarPU memory size (starpu_memory_get_total: the device's, or
  * STARPU_LIMIT_CUDA_MEM; in simulation the platform's). Writes one line into info (what each
  * part takes, when there are CUDA workers; "" otherwise). Returns 0 when it fits (or there is no

@@ -55,7 +55,8 @@ ANP_MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
 #       ANP_REAL_BUILD [ROOT/build], ANP_SIM_BUILD [ROOT/build-sim]; one line and exit 1 when one is
 #       missing), env.sh --sim, SMPIRUN, ANP_NET_CLUSTER (cluster.sh), ANP_NET_ID (exported;
 #       NET_ID unless set: each bench has its own, so two never share a cluster), TMP (a fresh
-#       /tmp/anp-NAME-XXXXXX), NICE; on exit the cluster goes down (unless SIMONLY=1) and TMP goes
+#       /tmp/anp-NAME-XXXXXX), the measured runs' priority (anp_measure_prio: ANP_PRIO, ANP_PRIO_SAID,
+#       and ANP_RANK_PRIO, the ranks' own); on exit the cluster goes down (unless SIMONLY=1) and TMP goes
 #   anp_netbench_platform PDIR N RATE [ARGS...]   sim/platform.py's N-host netns platform at RATE
 #       (ARGS: more of its options) into PDIR; prints the platform's name
 #   anp_netbench_measure LABEL CAL LIMIT ARGS...   REAL_APP ARGS over the cluster (timeout LIMIT s),
@@ -90,7 +91,14 @@ anp_netbench_setup() {
   trap '[ "${SIMONLY:-0}" = 1 ] || bash "$ANP_NET_CLUSTER" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  NICE=""; if nice -n -15 true 2>/dev/null; then NICE="nice -n -15"; fi
+  # The measured runs' priority. mpirun runs under ANP_PRIO (a session of its own at nice -15), but the
+  # ranks land in other sessions (Open MPI's daemons, started through tests/net/agent.sh, open their own:
+  # seen here, each rank's autogroup at nice 0 under a launcher at -15), where nice alone acts only
+  # against the session's own processes; so each rank also runs through measure_prio.sh, which sets
+  # its session's autogroup to -15 (a daemon's session, or ANP_PRIO's: never the caller's).
+  anp_measure_prio "$ROOT"
+  ANP_RANK_PRIO=""
+  [ "${#ANP_PRIO[@]}" = 0 ] || ANP_RANK_PRIO="bash $(printf '%q' "$ROOT/scripts/measure_prio.sh")"
 }
 
 anp_netbench_platform() {
@@ -109,9 +117,9 @@ anp_netbench_measure() {
   done
   # Each rank calibrates into its own STARPU_HOME (CAL/r<rank>): one file per rank, not one file
   # that the ranks' shutdowns overwrite in turn.
-  line="$(timeout -k 5 "$limit" bash "$ANP_NET_CLUSTER" mpirun --bind-to none "${extra[@]}" -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
+  line="$("${ANP_PRIO[@]}" timeout -k 5 "$limit" bash "$ANP_NET_CLUSTER" mpirun --bind-to none "${extra[@]}" -x STARPU_NCPU=1 -x STARPU_NCUDA=0 -x STARPU_SCHED=dmda \
     -x STARPU_CALIBRATE=1 -x STARPU_HISTORY_MAX_ERROR=100000 -x STARPU_HOSTNAME="$ANP_NETBENCH_HOST" -x STARPU_SILENT=1 -x ANP_CAL="$cal" \
-    sh -c 'STARPU_HOME="$ANP_CAL/r$OMPI_COMM_WORLD_RANK" exec '"$NICE"' "$@"' sh "$REAL_APP" "$@" 2>"$TMP/err" | anp_result_line)" \
+    sh -c 'STARPU_HOME="$ANP_CAL/r$OMPI_COMM_WORLD_RANK" exec '"$ANP_RANK_PRIO"' "$@"' sh "$REAL_APP" "$@" 2>"$TMP/err" | anp_result_line)" \
     || { echo "measured run failed: $label: $(grep -m1 error "$TMP/err" || tail -1 "$TMP/err")" >&2; return 1; }
   printf '%s\n' "$line"
 }

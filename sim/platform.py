@@ -33,6 +33,10 @@ import argparse
 import os
 import sys
 
+# The dense peaks (GFLOP/s) of Hopper's SMs and tensor cores, which the H100 SXM5 and the H200 SXM share (the
+# same GH100 die and clocks; the H200 differs in its memory): one source for both entries of GPUS.
+HOPPER_PEAK = dict(fp32=67000.0, tf32=494500.0, bf16=989500.0, fp16=989500.0)
+
 # GPU kinds: the peak rates, memory and links of the vendors' data sheets (SXM boards, where the
 # published training figures ran; the source of each number is in its comment and in
 # docs/SIMULATION.md "GPU data sheets"). peak: dense rates in GFLOP/s per math precision (no
@@ -75,17 +79,15 @@ GPUS = {
                  mem_gbs=2039.0, memsize=80 * 10**9, pcie_gen=4, pcie_gbs=25.0, nvlink_gbs=600.0, peer_gbs=300.0,
                  eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
     # H100 SXM5 (NVIDIA, "NVIDIA H100 Tensor Core GPU" data sheet, 2023): 67 TFLOP/s FP32, TF32
-    # tensor 989 and BF16/FP16 1,979 with sparsity (494.5 / 989.5 dense), 80 GB HBM3 at 3.35 TB/s,
-    # PCIe gen5 (128 GB/s), NVLink 900 GB/s (NVSwitch: 450 per direction per pair).
-    "h100": dict(model="NVIDIA H100 (SXM5 80 GB, {PREC})",
-                 peak=dict(fp32=67000.0, tf32=494500.0, bf16=989500.0, fp16=989500.0),
+    # tensor 989 and BF16/FP16 1,979 with sparsity (494.5 / 989.5 dense: HOPPER_PEAK), 80 GB HBM3 at
+    # 3.35 TB/s, PCIe gen5 (128 GB/s), NVLink 900 GB/s (NVSwitch: 450 per direction per pair).
+    "h100": dict(model="NVIDIA H100 (SXM5 80 GB, {PREC})", peak=dict(HOPPER_PEAK),
                  mem_gbs=3350.0, memsize=80 * 10**9, pcie_gen=5, pcie_gbs=50.0, nvlink_gbs=900.0, peer_gbs=450.0,
                  eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
     # H200 SXM (NVIDIA, "NVIDIA H200 Tensor Core GPU" data sheet, 2024): the H100's math (67 TFLOP/s
-    # FP32, TF32 989 / BF16 1,979 with sparsity, half dense), 141 GB HBM3e at 4.8 TB/s, PCIe gen5
-    # (128 GB/s), NVLink 900 GB/s.
-    "h200": dict(model="NVIDIA H200 (SXM, {PREC})",
-                 peak=dict(fp32=67000.0, tf32=494500.0, bf16=989500.0, fp16=989500.0),
+    # FP32, TF32 989 / BF16 1,979 with sparsity, half dense: HOPPER_PEAK), 141 GB HBM3e at 4.8 TB/s,
+    # PCIe gen5 (128 GB/s), NVLink 900 GB/s.
+    "h200": dict(model="NVIDIA H200 (SXM, {PREC})", peak=dict(HOPPER_PEAK),
                  mem_gbs=4800.0, memsize=141 * 10**9, pcie_gen=5, pcie_gbs=50.0, nvlink_gbs=900.0, peer_gbs=450.0,
                  eff_compute=0.50, eff_memory=0.70, launch_us=5.0),
 }
@@ -104,8 +106,8 @@ FITTED = {
     ("v100", "fp32"): dict(eff_compute=0.785, eff_memory=0.70, launch_us=5.0),   # DLE PyTorch, 367 img/s, b112
     ("a100", "tf32"): dict(eff_compute=0.212, eff_memory=0.70, launch_us=5.0),   # DLE PyTorch, 938 img/s, b256
     ("h100", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # Lambda v2, 1894 img/s, b640
-    ("h200", "tf32"): dict(eff_compute=0.151, eff_memory=0.70, launch_us=5.0),   # the H100's (held out: 2259)
 }
+FITTED[("h200", "tf32")] = dict(FITTED[("h100", "tf32")])  # the H100's (the H200's figure, 2259 img/s, held out)
 
 # CPU kinds (--cpu): the simulated node's cores, for the CPU node model of codelets/dnn_sim_model.h
 # (each task's calibrated time split into compute, scaled by the ratio of the cores' peaks, and

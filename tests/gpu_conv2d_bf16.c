@@ -45,35 +45,12 @@
 static double gtc(double kt) { return pow(1.0 + ldexp(1.0, -8), 3) * pow(1.0 + ldexp(1.0, -23), kt + 2) - 1.0; }
 static double g32(double kt) { return pow(1.0 + ldexp(1.0, -24), kt + 2) - 1.0; }
 
-/* Elements outside |got - want| <= tol * scale; the worst printed (loud: as a ratio to the bound). */
-static size_t outside(const char *what, const float *got, const float *want, const float *scale, double tol, size_t n,
-		      int loud)
-{
-	size_t bad = 0, worst = 0;
-	double wr = -1;
-	for (size_t i = 0; i < n; i++) {
-		const double lim = tol * fabs((double)scale[i]);
-		const double e = fabs((double)got[i] - (double)want[i]);
-		if (!(e <= lim))
-			bad++;
-		const double r = e / (lim > 0 ? lim : 1e-300);
-		if (r > wr)
-			wr = r, worst = i;
-	}
-	if (loud)
-		printf("  %s: %zu of %zu outside the bound; worst [%zu] got %.9g want %.9g (%.3f of the bound)\n", what,
-		       bad, n, worst, got[worst], want[worst], wr);
-	else
-		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n, wr);
-	return bad;
-}
-
 static void check_pair(const char *what, const float *b16, const float *f32, const float *scale, double kt, size_t n)
 {
-	TEST_CHECK(outside(what, b16, f32, scale, gtc(kt) + g32(kt), n, 1) == 0,
+	TEST_CHECK(test_count_outside(what, b16, f32, scale, gtc(kt) + g32(kt), 0.0, n, 1) == 0,
 		   "%s: CUDA bf16 against CPU fp32 outside (gtc + g32) S", what);
 	if (kt <= 4096)
-		TEST_CHECK(outside(what, b16, f32, scale, 2 * g32(kt), n, 0) > 0,
+		TEST_CHECK(test_count_outside(what, b16, f32, scale, 2 * g32(kt), 0.0, n, 0) > 0,
 			   "%s: negative control: CUDA bf16 passed the fp32 tolerance, so it did not compute in bf16",
 			   what);
 }

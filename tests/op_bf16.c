@@ -39,35 +39,6 @@
 static double g16(int K) { return pow(1.0 + ldexp(1.0, -8), 2) * pow(1.0 + ldexp(1.0, -24), K + 2) - 1.0; }
 static double g32(int K) { return pow(1.0 + ldexp(1.0, -24), K + 2) - 1.0; }
 
-/* Elements of got outside |got - want| <= tol * scale (+ floor); the worst printed when it fails
- * and loud, and the worst ratio to the bound always when loud (how close the bound is). Returns
- * the count. */
-static size_t outside(const char *what, const float *got, const float *want, const float *scale, double tol,
-		      double floor, size_t n, int loud)
-{
-	size_t bad = 0, worst = 0;
-	double wr = -1;
-	for (size_t i = 0; i < n; i++) {
-		const double lim = tol * (scale ? fabs((double)scale[i]) : 1.0) + floor;
-		const double e = fabs((double)got[i] - (double)want[i]);
-		if (!(e <= lim))
-			bad++;
-		const double r = e / (lim > 0 ? lim : 1e-300);
-		if (r > wr)
-			wr = r, worst = i;
-	}
-	if (bad && loud)
-		printf("  %s: %zu of %zu outside the bound; worst [%zu] got %.9g want %.9g (|err| %.3g, %.2fx the "
-		       "bound)\n",
-		       what, bad, n, worst, got[worst], want[worst], fabs((double)got[worst] - want[worst]), wr);
-	else if (loud)
-		printf("  %s: worst error %.3f of the bound\n", what, wr);
-	else
-		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n,
-		       wr);
-	return bad;
-}
-
 static float *fill(size_t n, float lo, float hi)
 {
 	float *x = malloc(n * sizeof(float));
@@ -87,9 +58,9 @@ static void fabs_copy(float *d, const float *s, size_t n)
 static void check_pair(const char *what, const float *b16, const float *f32, const float *scale, double tol,
 		       double tol32, double floor, size_t n)
 {
-	const size_t bad = outside(what, b16, f32, scale, tol, floor, n, 1);
+	const size_t bad = test_count_outside(what, b16, f32, scale, tol, floor, n, 1);
 	TEST_CHECK(bad == 0, "%s: bf16 against fp32 outside (g16 + g32) S", what);
-	const size_t ctl = outside(what, b16, f32, scale, tol32, 0.0, n, 0);
+	const size_t ctl = test_count_outside(what, b16, f32, scale, tol32, 0.0, n, 0);
 	TEST_CHECK(ctl > 0, "%s: negative control: bf16 passed the fp32 tolerance (%.3g S), so the bound tests nothing",
 		   what, tol32);
 }
@@ -488,9 +459,9 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 			}
 	char what[96];
 	snprintf(what, sizeof(what), "attention bf16 fwd N=%d T=%d C=%d H=%d", N, T, C, H);
-	TEST_CHECK(outside(what, y16, y32, bound, 1.0, 0.0, ny, 1) == 0, "%s: bf16 against fp32 outside the bound",
-		   what);
-	TEST_CHECK(outside(what, y16, y32, bound32, 1.0, 0.0, ny, 0) > 0,
+	TEST_CHECK(test_count_outside(what, y16, y32, bound, 1.0, 0.0, ny, 1) == 0,
+		   "%s: bf16 against fp32 outside the bound", what);
+	TEST_CHECK(test_count_outside(what, y16, y32, bound32, 1.0, 0.0, ny, 0) > 0,
 		   "%s: negative control: bf16 passed the fp32 tolerance (1e-5), so the bound tests nothing", what);
 	/* backward, from the fp32 forward's y and lse: the backward's own bf16 error */
 	for (size_t i = 0; i < nq; i++)
@@ -886,8 +857,9 @@ static void conv_check(const char *what, const float *b16, const float *f32, con
 		lim[i] = (float)(c16 * T[i] + c32 * Tb[i]);
 		lim32[i] = (float)(c32 * Tb[i]);
 	}
-	TEST_CHECK(outside(what, b16, f32, lim, 1.0, 0.0, n, 1) == 0, "%s: bf16 against fp32 outside the bound", what);
-	TEST_CHECK(outside(what, b16, f32, lim32, 1.0, 0.0, n, 0) > 0,
+	TEST_CHECK(test_count_outside(what, b16, f32, lim, 1.0, 0.0, n, 1) == 0,
+		   "%s: bf16 against fp32 outside the bound", what);
+	TEST_CHECK(test_count_outside(what, b16, f32, lim32, 1.0, 0.0, n, 0) > 0,
 		   "%s: negative control: bf16 passed the fp32 tolerance, so the bound tests nothing", what);
 	free(lim), free(lim32);
 }

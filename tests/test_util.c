@@ -138,6 +138,35 @@ int test_same_bits(const char *what, const float *got, const float *want, size_t
 	return 0;
 }
 
+size_t test_count_outside(const char *what, const float *got, const float *want, const float *scale, double tol,
+			  double floor, size_t n, int loud)
+{
+	size_t bad = 0, worst = 0;
+	double wr = -1;
+	for (size_t i = 0; i < n; i++) {
+		const double lim = tol * (scale ? fabs((double)scale[i]) : 1.0) + floor;
+		const double e = fabs((double)got[i] - (double)want[i]);
+		if (!(e <= lim))
+			bad++;
+		const double r = e / (lim > 0 ? lim : 1e-300);
+		if (r > wr)
+			wr = r, worst = i;
+	}
+	if (n == 0)
+		printf("  %s: no elements\n", what);
+	else if (bad && loud)
+		printf("  %s: %zu of %zu outside the bound; worst [%zu] got %.9g want %.9g (|err| %.3g, %.2fx the "
+		       "bound)\n",
+		       what, bad, n, worst, (double)got[worst], (double)want[worst],
+		       fabs((double)got[worst] - (double)want[worst]), wr);
+	else if (loud)
+		printf("  %s: worst error %.3f of the bound\n", what, wr);
+	else
+		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n,
+		       wr);
+	return bad;
+}
+
 int test_report(const char *name)
 {
 	if (test_failures) {

@@ -37,6 +37,14 @@ int test_close_rel_f(const char *what, const float *got, const float *ref, size_
  * on failure; returns 1 when equal. */
 int test_same_bits(const char *what, const float *got, const float *want, size_t n);
 
+/* The bf16 tests' bounded comparison (op_bf16.c, gpu_conv2d_bf16.c): the elements of got outside
+ * |got - want| <= tol * |scale[i]| + floor (scale NULL: 1), counted (the caller asserts the count: 0 for
+ * the bound, > 0 for a negative control under a tighter one). loud: the worst element's ratio to
+ * the bound is printed (how close the bound is), with the element when some are outside; quiet: one
+ * "negative control" line with the count and the worst ratio. No check of its own. */
+size_t test_count_outside(const char *what, const float *got, const float *want, const float *scale, double tol,
+			  double floor, size_t n, int loud);
+
 /* Buffers: a vector handle over n floats (int32s) in main RAM; malloc'd floats and calloc'd
  * (zeroed) doubles that exit(1) when memory runs out (n = 0 gives a valid 1-element block);
  * fill_nan: NaN everywhere, so an output written in STARPU_W mode cannot depend on its old

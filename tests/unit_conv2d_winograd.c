@@ -31,8 +31,8 @@
  * F(2x2)'s. WINO4_TOL = 1e-5: ~4x over the largest measured, as WINO_TOL, and under the
  * scaled bound. F(4x4) passes unit_conv2d's 1e-4 too (with Lavin's points it did not: 1.55e-4
  * on C64 8x8 K64).
- * On a CPU with AVX-512, every shape also runs under the AVX2 GEMMs (dnn_wino_set_avx512(0)) and
- * must give bit-identical y, dx and dw.
+ * On a CPU with AVX-512, every shape also runs under the AVX2 GEMMs (dnn_wino_set_avx512(0), which also
+ * takes F(2x2)'s AVX2 split of the image instead of split_image512) and must give bit-identical y, dx and dw.
  * Each kernel call starts from released scratch memory (dnn_cpu_scratch_release), so that a
  * sanitizer build checks the scratch sizes: the transforms load and store whole 8-float vectors
  * past the ends of rows, inside the scratch by construction (codelets/conv2d_winograd*.c).
@@ -140,7 +140,8 @@ static double check(const char *what, const float *got, const double *ref, const
 	return worst;
 }
 
-/* The AVX-512 GEMMs (codelets/conv2d_winograd.c, conv2d_winograd_f2.c) promise the AVX2 loops' results bit for bit:
+/* The AVX-512 GEMMs and F(2x2)'s AVX-512 split (codelets/conv2d_winograd.c, conv2d_winograd_f2.c) promise the AVX2
+ * loops' results bit for bit:
  * y, dx (overwrite) and dw (+= onto dw0) under each ISA, compared exactly. Where the CPU has no
  * AVX-512 both runs take AVX2 and the check is trivially true. */
 static void check_isa_identical(const char *what, dnn_conv2d_args a, const float *x, const float *w,

@@ -76,6 +76,21 @@ static int conv_args(const dnn_op_ctx *ctx, const dnn_node *nd, dnn_conv2d_args 
 	return dnn_conv2d_args_finish(a) == 0 ? 0 : -EINVAL;
 }
 
+/* conv2d.cu's bf16 copies (--precision bf16) for a chunk of n samples: its largest pass's. */
+static size_t cuda_scratch_bytes(const dnn_plan *p, int i, int n)
+{
+	const dnn_op_ctx ctx = {.p = (dnn_plan *)p, .g = p->m->g, .n = n}; /* conv_args only reads it */
+	dnn_conv2d_args a;
+	if (conv_args(&ctx, &p->m->g->nodes[i], &a) != 0)
+		return 0;
+	size_t b = 0;
+	for (int phase = 0; phase < 3; phase++) {
+		const size_t s = dnn_conv2d_bf16_scratch_bytes(&a, phase);
+		b = s > b ? s : b;
+	}
+	return b;
+}
+
 enum { BN_GAMMA, BN_BETA }; /* graph/ops/batchnorm.c's parameter slots */
 
 /* Level 3: the args of conv i's task with the batchnorm sb after it (statistics, -1: none) and the batchnorm ab
@@ -201,6 +216,6 @@ const dnn_op_desc dnn_op_conv = {
 	.name = "conv", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = sizeof(keys) / sizeof(keys[0]),
 	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
 	.check_chunk = check_chunk, .create_params = create_params, .forward = forward, .backward = backward,
-	.export_onnx = export_onnx,
+	.export_onnx = export_onnx, .cuda_scratch_bytes = cuda_scratch_bytes,
 	.image_only = 1,
 };

@@ -21,7 +21,9 @@ TRAIN=(train --net lenet5 --data synthetic --batch 8 --max-steps 1 --quiet)
 EVAL=(eval --data synthetic --batch 8 --val-batches 1 --checkpoint "$TMP/l5.ckpt" --quiet)
 # A build with CUDA links cuDNN (CMakeLists.txt: DNN_HAVE_CUDA); its refusal waits for the workers.
 CUDA_BUILD=0
-ldd "$A" 2>/dev/null | grep -q libcudnn && CUDA_BUILD=1
+# (not `ldd | grep -q` under pipefail: grep exits at the first match, ldd may then die of SIGPIPE and the
+# pipeline's status would say "no CUDA")
+case "$(ldd "$A" 2>/dev/null)" in *libcudnn*) CUDA_BUILD=1 ;; esac
 HAS_BF16=0
 grep -qw avx512_bf16 /proc/cpuinfo && HAS_BF16=1
 echo "build with CUDA: $CUDA_BUILD; CPU with AVX512_BF16: $HAS_BF16"
