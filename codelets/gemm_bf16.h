@@ -48,7 +48,9 @@ void dnn_cpu_mask_bf16(int mask);
  *  2. dnn_bf16_convert, fp32 operand -> bf16 copy: the GEMM path's (dense, lm_head, attention, conv's
  *     im2col). vcvtneps2bf16 on an AVX512_BF16 CPU, which flushes denormal inputs to zero: what
  *     oneDNN's own conversion does, so that operands the caller rounds once (dnn_gemm_bf16_ex) give
- *     the bits of dnn_gemm_bf16 rounding them itself.
+ *     the bits of dnn_gemm_bf16 rounding them itself; also the writers of the bf16 activation
+ *     storage (layer norm, GELU, attention; dense through oneDNN's bf16 destination,
+ *     dnn_gemm_bf16_out), so a stored activation is the value its reader's GEMM rounded it to.
  *  3. dnn_bf16_round_floats, fp32 in place: the operands of kernels that multiply bf16 values with
  *     their own fp32 loops (the direct convs, Winograd's GEMMs without vdpbf16ps and its weight
  *     gradient); vcvtneps2bf16 as 2 (Winograd's V pairs: its two-register form, vcvtne2ps2bf16), so
