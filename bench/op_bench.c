@@ -600,26 +600,30 @@ static void bench_eltwise(const bench_opts *o) { bench_memory_ops(o, 1); }
 typedef struct {
 	dnn_attention_args a;
 	float *qkv, *y, *lse, *dy, *dqkv, *scratch;
+	uint16_t *yh; /* y stored in bf16 (a.y_bf16: the bf16 activation storage) */
 } attention_ctx;
 
 static void run_attention_fwd(void *p)
 {
 	attention_ctx *c = p;
-	dnn_attention_forward_cpu(c->y, c->lse, c->qkv, &c->a, c->scratch);
+	dnn_attention_forward_cpu(c->a.y_bf16 ? (void *)c->yh : c->y, c->lse, c->qkv, &c->a, c->scratch);
 }
 
 static void run_attention_bwd(void *p)
 {
 	attention_ctx *c = p;
-	dnn_attention_backward_cpu(c->dqkv, c->qkv, c->y, c->dy, c->lse, &c->a, c->scratch);
+	dnn_attention_backward_cpu(c->dqkv, c->qkv, c->a.y_bf16 ? (const void *)c->yh : c->y, c->dy, c->lse, &c->a,
+				   c->scratch);
 }
 
-/* GPT-2-like heads (D = 64; also D = 32 and 16) at T = 256 and 1024, one sample (batch 1: the
- * rate is per (sample, head) and T; --batch does not apply). GFLOP/s count the causal half of the
- * products (dnn_attention_flops_fwd/bwd): the tiles on the diagonal compute some more. */
+/* GPT-2-like heads (D = 64; also D = 32 and 16) at T = 256 and 1024, and gpt-nano's (T 128, D 32),
+ * one sample (batch 1: the rate is per (sample, head) and T; --batch does not apply). GFLOP/s count
+ * the causal half of the products (dnn_attention_flops_fwd/bwd): the tiles on the diagonal compute
+ * some more. Under --precision bf16 also with y stored in bf16 ("bf16 y": the activation storage). */
 static void bench_attention(const bench_opts *o)
 {
-	static const int shapes[][3] = {{256, 64, 1}, {1024, 64, 1}, {1024, 768, 12}, {1024, 32, 1}, {1024, 16, 1}};
+	static const int shapes[][3] = {{256, 64, 1}, {1024, 64, 1}, {1024, 768, 12}, {1024, 32, 1}, {1024, 16, 1},
+					{128, 128, 4}};
 	for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
 		attention_ctx c = {.a = {.N = 1, .T = shapes[s][0], .C = shapes[s][1], .H = shapes[s][2], .save_lse = 1}};
 		const size_t tok = (size_t)c.a.T;
@@ -633,9 +637,23 @@ static void bench_attention(const bench_opts *o)
 			c.qkv[i] *= 8.0f; /* scores of a few units, as trained heads have */
 		char shape[64];
 		snprintf(shape, sizeof(shape), "T%d C%d H%d (D%d), causal", c.a.T, c.a.C, c.a.H, c.a.C / c.a.H);
-		bench_row("attention", shape, "fwd", dnn_attention_flops_fwd(&c.a), best_time(run_attention_fwd, &c, o->reps));
-		bench_row("attention", shape, "bwd", dnn_attention_flops_bwd(&c.a), best_time(run_attention_bwd, &c, o->reps));
-		free(c.qkv), free(c.dqkv), free(c.y), free(c.dy), free(c.lse), free(c.scratch);
+		c.yh = malloc(tok * c.a.C * sizeof(uint16_t));
+		if (c.yh)
+			dnn_bf16_convert(c.yh, c.y, tok * c.a.C);
+		for (int q = 0; q < o->nprec; q++)
+			for (int yb = 0; yb <= (o->prec[q] && c.yh); yb++) {
+				char ph[32];
+				c.a.bf16 = o->prec[q], c.a.y_bf16 = yb;
+				phase_name(ph, sizeof(ph), "fwd", NULL, o, q);
+				if (yb)
+					strcat(ph, " y");
+				bench_row("attention", shape, ph, dnn_attention_flops_fwd(&c.a),
+					  best_time(run_attention_fwd, &c, o->reps));
+				ph[0] = 'b', ph[1] = 'w', ph[2] = 'd';
+				bench_row("attention", shape, ph, dnn_attention_flops_bwd(&c.a),
+					  best_time(run_attention_bwd, &c, o->reps));
+			}
+		free(c.qkv), free(c.dqkv), free(c.y), free(c.dy), free(c.lse), free(c.scratch), free(c.yh);
 	}
 }
 
@@ -668,7 +686,8 @@ static void usage(FILE *f)
 		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
 		   "                  their SIMD versions (the results are bit-identical)\n"
-		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d and dense in each, side by side\n"
+		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d, dense and attention in each, side\n"
+		   "                  by side\n"
 		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16)\n"
 		   "  --sgemm LIST    only the single-core sgemm rate at each shape of LIST, comma-separated\n"
 		   "                  MxNxK (C[M x N] = A[M x K] B[K x N], row-major), one line each\n"

@@ -18,6 +18,10 @@
  * dq/dk/dv accumulators stay fp32. q, k, v and dy are rounded once per head, as they are packed,
  * into bf16 blocks that the tiles' products read in place (rounded per tile product instead, each
  * key block's k and v were rounded once per query block: T/BQ times); the same bits either way.
+ * With y_bf16 (the plan's bf16 activation storage, graph/model.h y_bf16) the forward writes y in
+ * bf16, rounded as the proj dense's GEMM rounded the fp32 y before (dnn_bf16_convert), and the
+ * backward's D_t = dy[t].y[t] reads that stored y, widened: D_t then carries y's rounding (relative
+ * 2^-8 per element; tests/op_bf16.c bounds its effect), as FlashAttention's bf16 backward does.
  */
 #include "attention.h"
 
@@ -192,6 +196,24 @@ static void pack_bf16(uint16_t *restrict dst, float *restrict stage, const float
 	dnn_bf16_convert(dst, stage, (size_t)n * D);
 }
 
+/* A head's rows of a bf16 qkv (stored rounded: the bf16 activation storage) -> a packed n x D bf16
+ * block: a copy, the values pack_bf16 gives from the fp32 qkv they were rounded from. */
+static void pack16(uint16_t *restrict dst, const uint16_t *restrict src, int n, int D, int ld)
+{
+	for (int r = 0; r < n; r++)
+		memcpy(dst + (size_t)r * D, src + (size_t)r * ld, (size_t)D * sizeof(uint16_t));
+}
+
+/* q, k or v of one head into its packed bf16 block: from a bf16 qkv (xh) or the fp32 one (x). */
+static void pack_head_bf16(uint16_t *dst, float *stage, const float *x, const uint16_t *xh, size_t o, int T, int D,
+			   int ld)
+{
+	if (xh)
+		pack16(dst, xh + o, T, D, ld);
+	else
+		pack_bf16(dst, stage, x + o, T, D, ld);
+}
+
 /* A packed head (T,D) as a tile product's operand: fp32, or (bf16) its bf16 copy; rows from r0. */
 static dnn_bf16_operand rows(dnn_bf16_operand o, int r0)
 {
@@ -213,9 +235,10 @@ static int tile_gemm(int bf16, int tA, int tB, int M, int N, int K, float alpha,
 	return dnn_gemm(0, tA, tB, M, N, K, alpha, A.f, A.ld, B.f, B.ld, beta, C, ldc);
 }
 
-/* One (sample, head), packed: q, k, v (T,D), fp32 or bf16; y rows of stride ldy; lse (T) or NULL. */
-static int fwd_head(float *y, float *lse, dnn_bf16_operand q, dnn_bf16_operand k, dnn_bf16_operand v, int T, int D,
-		    int ldy, float scale, float *scratch, const row_ops *ro, int bf16)
+/* One (sample, head), packed: q, k, v (T,D), fp32 or bf16; y rows of stride ldy (fp32, or bf16 when
+ * yh: y is then unused); lse (T) or NULL. */
+static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_bf16_operand k, dnn_bf16_operand v,
+		    int T, int D, int ldy, float scale, float *scratch, const row_ops *ro, int bf16)
 {
 	int rc = 0;
 	float *S = scratch, *m = S + (size_t)BQ * BK, *l = m + BQ, *os = l + BQ;
@@ -255,21 +278,27 @@ static int fwd_head(float *y, float *lse, dnn_bf16_operand q, dnn_bf16_operand k
 		}
 		for (int r = 0; r < bq; r++) {
 			const float inv = 1.0f / l[r];
-			const float *o = os + (size_t)r * D;
-			float *yr = y + (size_t)(i0 + r) * ldy;
+			float *o = os + (size_t)r * D;
+			float *yr = yh ? o : y + (size_t)(i0 + r) * ldy; /* bf16: in place, rounded below */
 			for (int d = 0; d < D; d++)
 				yr[d] = o[d] * inv;
 			if (lse)
 				lse[i0 + r] = m[r] + logf(l[r]);
 		}
+		if (yh) /* the block's rows in one call (a call per row of D floats costs more than its rounding) */
+			dnn_bf16_convert_rows(yh + (size_t)i0 * ldy, ldy, os, D, bq, D);
 	}
 	return rc ? -1 : 0;
 }
 
-int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch)
+int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_attention_args *a, float *scratch)
 {
-	// y (N,T,C), lse (N,H,T), qkv (N,T,3C)
+	// y (N,T,C) fp32 or bf16, lse (N,H,T), qkv (N,T,3C) fp32 or bf16
 	const int T = a->T, C = a->C, H = a->H, D = C / H;
+	if ((a->y_bf16 || a->x_bf16) && !a->bf16)
+		return -1;
+	const float *qkv = a->x_bf16 ? NULL : qkvv;
+	const uint16_t *qkvh = a->x_bf16 ? qkvv : NULL;
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
@@ -281,19 +310,22 @@ int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_
 		ov = (dnn_bf16_operand){.h = bv, .ld = D};
 	for (int n = 0; n < a->N; n++)
 		for (int h = 0; h < H; h++) {
-			const float *q = qkv + (size_t)n * T * 3 * C + (size_t)h * D;
+			const size_t ox = (size_t)n * T * 3 * C + (size_t)h * D;
 			if (a->bf16) {
-				pack_bf16(bq, hv, q, T, D, 3 * C);
-				pack_bf16(bk, hv, q + C, T, D, 3 * C);
-				pack_bf16(bv, hv, q + 2 * C, T, D, 3 * C);
+				pack_head_bf16(bq, hv, qkv, qkvh, ox, T, D, 3 * C);
+				pack_head_bf16(bk, hv, qkv, qkvh, ox + C, T, D, 3 * C);
+				pack_head_bf16(bv, hv, qkv, qkvh, ox + 2 * C, T, D, 3 * C);
 			} else {
+				const float *q = qkv + ox;
 				pack(hq, q, 0, T, D, 3 * C);
 				pack(hk, q + C, 0, T, D, 3 * C);
 				pack(hv, q + 2 * C, 0, T, D, 3 * C);
 			}
 			float *lh = lse ? lse + ((size_t)n * H + h) * T : NULL;
-			if (fwd_head(y + (size_t)n * T * C + (size_t)h * D, lh, oq, ok, ov, T, D, C, scale, tiles, ro,
-				     a->bf16) != 0)
+			const size_t oy = (size_t)n * T * C + (size_t)h * D;
+			float *yf = a->y_bf16 ? NULL : (float *)y + oy;
+			uint16_t *yh = a->y_bf16 ? (uint16_t *)y + oy : NULL;
+			if (fwd_head(yf, yh, lh, oq, ok, ov, T, D, C, scale, tiles, ro, a->bf16) != 0)
 				return -1;
 		}
 	return 0;
@@ -301,11 +333,11 @@ int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_
 
 /* One (sample, head), packed: dq rows of stride ld (=|+= per accumulate), dk, dv (T,D) +=, q, k,
  * v, dy (T,D) as the products' operands (fp32 or bf16), dyf the fp32 dy (T,D) for D_t, y rows of
- * stride ldy, lse (T). */
+ * stride ldy (fp32 y, or bf16 yh, the other NULL), lse (T). */
 static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q, dnn_bf16_operand k,
-		    dnn_bf16_operand v, dnn_bf16_operand dy, const float *dyf, const float *y, int ldy,
-		    const float *lse, int T, int D, float scale, int accumulate, float *scratch, const row_ops *ro,
-		    int bf16)
+		    dnn_bf16_operand v, dnn_bf16_operand dy, const float *dyf, const float *y, const uint16_t *yh,
+		    int ldy, const float *lse, int T, int D, float scale, int accumulate, float *scratch,
+		    const row_ops *ro, int bf16)
 {
 	int rc = 0;
 	float *P = scratch, *dP = P + (size_t)BQ * BK, *Dt = dP + (size_t)BQ * BK, *dqs = Dt + BQ;
@@ -313,10 +345,17 @@ static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q,
 		const int bq = T - i0 < BQ ? T - i0 : BQ;
 		const float *dyi = dyf + (size_t)i0 * D;
 		for (int r = 0; r < bq; r++) {
-			const float *yr = y + (size_t)(i0 + r) * ldy, *dyr = dyi + (size_t)r * D;
+			const float *dyr = dyi + (size_t)r * D;
 			float s = 0.0f;
-			for (int d = 0; d < D; d++)
-				s += dyr[d] * yr[d];
+			if (yh) {
+				const uint16_t *yr = yh + (size_t)(i0 + r) * ldy;
+				for (int d = 0; d < D; d++)
+					s += dyr[d] * dnn_bf16_to_f32(yr[d]);
+			} else {
+				const float *yr = y + (size_t)(i0 + r) * ldy;
+				for (int d = 0; d < D; d++)
+					s += dyr[d] * yr[d];
+			}
 			Dt[r] = s;
 		}
 		memset(dqs, 0, (size_t)bq * D * sizeof(float));
@@ -369,11 +408,15 @@ static void unpack(float *restrict dst, int ld, const float *restrict src, int T
 	}
 }
 
-int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, const float *dy, const float *lse,
+int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, const float *dy, const float *lse,
 			       const dnn_attention_args *a, float *scratch)
 {
-	// dqkv (N,T,3C) =|+=, qkv (N,T,3C), y (N,T,C), dy (N,T,C), lse (N,H,T)
+	// dqkv (N,T,3C) =|+=, qkv (N,T,3C) fp32 or bf16, y (N,T,C) fp32 or bf16, dy (N,T,C), lse (N,H,T)
 	const int T = a->T, C = a->C, H = a->H, D = C / H;
+	if ((a->y_bf16 || a->x_bf16) && !a->bf16)
+		return -1;
+	const float *qkv = a->x_bf16 ? NULL : qkvv;
+	const uint16_t *qkvh = a->x_bf16 ? qkvv : NULL;
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
@@ -391,9 +434,9 @@ int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, co
 			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
 			pack(hdy, dy + oy, 0, T, D, C); /* fp32 for D_t */
 			if (a->bf16) {
-				pack_bf16(bq, hv, qkv + o, T, D, 3 * C);
-				pack_bf16(bk, hv, qkv + o + C, T, D, 3 * C);
-				pack_bf16(bv, hv, qkv + o + 2 * C, T, D, 3 * C);
+				pack_head_bf16(bq, hv, qkv, qkvh, o, T, D, 3 * C);
+				pack_head_bf16(bk, hv, qkv, qkvh, o + C, T, D, 3 * C);
+				pack_head_bf16(bv, hv, qkv, qkvh, o + 2 * C, T, D, 3 * C);
 				dnn_bf16_convert(bdy, hdy, TD);
 			} else {
 				pack(hq, qkv + o, 0, T, D, 3 * C);
@@ -402,7 +445,9 @@ int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, co
 			}
 			memset(hdk, 0, 2 * TD * sizeof(float));
 			const float *lh = lse + ((size_t)n * H + h) * T;
-			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, y + oy, C, lh, T, D, scale,
+			const float *yf = a->y_bf16 ? NULL : (const float *)y + oy;
+			const uint16_t *yh = a->y_bf16 ? (const uint16_t *)y + oy : NULL;
+			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, yf, yh, C, lh, T, D, scale,
 				     a->accumulate_dx, tiles, ro, a->bf16) != 0)
 				return -1;
 			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
@@ -432,9 +477,9 @@ static void attention_fwd_cpu_task(void *buffers[], void *cl_arg)
 	float *scratch = task_scratch(a, "forward");
 	if (!scratch)
 		return;
-	if (dnn_attention_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+	if (dnn_attention_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				      a->save_lse ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
-				      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch) != 0)
+				      (const void *)STARPU_VECTOR_GET_PTR(buffers[0]), a, scratch) != 0)
 		dnn_worker_error("attention forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
 
@@ -451,8 +496,8 @@ static void attention_bwd_cpu_task(void *buffers[], void *cl_arg)
 	if (!scratch)
 		return;
 	if (dnn_attention_backward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[4]),
-				       (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-				       (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				       (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
+				       (const void *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				       (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
 				       (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), a, scratch) != 0)
 		dnn_worker_error("attention backward (bf16): out of memory for the bf16 copies, or oneDNN failed");
@@ -463,7 +508,7 @@ DNN_CODELET(cl_attention_bwd, 5, attention_bwd_cpu_task, dnn_attention_bwd_cuda)
 
 // ------------------------------------------------------------------------------- insert helpers
 
-DNN_ARGS_NO_PADDING(dnn_attention_args, 7 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_attention_args, 9 * sizeof(int));
 
 int dnn_insert_attention_fwd(const dnn_task_opts *o, const dnn_attention_args *a, starpu_data_handle_t qkv,
 			     starpu_data_handle_t y, starpu_data_handle_t lse)

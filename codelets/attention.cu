@@ -111,6 +111,10 @@ extern "C" void dnn_attention_fwd_cuda(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == tok * L);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == tok * C);
 	STARPU_ASSERT(!a->save_lse || STARPU_VECTOR_GET_NX(buffers[2]) >= tok * H);
+	if (a->y_bf16 || a->x_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c): a bug */
+		dnn_worker_error("attention forward: a bf16-stored activation reached a CUDA worker");
+		return;
+	}
 	if (tok == 0)
 		return;
 	const float *qkv = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
@@ -153,6 +157,10 @@ extern "C" void dnn_attention_bwd_cuda(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == tok * C);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) >= tok * H);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[4]) == tok * L);
+	if (a->y_bf16 || a->x_bf16) {
+		dnn_worker_error("attention backward: a bf16-stored activation reached a CUDA worker");
+		return;
+	}
 	if (tok == 0)
 		return;
 	const float *qkv = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);

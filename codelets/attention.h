@@ -35,6 +35,10 @@ typedef struct {
 	int save_lse;      // forward: 1 = write lse (a third buffer; training), 0 = not (eval)
 	int accumulate_dx; // backward: 0 = dqkv = ..., 1 = dqkv += ...
 	int bf16;          // 1: the tiles' GEMMs in bf16 with fp32 sums (gemm_bf16.h); softmax and sums fp32
+	int y_bf16;        // 1 (bf16 only): y stored in bf16 (uint16_t; the CUDA functions refuse it): the
+			   // forward rounds it (dnn_bf16_convert), the backward's D_t reads it widened
+	int x_bf16;        // 1 (bf16 only): qkv stored in bf16 (uint16_t), packed per head with no rounding
+			   // (the values the fp32 qkv's per-head rounding gave); dqkv stays fp32
 } dnn_attention_args;
 
 /* Floats of the scratch the CPU kernels need (forward or backward) for T tokens and head size D:
@@ -45,11 +49,14 @@ size_t dnn_attention_scratch_floats(int T, int D);
 double dnn_attention_flops_fwd(const dnn_attention_args *a);
 double dnn_attention_flops_bwd(const dnn_attention_args *a);
 
-/* y (N,T,C), lse (N,H,T) or NULL, qkv (N,T,3C); scratch: dnn_attention_scratch_floats(T, C/H) floats. */
-int dnn_attention_forward_cpu(float *y, float *lse, const float *qkv, const dnn_attention_args *a, float *scratch);
-/* Both return 0, or -1 when a bf16 GEMM cannot run (gemm_bf16.h).
- * dqkv (N,T,3C) =|+= (a->accumulate_dx), qkv (N,T,3C), y (N,T,C), dy (N,T,C), lse (N,H,T). */
-int dnn_attention_backward_cpu(float *dqkv, const float *qkv, const float *y, const float *dy, const float *lse,
+/* y (N,T,C) (float, or uint16_t bf16 with a->y_bf16), lse (N,H,T) or NULL, qkv (N,T,3C) (float, or
+ * bf16 with a->x_bf16); scratch:
+ * dnn_attention_scratch_floats(T, C/H) floats. */
+int dnn_attention_forward_cpu(void *y, float *lse, const void *qkv, const dnn_attention_args *a, float *scratch);
+/* Both return 0, or -1 when a bf16 GEMM cannot run (gemm_bf16.h; y_bf16 without bf16).
+ * dqkv (N,T,3C) =|+= (a->accumulate_dx), qkv (N,T,3C), y (N,T,C) (as the forward's), dy (N,T,C),
+ * lse (N,H,T). */
+int dnn_attention_backward_cpu(float *dqkv, const void *qkv, const void *y, const float *dy, const float *lse,
 			       const dnn_attention_args *a, float *scratch);
 /* Whether the CPU kernels use their AVX2 loops (1) or the portable ones (0): on = 1 takes AVX2
  * when the CPU has AVX2 and FMA. Returns the choice. The default is on. For tests. */

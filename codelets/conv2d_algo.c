@@ -160,11 +160,20 @@ static int use_stride2(const conv_geom *g, int pass)
  * The 32x32 stage's forward and backward data lose where its 4 MB activations' reorders (fp32 NCHW -> bf16 blocked)
  * cost more than our Winograd's vdpbf16ps kernel saves (docs/studies/2026-12-07-conv-bf16.md, section 1 (b)). So:
  * 3x3 stride 2 forward and backward data; 3x3 stride 1 from 16 channels, its forward and backward data only from 32
- * channels or on images of at most 28 columns; 5x5 from 6 channels; undilated only (dilated convs not measured). */
+ * channels or on images of at most 28 columns; 5x5 from 6 channels; undilated only (dilated convs not measured).
+ * Re-measured once the vdpbf16ps Winograd weight gradient and the fp32 Winograd split/output changes were merged
+ * (the same command at 32 images, auto,winograd,onednn, best of 5, load 4.4-5.9; ms, Winograd / oneDNN):
+ *   3x3 stride 1 weight gradient: C16 32x32 0.424/0.754, C32 16x16 0.364/0.553, C64 8x8 0.408/0.502,
+ *                 C16 28x28 0.318/0.556, C32 14x14 0.374/0.440, C64 7x7 0.408/0.433: Winograd everywhere it applies
+ *                 in bf16 (WINO_FILTER_BF16_RULE, up to 64 channels), so oneDNN only above 64 channels;
+ *   forward / backward data: C32 16x16 0.350/0.385 and 0.350/0.385 (Winograd), C64 8x8 0.356/0.344 and
+ *                 0.360/0.361 (tie), C16 28x28 0.415/0.409 and 0.416/0.409 (tie), C32 14x14 0.349/0.314 and
+ *                 0.354/0.314, C64 7x7 0.356/0.246 and 0.362/0.311 (oneDNN): oneDNN on images of at most 14
+ *                 columns. */
 #define ONEDNN_CONV_RULE(g, pass)                                                                                      \
 	((g)->dil == 1 && (g)->R == (g)->S &&                                                                          \
 	 (((g)->R == 3 && (g)->stride == 2 && (pass) != 2) ||                                                          \
-	  ((g)->R == 3 && (g)->stride == 1 && (g)->C >= 16 && ((pass) == 2 || (g)->C >= 32 || (g)->W <= 28)) ||        \
+	  ((g)->R == 3 && (g)->stride == 1 && (g)->C >= 16 && ((pass) == 2 ? (g)->C > 64 : (g)->W <= 14)) ||          \
 	  ((g)->R == 5 && (g)->stride == 1 && (g)->C >= 6)))
 
 /* A build can set it to 0 (-DONEDNN_CONV_IN_AUTO=0 in CMAKE_C_FLAGS) to measure the step without the rule

@@ -26,15 +26,29 @@ double dnn_dense_flops_fwd(const dnn_dense_args *a)
 
 // ------------------------------------------------------------------------------- CPU kernels
 
-int dnn_dense_forward_cpu(float *y, const float *x, const float *w, const float *b, const dnn_dense_args *a)
+/* x (rows, IN) as a bf16 GEMM operand: fp32 rounded by the call, or bf16 read in place. */
+static dnn_bf16_operand x_operand(const void *x, const dnn_dense_args *a)
 {
-	// y (N,OUT), x (N,IN), w (OUT,IN), b (OUT) or NULL
+	if (a->x_bf16)
+		return (dnn_bf16_operand){.h = x, .ld = a->IN};
+	return (dnn_bf16_operand){.f = x, .ld = a->IN};
+}
+
+int dnn_dense_forward_cpu(void *yv, const void *x, const float *w, const float *b, const dnn_dense_args *a)
+{
+	// y (N,OUT) (fp32, or bf16 with y_bf16), x (N,IN) (fp32, or bf16 with x_bf16), w (OUT,IN), b (OUT) or NULL
 	int N = a->N, IN = a->IN, OUT = a->OUT;
+	if ((a->x_bf16 || a->y_bf16) && !a->bf16)
+		return -1;
 	if (N == 0 || OUT == 0)
 		return 0;
+	if (a->y_bf16) /* rounded as its fp32 values would be, as they are stored */
+		return dnn_gemm_bf16_out(0, 1, N, OUT, IN, 1.0f, x_operand(x, a), (dnn_bf16_operand){.f = w, .ld = IN},
+					 b, yv, OUT);
+	float *y = yv;
 	if (a->bf16 && IN > 0) /* the bias added by the matmul itself: one pass over y, not three */
-		return dnn_gemm_bf16_ex(0, 1, N, OUT, IN, 1.0f, (dnn_bf16_operand){.f = x, .ld = IN},
-					(dnn_bf16_operand){.f = w, .ld = IN}, 0.0f, b, y, OUT);
+		return dnn_gemm_bf16_ex(0, 1, N, OUT, IN, 1.0f, x_operand(x, a), (dnn_bf16_operand){.f = w, .ld = IN},
+					0.0f, b, y, OUT);
 	for (int n = 0; n < N; n++) {
 		float *y_n = y + (size_t)n * OUT;
 		for (int o = 0; o < OUT; o++)
@@ -61,15 +75,17 @@ int dnn_dense_backward_data_cpu(float *dx, const float *dy, const float *w, cons
 	return dnn_gemm(a->bf16, 0, 0, N, IN, OUT, 1.0f, dy, OUT, w, IN, beta, dx, IN);
 }
 
-int dnn_dense_backward_weight_cpu(float *dw, float *db, const float *x, const float *dy, const dnn_dense_args *a)
+int dnn_dense_backward_weight_cpu(float *dw, float *db, const void *x, const float *dy, const dnn_dense_args *a)
 {
-	// dw (OUT,IN) +=, db (OUT) += or NULL, x (N,IN), dy (N,OUT)
+	// dw (OUT,IN) +=, db (OUT) += or NULL, x (N,IN) (fp32, or bf16 with x_bf16), dy (N,OUT)
 	int N = a->N, IN = a->IN, OUT = a->OUT;
+	if (a->x_bf16 && !a->bf16)
+		return -1;
 	if (N == 0 || OUT == 0)
 		return 0;
 	if (a->bf16 && IN > 0) /* db summed in the pass that rounds dy (the same order: the same bits) */
 		return dnn_gemm_bf16_ex(1, 0, OUT, IN, N, 1.0f, (dnn_bf16_operand){.f = dy, .ld = OUT, .colsum = db},
-					(dnn_bf16_operand){.f = x, .ld = IN}, 1.0f, NULL, dw, IN);
+					x_operand(x, a), 1.0f, NULL, dw, IN);
 	if (IN > 0 && dnn_gemm(a->bf16, 1, 0, OUT, IN, N, 1.0f, dy, OUT, x, IN, 1.0f, dw, IN) != 0)
 		return -1;
 	for (int n = 0; db && n < N; n++) {
@@ -89,8 +105,8 @@ static void dense_fwd_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[3]) == (size_t)a->N * a->OUT);
-	if (dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[3]),
-			      (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[3]),
+				  (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a) != 0)
 		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
@@ -128,7 +144,8 @@ static void dense_fwd_nobias_cpu_task(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->OUT);
-	if (dnn_dense_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+	if (dnn_dense_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[2]),
+				  (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL, a) != 0)
 		dnn_worker_error("dense forward (bf16): out of memory for the bf16 copies, or oneDNN failed");
 }
@@ -153,7 +170,7 @@ DNN_CODELET(cl_dense_bwd_weight, 4, dense_bwd_weight_cpu_task, dnn_dense_bwd_wei
 
 // ------------------------------------------------------------------------------- insert helpers
 
-DNN_ARGS_NO_PADDING(dnn_dense_args, 5 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_dense_args, 7 * sizeof(int));
 
 int dnn_insert_dense_fwd(const dnn_task_opts *o, const dnn_dense_args *a, starpu_data_handle_t x, starpu_data_handle_t w,
 			  starpu_data_handle_t b, starpu_data_handle_t y)

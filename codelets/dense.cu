@@ -11,6 +11,16 @@ extern "C" {
 #include "dense.h"
 }
 
+/* The plan stores no activation in bf16 when CUDA workers exist (graph/model.c plan_bf16_storage):
+ * a bf16 x reaching a CUDA function is a bug, reported, not read as floats. */
+#define DENSE_REFUSE_BF16_X(a, what)                                                                       \
+	do {                                                                                               \
+		if ((a)->x_bf16 || (a)->y_bf16) {                                                          \
+			dnn_worker_error("dense %s: a bf16-stored activation reached a CUDA worker", what); \
+			return;                                                                            \
+		}                                                                                          \
+	} while (0)
+
 // y (N,OUT) += b (OUT) broadcast over rows
 static __global__ void dense_bias_fwd_kernel(float *y, const float *b, size_t n, int OUT)
 {
@@ -34,6 +44,7 @@ static __global__ void dense_bias_bwd_kernel(float *db, const float *dy, int N, 
 extern "C" void dnn_dense_fwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_dense_args *a = (const dnn_dense_args *)cl_arg;
+	DENSE_REFUSE_BF16_X(a, "forward");
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT);
@@ -86,6 +97,7 @@ extern "C" void dnn_dense_bwd_data_cuda(void *buffers[], void *cl_arg)
 extern "C" void dnn_dense_bwd_weight_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_dense_args *a = (const dnn_dense_args *)cl_arg;
+	DENSE_REFUSE_BF16_X(a, "backward weight");
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT * a->IN);
@@ -111,6 +123,7 @@ extern "C" void dnn_dense_bwd_weight_cuda(void *buffers[], void *cl_arg)
 extern "C" void dnn_dense_fwd_nobias_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_dense_args *a = (const dnn_dense_args *)cl_arg;
+	DENSE_REFUSE_BF16_X(a, "forward");
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->OUT * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->N * a->OUT);
@@ -133,6 +146,7 @@ extern "C" void dnn_dense_fwd_nobias_cuda(void *buffers[], void *cl_arg)
 extern "C" void dnn_dense_bwd_weight_nobias_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_dense_args *a = (const dnn_dense_args *)cl_arg;
+	DENSE_REFUSE_BF16_X(a, "backward weight");
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->N * a->IN);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->N * a->OUT);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->OUT * a->IN);

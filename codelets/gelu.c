@@ -1,6 +1,7 @@
 /* gelu.c — the GELU activation (tanh form): CPU kernels, codelets, insert helpers (gelu.h). */
 #include "gelu.h"
 #include "act_formulas.h"
+#include "gemm_bf16.h"
 
 // ------------------------------------------------------------------------------- CPU kernels
 
@@ -131,6 +132,19 @@ void dnn_gelu_forward_cpu(float *restrict y, const float *restrict x, long n)
 		gelu_forward_portable(y, x, n);
 }
 
+void dnn_gelu_forward_bf16_cpu(uint16_t *restrict y, const float *restrict x, long n)
+{
+	// y (n) bf16, x (n): blocks of fp32 values on the stack, each rounded once (the values are
+	// element-wise, so the blocking changes no bit)
+	enum { BLK = 512 };
+	float stage[BLK];
+	for (long i = 0; i < n; i += BLK) {
+		const long m = n - i < BLK ? n - i : BLK;
+		dnn_gelu_forward_cpu(stage, x + i, m);
+		dnn_bf16_convert(y + i, stage, (size_t)m);
+	}
+}
+
 void dnn_gelu_backward_cpu(float *restrict dx, const float *restrict x, const float *restrict dy, long n,
 			   int accumulate_dx)
 {
@@ -148,8 +162,12 @@ static void gelu_fwd_cpu_task(void *buffers[], void *cl_arg)
 	const dnn_gelu_args *a = cl_arg;
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == (size_t)a->n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->n);
-	dnn_gelu_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-			     a->n);
+	if (a->y_bf16)
+		dnn_gelu_forward_bf16_cpu((uint16_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+					  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->n);
+	else
+		dnn_gelu_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+				     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a->n);
 }
 
 static void gelu_bwd_cpu_task(void *buffers[], void *cl_arg)
@@ -162,9 +180,10 @@ static void gelu_bwd_cpu_task(void *buffers[], void *cl_arg)
 			      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a->n, a->accumulate_dx);
 }
 
-/* Footprint: data sizes only (nothing in the arguments changes the cost). */
-DNN_CODELET_FP(cl_gelu_fwd, 2, gelu_fwd_cpu_task, dnn_gelu_fwd_cuda, NULL);
-DNN_CODELET_FP(cl_gelu_bwd, 3, gelu_bwd_cpu_task, dnn_gelu_bwd_cuda, NULL);
+/* Footprint: the data sizes and the arguments (y_bf16 changes the forward's cost; StarPU's vector
+ * footprint is its element count, not its element size). */
+DNN_CODELET(cl_gelu_fwd, 2, gelu_fwd_cpu_task, dnn_gelu_fwd_cuda);
+DNN_CODELET(cl_gelu_bwd, 3, gelu_bwd_cpu_task, dnn_gelu_bwd_cuda);
 
 // ------------------------------------------------------------------------------- insert helpers
 

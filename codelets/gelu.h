@@ -3,7 +3,10 @@
  *   y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
  *   backward: dx (=|+=) dy * gelu'(x)          (the formulas: act_formulas.h)
  *
- * Backward reads x, not y: gelu is not monotonic below x = -0.75, so y does not give x back. */
+ * Backward reads x, not y: gelu is not monotonic below x = -0.75, so y does not give x back.
+ * y_bf16 (--precision bf16, the plan's bf16 activation storage, graph/model.h y_bf16): the forward
+ * writes y in bf16, each fp32 value rounded by dnn_bf16_convert (gemm_bf16.h), the rounding that
+ * its reader's bf16 GEMM (the mlp dense) applied to the fp32 y before: the same bf16 values. */
 #ifndef DNN_GELU_H
 #define DNN_GELU_H
 #include <starpu.h>
@@ -14,10 +17,12 @@
 typedef struct {
 	long n;            // elements
 	int accumulate_dx; // backward: 0 = dx = ..., 1 = dx += ...
-	int pad_;          // 0: no padding in the footprint's bytes
+	int y_bf16;        // forward: 1 = y is stored in bf16 (uint16_t); the CUDA functions refuse it
 } dnn_gelu_args;
 
 void dnn_gelu_forward_cpu(float *y, const float *x, long n);
+/* The same values rounded to bf16 (dnn_bf16_convert): y (n) bf16, x (n). */
+void dnn_gelu_forward_bf16_cpu(uint16_t *y, const float *x, long n);
 void dnn_gelu_backward_cpu(float *dx, const float *x, const float *dy, long n, int accumulate_dx);
 /* The CPU kernels' form: 1 = AVX2 (the sigmoid form, chosen by default where the CPU has AVX2 and
  * FMA), 0 = portable (the shared formulas, libm's tanhf). set returns what is in effect. */

@@ -38,6 +38,8 @@ void dnn_cpu_mask_bf16(int mask) { bf16_masked = mask != 0; }
 
 static __thread void *buf_a, *buf_b;
 static __thread size_t cap_a, cap_b;
+static __thread void *buf_c; /* the portable path's fp32 C of dnn_gemm_bf16_out */
+static __thread size_t cap_c;
 
 static void *grow(void **buf, size_t *cap, size_t bytes)
 {
@@ -147,7 +149,7 @@ static void copy_bf16(uint16_t *dst, const float *src, int rows, int cols, int l
 }
 
 typedef struct {
-	int M, N, K, tA, tB, lda, ldb, ldc, bias;
+	int M, N, K, tA, tB, lda, ldb, ldc, bias, cbf16;
 	float alpha, beta;
 	dnnl_primitive_t prim;
 	dnnl_memory_t a, b, c, bi;
@@ -171,12 +173,13 @@ static void mm_free(mm_entry *e)
  * the operands' strides as the primitive reads them (a bf16 copy's packed width, or an in-place
  * bf16 operand's ld); bias: 1 when the call adds a bias row (N floats). */
 static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float beta, int lda, int ldb, int ldc,
-			int bias)
+			int bias, int cbf16)
 {
 	for (int i = 0; i < mm_n; i++) {
 		mm_entry *e = &mm_cache[i];
 		if (e->M == M && e->N == N && e->K == K && e->tA == tA && e->tB == tB && e->lda == lda &&
-		    e->ldb == ldb && e->ldc == ldc && e->bias == bias && e->alpha == alpha && e->beta == beta)
+		    e->ldb == ldb && e->ldc == ldc && e->bias == bias && e->cbf16 == cbf16 && e->alpha == alpha &&
+		    e->beta == beta)
 			return e;
 	}
 	if (!mm_eng) {
@@ -197,10 +200,10 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 	dnnl_primitive_attr_t attr = NULL;
 	dnnl_post_ops_t po = NULL;
 	dnnl_primitive_desc_t pd = NULL;
-	mm_entry n = {M, N, K, tA, tB, lda, ldb, ldc, bias, alpha, beta, NULL, NULL, NULL, NULL, NULL};
+	mm_entry n = {M, N, K, tA, tB, lda, ldb, ldc, bias, cbf16, alpha, beta, NULL, NULL, NULL, NULL, NULL};
 	int ok = dnnl_memory_desc_init_by_strides(&amd, 2, ad, dnnl_bf16, as) == dnnl_success &&
 		 dnnl_memory_desc_init_by_strides(&bmd, 2, bd, dnnl_bf16, bs) == dnnl_success &&
-		 dnnl_memory_desc_init_by_strides(&cmd, 2, cd, dnnl_f32, cs) == dnnl_success &&
+		 dnnl_memory_desc_init_by_strides(&cmd, 2, cd, cbf16 ? dnnl_bf16 : dnnl_f32, cs) == dnnl_success &&
 		 dnnl_memory_desc_init_by_strides(&bimd, 2, bid, dnnl_f32, bis) == dnnl_success &&
 		 dnnl_matmul_desc_init(&md, &amd, &bmd, bias ? &bimd : NULL, &cmd) == dnnl_success &&
 		 dnnl_primitive_attr_create(&attr) == dnnl_success && dnnl_post_ops_create(&po) == dnnl_success;
@@ -244,15 +247,15 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 }
 
 /* An fp32 operand is rounded into the thread's packed copy (ld = its packed width), a bf16 one read
- * in place at its own ld. */
+ * in place at its own ld. C: float, or uint16_t bf16 values when cbf16 (beta 0). */
 static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
-		     float beta, const float *bias, float *C, int ldc)
+		     float beta, const float *bias, void *C, int ldc, int cbf16)
 {
 	const int pa = transA ? M : K, pb = transB ? K : N; /* packed widths */
 	uint16_t *a = A.f ? grow(&buf_a, &cap_a, (size_t)M * K * 2) : (uint16_t *)A.h;
 	uint16_t *b = B.f ? grow(&buf_b, &cap_b, (size_t)K * N * 2) : (uint16_t *)B.h;
 	mm_entry *e = a && b ? mm_get(transA, transB, M, N, K, alpha, beta, A.f ? pa : A.ld, B.f ? pb : B.ld, ldc,
-				      bias != NULL)
+				      bias != NULL, cbf16)
 			     : NULL;
 	if (!e)
 		return -1;
@@ -285,9 +288,9 @@ void dnn_gemm_bf16_release(void)
 		mm_eng = NULL;
 	}
 #endif
-	free(buf_a), free(buf_b);
-	buf_a = buf_b = NULL;
-	cap_a = cap_b = 0;
+	free(buf_a), free(buf_b), free(buf_c);
+	buf_a = buf_b = NULL, buf_c = NULL;
+	cap_a = cap_b = cap_c = 0;
 }
 
 const char *dnn_gemm_bf16_impl(void)
@@ -353,9 +356,29 @@ int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, d
 	}
 #ifdef DNN_HAVE_DNNL
 	if (use_simd)
-		return gemm_dnnl(transA, transB, M, N, K, alpha, A, B, beta, bias, C, ldc);
+		return gemm_dnnl(transA, transB, M, N, K, alpha, A, B, beta, bias, C, ldc, 0);
 #endif
 	return gemm_round(transA, transB, M, N, K, alpha, A, B, beta, bias, C, ldc);
+}
+
+int dnn_gemm_bf16_out(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		      const float *bias, uint16_t *C, int ldc)
+{
+	if ((A.f == NULL) == (A.h == NULL) || (B.f == NULL) == (B.h == NULL) || (A.colsum && !A.f) ||
+	    (B.colsum && !B.f))
+		return -1;
+	if (M <= 0 || N <= 0)
+		return 0;
+#ifdef DNN_HAVE_DNNL
+	if (use_simd && K > 0)
+		return gemm_dnnl(transA, transB, M, N, K, alpha, A, B, 0.0f, bias, C, ldc, 1);
+#endif
+	/* the fp32 C of dnn_gemm_bf16_ex (packed, N wide), then rounded */
+	float *c = grow(&buf_c, &cap_c, (size_t)M * N * sizeof(float));
+	if (!c || dnn_gemm_bf16_ex(transA, transB, M, N, K, alpha, A, B, 0.0f, bias, c, N) != 0)
+		return -1;
+	dnn_bf16_convert_rows(C, ldc, c, N, M, N);
+	return 0;
 }
 
 int dnn_gemm_bf16(int transA, int transB, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
@@ -376,6 +399,20 @@ void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n)
 #endif
 	for (size_t i = 0; i < n; i++)
 		dst[i] = dnn_f32_to_bf16(src[i]);
+}
+
+void dnn_bf16_convert_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols)
+{
+#ifdef DNN_HAVE_DNNL
+	if (use_simd) {
+		for (int r = 0; r < rows; r++)
+			to_bf16(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, cols);
+		return;
+	}
+#endif
+	for (int r = 0; r < rows; r++)
+		for (int c = 0; c < cols; c++)
+			dst[(size_t)r * ld_dst + c] = dnn_f32_to_bf16(src[(size_t)r * ld_src + c]);
 }
 
 /* A shift per element, which the compiler vectorises (-O3) in each clone. */

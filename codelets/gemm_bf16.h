@@ -48,7 +48,9 @@ void dnn_cpu_mask_bf16(int mask);
  *  2. dnn_bf16_convert, fp32 operand -> bf16 copy: the GEMM path's (dense, lm_head, attention, conv's
  *     im2col). vcvtneps2bf16 on an AVX512_BF16 CPU, which flushes denormal inputs to zero: what
  *     oneDNN's own conversion does, so that operands the caller rounds once (dnn_gemm_bf16_ex) give
- *     the bits of dnn_gemm_bf16 rounding them itself.
+ *     the bits of dnn_gemm_bf16 rounding them itself; also the writers of the bf16 activation
+ *     storage (layer norm, GELU, attention; dense through oneDNN's bf16 destination,
+ *     dnn_gemm_bf16_out), so a stored activation is the value its reader's GEMM rounded it to.
  *  3. dnn_bf16_round_floats, fp32 in place: the operands of kernels that multiply bf16 values with
  *     their own fp32 loops (the direct convs, Winograd's GEMMs without vdpbf16ps and its weight
  *     gradient); vcvtneps2bf16 as 2 (Winograd's V pairs: its two-register form, vcvtne2ps2bf16), so
@@ -122,10 +124,22 @@ typedef struct {
  * too). Returns 0, or -1 (C untouched). */
 int dnn_gemm_bf16_ex(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
 		     float beta, const float *bias, float *C, int ldc);
+/* dnn_gemm_bf16_ex with C written in bf16 (uint16_t, row stride ldc; beta 0): each element's fp32
+ * value (the sum, plus the bias) rounded as dnn_bf16_convert rounds, the same bf16 values as
+ * dnn_bf16_convert of dnn_gemm_bf16_ex's fp32 C (tests/op_bf16.c checks it): oneDNN's matmul with
+ * a bf16 destination (its fp32 accumulators rounded as they are stored: no pass over an fp32 C),
+ * or the portable path's fp32 C rounded. For the bf16 activation storage (a dense output that
+ * only bf16 readers read). Returns 0, or -1 (C untouched). */
+int dnn_gemm_bf16_out(int transA, int transB, int M, int N, int K, float alpha, dnn_bf16_operand A, dnn_bf16_operand B,
+		      const float *bias, uint16_t *C, int ldc);
 /* dst[i] = bf16(src[i]), i < n: the rounding dnn_gemm_bf16 applies to its fp32 operands on its
  * current path (vcvtneps2bf16 for oneDNN on a bf16 CPU, which flushes denormals to zero as the
  * hardware does; dnn_f32_to_bf16 otherwise), so that pre-rounded operands give the same bits. */
 void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
+/* dnn_bf16_convert on rows x cols values at strides ld_src and ld_dst, in one call (the bf16
+ * activations written a row at a time at a stride, attention's heads: a call per row of D = 32
+ * would cost more than the rounding). The same bits as dnn_bf16_convert row by row. */
+void dnn_bf16_convert_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
 /* dst[i] = the fp32 value of src[i] (bf16), i < n: exact. The reading side of the activations stored in bf16
  * (graph/model.h y_bf16), for a kernel that takes fp32. */
 void dnn_bf16_widen(float *dst, const uint16_t *src, size_t n);

@@ -3,6 +3,8 @@
 
 #include "layernorm.h"
 
+#include "gemm_bf16.h"
+
 // ------------------------------------------------------------------------------- CPU kernels
 
 /* Row sums in 8 float lanes that the compiler vectorises (one double chain is latency-bound),
@@ -43,22 +45,39 @@ static inline void row_dev(const float *restrict p, int n, float m, double *sd, 
 	*sd = fold8(s), *sd2 = fold8(q);
 }
 
-void dnn_layernorm_forward_cpu(float *restrict y, float *restrict saved, const float *restrict x,
-			       const float *restrict gamma, const float *restrict beta, const dnn_layernorm_args *a)
+/* One row's y, c in [c0, c1): the fp32 values of both storages. */
+static inline void ln_row(float *restrict yr, const float *restrict xr, const float *restrict gamma,
+			  const float *restrict beta, float m, float dm, float s, int c0, int c1)
 {
-	// y (rows x C), saved (3 rows) or NULL, x (rows x C), gamma, beta (C)
+	for (int c = c0; c < c1; c++)
+		yr[c - c0] = ((xr[c] - m) - dm) * s * gamma[c] + beta[c];
+}
+
+void dnn_layernorm_forward_cpu(void *y, float *restrict saved, const float *restrict x, const float *restrict gamma,
+			       const float *restrict beta, const dnn_layernorm_args *a)
+{
+	// y (rows x C) float or bf16, saved (3 rows) or NULL, x (rows x C), gamma, beta (C)
 	const int C = a->C;
 	const long rows = a->rows;
+	enum { BLK = 256 }; /* bf16: a row's fp32 values staged BLK at a time on the stack, then rounded */
+	float stage[BLK];
 	for (long r = 0; r < rows; r++) {
 		const float *restrict xr = x + (size_t)r * C;
-		float *restrict yr = y + (size_t)r * C;
 		const float m = (float)(row_sum(xr, C) / C);
 		double sd, sd2;
 		row_dev(xr, C, m, &sd, &sd2);
 		const double dmd = sd / C, var = sd2 / C - dmd * dmd;
 		const float dm = (float)dmd, s = (float)(1.0 / sqrt((var > 0 ? var : 0) + (double)a->eps));
-		for (int c = 0; c < C; c++)
-			yr[c] = ((xr[c] - m) - dm) * s * gamma[c] + beta[c];
+		if (a->y_bf16) {
+			uint16_t *yr = (uint16_t *)y + (size_t)r * C;
+			for (int c0 = 0; c0 < C; c0 += BLK) {
+				const int c1 = C - c0 < BLK ? C : c0 + BLK;
+				ln_row(stage, xr, gamma, beta, m, dm, s, c0, c1);
+				dnn_bf16_convert(yr + c0, stage, (size_t)(c1 - c0));
+			}
+		} else {
+			ln_row((float *)y + (size_t)r * C, xr, gamma, beta, m, dm, s, 0, C);
+		}
 		if (saved)
 			saved[r] = m, saved[rows + r] = s, saved[2 * rows + r] = dm;
 	}
@@ -130,7 +149,7 @@ static void layernorm_fwd_cpu_task(void *buffers[], void *cl_arg)
 		STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[4]) == 3 * (size_t)a->rows);
 		saved = (float *)STARPU_VECTOR_GET_PTR(buffers[4]);
 	}
-	dnn_layernorm_forward_cpu((float *)STARPU_VECTOR_GET_PTR(buffers[3]), saved,
+	dnn_layernorm_forward_cpu((void *)STARPU_VECTOR_GET_PTR(buffers[3]), saved,
 				  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
 				  (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
 				  (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), a);

@@ -108,6 +108,10 @@ extern "C" void dnn_layernorm_fwd_cuda(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[0]) == n && STARPU_VECTOR_GET_NX(buffers[3]) == n);
 	STARPU_ASSERT(STARPU_VECTOR_GET_NX(buffers[1]) == (size_t)a->C && STARPU_VECTOR_GET_NX(buffers[2]) == (size_t)a->C);
 	STARPU_ASSERT(!a->save || STARPU_VECTOR_GET_NX(buffers[4]) == 3 * (size_t)a->rows);
+	if (a->y_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c): a bug */
+		dnn_worker_error("layernorm_fwd: a bf16-stored output reached a CUDA worker");
+		return;
+	}
 	if (a->rows == 0)
 		return;
 	if (a->rows > INT_MAX) {

@@ -15,7 +15,12 @@
  * xhat = ((x - m) - dm) * rstd, accurate to a few float roundings whatever the row's offset.
  * Training keeps each row's [m | rstd | dm] in the chunk's saved buffer, [m (rows) | rstd (rows) |
  * dm (rows)], so backward does not sum again. The column sums of dgamma and dbeta run in double
- * over the rows in row order, then are added once into the float gradients. */
+ * over the rows in row order, then are added once into the float gradients.
+ *
+ * y_bf16 (--precision bf16, the plan's bf16 activation storage, graph/model.h y_bf16): y is
+ * written in bf16 (uint16_t), each fp32 value rounded by dnn_bf16_convert (gemm_bf16.h), the
+ * rounding its readers' bf16 GEMMs (dense, lm_head) applied to the fp32 y before: they read the
+ * same bf16 values. Backward reads x and the saved statistics, never y. */
 #ifndef DNN_LAYERNORM_H
 #define DNN_LAYERNORM_H
 #include <starpu.h>
@@ -30,11 +35,12 @@ typedef struct {
 	int save;          // forward: 1 = write [m | rstd | dm] into the saved buffer (training)
 	int accumulate_dx; // backward: 0 = dx = ..., 1 = dx += ...
 	int has_dx;        // backward: 0 = the input is the net's (no dx buffer), parameter gradients only
-	int pad_;          // 0: no padding in the footprint's bytes
+	int y_bf16;        // forward: 1 = y is stored in bf16 (uint16_t); the CUDA functions refuse it
 } dnn_layernorm_args;
 
-/* saved (3 rows: [m | rstd | dm]) may be NULL (eval: nothing saved). */
-void dnn_layernorm_forward_cpu(float *y, float *saved, const float *x, const float *gamma, const float *beta,
+/* y: float, or uint16_t bf16 values when a->y_bf16; saved (3 rows: [m | rstd | dm]) may be NULL
+ * (eval: nothing saved). */
+void dnn_layernorm_forward_cpu(void *y, float *saved, const float *x, const float *gamma, const float *beta,
 			       const dnn_layernorm_args *a);
 /* dx (rows x C, =|+= per a->accumulate_dx; NULL when !a->has_dx), dgamma, dbeta (C, +=).
  * 0, or -1 when the double scratch of 2C could not be had (nothing written then). */

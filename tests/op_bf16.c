@@ -20,7 +20,9 @@
  * (d = the largest d_t; 6: two products after the softmax's factor, each with its own 2u, and the
  * subtraction in dS, whose terms are at most twice the result's scale).
  * Convolutions: see "conv2d" below (the GEMM bound for im2col and direct, and for Winograd the
- * same bound taken through the transforms). */
+ * same bound taken through the transforms).
+ * bf16 activation storage (graph/model.h y_bf16): see "storage" below (layernorm's, gelu's and
+ * attention's bf16 outputs, dense's bf16 input, attention's backward reading its bf16 output). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +33,9 @@
 #include "batchnorm_simd.h"
 #include "conv2d.h"
 #include "dense.h"
+#include "gelu.h"
 #include "gemm_bf16.h"
+#include "layernorm.h"
 #include "op_harness.h"
 #include "relu.h"
 #include "test_util.h"
@@ -240,9 +244,159 @@ static void gemm_ex_all(void)
 	gemm_ex_case(300, 256, 64, 0, 1);
 }
 
+/* ------------------------------------------------------------------ storage
+ *
+ * The claim of bf16 activation storage is exactness: an op that writes its output y in bf16 writes
+ * dnn_bf16_convert(y_fp32), the values its readers' bf16 GEMMs rounded y_fp32 to before, and a
+ * reader that takes x in bf16 gives the bits it gave on the fp32 x those values came from. So the
+ * checks are bit for bit, each with a negative control (one bf16 element moved by one step must
+ * change the result). Beside exactness, the rounding's own bound, stated for the record: round to
+ * nearest even with an 8-bit significand moves each value by at most u |y|, u = 2^-8 (a flushed
+ * denormal, |y| < 2^-126, by at most 2^-126); its negative control: the fp32 tolerance 2^-24 |y|
+ * must fail on the same values. Where the storage changes a computation (attention's backward
+ * reads the bf16 y for D_t), the change has its own bound, below. */
+
+/* yh (n bf16) against the fp32 y it must be the rounding of: bit for bit, and within u |y|. */
+static void storage_check(const char *what, const uint16_t *yh, const float *y, size_t n)
+{
+	uint16_t *want = malloc(n * 2);
+	float *wide = malloc(n * 4);
+	if (!want || !wide) {
+		TEST_CHECK(0, "%s: out of memory", what);
+		goto out;
+	}
+	dnn_bf16_convert(want, y, n);
+	size_t diff = 0;
+	for (size_t i = 0; i < n; i++)
+		diff += yh[i] != want[i], wide[i] = dnn_bf16_to_f32(yh[i]);
+	TEST_CHECK(diff == 0, "%s: %zu of %zu bf16 values are not dnn_bf16_convert of the fp32 output", what, diff, n);
+	char w2[128];
+	snprintf(w2, sizeof(w2), "%s (rounding)", what);
+	TEST_CHECK(test_count_outside(w2, wide, y, y, ldexp(1.0, -8), ldexp(1.0, -126), n, 1) == 0, "%s: outside u |y|", what);
+	TEST_CHECK(test_count_outside(w2, wide, y, y, ldexp(1.0, -24), 0.0, n, 0) > 0,
+		   "%s: negative control: the bf16 values passed the fp32 tolerance, so the bound tests nothing", what);
+out:
+	free(want), free(wide);
+}
+
+static void layernorm_storage_case(long rows, int C, float offset)
+{
+	const size_t n = (size_t)rows * C;
+	float *x = fill(n, offset - 2, offset + 2), *g = fill(C, 0.5f, 1.5f), *b = fill(C, -0.5f, 0.5f);
+	float *y = malloc(n * 4), *sv = malloc(3 * (size_t)rows * 4), *sh = malloc(3 * (size_t)rows * 4);
+	uint16_t *yh = malloc(n * 2);
+	char what[96];
+	if (!x || !g || !b || !y || !sv || !sh || !yh) {
+		TEST_CHECK(0, "layernorm storage: out of memory");
+		goto out;
+	}
+	dnn_layernorm_args a = {.rows = rows, .C = C, .eps = 1e-5f, .save = 1}, ah = a;
+	ah.y_bf16 = 1;
+	dnn_layernorm_forward_cpu(y, sv, x, g, b, &a);
+	dnn_layernorm_forward_cpu(yh, sh, x, g, b, &ah);
+	snprintf(what, sizeof(what), "layernorm bf16 y rows=%ld C=%d", rows, C);
+	storage_check(what, yh, y, n);
+	TEST_CHECK(test_same_bits("layernorm bf16 y: saved statistics", sh, sv, 3 * (size_t)rows),
+		   "%s: the saved statistics differ from the fp32 forward's", what);
+out:
+	free(x), free(g), free(b), free(y), free(sv), free(sh), free(yh);
+}
+
+void h_extra_layernorm_bf16(void)
+{
+	test_rng_seed(4511);
+	layernorm_storage_case(3, 7, 0);
+	layernorm_storage_case(37, 45, 0);
+	layernorm_storage_case(256, 128, 0); /* gpt-nano: 2 samples of 128 tokens, d 128 */
+	layernorm_storage_case(5, 771, 30); /* C > the 256-float staging block, rows off 0 */
+}
+
+static void gelu_storage_case(long n)
+{
+	float *x = fill((size_t)n, -6, 6), *y = malloc((size_t)n * 4);
+	uint16_t *yh = malloc((size_t)n * 2);
+	char what[64];
+	if (!x || !y || !yh) {
+		TEST_CHECK(0, "gelu storage: out of memory");
+		goto out;
+	}
+	dnn_gelu_forward_cpu(y, x, n);
+	dnn_gelu_forward_bf16_cpu(yh, x, n);
+	snprintf(what, sizeof(what), "gelu bf16 y n=%ld", n);
+	storage_check(what, yh, y, (size_t)n);
+out:
+	free(x), free(y), free(yh);
+}
+
+void h_extra_gelu_bf16(void)
+{
+	test_rng_seed(4512);
+	gelu_storage_case(7);          /* a tail only */
+	gelu_storage_case(1001);       /* a tail of 9 past the last 16 */
+	gelu_storage_case(64 * 512 + 3); /* several 512-float staging blocks, ragged */
+}
+
+/* dense with x stored in bf16 (x_bf16): forward and weight gradient bit for bit as with the fp32 x. */
+static void dense_storage_case(int N, int IN, int OUT)
+{
+	const size_t nx = (size_t)N * IN, nw = (size_t)OUT * IN, ny = (size_t)N * OUT;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill(OUT, -1, 1), *dy = fill(ny, -1, 1);
+	float *y0 = malloc(ny * 4), *y1 = malloc(ny * 4), *dw0 = fill(nw, -1, 1), *dw1 = malloc(nw * 4);
+	float *db0 = fill(OUT, -1, 1), *db1 = malloc(OUT * 4);
+	uint16_t *xh = malloc(nx * 2);
+	char what[96];
+	if (!x || !w || !b || !dy || !y0 || !y1 || !dw0 || !dw1 || !db0 || !db1 || !xh) {
+		TEST_CHECK(0, "dense storage: out of memory");
+		goto out;
+	}
+	memcpy(dw1, dw0, nw * 4), memcpy(db1, db0, (size_t)OUT * 4);
+	dnn_bf16_convert(xh, x, nx);
+	dnn_dense_args a = {.N = N, .IN = IN, .OUT = OUT, .bf16 = 1}, ah = a;
+	ah.x_bf16 = 1;
+	TEST_CHECK(dnn_dense_forward_cpu(y0, x, w, b, &a) == 0 && dnn_dense_forward_cpu(y1, xh, w, b, &ah) == 0,
+		   "dense storage: forward failed");
+	snprintf(what, sizeof(what), "dense bf16 x fwd N=%d IN=%d OUT=%d", N, IN, OUT);
+	TEST_CHECK(test_same_bits(what, y1, y0, ny), "%s: other bits than the fp32 x", what);
+	TEST_CHECK(dnn_dense_backward_weight_cpu(dw0, db0, x, dy, &a) == 0 &&
+			   dnn_dense_backward_weight_cpu(dw1, db1, xh, dy, &ah) == 0,
+		   "dense storage: backward weight failed");
+	snprintf(what, sizeof(what), "dense bf16 x bwd weight N=%d IN=%d OUT=%d", N, IN, OUT);
+	TEST_CHECK(test_same_bits(what, dw1, dw0, nw) && test_same_bits(what, db1, db0, (size_t)OUT),
+		   "%s: other bits than the fp32 x", what);
+	/* y written in bf16 (y_bf16, dnn_gemm_bf16_out): dnn_bf16_convert of the fp32 y, bit for bit, with
+	 * x in fp32 and in bf16 */
+	uint16_t *yh = malloc(ny * 2);
+	TEST_CHECK(yh != NULL, "dense storage: out of memory");
+	for (int xb = 0; yh && xb <= 1; xb++) {
+		dnn_dense_args ay = a;
+		ay.x_bf16 = xb, ay.y_bf16 = 1;
+		snprintf(what, sizeof(what), "dense bf16 y (x %s) N=%d IN=%d OUT=%d", xb ? "bf16" : "fp32", N, IN, OUT);
+		TEST_CHECK(dnn_dense_forward_cpu(yh, xb ? (const void *)xh : x, w, b, &ay) == 0, "%s: failed", what);
+		storage_check(what, yh, y0, ny);
+	}
+	free(yh);
+	/* negative control: x[0] one bf16 step away changes y's first row */
+	xh[0]++;
+	dnn_dense_forward_cpu(y1, xh, w, b, &ah);
+	TEST_CHECK(memcmp(y1, y0, (size_t)OUT * 4) != 0,
+		   "dense storage: negative control: a changed bf16 x gave the same y, so the check tests nothing");
+	/* x_bf16 without bf16 (the fp32 GEMM cannot read bf16) is refused */
+	ah.bf16 = 0;
+	TEST_CHECK(dnn_dense_forward_cpu(y1, xh, w, b, &ah) == -1 &&
+			   dnn_dense_backward_weight_cpu(dw1, db1, xh, dy, &ah) == -1,
+		   "dense storage: x_bf16 without bf16 was not refused");
+	printf("  dense bf16 x N=%d IN=%d OUT=%d: the same bits as the fp32 x\n", N, IN, OUT);
+out:
+	free(x), free(w), free(b), free(dy), free(y0), free(y1), free(dw0), free(dw1), free(db0), free(db1), free(xh);
+}
+
 static void dense_all(void)
 {
 	gemm_ex_all();
+	test_rng_seed(4513);
+	dense_storage_case(37, 45, 19);
+	dense_storage_case(256, 128, 384); /* qkv after a layernorm */
+	dense_storage_case(64, 512, 128);  /* mlp after gelu */
 	test_rng_seed(4501);
 	dense_case(37, 45, 19, 0); /* no size a multiple of anything */
 	dense_case(37, 45, 19, 1);
@@ -332,8 +486,125 @@ out:
 	free(qkv), free(dy), free(y16), free(y32), free(lse), free(l16), free(g16v), free(g32v), free(scratch);
 }
 
+/* Attention with its output stored in bf16 (y_bf16). Forward: y_bf16 is dnn_bf16_convert of the
+ * bf16 forward's fp32 y, bit for bit. Backward: reading the bf16 y gives the bits of reading the
+ * fp32 values it widens to (exact; negative control: one y element one step away changes dqkv),
+ * and against the backward on the unrounded fp32 y (both with bf16 GEMMs) the change is bounded:
+ * y_r = y (1 + e), |e| <= u, moves D_t = dy_t.y_t by at most E_t = u sum_d |dy_td y_td| (plus the
+ * fp32 sum's own D 2^-24 on both sides); D_t enters only dS_ts = P_ts (dP_ts - D_t) scale, so dv
+ * does not move, dq_t by at most scale E_t sum_s P_ts |k_s| <= scale max_t E_t max |k| (a softmax
+ * row sums to 1), dk_s by at most scale sum_t P_ts E_t |q_t| <= scale T max_t E_t max |q| (a column
+ * of P sums to at most T). Each run's own bf16 rounding of dS and the products adds at most the
+ * bound of the fp32 comparison above (tolb, each), so
+ *     max |g_stored - g_fp32y| <= scale T max_t E_t max |q, k| + 2 tolb;
+ * negative control: the fp32 tolerance (1e-5 max |g|) must fail (D_t's change is of order 2^-9). */
+static void attention_storage_case(int N, int T, int C, int H)
+{
+	const int D = C / H;
+	const size_t nq = (size_t)N * T * 3 * C, ny = (size_t)N * T * C, nl = (size_t)N * H * T;
+	float *qkv = fill(nq, -1, 1), *dy = fill(ny, -1, 1), *y = malloc(ny * 4), *yw = malloc(ny * 4);
+	float *lse = malloc(nl * 4), *l2 = malloc(nl * 4);
+	float *g0 = malloc(nq * 4), *g1 = malloc(nq * 4), *g2 = malloc(nq * 4);
+	float *scratch = malloc(dnn_attention_scratch_floats(T, D) * sizeof(float));
+	uint16_t *yh = malloc(ny * 2);
+	char what[112];
+	if (!qkv || !dy || !y || !yw || !lse || !l2 || !g0 || !g1 || !g2 || !scratch || !yh) {
+		TEST_CHECK(0, "attention storage: out of memory");
+		goto out;
+	}
+	dnn_attention_args a = {.N = N, .T = T, .C = C, .H = H, .save_lse = 1, .bf16 = 1}, ah = a;
+	ah.y_bf16 = 1;
+	TEST_CHECK(dnn_attention_forward_cpu(y, lse, qkv, &a, scratch) == 0 &&
+			   dnn_attention_forward_cpu(yh, l2, qkv, &ah, scratch) == 0,
+		   "attention storage: forward failed");
+	snprintf(what, sizeof(what), "attention bf16 y N=%d T=%d C=%d H=%d", N, T, C, H);
+	storage_check(what, yh, y, ny);
+	TEST_CHECK(test_same_bits("attention bf16 y: lse", l2, lse, nl), "%s: lse differs", what);
+	/* qkv stored in bf16 (x_bf16): forward and backward give the fp32 qkv's bits (each head's q, k, v
+	 * were rounded so); negative control: one step in qkv changes y */
+	uint16_t *qh = malloc(nq * 2);
+	float *yq = malloc(ny * 4), *gq = malloc(nq * 4);
+	if (qh && yq && gq) {
+		dnn_attention_args ax = a;
+		ax.x_bf16 = 1;
+		dnn_bf16_convert(qh, qkv, nq);
+		snprintf(what, sizeof(what), "attention bf16 qkv N=%d T=%d C=%d H=%d", N, T, C, H);
+		TEST_CHECK(dnn_attention_forward_cpu(yq, l2, qh, &ax, scratch) == 0 && test_same_bits(what, yq, y, ny),
+			   "%s: forward: other bits than the fp32 qkv", what);
+		for (size_t i = 0; i < nq; i++)
+			g1[i] = gq[i] = NAN;
+		TEST_CHECK(dnn_attention_backward_cpu(gq, qh, y, dy, lse, &ax, scratch) == 0 &&
+				   dnn_attention_backward_cpu(g1, qkv, y, dy, lse, &a, scratch) == 0 &&
+				   test_same_bits(what, gq, g1, nq),
+			   "%s: backward: other bits than the fp32 qkv", what);
+		qh[2 * C]++; /* v of token 0, head 0: every query of the head sees it (token 0's q would not do:
+			      * a single key's softmax is 1 whatever the score) */
+		dnn_attention_forward_cpu(yq, l2, qh, &ax, scratch);
+		TEST_CHECK(memcmp(yq, y, ny * 4) != 0,
+			   "attention storage: negative control: a changed bf16 qkv gave the same y, so the check "
+			   "tests nothing");
+	} else {
+		TEST_CHECK(0, "attention storage: out of memory");
+	}
+	free(qh), free(yq), free(gq);
+	for (size_t i = 0; i < ny; i++)
+		yw[i] = dnn_bf16_to_f32(yh[i]);
+	TEST_CHECK(dnn_attention_backward_cpu(g0, qkv, yh, dy, lse, &ah, scratch) == 0 &&
+			   dnn_attention_backward_cpu(g1, qkv, yw, dy, lse, &a, scratch) == 0 &&
+			   dnn_attention_backward_cpu(g2, qkv, y, dy, lse, &a, scratch) == 0,
+		   "attention storage: backward failed");
+	snprintf(what, sizeof(what), "attention bwd reading bf16 y N=%d T=%d C=%d H=%d", N, T, C, H);
+	TEST_CHECK(test_same_bits(what, g0, g1, nq), "%s: other bits than the widened fp32 y", what);
+	/* the bound against the unrounded y */
+	double emax = 0, qkmax = 0, gmax = 0, dmax = 0;
+	const double scale = 1.0 / sqrt((double)D);
+	for (size_t i = 0; i < nq; i++) {
+		gmax = fmax(gmax, fabs(g2[i]));
+		if (i % (3 * (size_t)C) < 2 * (size_t)C) /* q and k, not v */
+			qkmax = fmax(qkmax, fabs(qkv[i]));
+	}
+	for (int n = 0; n < N; n++)
+		for (int h = 0; h < H; h++)
+			for (int t = 0; t < T; t++) {
+				const size_t o = ((size_t)n * T + t) * C + (size_t)h * D;
+				double e = 0, amax = 0;
+				for (int d = 0; d < D; d++)
+					e += fabs((double)dy[o + d] * y[o + d]);
+				emax = fmax(emax, ldexp(e, -8) + 2 * D * ldexp(e, -24));
+				const float *q = qkv + ((size_t)n * T + t) * 3 * C + (size_t)h * D;
+				for (int s2 = 0; s2 <= t; s2++) {
+					const float *k = qkv + ((size_t)n * T + s2) * 3 * C + C + (size_t)h * D;
+					double A = 0;
+					for (int d = 0; d < D; d++)
+						A += fabs((double)q[d] * k[d]);
+					amax = fmax(amax, A * scale);
+				}
+				dmax = fmax(dmax, g16(D) * amax);
+			}
+	const double tolb = 6 * (exp(2 * dmax) - 1 + 2 * g16(T)) * gmax + 1e-5;
+	const double tol = scale * T * emax * qkmax + 2 * tolb, tol32 = 1e-5 * fmax(1.0, gmax);
+	snprintf(what, sizeof(what), "attention bwd bf16 y vs fp32 y N=%d T=%d C=%d H=%d", N, T, C, H);
+	check_pair(what, g0, g2, NULL, tol, tol32, 0.0, nq);
+	/* negative control of the same-bits check: one y element one bf16 step away */
+	yh[0]++;
+	dnn_attention_backward_cpu(g1, qkv, yh, dy, lse, &ah, scratch);
+	TEST_CHECK(memcmp(g1, g0, nq * 4) != 0,
+		   "attention storage: negative control: a changed bf16 y gave the same dqkv, so the check tests "
+		   "nothing");
+	ah.bf16 = 0; /* y_bf16 without the bf16 GEMMs is refused */
+	TEST_CHECK(dnn_attention_forward_cpu(yh, l2, qkv, &ah, scratch) == -1 &&
+			   dnn_attention_backward_cpu(g1, qkv, yh, dy, lse, &ah, scratch) == -1,
+		   "attention storage: y_bf16 without bf16 was not refused");
+out:
+	free(qkv), free(dy), free(y), free(yw), free(lse), free(l2), free(g0), free(g1), free(g2), free(scratch);
+	free(yh);
+}
+
 static void attention_all(void)
 {
+	test_rng_seed(4514);
+	attention_storage_case(2, 37, 24, 3);   /* ragged tiles, D = 8 */
+	attention_storage_case(2, 128, 128, 4); /* gpt-nano's head: T = 128, D = 32 */
 	test_rng_seed(4502);
 	attention_case(2, 37, 24, 3, 1.0f);   /* one ragged tile, D = 8 */
 	attention_case(1, 130, 64, 2, 1.0f);  /* three query tiles, the last ragged; D = 32 as gpt-nano */

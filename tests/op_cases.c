@@ -588,6 +588,7 @@ static void extra_layernorm_unit(void)
 	ln_kernel_checks(5, 771, 1e-3f, 0);
 	ln_kernel_checks(9, 48, 1e-5f, 100.0f); /* mean >> spread: the two-pass variance */
 	ln_parse_checks();
+	h_extra_layernorm_bf16(); /* its bf16 output (op_bf16.c) */
 }
 
 /* (N, C, H, W [, keys, chunks, shift]): flat inputs (a row per sample) and sequences (`.seq`: H = T
@@ -683,6 +684,7 @@ static void extra_gelu_unit(void)
 			continue;
 		printf("gelu chosen points and PyTorch: %s\n", name);
 		extra_gelu_form();
+		h_extra_gelu_bf16(); /* its bf16 output, in this form (op_bf16.c) */
 	}
 	gelu_variant(-1, NULL, 0);
 }

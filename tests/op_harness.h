@@ -113,6 +113,9 @@ struct h_op {
  * control; the dense and attention rows' unit extras. */
 void h_extra_dense_bf16(void);
 void h_extra_attention_bf16(void);
+/* bf16 activation storage (op_bf16.c): layernorm's and gelu's bf16 outputs against their fp32 ones */
+void h_extra_layernorm_bf16(void);
+void h_extra_gelu_bf16(void);
 void h_extra_conv_bf16(void); /* every CPU conv path in bf16 against its fp32 kernel (op_bf16.c) */
 void h_extra_conv_act_bf16(void); /* the conv's tasks with a bf16 x (stored activations, op_bf16.c) */
 void h_extra_act_bf16(void);      /* batchnorm+relu, relu and add writing or reading bf16 activations (op_bf16.c) */

@@ -54,12 +54,15 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
-/* bf16 activation storage (model.h y_bf16): the forward of two inputs reads either in bf16 (inputs beyond the
- * second are added by vec.h's fp32 codelet); the backward reads no input. */
+/* bf16 activation storage (model.h y_bf16): the forward of two image tensors reads either in bf16 (a ResNet's
+ * block input, a relu's output that its convs read in bf16 too; inputs beyond the second are added by vec.h's
+ * fp32 codelet); the backward reads no input. Not on sequences: a transformer's residual adds would sum the
+ * rounded outputs of its dense layers, which its plan keeps fp32 (docs/studies/2026-12-07-act-bf16-gpt.md). */
 static int bf16_in(const dnn_plan *p, int i, int j)
 {
 	(void)j;
-	return p->m->g->nodes[i].ninputs == 2;
+	const dnn_node *nd = &p->m->g->nodes[i];
+	return nd->ninputs == 2 && !nd->seq;
 }
 
 /* Add (two inputs) or Sum, in 4-D when any input is. */

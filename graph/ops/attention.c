@@ -51,16 +51,32 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 /* The log-sum-exp per head and token, per sample. */
 static size_t saved_per_sample(const dnn_node *nd) { return (size_t)HEADS(nd) * nd->H; }
 
-static dnn_attention_args attention_args(const dnn_op_ctx *ctx, const dnn_node *nd)
+static dnn_attention_args attention_args(const dnn_op_ctx *ctx, int i)
 {
+	const dnn_node *nd = &ctx->g->nodes[i];
 	return (dnn_attention_args){.N = ctx->n, .T = nd->H, .C = nd->C, .H = HEADS(nd), .save_lse = ctx->p->train,
-				     .bf16 = ctx->p->cfg.bf16};
+				     .bf16 = ctx->p->cfg.bf16, .y_bf16 = dnn_op_out_bf16(ctx, i),
+				     .x_bf16 = dnn_op_out_bf16(ctx, nd->inputs[0])};
+}
+
+/* bf16 activation storage (model.h y_bf16): the forward can write y in bf16, and the backward reads
+ * it so (D_t = dy.y); both read qkv in bf16 (they round each head's q, k, v to bf16 anyway). */
+static int bf16_out(const dnn_plan *p, int i)
+{
+	(void)i;
+	return p->cfg.bf16;
+}
+
+static int bf16_in(const dnn_plan *p, int i, int j)
+{
+	(void)i, (void)j;
+	return p->cfg.bf16;
 }
 
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	dnn_attention_args a = attention_args(ctx, nd);
+	dnn_attention_args a = attention_args(ctx, i);
 	DNN_OP_SUBMIT(ctx, dnn_insert_attention_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i),
 						    a.save_lse ? dnn_op_saved(ctx, i) : NULL));
 	return 0;
@@ -70,7 +86,7 @@ static int backward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const int i0 = nd->inputs[0];
-	dnn_attention_args a = attention_args(ctx, nd);
+	dnn_attention_args a = attention_args(ctx, i);
 	a.accumulate_dx = dnn_op_take_dx(ctx, i0);
 	if (i0 == 0)
 		return 0; /* attention on the net's input: no gradient to give */
@@ -154,6 +170,7 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 
 const dnn_op_desc dnn_op_attention = {
 	.name = "attention", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .check = check, .infer = infer,
-	.saved_floats_per_sample = saved_per_sample, .forward = forward, .backward = backward,
+	.saved_floats_per_sample = saved_per_sample, .bf16_out = bf16_out, .bf16_in = bf16_in, .forward = forward,
+	.backward = backward,
 	.export_onnx = export_onnx,
 };

@@ -48,7 +48,23 @@ static dnn_dense_args dense_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
 	const dnn_node *in = &ctx->g->nodes[nd->inputs[0]];
 	return (dnn_dense_args){.N = in->seq ? ctx->n * in->H : ctx->n, .IN = (int)dense_fan_in(in), .OUT = nd->out,
-				 .bf16 = ctx->p->cfg.bf16};
+				 .bf16 = ctx->p->cfg.bf16, .x_bf16 = dnn_op_out_bf16(ctx, nd->inputs[0])};
+}
+
+/* bf16 activation storage (model.h y_bf16): under --precision bf16 the forward and weight-gradient
+ * GEMMs read x in bf16 in place (the values they rounded x to before); bwd_data does not read x. */
+static int bf16_in(const dnn_plan *p, int i, int j)
+{
+	(void)i, (void)j;
+	return p->cfg.bf16;
+}
+
+/* ... and can write y in bf16 (dnn_gemm_bf16_out), which its backward never reads: where every
+ * reader takes it so (attention's qkv, which attention rounds to bf16 anyway). */
+static int bf16_out(const dnn_plan *p, int i)
+{
+	(void)i;
+	return p->cfg.bf16;
 }
 
 static int forward(dnn_op_ctx *ctx, int i)
@@ -56,6 +72,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const dnn_node *nd = &ctx->g->nodes[i];
 	const dnn_param *w = dnn_op_param(ctx->m, i, DNN_SLOT_WEIGHT), *b = dnn_op_param(ctx->m, i, DNN_SLOT_BIAS);
 	dnn_dense_args a = dense_args(ctx, nd);
+	a.y_bf16 = dnn_op_out_bf16(ctx, i);
 	DNN_OP_SUBMIT(ctx, dnn_insert_dense_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), w->hw, b->hw,
 						dnn_op_out(ctx, i)));
 	return 0;
@@ -103,5 +120,6 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 const dnn_op_desc dnn_op_dense = {
 	.name = "dense", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .defaults = defaults,
 	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
-	.create_params = create_params, .forward = forward, .backward = backward, .export_onnx = export_onnx,
+	.create_params = create_params, .bf16_out = bf16_out, .bf16_in = bf16_in, .forward = forward,
+	.backward = backward, .export_onnx = export_onnx,
 };

@@ -15,7 +15,7 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 static int forward(dnn_op_ctx *ctx, int i)
 {
 	const dnn_node *nd = &ctx->g->nodes[i];
-	dnn_gelu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W};
+	dnn_gelu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W, .y_bf16 = dnn_op_out_bf16(ctx, i)};
 	DNN_OP_SUBMIT(ctx, dnn_insert_gelu_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), dnn_op_out(ctx, i)));
 	return 0;
 }
@@ -30,6 +30,14 @@ static int backward(dnn_op_ctx *ctx, int i)
 	dnn_gelu_args a = {.n = (long)ctx->n * nd->C * nd->H * nd->W, .accumulate_dx = acc};
 	DNN_OP_SUBMIT(ctx, dnn_insert_gelu_bwd(ctx->opts, &a, dnn_op_out(ctx, i0), dnn_op_dy(ctx, i), dnn_op_dy(ctx, i0)));
 	return 0;
+}
+
+/* bf16 activation storage (model.h y_bf16): the forward can write y in bf16; the backward reads
+ * x, not y. */
+static int bf16_out(const dnn_plan *p, int i)
+{
+	(void)i;
+	return p->cfg.bf16;
 }
 
 /* y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as Mul, Add and Tanh nodes with scalar
@@ -71,6 +79,7 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 }
 
 const dnn_op_desc dnn_op_gelu = {
-	.name = "gelu", .min_inputs = 1, .max_inputs = 1, .infer = infer, .forward = forward, .backward = backward,
+	.name = "gelu", .min_inputs = 1, .max_inputs = 1, .infer = infer, .bf16_out = bf16_out, .forward = forward,
+	.backward = backward,
 	.export_onnx = export_onnx,
 };

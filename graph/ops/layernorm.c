@@ -53,6 +53,7 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const dnn_param *w = dnn_op_param(ctx->m, i, WEIGHT), *b = dnn_op_param(ctx->m, i, BIAS);
 	dnn_layernorm_args a = ln_args(ctx, nd);
 	a.save = ctx->p->train; /* eval plans have no saved buffer */
+	a.y_bf16 = dnn_op_out_bf16(ctx, i);
 	DNN_OP_SUBMIT(ctx, dnn_insert_layernorm_fwd(ctx->opts, &a, dnn_op_out(ctx, nd->inputs[0]), w->hw, b->hw,
 						    dnn_op_out(ctx, i), a.save ? dnn_op_saved(ctx, i) : NULL));
 	return 0;
@@ -71,6 +72,14 @@ static int backward(dnn_op_ctx *ctx, int i)
 	DNN_OP_SUBMIT(ctx, dnn_insert_layernorm_bwd(ctx->opts, &a, dnn_op_out(ctx, i0), w->hw, dnn_op_saved(ctx, i),
 						    dnn_op_dy(ctx, i), dw, db, mode, a.has_dx ? dnn_op_dy(ctx, i0) : NULL));
 	return 0;
+}
+
+/* bf16 activation storage (model.h y_bf16): the forward can write y in bf16, and the backward
+ * reads x and the saved statistics, not y. Its input, the residual stream, stays fp32 (add's). */
+static int bf16_out(const dnn_plan *p, int i)
+{
+	(void)i;
+	return p->cfg.bf16;
 }
 
 /* LayerNormalization over the last axis: a sequence's channels (N x T x C), or a flat input's
@@ -94,5 +103,6 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 const dnn_op_desc dnn_op_layernorm = {
 	.name = "layernorm", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 1, .infer = infer,
 	.param_slots = slots, .nparam_slots = 2, .create_params = create_params,
-	.saved_floats_per_sample = saved_per_sample, .forward = forward, .backward = backward, .export_onnx = export_onnx,
+	.saved_floats_per_sample = saved_per_sample, .bf16_out = bf16_out, .forward = forward, .backward = backward,
+	.export_onnx = export_onnx,
 };

@@ -41,7 +41,15 @@ static int infer(dnn_graph *g, dnn_node *nd, char *err, size_t errlen)
 static dnn_dense_args head_args(const dnn_op_ctx *ctx, const dnn_node *nd)
 {
 	const dnn_node *x = &ctx->g->nodes[nd->inputs[X]];
-	return (dnn_dense_args){.N = ctx->n * x->H, .IN = x->C, .OUT = nd->C, .bf16 = ctx->p->cfg.bf16};
+	return (dnn_dense_args){.N = ctx->n * x->H, .IN = x->C, .OUT = nd->C, .bf16 = ctx->p->cfg.bf16,
+				 .x_bf16 = dnn_op_out_bf16(ctx, nd->inputs[X])};
+}
+
+/* bf16 activation storage (model.h y_bf16): X read in bf16 in place by the forward and weight-gradient
+ * GEMMs, as dense's; EMB's output is never read (only its table), so it is not asked for. */
+static int bf16_in(const dnn_plan *p, int i, int j)
+{
+	return p->cfg.bf16 && j == p->m->g->nodes[i].inputs[X];
 }
 
 /* The chunk's insert options under lm_head's own task name (traces tell it from a dense layer). */
@@ -100,5 +108,5 @@ static int export_onnx(dnn_onnx_ctx *x, int i)
 
 const dnn_op_desc dnn_op_lm_head = {
 	.name = "lm_head", .min_inputs = 2, .max_inputs = 2, .infer = infer, .forward = forward, .backward = backward,
-	.export_onnx = export_onnx, .routes_grads = 1,
+	.export_onnx = export_onnx, .routes_grads = 1, .bf16_in = bf16_in,
 };

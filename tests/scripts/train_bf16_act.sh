@@ -1,100 +1,78 @@
 #!/usr/bin/env bash
-# train_bf16_act — bf16 activation storage on the conv nets (--precision bf16; graph/model.h y_bf16,
-# DNN_BF16_ACTIVATIONS): which outputs the plan stores in bf16, and that storing them keeps the same
-# command's bits.
-#   - resnet8 and resnet20, 2 steps: the result line's bf16_activations=K/N has the K derived here from
-#     the net file: the relus whose every reader is a conv or a two-input add (the readers that take bf16:
-#     graph/ops/conv.c, add.c), at DNN_FUSE=0 (every relu its own task), 1 (the default: a batchnorm+relu's
-#     fused task writes them) and
-#     at DNN_FUSE=3 (minus the relus that level 3 never stores: relu(batchnorm(conv A)) read by one conv B
-#     alone, A read by its batchnorm alone, graph/fuse.c dnn_graph_bn_conv); resnet20 on synthetic data (CIFAR's
-#     3x32x32); DNN_BF16_ACTIVATIONS=0 gives
-#     0/N with the same N; --precision fp32 prints no bf16_activations.
-#   - same command, same bits: resnet8 in 4 chunks, STEPS steps, storage on, STARPU_NCPU=1 (eager) and 2
-#     (random): byte-identical checkpoints, with local and with --batchnorm global statistics (whose tasks
-#     read the relu mask from bf16 too); storage off ends elsewhere (the storage did run); negative
-#     control: DNN_TEST_SUM_ORDER=reverse (another fixed order of the chunk sums) must give other bytes.
+# train_bf16_act — bf16 activation storage on the transformer path (--precision bf16, graph/model.h
+# y_bf16; docs/studies/2026-12-07-act-bf16-gpt.md):
+#   1. gpt-nano's result line says bf16_activations=K/N with K and N derived from its net file: K the
+#      layernorm, gelu, attention and dense nodes (the ops that write bf16) whose every reader is a
+#      dense, an attention or an lm_head's first input (the ops that read it), N the nodes with an
+#      output (all but the input and the loss); DNN_BF16_ACTIVATIONS=0 gives 0/N, and an fp32 run
+#      has no bf16_activations field;
+#   2. exactness: a token net without attention (embed, layernorm, a gelu MLP, lm_head) trains with
+#      storage on to the same checkpoint bytes as with it off (each bf16 value stored is the one the
+#      reading GEMM rounded the fp32 value to before), while K > 0; the negative control: the one-
+#      block GPT (attention's backward reads its stored y for D_t) must differ between on and off;
+#   3. same command, same bits: gpt-nano with storage on, 2 chunks on 1 worker (lws) and on 2
+#      workers (dmda) write byte-identical checkpoints.
+# (Accuracy in bf16 with the storage on: train_bf16's 3-seed rule, which runs with it, the default.)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
-grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
-export STARPU_NCUDA=0
+export STARPU_NCPU=1 STARPU_NCUDA=0
+unset DNN_BF16_ACTIVATIONS
 A="$STARPU_ANP"
-NETS="${DNN_SOURCE_DIR:-$(dirname "$0")/../..}/graph/nets"
+grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
+NANO="${DNN_SOURCE_DIR:?}/graph/nets/gpt-nano.net"
+text_corpus "$TMP/t.txt"
+COMMON=(--text "$TMP/t.txt" --optimizer adamw --lr 0.01 --weight-decay 0 --val-batches 1 --quiet)
 
-# expect_k NET LEVEL -> the relus stored in bf16 at fusion level LEVEL (1 or 3), from the net file.
-expect_k() {
-  awk -v level="$2" '
-    !/^[a-z]/ || $1 == "input" { if ($1 == "input") { op[$2] = "input" } next }
-    { op[$2] = $1; ins[$2] = $3; n = split($3, in_, ","); nin[$2] = n; order[++nn] = $2
-      for (k = 1; k <= n; k++) { nread[in_[k]]++; reader[in_[k], nread[in_[k]]] = $2 } }
-    END {
-      K = 0
-      for (j = 1; j <= nn; j++) {
-        r = order[j]
-        if (op[r] != "relu" || nread[r] == 0) continue
-        ok = 1
-        for (k = 1; k <= nread[r]; k++) {
-          q = reader[r, k]
-          ok = ok && (op[q] == "conv" || (op[q] == "add" && nin[q] == 2))
-        }
-        b = ins[r]; a = ins[b]
-        if (ok && level >= 3 && op[b] == "batchnorm" && nread[b] == 1 && op[a] == "conv" && nread[a] == 1 &&
-            nread[r] == 1 && op[reader[r, 1]] == "conv")
-          ok = 0 # level 3: the conv B applies the batchnorm and relu itself (unless A has a bias)
-        K += ok
-      }
-      print K
-    }' "$NETS/$1.net"
-}
-
-RUN=(train --batch 16 --limit-train 32 --max-steps 2 --no-eval --chunks 2 --seed 1 --quiet)
-for net in resnet8 resnet20; do
-  DATA=(); [ "$net" = resnet20 ] && DATA=(--data synthetic) # CIFAR's 3x32x32
-  grep -q "bias=1" "$NETS/$net.net" && fail "$net: a conv with a bias: expect_k's level-3 rule does not cover it"
-  for level in 0 1 3; do
-    want="$(expect_k "$net" "$level")"
-    line="$(DNN_FUSE=$level "$A" "${RUN[@]}" "${DATA[@]}" --net "$net" --precision bf16 2>"$TMP/err" | tail -1)" \
-      || { fail "$net DNN_FUSE=$level: exit $?: $(tail -2 "$TMP/err")"; continue; }
-    got="$(result_field "$line" bf16_activations)"
-    echo "$net DNN_FUSE=$level: bf16_activations=$got, expected K=$want from the net file"
-    [ "${got%/*}" = "$want" ] || fail "$net DNN_FUSE=$level: bf16_activations=$got, want $want/N"
-    line="$(DNN_FUSE=$level DNN_BF16_ACTIVATIONS=0 "$A" "${RUN[@]}" "${DATA[@]}" --net "$net" --precision bf16 2>/dev/null | tail -1)" \
-      || fail "$net DNN_BF16_ACTIVATIONS=0: exit $?"
-    off="$(result_field "$line" bf16_activations)"
-    [ "$off" = "0/${got#*/}" ] || fail "$net DNN_FUSE=$level DNN_BF16_ACTIVATIONS=0: bf16_activations=$off, want 0/${got#*/}"
-  done
-  line="$("$A" "${RUN[@]}" "${DATA[@]}" --net "$net" --precision fp32 2>/dev/null | tail -1)" || fail "$net fp32: exit $?"
-  [ -z "$(result_field "$line" bf16_activations)" ] || fail "$net fp32: prints bf16_activations"
+# ---- 1: K/N from the net file
+read -r K N <<<"$(awk '!/^#/ && NF >= 3 { n++; op[n] = $1; name[n] = $2; ins[n] = $3 }
+  END { for (i = 1; i <= n; i++) idx[name[i]] = i
+    for (i = 1; i <= n; i++) { m = split(ins[i], a, ","); for (j = 1; j <= m; j++) { w = idx[a[j]]
+        ok = op[i] == "dense" || op[i] == "attention" || (op[i] == "lm_head" && j == 1); if (!ok) bad[w] = 1; readers[w]++ } }
+    for (i = 1; i <= n; i++) if (op[i] ~ /^(layernorm|gelu|attention|dense)$/ && readers[i] && !bad[i]) k++
+    print k + 0, n - 2 }' "$NANO")"
+echo "gpt-nano from its net file: $K of $N activations in bf16"
+[ "$K" -gt 0 ] || fail "the net file gives no bf16 activation: the derivation is wrong"
+nano() { "$A" train --net "$NANO" "${COMMON[@]}" --batch 4 --max-steps 2 "$@" 2>"$TMP/err" | tail -1; }
+for v in 1 0; do
+  R="$(DNN_BF16_ACTIVATIONS=$v nano --precision bf16)" || fail "gpt-nano bf16, DNN_BF16_ACTIVATIONS=$v: $(tail -2 "$TMP/err")"
+  want="$K/$N"; [ "$v" = 1 ] || want="0/$N"
+  got="$(result_field "$R" bf16_activations)"
+  [ "$got" = "$want" ] || fail "gpt-nano DNN_BF16_ACTIVATIONS=$v: bf16_activations=$got, want $want"
 done
+R="$(nano --precision fp32)" || fail "gpt-nano fp32: $(tail -2 "$TMP/err")"
+[ -z "$(result_field "$R" bf16_activations)" ] || fail "fp32 run has bf16_activations=$(result_field "$R" bf16_activations)"
 
-# Same command, same bits, with the storage on.
-STEPS=20
-SAME=(train --net resnet8 --precision bf16 --max-steps "$STEPS" --limit-train 640 --batch 32 --no-eval --chunks 4
-  --seed 3 --quiet)
-# run TAG VAR=VALUE... [-- ARGS...]: one run, its checkpoint in $TMP/TAG.ckpt; prints its train_loss
-run() {
-  local tag="$1" line rc=0 envs=() extra=(); shift
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
-  [ $# -gt 0 ] && { shift; extra=("$@"); }
-  line="$(env "${envs[@]}" "$A" "${SAME[@]}" "${extra[@]}" --checkpoint "$TMP/$tag.ckpt" 2>"$TMP/$tag.err" | tail -1)" || rc=$?
-  if [ "$rc" != 0 ] || [ ! -s "$TMP/$tag.ckpt" ]; then fail "$tag: exit $rc: $(tail -2 "$TMP/$tag.err")"; return 1; fi
-  echo "$tag: train_loss=$(result_field "$line" train_loss) bf16_activations=$(result_field "$line" bf16_activations)"
-}
-if run on_1 STARPU_SCHED=eager STARPU_NCPU=1 && run on_2 STARPU_SCHED=random STARPU_NCPU=2; then
-  cmp -s "$TMP/on_1.ckpt" "$TMP/on_2.ckpt" && echo "  storage on: 1 and 2 workers byte-identical" \
-    || fail "storage on: STARPU_NCPU=1 and 2 give other checkpoints"
-  if run off_2 STARPU_SCHED=random STARPU_NCPU=2 DNN_BF16_ACTIVATIONS=0; then
-    ! cmp -s "$TMP/on_2.ckpt" "$TMP/off_2.ckpt" || fail "storage on and off give the same bytes: did it run?"
-  fi
-  if run reverse STARPU_SCHED=random STARPU_NCPU=2 DNN_TEST_SUM_ORDER=reverse; then
-    ! cmp -s "$TMP/on_2.ckpt" "$TMP/reverse.ckpt" \
-      || fail "negative control: DNN_TEST_SUM_ORDER=reverse gives the same checkpoint: the test cannot see an order"
-  fi
-fi
-if run global_1 STARPU_SCHED=eager STARPU_NCPU=1 -- --batchnorm global &&
-   run global_2 STARPU_SCHED=random STARPU_NCPU=2 -- --batchnorm global; then
-  cmp -s "$TMP/global_1.ckpt" "$TMP/global_2.ckpt" && echo "  storage on, --batchnorm global: 1 and 2 workers byte-identical" \
-    || fail "storage on, --batchnorm global: STARPU_NCPU=1 and 2 give other checkpoints"
-fi
+# ---- 2: storage on = off, bit for bit, without attention; with attention they differ
+cat >"$TMP/mlp.net" <<NET
+input idx tokens 16
+embed tok idx vocab=256 dim=32
+layernorm ln1 tok
+dense fc ln1 out=128
+gelu g fc
+dense mlp g out=32
+add r tok,mlp
+layernorm lnf r
+lm_head head lnf,tok
+softmax_xent loss head
+NET
+gpt_block_net "$TMP/gpt.net" 32 4
+for net in mlp gpt; do
+  for v in 1 0; do
+    R="$(DNN_BF16_ACTIVATIONS=$v "$A" train --net "$TMP/$net.net" "${COMMON[@]}" --batch 8 --max-steps 15 --seed 3 \
+         --precision bf16 --checkpoint "$TMP/$net$v.ckpt" 2>"$TMP/err" | tail -1)" \
+      || fail "$net, DNN_BF16_ACTIVATIONS=$v: $(tail -2 "$TMP/err")"
+    [ "$v" = 0 ] || echo "$net: bf16_activations=$(result_field "$R" bf16_activations)"
+  done
+done
+[ "$(result_field "$(DNN_BF16_ACTIVATIONS=1 "$A" train --net "$TMP/mlp.net" "${COMMON[@]}" --batch 8 --max-steps 1 \
+  --precision bf16 2>/dev/null | tail -1)" bf16_activations)" = 3/8 ] || fail "mlp net: want bf16_activations=3/8 (ln1, g, lnf)"
+cmp -s "$TMP/mlp1.ckpt" "$TMP/mlp0.ckpt" || fail "mlp net: storage on and off wrote different checkpoints (want the same bits)"
+cmp -s "$TMP/gpt1.ckpt" "$TMP/gpt0.ckpt" \
+  && fail "negative control: the GPT block with storage on and off wrote the same checkpoint (attention's D_t reads the bf16 y: the comparison cannot tell)"
+
+# ---- 3: same bits on 1 and 2 workers, storage on
+nano --precision bf16 --chunks 2 --seed 2 --checkpoint "$TMP/w1.ckpt" >/dev/null || fail "gpt-nano 2 chunks, 1 worker"
+STARPU_NCPU=2 STARPU_SCHED=dmda nano --precision bf16 --chunks 2 --seed 2 --checkpoint "$TMP/w2.ckpt" >/dev/null \
+  || fail "gpt-nano 2 chunks, 2 workers"
+cmp -s "$TMP/w1.ckpt" "$TMP/w2.ckpt" || fail "gpt-nano bf16 storage on: 2 chunks on 1 worker (lws) and 2 workers (dmda) differ"
 finish
