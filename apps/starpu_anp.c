@@ -228,8 +228,9 @@ static void help_cmd(const char *c)
 		       "                       optionally under DIR/train and DIR/val [fashion-mnist]\n");
 	help_text_data(c);
 	printf("  --batch B            global batch size (a language model: windows of T tokens) [64]\n"
-	       "  --chunks K           chunks (micro-batches) per batch [2 x workers; 1 x for a net without\n"
-	       "                       batch norm on CPU workers only]\n");
+	       "  --chunks K           chunks (micro-batches) per batch [2 x workers; 1 x on CPU workers only\n"
+	       "                       for a net without batch norm, or with it where chunks would hold fewer\n"
+	       "                       than 32 images]\n");
 	printf("  --input N            the net's input is N x N (rewrites its input line; image folders are\n"
 	       "                       resized and cropped to it) [as in the net file%s]\n",
 	       !strcmp(c, "eval") || !strcmp(c, "predict") ? "; eval, predict: the checkpoint's" : "");

@@ -220,8 +220,8 @@ static void bench_conv2d(const bench_opts *o)
 {
 	/* The distinct convs of ResNet-20 (CIFAR, projection shortcuts, as graph/nets/resnet20.net)
 	 * and how often each occurs: 21 convs in all; then LeNet-5's two, ResNet-8's 3x3 stride-1 ones
-	 * (28x28, 14x14 and 7x7: Winograd with partial tiles) and its stride-2 3x3 and 1x1 shortcut convs
-	 * (count 0: not in the ResNet-20 total). */
+	 * (28x28, 14x14 and 7x7: Winograd with partial tiles), its stride-2 3x3 and 1x1 shortcut convs and its
+	 * one-channel stem (count 0: not in the ResNet-20 total). */
 	static const struct {
 		int C, H, K, R, stride, pad, count;
 	} layers[] = {
@@ -231,7 +231,7 @@ static void bench_conv2d(const bench_opts *o)
 		{1, 28, 6, 5, 1, 2, 0},   {6, 14, 16, 5, 1, 0, 0},
 		{16, 28, 16, 3, 1, 1, 0}, {32, 14, 32, 3, 1, 1, 0}, {64, 7, 64, 3, 1, 1, 0},
 		{16, 28, 32, 3, 2, 1, 0}, {16, 28, 32, 1, 2, 0, 0}, {32, 14, 64, 3, 2, 1, 0},
-		{32, 14, 64, 1, 2, 0, 0},
+		{32, 14, 64, 1, 2, 0, 0}, {1, 28, 16, 3, 1, 1, 0},
 	};
 	static void (*const fns[3])(void *) = {run_conv_fwd, run_conv_bwd_data, run_conv_bwd_filter};
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};

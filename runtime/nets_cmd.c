@@ -8,6 +8,7 @@
 #include "knobs.h"
 #include "model_ckpt.h"
 #include "optim.h"
+#include "opts.h"
 #include "starpu_anp.h"
 
 int dnn_cmd_nets(void)
@@ -49,10 +50,11 @@ static int resume_same_net(dnn_graph *g, const dnn_train_opts *o)
  * --optimizer keeps (dnn_graph_train_memory). */
 static void print_train_memory(const dnn_graph *g, const dnn_train_opts *o)
 {
-	int bn = 0; /* without --chunks: dnn_opts_chunks' default on 2 CPU workers (2 per worker with batch norm, else 1) */
+	int bn = 0; /* without --chunks: dnn_opts_chunks' default on 2 CPU workers (2 per worker with batch norm where
+		     * chunks keep DNN_CHUNK_MIN_IMAGES, else 1) */
 	for (int i = 0; i < g->nnodes; i++)
 		bn |= g->nodes[i].op == DNN_OP_BATCHNORM;
-	int K = o->chunks > 0 ? o->chunks : bn ? 4 : 2;
+	int K = o->chunks > 0 ? o->chunks : bn && o->batch >= 4 * DNN_CHUNK_MIN_IMAGES ? 4 : 2;
 	K = K < o->batch ? K : o->batch;
 	dnn_mem_estimate e = dnn_graph_train_memory(g, o->batch, K, o->window, (int)dnn_optimizer_state_mult(o->optim.optimizer));
 	const double MB = 1e6;

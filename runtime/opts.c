@@ -55,13 +55,19 @@ int dnn_opts_chunks(const dnn_train_opts *o, const dnn_graph *g)
 	if (o->chunks > 0)
 		return o->chunks > o->batch ? o->batch : o->chunks;
 	int w = (int)starpu_worker_get_count(), per_worker = 2;
+	if (w < 1)
+		w = 1;
 	if (g && starpu_cuda_worker_get_count() == 0) {
 		int bn = 0;
 		for (int i = 0; i < g->nnodes; i++)
 			bn |= g->nodes[i].op == DNN_OP_BATCHNORM;
-		per_worker = bn ? 2 : 1;
+		/* A second chunk per worker pays with batch norm only while each chunk keeps DNN_CHUNK_MIN_IMAGES:
+		 * on 2 CPU workers of an AMD EPYC Zen 5, --chunks 2 against 4, interleaved (load 2.4-4.7,
+		 * docs/studies/2026-12-07-resnet8-fp32.md): batch 64 (chunks of 32 vs 16) +3.2-5.5% resnet8, +3.3-4.1%
+		 * resnet20; batch 256 (128 vs 64) -0.9-2.9% resnet8, -1.2-3.9% resnet20. */
+		per_worker = bn && o->batch >= 2 * w * DNN_CHUNK_MIN_IMAGES ? 2 : 1;
 	}
-	int k = per_worker * (w > 0 ? w : 1);
+	int k = per_worker * w;
 	return k > o->batch ? o->batch : k;
 }
 
