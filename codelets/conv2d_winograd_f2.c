@@ -681,7 +681,12 @@ dot_block_bf16(float *du, int lddu, const uint32_t *d, const uint32_t *v, size_t
 	const __mmask8 mc = (__mmask8)((1u << CB) - 1);
 	for (int kb = 0; kb < KB; kb++) {
 		float *o = du + (size_t)kb * lddu;
-		const __m128 q = kb == 0 ? _mm512_castps512_ps128(s) : _mm512_extractf32x4_ps(s, kb);
+		/* the lane index of vextractf32x4 must be an immediate, also where the loop is not unrolled
+		 * (-O1, the sanitizer build) */
+		const __m128 q = kb == 0 ? _mm512_castps512_ps128(s)
+			       : kb == 1 ? _mm512_extractf32x4_ps(s, 1)
+			       : kb == 2 ? _mm512_extractf32x4_ps(s, 2)
+					 : _mm512_extractf32x4_ps(s, 3);
 		if (CB == 4)
 			_mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), q));
 		else
