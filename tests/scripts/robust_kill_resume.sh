@@ -108,7 +108,8 @@ if [ "$(result_field "$FINAL" steps)" = "$resumed" ] && [ -z "$fl" ]; then
   # nothing to do; it says so, prints no training loss (not nan) and evaluates the checkpoint
   # (test_accuracy is compared), but the last step's training loss is gone with the killed run.
   echo "the checkpoint already held the finished run (step $resumed): compared by test accuracy only"
-  grep -q 'nothing to do: the checkpoint is at the end of the run' "$TMP"/*.err 2>/dev/null \
+  # (the run that said it: a loop run's stderr is err.N, the extra final run's final.err)
+  grep -q 'nothing to do: the checkpoint is at the end of the run' "$TMP"/err.* "$TMP"/*.err 2>/dev/null \
     || fail "the finished resume did not say so"
   fl="$rl"
 fi
