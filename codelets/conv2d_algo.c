@@ -192,7 +192,7 @@ static int use_onednn(const conv_geom *g, int pass)
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
-			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w, .bf16 = g->bf16};
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w, .bf16 = g->bf16, .x_bf16 = g->x_bf16};
 	return s;
 }
 
@@ -264,12 +264,13 @@ static size_t forward_work(const conv_geom *g)
 	return dnn_conv_im2col_forward_work(g);
 }
 
-/* A bf16 x (g->x_bf16, a stored activation): oneDNN's reorder (conv2d_onednn.c) and im2col's padded copy (not a
- * 1x1 conv's, which has none) read it as it is; for the other paths it is widened here into the worker's second scratch (the kernels take
- * the first), and g then says fp32. Returns x as the path reads it; NULL, with a worker error, without memory. */
-static const float *x_for_path(const float *x, conv_geom *g, int im2col)
+/* A bf16 x (g->x_bf16, a stored activation): oneDNN's reorder (conv2d_onednn.c), im2col's padded copy (not a 1x1
+ * conv's, which has none) and F(2x2)'s AVX-512 image split (dnn_wino_reads_bf16) read it as it is (as_is: the path
+ * is one of these); for the other paths it is widened here into the worker's second scratch (the kernels take the
+ * first), and g then says fp32. Returns x as the path reads it; NULL, with a worker error, without memory. */
+static const float *x_for_path(const float *x, conv_geom *g, int as_is)
 {
-	if (!g->x_bf16 || (im2col && !conv_is_pointwise(g)))
+	if (!g->x_bf16 || as_is)
 		return x;
 	const size_t n = (size_t)g->N * g->C * g->H * g->W;
 	float *xw = dnn_cpu_scratch_aux(n);
@@ -291,7 +292,9 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 	conv_geom gl = *gx;
 	const conv_geom *g = &gl;
 	const int tile = use_winograd(g);
-	if (!(x = x_for_path(x, &gl, !tile && !use_pointwise(g, 0) && !use_stride2(g, 0) && !dnn_conv_direct_applies(g))))
+	const dnn_wino_shape s0 = wino_shape(g);
+	const int im2col = !tile && !use_pointwise(g, 0) && !use_stride2(g, 0) && !dnn_conv_direct_applies(g);
+	if (!(x = x_for_path(x, &gl, (im2col && !conv_is_pointwise(g)) || (tile == 2 && dnn_wino_reads_bf16(&s0)))))
 		return 1;
 	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
@@ -433,7 +436,9 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 	conv_geom g = conv_geom_of(a);
 	if (use_onednn(&g, 2) && dnn_conv_onednn_backward_filter(dw, x, dy, &g) == 0) /* reads a bf16 x as it is */
 		return;
-	if (!(x = x_for_path(x, &g, !use_winograd_filter(&g) && !use_pointwise(&g, 2) && !use_stride2(&g, 2))))
+	const dnn_wino_shape s0 = wino_shape(&g);
+	const int wino = use_winograd_filter(&g), im2col = !wino && !use_pointwise(&g, 2) && !use_stride2(&g, 2);
+	if (!(x = x_for_path(x, &g, (im2col && !conv_is_pointwise(&g)) || (wino && dnn_wino_reads_bf16(&s0)))))
 		return;
 	if (use_winograd_filter(&g)) {
 		dnn_wino_shape s = wino_shape(&g);

@@ -136,13 +136,16 @@ int dnn_wino_supported(void)
 	return cached;
 }
 
-/* The 16 GEMMs' ISA: AVX-512 where the CPU has it (and the caller has not asked for AVX2). */
+/* The 16 GEMMs' ISA: AVX-512 where the CPU has it (and the caller has not asked for AVX2). The AVX-512 kernels use
+ * F and DQ, and BW and VL where they store under a mask (output_row_y) or read 16-bit elements (a bf16 x in
+ * split_image512); every AVX-512 CPU since Skylake-SP has all four. */
 static int wino_avx512 = -1; // -1: not chosen yet, 0: AVX2, 1: AVX-512
 
 int dnn_wino_set_avx512(int on)
 {
 	__builtin_cpu_init();
-	wino_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+	wino_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+		      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 	return wino_avx512;
 }
 
@@ -371,6 +374,19 @@ WINO_BF16_TARGET static void gemm_bf16(float *m, const uint32_t *u, const float 
 #undef GEMM512_DISPATCH
 #undef GEMM512_CASE
 
+void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt)
+{
+	const int c2n = (C + 1) / 2, ntp = (nt + 7) / 8 * 8;
+	const size_t cap = pl->cap, vs = b->vs, ms = b->ms;
+	for (int xi = 0; xi < pl->nxi; xi++) {
+		uint32_t *v = (uint32_t *)b->v + xi * vs;
+		if (ntp > nt)
+			for (int j = 0; j < c2n; j++)
+				dnn_zero_floats((float *)(v + (size_t)j * cap + nt), (long)(ntp - nt));
+		gemm_bf16(b->mm + xi * ms, b->ub + xi * (size_t)K * c2n, (const float *)v, cap, K, c2n, ntp);
+	}
+}
+
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512)
 {
 	const int nxi = pl->nxi, ntp = (nt + 7) / 8 * 8;
@@ -410,10 +426,28 @@ int dnn_wino_set_avx512(int on)
 
 int dnn_wino_avx512(void) { return 0; }
 
+void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt)
+{
+	const int c2n = (C + 1) / 2, ntp = (nt + 7) / 8 * 8;
+	const size_t cap = pl->cap, vs = b->vs, ms = b->ms;
+	for (int xi = 0; xi < pl->nxi; xi++) {
+		uint32_t *v = (uint32_t *)b->v + xi * vs;
+		if (ntp > nt)
+			for (int j = 0; j < c2n; j++)
+				dnn_zero_floats((float *)(v + (size_t)j * cap + nt), (long)(ntp - nt));
+		gemm_bf16(b->mm + xi * ms, b->ub + xi * (size_t)K * c2n, (const float *)v, cap, K, c2n, ntp);
+	}
+}
+
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512)
 {
 	(void)pl, (void)b, (void)K, (void)C, (void)nt, (void)avx512;
 }
 
 void dnn_wino_pack_u(const wino_plan *pl, const wino_bufs *b, int K, int C) { (void)pl, (void)b, (void)K, (void)C; }
+
+void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt)
+{
+	(void)pl, (void)b, (void)K, (void)C, (void)nt;
+}
 #endif

@@ -76,6 +76,10 @@ void dnn_wino_put_rows(float *y0, size_t Q, float *const *rows, int nrows, float
  * V's tiles [nt, ntp) (ntp: nt rounded up to 8); AVX-512 GEMMs when avx512 (dnn_wino_avx512); with
  * pl->bf16, U and V rounded to bf16 values first (in place). */
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512);
+/* dnn_wino_gemms on a V that the input transform wrote as bf16 channel pairs (pl->bf16, vdpbf16ps: V's row j, as
+ * uint32 lanes, holds channels 2j and 2j + 1 of each tile, the layout dnn_wino_gemms packs fp32 V into): zeroes the
+ * pairs of tiles [nt, ntp), then the same GEMMs, so the same bits as packing the same values. */
+void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt);
 /* bf16 (pl->bf16): U's bf16 values packed in channel pairs into b->ub, once per conv after the
  * filter transform, for dnn_wino_gemms' vdpbf16ps kernel. */
 void dnn_wino_pack_u(const wino_plan *pl, const wino_bufs *b, int K, int C);

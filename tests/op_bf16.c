@@ -32,6 +32,7 @@
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
 #include "conv2d.h"
+#include "conv2d_winograd.h"
 #include "dense.h"
 #include "gelu.h"
 #include "gemm_bf16.h"
@@ -1017,11 +1018,79 @@ static void conv_all(void)
 	}
 }
 
+/* F(2x2)'s bf16 forward (and backward data, its flipped forward) writes V's channel pairs from its input
+ * transform (input_row_cpairs) instead of fp32 V packed by dnn_wino_gemms: the same fp32 values rounded once by the
+ * same instruction, so the claim is the same bits as the former path, kept as the control (dnn_wino_set_vpairs(0)).
+ * Compared bit for bit; negative control: x (or dy) one bf16 step away at one element must change the pairs path's
+ * result (the comparison sees a change of one rounded operand). Shapes: odd C (a last pair with a zero half), tile
+ * rows of 15 and 18 tiles (a masked last vector; two vectors), grouped images with partial tiles, one image cut into
+ * several chunks, += in backward data. */
+static void vpairs_case(int N, int C, int H, int W, int K, int accumulate)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1, .pad = 1,
+			     .dilation = 1, .accumulate_dx = accumulate, .algo = DNN_CONV_ALGO_WINOGRAD, .bf16 = 1};
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "vpairs: bad shape");
+		return;
+	}
+	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * 9, ny = (size_t)N * K * a.P * a.Q;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *dy = fill(ny, -1, 1), *dx0 = fill(nx, -1, 1);
+	float *got = malloc((nx > ny ? nx : ny) * 4), *want = malloc((nx > ny ? nx : ny) * 4);
+	if (!x || !w || !dy || !dx0 || !got || !want) {
+		TEST_CHECK(0, "vpairs: out of memory");
+		goto out;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		const size_t n = pass ? nx : ny;
+		float *in = pass ? dy : x;
+		char what[128];
+		snprintf(what, sizeof(what), "F(2x2) bf16 V pairs %s N=%d C%d %dx%d K%d%s", pass_name[pass], N, C, H, W, K,
+			 pass && accumulate ? " +=" : "");
+		TEST_CHECK(dnn_conv2d_cpu_winograd_tile(&a, pass) == 2, "%s: not F(2x2)", what);
+		float *res[2] = {want, got}; // [0]: the former path (fp32 V, packed), [1]: the pairs
+		for (int vp = 0; vp < 2; vp++) {
+			dnn_wino_set_vpairs(vp);
+			if (pass)
+				memcpy(res[vp], dx0, nx * 4), dnn_conv2d_backward_data_cpu(res[vp], dy, w, &a);
+			else
+				dnn_conv2d_forward_cpu(res[vp], x, w, &a);
+		}
+		TEST_CHECK(test_same_bits(what, got, want, n), "%s: not the packed fp32 V's bits", what);
+		/* negative control: one input element a bf16 step up (2^-8 relative: rounds to another bf16 value) */
+		const size_t j = (pass ? ny : nx) / 2;
+		const float keep = in[j];
+		in[j] = keep + ldexpf(fabsf(keep) > 0.0f ? fabsf(keep) : 1.0f, -7);
+		if (pass)
+			memcpy(got, dx0, nx * 4), dnn_conv2d_backward_data_cpu(got, dy, w, &a);
+		else
+			dnn_conv2d_forward_cpu(got, x, w, &a);
+		in[j] = keep;
+		size_t diff = 0;
+		for (size_t i = 0; i < n; i++)
+			diff += memcmp(&got[i], &want[i], 4) != 0;
+		printf("  %s: negative control: one input element a bf16 step away changes %zu of %zu\n", what, diff, n);
+		TEST_CHECK(diff > 0, "%s: negative control: a changed input gave the same bits", what);
+	}
+out:
+	dnn_wino_set_vpairs(1);
+	free(x), free(w), free(dy), free(dx0), free(got), free(want);
+}
+
 void h_extra_conv_bf16(void)
 {
 	if (!dnn_cpu_has_bf16())
 		printf("  no AVX512_BF16 here: the bf16 checks run the portable path only\n");
 	each_path(conv_all);
+	if (dnn_cpu_has_bf16() && dnn_wino_avx512()) {
+		test_rng_seed(4507);
+		vpairs_case(2, 16, 16, 16, 16, 0); /* ResNet's 16x16 stage: 8 tiles a row, whole images per chunk */
+		vpairs_case(1, 16, 32, 32, 16, 1); /* the 32x32 stage: one image in several chunks */
+		vpairs_case(3, 17, 30, 30, 9, 1);  /* odd C (and K, backward data's C): 15 tiles a row, a masked last vector */
+		vpairs_case(1, 16, 36, 36, 6, 0);  /* 18 tiles a row: two vectors (the AVX2-width split past 32 columns) */
+		vpairs_case(5, 32, 7, 7, 24, 1);   /* grouped images, partial tiles */
+	} else {
+		printf("  F(2x2) bf16 V pairs: not run (they need AVX512_BF16 and the AVX-512 Winograd kernels)\n");
+	}
 }
 
 /* gpu mode: dense's bf16 codelets on the CUDA worker (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF)
@@ -1088,7 +1157,7 @@ void h_extra_dense_bf16_gpu(void)
  * write them, run as StarPU tasks on a CPU worker with 2-byte handles.
  *
  * conv2d with a bf16 x (a->x_bf16): the kernels widen x exactly (im2col as it copies it into its padded phases,
- * conv2d_algo.c into a scratch for the other paths), so
+ * F(2x2)'s AVX-512 image split in registers, conv2d_algo.c into a scratch for the other paths), so
  *   - the task's forward and weight gradient are the kernel's bits on the widened x (exactness: compared bit
  *     for bit; negative control: one element of the stored x one bf16 step away must change them);
  *   - on the paths that round x itself (im2col, direct), the stored x rounded as dnn_bf16_convert is
@@ -1167,9 +1236,15 @@ static void conv_act_case(int N, int C, int H, int W, int K, int R, int stride, 
 		const int fwd = pass == 0, m = dnn_conv2d_cpu_winograd_tile(&a16, pass);
 		const size_t n = fwd ? ny : nw;
 		char what[160];
+		/* F(2x2) reads the bf16 x in its split where dnn_wino_reads_bf16 says, else x is widened first */
+		const dnn_wino_shape ws = {.N = N, .C = C, .H = H, .W = W, .K = K, .P = a32.P, .Q = a32.Q, .pad_h = pad,
+					   .pad_w = pad};
 		snprintf(what, sizeof(what), "conv bf16 x %s N=%d C%d %dx%d K%d k%d s%d p%d [%s: %s]", pass_name[pass], N, C,
 			 H, W, K, R, stride, pad, algos[algo],
-			 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : dnn_conv2d_cpu_uses_onednn(&a16, pass) ? "oneDNN conv" : "GEMM/direct");
+			 m == 2 ? (dnn_wino_reads_bf16(&ws) ? "F(2x2), bf16 split" : "F(2x2), widened")
+			 : m	? "F(4x4), widened"
+			 : dnn_conv2d_cpu_uses_onednn(&a16, pass) ? "oneDNN conv"
+								   : "GEMM/direct");
 		/* the task, the kernel on the widened x, the kernel on the fp32 x (bf16 and fp32) */
 		if (!fwd)
 			memcpy(got, dw0, nw * 4), memcpy(want, dw0, nw * 4), memcpy(f32, dw0, nw * 4), memcpy(s, dw0, nw * 4);
@@ -1179,8 +1254,10 @@ static void conv_act_case(int N, int C, int H, int W, int K, int R, int stride, 
 		else
 			dnn_conv2d_backward_filter_cpu(want, xw, dy, &a16), dnn_conv2d_backward_filter_cpu(f32, x, dy, &a32);
 		TEST_CHECK(test_same_bits(what, got, want, n), "%s: the task is not the kernel on the widened x", what);
-		{ /* negative control of the exactness: one stored element one bf16 step up (an image's centre) */
-			const size_t j = nx / 2;
+		{ /* negative control of the exactness: one stored element one bf16 step up, near an image's centre, at
+		   * even coordinates (read by strided convs; in 4 F(2x2) tiles: an element in one tile only, a corner
+		   * without padding, moved its V entries by less than their bf16 rounding and changed nothing) */
+			const size_t j = ((size_t)(N / 2) * C * H + (H / 2 & ~1)) * W + (W / 2 & ~1);
 			uint16_t keep = xh[j];
 			xh[j] = (uint16_t)(keep + 1);
 			if (!fwd)
@@ -1246,6 +1323,14 @@ static void conv_act_all(void)
 	conv_act_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_IM2COL);
 	conv_act_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
 	conv_act_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4);
+	/* F(2x2)'s split reading the bf16 x (forward and weight gradient): ResNet-20's 32x32 stage (whole 32-value
+	 * rows), ResNet-8's 28x28 (the second half of a row masked at the image's end), 7x7 images grouped in a chunk
+	 * (image offsets in 2-byte values), no padding; past 32 columns x is widened first (the AVX2-width split) */
+	conv_act_case(2, 16, 32, 32, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(1, 8, 28, 28, 8, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(3, 16, 7, 7, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(2, 8, 10, 10, 8, 3, 1, 0, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(1, 8, 36, 36, 8, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
 	conv_act_case(3, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_AUTO);
 	conv_act_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_AUTO);
 	conv_act_case(1, 6, 14, 14, 16, 5, 1, 0, DNN_CONV_ALGO_AUTO); /* LeNet-5's second conv (oneDNN under auto) */
