@@ -11,7 +11,7 @@
  * in a training step); thread CPU time; prints per variant the median and the best over the rounds.
  * Build (from the repository root, after the library's build):
  *   gcc -O2 -std=gnu11 -Icodelets -Iutil -Iinclude -Igraph docs/studies/2026-12-07-winoin-bf16/winoin_harness.c \
- *       -o /tmp/winoin_harness $(cd build/bench && cat CMakeFiles/dnn_op_bench.dir/linkLibs.rsp | sed 's|\.\./|build/|g') -lstdc++
+ *       -o /tmp/winoin_harness $(sed "s|\.\./libdnn.a|build/libdnn.a|" build/bench/CMakeFiles/dnn_op_bench.dir/linkLibs.rsp) -lstdc++
  * Run: /tmp/winoin_harness ROUNDS N C H K   (3x3, pad 1; N the task's images) */
 #include <stdint.h>
 #include <stdio.h>
