@@ -317,57 +317,80 @@ int dnn_wino_set_vpairs(int on)
 
 /* input_row for two channels c and c + 1 at once, writing V's bf16 channel pairs straight into the layout of
  * dnn_wino_gemms' vdpbf16ps kernel (bf16 forward, AVX512_BF16): lane t of pair row c / 2 holds tile t's bf16 of
- * channel c (low half) and c + 1 (high half). 16 tiles at a time, each xi of both channels rounded by one
- * vcvtne2ps2bf16 and interleaved by one 16-bit permutation: the fp32 values input_row writes, rounded as pack_v
- * rounds them (the same bits), without fp32 V's store and the packing pass's read and write of it. e0, o0 and e1,
- * o1: row 2i of channels c and c + 1 in the split image (E, O); e1 NULL: c is the last of an odd C (its high
- * halves zero, as pack_v's). Rows per xi row u of the tile (the two rows it needs of each phase), not the whole
- * 4 x 4 of both channels at once, which would hold 64 vectors. The last vector's loads read past the row, within
- * the scratch (E and O are followed by V); its stores stop at the tile row's end (a mask: a pair row is cap
- * lanes, and 16 lanes past its last tile could reach the next xi's row). */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma"))) static void
-input_row_cpairs(uint32_t *restrict v, size_t vs, const float *restrict e0, const float *restrict o0,
-		 const float *restrict e1, const float *restrict o1, int l, int tw)
+ * channel c (low half) and c + 1 (high half). Each xi of both channels rounded by one vcvtne2ps2bf16 and interleaved
+ * by one 16-bit permutation: the fp32 values input_row writes, rounded as pack_v rounds them (the same bits),
+ * without fp32 V's store and the packing pass's read and write of it. 16 tiles at a time, 8 where at most 8 are
+ * left (tile rows of 8 tiles or fewer, the 16x16 and 8x8 images: 16-tile vectors there left 8 or 12 lanes of 16
+ * idle and measured 0.95-0.97x the former path on 8x8). e0, o0 and e1, o1: row 2i of channels c and c + 1 in the
+ * split image (E, O); e1 NULL: c is the last of an odd C (its high halves zero, as pack_v's). Computed per xi row u
+ * of the tile (the two rows it needs of each phase), not the whole 4 x 4 of both channels at once, which would hold
+ * 64 vectors. The last vector's loads read past the row, within the scratch (E and O are followed by V); its
+ * stores stop at the tile row's end (a mask: a pair row is cap lanes, and 16 lanes past its last tile could reach
+ * the next xi's row). */
+#define CPAIRS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))
+/* One vector of tiles j.. of both channels: VT the float vector, P the intrinsics' prefix, MT the store's mask. */
+#define CPAIRS_STEP(VT, P, CVT, MT, IDX)                                                                           \
+	do {                                                                                                       \
+		static const int ra[4] = {0, 1, 2, 1}, rb[4] = {2, 2, 1, 3}; /* B^T row u: ra - rb, u = 1: + */   \
+		const MT st = (MT)(tw - j >= (int)(sizeof(VT) / 4) ? ~0u : (1u << (tw - j)) - 1);                  \
+		for (int u = 0; u < 4; u++) {                                                                      \
+			VT r[2][4]; /* channel, column xi = 4 u + (0..3) */                                        \
+			for (int ch = 0; ch < 2; ch++) {                                                           \
+				const float *e = ch ? e1 : e0, *o = ch ? o1 : o0;                                  \
+				if (!e) {                                                                          \
+					for (int q = 0; q < 4; q++)                                                \
+						r[ch][q] = P##_setzero_ps();                                       \
+					continue;                                                                  \
+				}                                                                                  \
+				const size_t a = (size_t)ra[u] * l + j, b = (size_t)rb[u] * l + j;                 \
+				/* row u of B^T d at columns 2j, 2j + 2 (E) and 2j + 1, 2j + 3 (O) */              \
+				VT tj, tk, sj, sk;                                                                 \
+				if (u == 1) {                                                                      \
+					tj = P##_add_ps(P##_loadu_ps(e + a), P##_loadu_ps(e + b));                 \
+					tk = P##_add_ps(P##_loadu_ps(e + a + 1), P##_loadu_ps(e + b + 1));         \
+					sj = P##_add_ps(P##_loadu_ps(o + a), P##_loadu_ps(o + b));                 \
+					sk = P##_add_ps(P##_loadu_ps(o + a + 1), P##_loadu_ps(o + b + 1));         \
+				} else {                                                                           \
+					tj = P##_sub_ps(P##_loadu_ps(e + a), P##_loadu_ps(e + b));                 \
+					tk = P##_sub_ps(P##_loadu_ps(e + a + 1), P##_loadu_ps(e + b + 1));         \
+					sj = P##_sub_ps(P##_loadu_ps(o + a), P##_loadu_ps(o + b));                 \
+					sk = P##_sub_ps(P##_loadu_ps(o + a + 1), P##_loadu_ps(o + b + 1));         \
+				}                                                                                  \
+				r[ch][0] = P##_sub_ps(tj, tk); /* columns: (B^T d) B, as input_row */              \
+				r[ch][1] = P##_add_ps(sj, tk);                                                     \
+				r[ch][2] = P##_sub_ps(tk, sj);                                                     \
+				r[ch][3] = P##_sub_ps(sj, sk);                                                     \
+			}                                                                                          \
+			for (int q = 0; q < 4; q++)                                                                \
+				P##_mask_storeu_epi32(v + (size_t)(4 * u + q) * vs + j, st,                        \
+						      P##_permutexvar_epi16(IDX, CVT(r[1][q], r[0][q])));          \
+		}                                                                                                  \
+	} while (0)
+
+CPAIRS_TARGET static void input_row_cpairs(uint32_t *restrict v, size_t vs, const float *restrict e0,
+					   const float *restrict o0, const float *restrict e1, const float *restrict o1,
+					   int l, int tw)
 {
-	/* cvtne2ps gives channel c's 16 values then channel c + 1's; the permutation interleaves them (pack_v's) */
-	const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-					     21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-	static const int ra[4] = {0, 1, 2, 1}, rb[4] = {2, 2, 1, 3}, sg[4] = {-1, 1, -1, -1}; // B^T row u: ra +- rb
-	for (int j = 0; j < tw; j += 16) {
-		const __mmask16 st = tw - j >= 16 ? 0xffff : (__mmask16)((1u << (tw - j)) - 1);
-		for (int u = 0; u < 4; u++) {
-			__m512 r[2][4]; // channel, column xi = 4 u + (0..3)
-			for (int ch = 0; ch < 2; ch++) {
-				const float *e = ch ? e1 : e0, *o = ch ? o1 : o0;
-				if (!e) {
-					for (int q = 0; q < 4; q++)
-						r[ch][q] = _mm512_setzero_ps();
-					continue;
-				}
-				const size_t a = (size_t)ra[u] * l + j, b = (size_t)rb[u] * l + j;
-				__m512 tj, tk, sj, sk; // row u of B^T d at columns 2j, 2j + 2 (E) and 2j + 1, 2j + 3 (O)
-				if (sg[u] > 0) {
-					tj = _mm512_add_ps(_mm512_loadu_ps(e + a), _mm512_loadu_ps(e + b));
-					tk = _mm512_add_ps(_mm512_loadu_ps(e + a + 1), _mm512_loadu_ps(e + b + 1));
-					sj = _mm512_add_ps(_mm512_loadu_ps(o + a), _mm512_loadu_ps(o + b));
-					sk = _mm512_add_ps(_mm512_loadu_ps(o + a + 1), _mm512_loadu_ps(o + b + 1));
-				} else {
-					tj = _mm512_sub_ps(_mm512_loadu_ps(e + a), _mm512_loadu_ps(e + b));
-					tk = _mm512_sub_ps(_mm512_loadu_ps(e + a + 1), _mm512_loadu_ps(e + b + 1));
-					sj = _mm512_sub_ps(_mm512_loadu_ps(o + a), _mm512_loadu_ps(o + b));
-					sk = _mm512_sub_ps(_mm512_loadu_ps(o + a + 1), _mm512_loadu_ps(o + b + 1));
-				}
-				r[ch][0] = _mm512_sub_ps(tj, tk); // columns: (B^T d) B, as input_row
-				r[ch][1] = _mm512_add_ps(sj, tk);
-				r[ch][2] = _mm512_sub_ps(tk, sj);
-				r[ch][3] = _mm512_sub_ps(sj, sk);
-			}
-			for (int q = 0; q < 4; q++)
-				_mm512_mask_storeu_epi32(v + (size_t)(4 * u + q) * vs + j, st,
-							 _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(r[1][q], r[0][q])));
+	/* cvtne2ps gives channel c's values then channel c + 1's; the permutation interleaves them (pack_v's) */
+	const __m512i idx16 = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+					       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+	const __m256i idx8 = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+#define CVT512(h, a) ((__m512i)_mm512_cvtne2ps_pbh(h, a))
+#define CVT256(h, a) ((__m256i)_mm256_cvtne2ps_pbh(h, a))
+	for (int j = 0; j < tw;) {
+		if (tw - j > 8) {
+			CPAIRS_STEP(__m512, _mm512, CVT512, __mmask16, idx16);
+			j += 16;
+		} else {
+			CPAIRS_STEP(__m256, _mm256, CVT256, __mmask8, idx8);
+			j += 8;
 		}
 	}
+#undef CVT512
+#undef CVT256
 }
+#undef CPAIRS_STEP
+#undef CPAIRS_TARGET
 
 /* Output transform of the 8 tiles j .. j + 7 at mm + xi * ms (xi in 0..16): r[0], r[1] the 16 floats of output
  * row 0 (columns 2j .. 2j + 15, interleaved: column 2j + b is tile j's b), r[2], r[3] those of row 1. */
