@@ -287,8 +287,9 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *
 
 /* ------------------------------------------------------------------ bf16: vdpbf16ps
  * Under --precision bf16 on an AVX512_BF16 CPU, M[xi] = U[xi] V[xi] runs on bf16 pairs: each 32-bit
- * lane of V holds the bf16 values of channels 2j and 2j + 1 for one tile (packed in place, V's row j
- * taking the pairs of rows 2j, 2j + 1 once they are read), U's pairs (dnn_wino_pack_u) are
+ * lane of V holds the bf16 values of channels 2j and 2j + 1 for one tile (F(2x2)'s input transform writes them so,
+ * dnn_wino_gemms_vpairs; F(4x4)'s fp32 V is packed in place, V's row j taking the pairs of rows 2j, 2j + 1 once
+ * they are read), U's pairs (dnn_wino_pack_u) are
  * broadcast, and one vdpbf16ps adds both products (exact in fp32) to a tile's fp32 sum, in a fixed
  * order: 32 multiply-adds per instruction against the fp32 loops' 16, half the bytes of V to read. */
 #define WINO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))

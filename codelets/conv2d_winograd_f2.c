@@ -32,7 +32,10 @@
  *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET); with AVX-512,
  *     D's transform reads dy in place (grad_row_direct), and under --precision bf16 the GEMMs run
  *     on vdpbf16ps over tile pairs (dot_block_bf16, "bf16 weight gradient" below), which the
- *     transforms write directly where a tile row has an even number of tiles.
+ *     transforms write directly where a tile row has an even number of tiles;
+ *   - under --precision bf16 the forward's input transform writes V's bf16 channel pairs, the operand of
+ *     dnn_wino_gemms' vdpbf16ps kernel, directly (input_row_cpairs), and a bf16 x (a stored activation) is
+ *     widened in registers by the AVX-512 split (split_image512), not copied to fp32 first (x_for_path).
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */

@@ -12,7 +12,8 @@
  * Build (from the repository root, after the library's build):
  *   gcc -O2 -std=gnu11 -Icodelets -Iutil -Iinclude -Igraph docs/studies/2026-12-07-winoin-bf16/winoin_harness.c \
  *       -o /tmp/winoin_harness $(sed "s|\.\./libdnn.a|build/libdnn.a|" build/bench/CMakeFiles/dnn_op_bench.dir/linkLibs.rsp) -lstdc++
- * Run: /tmp/winoin_harness ROUNDS N C H K   (3x3, pad 1; N the task's images) */
+ * Run: /tmp/winoin_harness ROUNDS N C H K [ONLY]   (3x3, pad 1; N the task's images; ONLY: run only the variants whose
+ * name starts with it, e.g. "fwd bf16+pairs", for a profile under perf record) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,8 @@ static const char *names[NV] = {"fwd widen+pack", "fwd widen+pairs", "fwd bf16+p
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: %s ROUNDS N C H K\n", argv[0]);
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: %s ROUNDS N C H K [ONLY]\n", argv[0]);
 		return 2;
 	}
 	const int rounds = atoi(argv[1]), N = atoi(argv[2]), C = atoi(argv[3]), H = atoi(argv[4]), K = atoi(argv[5]);
@@ -91,6 +92,8 @@ int main(int argc, char **argv)
 	for (int r = 0; r < rounds; r++)
 		for (int k = 0; k < NV; k++) {
 			const int v = (k + r) % NV;
+			if (argc == 7 && strncmp(names[v], argv[6], strlen(argv[6])) != 0)
+				continue;
 			for (size_t i = 0; i < nev; i += 16)
 				ev[i] += 1.0f;
 			dnn_wino_set_vpairs(v == V_FWD_WV || v == V_FWD_BV || v == V_DAT_V);
@@ -116,6 +119,8 @@ int main(int argc, char **argv)
 	printf("# N%d C%d %dx%d K%d, %d rounds, bf16 x read in the split: %s\n", N, C, H, H, K, rounds,
 	       direct ? "yes" : "no (widened)");
 	for (int v = 0; v < NV; v++) {
+		if (argc == 7 && strncmp(names[v], argv[6], strlen(argv[6])) != 0)
+			continue;
 		qsort(t + v * rounds, rounds, sizeof(double), cmpd);
 		printf("C%d_%dx%d_K%d,%s,%.4f,%.4f,%016llx\n", C, H, H, K, names[v], t[v * rounds + rounds / 2] * 1e3,
 		       t[v * rounds] * 1e3, h[v]);
