@@ -208,10 +208,10 @@ split_image512(float *restrict eo, const void *restrict xv, const dnn_wino_shape
 				}
 				continue;
 			}
-			/* Plain loads where 16 or 32 values from the row's start stay within the image (the lanes past W
-			 * are never selected): a masked load that misses the caches cost Zen 5 about 20% of the
-			 * 16x32x32 weight gradient (x cold in cache, as in a training step); masked at the image's
-			 * end and on bn_row (W floats, in L1). */
+			/* Plain loads where 16 or 32 values from the row's start stay within the image (the lanes
+			 * past W are never selected): a masked load that misses the caches cost Zen 5 about 20% of
+			 * the 16x32x32 weight gradient (x cold in cache, as in a training step); masked at the
+			 * image's end and on bn_row (W floats, in L1). */
 			__m512 a, b;
 			if (s->x_bf16) { /* bf16 values widened in registers (no bn_in: dnn_wino_reads_bf16) */
 				const uint16_t *restrict xr = xh + ((size_t)c * H + ih) * W;
@@ -375,8 +375,8 @@ CPAIRS_TARGET static void input_row_cpairs(uint32_t *restrict v, size_t vs, cons
 					   int l, int tw)
 {
 	/* cvtne2ps gives channel c's values then channel c + 1's; the permutation interleaves them (pack_v's) */
-	const __m512i idx16 = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-					       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+	const __m512i idx16 = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+					       22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
 	const __m256i idx8 = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
 #define CVT512(h, a) ((__m512i)_mm512_cvtne2ps_pbh(h, a))
 #define CVT256(h, a) ((__m256i)_mm256_cvtne2ps_pbh(h, a))
@@ -500,15 +500,16 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 				if (i0 == 0)
 					split(eo, image_of(x, s, n0 + g), s, &pl, avx512);
 				if (vpairs) {
-					for (int c = 0; c < C; c += 2)
+					for (int c = 0; c < C; c += 2) {
+						const size_t off = (size_t)c * pl.hp * l, off1 = off + (size_t)pl.hp * l;
+						uint32_t *vc = (uint32_t *)v + (size_t)(c / 2) * cap + (size_t)g * per;
 						for (int i = i0; i < i1; i++) {
-							const size_t off = ((size_t)c * pl.hp + 2 * (size_t)i) * l;
-							const size_t off1 = off + (size_t)pl.hp * l; // channel c + 1
-							input_row_cpairs((uint32_t *)v + (size_t)(c / 2) * cap + (size_t)g * per +
-										 (size_t)(i - i0) * tw,
-									 vs, eo + off, eo + phs + off, c + 1 < C ? eo + off1 : NULL,
-									 eo + phs + off1, l, tw);
+							const size_t r = 2 * (size_t)i * l; // row 2i of channels c, c + 1
+							input_row_cpairs(vc + (size_t)(i - i0) * tw, vs, eo + off + r,
+									 eo + phs + off + r, c + 1 < C ? eo + off1 + r : NULL,
+									 eo + phs + off1 + r, l, tw);
 						}
+					}
 					continue;
 				}
 				for (int c = 0; c < C; c++)

@@ -1044,8 +1044,8 @@ static void vpairs_case(int N, int C, int H, int W, int K, int accumulate)
 		const size_t n = pass ? nx : ny;
 		float *in = pass ? dy : x;
 		char what[128];
-		snprintf(what, sizeof(what), "F(2x2) bf16 V pairs %s N=%d C%d %dx%d K%d%s", pass_name[pass], N, C, H, W, K,
-			 pass && accumulate ? " +=" : "");
+		snprintf(what, sizeof(what), "F(2x2) bf16 V pairs %s N=%d C%d %dx%d K%d%s", pass_name[pass], N, C, H, W,
+			 K, pass && accumulate ? " +=" : "");
 		TEST_CHECK(dnn_conv2d_cpu_winograd_tile(&a, pass) == 2, "%s: not F(2x2)", what);
 		float *res[2] = {want, got}; // [0]: the former path (fp32 V, packed), [1]: the pairs
 		for (int vp = 0; vp < 2; vp++) {
@@ -1068,7 +1068,8 @@ static void vpairs_case(int N, int C, int H, int W, int K, int accumulate)
 		size_t diff = 0;
 		for (size_t i = 0; i < n; i++)
 			diff += memcmp(&got[i], &want[i], 4) != 0;
-		printf("  %s: negative control: one input element a bf16 step away changes %zu of %zu\n", what, diff, n);
+		printf("  %s: negative control: one input element a bf16 step away changes %zu of %zu\n", what, diff,
+		       n);
 		TEST_CHECK(diff > 0, "%s: negative control: a changed input gave the same bits", what);
 	}
 out:
@@ -1085,8 +1086,8 @@ void h_extra_conv_bf16(void)
 		test_rng_seed(4507);
 		vpairs_case(2, 16, 16, 16, 16, 0); /* ResNet's 16x16 stage: 8 tiles a row, whole images per chunk */
 		vpairs_case(1, 16, 32, 32, 16, 1); /* the 32x32 stage: one image in several chunks */
-		vpairs_case(3, 17, 30, 30, 9, 1);  /* odd C (and K, backward data's C): 15 tiles a row, a masked last vector */
-		vpairs_case(1, 16, 36, 36, 6, 0);  /* 18 tiles a row: two vectors (the AVX2-width split past 32 columns) */
+		vpairs_case(3, 17, 30, 30, 9, 1);  /* odd C, K (backward data's C); 15 tiles a row: a masked vector */
+		vpairs_case(1, 16, 36, 36, 6, 0);  /* 18 tiles a row: two vectors (past 32 columns: the AVX2 split) */
 		vpairs_case(5, 32, 7, 7, 24, 1);   /* grouped images, partial tiles */
 	} else {
 		printf("  F(2x2) bf16 V pairs: not run (they need AVX512_BF16 and the AVX-512 Winograd kernels)\n");
