@@ -13,8 +13,10 @@
  *   - a bf16 x (a->x_bf16) is widened in registers as it is loaded (zero-extend, shift left 16: exact), so every
  *     loop gives the bits it gives on the widened fp32 x; each function has a version per input type (XB, a
  *     literal), as the portable loops do;
- *   - a bf16 y (a->y_bf16) is rounded in registers before the store (bf16_round8: dnn_bf16_convert's rounding,
- *     see there), not normalised into a block and rounded in a second pass as the portable loops do.
+ *   - a bf16 y (a->y_bf16) is rounded in registers before the store, with dnn_bf16_convert's rounding: its
+ *     instruction, vcvtneps2bf16, where it runs it (normalise_cvtne, the one loop compiled for AVX512_BF16: no FMA
+ *     either), else dnn_f32_to_bf16's integer arithmetic (bf16_round8); not normalised into a block and rounded
+ *     in a second pass as the portable loops do.
  * the op harness (tests/op_cases.c, the batchnorm row) checks the two bit for bit. */
 #include "batchnorm_simd.h"
 #include "act_formulas.h"
@@ -64,16 +66,14 @@ static inline const void *xoff(const void *p, size_t off, const int XB)
 	return XB ? (const void *)((const uint16_t *)p + off) : (const void *)((const float *)p + off);
 }
 
-/* 8 floats rounded to bf16 as dnn_bf16_convert rounds them (gemm_bf16.h): round to nearest even by
- * dnn_f32_to_bf16's integer arithmetic (u + 0x7fff + lsb(u >> 16), >> 16; NaN: u's high half with the quiet bit
- * set; infinities stay), and, where dnn_bf16_convert is vcvtneps2bf16 (ftz: all ones), denormal inputs first
- * flushed to a zero of their sign, as that instruction does. One pass: the normalisation stores bf16 straight from
- * its registers. tests/op_bf16.c compares it with dnn_bf16_convert on every bf16 value's neighbourhood. */
-__attribute__((target("avx2"))) static inline __m128i bf16_round8(__m256 v, __m256i ftz)
+/* 8 floats rounded to bf16 as dnn_f32_to_bf16 rounds them (dnn_bf16_convert without vcvtneps2bf16, gemm_bf16.h):
+ * round to nearest even by its integer arithmetic (u + 0x7fff + lsb(u >> 16), >> 16; NaN: u's high half with the
+ * quiet bit set; infinities stay; denormals kept). About 20 instructions per 8 values: where the CPU has
+ * vcvtneps2bf16, dnn_bf16_convert runs it and so does the normalisation (normalise_cvtne). tests/op_bf16.c compares
+ * both with dnn_bf16_convert on every bf16 value's neighbourhood. */
+__attribute__((target("avx2"))) static inline __m128i bf16_round8(__m256 v)
 {
-	const __m256i u0 = _mm256_castps_si256(v), exp = _mm256_set1_epi32(0x7f800000);
-	const __m256i den = _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(u0, exp), _mm256_setzero_si256()), ftz);
-	const __m256i u = _mm256_blendv_epi8(u0, _mm256_and_si256(u0, _mm256_set1_epi32((int)0x80000000u)), den);
+	const __m256i u = _mm256_castps_si256(v), exp = _mm256_set1_epi32(0x7f800000);
 	const __m256i hi = _mm256_srli_epi32(u, 16);
 	const __m256i up = _mm256_srli_epi32(
 		_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), _mm256_and_si256(hi, _mm256_set1_epi32(1))),
@@ -84,16 +84,32 @@ __attribute__((target("avx2"))) static inline __m128i bf16_round8(__m256 v, __m2
 	return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
 }
 
-/* ftz for bf16_round8: whether dnn_bf16_convert runs vcvtneps2bf16 now (gemm_bf16.c's to_bf16: oneDNN's path on a
- * CPU with AVX512_BF16), asked once per task. */
-static inline int bf16_convert_ftz(void) { return dnn_gemm_bf16_simd() && dnn_cpu_has_bf16(); }
+/* Whether dnn_bf16_convert runs vcvtneps2bf16 now (gemm_bf16.c's to_bf16: oneDNN's path on a CPU with
+ * AVX512_BF16), which flushes denormal inputs to zero: asked once per task. */
+static inline int bf16_convert_cvtne(void) { return dnn_gemm_bf16_simd() && dnn_cpu_has_bf16(); }
+
+/* AVX-512F brings FMA instructions, which GCC would contract mul + add into (other bits than the portable loops):
+ * these functions are compiled without contraction. */
+#define BN_BF16_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512bf16"), optimize("fp-contract=off")))
+
+BN_BF16_TARGET static void convert_cvtne(uint16_t *dst, const float *src, size_t n)
+{
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(dst + i), (__m128i)_mm256_cvtneps_pbh(_mm256_loadu_ps(src + i)));
+	if (i < n)
+		dnn_bf16_convert(dst + i, src + i, n - i);
+}
 
 __attribute__((target("avx2"))) void dnn_bn_bf16_convert_avx2(uint16_t *dst, const float *src, size_t n)
 {
-	const __m256i ftz = _mm256_set1_epi32(bf16_convert_ftz() ? -1 : 0);
+	if (bf16_convert_cvtne()) {
+		convert_cvtne(dst, src, n);
+		return;
+	}
 	size_t i = 0;
 	for (; i + 8 <= n; i += 8)
-		_mm_storeu_si128((__m128i *)(dst + i), bf16_round8(_mm256_loadu_ps(src + i), ftz));
+		_mm_storeu_si128((__m128i *)(dst + i), bf16_round8(_mm256_loadu_ps(src + i)));
 	if (i < n)
 		dnn_bf16_convert(dst + i, src + i, n - i);
 }
@@ -147,10 +163,11 @@ __attribute__((target("avx2"))) static inline void sqdev2(double *a, double *b, 
 }
 
 /* normalise_plane: y = (x - m) * scale + b, then max(y, 0) with relu, into yp (fp32) or, when yh is given, into
- * yh in bf16, rounded in registers (bf16_round8 with ftz; the tail by dnn_bf16_convert itself). */
+ * yh in bf16, rounded in registers by dnn_f32_to_bf16's arithmetic (bf16_round8; the tail by dnn_bf16_convert
+ * itself). */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 normalise(float *restrict yp, uint16_t *restrict yh, const void *xp, int HW, float m, float scale, float b, int relu,
-	  __m256i ftz, const int XB)
+	  const int XB)
 {
 	const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale), vb = _mm256_set1_ps(b);
 	const __m256 z = _mm256_setzero_ps();
@@ -160,7 +177,7 @@ normalise(float *restrict yp, uint16_t *restrict yh, const void *xp, int HW, flo
 		if (relu)
 			t = _mm256_max_ps(t, z); // t > 0 ? t : 0 (NaN, -0 -> +0)
 		if (yh)
-			_mm_storeu_si128((__m128i *)(yh + i), bf16_round8(t, ftz));
+			_mm_storeu_si128((__m128i *)(yh + i), bf16_round8(t));
 		else
 			_mm256_storeu_ps(yp + i, t);
 	}
@@ -178,23 +195,65 @@ normalise(float *restrict yp, uint16_t *restrict yh, const void *xp, int HW, flo
 		memcpy(yp + i, tail, (size_t)k * sizeof(float));
 }
 
-/* normalise over plane o of x into plane o of y (fp32, or bf16 when a->y_bf16). */
-__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
-normalise_out(void *y, const void *x, size_t o, float m, float scale, float b, const dnn_batchnorm_args *a,
-	      __m256i ftz, const int XB)
+/* normalise into a bf16 y with vcvtneps2bf16 (where dnn_bf16_convert runs it): the same operations as normalise,
+ * compiled for AVX512_BF16 (which brings no FMA to contract with: the same bits), one call per plane. */
+BN_BF16_TARGET static inline __attribute__((always_inline)) void
+normalise_cvtne(uint16_t *restrict yh, const void *xp, int HW, float m, float scale, float b, int relu, const int XB)
 {
-	normalise(a->y_bf16 ? NULL : (float *)y + o, a->y_bf16 ? (uint16_t *)y + o : NULL, xoff(x, o, XB), a->HW, m,
-		  scale, b, a->relu, ftz, XB);
+	const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale), vb = _mm256_set1_ps(b);
+	const __m256 z = _mm256_setzero_ps();
+	int i = 0;
+	for (; i + 8 <= HW; i += 8) {
+		__m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(ld8(xp, i, XB), vm), vs), vb);
+		if (relu)
+			t = _mm256_max_ps(t, z);
+		_mm_storeu_si128((__m128i *)(yh + i), (__m128i)_mm256_cvtneps_pbh(t));
+	}
+	if (i == HW)
+		return;
+	float tail[8];
+	const int k = HW - i;
+	for (int j = 0; j < k; j++) {
+		float t = dnn_bn_normalise(ld1(xp, i + j, XB), m, scale, b);
+		tail[j] = relu ? dnn_act_relu(t) : t;
+	}
+	dnn_bf16_convert(yh + i, tail, (size_t)k);
+}
+
+BN_BF16_TARGET static void normalise_cvtne_x32(uint16_t *yh, const void *xp, int HW, float m, float scale, float b,
+					       int relu)
+{
+	normalise_cvtne(yh, xp, HW, m, scale, b, relu, 0);
+}
+
+BN_BF16_TARGET static void normalise_cvtne_x16(uint16_t *yh, const void *xp, int HW, float m, float scale, float b,
+					       int relu)
+{
+	normalise_cvtne(yh, xp, HW, m, scale, b, relu, 1);
+}
+
+/* normalise over plane o of x into plane o of y (fp32, or bf16 when a->y_bf16: cvtne, bf16_convert_cvtne() of the
+ * task, says which rounding loop). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+normalise_out(void *y, const void *x, size_t o, float m, float scale, float b, const dnn_batchnorm_args *a, int cvtne,
+	      const int XB)
+{
+	if (a->y_bf16 && cvtne)
+		(XB ? normalise_cvtne_x16 : normalise_cvtne_x32)((uint16_t *)y + o, xoff(x, o, XB), a->HW, m, scale, b,
+								  a->relu);
+	else
+		normalise(a->y_bf16 ? NULL : (float *)y + o, a->y_bf16 ? (uint16_t *)y + o : NULL, xoff(x, o, XB), a->HW,
+			  m, scale, b, a->relu, XB);
 }
 
 __attribute__((target("avx2"))) void dnn_bn_normalise_plane_avx2(void *y, const void *x, size_t o, float m,
 								  float scale, float b, const dnn_batchnorm_args *a)
 {
-	const __m256i ftz = _mm256_set1_epi32(a->y_bf16 && bf16_convert_ftz() ? -1 : 0);
+	const int cvtne = a->y_bf16 && bf16_convert_cvtne();
 	if (a->x_bf16)
-		normalise_out(y, x, o, m, scale, b, a, ftz, 1);
+		normalise_out(y, x, o, m, scale, b, a, cvtne, 1);
 	else
-		normalise_out(y, x, o, m, scale, b, a, ftz, 0);
+		normalise_out(y, x, o, m, scale, b, a, cvtne, 0);
 }
 
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
@@ -204,7 +263,7 @@ forward_train(void *y, float *saved, const void *x, const float *gamma, const fl
 	const int N = a->N, C = a->C, HW = a->HW;
 	const double M = (double)N * HW;
 	const size_t cs = (size_t)C * HW; // elements from one image's plane to the next's
-	const __m256i ftz = _mm256_set1_epi32(a->y_bf16 && bf16_convert_ftz() ? -1 : 0);
+	const int cvtne = a->y_bf16 && bf16_convert_cvtne();
 	for (int c = 0; c < C; c++) {
 		const void *xc = xoff(x, (size_t)c * HW, XB);
 		double sum = 0, r0, r1;
@@ -232,7 +291,7 @@ forward_train(void *y, float *saved, const void *x, const float *gamma, const fl
 		double invstd = dnn_bn_store_channel_stats(saved, C, c, mean, m, ss, M, a->eps);
 		float scale = gamma[c] * (float)invstd, b = beta[c];
 		for (n = 0; n < N; n++)
-			normalise_out(y, x, n * cs + (size_t)c * HW, m, scale, b, a, ftz, XB);
+			normalise_out(y, x, n * cs + (size_t)c * HW, m, scale, b, a, cvtne, XB);
 	}
 }
 
