@@ -200,9 +200,26 @@ normalise(float *restrict yp, uint16_t *restrict yh, const void *xp, int HW, flo
 BN_BF16_TARGET static inline __attribute__((always_inline)) void
 normalise_cvtne(uint16_t *restrict yh, const void *xp, int HW, float m, float scale, float b, int relu, const int XB)
 {
+	/* 16 lanes first: a bf16 x's widening (vpmovzxwd) and the rounding (vcvtneps2bf16) each take a shuffle, which
+	 * bounded the 8-lane loop (14% slower than the fp32 forward at ResNet-20's shapes); per element it is the same
+	 * arithmetic */
+	const __m512 wm = _mm512_set1_ps(m), ws = _mm512_set1_ps(scale), wb = _mm512_set1_ps(b);
+	const __m512 wz = _mm512_setzero_ps();
+	int i = 0;
+	for (; i + 16 <= HW; i += 16) {
+		__m512 x16;
+		if (XB)
+			x16 = _mm512_castsi512_ps(_mm512_slli_epi32(
+				_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)xp + i))), 16));
+		else
+			x16 = _mm512_loadu_ps((const float *)xp + i);
+		__m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(x16, wm), ws), wb);
+		if (relu)
+			t = _mm512_max_ps(t, wz);
+		_mm256_storeu_si256((__m256i *)(yh + i), (__m256i)_mm512_cvtneps_pbh(t));
+	}
 	const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale), vb = _mm256_set1_ps(b);
 	const __m256 z = _mm256_setzero_ps();
-	int i = 0;
 	for (; i + 8 <= HW; i += 8) {
 		__m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(ld8(xp, i, XB), vm), vs), vb);
 		if (relu)
