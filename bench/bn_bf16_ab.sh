@@ -48,7 +48,10 @@ for r in $(seq "$ROUNDS"); do
         cp="$(grep '^critpath: ' "$tmp" | tail -1)"
         ms() { printf '%s\n' "$cp" | sed -n "s/.*$1 [0-9.]* (compute \([0-9.]*\).*/\1/p"; }
         fwd="$(ms cl_batchnorm_fwd_train)" bwd="$(ms cl_batchnorm_bwd)"
-        [ -n "$fwd" ] && [ -n "$bwd" ] || { echo "error: no batch norm codelets in the critical path line: $cp" >&2; exit 1; }
+        [ -n "$fwd" ] && [ -n "$bwd" ] || {
+          echo "error: no batch norm codelets in the critical path line: $cp" >&2
+          exit 1
+        }
         echo "$r,$net,$batch,$b,$p,$fwd,$bwd,$(anp_result_field "$line" images_per_s),$load" >&3
       done
     done

@@ -14,7 +14,10 @@ source "$ROOT/scripts/lib.sh"
 OUT="$1" BENCH="${2:-$ROOT/build}/bench/dnn_op_bench"
 [ -x "$BENCH" ] || { echo "error: $BENCH: not an executable (build dnn_op_bench first)" >&2; exit 2; }
 ROUNDS="${ROUNDS:-3}" REPS="${REPS:-20}" BATCHES="${BATCHES:-32 64}"
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ && "$REPS" =~ ^[1-9][0-9]*$ ]] || { echo "error: ROUNDS, REPS: positive integers" >&2; exit 2; }
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ && "$REPS" =~ ^[1-9][0-9]*$ ]] || {
+  echo "error: ROUNDS=$ROUNDS, REPS=$REPS: expected positive integers" >&2
+  exit 2
+}
 anp_measure_prio "$ROOT"
 mkdir -p "$OUT"
 : >"$OUT/kernels_raw.md"

@@ -640,8 +640,7 @@ static void bench_bn_bf16(const bench_opts *o)
 				c.x = xb ? (float *)(void *)x16 : x32;
 				c.yr = yb ? (float *)(void *)yr16 : yr32;
 				const double t = best_time(ph[p].fn, &c, o->reps);
-				/* fwd: x read twice would be the statistics' second pass in cache; minimal traffic: x, y;
-				 * bwd: x, dy, dx (+ y's mask) */
+				/* minimal traffic: fwd x, y; bwd x, dy, dx (+ y's mask) */
 				const double xs = xb ? 2 : 4, ys = yb ? 2 : 4;
 				const double bytes = c.n * (ph[p].bwd ? xs + 8 + (ph[p].relu ? ys : 0) : xs + ys);
 				const double ct = copy * bytes / (2.0 * c.n * sizeof(float));

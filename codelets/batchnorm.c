@@ -340,7 +340,8 @@ static inline __attribute__((always_inline)) void sums_fwd(double *sums, const v
 	}
 }
 
-__attribute__((target_clones("avx2", "default"))) void dnn_batchnorm_sums_fwd_cpu(double *sums, const void *x, const dnn_batchnorm_args *a)
+__attribute__((target_clones("avx2", "default"))) void dnn_batchnorm_sums_fwd_cpu(double *sums, const void *x,
+										   const dnn_batchnorm_args *a)
 {
 	if (a->x_bf16)
 		sums_fwd(sums, x, a, 1);
@@ -532,7 +533,8 @@ static void bn_bwd_global_cpu(void *buffers[], void *cl_arg)
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == 2 * C && NX(5) == nx &&
 		      XSIZE_OK(0));
 	STARPU_ASSERT(!a->relu || (NX(6) == nx && YSIZE_OK(6)));
-	dnn_batchnorm_backward_global_cpu(PTR(5), XPTR(0), PTR(1), PTR(2), PTR(3), a->relu ? YPTR(6) : NULL, DPTR(4), a);
+	dnn_batchnorm_backward_global_cpu(PTR(5), XPTR(0), PTR(1), PTR(2), PTR(3), a->relu ? YPTR(6) : NULL, DPTR(4),
+					  a);
 }
 
 static void bn_dsum_zero_cpu(void *buffers[], void *cl_arg)

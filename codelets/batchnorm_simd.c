@@ -46,7 +46,8 @@ static inline double fold8(const float s[8])
 }
 
 /* x's 8 elements from i on, fp32 (XB 0) or bf16 widened exactly (XB 1: zero-extend, shift left 16). */
-__attribute__((target("avx2"))) static inline __m256 ld8(const void *p, size_t i, const int XB)
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256 ld8(const void *p, size_t i,
+											 const int XB)
 {
 	if (!XB)
 		return _mm256_loadu_ps((const float *)p + i);
@@ -75,9 +76,8 @@ __attribute__((target("avx2"))) static inline __m128i bf16_round8(__m256 v)
 {
 	const __m256i u = _mm256_castps_si256(v), exp = _mm256_set1_epi32(0x7f800000);
 	const __m256i hi = _mm256_srli_epi32(u, 16);
-	const __m256i up = _mm256_srli_epi32(
-		_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), _mm256_and_si256(hi, _mm256_set1_epi32(1))),
-		16);
+	const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+	const __m256i up = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb), 16);
 	const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), exp);
 	const __m256i r = _mm256_blendv_epi8(up, _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
 	/* 8 values < 2^16 in 32-bit lanes -> 8 16-bit lanes: pack per 128-bit half, then the halves' low quads */
@@ -115,7 +115,8 @@ __attribute__((target("avx2"))) void dnn_bn_bf16_convert_avx2(uint16_t *dst, con
 }
 
 /* The lanes of v with the tail p[i0..n) added into lane 0, folded (lane_sum's ending). */
-__attribute__((target("avx2"))) static inline double fold_tail(__m256 v, const void *p, int i0, int n, const int XB)
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) double
+fold_tail(__m256 v, const void *p, int i0, int n, const int XB)
 {
 	float s[8];
 	_mm256_storeu_ps(s, v);
@@ -125,8 +126,8 @@ __attribute__((target("avx2"))) static inline double fold_tail(__m256 v, const v
 }
 
 /* lane_sum of two rows p, q of n elements: *a, *b. */
-__attribute__((target("avx2"))) static inline void sum2(double *a, double *b, const void *p, const void *q, int n,
-						      const int XB)
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+sum2(double *a, double *b, const void *p, const void *q, int n, const int XB)
 {
 	__m256 s = _mm256_setzero_ps(), t = _mm256_setzero_ps();
 	int i = 0;
@@ -139,8 +140,8 @@ __attribute__((target("avx2"))) static inline void sum2(double *a, double *b, co
 }
 
 /* lane_sqdev of two rows about m: sum (p - m)^2, sum (q - m)^2. */
-__attribute__((target("avx2"))) static inline void sqdev2(double *a, double *b, const void *p, const void *q, int n,
-							float m, const int XB)
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+sqdev2(double *a, double *b, const void *p, const void *q, int n, float m, const int XB)
 {
 	const __m256 vm = _mm256_set1_ps(m);
 	__m256 s = _mm256_setzero_ps(), t = _mm256_setzero_ps();
@@ -208,10 +209,10 @@ normalise_cvtne(uint16_t *restrict yh, const void *xp, int HW, float m, float sc
 	int i = 0;
 	for (; i + 16 <= HW; i += 16) {
 		__m512 x16;
-		if (XB)
-			x16 = _mm512_castsi512_ps(_mm512_slli_epi32(
-				_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)xp + i))), 16));
-		else
+		if (XB) {
+			const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)xp + i));
+			x16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+		} else
 			x16 = _mm512_loadu_ps((const float *)xp + i);
 		__m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(x16, wm), ws), wb);
 		if (relu)
@@ -259,8 +260,8 @@ normalise_out(void *y, const void *x, size_t o, float m, float scale, float b, c
 		(XB ? normalise_cvtne_x16 : normalise_cvtne_x32)((uint16_t *)y + o, xoff(x, o, XB), a->HW, m, scale, b,
 								  a->relu);
 	else
-		normalise(a->y_bf16 ? NULL : (float *)y + o, a->y_bf16 ? (uint16_t *)y + o : NULL, xoff(x, o, XB), a->HW,
-			  m, scale, b, a->relu, XB);
+		normalise(a->y_bf16 ? NULL : (float *)y + o, a->y_bf16 ? (uint16_t *)y + o : NULL, xoff(x, o, XB),
+			  a->HW, m, scale, b, a->relu, XB);
 }
 
 __attribute__((target("avx2"))) void dnn_bn_normalise_plane_avx2(void *y, const void *x, size_t o, float m,
@@ -450,7 +451,8 @@ backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gam
 		float k, kx, k0;
 		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sdy / M), (float)(sdyx / M));
 		for (n = 0; n < N; n++)
-			row_dx(dx, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, HW, mean, k, kx, k0, a->accumulate_dx, XB);
+			row_dx(dx, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, HW, mean, k, kx, k0, a->accumulate_dx,
+			       XB);
 	}
 }
 

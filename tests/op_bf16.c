@@ -1393,7 +1393,8 @@ typedef struct {
 static int bn_x_alloc(bn_x_out *o, size_t nx, int C, size_t ysz)
 {
 	o->y1 = malloc(nx * ysz), o->y2 = malloc(nx * ysz), o->y3 = malloc(nx * ysz);
-	o->sv = malloc(12 * (size_t)C), o->svg = malloc(12 * (size_t)C), o->dx = malloc(nx * 4), o->dxg = malloc(nx * 4);
+	o->sv = malloc(12 * (size_t)C), o->svg = malloc(12 * (size_t)C);
+	o->dx = malloc(nx * 4), o->dxg = malloc(nx * 4);
 	o->dg = malloc(16 * (size_t)C), o->S = malloc(16 * (size_t)C), o->T = malloc(16 * (size_t)C);
 	return o->y1 && o->y2 && o->y3 && o->sv && o->svg && o->dx && o->dxg && o->dg && o->S && o->T;
 }
@@ -1420,15 +1421,18 @@ static void bn_x_tasks(bn_x_out *o, const void *x, const dnn_batchnorm_args *a0,
 	memset(o->S, 0, 16 * (size_t)C), memset(o->T, 0, 16 * (size_t)C), memset(o->dg, 0, 16 * (size_t)C);
 	starpu_data_handle_t hx = reg_elems((void *)x, nx, a.x_bf16 ? 2 : 4), hg = reg((float *)gamma, C);
 	starpu_data_handle_t hb = reg((float *)beta, C), hr = reg((float *)run, 2 * (size_t)C), hdy = reg(dyc, nx);
-	starpu_data_handle_t hy1 = reg_elems(o->y1, nx, ysz), hy2 = reg_elems(o->y2, nx, ysz), hy3 = reg_elems(o->y3, nx, ysz);
+	starpu_data_handle_t hy1 = reg_elems(o->y1, nx, ysz), hy2 = reg_elems(o->y2, nx, ysz);
+	starpu_data_handle_t hy3 = reg_elems(o->y3, nx, ysz);
 	starpu_data_handle_t hsv = reg(o->sv, 3 * (size_t)C), hsvg = reg(o->svg, 3 * (size_t)C);
 	starpu_data_handle_t hS = reg_elems(o->S, 2 * (size_t)C, 8), hT = reg_elems(o->T, 2 * (size_t)C, 8);
 	starpu_data_handle_t hdx = reg(o->dx, nx), hdxg = reg(o->dxg, nx);
 	starpu_data_handle_t hdg = reg(o->dg, C), hdb = reg(o->dg + C, C), hdg2 = reg(o->dg + 2 * C, C);
 	starpu_data_handle_t hdb2 = reg(o->dg + 3 * C, C);
-	struct starpu_data_descr f[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hy1, STARPU_W}, {hsv, STARPU_W}};
+	struct starpu_data_descr f[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hy1, STARPU_W},
+					{hsv, STARPU_W}};
 	test_task(&cl_batchnorm_fwd_train, w, &a, sizeof a, f, 5, "bn_fwd_train bf16 x");
-	struct starpu_data_descr e[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hr, STARPU_R}, {hy2, STARPU_W}};
+	struct starpu_data_descr e[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hr, STARPU_R},
+					{hy2, STARPU_W}};
 	test_task(&cl_batchnorm_fwd_eval, w, &a, sizeof a, e, 5, "bn_fwd_eval bf16 x");
 	struct starpu_data_descr b[] = {{hx, STARPU_R},	   {hg, STARPU_R},  {hsv, STARPU_R}, {hdy, STARPU_RW},
 					{hdx, STARPU_W},   {hdg, STARPU_RW}, {hdb, STARPU_RW}, {hy1, STARPU_R}};
@@ -1446,7 +1450,8 @@ static void bn_x_tasks(bn_x_out *o, const void *x, const dnn_batchnorm_args *a0,
 					 {hT, STARPU_R}, {hdxg, STARPU_W}, {hy3, STARPU_R}};
 	test_task(&cl_batchnorm_bwd_global, w, &a, sizeof a, bg, a.relu ? 7 : 6, "bn_bwd_global bf16 x");
 	starpu_task_wait_for_all();
-	starpu_data_handle_t all[] = {hx, hg, hb, hr, hdy, hy1, hy2, hy3, hsv, hsvg, hS, hT, hdx, hdxg, hdg, hdb, hdg2, hdb2};
+	starpu_data_handle_t all[] = {hx, hg, hb, hr, hdy, hy1, hy2, hy3, hsv,
+				      hsvg, hS, hT, hdx, hdxg, hdg, hdb, hdg2, hdb2};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		starpu_data_unregister(all[i]);
 	free(dyc);
@@ -1477,7 +1482,8 @@ static int bn_x_differ(char *diff, size_t len, const bn_x_out *p, const bn_x_out
 static void bn_x_case(int N, int C, int HW, int relu, int y_bf16)
 {
 	const size_t nx = (size_t)N * C * HW, ysz = y_bf16 ? 2 : 4;
-	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f, .relu = relu, .y_bf16 = y_bf16};
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f, .relu = relu,
+				.y_bf16 = y_bf16};
 	float *x = fill(nx, -2, 3), *xw = malloc(nx * 4), *dy = fill(nx, -1, 1), *gamma = fill(C, 0.5f, 1.5f);
 	float *beta = fill(C, -0.5f, 0.5f), *run = fill(2 * (size_t)C, 0.5f, 1.5f);
 	uint16_t *xh = malloc(nx * 2);
@@ -1492,19 +1498,20 @@ static void bn_x_case(int N, int C, int HW, int relu, int y_bf16)
 	dnn_bf16_widen(xw, xh, nx);
 	for (int simd = dnn_batchnorm_set_simd(1); simd >= 0; simd--) {
 		dnn_batchnorm_set_simd(simd);
-		snprintf(what, sizeof(what), "bn tasks, bf16 x N=%d C=%d HW=%d%s%s [%s]", N, C, HW, relu ? " +relu" : "",
-			 y_bf16 ? " (bf16 y)" : "", simd ? "avx2" : "portable");
+		snprintf(what, sizeof(what), "bn tasks, bf16 x N=%d C=%d HW=%d%s%s [%s]", N, C, HW,
+			 relu ? " +relu" : "", y_bf16 ? " (bf16 y)" : "", simd ? "avx2" : "portable");
 		a.x_bf16 = 1;
 		bn_x_tasks(&o16, xh, &a, gamma, beta, run, dy);
 		a.x_bf16 = 0;
 		bn_x_tasks(&o32, xw, &a, gamma, beta, run, dy);
-		TEST_CHECK(bn_x_differ(diff, sizeof diff, &o16, &o32, nx, C, ysz) == 0, "%s: not the widened x's bits: %s",
-			   what, diff);
+		TEST_CHECK(bn_x_differ(diff, sizeof diff, &o16, &o32, nx, C, ysz) == 0,
+			   "%s: not the widened x's bits: %s", what, diff);
 		/* negative control: x[j] one bf16 step away, j an element whose relu output is positive (so that the
 		 * fused backward's mask keeps it) */
 		size_t j = nx / 2;
 		for (size_t k = 0; k < nx; k++) {
-			const float yv = y_bf16 ? dnn_bf16_to_f32(((const uint16_t *)o32.y1)[k]) : ((const float *)o32.y1)[k];
+			const float yv =
+				y_bf16 ? dnn_bf16_to_f32(((const uint16_t *)o32.y1)[k]) : ((const float *)o32.y1)[k];
 			if (yv > 0.5f) {
 				j = k;
 				break;
