@@ -1452,6 +1452,215 @@ out:
 	free(sums), free(bs), free(yh);
 }
 
+/* Batch norm reading a bf16 x (a->x_bf16: its input stored in bf16, a conv's output). Every task that reads x
+ * widens it exactly as it loads it (portable loops and AVX2 alike), the statistics and sums staying fp32/double in
+ * their order, so each task on a 2-byte x handle gives bit for bit what the same task gives on the widened fp32 x:
+ * local training forward (y and the saved statistics), eval, --batchnorm global's sums and apply tasks (forward
+ * and backward), the local backward (dx, dgamma, dbeta), plain and fused with the relu (its y fp32 or bf16).
+ * Negative control: one stored element of x one bf16 step away (its bits + 1) must change the forward's y and
+ * statistics and the backward's dx. */
+static starpu_data_handle_t reg_elems(void *p, size_t n, size_t elem)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, elem);
+	return h;
+}
+
+/* What bn_x_tasks writes: y of the training forward (y1), of eval (y2), of global's apply (y3), each nx elements
+ * of ysz bytes; the saved statistics of the local and global forwards (3C each); the forward and backward sums
+ * (2C doubles each); dx of the local and global backwards (nx each); dgamma, dbeta of the local backward and of
+ * global's sums task (4C). */
+typedef struct {
+	unsigned char *y1, *y2, *y3;
+	float *sv, *svg, *dx, *dxg, *dg;
+	double *S, *T;
+} bn_x_out;
+
+static int bn_x_alloc(bn_x_out *o, size_t nx, int C, size_t ysz)
+{
+	o->y1 = malloc(nx * ysz), o->y2 = malloc(nx * ysz), o->y3 = malloc(nx * ysz);
+	o->sv = malloc(12 * (size_t)C), o->svg = malloc(12 * (size_t)C);
+	o->dx = malloc(nx * 4), o->dxg = malloc(nx * 4);
+	o->dg = malloc(16 * (size_t)C), o->S = malloc(16 * (size_t)C), o->T = malloc(16 * (size_t)C);
+	return o->y1 && o->y2 && o->y3 && o->sv && o->svg && o->dx && o->dxg && o->dg && o->S && o->T;
+}
+
+static void bn_x_free(bn_x_out *o)
+{
+	free(o->y1), free(o->y2), free(o->y3), free(o->sv), free(o->svg), free(o->dx), free(o->dxg), free(o->dg);
+	free(o->S), free(o->T);
+}
+
+/* The seven batchnorm tasks on x (a->x_bf16 says its type) on the CPU worker, into o. */
+static void bn_x_tasks(bn_x_out *o, const void *x, const dnn_batchnorm_args *a0, const float *gamma, const float *beta,
+		       const float *run, const float *dy)
+{
+	dnn_batchnorm_args a = *a0;
+	const int C = a.C, w = cpu_worker();
+	const size_t nx = (size_t)a.N * C * a.HW, ysz = a.y_bf16 ? 2 : 4;
+	float *dyc = malloc(nx * 4); /* the fused backward's dy is RW (CUDA masks it in place): a copy */
+	if (!dyc) {
+		TEST_CHECK(0, "bf16 x: out of memory");
+		return;
+	}
+	memcpy(dyc, dy, nx * 4);
+	memset(o->S, 0, 16 * (size_t)C), memset(o->T, 0, 16 * (size_t)C), memset(o->dg, 0, 16 * (size_t)C);
+	starpu_data_handle_t hx = reg_elems((void *)x, nx, a.x_bf16 ? 2 : 4), hg = reg((float *)gamma, C);
+	starpu_data_handle_t hb = reg((float *)beta, C), hr = reg((float *)run, 2 * (size_t)C), hdy = reg(dyc, nx);
+	starpu_data_handle_t hy1 = reg_elems(o->y1, nx, ysz), hy2 = reg_elems(o->y2, nx, ysz);
+	starpu_data_handle_t hy3 = reg_elems(o->y3, nx, ysz);
+	starpu_data_handle_t hsv = reg(o->sv, 3 * (size_t)C), hsvg = reg(o->svg, 3 * (size_t)C);
+	starpu_data_handle_t hS = reg_elems(o->S, 2 * (size_t)C, 8), hT = reg_elems(o->T, 2 * (size_t)C, 8);
+	starpu_data_handle_t hdx = reg(o->dx, nx), hdxg = reg(o->dxg, nx);
+	starpu_data_handle_t hdg = reg(o->dg, C), hdb = reg(o->dg + C, C), hdg2 = reg(o->dg + 2 * C, C);
+	starpu_data_handle_t hdb2 = reg(o->dg + 3 * C, C);
+	struct starpu_data_descr f[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hy1, STARPU_W},
+					{hsv, STARPU_W}};
+	test_task(&cl_batchnorm_fwd_train, w, &a, sizeof a, f, 5, "bn_fwd_train bf16 x");
+	struct starpu_data_descr e[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hr, STARPU_R},
+					{hy2, STARPU_W}};
+	test_task(&cl_batchnorm_fwd_eval, w, &a, sizeof a, e, 5, "bn_fwd_eval bf16 x");
+	struct starpu_data_descr b[] = {{hx, STARPU_R},	   {hg, STARPU_R},  {hsv, STARPU_R}, {hdy, STARPU_RW},
+					{hdx, STARPU_W},   {hdg, STARPU_RW}, {hdb, STARPU_RW}, {hy1, STARPU_R}};
+	test_task(&cl_batchnorm_bwd, w, &a, sizeof a, b, a.relu ? 8 : 7, "bn_bwd bf16 x");
+	a.global_n = a.N;
+	struct starpu_data_descr sf[] = {{hx, STARPU_R}, {hS, STARPU_RW}};
+	test_task(&cl_batchnorm_sums_fwd, w, &a, sizeof a, sf, 2, "bn_sums_fwd bf16 x");
+	struct starpu_data_descr fg[] = {{hx, STARPU_R}, {hg, STARPU_R},  {hb, STARPU_R},
+					 {hS, STARPU_R}, {hy3, STARPU_W}, {hsvg, STARPU_W}};
+	test_task(&cl_batchnorm_fwd_global, w, &a, sizeof a, fg, 6, "bn_fwd_global bf16 x");
+	struct starpu_data_descr sb[] = {{hx, STARPU_R},	{hsvg, STARPU_R},  {hdy, STARPU_R}, {hT, STARPU_RW},
+					 {hdg2, STARPU_RW}, {hdb2, STARPU_RW}, {hy3, STARPU_R}};
+	test_task(&cl_batchnorm_sums_bwd, w, &a, sizeof a, sb, a.relu ? 7 : 6, "bn_sums_bwd bf16 x");
+	struct starpu_data_descr bg[] = {{hx, STARPU_R}, {hg, STARPU_R},   {hsvg, STARPU_R}, {hdy, STARPU_R},
+					 {hT, STARPU_R}, {hdxg, STARPU_W}, {hy3, STARPU_R}};
+	test_task(&cl_batchnorm_bwd_global, w, &a, sizeof a, bg, a.relu ? 7 : 6, "bn_bwd_global bf16 x");
+	starpu_task_wait_for_all();
+	starpu_data_handle_t all[] = {hx, hg, hb, hr, hdy, hy1, hy2, hy3, hsv,
+				      hsvg, hS, hT, hdx, hdxg, hdg, hdb, hdg2, hdb2};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		starpu_data_unregister(all[i]);
+	free(dyc);
+}
+
+/* The outputs of two runs that differ (0: the same bits), named in `diff`. */
+static int bn_x_differ(char *diff, size_t len, const bn_x_out *p, const bn_x_out *q, size_t nx, int C, size_t ysz)
+{
+	const struct {
+		const char *name;
+		const void *a, *b;
+		size_t bytes;
+	} parts[] = {{"train y", p->y1, q->y1, nx * ysz},	 {"eval y", p->y2, q->y2, nx * ysz},
+		     {"global y", p->y3, q->y3, nx * ysz},	 {"saved", p->sv, q->sv, 12 * (size_t)C},
+		     {"global saved", p->svg, q->svg, 12 * (size_t)C}, {"fwd sums", p->S, q->S, 16 * (size_t)C},
+		     {"bwd sums", p->T, q->T, 16 * (size_t)C},	 {"dx", p->dx, q->dx, nx * 4},
+		     {"global dx", p->dxg, q->dxg, nx * 4},	 {"dgamma, dbeta", p->dg, q->dg, 16 * (size_t)C}};
+	int n = 0;
+	diff[0] = 0;
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+		if (memcmp(parts[i].a, parts[i].b, parts[i].bytes) != 0) {
+			snprintf(diff + strlen(diff), len - strlen(diff), "%s%s", n ? ", " : "", parts[i].name);
+			n++;
+		}
+	return n;
+}
+
+static void bn_x_case(int N, int C, int HW, int relu, int y_bf16)
+{
+	const size_t nx = (size_t)N * C * HW, ysz = y_bf16 ? 2 : 4;
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f, .relu = relu,
+				.y_bf16 = y_bf16};
+	float *x = fill(nx, -2, 3), *xw = malloc(nx * 4), *dy = fill(nx, -1, 1), *gamma = fill(C, 0.5f, 1.5f);
+	float *beta = fill(C, -0.5f, 0.5f), *run = fill(2 * (size_t)C, 0.5f, 1.5f);
+	uint16_t *xh = malloc(nx * 2);
+	bn_x_out o16 = {0}, o32 = {0}, oneg = {0};
+	char what[160], diff[200];
+	if (!x || !xw || !dy || !gamma || !beta || !run || !xh || !bn_x_alloc(&o16, nx, C, ysz) ||
+	    !bn_x_alloc(&o32, nx, C, ysz) || !bn_x_alloc(&oneg, nx, C, ysz)) {
+		TEST_CHECK(0, "bf16 x: out of memory");
+		goto out;
+	}
+	dnn_bf16_convert(xh, x, nx);
+	dnn_bf16_widen(xw, xh, nx);
+	for (int simd = dnn_batchnorm_set_simd(1); simd >= 0; simd--) {
+		dnn_batchnorm_set_simd(simd);
+		snprintf(what, sizeof(what), "bn tasks, bf16 x N=%d C=%d HW=%d%s%s [%s]", N, C, HW,
+			 relu ? " +relu" : "", y_bf16 ? " (bf16 y)" : "", simd ? "avx2" : "portable");
+		a.x_bf16 = 1;
+		bn_x_tasks(&o16, xh, &a, gamma, beta, run, dy);
+		a.x_bf16 = 0;
+		bn_x_tasks(&o32, xw, &a, gamma, beta, run, dy);
+		TEST_CHECK(bn_x_differ(diff, sizeof diff, &o16, &o32, nx, C, ysz) == 0,
+			   "%s: not the widened x's bits: %s", what, diff);
+		/* negative control: x[j] one bf16 step away, j an element whose relu output is positive (so that the
+		 * fused backward's mask keeps it) */
+		size_t j = nx / 2;
+		for (size_t k = 0; k < nx; k++) {
+			const float yv =
+				y_bf16 ? dnn_bf16_to_f32(((const uint16_t *)o32.y1)[k]) : ((const float *)o32.y1)[k];
+			if (yv > 0.5f) {
+				j = k;
+				break;
+			}
+		}
+		const uint16_t keep = xh[j];
+		xh[j] = (uint16_t)(keep + 1);
+		a.x_bf16 = 1;
+		bn_x_tasks(&oneg, xh, &a, gamma, beta, run, dy);
+		xh[j] = keep;
+		const int nd = bn_x_differ(diff, sizeof diff, &oneg, &o32, nx, C, ysz);
+		printf("  %s: negative control: x[%zu] one bf16 step away changes %s\n", what, j, diff);
+		TEST_CHECK(memcmp(oneg.sv, o32.sv, 12 * (size_t)C) != 0 && memcmp(oneg.y1, o32.y1, nx * ysz) != 0 &&
+				   differ(oneg.dx, o32.dx, nx) > 0 && nd >= 3,
+			   "%s: negative control: a changed x left the statistics, y or dx unchanged (%s)", what, diff);
+	}
+	dnn_batchnorm_set_simd(1);
+out:
+	bn_x_free(&o16), bn_x_free(&o32), bn_x_free(&oneg);
+	free(x), free(xw), free(dy), free(gamma), free(beta), free(run), free(xh);
+}
+
+/* The AVX2 normalisation rounds a bf16 y in registers (dnn_bn_bf16_convert_avx2): the bits of dnn_bf16_convert on
+ * every float near each bf16 value (its bits hi << 16 | lo for every hi and the low halves around the rounding's
+ * edges: exact, below, at and above the tie, the largest; denormals, infinities and NaNs included), on both of
+ * dnn_bf16_convert's paths (vcvtneps2bf16, which flushes denormals to zero, and dnn_f32_to_bf16, which does not);
+ * negative control: truncation instead of rounding must differ. */
+static void bn_round_case(void)
+{
+	static const uint16_t lo[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1234};
+	const size_t nl = sizeof lo / sizeof lo[0], n = 65536 * nl;
+	float *f = malloc(n * 4);
+	uint16_t *r = malloc(n * 2), *want = malloc(n * 2);
+	if (!f || !r || !want) {
+		TEST_CHECK(0, "bf16 rounding: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const uint32_t u = (uint32_t)(i / nl) << 16 | lo[i % nl];
+		memcpy(&f[i], &u, 4);
+	}
+	for (int path = dnn_gemm_bf16_simd(); path >= 0; path--) {
+		dnn_gemm_bf16_set_simd(path);
+		dnn_bf16_convert(want, f, n);
+		dnn_bn_bf16_convert_avx2(r, f, n);
+		size_t bad = 0;
+		for (size_t i = 0; i < n; i++)
+			bad += r[i] != want[i];
+		TEST_CHECK(bad == 0, "bf16 rounding in registers [%s]: %zu of %zu differ from dnn_bf16_convert",
+			   path ? "onednn path" : "dnn_f32_to_bf16 path", bad, n);
+		size_t trunc = 0;
+		for (size_t i = 0; i < n; i++) {
+			uint32_t u;
+			memcpy(&u, &f[i], 4);
+			trunc += (uint16_t)(u >> 16) != want[i];
+		}
+		TEST_CHECK(trunc > 0, "bf16 rounding: negative control: truncation matched the rounding");
+	}
+	dnn_gemm_bf16_set_simd(1);
+out:
+	free(f), free(r), free(want);
+}
+
 static void relu_add_act_case(long n)
 {
 	float *x = fill((size_t)n, -1, 1), *b = fill((size_t)n, -1, 1), *dy = fill((size_t)n, -1, 1);
@@ -1496,6 +1705,13 @@ void h_extra_act_bf16(void)
 	bn_act_case(3, 5, 25);
 	bn_act_case(2, 16, 196);  /* a ResNet-8 stage (14x14) */
 	bn_act_case(1, 4, 2500);  /* planes longer than one bf16 block (DNN_BN_BF16_BLOCK) */
+	bn_round_case();
+	bn_x_case(3, 5, 25, 0, 0); /* odd sizes: tails, an odd N */
+	bn_x_case(3, 5, 25, 1, 1);
+	bn_x_case(2, 16, 64, 0, 0); /* ResNet-20 stage 3 (8x8) */
+	bn_x_case(2, 16, 64, 1, 0);
+	bn_x_case(2, 16, 64, 1, 1);
+	bn_x_case(1, 4, 2500, 1, 1); /* planes longer than one bf16 block */
 	relu_add_act_case(1000);
 	relu_add_act_case(4099); /* blocks of 1024 and a tail */
 }
