@@ -258,6 +258,16 @@ static const void *image_of(const float *x, const dnn_wino_shape *s, int n)
 	return (const char *)x + (size_t)n * s->C * s->H * s->W * (s->x_bf16 ? sizeof(uint16_t) : sizeof(float));
 }
 
+/* A bf16 x where the split cannot read it (the caller should have widened it): a worker error, 1. */
+static int bf16_x_refused(const dnn_wino_shape *s)
+{
+	if (!s->x_bf16 || dnn_wino_reads_bf16(s))
+		return 0;
+	dnn_worker_error("conv2d: Winograd F(2x2) given a bf16 x it cannot read (W %d, Q %d): widen it first", s->W,
+			 s->Q);
+	return 1;
+}
+
 /* split_image's AVX-512 form where it applies; a bf16 x only there (dnn_wino_reads_bf16). */
 static void split(float *restrict eo, const void *restrict x, const dnn_wino_shape *s, const wino_plan *pl,
 		  int avx512)
@@ -471,6 +481,8 @@ output_row_y(float *restrict y0, float *restrict y1, const float *restrict mm, s
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work)
 {
+	if (bf16_x_refused(s))
+		return;
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
 	const wino_plan pl = dnn_wino_plan_make(s, WINO_BUDGET, 2);
 	const wino_bufs b = dnn_wino_bufs(s, &pl, work);
@@ -1022,6 +1034,8 @@ size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const dnn_wino_shape *s,
 			      float *work)
 {
+	if (bf16_x_refused(s))
+		return;
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
 	const wino_plan pl = filter_plan(s);
 	const int tw = pl.tw, l = pl.l;
