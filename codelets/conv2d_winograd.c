@@ -427,19 +427,6 @@ int dnn_wino_set_avx512(int on)
 
 int dnn_wino_avx512(void) { return 0; }
 
-void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt)
-{
-	const int c2n = (C + 1) / 2, ntp = (nt + 7) / 8 * 8;
-	const size_t cap = pl->cap, vs = b->vs, ms = b->ms;
-	for (int xi = 0; xi < pl->nxi; xi++) {
-		uint32_t *v = (uint32_t *)b->v + xi * vs;
-		if (ntp > nt)
-			for (int j = 0; j < c2n; j++)
-				dnn_zero_floats((float *)(v + (size_t)j * cap + nt), (long)(ntp - nt));
-		gemm_bf16(b->mm + xi * ms, b->ub + xi * (size_t)K * c2n, (const float *)v, cap, K, c2n, ntp);
-	}
-}
-
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512)
 {
 	(void)pl, (void)b, (void)K, (void)C, (void)nt, (void)avx512;

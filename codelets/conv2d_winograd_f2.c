@@ -1134,6 +1134,18 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 }
 
 #else
+int dnn_wino_reads_bf16(const dnn_wino_shape *s)
+{
+	(void)s;
+	return 0;
+}
+
+int dnn_wino_set_vpairs(int on)
+{
+	(void)on;
+	return 0;
+}
+
 size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 {
 	(void)s;
