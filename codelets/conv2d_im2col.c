@@ -378,7 +378,7 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 			for (size_t c0 = 0; c0 < pq; c0 += cb) {
 				const int nc = (int)(pq - c0 < cb ? pq - c0 : cb);
 				conv_gemm(g, 0, 0, K, nc, g->C, w, crs, xs + c0, (int)pq, 0.0f, blk, nc);
-				dnn_bf16_convert_rows_bias((uint16_t *)y + n * K * pq + c0, pq, blk, (size_t)nc, K, nc, g->ybias);
+				dnn_bf16_convert_rows_bias((uint16_t *)y + n * K * pq + c0, pq, blk, (size_t)nc, K, nc, g->ybias, 1);
 			}
 		}
 		return;
@@ -406,7 +406,7 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 			if (g->y_bf16) { /* the block (K, ld) rounded into y while it is in L2, the bias added first */
 				for (int i = 0; i < ng; i++)
 					dnn_bf16_convert_rows_bias((uint16_t *)y + (n0 + i) * K * pq + (size_t)p0 * g->Q, pq,
-								   out + i * pq, (size_t)ld, K, (p1 - p0) * g->Q, g->ybias);
+								   out + i * pq, (size_t)ld, K, (p1 - p0) * g->Q, g->ybias, 1);
 				continue;
 			}
 			scatter_images(y + n0 * K * pq, out, ng, K, pq, beta != 0.0f);

@@ -121,7 +121,7 @@ void dnn_wino_round_chunk(uint16_t *y, const float *stage, const dnn_wino_shape 
 		for (int k = 0; k < s->K; k++) {
 			const size_t off = (size_t)k * pq + (size_t)r0 * s->Q;
 			dnn_bf16_convert_rows_bias(y + (size_t)(n0 + g) * kpq + off, 0, stage + (size_t)g * kpq + off, 0, 1,
-						   (r1 - r0) * s->Q, s->bias ? s->bias + k : NULL);
+						   (r1 - r0) * s->Q, s->bias ? s->bias + k : NULL, 1);
 		}
 }
 

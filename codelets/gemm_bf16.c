@@ -440,13 +440,13 @@ int dnn_bf16_convert_hw(void)
 }
 
 void dnn_bf16_convert_rows_bias(uint16_t *dst, size_t ld_dst, const float *src, size_t ld_src, int rows, int cols,
-				const float *bias)
+				const float *bias, int bias_rows)
 {
 #if defined(DNN_HAVE_DNNL) && defined(__x86_64__) && defined(__GNUC__)
 	if (use_simd && dnn_cpu_has_bf16()) {
 		for (int r = 0; r < rows; r++)
 			if (bias)
-				to_bf16_bias_simd(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, cols, bias[r]);
+				to_bf16_bias_simd(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, cols, bias[r / bias_rows]);
 			else
 				to_bf16_simd(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, cols);
 		return;
@@ -455,7 +455,7 @@ void dnn_bf16_convert_rows_bias(uint16_t *dst, size_t ld_dst, const float *src, 
 	for (int r = 0; r < rows; r++)
 		for (int c = 0; c < cols; c++) {
 			const float v = src[(size_t)r * ld_src + c];
-			dst[(size_t)r * ld_dst + c] = dnn_f32_to_bf16(bias ? v + bias[r] : v);
+			dst[(size_t)r * ld_dst + c] = dnn_f32_to_bf16(bias ? v + bias[r / bias_rows] : v);
 		}
 }
 

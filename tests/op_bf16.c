@@ -1342,11 +1342,12 @@ static void conv_out_all(void)
 	conv_out_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 1);
 	conv_out_case(3, 16, 7, 7, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0, 0);
 	conv_out_case(2, 16, 24, 24, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 0);
-	/* the direct path (few channels: the RGB stem, LeNet-5's first conv), AVX-512 and AVX2 */
+	/* the direct path (few channels: the RGB stem, LeNet-5's first conv, a tall image), AVX-512 and AVX2 */
 	for (int avx512 = 1; avx512 >= 0; avx512--) {
 		dnn_conv_direct_set_avx512(avx512);
 		conv_out_case(2, 3, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_AUTO, 1, 0);
 		conv_out_case(2, 1, 28, 28, 6, 5, 1, 0, DNN_CONV_ALGO_AUTO, 0, 0);
+		conv_out_case(1, 3, 40, 16, 16, 3, 1, 1, DNN_CONV_ALGO_AUTO, 1, 0); /* 40 rows: blocks of 32 rows */
 	}
 	dnn_conv_direct_set_avx512(1);
 	/* oneDNN's conv with a bf16 destination (without oneDNN: auto's path), with and without its bias */
