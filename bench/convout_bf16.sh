@@ -6,7 +6,8 @@
 # ("fwd ... bf16 y"), one core, the thread's CPU time, best of REPS calls; over ROUNDS rounds.
 #
 #   bench/convout_bf16.sh [--rounds R] [--reps N] [--batch B] [--algos LIST] [--out DIR]
-#   defaults: R 3, N 10, B 64, LIST auto,im2col,winograd,winograd4,onednn (dnn_op_bench --conv-algo); DNN_OP_BENCH
+#   defaults: R 3, N 10, B 64, LIST auto,im2col,winograd,winograd4 (dnn_op_bench --conv-algo: up to 4; auto
+#   runs oneDNN's conv on the stride-2 3x3 convs and on images of at most 14 columns); DNN_OP_BENCH
 #   (build/bench/dnn_op_bench) names the binary
 #
 # Writes DIR/runs.csv (round,shape,algo,y,ms,load1; y fp32 or bf16) and prints per shape and algorithm the median
@@ -16,7 +17,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 B="${DNN_OP_BENCH:-$ROOT/build/bench/dnn_op_bench}"
-ROUNDS=3 REPS=10 BATCH=64 ALGOS=auto,im2col,winograd,winograd4,onednn OUT="$ROOT/out/convout_bf16"
+ROUNDS=3 REPS=10 BATCH=64 ALGOS=auto,im2col,winograd,winograd4 OUT="$ROOT/out/convout_bf16"
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 posint() { [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "convout_bf16.sh: $1 '${2:-}': expected a positive integer" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
