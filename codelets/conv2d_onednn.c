@@ -118,8 +118,8 @@ static int cv_create(cv_entry *e)
 	/* A bf16 y (forward, g->y_bf16: a bf16 activation): a bf16 destination, the primitive's fp32 sums plus the
 	 * bias (e->bias) rounded to bf16 as it stores them, then (other layout) a bf16 reorder that only moves them:
 	 * no fp32 y written and read back. Measured against the two alternatives (docs/studies/
-	 * 2026-12-07-convout-bf16.md): a bf16 destination forced to NCHW (no reorder) ran 1.7-2.8x slower (oneDNN then
-	 * takes another kernel), an fp32 destination with a converting reorder 4-8% slower than this. */
+	 * 2026-12-07-convout-bf16.md): a bf16 destination forced to NCHW (no reorder) took 2.2-2.6x this one's time
+	 * (oneDNN then takes another kernel), an fp32 destination with a converting reorder 3-8% more. */
 	const int ybf = pass == 0 && g->y_bf16;
 	/* bf16 inputs, fp32 output: forward x, w -> y; backward data dy, w -> dx; weight gradient x, dy -> dw. x stored
 	 * in bf16 (g->x_bf16, a bf16 activation rounded as the reorder rounds): its reorder only moves it to the
