@@ -407,7 +407,7 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			}
 			dnn_wino_gemms(&pl, &b, K, C, ng * per, avx512);
 			float *rows[2] = {b.outb, b.outb + b.outs};
-			float *yc = stage ? stage : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
+			float *yc = stage ? stage : ybf ? y : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
 			for (int g = 0; g < ng; g++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
