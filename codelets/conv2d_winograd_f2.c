@@ -351,15 +351,16 @@ output_row_y_bf16(uint16_t *restrict y0, uint16_t *restrict y1, const float *res
 		if (bk) /* the bias added as bias.h's pass adds it to an fp32 y; without one nothing (-0 stays -0) */
 			for (int h = 0; h < 4; h++)
 				r[h] = _mm256_add_ps(r[h], b);
-		for (int h = 0; h < 2; h++) {
-			const int off = 2 * j + 8 * h, n = Q - off;
-			const __mmask8 k = (__mmask8)(n >= 8 ? 0xff : n > 0 ? (1u << n) - 1 : 0);
-			if (!k)
-				continue;
-			_mm_mask_storeu_epi16(y0 + off, k, (__m128i)_mm256_cvtneps_pbh(r[h]));
-			if (y1)
-				_mm_mask_storeu_epi16(y1 + off, k, (__m128i)_mm256_cvtneps_pbh(r[2 + h]));
-		}
+		/* a row's 16 floats (r[0], r[1]; row 1: r[2], r[3]) as one 512-bit vector: one conversion and one store */
+		const int off = 2 * j, n = Q - off;
+		const __mmask16 k = (__mmask16)(n >= 16 ? 0xffff : n > 0 ? (1u << n) - 1 : 0);
+		if (!k)
+			continue;
+		_mm256_mask_storeu_epi16(y0 + off, k,
+					 (__m256i)_mm512_cvtneps_pbh(_mm512_insertf32x8(_mm512_castps256_ps512(r[0]), r[1], 1)));
+		if (y1)
+			_mm256_mask_storeu_epi16(
+				y1 + off, k, (__m256i)_mm512_cvtneps_pbh(_mm512_insertf32x8(_mm512_castps256_ps512(r[2]), r[3], 1)));
 	}
 }
 
