@@ -237,8 +237,10 @@ static void bench_conv2d(const bench_opts *o)
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
 	/* With --conv-algo A,B: every (shape, phase) is timed under each algorithm in turn. */
 	const int na = o->nalgos > 0 ? o->nalgos : 1;
-	/* With --precision fp32,bf16: each algorithm in each precision, one after the other. */
-	double total_flops = 0, total_time[4][2][3] = {{{0}}};
+	/* With --precision fp32,bf16: each algorithm in each precision, one after the other; in bf16 the forward also
+	 * with y stored in bf16 ("fwd ... bf16 y", its path's rounding epilogue: the bf16 activation storage), right
+	 * after the fp32-y forward of the same shape and algorithm (total_time's 4th phase). */
+	double total_flops = 0, total_time[4][2][4] = {{{0}}};
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
@@ -273,6 +275,14 @@ static void bench_conv2d(const bench_opts *o)
 					double t = best_time(fns[p], &c, o->reps);
 					bench_row("conv2d", shape, phase, flops, t);
 					total_time[i][q][p] += layers[l].count * t;
+					if (p == 0 && c.a.bf16) { /* y (ny floats) holds the ny bf16 values */
+						c.a.y_bf16 = 1;
+						t = best_time(fns[p], &c, o->reps);
+						c.a.y_bf16 = 0;
+						strcat(phase, " y");
+						bench_row("conv2d", shape, phase, flops, t);
+						total_time[i][q][3] += layers[l].count * t;
+					}
 				}
 		total_flops += layers[l].count * flops;
 		free(c.x);
@@ -284,12 +294,16 @@ static void bench_conv2d(const bench_opts *o)
 	}
 	char shape[64];
 	snprintf(shape, sizeof(shape), "ResNet-20, all 21 convs, N%d", o->batch);
-	for (int p = 0; p < 3; p++)
+	for (int p = 0; p < 4; p++)
 		for (int i = 0; i < na; i++)
 			for (int q = 0; q < o->nprec; q++) {
 				char phase[32];
 				const char *an = o->nalgos > 1 ? o->algo_names[i] : NULL;
-				phase_name(phase, sizeof(phase), phases[p], an, o, q);
+				if (p == 3 && !o->prec[q])
+					continue;
+				phase_name(phase, sizeof(phase), phases[p < 3 ? p : 0], an, o, q);
+				if (p == 3)
+					strcat(phase, " y");
 				bench_row("conv2d", shape, phase, total_flops, total_time[i][q][p]);
 			}
 }
@@ -762,7 +776,8 @@ static void usage(FILE *f)
 		   "                  their SIMD versions (the results are bit-identical)\n"
 		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d, dense and attention in each, side\n"
 		   "                  by side\n"
-		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16)\n"
+		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16; conv2d's\n"
+		   "                  and attention's forward also with y stored in bf16, the rows ending in \"y\")\n"
 		   "  --sgemm LIST    only the single-core sgemm rate at each shape of LIST, comma-separated\n"
 		   "                  MxNxK (C[M x N] = A[M x K] B[K x N], row-major), one line each\n"
 		   "  --op NAME       only this op (");

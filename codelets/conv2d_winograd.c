@@ -83,7 +83,8 @@ static size_t wino_work(const dnn_wino_shape *s, int m)
 	return (size_t)pl.nxi * s->K * s->C + pl.eoall + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
 	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv) +
 	       3 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float)) + 2 + // + 2: alignment
-	       (s->bf16 ? (size_t)pl.nxi * s->K * ((s->C + 1) / 2) + 16 : 0); // bf16: U in pairs (+ 16: alignment)
+	       (s->bf16 ? (size_t)pl.nxi * s->K * ((s->C + 1) / 2) + 16 : 0) + // bf16: U in pairs (+ 16: alignment)
+	       (s->y_bf16 ? (size_t)pl.group * s->K * s->P * s->Q + 16 : 0);     // bf16 y: a chunk's fp32 outputs
 }
 
 size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
@@ -107,7 +108,21 @@ wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *wor
 	b.yoff = b.segoff + (size_t)pl->group * pl->rows;
 	b.yrows = b.yoff + (size_t)pl->group * pl->rows;
 	b.ub = (uint32_t *)(((uintptr_t)(b.yrows + (size_t)pl->group * pl->rows) + 63) & ~(uintptr_t)63);
+	b.ystage = s->y_bf16 ? (float *)(((uintptr_t)(b.ub + (s->bf16 ? (size_t)nxi * K * ((C + 1) / 2) : 0)) + 63) &
+					 ~(uintptr_t)63)
+			     : NULL;
 	return b;
+}
+
+void dnn_wino_round_chunk(uint16_t *y, const float *stage, const dnn_wino_shape *s, int n0, int ng, int r0, int r1)
+{
+	const size_t pq = (size_t)s->P * s->Q, kpq = (size_t)s->K * pq;
+	for (int g = 0; g < ng; g++)
+		for (int k = 0; k < s->K; k++) {
+			const size_t off = (size_t)k * pq + (size_t)r0 * s->Q;
+			dnn_bf16_convert_rows_bias(y + (size_t)(n0 + g) * kpq + off, 0, stage + (size_t)g * kpq + off, 0, 1,
+						   (r1 - r0) * s->Q, s->bias ? s->bias + k : NULL, 1);
+		}
 }
 
 /* Rows rows[0..nrows) (Q floats each) into y0's rows (stride Q): copied, or added (beta != 0). */

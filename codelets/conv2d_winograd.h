@@ -18,6 +18,8 @@ typedef struct {
 	int x_bf16;
 	const float *bn_in;
 	float *bn_row;
+	int y_bf16;        // forward: y holds bf16 (uint16_t) values, each rounded as dnn_bf16_convert after + bias
+	const float *bias; // with y_bf16: the bias (K) added before the rounding (NULL: none); else unused
 } dnn_wino_shape;
 
 /* Whether this CPU runs the kernel (it needs AVX2 and FMA). */
@@ -42,7 +44,8 @@ int dnn_wino_set_vpairs(int on);
 size_t dnn_wino_work(const dnn_wino_shape *s);
 
 /* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: dnn_wino_work(s) floats. x: bf16 values when
- * s->x_bf16 (where dnn_wino_reads_bf16 says; also in dnn_wino_backward_filter). */
+ * s->x_bf16 (where dnn_wino_reads_bf16 says; also in dnn_wino_backward_filter). s->y_bf16 (beta 0):
+ * y = bf16(conv + s->bias), rounded in the output transform (F(2x2)) or per chunk of tile rows (F(4x4)). */
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work);
 /* The same on 4x4 output tiles, Winograd F(4x4, 3x3): 36 GEMMs per chunk instead of 16 for

@@ -475,9 +475,38 @@ output_row_y(float *restrict y0, float *restrict y1, const float *restrict mm, s
 	}
 }
 
+/* output_row_y for a bf16 y (dnn_wino_shape.y_bf16): each 8 floats of a row, plus the bias bk (NULL: none), rounded
+ * by vcvtneps2bf16 in the register and stored as 8 bf16 values, the row's end under a mask: the bits of
+ * dnn_bf16_convert of output_row_y's floats plus the bias (when dnn_bf16_convert_hw says it rounds so), with no
+ * fp32 copy of y written or read back. */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16,avx512dq,avx2,fma"))) static void
+output_row_y_bf16(uint16_t *restrict y0, uint16_t *restrict y1, const float *restrict mm, size_t ms, int tw, int Q,
+		  const float *bk)
+{
+	const __m256 b = _mm256_set1_ps(bk ? *bk : 0.0f);
+	for (int j = 0; j < tw; j += 8) {
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		if (bk) /* the bias added as bias.h's pass adds it to an fp32 y; without one nothing (-0 stays -0) */
+			for (int h = 0; h < 4; h++)
+				r[h] = _mm256_add_ps(r[h], b);
+		/* a row's 16 floats (r[0], r[1]; row 1: r[2], r[3]) as one 512-bit vector: one conversion and one store */
+		const int off = 2 * j, n = Q - off;
+		const __mmask16 k = (__mmask16)(n >= 16 ? 0xffff : n > 0 ? (1u << n) - 1 : 0);
+		if (!k)
+			continue;
+		_mm256_mask_storeu_epi16(y0 + off, k,
+					 (__m256i)_mm512_cvtneps_pbh(_mm512_insertf32x8(_mm512_castps256_ps512(r[0]), r[1], 1)));
+		if (y1)
+			_mm256_mask_storeu_epi16(
+				y1 + off, k, (__m256i)_mm512_cvtneps_pbh(_mm512_insertf32x8(_mm512_castps256_ps512(r[2]), r[3], 1)));
+	}
+}
+
 /* The forward pass, one image's tile rows at a time (a chunk: tile rows of one image, or several
  * whole images): split the image into its even and odd columns, input transforms into V, the 16
- * GEMMs, output transforms. */
+ * GEMMs, output transforms. A bf16 y (s->y_bf16): output_row_y_bf16 where the CPU rounds as dnn_bf16_convert does
+ * with vcvtneps2bf16, else the chunk's outputs through b.ystage, rounded per chunk (dnn_wino_round_chunk). */
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work)
 {
@@ -497,6 +526,9 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
 	/* Other overwrites on AVX-512: straight into y too, the rows' ends under a mask (output_row_y). */
 	const int exact = !direct && beta == 0.0f && avx512;
+	/* bf16 y, rounded in the output transform's registers; else (s->y_bf16) fp32 into the chunk's stage */
+	const int ybf = s->y_bf16 && beta == 0.0f && avx512 && dnn_bf16_convert_hw();
+	float *const stage = s->y_bf16 && !ybf ? b.ystage : NULL;
 
 	/* bf16 on vdpbf16ps: V written as channel pairs by the input transform (input_row_cpairs) */
 	const int vpairs = pl.bf16 && avx512 && dnn_cpu_has_bf16() && wino_vpairs;
@@ -536,11 +568,19 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			else
 				dnn_wino_gemms(&pl, &b, K, C, ng * per, avx512);
 			float *rows[2] = {b.outb, b.outb + b.outs};
+			float *yc = stage ? stage : ybf ? y : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
 			for (int g = 0; g < ng; g++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
-						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 2 * (size_t)i) * Q;
+						const size_t yo = ((size_t)k * P + 2 * (size_t)i) * Q;
+						if (ybf) {
+							uint16_t *h0 = (uint16_t *)y + (size_t)(n0 + g) * kpq + yo;
+							output_row_y_bf16(h0, 2 * i + 1 < P ? h0 + Q : NULL, mt, ms, tw, Q,
+									  s->bias ? s->bias + k : NULL);
+							continue;
+						}
+						float *y0 = yc + (size_t)g * kpq + yo;
 						if (exact) {
 							output_row_y(y0, 2 * i + 1 < P ? y0 + Q : NULL, mt, ms, tw, Q);
 							continue;
@@ -551,6 +591,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 						if (!direct)
 							dnn_wino_put_rows(y0, Q, rows, imin(2, P - 2 * i), beta);
 					}
+			if (stage)
+				dnn_wino_round_chunk((uint16_t *)y, stage, s, n0, ng, 2 * i0, imin(2 * i1, P));
 		}
 	}
 }

@@ -60,6 +60,7 @@ typedef struct {
 	size_t vs, ms, phs, outs;
 	size_t *segoff, *yoff, *yrows;
 	uint32_t *ub; // bf16 (s->bf16): U's bf16 values in channel pairs (nxi, K, ceil(C / 2)) (dnn_wino_pack_u)
+	float *ystage; // bf16 y (s->y_bf16): a chunk's fp32 outputs (group, K, P, Q), laid out as y from its first image
 } wino_bufs;
 wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *work);
 
@@ -68,6 +69,11 @@ wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *wor
  * microcoded on AMD Zen (perf on Zen 4 put ~40% of split_image's time on the instructions after
  * those stores; cheap on Intel); not a memset call per span either (as costly as the row copy). */
 static inline void zero_span(float *p, int a, int b) { dnn_zero_floats(p + a, b - a); }
+
+/* A bf16 y (s->y_bf16): output rows [r0, r1) of images n0 .. n0 + ng - 1, every channel, from the chunk's fp32
+ * outputs in b->ystage (image n0 + g at g K P Q), plus the bias, rounded as dnn_bf16_convert: right after the
+ * chunk's output transforms, while they are in cache (not a pass over the whole y). */
+void dnn_wino_round_chunk(uint16_t *y, const float *stage, const dnn_wino_shape *s, int n0, int ng, int r0, int r1);
 
 /* Rows rows[0..nrows) (Q floats each) into y0's rows (stride Q): copied, or added (beta != 0). */
 void dnn_wino_put_rows(float *y0, size_t Q, float *const *rows, int nrows, float beta);

@@ -33,6 +33,7 @@
 #include "batchnorm_simd.h"
 #include "conv2d.h"
 #include "conv2d_winograd.h"
+#include "conv2d_impl.h"
 #include "dense.h"
 #include "gelu.h"
 #include "gemm_bf16.h"
@@ -1341,6 +1342,107 @@ static void conv_act_all(void)
 }
 
 void h_extra_conv_act_bf16(void) { each_path(conv_act_all); }
+
+/* conv2d writing a bf16 y (a->y_bf16: its output stored in bf16, graph/ops/conv.c bf16_out): each CPU forward path
+ * rounds its own output blocks (Winograd's output transform or its chunk, oneDNN's bf16 destination, im2col's GEMM
+ * blocks, the direct path's rows), the bias added first. So the task with a 2-byte y handle gives, bit for bit,
+ * dnn_bf16_convert of what the same path's task writes into an fp32 y (the bias task's floats included: conv2d.c
+ * adds it after the kernel there). Negative control: the fp32 y truncated to bf16 instead of rounded must differ
+ * from the task's y (else the bit check could not tell a truncating epilogue). The fp32 side needs no new bound:
+ * it is the bf16 kernel the conv2d rows above check. */
+static void conv_task_y(void *y, const float *x, const uint16_t *xh, const float *w, const float *b,
+			const dnn_conv2d_args *a)
+{
+	const size_t nx = (size_t)a->N * a->C * a->H * a->W, nw = (size_t)a->K * a->C * a->R * a->S;
+	const size_t ny = (size_t)a->N * a->K * a->P * a->Q;
+	starpu_data_handle_t hx = a->x_bf16 ? reg16((uint16_t *)xh, nx) : reg((float *)x, nx), hw = reg((float *)w, nw);
+	starpu_data_handle_t hy = a->y_bf16 ? reg16(y, ny) : reg(y, ny), hb = a->bias ? reg((float *)b, (size_t)a->K) : NULL;
+	struct starpu_data_descr d[] = {{hx, STARPU_R}, {hw, STARPU_R}, {hy, STARPU_W}, {hb, STARPU_R}};
+	test_task(&cl_conv2d_fwd, cpu_worker(), a, sizeof *a, d, a->bias ? 4 : 3, "conv_fwd bf16 y");
+	starpu_data_unregister(hx), starpu_data_unregister(hw), starpu_data_unregister(hy);
+	if (hb)
+		starpu_data_unregister(hb);
+}
+
+static void conv_out_case(int N, int C, int H, int W, int K, int R, int stride, int pad, int algo, int bias, int xb)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .S = R, .stride = stride, .pad = pad,
+			     .dilation = 1, .algo = algo, .bf16 = 1, .bias = bias, .x_bf16 = xb};
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "conv bf16 y: bad shape");
+		return;
+	}
+	dnn_conv2d_args ay = a;
+	ay.y_bf16 = 1;
+	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R, ny = (size_t)N * K * a.P * a.Q;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill((size_t)K, -0.5f, 0.5f), *y32 = malloc(ny * 4);
+	uint16_t *xh = malloc(nx * 2), *yh = malloc(ny * 2), *want = malloc(ny * 2), *yt = malloc(ny * 2);
+	if (!x || !w || !b || !y32 || !xh || !yh || !want || !yt) {
+		TEST_CHECK(0, "conv bf16 y: out of memory");
+		goto out;
+	}
+	dnn_bf16_convert(xh, x, nx);
+	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4", "onednn"};
+	const int m = dnn_conv2d_cpu_winograd_tile(&a, 0);
+	char what[192];
+	snprintf(what, sizeof(what), "conv bf16 y N=%d C%d %dx%d K%d k%d s%d p%d%s%s [%s: %s%s]", N, C, H, W, K, R,
+		 stride, pad, bias ? " bias" : "", xb ? " bf16 x" : "", algos[algo],
+		 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : dnn_conv2d_cpu_uses_onednn(&a, 0) ? "oneDNN conv" : "GEMM/direct",
+		 dnn_conv_direct_avx512() ? "" : ", AVX2");
+	memset(yh, 0xff, ny * 2); /* NaNs: an element the task did not write fails the check */
+	conv_task_y(y32, x, xh, w, b, &a);
+	conv_task_y(yh, x, xh, w, b, &ay);
+	dnn_bf16_convert(want, y32, ny);
+	size_t diff = 0;
+	for (size_t i = 0; i < ny; i++)
+		diff += want[i] != yh[i];
+	TEST_CHECK(diff == 0, "%s: %zu of %zu bf16 values are not dnn_bf16_convert of the path's fp32 y", what, diff, ny);
+	size_t tdiff = 0; /* negative control: truncation instead of rounding */
+	for (size_t i = 0; i < ny; i++) {
+		uint32_t u;
+		memcpy(&u, &y32[i], 4);
+		yt[i] = (uint16_t)(u >> 16);
+		tdiff += yt[i] != yh[i];
+	}
+	printf("  %s: %zu of %zu differ from the rounding; truncation (negative control) differs in %zu\n", what, diff,
+	       ny, tdiff);
+	TEST_CHECK(tdiff > 0, "%s: negative control: the truncated y matched the task's y", what);
+out:
+	free(x), free(w), free(b), free(y32), free(xh), free(yh), free(want), free(yt);
+}
+
+static void conv_out_all(void)
+{
+	test_rng_seed(4506);
+	/* each forward path, forced as the rows above force them: im2col (a block of rows; several whole images per
+	 * GEMM on small images), 1x1 stride 2 (im2col's pointwise GEMM in column blocks) */
+	conv_out_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_IM2COL, 1, 0);
+	conv_out_case(3, 16, 6, 6, 16, 3, 1, 1, DNN_CONV_ALGO_IM2COL, 0, 0);
+	conv_out_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_AUTO, 1, 1);
+	/* F(2x2): whole-vector rows (16 columns), masked row ends, an odd P (the last tile row's second row dropped) */
+	conv_out_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 1, 0);
+	conv_out_case(2, 16, 13, 11, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 1, 1);
+	conv_out_case(2, 8, 7, 7, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0, 0);
+	/* F(4x4)'s three layouts: tile rows (32 columns), row groups (16, 8 columns), strips (24 columns) */
+	conv_out_case(1, 16, 32, 32, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 0);
+	conv_out_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 1);
+	conv_out_case(3, 16, 7, 7, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0, 0);
+	conv_out_case(2, 16, 24, 24, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 0);
+	/* the direct path (few channels: the RGB stem, LeNet-5's first conv, a tall image), AVX-512 and AVX2 */
+	for (int avx512 = 1; avx512 >= 0; avx512--) {
+		dnn_conv_direct_set_avx512(avx512);
+		conv_out_case(2, 3, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_AUTO, 1, 0);
+		conv_out_case(2, 1, 28, 28, 6, 5, 1, 0, DNN_CONV_ALGO_AUTO, 0, 0);
+		conv_out_case(1, 3, 40, 16, 16, 3, 1, 1, DNN_CONV_ALGO_AUTO, 1, 0); /* 40 rows: blocks of 32 rows */
+	}
+	dnn_conv_direct_set_avx512(1);
+	/* oneDNN's conv with a bf16 destination (without oneDNN: auto's path), with and without its bias */
+	conv_out_case(2, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 1, 1);
+	conv_out_case(2, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 0, 0);
+	conv_out_case(2, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_ONEDNN, 1, 0);
+}
+
+void h_extra_conv_out_bf16(void) { each_path(conv_out_all); }
 
 /* The writers and the other readers: batchnorm + relu (train, eval, --batchnorm global), relu and add.
  *   - A bf16 output is one rounding of the fp32 kernel's output (dnn_bf16_convert after the same fp32 loops):
