@@ -37,9 +37,11 @@
 size_t dnn_attention_scratch_floats(int T, int D)
 {
 	/* forward: the head's q, k, v (3 T x D), S (BQ x BK), m, l (BQ), the y accumulator (BQ x D);
-	 * backward: the head's q, k, v, dy, dk, dv (6 T x D), P, dP (BQ x BK each), D_t (BQ), dq (BQ x D) */
-	const size_t t = T > 0 ? (size_t)T : 0, d = D > 0 ? (size_t)D : 0;
-	return 6 * t * d + 2 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d;
+	 * backward: the head's q, k, v, dy, dk, dv (6 T x D), P, dP (BQ x BK each), D_t (BQ), dq (BQ x D);
+	 * bf16 on packed pairs (head_pairs): at most 8 blocks of T2 x D2 (T, D rounded up to even) and a
+	 * tile's bf16 copy (BQ x BK / 2) more, with room to align each block */
+	const size_t t = T > 0 ? (size_t)T + (T & 1) : 0, d = D > 0 ? (size_t)D + (D & 1) : 0;
+	return 8 * t * d + 3 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d + 16 * 16;
 }
 
 double dnn_attention_flops_fwd(const dnn_attention_args *a) { return 2.0 * a->N * (double)a->T * a->T * a->C; }
@@ -235,10 +237,78 @@ static int tile_gemm(int bf16, int tA, int tB, int M, int N, int K, float alpha,
 	return dnn_gemm(0, tA, tB, M, N, K, alpha, A.f, A.ld, B.f, B.ld, beta, C, ldc);
 }
 
-/* One (sample, head), packed: q, k, v (T,D), fp32 or bf16; y rows of stride ldy (fp32, or bf16 when
- * yh: y is then unused); lse (T) or NULL. */
-static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_bf16_operand k, dnn_bf16_operand v,
-		    int T, int D, int ldy, float scale, float *scratch, const row_ops *ro, int bf16)
+/* One (sample, head)'s operands of the five tile products, packed once per head. Either the
+ * operands of tile_gemm (q, k, v, dy: fp32 or bf16 rows, ld D), or, with bf16 on a bf16 CPU
+ * (pairs: dnn_gemm_bf16_pairs, no oneDNN call per tile), each product's operands in the form its
+ * vdpbf16ps loop reads (gemm_bf16.h): bf16 rows at ld D2 (D rounded up to even, a zero pad) for A,
+ * pairs for B, so that every tile's K dimension is a run of pairs:
+ *   S  = scale q_i k_j^T : A q16 rows,       B kT  (pairs over d: (D2/2, T), a transpose of k16's pairs)
+ *   o += P v_j           : A P rounded,      B vp  (pairs over keys: (T2/2, D))
+ *   dP = dy_i v_j^T      : A dy16 rows,      B vT  (pairs over d, as kT)
+ *   dq += dS k_j         : A dS rounded,     B kp  (pairs over keys, as vp)
+ *   dv^T += dy_i^T P     : A dyT (D, T2),    B P's pairs over queries
+ *   dk^T += q_i^T dS     : A qT (D, T2),     B dS's pairs over queries
+ * dv and dk are summed transposed (D, T2), so that no tile is transposed: only each head's q and dy,
+ * once. tb holds a tile's bf16 copy (rows or pairs, BQ x BK values). */
+typedef struct {
+	int bf16, pairs, T, T2, D2;
+	dnn_bf16_operand q, k, v, dy;
+	const uint16_t *q16, *dy16, *qT, *dyT;
+	const uint32_t *kT, *vT, *kp, *vp;
+	uint16_t *tb;
+} head_ops;
+
+/* S (bq,bk) at ld BK = scale q_i k_j^T */
+static int prod_qk(const head_ops *h, int i0, int j0, int bq, int bk, int D, float scale, float *S)
+{
+	if (h->pairs)
+		return dnn_gemm_bf16_pairs(S, BK, h->q16 + (size_t)i0 * h->D2, h->D2, h->kT + j0, h->T, bq, bk, D, scale, 0);
+	return tile_gemm(h->bf16, 0, 1, bq, bk, D, scale, rows(h->q, i0), rows(h->k, j0), 0.0f, S, BK);
+}
+
+/* A tile (bq,bk) at ld BK rounded into tb as bf16 rows at ld BK (an odd bk's pad column zero). */
+static const uint16_t *tile_rows16(const head_ops *h, const float *P, int bq, int bk)
+{
+	dnn_bf16_convert_rows(h->tb, BK, P, BK, bq, bk);
+	if (bk & 1)
+		for (int r = 0; r < bq; r++)
+			h->tb[(size_t)r * BK + bk] = 0;
+	return h->tb;
+}
+
+/* o (bq,D) += P (bq,bk) v_j (bk,D); the same with dq += dS k_j (kv: 0 = v, 1 = k) */
+static int prod_pv(const head_ops *h, const float *P, int j0, int bq, int bk, int D, int kv, float *o)
+{
+	if (h->pairs)
+		return dnn_gemm_bf16_pairs(o, D, tile_rows16(h, P, bq, bk), BK, (kv ? h->kp : h->vp) + (size_t)(j0 / 2) * D,
+					   D, bq, D, bk, 1.0f, 1);
+	return tile_gemm(h->bf16, 0, 0, bq, D, bk, 1.0f, tile(P, BK), rows(kv ? h->k : h->v, j0), 1.0f, o, D);
+}
+
+/* dP (bq,bk) = dy_i v_j^T */
+static int prod_dp(const head_ops *h, int i0, int j0, int bq, int bk, int D, float *dP)
+{
+	if (h->pairs)
+		return dnn_gemm_bf16_pairs(dP, BK, h->dy16 + (size_t)i0 * h->D2, h->D2, h->vT + j0, h->T, bq, bk, D, 1.0f, 0);
+	return tile_gemm(h->bf16, 0, 1, bq, bk, D, 1.0f, rows(h->dy, i0), rows(h->v, j0), 0.0f, dP, BK);
+}
+
+/* dv_j += P^T dy_i (qd: 0), or dk_j += dS^T q_i (qd: 1): dv, dk packed (T,D), or with pairs
+ * transposed (D,T2): dv^T += dy_i^T P */
+static int prod_t(const head_ops *h, const float *P, int i0, int j0, int bq, int bk, int D, int qd, float *acc)
+{
+	if (h->pairs) {
+		dnn_bf16_pairs_f32((uint32_t *)h->tb, BK, P, BK, bq, bk);
+		return dnn_gemm_bf16_pairs(acc + j0, h->T2, (qd ? h->qT : h->dyT) + i0, h->T2, (const uint32_t *)h->tb,
+					   BK, D, bk, bq, 1.0f, 1);
+	}
+	return tile_gemm(h->bf16, 1, 0, bk, D, bq, 1.0f, tile(P, BK), rows(qd ? h->q : h->dy, i0), 1.0f,
+			 acc + (size_t)j0 * D, D);
+}
+
+/* One (sample, head): y rows of stride ldy (fp32, or bf16 when yh: y is then unused); lse (T) or NULL. */
+static int fwd_head(float *y, uint16_t *yh, float *lse, const head_ops *h, int T, int D, int ldy, float scale,
+		    float *scratch, const row_ops *ro)
 {
 	int rc = 0;
 	float *S = scratch, *m = S + (size_t)BQ * BK, *l = m + BQ, *os = l + BQ;
@@ -250,7 +320,7 @@ static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			/* keys j0 .. j0+bk-1, the last one no later than the block's last query */
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
-			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, scale, rows(q, i0), rows(k, j0), 0.0f, S, BK);
+			rc |= prod_qk(h, i0, j0, bq, bk, D, scale, S);
 			for (int r = 0; r < bq; r++) {
 				float *s = S + (size_t)r * BK;
 				/* query i0+r sees keys up to itself: n of this tile's columns */
@@ -274,7 +344,7 @@ static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_
 					l[r] += sum;
 				}
 			}
-			rc |= tile_gemm(bf16, 0, 0, bq, D, bk, 1.0f, tile(S, BK), rows(v, j0), 1.0f, os, D);
+			rc |= prod_pv(h, S, j0, bq, bk, D, 0, os);
 		}
 		for (int r = 0; r < bq; r++) {
 			const float inv = 1.0f / l[r];
@@ -291,6 +361,89 @@ static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_
 	return rc ? -1 : 0;
 }
 
+/* Scratch carved into blocks of n floats, each starting on 64 bytes (dnn_attention_scratch_floats
+ * counts the room). */
+static float *carve(float **at, size_t n)
+{
+	float *p = *at;
+	*at += (n + 15) & ~(size_t)15;
+	return p;
+}
+
+/* A head's T rows of D values (q, k, v or dy) as bf16 rows at ld D2 (an odd D's pad column zero):
+ * rounded from fp32 rows x of stride ld (packed into stage (T,D) first: one rounding call), or copied
+ * from the bf16 rows xh. */
+static void rows16(uint16_t *dst, int D2, const float *x, const uint16_t *xh, int T, int D, int ld, float *stage)
+{
+	if (xh) {
+		for (int r = 0; r < T; r++)
+			memcpy(dst + (size_t)r * D2, xh + (size_t)r * ld, (size_t)D * sizeof(uint16_t));
+	} else {
+		pack(stage, x, 0, T, D, ld);
+		dnn_bf16_convert_rows(dst, D2, stage, D, T, D);
+	}
+	if (D2 > D)
+		for (int r = 0; r < T; r++)
+			dst[(size_t)r * D2 + D] = 0;
+}
+
+#define TP 16 /* the transposes' block of rows */
+
+/* kT (D2/2, T): pair p of row t of x16 (T rows at ld D2) at [p][t] (S's and dP's B operand) */
+static void tpose_pairs(uint32_t *dst, const uint16_t *x16, int T, int D2)
+{
+	for (int t0 = 0; t0 < T; t0 += TP) /* blocks of TP rows: a column's reads stay in cache */
+		for (int p = 0; p < D2 / 2; p++)
+			for (int t = t0; t < T && t < t0 + TP; t++)
+				memcpy(dst + (size_t)p * T + t, x16 + (size_t)t * D2 + 2 * p, sizeof(uint32_t));
+}
+
+/* xT (D, T2) = x16 (T rows at ld D2) transposed, an odd T's pad column zero (dv's, dk's A operand) */
+static void tpose16(uint16_t *dst, const uint16_t *x16, int T, int T2, int D, int D2)
+{
+	for (int t0 = 0; t0 < T; t0 += TP)
+		for (int d = 0; d < D; d++)
+			for (int t = t0; t < T && t < t0 + TP; t++)
+				dst[(size_t)d * T2 + t] = x16[(size_t)t * D2 + d];
+	if (T2 > T)
+		for (int d = 0; d < D; d++)
+			dst[(size_t)d * T2 + T] = 0;
+}
+
+/* The head's pair operands in the scratch at *at: q16, kT and (forward) vp, (backward) dy16, qT, dyT,
+ * vT, kp; x, xh: the sample's qkv (fp32 or bf16) at the head's offset; dyf: the packed fp32 dy (T,D)
+ * (backward) or NULL; stage: T x D floats. */
+static void head_pairs(head_ops *h, float **at, const float *x, const uint16_t *xh, int C, const float *dyf, int D,
+		       float *stage)
+{
+	const int T = h->T, T2 = h->T2, D2 = h->D2;
+	const size_t blk = (size_t)T2 * D2 / 2; /* floats of a T2 x D2 bf16 block */
+	uint16_t *q16 = (uint16_t *)carve(at, blk), *k16 = (uint16_t *)carve(at, blk), *v16 = (uint16_t *)carve(at, blk);
+	uint32_t *kT = (uint32_t *)carve(at, blk);
+	rows16(q16, D2, x, xh, T, D, 3 * C, stage);
+	rows16(k16, D2, x ? x + C : NULL, xh ? xh + C : NULL, T, D, 3 * C, stage);
+	rows16(v16, D2, x ? x + 2 * C : NULL, xh ? xh + 2 * C : NULL, T, D, 3 * C, stage);
+	tpose_pairs(kT, k16, T, D2);
+	h->q16 = q16, h->kT = kT;
+	if (!dyf) { /* forward: o += P v */
+		uint32_t *vp = (uint32_t *)carve(at, blk);
+		dnn_bf16_pairs_bf16(vp, D, v16, D2, T, D);
+		h->vp = vp;
+		return;
+	}
+	uint16_t *dy16 = (uint16_t *)carve(at, blk), *qT = (uint16_t *)carve(at, blk), *dyT = (uint16_t *)carve(at, blk);
+	uint32_t *vT = (uint32_t *)carve(at, blk), *kp = (uint32_t *)carve(at, blk);
+	dnn_bf16_convert_rows(dy16, D2, dyf, D, T, D);
+	if (D2 > D)
+		for (int r = 0; r < T; r++)
+			dy16[(size_t)r * D2 + D] = 0;
+	tpose16(qT, q16, T, T2, D, D2);
+	tpose16(dyT, dy16, T, T2, D, D2);
+	tpose_pairs(vT, v16, T, D2);
+	dnn_bf16_pairs_bf16(kp, D, k16, D2, T, D);
+	h->dy16 = dy16, h->qT = qT, h->dyT = dyT, h->vT = vT, h->kp = kp;
+}
+
 int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_attention_args *a, float *scratch)
 {
 	// y (N,T,C) fp32 or bf16, lse (N,H,T), qkv (N,T,3C) fp32 or bf16
@@ -302,16 +455,24 @@ int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_a
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
+	head_ops h = {.bf16 = a->bf16, .pairs = a->bf16 && dnn_gemm_bf16_pairs_ok(), .T = T, .T2 = T + (T & 1),
+		      .D2 = D + (D & 1)};
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *tiles = hv + TD;
 	uint16_t *bq = (uint16_t *)scratch, *bk = bq + TD, *bv = bk + TD; /* bf16: in hq, hk's room; hv stages */
-	dnn_bf16_operand oq = {.f = hq, .ld = D}, ok = {.f = hk, .ld = D}, ov = {.f = hv, .ld = D};
+	h.q = (dnn_bf16_operand){.f = hq, .ld = D}, h.k = (dnn_bf16_operand){.f = hk, .ld = D},
+	h.v = (dnn_bf16_operand){.f = hv, .ld = D};
 	if (a->bf16)
-		oq = (dnn_bf16_operand){.h = bq, .ld = D}, ok = (dnn_bf16_operand){.h = bk, .ld = D},
-		ov = (dnn_bf16_operand){.h = bv, .ld = D};
+		h.q = (dnn_bf16_operand){.h = bq, .ld = D}, h.k = (dnn_bf16_operand){.h = bk, .ld = D},
+		h.v = (dnn_bf16_operand){.h = bv, .ld = D};
 	for (int n = 0; n < a->N; n++)
-		for (int h = 0; h < H; h++) {
-			const size_t ox = (size_t)n * T * 3 * C + (size_t)h * D;
-			if (a->bf16) {
+		for (int hd = 0; hd < H; hd++) {
+			const size_t ox = (size_t)n * T * 3 * C + (size_t)hd * D;
+			if (h.pairs) {
+				float *at = scratch + TD; /* the stage first (T x D), then the blocks, then the tiles */
+				head_pairs(&h, &at, qkv ? qkv + ox : NULL, qkvh ? qkvh + ox : NULL, C, NULL, D, scratch);
+				h.tb = (uint16_t *)carve(&at, (size_t)BQ * BK / 2);
+				tiles = at;
+			} else if (a->bf16) {
 				pack_head_bf16(bq, hv, qkv, qkvh, ox, T, D, 3 * C);
 				pack_head_bf16(bk, hv, qkv, qkvh, ox + C, T, D, 3 * C);
 				pack_head_bf16(bv, hv, qkv, qkvh, ox + 2 * C, T, D, 3 * C);
@@ -321,23 +482,22 @@ int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_a
 				pack(hk, q + C, 0, T, D, 3 * C);
 				pack(hv, q + 2 * C, 0, T, D, 3 * C);
 			}
-			float *lh = lse ? lse + ((size_t)n * H + h) * T : NULL;
-			const size_t oy = (size_t)n * T * C + (size_t)h * D;
+			float *lh = lse ? lse + ((size_t)n * H + hd) * T : NULL;
+			const size_t oy = (size_t)n * T * C + (size_t)hd * D;
 			float *yf = a->y_bf16 ? NULL : (float *)y + oy;
 			uint16_t *yh = a->y_bf16 ? (uint16_t *)y + oy : NULL;
-			if (fwd_head(yf, yh, lh, oq, ok, ov, T, D, C, scale, tiles, ro, a->bf16) != 0)
+			if (fwd_head(yf, yh, lh, &h, T, D, C, scale, tiles, ro) != 0)
 				return -1;
 		}
 	return 0;
 }
 
-/* One (sample, head), packed: dq rows of stride ld (=|+= per accumulate), dk, dv (T,D) +=, q, k,
- * v, dy (T,D) as the products' operands (fp32 or bf16), dyf the fp32 dy (T,D) for D_t, y rows of
- * stride ldy (fp32 y, or bf16 yh, the other NULL), lse (T). */
-static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q, dnn_bf16_operand k,
-		    dnn_bf16_operand v, dnn_bf16_operand dy, const float *dyf, const float *y, const uint16_t *yh,
-		    int ldy, const float *lse, int T, int D, float scale, int accumulate, float *scratch,
-		    const row_ops *ro, int bf16)
+/* One (sample, head): dq rows of stride ld (=|+= per accumulate), dk, dv +=: packed (T,D), or with
+ * pairs transposed (D,T2); dyf the fp32 dy (T,D) for D_t, y rows of stride ldy (fp32 y, or bf16 yh,
+ * the other NULL), lse (T). */
+static int bwd_head(float *dq, int ld, float *dk, float *dv, const head_ops *h, const float *dyf, const float *y,
+		    const uint16_t *yh, int ldy, const float *lse, int T, int D, float scale, int accumulate,
+		    float *scratch, const row_ops *ro)
 {
 	int rc = 0;
 	float *P = scratch, *dP = P + (size_t)BQ * BK, *Dt = dP + (size_t)BQ * BK, *dqs = Dt + BQ;
@@ -361,8 +521,7 @@ static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q,
 		memset(dqs, 0, (size_t)bq * D * sizeof(float));
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
-			const dnn_bf16_operand qi = rows(q, i0), dyo = rows(dy, i0), kj = rows(k, j0), vj = rows(v, j0);
-			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, scale, qi, kj, 0.0f, P, BK);
+			rc |= prod_qk(h, i0, j0, bq, bk, D, scale, P);
 			for (int r = 0; r < bq; r++) {
 				float *p = P + (size_t)r * BK;
 				const int lim = i0 + r - j0 + 1, n = lim < 0 ? 0 : lim < bk ? lim : bk;
@@ -371,15 +530,13 @@ static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q,
 				if (n < bk)
 					memset(p + n, 0, (size_t)(bk - n) * sizeof(float));
 			}
-			// dv (bk,D) += P^T (bk,bq) dy (bq,D)
-			rc |= tile_gemm(bf16, 1, 0, bk, D, bq, 1.0f, tile(P, BK), dyo, 1.0f, dv + (size_t)j0 * D, D);
-			// dP (bq,bk) = dy (bq,D) v^T (D,bk)
-			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, 1.0f, dyo, vj, 0.0f, dP, BK);
+			rc |= prod_t(h, P, i0, j0, bq, bk, D, 0, dv); // dv (bk,D) += P^T (bk,bq) dy (bq,D)
+			rc |= prod_dp(h, i0, j0, bq, bk, D, dP);      // dP (bq,bk) = dy (bq,D) v^T (D,bk)
 			for (int r = 0; r < bq; r++)
 				ro->dsoft(dP + (size_t)r * BK, P + (size_t)r * BK, Dt[r], scale, bk);
 			// dq (bq,D) += dS (bq,bk) k (bk,D); dk (bk,D) += dS^T (bk,bq) q (bq,D)
-			rc |= tile_gemm(bf16, 0, 0, bq, D, bk, 1.0f, tile(dP, BK), kj, 1.0f, dqs, D);
-			rc |= tile_gemm(bf16, 1, 0, bk, D, bq, 1.0f, tile(dP, BK), qi, 1.0f, dk + (size_t)j0 * D, D);
+			rc |= prod_pv(h, dP, j0, bq, bk, D, 1, dqs);
+			rc |= prod_t(h, dP, i0, j0, bq, bk, D, 1, dk);
 		}
 		for (int r = 0; r < bq; r++) {
 			float *dqr = dq + (size_t)(i0 + r) * ld;
@@ -408,6 +565,17 @@ static void unpack(float *restrict dst, int ld, const float *restrict src, int T
 	}
 }
 
+/* The same from the transposed src (D, T2) of the pairs path. */
+static void unpack_t(float *restrict dst, int ld, const float *restrict src, int T, int T2, int D, int accumulate)
+{
+	for (int t0 = 0; t0 < T; t0 += TP) /* blocks of TP columns of src: a row's TP reads in one line */
+		for (int i = 0; i < D; i++)
+			for (int t = t0; t < T && t < t0 + TP; t++) {
+				float *d = dst + (size_t)t * ld + i;
+				*d = accumulate ? *d + src[(size_t)i * T2 + t] : src[(size_t)i * T2 + t];
+			}
+}
+
 int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, const float *dy, const float *lse,
 			       const dnn_attention_args *a, float *scratch)
 {
@@ -420,20 +588,31 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
+	head_ops h = {.bf16 = a->bf16, .pairs = a->bf16 && dnn_gemm_bf16_pairs_ok(), .T = T, .T2 = T + (T & 1),
+		      .D2 = D + (D & 1)};
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *hdy = hv + TD, *hdk = hdy + TD, *hdv = hdk + TD;
 	float *tiles = hdv + TD;
 	/* bf16: q, k, v, dy's bf16 blocks in the room of the fp32 q, k (hv stages) */
 	uint16_t *bq = (uint16_t *)scratch, *bk = bq + TD, *bv = bk + TD, *bdy = bv + TD;
-	dnn_bf16_operand oq = {.f = hq, .ld = D}, ok = {.f = hk, .ld = D}, ov = {.f = hv, .ld = D},
-			 ody = {.f = hdy, .ld = D};
+	h.q = (dnn_bf16_operand){.f = hq, .ld = D}, h.k = (dnn_bf16_operand){.f = hk, .ld = D},
+	h.v = (dnn_bf16_operand){.f = hv, .ld = D}, h.dy = (dnn_bf16_operand){.f = hdy, .ld = D};
 	if (a->bf16)
-		oq = (dnn_bf16_operand){.h = bq, .ld = D}, ok = (dnn_bf16_operand){.h = bk, .ld = D},
-		ov = (dnn_bf16_operand){.h = bv, .ld = D}, ody = (dnn_bf16_operand){.h = bdy, .ld = D};
+		h.q = (dnn_bf16_operand){.h = bq, .ld = D}, h.k = (dnn_bf16_operand){.h = bk, .ld = D},
+		h.v = (dnn_bf16_operand){.h = bv, .ld = D}, h.dy = (dnn_bf16_operand){.h = bdy, .ld = D};
+	size_t dkv = 2 * TD; /* the dk, dv accumulators' floats */
+	if (h.pairs) {       /* the fp32 dy (T,D), dk^T and dv^T (D,T2; dk^T stages q, k, v first), blocks, tiles */
+		hdy = scratch, hdk = hdy + TD, hdv = hdk + (size_t)D * h.T2, dkv = 2 * (size_t)D * h.T2;
+	}
 	for (int n = 0; n < a->N; n++)
-		for (int h = 0; h < H; h++) {
-			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
+		for (int hd = 0; hd < H; hd++) {
+			const size_t o = (size_t)n * T * 3 * C + (size_t)hd * D, oy = (size_t)n * T * C + (size_t)hd * D;
 			pack(hdy, dy + oy, 0, T, D, C); /* fp32 for D_t */
-			if (a->bf16) {
+			if (h.pairs) {
+				float *at = hdv + (size_t)D * h.T2;
+				head_pairs(&h, &at, qkv ? qkv + o : NULL, qkvh ? qkvh + o : NULL, C, hdy, D, hdk);
+				h.tb = (uint16_t *)carve(&at, (size_t)BQ * BK / 2);
+				tiles = at;
+			} else if (a->bf16) {
 				pack_head_bf16(bq, hv, qkv, qkvh, o, T, D, 3 * C);
 				pack_head_bf16(bk, hv, qkv, qkvh, o + C, T, D, 3 * C);
 				pack_head_bf16(bv, hv, qkv, qkvh, o + 2 * C, T, D, 3 * C);
@@ -443,15 +622,20 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 				pack(hk, qkv + o + C, 0, T, D, 3 * C);
 				pack(hv, qkv + o + 2 * C, 0, T, D, 3 * C);
 			}
-			memset(hdk, 0, 2 * TD * sizeof(float));
-			const float *lh = lse + ((size_t)n * H + h) * T;
+			memset(hdk, 0, dkv * sizeof(float));
+			const float *lh = lse + ((size_t)n * H + hd) * T;
 			const float *yf = a->y_bf16 ? NULL : (const float *)y + oy;
 			const uint16_t *yh = a->y_bf16 ? (const uint16_t *)y + oy : NULL;
-			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, yf, yh, C, lh, T, D, scale,
-				     a->accumulate_dx, tiles, ro, a->bf16) != 0)
+			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, &h, hdy, yf, yh, C, lh, T, D, scale, a->accumulate_dx,
+				     tiles, ro) != 0)
 				return -1;
-			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
-			unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);
+			if (h.pairs) {
+				unpack_t(dqkv + o + C, 3 * C, hdk, T, h.T2, D, a->accumulate_dx);
+				unpack_t(dqkv + o + 2 * C, 3 * C, hdv, T, h.T2, D, a->accumulate_dx);
+			} else {
+				unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
+				unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);
+			}
 		}
 	return 0;
 }
