@@ -246,15 +246,15 @@ static int tile_gemm(int bf16, int tA, int tB, int M, int N, int K, float alpha,
  *   o += P v_j           : A P rounded,      B vp  (pairs over keys: (T2/2, D))
  *   dP = dy_i v_j^T      : A dy16 rows,      B vT  (pairs over d, as kT)
  *   dq += dS k_j         : A dS rounded,     B kp  (pairs over keys, as vp)
- *   dv^T += dy_i^T P     : A dyT (D, T2),    B P's pairs over queries
- *   dk^T += q_i^T dS     : A qT (D, T2),     B dS's pairs over queries
- * dv and dk are summed transposed (D, T2), so that no tile is transposed: only each head's q and dy,
- * once. tb holds a tile's bf16 copy (rows or pairs, BQ x BK values). */
+ *   dv^T += dy_i^T P     : A dyp (dy's pairs over queries (T2/2, D), read pair-major), B P's pairs over queries
+ *   dk^T += q_i^T dS     : A qp (q's, likewise), B dS's pairs over queries
+ * dv and dk are summed transposed (D, T2), so that no tile is transposed; the head's k and v are, once
+ * (kT, vT). tb holds a tile's bf16 copy (rows or pairs, BQ x BK values). */
 typedef struct {
 	int bf16, pairs, T, T2, D2;
 	dnn_bf16_operand q, k, v, dy;
-	const uint16_t *q16, *dy16, *qT, *dyT;
-	const uint32_t *kT, *vT, *kp, *vp;
+	const uint16_t *q16, *dy16;
+	const uint32_t *kT, *vT, *kp, *vp, *qp, *dyp;
 	uint16_t *tb;
 } head_ops;
 
@@ -262,7 +262,8 @@ typedef struct {
 static int prod_qk(const head_ops *h, int i0, int j0, int bq, int bk, int D, float scale, float *S)
 {
 	if (h->pairs)
-		return dnn_gemm_bf16_pairs(S, BK, h->q16 + (size_t)i0 * h->D2, h->D2, h->kT + j0, h->T, bq, bk, D, scale, 0);
+		return dnn_gemm_bf16_pairs(S, BK, h->q16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->kT + j0, h->T, bq, bk, D,
+					   scale, 0);
 	return tile_gemm(h->bf16, 0, 1, bq, bk, D, scale, rows(h->q, i0), rows(h->k, j0), 0.0f, S, BK);
 }
 
@@ -280,8 +281,8 @@ static const uint16_t *tile_rows16(const head_ops *h, const float *P, int bq, in
 static int prod_pv(const head_ops *h, const float *P, int j0, int bq, int bk, int D, int kv, float *o)
 {
 	if (h->pairs)
-		return dnn_gemm_bf16_pairs(o, D, tile_rows16(h, P, bq, bk), BK, (kv ? h->kp : h->vp) + (size_t)(j0 / 2) * D,
-					   D, bq, D, bk, 1.0f, 1);
+		return dnn_gemm_bf16_pairs(o, D, tile_rows16(h, P, bq, bk), BK / 2, 1,
+					   (kv ? h->kp : h->vp) + (size_t)(j0 / 2) * D, D, bq, D, bk, 1.0f, 1);
 	return tile_gemm(h->bf16, 0, 0, bq, D, bk, 1.0f, tile(P, BK), rows(kv ? h->k : h->v, j0), 1.0f, o, D);
 }
 
@@ -289,7 +290,8 @@ static int prod_pv(const head_ops *h, const float *P, int j0, int bq, int bk, in
 static int prod_dp(const head_ops *h, int i0, int j0, int bq, int bk, int D, float *dP)
 {
 	if (h->pairs)
-		return dnn_gemm_bf16_pairs(dP, BK, h->dy16 + (size_t)i0 * h->D2, h->D2, h->vT + j0, h->T, bq, bk, D, 1.0f, 0);
+		return dnn_gemm_bf16_pairs(dP, BK, h->dy16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->vT + j0, h->T, bq, bk, D,
+					   1.0f, 0);
 	return tile_gemm(h->bf16, 0, 1, bq, bk, D, 1.0f, rows(h->dy, i0), rows(h->v, j0), 0.0f, dP, BK);
 }
 
@@ -299,8 +301,10 @@ static int prod_t(const head_ops *h, const float *P, int i0, int j0, int bq, int
 {
 	if (h->pairs) {
 		dnn_bf16_pairs_f32((uint32_t *)h->tb, BK, P, BK, bq, bk);
-		return dnn_gemm_bf16_pairs(acc + j0, h->T2, (qd ? h->qT : h->dyT) + i0, h->T2, (const uint32_t *)h->tb,
-					   BK, D, bk, bq, 1.0f, 1);
+		/* A = q_i^T (or dy_i^T): the head's pairs over queries read pair-major (no transpose) */
+		const uint32_t *at = (qd ? h->qp : h->dyp) + (size_t)(i0 / 2) * D;
+		return dnn_gemm_bf16_pairs(acc + j0, h->T2, (const uint16_t *)at, 1, D, (const uint32_t *)h->tb, BK, D, bk,
+					   bq, 1.0f, 1);
 	}
 	return tile_gemm(h->bf16, 1, 0, bk, D, bq, 1.0f, tile(P, BK), rows(qd ? h->q : h->dy, i0), 1.0f,
 			 acc + (size_t)j0 * D, D);
@@ -398,19 +402,7 @@ static void tpose_pairs(uint32_t *dst, const uint16_t *x16, int T, int D2)
 				memcpy(dst + (size_t)p * T + t, x16 + (size_t)t * D2 + 2 * p, sizeof(uint32_t));
 }
 
-/* xT (D, T2) = x16 (T rows at ld D2) transposed, an odd T's pad column zero (dv's, dk's A operand) */
-static void tpose16(uint16_t *dst, const uint16_t *x16, int T, int T2, int D, int D2)
-{
-	for (int t0 = 0; t0 < T; t0 += TP)
-		for (int d = 0; d < D; d++)
-			for (int t = t0; t < T && t < t0 + TP; t++)
-				dst[(size_t)d * T2 + t] = x16[(size_t)t * D2 + d];
-	if (T2 > T)
-		for (int d = 0; d < D; d++)
-			dst[(size_t)d * T2 + T] = 0;
-}
-
-/* The head's pair operands in the scratch at *at: q16, kT and (forward) vp, (backward) dy16, qT, dyT,
+/* The head's pair operands in the scratch at *at: q16, kT and (forward) vp, (backward) dy16, qp, dyp,
  * vT, kp; x, xh: the sample's qkv (fp32 or bf16) at the head's offset; dyf: the packed fp32 dy (T,D)
  * (backward) or NULL; stage: T x D floats. */
 static void head_pairs(head_ops *h, float **at, const float *x, const uint16_t *xh, int C, const float *dyf, int D,
@@ -431,17 +423,18 @@ static void head_pairs(head_ops *h, float **at, const float *x, const uint16_t *
 		h->vp = vp;
 		return;
 	}
-	uint16_t *dy16 = (uint16_t *)carve(at, blk), *qT = (uint16_t *)carve(at, blk), *dyT = (uint16_t *)carve(at, blk);
-	uint32_t *vT = (uint32_t *)carve(at, blk), *kp = (uint32_t *)carve(at, blk);
+	uint16_t *dy16 = (uint16_t *)carve(at, blk);
+	uint32_t *qp = (uint32_t *)carve(at, blk), *dyp = (uint32_t *)carve(at, blk), *vT = (uint32_t *)carve(at, blk),
+		 *kp = (uint32_t *)carve(at, blk);
 	dnn_bf16_convert_rows(dy16, D2, dyf, D, T, D);
 	if (D2 > D)
 		for (int r = 0; r < T; r++)
 			dy16[(size_t)r * D2 + D] = 0;
-	tpose16(qT, q16, T, T2, D, D2);
-	tpose16(dyT, dy16, T, T2, D, D2);
+	dnn_bf16_pairs_bf16(qp, D, q16, D2, T, D);
+	dnn_bf16_pairs_bf16(dyp, D, dy16, D2, T, D);
 	tpose_pairs(vT, v16, T, D2);
 	dnn_bf16_pairs_bf16(kp, D, k16, D2, T, D);
-	h->dy16 = dy16, h->qT = qT, h->dyT = dyT, h->vT = vT, h->kp = kp;
+	h->dy16 = dy16, h->qp = qp, h->dyp = dyp, h->vT = vT, h->kp = kp;
 }
 
 int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_attention_args *a, float *scratch)

@@ -285,13 +285,13 @@ int dnn_gemm_bf16_pairs_ok(void) { return use_simd && dnn_cpu_has_bf16(); }
  * variable (GCC keeps an array of 16 zmm accumulators in memory, storing each at every step: the
  * kernel then ran at half of oneDNN's rate). K2 pairs in order. Rows past m read row 0 and are never
  * stored; vectors past the block's width load nothing (mask 0). */
-static inline uint32_t pair_at(const uint16_t *row, int p)
+static inline uint32_t pair_at(const uint16_t *a, size_t i)
 {
 	uint32_t w;
-	memcpy(&w, row + 2 * p, sizeof(w));
+	memcpy(&w, a + 2 * i, sizeof(w)); /* the bf16 values' bytes, whatever type wrote them */
 	return w;
 }
-#define PAIRS_A(r) const __m512bh a##r = (__m512bh)_mm512_set1_epi32((int)pair_at(ar[r], p))
+#define PAIRS_A(r) const __m512bh a##r = (__m512bh)_mm512_set1_epi32((int)pair_at(ar[r], (size_t)p * aps))
 #define PAIRS_DP(r, v) c##r##v = _mm512_dpbf16_ps(c##r##v, a##r, b##v)
 #define PAIRS_ST(r, v)                                                                                                 \
 	do {                                                                                                           \
@@ -304,14 +304,14 @@ static inline uint32_t pair_at(const uint16_t *row, int p)
 		}                                                                                                      \
 	} while (0)
 
-BF16_TARGET static void pairs_4x4(float *C, int ldc, const uint16_t *A, int lda, const uint32_t *Bp, int ldb, int m,
-				  const __mmask16 *mk, int K2, float alpha, int acc)
+BF16_TARGET static void pairs_4x4(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp,
+				  int ldb, int m, const __mmask16 *mk, int K2, float alpha, int acc)
 {
 	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00,
 	       c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
 	const uint16_t *ar[4];
 	for (int r = 0; r < 4; r++)
-		ar[r] = A + (size_t)(r < m ? r : 0) * lda;
+		ar[r] = A + 2 * (size_t)(r < m ? r : 0) * ars;
 	for (int p = 0; p < K2; p++) {
 		const uint32_t *b = Bp + (size_t)p * ldb;
 		const __m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(mk[0], b),
@@ -334,14 +334,14 @@ BF16_TARGET static void pairs_4x4(float *C, int ldc, const uint16_t *A, int lda,
 	PAIRS_ST(3, 0); PAIRS_ST(3, 1); PAIRS_ST(3, 2); PAIRS_ST(3, 3);
 }
 
-BF16_TARGET static void pairs_8x2(float *C, int ldc, const uint16_t *A, int lda, const uint32_t *Bp, int ldb, int m,
-				  const __mmask16 *mk, int K2, float alpha, int acc)
+BF16_TARGET static void pairs_8x2(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp,
+				  int ldb, int m, const __mmask16 *mk, int K2, float alpha, int acc)
 {
 	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
 	       c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
 	const uint16_t *ar[8];
 	for (int r = 0; r < 8; r++)
-		ar[r] = A + (size_t)(r < m ? r : 0) * lda;
+		ar[r] = A + 2 * (size_t)(r < m ? r : 0) * ars;
 	for (int p = 0; p < K2; p++) {
 		const uint32_t *b = Bp + (size_t)p * ldb;
 		const __m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(mk[0], b),
@@ -372,8 +372,8 @@ BF16_TARGET static void pairs_8x2(float *C, int ldc, const uint16_t *A, int lda,
 
 static __mmask16 cols_mask(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
-static void gemm_pairs(float *C, int ldc, const uint16_t *A, int lda, const uint32_t *Bp, int ldb, int M, int N, int K2,
-		       float alpha, int acc)
+static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M, int N,
+		       int K2, float alpha, int acc)
 {
 	const int wide = N > 32, R = wide ? 4 : 8, W = wide ? 64 : 32;
 	for (int j0 = 0; j0 < N; j0 += W) {
@@ -383,11 +383,11 @@ static void gemm_pairs(float *C, int ldc, const uint16_t *A, int lda, const uint
 		for (int i0 = 0; i0 < M; i0 += R) {
 			const int m = M - i0 < R ? M - i0 : R;
 			float *c = C + (size_t)i0 * ldc + j0;
-			const uint16_t *a = A + (size_t)i0 * lda;
+			const uint16_t *a = A + 2 * (size_t)i0 * ars;
 			if (wide)
-				pairs_4x4(c, ldc, a, lda, Bp + j0, ldb, m, mk, K2, alpha, acc);
+				pairs_4x4(c, ldc, a, ars, aps, Bp + j0, ldb, m, mk, K2, alpha, acc);
 			else
-				pairs_8x2(c, ldc, a, lda, Bp + j0, ldb, m, mk, K2, alpha, acc);
+				pairs_8x2(c, ldc, a, ars, aps, Bp + j0, ldb, m, mk, K2, alpha, acc);
 		}
 	}
 }
@@ -411,21 +411,22 @@ BF16_TARGET static void pairs_f32_simd(uint32_t *dst, int ldd, const float *src,
 	}
 }
 #else
-static void gemm_pairs(float *C, int ldc, const uint16_t *A, int lda, const uint32_t *Bp, int ldb, int M, int N, int K2,
-		       float alpha, int acc)
+static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M, int N,
+		       int K2, float alpha, int acc)
 {
-	(void)C, (void)ldc, (void)A, (void)lda, (void)Bp, (void)ldb, (void)M, (void)N, (void)K2, (void)alpha, (void)acc;
+	(void)C, (void)ldc, (void)A, (void)ars, (void)aps, (void)Bp, (void)ldb, (void)M, (void)N, (void)K2, (void)alpha,
+		(void)acc;
 }
 #endif
 
-int dnn_gemm_bf16_pairs(float *C, int ldc, const uint16_t *A, int lda, const uint32_t *Bp, int ldb, int M, int N,
-			int K, float alpha, int accumulate)
+int dnn_gemm_bf16_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M,
+			int N, int K, float alpha, int accumulate)
 {
-	if (!dnn_cpu_has_bf16() || (lda & 1))
+	if (!dnn_cpu_has_bf16())
 		return -1;
 	if (M <= 0 || N <= 0)
 		return 0;
-	gemm_pairs(C, ldc, A, lda, Bp, ldb, M, N, (K + 1) / 2, alpha, accumulate);
+	gemm_pairs(C, ldc, A, ars, aps, Bp, ldb, M, N, (K + 1) / 2, alpha, accumulate);
 	return 0;
 }
 

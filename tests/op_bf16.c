@@ -241,7 +241,8 @@ out:
  * bit for bit, the fp32 packer against the bf16 one). Negative control: the same check against the
  * products of the unrounded fp32 operands must fail (bf16's 2^-8 is far above g32(K)), so the check
  * sees errors of a rounding's size. K odd reads A's pad column (zero) and never past it (the columns
- * beyond hold NaN); C's columns past N and rows past M are never written. */
+ * beyond hold NaN); C's columns past N and rows past M are never written. A read pair-major (A^T's
+ * rows paired by dnn_bf16_pairs_bf16) gives the bits of A read in rows (the same sums in the same order). */
 static void pairs_case(int M, int N, int K, float alpha, int acc)
 {
 	const int K2 = (K + 1) / 2, lda = 2 * K2 + 2, ldb = N + 3, lds = N + 1, ldc = N + 2;
@@ -285,19 +286,35 @@ static void pairs_case(int M, int N, int K, float alpha, int acc)
 			S[o] = (float)(g32(K) * (fabs(alpha) * a + (acc ? fabs(c0[o]) : 0.0)));
 		}
 	memcpy(c, c0, nc * 4);
-	TEST_CHECK(dnn_gemm_bf16_pairs(c, ldc, ah, lda, bp, ldb, M, N, K, alpha, acc) == 0, "%s failed", what);
+	TEST_CHECK(dnn_gemm_bf16_pairs(c, ldc, ah, lda / 2, 1, bp, ldb, M, N, K, alpha, acc) == 0, "%s failed", what);
 	TEST_CHECK(test_count_outside(what, c, ref, S, 1.0, 0.0, nc, 1) == 0, "%s: outside the fp32 sum's bound", what);
 	TEST_CHECK(test_count_outside(what, c, ref32, S, 1.0, 0.0, nc, 0) > 0,
 		   "%s: negative control: the unrounded operands' products passed the bound, so it tests nothing", what);
+	/* A read pair-major (A^T's rows paired, as attention's q and dy): the same sums, the same bits */
 	float *c2 = malloc(nc * 4);
-	if (c2) {
+	uint16_t *at = malloc((size_t)K * M * 2);
+	uint32_t *ap = malloc((size_t)K2 * (M + 1) * 4);
+	if (c2 && at && ap) {
+		for (int k = 0; k < K; k++)
+			for (int i = 0; i < M; i++)
+				at[(size_t)k * M + i] = ah[(size_t)i * lda + k];
+		dnn_bf16_pairs_bf16(ap, M + 1, at, M, K, M);
 		memcpy(c2, c0, nc * 4);
-		dnn_gemm_bf16_pairs(c2, ldc, ah, lda, bp, ldb, M, N, K, alpha, acc);
+		dnn_gemm_bf16_pairs(c2, ldc, (const uint16_t *)ap, 1, M + 1, bp, ldb, M, N, K, alpha, acc);
+		TEST_CHECK(test_same_bits(what, c2, c, nc), "%s: A pair-major gave other bits than A in rows", what);
+		memcpy(c2, c0, nc * 4);
+		dnn_gemm_bf16_pairs(c2, ldc, ah, lda / 2, 1, bp, ldb, M, N, K, alpha, acc);
 		TEST_CHECK(test_same_bits(what, c2, c, nc), "%s: a second call gave other bits", what);
-		free(c2);
+		/* negative control of the same-bits checks: one bf16 step in A's first value moves C */
+		ah[0]++;
+		memcpy(c2, c0, nc * 4);
+		dnn_gemm_bf16_pairs(c2, ldc, ah, lda / 2, 1, bp, ldb, M, N, K, alpha, acc);
+		TEST_CHECK(memcmp(c2, c, nc * 4) != 0, "%s: negative control: a changed A gave the same bits", what);
+		ah[0]--;
+	} else {
+		TEST_CHECK(0, "%s: out of memory", what);
 	}
-	TEST_CHECK(dnn_gemm_bf16_pairs(c, ldc, ah, lda + 1, bp, ldb, M, N, K, alpha, acc) == -1,
-		   "%s: an odd lda was not refused", what);
+	free(c2), free(at), free(ap);
 	printf("  %s: within the fp32 sum's bound of the exact bf16 products\n", what);
 out:
 	free(A), free(B), free(c), free(c0), free(ref), free(ref32), free(S), free(ah), free(bh), free(bp), free(bp2);
@@ -309,7 +326,7 @@ static void pairs_all(void)
 		float c = 0;
 		const uint16_t a[2] = {0, 0};
 		const uint32_t b = 0;
-		TEST_CHECK(dnn_gemm_bf16_pairs(&c, 1, a, 2, &b, 1, 1, 1, 2, 1.0f, 0) == -1,
+		TEST_CHECK(dnn_gemm_bf16_pairs(&c, 1, a, 1, 1, &b, 1, 1, 1, 2, 1.0f, 0) == -1,
 			   "gemm_bf16_pairs ran on a CPU without AVX512_BF16");
 		printf("  gemm_bf16_pairs: no AVX512_BF16 here, refused as it must be\n");
 		return;
