@@ -39,9 +39,10 @@ size_t dnn_attention_scratch_floats(int T, int D)
 	/* forward: the head's q, k, v (3 T x D), S (BQ x BK), m, l (BQ), the y accumulator (BQ x D);
 	 * backward: the head's q, k, v, dy, dk, dv (6 T x D), P, dP (BQ x BK each), D_t (BQ), dq (BQ x D);
 	 * bf16 on packed pairs (head_pairs): at most 8 blocks of T2 x D2 (T, D rounded up to even) and a
-	 * tile's bf16 copy (BQ x BK / 2) more, with room to align each block */
+	 * tile's bf16 copy (BQ x BK / 2) more, with room to align each block and to pad the rows of kT, vT and
+ * the transposed dk, dv by 16 */
 	const size_t t = T > 0 ? (size_t)T + (T & 1) : 0, d = D > 0 ? (size_t)D + (D & 1) : 0;
-	return 8 * t * d + 3 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d + 16 * 16;
+	return 8 * t * d + 3 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d + 64 * d + 16 * 16;
 }
 
 double dnn_attention_flops_fwd(const dnn_attention_args *a) { return 2.0 * a->N * (double)a->T * a->T * a->C; }
@@ -251,7 +252,7 @@ static int tile_gemm(int bf16, int tA, int tB, int M, int N, int K, float alpha,
  * dv and dk are summed transposed (D, T2), so that no tile is transposed; the head's k and v are, once
  * (kT, vT). tb holds a tile's bf16 copy (rows or pairs, BQ x BK values). */
 typedef struct {
-	int bf16, pairs, T, T2, D2;
+	int bf16, pairs, T, T2, D2, ldk, ldt; /* ldk: kT's, vT's rows; ldt: dk^T's, dv^T's (T + 16, T2 + 16) */
 	dnn_bf16_operand q, k, v, dy;
 	const uint16_t *q16, *dy16;
 	const uint32_t *kT, *vT, *kp, *vp, *qp, *dyp;
@@ -262,7 +263,7 @@ typedef struct {
 static int prod_qk(const head_ops *h, int i0, int j0, int bq, int bk, int D, float scale, float *S)
 {
 	if (h->pairs)
-		return dnn_gemm_bf16_pairs(S, BK, h->q16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->kT + j0, h->T, bq, bk, D,
+		return dnn_gemm_bf16_pairs(S, BK, h->q16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->kT + j0, h->ldk, bq, bk, D,
 					   scale, 0);
 	return tile_gemm(h->bf16, 0, 1, bq, bk, D, scale, rows(h->q, i0), rows(h->k, j0), 0.0f, S, BK);
 }
@@ -290,7 +291,7 @@ static int prod_pv(const head_ops *h, const float *P, int j0, int bq, int bk, in
 static int prod_dp(const head_ops *h, int i0, int j0, int bq, int bk, int D, float *dP)
 {
 	if (h->pairs)
-		return dnn_gemm_bf16_pairs(dP, BK, h->dy16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->vT + j0, h->T, bq, bk, D,
+		return dnn_gemm_bf16_pairs(dP, BK, h->dy16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->vT + j0, h->ldk, bq, bk, D,
 					   1.0f, 0);
 	return tile_gemm(h->bf16, 0, 1, bq, bk, D, 1.0f, rows(h->dy, i0), rows(h->v, j0), 0.0f, dP, BK);
 }
@@ -303,7 +304,7 @@ static int prod_t(const head_ops *h, const float *P, int i0, int j0, int bq, int
 		dnn_bf16_pairs_f32((uint32_t *)h->tb, BK, P, BK, bq, bk);
 		/* A = q_i^T (or dy_i^T): the head's pairs over queries read pair-major (no transpose) */
 		const uint32_t *at = (qd ? h->qp : h->dyp) + (size_t)(i0 / 2) * D;
-		return dnn_gemm_bf16_pairs(acc + j0, h->T2, (const uint16_t *)at, 1, D, (const uint32_t *)h->tb, BK, D, bk,
+		return dnn_gemm_bf16_pairs(acc + j0, h->ldt, (const uint16_t *)at, 1, D, (const uint32_t *)h->tb, BK, D, bk,
 					   bq, 1.0f, 1);
 	}
 	return tile_gemm(h->bf16, 1, 0, bk, D, bq, 1.0f, tile(P, BK), rows(qd ? h->q : h->dy, i0), 1.0f,
@@ -393,13 +394,54 @@ static void rows16(uint16_t *dst, int D2, const float *x, const uint16_t *xh, in
 
 #define TP 16 /* the transposes' block of rows */
 
-/* kT (D2/2, T): pair p of row t of x16 (T rows at ld D2) at [p][t] (S's and dP's B operand) */
-static void tpose_pairs(uint32_t *dst, const uint16_t *x16, int T, int D2)
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The pairs path's transposes, 16 lanes a gather (it runs only on a bf16 CPU, so with AVX-512F): one
+ * scalar load and store per element, at a stride of a row, were half of attention backward's own time. */
+#define ATT_AVX512 __attribute__((target("avx512f")))
+static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
+ATT_AVX512 static void tpose_pairs_avx512(uint32_t *dst, int ldd, const uint16_t *x16, int T, int D2)
 {
+	const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+					       _mm512_set1_epi32(D2 / 2)); /* 16 rows' pair p */
+	for (int t = 0; t < T; t += 16) {
+		const __mmask16 m = lanes(T - t);
+		for (int p = 0; p < D2 / 2; p++)
+			_mm512_mask_storeu_epi32(dst + (size_t)p * ldd + t, m,
+						 _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
+									     x16 + (size_t)t * D2 + 2 * p, 4));
+	}
+}
+
+/* unpack_t's rows: dst[t][i] (=|+=) src[i][t], 16 values of i a gather */
+ATT_AVX512 static void unpack_t_avx512(float *dst, int ld, const float *src, int T, int T2, int D, int accumulate)
+{
+	const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+					       _mm512_set1_epi32(T2));
+	for (int t = 0; t < T; t++) {
+		float *d = dst + (size_t)t * ld;
+		for (int i = 0; i < D; i += 16) {
+			const __mmask16 m = lanes(D - i);
+			__m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, src + (size_t)i * T2 + t, 4);
+			if (accumulate)
+				v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + i), v);
+			_mm512_mask_storeu_ps(d + i, m, v);
+		}
+	}
+}
+#endif
+
+/* kT (D2/2, T) at ldd: pair p of row t of x16 (T rows at ld D2) at [p][t] (S's and dP's B operand) */
+static void tpose_pairs(uint32_t *dst, int ldd, const uint16_t *x16, int T, int D2)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	tpose_pairs_avx512(dst, ldd, x16, T, D2);
+#else
 	for (int t0 = 0; t0 < T; t0 += TP) /* blocks of TP rows: a column's reads stay in cache */
 		for (int p = 0; p < D2 / 2; p++)
 			for (int t = t0; t < T && t < t0 + TP; t++)
-				memcpy(dst + (size_t)p * T + t, x16 + (size_t)t * D2 + 2 * p, sizeof(uint32_t));
+				memcpy(dst + (size_t)p * ldd + t, x16 + (size_t)t * D2 + 2 * p, sizeof(uint32_t));
+#endif
 }
 
 /* The head's pair operands in the scratch at *at: q16, kT and (forward) vp, (backward) dy16, qp, dyp,
@@ -409,13 +451,13 @@ static void head_pairs(head_ops *h, float **at, const float *x, const uint16_t *
 		       float *stage)
 {
 	const int T = h->T, T2 = h->T2, D2 = h->D2;
-	const size_t blk = (size_t)T2 * D2 / 2; /* floats of a T2 x D2 bf16 block */
+	const size_t blk = (size_t)T2 * D2 / 2, blkt = (size_t)h->ldk * D2 / 2; /* floats of a T2 x D2 bf16 block */
 	uint16_t *q16 = (uint16_t *)carve(at, blk), *k16 = (uint16_t *)carve(at, blk), *v16 = (uint16_t *)carve(at, blk);
-	uint32_t *kT = (uint32_t *)carve(at, blk);
+	uint32_t *kT = (uint32_t *)carve(at, blkt);
 	rows16(q16, D2, x, xh, T, D, 3 * C, stage);
 	rows16(k16, D2, x ? x + C : NULL, xh ? xh + C : NULL, T, D, 3 * C, stage);
 	rows16(v16, D2, x ? x + 2 * C : NULL, xh ? xh + 2 * C : NULL, T, D, 3 * C, stage);
-	tpose_pairs(kT, k16, T, D2);
+	tpose_pairs(kT, h->ldk, k16, T, D2);
 	h->q16 = q16, h->kT = kT;
 	if (!dyf) { /* forward: o += P v */
 		uint32_t *vp = (uint32_t *)carve(at, blk);
@@ -424,7 +466,7 @@ static void head_pairs(head_ops *h, float **at, const float *x, const uint16_t *
 		return;
 	}
 	uint16_t *dy16 = (uint16_t *)carve(at, blk);
-	uint32_t *qp = (uint32_t *)carve(at, blk), *dyp = (uint32_t *)carve(at, blk), *vT = (uint32_t *)carve(at, blk),
+	uint32_t *qp = (uint32_t *)carve(at, blk), *dyp = (uint32_t *)carve(at, blk), *vT = (uint32_t *)carve(at, blkt),
 		 *kp = (uint32_t *)carve(at, blk);
 	dnn_bf16_convert_rows(dy16, D2, dyf, D, T, D);
 	if (D2 > D)
@@ -432,7 +474,7 @@ static void head_pairs(head_ops *h, float **at, const float *x, const uint16_t *
 			dy16[(size_t)r * D2 + D] = 0;
 	dnn_bf16_pairs_bf16(qp, D, q16, D2, T, D);
 	dnn_bf16_pairs_bf16(dyp, D, dy16, D2, T, D);
-	tpose_pairs(vT, v16, T, D2);
+	tpose_pairs(vT, h->ldk, v16, T, D2);
 	dnn_bf16_pairs_bf16(kp, D, k16, D2, T, D);
 	h->dy16 = dy16, h->qp = qp, h->dyp = dyp, h->vT = vT, h->kp = kp;
 }
@@ -449,7 +491,7 @@ int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_a
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
 	head_ops h = {.bf16 = a->bf16, .pairs = a->bf16 && dnn_gemm_bf16_pairs_ok(), .T = T, .T2 = T + (T & 1),
-		      .D2 = D + (D & 1)};
+		      .D2 = D + (D & 1), .ldk = T + 16, .ldt = T + (T & 1) + 16};
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *tiles = hv + TD;
 	uint16_t *bq = (uint16_t *)scratch, *bk = bq + TD, *bv = bk + TD; /* bf16: in hq, hk's room; hv stages */
 	h.q = (dnn_bf16_operand){.f = hq, .ld = D}, h.k = (dnn_bf16_operand){.f = hk, .ld = D},
@@ -582,12 +624,16 @@ static void unpack(float *restrict dst, int ld, const float *restrict src, int T
 /* The same from the transposed src (D, T2) of the pairs path. */
 static void unpack_t(float *restrict dst, int ld, const float *restrict src, int T, int T2, int D, int accumulate)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+	unpack_t_avx512(dst, ld, src, T, T2, D, accumulate);
+#else
 	for (int t0 = 0; t0 < T; t0 += TP) /* blocks of TP columns of src: a row's TP reads in one line */
 		for (int i = 0; i < D; i++)
 			for (int t = t0; t < T && t < t0 + TP; t++) {
 				float *d = dst + (size_t)t * ld + i;
 				*d = accumulate ? *d + src[(size_t)i * T2 + t] : src[(size_t)i * T2 + t];
 			}
+#endif
 }
 
 int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, const float *dy, const float *lse,
@@ -603,7 +649,7 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
 	head_ops h = {.bf16 = a->bf16, .pairs = a->bf16 && dnn_gemm_bf16_pairs_ok(), .T = T, .T2 = T + (T & 1),
-		      .D2 = D + (D & 1)};
+		      .D2 = D + (D & 1), .ldk = T + 16, .ldt = T + (T & 1) + 16};
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *hdy = hv + TD, *hdk = hdy + TD, *hdv = hdk + TD;
 	float *tiles = hdv + TD;
 	/* bf16: q, k, v, dy's bf16 blocks in the room of the fp32 q, k (hv stages) */
@@ -615,14 +661,14 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 		h.v = (dnn_bf16_operand){.h = bv, .ld = D}, h.dy = (dnn_bf16_operand){.h = bdy, .ld = D};
 	size_t dkv = 2 * TD; /* the dk, dv accumulators' floats */
 	if (h.pairs) {       /* the fp32 dy (T,D), dk^T and dv^T (D,T2; dk^T stages q, k, v first), blocks, tiles */
-		hdy = scratch, hdk = hdy + TD, hdv = hdk + (size_t)D * h.T2, dkv = 2 * (size_t)D * h.T2;
+		hdy = scratch, hdk = hdy + TD, hdv = hdk + (size_t)D * h.ldt, dkv = 2 * (size_t)D * h.ldt;
 	}
 	for (int n = 0; n < a->N; n++)
 		for (int hd = 0; hd < H; hd++) {
 			const size_t o = (size_t)n * T * 3 * C + (size_t)hd * D, oy = (size_t)n * T * C + (size_t)hd * D;
 			pack(hdy, dy + oy, 0, T, D, C); /* fp32 for D_t */
 			if (h.pairs) {
-				float *at = hdv + (size_t)D * h.T2;
+				float *at = hdv + (size_t)D * h.ldt;
 				head_pairs(&h, &at, qkv ? qkv + o : NULL, qkvh ? qkvh + o : NULL, C, hdy, D, hdk);
 				h.tb = (uint16_t *)carve(&at, (size_t)BQ * BK / 2);
 				tiles = at;
@@ -644,8 +690,8 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 				     tiles, ro) != 0)
 				return -1;
 			if (h.pairs) {
-				unpack_t(dqkv + o + C, 3 * C, hdk, T, h.T2, D, a->accumulate_dx);
-				unpack_t(dqkv + o + 2 * C, 3 * C, hdv, T, h.T2, D, a->accumulate_dx);
+				unpack_t(dqkv + o + C, 3 * C, hdk, T, h.ldt, D, a->accumulate_dx);
+				unpack_t(dqkv + o + 2 * C, 3 * C, hdv, T, h.ldt, D, a->accumulate_dx);
 			} else {
 				unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
 				unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);

@@ -372,8 +372,8 @@ BF16_TARGET static void pairs_8x2(float *C, int ldc, const uint16_t *A, int ars,
 
 static __mmask16 cols_mask(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
 
-static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M, int N,
-		       int K2, float alpha, int acc)
+static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M,
+		       int N, int K2, float alpha, int acc)
 {
 	const int wide = N > 32, R = wide ? 4 : 8, W = wide ? 64 : 32;
 	for (int j0 = 0; j0 < N; j0 += W) {
@@ -411,8 +411,8 @@ BF16_TARGET static void pairs_f32_simd(uint32_t *dst, int ldd, const float *src,
 	}
 }
 #else
-static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M, int N,
-		       int K2, float alpha, int acc)
+static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M,
+		       int N, int K2, float alpha, int acc)
 {
 	(void)C, (void)ldc, (void)A, (void)ars, (void)aps, (void)Bp, (void)ldb, (void)M, (void)N, (void)K2, (void)alpha,
 		(void)acc;
