@@ -23,7 +23,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS="$2"; shift ;;
     --precision) PRECS="$2"; shift ;;
     --out) CSV="$2"; shift ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpt_bf16_ab.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     *) break ;;
   esac

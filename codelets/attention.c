@@ -15,9 +15,12 @@
  * fixed, whatever the thread or run.
  * With bf16 (--precision bf16) the five products' operands are rounded to bf16 (q, k, v, dy, and
  * the fp32 P and dS tiles) and summed in fp32 (gemm_bf16.h); the online softmax, lse, D_t and the
- * dq/dk/dv accumulators stay fp32. q, k, v and dy are rounded once per head, as they are packed,
- * into bf16 blocks that the tiles' products read in place (rounded per tile product instead, each
- * key block's k and v were rounded once per query block: T/BQ times); the same bits either way.
+ * dq/dk/dv accumulators stay fp32. q, k, v and dy are rounded once per head, as they are packed.
+ * On a bf16 CPU the tiles' products are dnn_gemm_bf16_pairs (vdpbf16ps, no oneDNN call per tile:
+ * at gpt-nano's 64 x 64 x 32 tiles the call cost about as much as the product), each operand packed
+ * once per head in the form that kernel reads (head_ops below); dk and dv are then summed transposed.
+ * Elsewhere (dnn_gemm_bf16_set_simd(0), the tests' second path) the tiles call dnn_gemm_bf16_ex on
+ * the head's bf16 blocks in place. The two differ only in the order of the fp32 sums.
  * With y_bf16 (the plan's bf16 activation storage, graph/model.h y_bf16) the forward writes y in
  * bf16, rounded as the proj dense's GEMM rounded the fp32 y before (dnn_bf16_convert), and the
  * backward's D_t = dy[t].y[t] reads that stored y, widened: D_t then carries y's rounding (relative
@@ -38,11 +41,14 @@ size_t dnn_attention_scratch_floats(int T, int D)
 {
 	/* forward: the head's q, k, v (3 T x D), S (BQ x BK), m, l (BQ), the y accumulator (BQ x D);
 	 * backward: the head's q, k, v, dy, dk, dv (6 T x D), P, dP (BQ x BK each), D_t (BQ), dq (BQ x D);
-	 * bf16 on packed pairs (head_pairs): at most 8 blocks of T2 x D2 (T, D rounded up to even) and a
-	 * tile's bf16 copy (BQ x BK / 2) more, with room to align each block and to pad the rows of kT, vT and
- * the transposed dk, dv by 16 */
+	 * bf16 on packed pairs (the backward's head_pairs, t, d: T, D rounded up to even): dy (T D), dk^T
+	 * and dv^T (2 D (t + 16)), seven bf16 blocks of t x d (3.5 t d floats), kT and vT ((T + 16) d),
+	 * so at most 7.5 t d + 48 d; the tiles and a tile's bf16 copy (2.5 BQ BK + BQ + BQ D), and room to
+	 * align each of a dozen blocks on 16 floats */
 	const size_t t = T > 0 ? (size_t)T + (T & 1) : 0, d = D > 0 ? (size_t)D + (D & 1) : 0;
-	return 8 * t * d + 3 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d + 64 * d + 16 * 16;
+	const size_t pairs = 15 * t * d / 2 + 48 * d + 5 * (size_t)BQ * BK / 2 + (size_t)BQ + (size_t)BQ * d + 256;
+	const size_t plain = 6 * t * d + 2 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d;
+	return pairs > plain ? pairs : plain;
 }
 
 double dnn_attention_flops_fwd(const dnn_attention_args *a) { return 2.0 * a->N * (double)a->T * a->T * a->C; }

@@ -1,10 +1,13 @@
 /* gemm_bf16.c — the bf16 GEMM (gemm_bf16.h): operands rounded into bf16 copies, then oneDNN's matmul;
- * the portable path (rounding + cblas_sgemm) without oneDNN.
+ * the portable path (rounding + cblas_sgemm) without oneDNN; and dnn_gemm_bf16_pairs, our vdpbf16ps
+ * kernel for small GEMMs on operands packed once (attention's tiles).
  *
  * Per thread (one StarPU CPU worker): the bf16 copies of A and B, grown as needed and kept, and a
- * small cache of matmul primitives keyed by the call's shape, strides, alpha and beta (attention
- * calls this on 64 x 64 tiles thousands of times per step: creating a primitive per call would
- * cost more than the tile). alpha is the primitive's output scale, beta its sum post-op.
+ * small cache of matmul primitives keyed by the call's shape, strides, alpha and beta (a primitive
+ * per call would cost more than a small GEMM; gpt-nano's step uses 15, created once: ONEDNN_VERBOSE=2).
+ * alpha is the primitive's output scale, beta its sum post-op. Attention's 64 x 64 tiles, about 5,400
+ * calls per gpt-nano step, called it until dnn_gemm_bf16_pairs: the call itself (arguments, execute,
+ * stream wait) cost about as much as such a tile's product.
  */
 #include "gemm_bf16.h"
 

@@ -526,11 +526,14 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 	float *qkv = fill(nq, -qk_range, qk_range), *dy = fill(ny, -1, 1);
 	float *y16 = malloc(ny * 4), *y32 = malloc(ny * 4), *lse = malloc(nl * 4), *l16 = malloc(nl * 4);
 	float *g16v = malloc(nq * 4), *g32v = malloc(nq * 4);
-	float *scratch = malloc(dnn_attention_scratch_floats(T, D) * sizeof(float));
+	const size_t ns = dnn_attention_scratch_floats(T, D);
+	float *scratch = malloc((ns + 16) * sizeof(float)); /* 16 canary values past the scratch */
 	if (!qkv || !dy || !y16 || !y32 || !lse || !l16 || !g16v || !g32v || !scratch) {
 		TEST_CHECK(0, "attention bf16: out of memory");
 		goto out;
 	}
+	for (int i = 0; i < 16; i++)
+		scratch[ns + i] = -12345.0f;
 	dnn_attention_args a32 = {.N = N, .T = T, .C = C, .H = H, .save_lse = 1}, a16 = a32;
 	a16.bf16 = 1;
 	TEST_CHECK(dnn_attention_forward_cpu(y16, l16, qkv, &a16, scratch) == 0, "attention bf16 forward failed");
@@ -588,6 +591,11 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 	TEST_CHECK(dnn_attention_forward_cpu(y32, l16, qkv, &a16, scratch) == 0 &&
 			   test_same_bits("attention bf16 rerun", y32, y16, ny),
 		   "attention bf16: a second run gave other bits");
+	int canary = 1;
+	for (int i = 0; i < 16; i++)
+		canary &= scratch[ns + i] == -12345.0f;
+	TEST_CHECK(canary, "attention bf16 N=%d T=%d C=%d H=%d: the kernels wrote past dnn_attention_scratch_floats", N,
+		   T, C, H);
 	free(bound), free(bound32);
 out:
 	free(qkv), free(dy), free(y16), free(y32), free(lse), free(l16), free(g16v), free(g32v), free(scratch);
