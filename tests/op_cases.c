@@ -676,6 +676,7 @@ static int gelu_variant(int v, char *name, size_t len)
 /* Chosen points (exact where GELU is: 0, and +-20) and PyTorch's values, in every form of the
  * CPU kernels (gelu_variant). */
 static void extra_gelu_form(void);
+static void extra_gelu_lanes(void);
 static void extra_gelu_unit(void)
 {
 	for (int v = 0; v <= 1; v++) {
@@ -687,6 +688,51 @@ static void extra_gelu_unit(void)
 		h_extra_gelu_bf16(); /* its bf16 output, in this form (op_bf16.c) */
 	}
 	gelu_variant(-1, NULL, 0);
+	extra_gelu_lanes();
+}
+
+/* The AVX2 form on 16 lanes (AVX-512F) against the same form on 8: the same operations per element,
+ * so the same bits, forward and backward (=, +=), on lengths that leave 8-lane and scalar tails and
+ * on values that reach exp's clamps, -2u > 88 and NaN. Negative control: one input changed changes
+ * an output's bits. Where the CPU has no AVX-512F both runs take 8 lanes (said so). */
+static void extra_gelu_lanes(void)
+{
+	enum { N = 1000 + 16 + 8 + 3 };
+	float *x = malloc(N * 4), *g = malloc(N * 4), *y[2], *d[2], *a[2];
+	for (int k = 0; k < 2; k++)
+		y[k] = malloc(N * 4), d[k] = malloc(N * 4), a[k] = malloc(N * 4);
+	if (!x || !g || !y[0] || !y[1] || !d[0] || !d[1] || !a[0] || !a[1]) {
+		TEST_CHECK(0, "gelu lanes: out of memory");
+		goto out;
+	}
+	test_fill_uniform(x, N, -12, 12);
+	test_fill_uniform(g, N, -1, 1);
+	x[5] = 60.0f, x[6] = -60.0f, x[7] = NAN, x[8] = 0.0f, x[9] = -0.0f, x[20] = -6.0f, x[21] = 1e-30f, x[100] = 0.75f;
+	for (int k = 0; k < 2; k++) {
+		if (dnn_gelu_set_simd(k ? 2 : 1) != (k ? 2 : 1)) {
+			printf("gelu lanes: no AVX2 here, nothing to compare\n");
+			goto out;
+		}
+		dnn_gelu_forward_cpu(y[k], x, N);
+		dnn_gelu_backward_cpu(d[k], x, g, N, 0);
+		memcpy(a[k], g, N * 4);
+		dnn_gelu_backward_cpu(a[k], x, g, N, 1);
+	}
+	TEST_CHECK(test_same_bits("gelu 16 lanes vs 8: forward", y[0], y[1], N) &&
+			   test_same_bits("gelu 16 lanes vs 8: backward", d[0], d[1], N) &&
+			   test_same_bits("gelu 16 lanes vs 8: backward +=", a[0], a[1], N),
+		   "gelu: the 16-lane loop gave other bits than the 8-lane one");
+	x[100] = 0.5f; /* from 0.75 (one ulp could round to the same y) */
+	dnn_gelu_forward_cpu(y[1], x, N);
+	TEST_CHECK(memcmp(y[0], y[1], N * 4) != 0, "gelu lanes: negative control: a changed input gave the same bits");
+	__builtin_cpu_init();
+	printf("gelu lanes: %s\n", __builtin_cpu_supports("avx512f") ? "16 (AVX-512F) and 8 give the same bits"
+								  : "no AVX-512F here: 8 lanes both times");
+out:
+	dnn_gelu_set_simd(1);
+	free(x), free(g);
+	for (int k = 0; k < 2; k++)
+		free(y[k]), free(d[k]), free(a[k]);
 }
 
 static void extra_gelu_form(void)
