@@ -579,9 +579,68 @@ static void ln_model_checks(void)
 	}
 }
 
+/* The kernels in AVX-512F registers against the build's baseline: the same bits (forward y in fp32
+ * and bf16, the saved statistics; backward dx =, +=, dgamma, dbeta), on C with 16-, 8-lane and
+ * scalar tails. Negative control: one input changed changes y. Without AVX-512F: said so. */
+static void ln_lanes_check(long rows, int C)
+{
+	const size_t n = (size_t)rows * C;
+	dnn_layernorm_args a = {.rows = rows, .C = C, .eps = 1e-5f, .save = 1, .has_dx = 1};
+	float *x = alloc_f(n), *dy = alloc_f(n), *g = alloc_f(C), *b = alloc_f(C), *y[2], *sv[2], *dx[2], *da[2],
+	      *dg[2], *db[2];
+	uint16_t *yh[2] = {NULL, NULL};
+	char what[80];
+	snprintf(what, sizeof(what), "layernorm rows %ld C %d: AVX-512F vs baseline", rows, C);
+	for (int k = 0; k < 2; k++) {
+		y[k] = alloc_f(n), sv[k] = alloc_f(3 * (size_t)rows), dx[k] = alloc_f(n), da[k] = alloc_f(n);
+		dg[k] = calloc(C, sizeof(float)), db[k] = calloc(C, sizeof(float));
+		yh[k] = malloc(n * sizeof(uint16_t));
+	}
+	if (!dg[0] || !db[0] || !yh[0] || !dg[1] || !db[1] || !yh[1]) {
+		TEST_CHECK(0, "layernorm lanes: out of memory");
+		goto out;
+	}
+	fill_layernorm(H_UNIT, 0, x, n);
+	test_fill_uniform(dy, n, -1, 1);
+	test_fill_uniform(g, C, 0.5f, 1.5f);
+	test_fill_uniform(b, C, -0.5f, 0.5f);
+	for (int k = 0; k < 2; k++) {
+		const int wide = dnn_layernorm_set_simd(!k);
+		if (k == 0 && !wide) {
+			printf("layernorm lanes: no AVX-512F here, one form only\n");
+			goto out;
+		}
+		dnn_layernorm_args ah = a;
+		ah.y_bf16 = 1;
+		dnn_layernorm_forward_cpu(y[k], sv[k], x, g, b, &a);
+		dnn_layernorm_forward_cpu(yh[k], NULL, x, g, b, &ah);
+		TEST_CHECK(dnn_layernorm_backward_cpu(dx[k], dg[k], db[k], x, g, sv[k], dy, &a) == 0, "layernorm bwd");
+		memcpy(da[k], dy, n * 4);
+		a.accumulate_dx = 1;
+		TEST_CHECK(dnn_layernorm_backward_cpu(da[k], dg[k], db[k], x, g, sv[k], dy, &a) == 0, "layernorm bwd +=");
+		a.accumulate_dx = 0;
+	}
+	TEST_CHECK(test_same_bits(what, y[0], y[1], n) && test_same_bits(what, sv[0], sv[1], 3 * (size_t)rows) &&
+			   memcmp(yh[0], yh[1], n * sizeof(uint16_t)) == 0 && test_same_bits(what, dx[0], dx[1], n) &&
+			   test_same_bits(what, da[0], da[1], n) && test_same_bits(what, dg[0], dg[1], (size_t)C) &&
+			   test_same_bits(what, db[0], db[1], (size_t)C),
+		   "%s: other bits", what);
+	x[0] += 0.5f;
+	dnn_layernorm_forward_cpu(y[1], sv[1], x, g, b, &a);
+	TEST_CHECK(memcmp(y[0], y[1], n * 4) != 0, "%s: negative control: a changed input gave the same y", what);
+	printf("%s: the same bits\n", what);
+out:
+	dnn_layernorm_set_simd(1);
+	free(x), free(dy), free(g), free(b);
+	for (int k = 0; k < 2; k++)
+		free(y[k]), free(sv[k]), free(dx[k]), free(da[k]), free(dg[k]), free(db[k]), free(yh[k]);
+}
+
 static void extra_layernorm_unit(void)
 {
 	ln_model_checks();
+	ln_lanes_check(37, 128); /* gpt-nano's C */
+	ln_lanes_check(9, 771);  /* tails of every width */
 	ln_kernel_checks(1, 1, 1e-5f, 0);
 	ln_kernel_checks(3, 7, 1e-5f, 0);
 	ln_kernel_checks(17, 64, 1e-5f, 0);
