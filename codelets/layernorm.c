@@ -142,7 +142,7 @@ LN_INLINE int ln_backward(float *restrict dx, float *restrict dgamma, float *res
  * (the op harness compares the two). */
 static int ln_wide = -1; /* -1: not chosen yet */
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) /* clang has no optimize attribute */
 #define LN_AVX512 __attribute__((target("avx512f"), optimize("fp-contract=off")))
 LN_AVX512 static void ln_forward_avx512(void *y, float *saved, const float *x, const float *gamma, const float *beta,
 					const dnn_layernorm_args *a)
