@@ -185,6 +185,12 @@ int dnn_gelu_simd(void)
 	return gelu_simd;
 }
 
+const char *dnn_gelu_isa(void)
+{
+	const int s = dnn_gelu_simd();
+	return s == 1 && gelu_wide ? "avx512" : s ? "avx2" : "portable";
+}
+
 void dnn_gelu_forward_cpu(float *restrict y, const float *restrict x, long n)
 {
 	// y (n), x (n)

@@ -30,6 +30,8 @@ void dnn_gelu_backward_cpu(float *dx, const float *x, const float *dy, long n, i
  * returns what is in effect. */
 int dnn_gelu_set_simd(int on);
 int dnn_gelu_simd(void);
+/* The loops in effect, for the result line: "avx512" (16 lanes), "avx2" (8) or "portable". */
+const char *dnn_gelu_isa(void);
 
 /* fwd (R x, W y); bwd (R x, R dy, W|RW dx per a->accumulate_dx) */
 extern struct starpu_codelet cl_gelu_fwd, cl_gelu_bwd;
