@@ -15,10 +15,11 @@
  * which moves a softmax row's probabilities by at most a factor e^(+-2 d_t); then P (rounded) times
  * v (rounded) adds g16(T) relative, so y_t is within [(e^(2 d_t) - 1)(1 + g16(T)) + g16(T)]
  * max_(s<=t) |v_s| of the fp32 y_t, plus the fp32 kernel's own 1e-5 (the harness's forward
- * tolerance). The backward's five products and dS = P (dP - D_t) compound these: a normwise bound,
- * max |g_bf16 - g_fp32| <= 6 (e^(2 d) - 1 + 2 g16(T)) max |g_fp32| + 1e-5 for each of dq, dk, dv
- * (d = the largest d_t; 6: two products after the softmax's factor, each with its own 2u, and the
- * subtraction in dS, whose terms are at most twice the result's scale).
+ * tolerance). The backward: per element of dq, dk and dv, the bound carried through each product
+ * and dS = P (dP - D_t) (see "The attention backward, per element" below), and a second check
+ * against a model of the bf16 arithmetic, tight enough that truncation, an operand left unrounded
+ * or a 10% error in dP fail it (the normwise bound used before, 6 (e^(2 d) - 1 + 2 g16(T)) max |g|,
+ * let a 10% error in dP pass; attention's bf16 y storage below still uses it, as its own slack).
  * Convolutions: see "conv2d" below (the GEMM bound for im2col and direct, and for Winograd the
  * same bound taken through the transforms).
  * bf16 activation storage (graph/model.h y_bf16): see "storage" below (layernorm's, gelu's and
@@ -521,6 +522,281 @@ void h_extra_dense_bf16(void)
 	each_path(dense_all);
 }
 
+/* The attention backward, per element. A double-precision model of the backward's arithmetic
+ * (att_bwd_model) gives two checks of the bf16 kernel, both per element of dq, dk and dv:
+ *
+ * 1. Against the fp32 kernel, the bound of the GEMM rows: each output is a sum of 2-3 products
+ *    chained through the softmax, and each kernel (bf16, fp32) is within a bound of the exact
+ *    value taken with the unrounded operands; the check is the sum of the two bounds. With
+ *    A_ts = scale sum_d |q_td k_sd|, B_ts = sum_d |dy_td v_sd|, Y_t = sum_d |dy_td y_td| and a
+ *    kernel's g(K) (g16, or g32 for the fp32 kernel):
+ *      S_ts = scale q_t.k_s is within g(D) A_ts; P = exp(S - lse) (fp32 S - lse: 2^-24 |S - lse|
+ *      more in the exponent; the exp within 2 ulp of expf, expf within 1: eps = 2^-21 relative;
+ *      below 2^-126 flushed or ~1e-38: f = 2^-125 absolute) is within dP_ts = P e^d (1 + eps) + f - P,
+ *      d = g(D) A_ts + 2^-24 (|S_ts| + g(D) A_ts + |lse_t|);
+ *      dP_ts = dy_t.v_s within g(D) B_ts and D_t = dy_t.y_t (fp32 in both kernels) within g32(D) Y_t,
+ *      so x = dP - D_t within beta_ts = g(D) B_ts + g32(D) Y_t, and dS = scale P x (three fp32
+ *      operations) within E_ts = scale [(P + dP_ts)(|x| + beta_ts)(1 + 2^-24)^3 - P |x|];
+ *      dv_sd = sum_t P_ts dy_td, dq_td = sum_s dS_ts k_sd, dk_sd = sum_t dS_ts q_td: a sum of
+ *      products whose first factor is within alpha of the exact one (alpha = dP_ts or E_ts, and the
+ *      bf16 kernel's rounding: (|a| + alpha)(1 + u) - |a|), the second within u relative (bf16) or
+ *      exact (fp32), summed in fp32 over at most T terms plus 2 roundings per tile of the
+ *      accumulation (at most 2T + 2: g32(2T) without the u's) is within
+ *        sum_i [(|a_i| + alpha_i)(1 + v)(1 + g32(2T)) - |a_i|] |b_i|,  v = u (bf16) or 0 (fp32).
+ *    The first-order term is 2u sum |a||b| per product in the chain, as the GEMM rows' (g16 + g32) S.
+ *    Negative controls: the fp32 tolerance (1e-5 max |g|) must fail, and so must the model of a
+ *    kernel that gets dP 10% wrong (every dP_ts times 1.1), under the same bound, in dq and in dk
+ *    (dv = P^T dy does not read dP).
+ *    An upper bound on |bf16 - fp32| cannot see a rounding that errs less than bf16's (an operand
+ *    left unrounded, which the first check passes by construction) nor, on data of random signs,
+ *    a truncating one (its errors cancel in the sums as RNE's do), hence the second check:
+ * 2. Against the model of the bf16 arithmetic itself: q, k, v, dy rounded to bf16 as the kernel
+ *    rounds them (the same values), S, P, dP, D_t, dS exact from those, P and dS rounded to bf16 by
+ *    RNE, the three products' sums exact. The kernel's fp32 P_ts lies in the interval the bound of
+ *    1. gives with g32 in place of g (its operands are the model's), [P e^-d (1 - eps) - f,
+ *    P e^d (1 + eps) + f], and since rounding is monotone its bf16 value is within
+ *    w_ts = r(hi) - r(lo) of the model's: 0 unless a rounding boundary falls inside (an interval of
+ *    some 2^-20 P against bf16's steps of 2^-8 P: a few in a thousand), one bf16 step when one does;
+ *    the same for dS (interval +-E_ts with beta = g32(D) (B_ts + Y_t)). The sum over i of
+ *    a_i b_i is then within sum_i [w_i + g32(2T) (|a_i| + w_i)] |b_i| (plus 2^-23 |ref|: the model's
+ *    value as a float, and 2^-100: vdpbf16ps flushes denormal products, at most 2T of them, each
+ *    under 2^-126 max |b|). The tolerance is of fp32's order where no boundary is crossed, so
+ *    every deviation from the bf16 arithmetic shows; negative controls (each must fail): the model
+ *    with dP 10% wrong, with truncation in place of RNE (every rounding: q, k, v, dy, P, dS), and
+ *    with each of the six rounded operands in turn left unrounded. */
+enum {
+	ATT_EXACT = 0,   /* unrounded operands: the reference of check 1; tol: the bf16 + fp32 bounds */
+	ATT_RNE = 1,     /* the bf16 arithmetic (check 2); tol: its tolerance */
+	ATT_TRUNC = 2,   /* fault: truncation in place of RNE */
+	ATT_DP10 = 4,    /* fault: dP_ts times 1.1 */
+	ATT_UNR_Q = 8,   /* fault: this operand left unrounded (ATT_UNR_Q << i: q, k, v, dy, P, dS) */
+};
+#define ATT_UNR_ALL (63 * ATT_UNR_Q)
+
+/* x rounded to a bf16 value as the mode says: RNE (the kernels' dnn_bf16_convert), truncation, or not
+ * at all (ATT_EXACT, or the operand the fault leaves unrounded). */
+static double att_round(double x, int mode, int unr)
+{
+	if (!(mode & (ATT_RNE | ATT_TRUNC)) || (mode & unr))
+		return x;
+	const float f = (float)x;
+	if (mode & ATT_TRUNC) {
+		uint32_t b;
+		memcpy(&b, &f, 4);
+		b &= 0xffff0000u;
+		float t;
+		memcpy(&t, &b, 4);
+		return t;
+	}
+	return dnn_bf16_round(f);
+}
+
+/* The kernel's bf16 value of an fp32 quantity within [lo, hi]: at most this far from the model's. */
+static double att_width(double lo, double hi) { return (double)dnn_bf16_round((float)hi) - dnn_bf16_round((float)lo); }
+
+/* One term's contribution to a bound: a within alpha, b within v relative, the sum's g. */
+static double att_term(double a, double alpha, double b, double v, double gs)
+{
+	return ((fabs(a) + alpha) * (1 + v) * (1 + gs) - fabs(a)) * fabs(b);
+}
+
+/* g (N,T,3C) as dqkv: the model's dq, dk, dv; tol (N,T,3C): the per-element tolerance of the mode
+ * (ATT_EXACT: check 1's bound, bf16's plus fp32's; ATT_RNE: check 2's); NULL for the faults. */
+static int att_bwd_model(double *g, double *tol, const float *qkv, const float *y, const float *dy, const float *lse,
+			 int N, int T, int C, int H, int mode)
+{
+	const int D = C / H;
+	const double scale = 1.0f / sqrtf((float)D), u = ldexp(1.0, -8), eps = ldexp(1.0, -21), f = ldexp(1.0, -125);
+	const double gsum = g32(2 * T), e3 = pow(1 + ldexp(1.0, -24), 3) - 1;
+	const size_t TT = (size_t)T * T;
+	double *P = malloc(TT * 8 * 5), *Ph = P + TT, *dS = Ph + TT, *dSh = dS + TT, *w = dSh + TT;
+	double *aP = malloc(TT * 8 * 4), *aS = aP + TT, *aP32 = aS + TT, *aS32 = aP32 + TT;
+	double *hq = malloc((size_t)T * D * 8 * 4), *hk = hq + (size_t)T * D, *hv = hk + (size_t)T * D,
+	       *hdy = hv + (size_t)T * D;
+	if (!P || !aP || !hq) {
+		free(P), free(aP), free(hq);
+		return -1;
+	}
+	for (size_t i = 0; i < (size_t)N * T * 3 * C; i++)
+		g[i] = 0, tol ? tol[i] = 0 : 0;
+	for (int n = 0; n < N; n++)
+		for (int h = 0; h < H; h++) {
+			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
+			for (int t = 0; t < T; t++)
+				for (int d = 0; d < D; d++) {
+					const size_t i = (size_t)t * D + d, x = o + (size_t)t * 3 * C + d;
+					hq[i] = att_round(qkv[x], mode, ATT_UNR_Q);
+					hk[i] = att_round(qkv[x + C], mode, ATT_UNR_Q << 1);
+					hv[i] = att_round(qkv[x + 2 * C], mode, ATT_UNR_Q << 2);
+					hdy[i] = att_round(dy[oy + (size_t)t * C + d], mode, ATT_UNR_Q << 3);
+				}
+			for (int t = 0; t < T; t++) {
+				const float *dyt = dy + oy + (size_t)t * C, *yt = y + oy + (size_t)t * C;
+				const double l = lse[((size_t)n * H + h) * T + t];
+				double Dt = 0, Y = 0;
+				for (int d = 0; d < D; d++)
+					Dt += (double)dyt[d] * yt[d], Y += fabs((double)dyt[d] * yt[d]);
+				for (int s = 0; s <= t; s++) {
+					double Sx = 0, A = 0, dP = 0, B = 0;
+					for (int d = 0; d < D; d++) {
+						const double *q = hq + (size_t)t * D, *k = hk + (size_t)s * D;
+						const double *v = hv + (size_t)s * D, *e = hdy + (size_t)t * D;
+						Sx += q[d] * k[d], A += fabs(q[d] * k[d]), dP += e[d] * v[d], B += fabs(e[d] * v[d]);
+					}
+					Sx *= scale, A *= scale;
+					if (mode & ATT_DP10)
+						dP *= 1.1;
+					const size_t i = (size_t)t * T + s;
+					const double p = exp(Sx - l), x = dP - Dt;
+					P[i] = p, dS[i] = scale * p * x;
+					Ph[i] = att_round(p, mode, ATT_UNR_Q << 4), dSh[i] = att_round(dS[i], mode, ATT_UNR_Q << 5);
+					/* the fp32 kernel's (and in check 2 the bf16 kernel's) fp32 P and dS: their intervals */
+					const double s32 = g32(D) * A, d32 = s32 + ldexp(fabs(Sx) + s32 + fabs(l), -24);
+					const double lo32 = p * exp(-d32) * (1 - eps) - f, hi32 = p * exp(d32) * (1 + eps) + f;
+					const double b32 = g32(D) * (B + Y);
+					const double E32 = scale * ((hi32) * (fabs(x) + b32) * (1 + e3) - p * fabs(x));
+					if (mode & ATT_RNE) { /* the kernel's bf16 P and dS: within w, aS of the model's */
+						w[i] = att_width(lo32, hi32), aS[i] = att_width(dS[i] - E32, dS[i] + E32);
+						continue;
+					}
+					const double s16 = g16(D) * A, d16 = s16 + ldexp(fabs(Sx) + s16 + fabs(l), -24);
+					const double hi16 = p * exp(d16) * (1 + eps) + f;
+					const double E16 = scale * (hi16 * (fabs(x) + g16(D) * B + g32(D) * Y) * (1 + e3) -
+								    p * fabs(x));
+					aP[i] = hi16 * (1 + u) - p, aP32[i] = hi32 - p;
+					aS[i] = (fabs(dS[i]) + E16) * (1 + u) - fabs(dS[i]), aS32[i] = E32;
+				}
+			}
+			/* the three products, summed in double (within T 2^-53 of exact: 2^-29 of g32(2T)) */
+			for (int t = 0; t < T; t++)
+				for (int d = 0; d < D; d++) {
+					double dq = 0, tq = 0;
+					for (int s = 0; s <= t; s++) {
+						const size_t i = (size_t)t * T + s;
+						const double k = hk[(size_t)s * D + d];
+						dq += dSh[i] * k;
+						tq += mode & ATT_RNE ? (aS[i] + gsum * (fabs(dSh[i]) + aS[i])) * fabs(k)
+								     : att_term(dS[i], aS[i], k, u, gsum) +
+									       att_term(dS[i], aS32[i], k, 0, gsum);
+					}
+					const size_t x = o + (size_t)t * 3 * C + d;
+					g[x] = dq;
+					if (tol)
+						tol[x] = tq;
+				}
+			for (int s = 0; s < T; s++)
+				for (int d = 0; d < D; d++) {
+					double dk = 0, dv = 0, tk = 0, tv = 0;
+					for (int t = s; t < T; t++) {
+						const size_t i = (size_t)t * T + s;
+						const double q = hq[(size_t)t * D + d], e = hdy[(size_t)t * D + d];
+						dk += dSh[i] * q, dv += Ph[i] * e;
+						if (mode & ATT_RNE)
+							tk += (aS[i] + gsum * (fabs(dSh[i]) + aS[i])) * fabs(q),
+								tv += (w[i] + gsum * (fabs(Ph[i]) + w[i])) * fabs(e);
+						else
+							tk += att_term(dS[i], aS[i], q, u, gsum) + att_term(dS[i], aS32[i], q, 0, gsum),
+								tv += att_term(P[i], aP[i], e, u, gsum) +
+								      att_term(P[i], aP32[i], e, 0, gsum);
+					}
+					const size_t x = o + (size_t)s * 3 * C + d;
+					g[x + C] = dk, g[x + 2 * C] = dv;
+					if (tol)
+						tol[x + C] = tk, tol[x + 2 * C] = tv;
+				}
+		}
+	free(P), free(aP), free(hq);
+	return 0;
+}
+
+/* Part j (0 dq, 1 dk, 2 dv) of a dqkv (N,T,3C) of floats or doubles, as floats: dst (N,T,C). */
+static void att_part(float *dst, const float *src, const double *srcd, size_t rows, int C, int j)
+{
+	for (size_t r = 0; r < rows; r++)
+		for (int c = 0; c < C; c++) {
+			const size_t i = r * 3 * C + (size_t)j * C + c;
+			dst[r * C + c] = src ? src[i] : (float)srcd[i];
+		}
+}
+
+/* The two backward checks of the model above on the bf16 kernel's dqkv g16v, per part; check 1
+ * against the fp32 kernel's g32v. Returns 0 or -1 (out of memory, which also fails a check). */
+static int att_bwd_checks(const char *what, const float *g16v, const float *g32v, const float *qkv, const float *y,
+			  const float *dy, const float *lse, int N, int T, int C, int H)
+{
+	static const char *part[3] = {"dq", "dk", "dv"};
+	const size_t nq = (size_t)N * T * 3 * C, np = (size_t)N * T * C, rows = (size_t)N * T;
+	double *g = malloc(nq * 8), *tol = malloc(nq * 8), *gf = malloc(nq * 8), *tol2 = malloc(nq * 8);
+	float *a = malloc(np * 4), *b = malloc(np * 4), *sc = malloc(np * 4), *wf = malloc(np * 4);
+	float *tolf = malloc(nq * 4);
+	int rc = -1;
+	char w[160];
+	if (!g || !tol || !gf || !tol2 || !a || !b || !sc || !wf || !tolf ||
+	    att_bwd_model(g, tol, qkv, y, dy, lse, N, T, C, H, ATT_EXACT) != 0 ||
+	    att_bwd_model(gf, tol2, qkv, y, dy, lse, N, T, C, H, ATT_RNE) != 0) {
+		TEST_CHECK(0, "%s: out of memory", what);
+		goto out;
+	}
+	double gmax = 0;
+	for (size_t i = 0; i < nq; i++)
+		gmax = fmax(gmax, fabs(g32v[i]));
+	/* check 1: |g16 - g32| within the bf16 + fp32 bounds; controls: the fp32 tolerance, and dP 10% off */
+	for (size_t i = 0; i < nq; i++)
+		tolf[i] = (float)(tol[i] * (1 + ldexp(1.0, -20)));
+	if (att_bwd_model(g, NULL, qkv, y, dy, lse, N, T, C, H, ATT_EXACT | ATT_DP10) != 0)
+		goto oom;
+	for (int j = 0; j < 3; j++) {
+		att_part(a, g16v, NULL, rows, C, j), att_part(b, g32v, NULL, rows, C, j), att_part(sc, tolf, NULL, rows, C, j);
+		snprintf(w, sizeof(w), "%s %s vs fp32", what, part[j]);
+		TEST_CHECK(test_count_outside(w, a, b, sc, 1.0, 0.0, np, 1) == 0, "%s: outside the bf16 + fp32 bounds", w);
+		TEST_CHECK(test_count_outside(w, a, b, NULL, 1e-5 * fmax(1.0, gmax), 0.0, np, 0) > 0,
+			   "%s: negative control: bf16 passed the fp32 tolerance, so the bound tests nothing", w);
+		if (j == 2)
+			break; /* dv = P^T dy does not read dP */
+		att_part(wf, NULL, g, rows, C, j);
+		snprintf(w, sizeof(w), "%s %s vs fp32, model with dP 10%% off", what, part[j]);
+		TEST_CHECK(test_count_outside(w, wf, b, sc, 1.0, 0.0, np, 0) > 0,
+			   "%s: negative control: a 10%% error in dP passed the bound", w);
+	}
+	/* check 2: the kernel against the bf16 arithmetic's model */
+	for (size_t i = 0; i < nq; i++)
+		tolf[i] = (float)((tol2[i] + ldexp(fabs(gf[i]), -23)) * (1 + ldexp(1.0, -20)));
+	for (int j = 0; j < 3; j++) {
+		att_part(a, g16v, NULL, rows, C, j), att_part(b, NULL, gf, rows, C, j), att_part(sc, tolf, NULL, rows, C, j);
+		snprintf(w, sizeof(w), "%s %s vs the bf16 model", what, part[j]);
+		TEST_CHECK(test_count_outside(w, a, b, sc, 1.0, ldexp(1.0, -100), np, 1) == 0,
+			   "%s: outside the bf16 arithmetic's tolerance", w);
+	}
+	/* its negative controls: each fault must put some element of some part outside */
+	static const struct {
+		int mode;
+		const char *name;
+	} fault[] = {{ATT_RNE | ATT_DP10, "dP 10% off"},        {ATT_TRUNC, "truncation for RNE"},
+		     {ATT_RNE | ATT_UNR_Q, "q unrounded"},       {ATT_RNE | ATT_UNR_Q << 1, "k unrounded"},
+		     {ATT_RNE | ATT_UNR_Q << 2, "v unrounded"},  {ATT_RNE | ATT_UNR_Q << 3, "dy unrounded"},
+		     {ATT_RNE | ATT_UNR_Q << 4, "P unrounded"},  {ATT_RNE | ATT_UNR_Q << 5, "dS unrounded"}};
+	for (size_t k = 0; k < sizeof(fault) / sizeof(fault[0]); k++) {
+		if (att_bwd_model(g, NULL, qkv, y, dy, lse, N, T, C, H, fault[k].mode) != 0)
+			goto oom;
+		size_t out = 0;
+		for (int j = 0; j < 3; j++) {
+			att_part(a, g16v, NULL, rows, C, j), att_part(b, NULL, g, rows, C, j);
+			att_part(sc, tolf, NULL, rows, C, j);
+			snprintf(w, sizeof(w), "%s %s vs the model with %s", what, part[j], fault[k].name);
+			out += test_count_outside(w, a, b, sc, 1.0, ldexp(1.0, -100), np, 0);
+		}
+		TEST_CHECK(out > 0, "%s: negative control: the kernel passed the model with %s, so check 2 cannot see it",
+			   what, fault[k].name);
+	}
+	rc = 0;
+	goto out;
+oom:
+	TEST_CHECK(0, "%s: out of memory", what);
+out:
+	free(g), free(tol), free(gf), free(tol2), free(a), free(b), free(sc), free(wf), free(tolf);
+	return rc;
+}
+
 static void attention_case(int N, int T, int C, int H, float qk_range)
 {
 	const int D = C / H;
@@ -543,7 +819,6 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 	/* d_t = g16(D) max_s A_ts per (sample, head, query); the bound per element of y */
 	const double scale = 1.0 / sqrt((double)D);
 	float *bound = malloc(ny * 4), *bound32 = malloc(ny * 4);
-	double dmax = 0, gmax = 0;
 	if (!bound || !bound32) {
 		TEST_CHECK(0, "attention bf16: out of memory");
 		free(bound), free(bound32);
@@ -562,7 +837,6 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 					amax = fmax(amax, A * scale);
 				}
 				const double dt = g16(D) * amax, grow = (exp(2 * dt) - 1) * (1 + g16(T)) + g16(T);
-				dmax = fmax(dmax, dt);
 				for (int d = 0; d < D; d++) {
 					double vmax = 0;
 					for (int s = 0; s <= t; s++)
@@ -585,11 +859,8 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 	TEST_CHECK(dnn_attention_backward_cpu(g16v, qkv, y32, dy, lse, &a16, scratch) == 0,
 		   "attention bf16 backward failed");
 	dnn_attention_backward_cpu(g32v, qkv, y32, dy, lse, &a32, scratch);
-	for (size_t i = 0; i < nq; i++)
-		gmax = fmax(gmax, fabs(g32v[i]));
-	const double tolb = 6 * (exp(2 * dmax) - 1 + 2 * g16(T)) * gmax + 1e-5, tol32 = 1e-5 * fmax(1.0, gmax);
 	snprintf(what, sizeof(what), "attention bf16 bwd N=%d T=%d C=%d H=%d", N, T, C, H);
-	check_pair(what, g16v, g32v, NULL, tolb, tol32, 0.0, nq);
+	att_bwd_checks(what, g16v, g32v, qkv, y32, dy, lse, N, T, C, H);
 	TEST_CHECK(dnn_attention_forward_cpu(y32, l16, qkv, &a16, scratch) == 0 &&
 			   test_same_bits("attention bf16 rerun", y32, y16, ny),
 		   "attention bf16: a second run gave other bits");

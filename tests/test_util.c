@@ -162,7 +162,7 @@ size_t test_count_outside(const char *what, const float *got, const float *want,
 	else if (loud)
 		printf("  %s: worst error %.3f of the bound\n", what, wr);
 	else
-		printf("  %s: negative control: %zu of %zu outside the fp32 tolerance (worst %.1fx)\n", what, bad, n,
+		printf("  %s: negative control: %zu of %zu outside the control's tolerance (worst %.1fx)\n", what, bad, n,
 		       wr);
 	return bad;
 }
