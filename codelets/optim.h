@@ -59,6 +59,11 @@ int dnn_optimizer_state_mult(dnn_optimizer o);
 void dnn_optim_update_cpu(float *w, float *v, float *grad, const dnn_optim_args *a);
 /* delta may be NULL (write_delta == 0). The update of a->optimizer (v: its state, see above). */
 void dnn_optim_update_delta_cpu(float *w, float *v, float *grad, float *delta, const dnn_optim_args *a);
+/* AdamW's CPU loop on 16 lanes (AVX-512F, the portable loop's bits) when on = 1 and the CPU has it, else the
+ * portable loop; returns 1 when the 16 lanes run. Chosen at the first update otherwise; not thread-safe
+ * against running updates (the tests switch it between calls). dnn_optim_isa: "avx512" or "portable". */
+int dnn_optim_set_simd(int on);
+const char *dnn_optim_isa(void);
 /* LARS's local rate lambda for w and the scaled gradient (double accumulations). */
 double dnn_lars_rate(const float *w, const float *grad, const dnn_optim_args *a);
 /* LAMB's trust ratio from ww = ||w||^2 and uu = ||u||^2: sqrt(ww / uu), 1 when either is 0 or

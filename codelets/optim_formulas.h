@@ -6,8 +6,9 @@
  *
  * The norms' sums (LARS: ||w||, ||g||; LAMB: ||w||, ||u||) are each path's own fixed order: the
  * CPU in one sequential double sum, CUDA in fixed blocks (cuda_reduce.cuh); the rates from the
- * sums are shared (dnn_optim_lars_lambda, dnn_optim_lamb_ratio). No SIMD copy exists: the C
- * loops are plain, and unit_optim, unit_ops and unit_fused_kernels check them.
+ * sums are shared (dnn_optim_lars_lambda, dnn_optim_lamb_ratio). One SIMD copy exists: AdamW's
+ * 16-lane loop in optim.c (the same operations in the same order, fp-contract off: the same bits,
+ * unit_optim); the other C loops are plain, and unit_optim, unit_ops and unit_fused_kernels check them.
  */
 #ifndef DNN_OPTIM_FORMULAS_H
 #define DNN_OPTIM_FORMULAS_H

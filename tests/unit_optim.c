@@ -13,7 +13,11 @@
  * maximum is printed: 1.3e-7 to 2.3e-7 here). 2e-6 allows an order of magnitude of headroom over
  * the measurement without letting a wrong formula through: a wrong sign, a missing bias
  * correction, a trust ratio off by wd*||w|| or a missing LAMB trust ratio each move w by 1e-3 or more in these cases (the
- * test checks that too: the reference with one term altered must miss by > 100x the tolerance). */
+ * test checks that too: the reference with one term altered must miss by > 100x the tolerance).
+ * AdamW's 16-lane loop (dnn_optim_set_simd) must give the portable loop's bits, over steps, with and
+ * without delta, at sizes with masked tails and on zeros, denormals and large values; negative
+ * control: the same update with its last product fused into an FMA (what fp-contract would make of
+ * it) gives other bits on these data, so the comparison sees a reordering of one rounding. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +117,77 @@ static double run(const char *what, dnn_optim_args a, int variant)
 	return err;
 }
 
+/* One AdamW tensor of n elements through `steps` updates, portable (simd 0) or 16 lanes (1), or
+ * (fused = 1, portable) with w decay - q fused into fmaf: w, the moments and the deltas of the
+ * last step into out (4n floats). */
+static void adamw_run(float *out, long n, int steps, int simd, int fused)
+{
+	float *w = out, *v = out + n, *d = out + 3 * n, *g = malloc(n * sizeof(float));
+	if (!g) {
+		TEST_CHECK(0, "adamw simd: out of memory");
+		return;
+	}
+	test_rng_seed(77);
+	test_fill_uniform(w, n, -1, 1);
+	memset(v, 0, 2 * n * sizeof(float));
+	for (long i = 0; i < n && i < 8; i++) /* zeros, denormals, large values */
+		w[i] = i == 0 ? 0.0f : i == 1 ? 1e-40f : i == 2 ? -3e-39f : i == 3 ? 1e30f : w[i] * 1e4f;
+	dnn_optim_set_simd(simd);
+	for (int t = 1; t <= steps; t++) {
+		test_fill_uniform(g, n, -3, 3);
+		if (n > 5)
+			g[4] = 0.0f, g[5] = 1e-41f;
+		dnn_optim_args a = {.n = n, .optimizer = DNN_OPT_ADAMW, .lr = 1e-3f, .weight_decay = 0.1f, .scale = 1.0f / 64,
+				    .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .bc1 = 1.0f - powf(0.9f, (float)t),
+				    .bc2 = 1.0f - powf(0.999f, (float)t), .keep_grad = 1};
+		if (!fused) {
+			dnn_optim_update_delta_cpu(w, v, g, t % 2 ? d : NULL, &a);
+			continue;
+		}
+		float step = a.lr / a.bc1, sq2 = sqrtf(a.bc2), decay = 1.0f - a.lr * a.weight_decay;
+		for (long i = 0; i < n; i++) {
+			const float gi = g[i] * a.scale, w0 = w[i];
+			v[i] = a.beta1 * v[i] + (1.0f - a.beta1) * gi;
+			v[n + i] = a.beta2 * v[n + i] + (1.0f - a.beta2) * gi * gi;
+			w[i] = fmaf(w0, decay, -(step * v[i] / (sqrtf(v[n + i]) / sq2 + a.eps)));
+			if (t % 2)
+				d[i] = w[i] - w0;
+		}
+	}
+	free(g);
+	dnn_optim_set_simd(1);
+}
+
+static void adamw_simd_bits(void)
+{
+	if (!dnn_optim_set_simd(1)) {
+		printf("adamw 16 lanes: no AVX-512F here, the portable loop only\n");
+		return;
+	}
+	static const long sizes[] = {1, 15, 16, 17, 1000, 4099};
+	for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+		const long n = sizes[k];
+		float *p = malloc(4 * n * sizeof(float)), *q = malloc(4 * n * sizeof(float));
+		TEST_CHECK(p && q, "adamw simd: out of memory");
+		if (p && q) {
+			char what[64];
+			snprintf(what, sizeof what, "adamw 16 lanes n=%ld", n);
+			adamw_run(p, n, 7, 0, 0), adamw_run(q, n, 7, 1, 0);
+			TEST_CHECK(test_same_bits(what, q, p, 4 * (size_t)n), "%s: other bits than the portable loop", what);
+			if (n >= 1000) {
+				adamw_run(q, n, 7, 0, 1);
+				TEST_CHECK(memcmp(q, p, 4 * (size_t)n * sizeof(float)) != 0,
+					   "%s: negative control: the FMA-fused update gave the same bits, so the check "
+					   "cannot see a contraction",
+					   what);
+			}
+			printf("%s: the portable loop's bits\n", what);
+		}
+		free(p), free(q);
+	}
+	printf("adamw isa: %s\n", dnn_optim_isa());
+}
+
 int main(void)
 {
 	const dnn_optim_args base = {.n = N, .lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f, .scale = 1.0f / 256,
@@ -169,5 +244,6 @@ int main(void)
 	TEST_CHECK(dnn_lamb_ratio(9.0, 16.0, 0) == 1.0 && dnn_lamb_ratio(0.0, 16.0, 1) == 1.0 &&
 			   dnn_lamb_ratio(9.0, 0.0, 1) == 1.0,
 		   "lamb ratio must be 1 without layerwise or with a zero norm");
+	adamw_simd_bits();
 	return test_report("unit_optim");
 }
