@@ -797,6 +797,129 @@ out:
 	return rc;
 }
 
+/* The forward, check 2 (check 1 is attention_case's bound against the fp32 y): the kernel's bf16 y
+ * against a model of its arithmetic, per element. The kernel's online softmax, per query t and key
+ * tile j (DNN_ATT_BK keys): the running max m_j of S over the tiles so far, P'_ts = exp(S_ts - m_j)
+ * in fp32, rounded to bf16 for o += P' v, o and l rescaled by e^(m_(j-1) - m_j) when the max moves,
+ * y = o (1 / l). The model: q, k, v rounded as the kernel rounds them, S and m_j exact from those,
+ * P' rounded to bf16 by RNE, y = sum_s e^(m_j(s) - M) r(P'_ts) v_s / sum_s exp(S_ts - M) (M the last
+ * max) in double. The kernel's S is within s'_ts = g32(D) A_ts, its m_j within the row's largest s',
+ * sbar; so its fp32 P' lies in [P' e^-d (1 - eps) - f, P' e^d (1 + eps) + f],
+ * d = s' + sbar + 2^-24 (|S - m_j| + s' + sbar) (eps, f as in the backward), and its bf16 P' within
+ * w_ts (the width of that interval's rounding) of the model's; each tile's chain of at most nt
+ * rescales (nt: the row's tiles; each an expf of a difference of two maxima, within 2 sbar and
+ * 2^-24 (|m| + |m'|), and one product) moves a term by a factor within 1 + R,
+ * R = (e^(2 sbar + 2^-23 max |m|) (1 + eps) (1 + 2^-24)^2)^nt - 1. With a_s = e^(m_j(s) - M) r(P'_ts):
+ *   |o - o_model| <= Eo = sum_s [(|a_s| + e^(m_j - M) ((|r(P')| + w)(1 + R) - |r(P')|))(1 + g32(2T)) - |a_s|] |v_s|,
+ *   |l - l_model| <= El = sum_s e^(m_j - M) [(P' + dP')(1 + R)(1 + g32(2T)) - P'],  dP' = hi - P',
+ *   |y - y_model| <= B + 2^-22 (|y_model| + B),  B = (Eo + |y_model| El) / (l_model - El)
+ * (l_model >= 1: the max's own term), plus 2^-23 |y_model| (the model as a float) and 2^-100.
+ * Negative controls (each must fail): truncation for RNE, and each of q, k, v, P' left unrounded. */
+static int att_fwd_model(double *y, double *tol, const float *qkv, int N, int T, int C, int H, int mode)
+{
+	const int D = C / H;
+	const double scale = 1.0f / sqrtf((float)D), eps = ldexp(1.0, -21), f = ldexp(1.0, -125);
+	const double gsum = g32(2 * T), e2 = ldexp(1.0, -22);
+	double *hq = malloc((size_t)T * D * 8 * 3), *hk = hq + (size_t)T * D, *hv = hk + (size_t)T * D;
+	double *S = malloc((size_t)T * 8 * 6), *A = S + T, *mj = A + T, *Pp = mj + T, *sc = Pp + T, *W = sc + T;
+	if (!hq || !S) {
+		free(hq), free(S);
+		return -1;
+	}
+	for (int n = 0; n < N; n++)
+		for (int h = 0; h < H; h++) {
+			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
+			for (int t = 0; t < T; t++)
+				for (int d = 0; d < D; d++) {
+					const size_t i = (size_t)t * D + d, x = o + (size_t)t * 3 * C + d;
+					hq[i] = att_round(qkv[x], mode, ATT_UNR_Q);
+					hk[i] = att_round(qkv[x + C], mode, ATT_UNR_Q << 1);
+					hv[i] = att_round(qkv[x + 2 * C], mode, ATT_UNR_Q << 2);
+				}
+			for (int t = 0; t < T; t++) {
+				const double *q = hq + (size_t)t * D;
+				double sbar = 0, m = -INFINITY, mabs = 0;
+				for (int s = 0; s <= t; s++) {
+					double Sx = 0, Ax = 0;
+					for (int d = 0; d < D; d++)
+						Sx += q[d] * hk[(size_t)s * D + d], Ax += fabs(q[d] * hk[(size_t)s * D + d]);
+					S[s] = Sx * scale, A[s] = Ax * scale, sbar = fmax(sbar, g32(D) * A[s]);
+				}
+				for (int s = 0; s <= t; s++) { /* m_j: the running max after the tile of key s */
+					if (s % DNN_ATT_BK == 0)
+						for (int s2 = s; s2 <= t && s2 < s + DNN_ATT_BK; s2++)
+							m = fmax(m, S[s2]);
+					mj[s] = m, mabs = fmax(mabs, fabs(m));
+				}
+				const int nt = t / DNN_ATT_BK + 1;
+				const double R =
+					pow(exp(2 * sbar + ldexp(mabs, -23)) * (1 + eps) * pow(1 + ldexp(1.0, -24), 2), nt) - 1;
+				double l = 0, El = 0;
+				for (int s = 0; s <= t; s++) {
+					const double p = exp(S[s] - mj[s]), s1 = g32(D) * A[s];
+					const double dd = s1 + sbar + ldexp(fabs(S[s] - mj[s]) + s1 + sbar, -24);
+					const double lo = p * exp(-dd) * (1 - eps) - f, hi = p * exp(dd) * (1 + eps) + f;
+					Pp[s] = p, sc[s] = exp(mj[s] - m), W[s] = att_width(lo, hi);
+					l += sc[s] * p, El += sc[s] * (hi * (1 + R) * (1 + gsum) - p);
+				}
+				for (int d = 0; d < D; d++) {
+					double ov = 0, Eo = 0;
+					for (int s = 0; s <= t; s++) {
+						const double r = att_round(Pp[s], mode, ATT_UNR_Q << 4), v = hv[(size_t)s * D + d];
+						const double a = sc[s] * fabs(r), al = sc[s] * ((fabs(r) + W[s]) * (1 + R) - fabs(r));
+						ov += sc[s] * r * v, Eo += ((a + al) * (1 + gsum) - a) * fabs(v);
+					}
+					const size_t i = oy + (size_t)t * C + d;
+					y[i] = ov / l;
+					if (tol) {
+						const double B = (Eo + fabs(y[i]) * El) / (l - El);
+						tol[i] = B + e2 * (fabs(y[i]) + B);
+					}
+				}
+			}
+		}
+	free(hq), free(S);
+	return 0;
+}
+
+/* Check 2 of the forward on the bf16 kernel's y16 (N,T,C), and its negative controls. */
+static void att_fwd_check(const char *what, const float *y16, const float *qkv, int N, int T, int C, int H)
+{
+	const size_t ny = (size_t)N * T * C;
+	double *ym = malloc(ny * 8), *tol = malloc(ny * 8);
+	float *yf = malloc(ny * 4), *tf = malloc(ny * 4);
+	char w[160];
+	if (!ym || !tol || !yf || !tf || att_fwd_model(ym, tol, qkv, N, T, C, H, ATT_RNE) != 0) {
+		TEST_CHECK(0, "%s: out of memory", what);
+		goto out;
+	}
+	for (size_t i = 0; i < ny; i++)
+		yf[i] = (float)ym[i], tf[i] = (float)((tol[i] + ldexp(fabs(ym[i]), -23)) * (1 + ldexp(1.0, -20)));
+	snprintf(w, sizeof(w), "%s y vs the bf16 model", what);
+	TEST_CHECK(test_count_outside(w, y16, yf, tf, 1.0, ldexp(1.0, -100), ny, 1) == 0,
+		   "%s: outside the bf16 arithmetic's tolerance", w);
+	static const struct {
+		int mode;
+		const char *name;
+	} fault[] = {{ATT_TRUNC, "truncation for RNE"},       {ATT_RNE | ATT_UNR_Q, "q unrounded"},
+		     {ATT_RNE | ATT_UNR_Q << 1, "k unrounded"}, {ATT_RNE | ATT_UNR_Q << 2, "v unrounded"},
+		     {ATT_RNE | ATT_UNR_Q << 4, "P unrounded"}};
+	for (size_t k = 0; k < sizeof(fault) / sizeof(fault[0]); k++) {
+		if (att_fwd_model(ym, NULL, qkv, N, T, C, H, fault[k].mode) != 0) {
+			TEST_CHECK(0, "%s: out of memory", what);
+			break;
+		}
+		for (size_t i = 0; i < ny; i++)
+			yf[i] = (float)ym[i];
+		snprintf(w, sizeof(w), "%s y vs the model with %s", what, fault[k].name);
+		TEST_CHECK(test_count_outside(w, y16, yf, tf, 1.0, ldexp(1.0, -100), ny, 0) > 0,
+			   "%s: negative control: the kernel passed the model with %s, so check 2 cannot see it", w,
+			   fault[k].name);
+	}
+out:
+	free(ym), free(tol), free(yf), free(tf);
+}
+
 static void attention_case(int N, int T, int C, int H, float qk_range)
 {
 	const int D = C / H;
@@ -853,6 +976,7 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 		   "%s: bf16 against fp32 outside the bound", what);
 	TEST_CHECK(test_count_outside(what, y16, y32, bound32, 1.0, 0.0, ny, 0) > 0,
 		   "%s: negative control: bf16 passed the fp32 tolerance (1e-5), so the bound tests nothing", what);
+	att_fwd_check(what, y16, qkv, N, T, C, H);
 	/* backward, from the fp32 forward's y and lse: the backward's own bf16 error */
 	for (size_t i = 0; i < nq; i++)
 		g16v[i] = g32v[i] = NAN;
