@@ -13,9 +13,10 @@
  *   backward filter: dw (K, C)    += sum over n, in order, of dy_n xs_n^T
  *
  * The two loops (dnn_conv_taps_gemm, dnn_conv_taps_dot) are the only places where these kernels multiply
- * (with conv2d_stride2.c's own weight-gradient loop, s2w_block): a bf16 form of them replaces these functions. Every sum has a fixed order: over the input channels
- * and taps in order for each output, over the pixels in 16 lanes reduced by one fixed instruction
- * sequence, then over the groups of images in order; nothing depends on threads or the scheduler.
+ * (with conv2d_stride2.c's own weight-gradient loop, s2w_block): a bf16 form of them replaces these functions.
+ * Every sum has a fixed order: over the input channels and taps in order for each output, over the pixels in
+ * 16 lanes reduced by one fixed instruction sequence, then over the groups of images in order; nothing depends
+ * on threads or the scheduler.
  * The double-precision naive reference lives in the tests (tests/op_cases.c).
  */
 #include <string.h>

@@ -264,7 +264,8 @@ s2w_block(float *restrict dwt, const float *restrict dyt, const float *restrict 
 					for (int t = 0; t < 3; t++) {
 						const __m512 b = _mm512_set1_ps(xr[(size_t)ch * hw + 2 * q + t]);
 						for (int v = 0; v < KB; v++)
-							acc[(ch * 3 + t) * KB + v] = _mm512_fmadd_ps(b, dv[v], acc[(ch * 3 + t) * KB + v]);
+							acc[(ch * 3 + t) * KB + v] =
+								_mm512_fmadd_ps(b, dv[v], acc[(ch * 3 + t) * KB + v]);
 					}
 			}
 		}
@@ -290,7 +291,8 @@ s2w_rows(float *restrict dwt, const float *restrict dyt, const float *restrict x
 		s2w_block(dwt + (size_t)c * 9 * kp, dyt, x0 + (size_t)c * hw, kp, xs, hw, wp, ng, P, Q, KB, 1);
 }
 
-__attribute__((target("avx512f"))) void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g)
+__attribute__((target("avx512f"))) void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy,
+									  const conv_geom *g)
 {
 	// dw (K, C, 3, 3) +=, x (N, C, H, W), dy (N, K, P, Q)
 	const int K = g->K, C = g->C, P = g->P, Q = g->Q, H = g->H, W = g->W, hp = H + 2, wp = W + 2;

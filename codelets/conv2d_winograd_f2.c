@@ -523,7 +523,7 @@ __attribute__((target("avx2,fma"))) static void gemm_nt(float *du, const float *
 static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma"))) __m512 fold8(const __m512 a[8])
 {
 	__m512 h[4], q[2];
-	for (int i = 0; i < 4; i++) // l_i + l_(i+4) of every chain: [a.q0 + a.q1, a.q2 + a.q3, b.q0 + b.q1, b.q2 + b.q3]
+	for (int i = 0; i < 4; i++) // l_i + l_(i+4) of every chain: [a.q0 + a.q1, a.q2 + a.q3, b.q0 + b.q1, ...]
 		h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
 				     _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
 	for (int i = 0; i < 2; i++) // hsum's first hadd: the pairs (0 + 1), (2 + 3) in every 128-bit lane
