@@ -237,8 +237,10 @@ static void bench_conv2d(const bench_opts *o)
 	static const char *const phases[3] = {"fwd", "bwd_data", "bwd_filter"};
 	/* With --conv-algo A,B: every (shape, phase) is timed under each algorithm in turn. */
 	const int na = o->nalgos > 0 ? o->nalgos : 1;
-	/* With --precision fp32,bf16: each algorithm in each precision, one after the other. */
-	double total_flops = 0, total_time[4][2][3] = {{{0}}};
+	/* With --precision fp32,bf16: each algorithm in each precision, one after the other; in bf16 the forward also
+	 * with y stored in bf16 ("fwd ... bf16 y", its path's rounding epilogue: the bf16 activation storage), right
+	 * after the fp32-y forward of the same shape and algorithm (total_time's 4th phase). */
+	double total_flops = 0, total_time[4][2][4] = {{{0}}};
 	for (size_t l = 0; l < sizeof(layers) / sizeof(layers[0]); l++) {
 		conv_ctx c = {.a = {.N = o->batch, .C = layers[l].C, .H = layers[l].H, .W = layers[l].H,
 				    .K = layers[l].K, .R = layers[l].R, .S = layers[l].R,
@@ -273,6 +275,14 @@ static void bench_conv2d(const bench_opts *o)
 					double t = best_time(fns[p], &c, o->reps);
 					bench_row("conv2d", shape, phase, flops, t);
 					total_time[i][q][p] += layers[l].count * t;
+					if (p == 0 && c.a.bf16) { /* y (ny floats) holds the ny bf16 values */
+						c.a.y_bf16 = 1;
+						t = best_time(fns[p], &c, o->reps);
+						c.a.y_bf16 = 0;
+						strcat(phase, " y");
+						bench_row("conv2d", shape, phase, flops, t);
+						total_time[i][q][3] += layers[l].count * t;
+					}
 				}
 		total_flops += layers[l].count * flops;
 		free(c.x);
@@ -284,12 +294,16 @@ static void bench_conv2d(const bench_opts *o)
 	}
 	char shape[64];
 	snprintf(shape, sizeof(shape), "ResNet-20, all 21 convs, N%d", o->batch);
-	for (int p = 0; p < 3; p++)
+	for (int p = 0; p < 4; p++)
 		for (int i = 0; i < na; i++)
 			for (int q = 0; q < o->nprec; q++) {
 				char phase[32];
 				const char *an = o->nalgos > 1 ? o->algo_names[i] : NULL;
-				phase_name(phase, sizeof(phase), phases[p], an, o, q);
+				if (p == 3 && !o->prec[q])
+					continue;
+				phase_name(phase, sizeof(phase), phases[p < 3 ? p : 0], an, o, q);
+				if (p == 3)
+					strcat(phase, " y");
 				bench_row("conv2d", shape, phase, total_flops, total_time[i][q][p]);
 			}
 }
@@ -593,6 +607,78 @@ static void bench_memory_ops(const bench_opts *o, int kind)
 }
 
 static void bench_bn(const bench_opts *o) { bench_memory_ops(o, 0); }
+
+/* Batch norm's kernels with the bf16 activation storage (--precision bf16): x (its input, a conv's output) and y
+ * (the fused relu's output) each fp32 or bf16, at ResNet-20's shapes; the phases as "bn" (fwd, bwd plain; fwd +relu,
+ * bwd +relu fused), the storage in the phase's name (x32 y16: x fp32, y bf16). Bytes: each tensor once at its
+ * element size. The last rows: one training step's sum over the shapes (each kernel times its count). */
+static void bench_bn_bf16(const bench_opts *o)
+{
+	static const struct {
+		const char *phase;
+		void (*fn)(void *);
+		int relu, bwd;
+	} ph[] = {{"fwd", run_bn_fwd, 0, 0}, {"fwd +relu", run_bn_fwd, 1, 0}, {"bwd", run_bn_bwd, 0, 1},
+		  {"bwd +relu", run_bn_relu_bwd, 1, 1}};
+	enum { NPH = 4, NST = 4 };
+	double tot_t[NPH][NST] = {{0}}, tot_b[NPH][NST] = {{0}}, tot_c[NPH][NST] = {{0}};
+	for (size_t l = 0; l < sizeof(act_shapes) / sizeof(act_shapes[0]); l++) {
+		const int C = act_shapes[l].C, HW = act_shapes[l].HW;
+		mem_ctx c = {.a = {.N = o->batch, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f}};
+		c.n = (long)o->batch * C * HW;
+		float *x32 = alloc_uniform((size_t)c.n), *yr32 = alloc_uniform((size_t)c.n);
+		uint16_t *x16 = malloc((size_t)c.n * 2), *yr16 = malloc((size_t)c.n * 2);
+		c.y = alloc_uniform((size_t)c.n); /* fp32 y, or room for a bf16 one */
+		c.dy = alloc_uniform((size_t)c.n), c.dx = alloc_uniform((size_t)c.n);
+		c.saved = alloc_uniform(3 * (size_t)C), c.gamma = alloc_uniform((size_t)C);
+		c.beta = alloc_uniform((size_t)C), c.dgamma = alloc_uniform((size_t)C);
+		c.dbeta = alloc_uniform((size_t)C);
+		if (!x16 || !yr16) {
+			fprintf(stderr, "error: out of memory\n");
+			exit(1);
+		}
+		dnn_bf16_convert(x16, x32, (size_t)c.n);
+		dnn_bf16_convert(yr16, yr32, (size_t)c.n);
+		for (int i = 0; i < C; i++)
+			c.saved[2 * C + i] = 1.0f; /* invstd */
+		char shape[64];
+		snprintf(shape, sizeof(shape), "N%d %dx%d (%.1f MiB fp32)", o->batch, C, HW, c.n * 4.0 / (1 << 20));
+		c.x = x32;
+		const double copy = best_time(run_copy, &c, o->reps); /* 2 n floats moved */
+		for (int p = 0; p < NPH; p++)
+			for (int st = 0; st < NST; st++) {
+				const int xb = st >> 1, yb = st & 1;
+				if (yb && !ph[p].relu)
+					continue; /* a bf16 y only where the relu is fused (the plan's rule) */
+				c.a.relu = ph[p].relu, c.a.x_bf16 = xb, c.a.y_bf16 = yb;
+				c.x = xb ? (float *)(void *)x16 : x32;
+				c.yr = yb ? (float *)(void *)yr16 : yr32;
+				const double t = best_time(ph[p].fn, &c, o->reps);
+				/* minimal traffic: fwd x, y; bwd x, dy, dx (+ y's mask) */
+				const double xs = xb ? 2 : 4, ys = yb ? 2 : 4;
+				const double bytes = c.n * (ph[p].bwd ? xs + 8 + (ph[p].relu ? ys : 0) : xs + ys);
+				const double ct = copy * bytes / (2.0 * c.n * sizeof(float));
+				char name[32];
+				snprintf(name, sizeof(name), "%s x%d y%d", ph[p].phase, xb ? 16 : 32, yb ? 16 : 32);
+				bench_row_mem("bn-bf16", shape, name, bytes, t, ct);
+				const int cnt = ph[p].relu ? act_shapes[l].bn_relu : act_shapes[l].bn;
+				tot_t[p][st] += cnt * t, tot_b[p][st] += cnt * bytes, tot_c[p][st] += cnt * ct;
+			}
+		c.a.x_bf16 = c.a.y_bf16 = 0;
+		free(x32), free(yr32), free(x16), free(yr16), free(c.y), free(c.dy), free(c.dx), free(c.saved);
+		free(c.gamma), free(c.beta), free(c.dgamma), free(c.dbeta);
+	}
+	char shape[64];
+	snprintf(shape, sizeof(shape), "ResNet-20, one step, N%d", o->batch);
+	for (int p = 0; p < NPH; p++)
+		for (int st = 0; st < NST; st++) {
+			if ((st & 1) && !ph[p].relu)
+				continue;
+			char name[32];
+			snprintf(name, sizeof(name), "%s x%d y%d", ph[p].phase, st >> 1 ? 16 : 32, st & 1 ? 16 : 32);
+			bench_row_mem("bn-bf16", shape, name, tot_b[p][st], tot_t[p][st], tot_c[p][st]);
+		}
+}
 static void bench_eltwise(const bench_opts *o) { bench_memory_ops(o, 1); }
 
 /* ------------------------------------------------------------------ attention */
@@ -662,13 +748,15 @@ static void bench_attention(const bench_opts *o)
 static const struct {
 	const char *name;
 	void (*run)(const bench_opts *o);
+	int on_request; // only with --op NAME (not in the default table of docs/op_bench.md)
 } ops[] = {
-	{"conv2d", bench_conv2d},
-	{"conv2d_bsum", bench_conv2d_bsum},
-	{"dense", bench_dense},
-	{"bn", bench_bn},
-	{"eltwise", bench_eltwise},
-	{"attention", bench_attention},
+	{"conv2d", bench_conv2d, 0},
+	{"conv2d_bsum", bench_conv2d_bsum, 0},
+	{"dense", bench_dense, 0},
+	{"bn", bench_bn, 0},
+	{"bn-bf16", bench_bn_bf16, 1},
+	{"eltwise", bench_eltwise, 0},
+	{"attention", bench_attention, 0},
 };
 
 static void usage(FILE *f)
@@ -688,7 +776,8 @@ static void usage(FILE *f)
 		   "                  their SIMD versions (the results are bit-identical)\n"
 		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d, dense and attention in each, side\n"
 		   "                  by side\n"
-		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16)\n"
+		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16; conv2d's\n"
+		   "                  and attention's forward also with y stored in bf16, the rows ending in \"y\")\n"
 		   "  --sgemm LIST    only the single-core sgemm rate at each shape of LIST, comma-separated\n"
 		   "                  MxNxK (C[M x N] = A[M x K] B[K x N], row-major), one line each\n"
 		   "  --op NAME       only this op (");
@@ -822,7 +911,7 @@ int main(int argc, char **argv)
 	 * moment of contention on a shared machine does not inflate every percentage. */
 	double sgemm_before = measure_sgemm(o.reps);
 	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-		if (!only || strcmp(only, ops[i].name) == 0)
+		if (only ? strcmp(only, ops[i].name) == 0 : !ops[i].on_request)
 			ops[i].run(&o);
 	double sgemm_after = measure_sgemm(o.reps);
 	double sgemm = sgemm_before > sgemm_after ? sgemm_before : sgemm_after;

@@ -37,31 +37,44 @@ static inline double fold8(const float s[8])
 	return (double)((s[0] + s[4]) + (s[1] + s[5])) + (double)((s[2] + s[6]) + (s[3] + s[7]));
 }
 
+/* x's element i: fp32, or bf16 (XB: a->x_bf16) widened exactly, so that every loop below gives on a bf16 x the
+ * bits it gives on the widened fp32 x. XB is a literal at each call (as FUSED below): each version reads one type. */
+static inline __attribute__((always_inline)) float x_at(const void *x, size_t i, const int XB)
+{
+	return XB ? dnn_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+// x + off elements of its type
+static inline __attribute__((always_inline)) const void *x_off(const void *x, size_t off, const int XB)
+{
+	return XB ? (const void *)((const uint16_t *)x + off) : (const void *)((const float *)x + off);
+}
+
 // sum(p[0..n))
-static inline double lane_sum(const float *restrict p, int n)
+static inline __attribute__((always_inline)) double lane_sum(const void *p, int n, const int XB)
 {
 	float s[8] = {0};
 	int i = 0;
 	for (; i + 8 <= n; i += 8)
 		for (int j = 0; j < 8; j++)
-			s[j] += p[i + j];
+			s[j] += x_at(p, i + j, XB);
 	for (; i < n; i++)
-		s[0] += p[i];
+		s[0] += x_at(p, i, XB);
 	return fold8(s);
 }
 
 // sum((p[0..n) - m)^2)
-static inline double lane_sqdev(const float *restrict p, int n, float m)
+static inline __attribute__((always_inline)) double lane_sqdev(const void *p, int n, float m, const int XB)
 {
 	float s[8] = {0};
 	int i = 0;
 	for (; i + 8 <= n; i += 8)
 		for (int j = 0; j < 8; j++) {
-			float d = p[i + j] - m;
+			float d = x_at(p, i + j, XB) - m;
 			s[j] += d * d;
 		}
 	for (; i < n; i++) {
-		float d = p[i] - m;
+		float d = x_at(p, i, XB) - m;
 		s[0] += d * d;
 	}
 	return fold8(s);
@@ -70,36 +83,66 @@ static inline double lane_sqdev(const float *restrict p, int n, float m)
 /* One channel plane of the normalised output, y = (x - m) * scale + b, then max(y, 0) when the
  * batch norm is fused with the ReLU that follows it (train and eval forward alike): the formulas
  * of bn_formulas.h and act_formulas.h, which batchnorm.cu's kernels call too. */
-static void normalise_plane(float *restrict yp, const float *restrict xp, int HW, float m, float scale, float b,
-			    int relu)
+static inline __attribute__((always_inline)) void normalise_plane(float *restrict yp, const void *xp, int HW, float m,
+								   float scale, float b, int relu, const int XB)
 {
 	if (relu)
 		for (int i = 0; i < HW; i++)
-			yp[i] = dnn_act_relu(dnn_bn_normalise(xp[i], m, scale, b));
+			yp[i] = dnn_act_relu(dnn_bn_normalise(x_at(xp, i, XB), m, scale, b));
 	else
 		for (int i = 0; i < HW; i++)
-			yp[i] = dnn_bn_normalise(xp[i], m, scale, b);
+			yp[i] = dnn_bn_normalise(x_at(xp, i, XB), m, scale, b);
 }
 
-/* normalise_plane into plane o of y: fp32, or bf16 when a->y_bf16 (normalised in L1-resident blocks, each rounded
- * by one dnn_bf16_convert, as the AVX2 forward does). */
-static void normalise_plane_out(void *y, size_t o, const float *restrict xp, float m, float scale, float b,
+/* normalise_plane of plane o of x into plane o of y: fp32, or bf16 when a->y_bf16 (normalised in L1-resident
+ * blocks, each rounded by one dnn_bf16_convert: the rounding the AVX2 forward does in registers). */
+static void normalise_plane_out(void *y, const void *x, size_t o, float m, float scale, float b,
 				const dnn_batchnorm_args *a)
 {
+	if (dnn_batchnorm_simd()) { /* the same loop in AVX2, bit-identical, rounding a bf16 y in registers */
+		dnn_bn_normalise_plane_avx2(y, x, o, m, scale, b, a);
+		return;
+	}
+	const void *xp = x_off(x, o, a->x_bf16);
 	if (!a->y_bf16) {
-		normalise_plane((float *)y + o, xp, a->HW, m, scale, b, a->relu);
+		if (a->x_bf16)
+			normalise_plane((float *)y + o, xp, a->HW, m, scale, b, a->relu, 1);
+		else
+			normalise_plane((float *)y + o, xp, a->HW, m, scale, b, a->relu, 0);
 		return;
 	}
 	float t[DNN_BN_BF16_BLOCK];
 	for (int i = 0; i < a->HW; i += DNN_BN_BF16_BLOCK) {
 		const int k = a->HW - i < DNN_BN_BF16_BLOCK ? a->HW - i : DNN_BN_BF16_BLOCK;
-		normalise_plane(t, xp + i, k, m, scale, b, a->relu);
+		if (a->x_bf16)
+			normalise_plane(t, x_off(xp, i, 1), k, m, scale, b, a->relu, 1);
+		else
+			normalise_plane(t, x_off(xp, i, 0), k, m, scale, b, a->relu, 0);
 		dnn_bf16_convert((uint16_t *)y + o + i, t, (size_t)k);
 	}
 }
 
+/* Channel c's statistics over its N planes of x into saved (dnn_bn_store_channel_stats); returns invstd and the
+ * float mean *m. */
+static inline __attribute__((always_inline)) double channel_stats(float *saved, float *m, const void *x,
+								  const dnn_batchnorm_args *a, int c, const int XB)
+{
+	const int N = a->N, C = a->C, HW = a->HW;
+	const double M = (double)N * HW;
+	double sum = 0;
+	for (int n = 0; n < N; n++)
+		sum += lane_sum(x_off(x, ((size_t)n * C + c) * HW, XB), HW, XB);
+	double mean = sum / M, ss = 0;
+	/* Deviations from the float mean the normalisation uses; the double correction term
+	 * (mean - m)^2 keeps the variance exact to float rounding. */
+	*m = (float)mean;
+	for (int n = 0; n < N; n++)
+		ss += lane_sqdev(x_off(x, ((size_t)n * C + c) * HW, XB), HW, *m, XB);
+	return dnn_bn_store_channel_stats(saved, C, c, mean, *m, ss, M, a->eps);
+}
+
 // y (N, C, HW), saved (3C) = [mean | biased var | invstd]; x (N, C, HW), gamma (C), beta (C)
-void dnn_batchnorm_forward_train_cpu(void *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_train_cpu(void *y, float *saved, const void *x, const float *gamma,
 				     const float *beta, const dnn_batchnorm_args *a)
 {
 	if (dnn_batchnorm_simd()) { /* the same loops in AVX2, bit-identical (batchnorm_simd.c) */
@@ -107,26 +150,17 @@ void dnn_batchnorm_forward_train_cpu(void *y, float *saved, const float *x, cons
 		return;
 	}
 	const int N = a->N, C = a->C, HW = a->HW;
-	const double M = (double)N * HW;
 	for (int c = 0; c < C; c++) {
-		double sum = 0;
-		for (int n = 0; n < N; n++)
-			sum += lane_sum(x + ((size_t)n * C + c) * HW, HW);
-		double mean = sum / M, ss = 0;
-		/* Deviations from the float mean the normalisation uses; the double correction term
-		 * (mean - m)^2 keeps the variance exact to float rounding. */
-		float m = (float)mean;
-		for (int n = 0; n < N; n++)
-			ss += lane_sqdev(x + ((size_t)n * C + c) * HW, HW, m);
-		double invstd = dnn_bn_store_channel_stats(saved, C, c, mean, m, ss, M, a->eps);
+		float m;
+		double invstd = a->x_bf16 ? channel_stats(saved, &m, x, a, c, 1) : channel_stats(saved, &m, x, a, c, 0);
 		float scale = gamma[c] * (float)invstd, b = beta[c];
 		for (int n = 0; n < N; n++)
-			normalise_plane_out(y, ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, m, scale, b, a);
+			normalise_plane_out(y, x, ((size_t)n * C + c) * HW, m, scale, b, a);
 	}
 }
 
 // y (N, C, HW) from x (N, C, HW), gamma (C), beta (C), running (2C) = [mean | unbiased var]
-void dnn_batchnorm_forward_eval_cpu(void *y, const float *x, const float *gamma, const float *beta,
+void dnn_batchnorm_forward_eval_cpu(void *y, const void *x, const float *gamma, const float *beta,
 				    const float *running, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
@@ -134,7 +168,7 @@ void dnn_batchnorm_forward_eval_cpu(void *y, const float *x, const float *gamma,
 		float m = running[c];
 		float scale = (float)(gamma[c] / sqrt((double)running[C + c] + a->eps)), b = beta[c];
 		for (int n = 0; n < N; n++)
-			normalise_plane_out(y, ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, m, scale, b, a);
+			normalise_plane_out(y, x, ((size_t)n * C + c) * HW, m, scale, b, a);
 	}
 }
 
@@ -167,15 +201,15 @@ static inline float relu_mask(float g, float y)
 
 /* Channel c's backward sums over its N planes: *sdy = sum g, *sdyx = sum g * (x - mean), g = dy
  * (FUSED: relu_mask(dy, yr), yr fp32 (1) or bf16 (2)), in 8 float lanes folded into double once per plane (fold8).
- * FUSED is a literal at each call, as in the callers: the plain version reads no yr. */
+ * FUSED and XB (x in bf16) are literals at each call, as in the callers: the plain version reads no yr. */
 static inline __attribute__((always_inline)) void
-channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, const void *yr,
-		  const dnn_batchnorm_args *a, int c, float mean, const int FUSED)
+channel_grad_sums(double *sdy, double *sdyx, const void *x, const float *dy, const void *yr,
+		  const dnn_batchnorm_args *a, int c, float mean, const int FUSED, const int XB)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	double t1 = 0, t2 = 0;
 	for (int n = 0; n < N; n++) {
-		const float *restrict xp = x + ((size_t)n * C + c) * HW;
+		const void *xp = x_off(x, ((size_t)n * C + c) * HW, XB);
 		const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
 		const float *restrict yrp = FUSED == 1 ? (const float *)yr + ((size_t)n * C + c) * HW : NULL;
 		const uint16_t *restrict yhp = FUSED == 2 ? (const uint16_t *)yr + ((size_t)n * C + c) * HW : NULL;
@@ -185,12 +219,12 @@ channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, co
 			for (int j = 0; j < 8; j++) {
 				float g = FUSED ? relu_mask(dyp[i + j], YR(i + j)) : dyp[i + j];
 				s1[j] += g;
-				s2[j] += g * (xp[i + j] - mean);
+				s2[j] += g * (x_at(xp, i + j, XB) - mean);
 			}
 		for (; i < HW; i++) {
 			float g = FUSED ? relu_mask(dyp[i], YR(i)) : dyp[i];
 			s1[0] += g;
-			s2[0] += g * (xp[i] - mean);
+			s2[0] += g * (x_at(xp, i, XB) - mean);
 		}
 		t1 += fold8(s1);
 		t2 += fold8(s2);
@@ -201,12 +235,12 @@ channel_grad_sums(double *sdy, double *sdyx, const float *x, const float *dy, co
 
 /* Channel c's dx (=, or += when a->accumulate_dx) = k * g + (x - mean) * kx + k0, g as above. */
 static inline __attribute__((always_inline)) void
-channel_dx(float *dx, const float *x, const float *dy, const void *yr, const dnn_batchnorm_args *a, int c,
-	   float mean, float k, float kx, float k0, const int FUSED)
+channel_dx(float *dx, const void *x, const float *dy, const void *yr, const dnn_batchnorm_args *a, int c,
+	   float mean, float k, float kx, float k0, const int FUSED, const int XB)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	for (int n = 0; n < N; n++) {
-		const float *restrict xp = x + ((size_t)n * C + c) * HW;
+		const void *xp = x_off(x, ((size_t)n * C + c) * HW, XB);
 		const float *restrict dyp = dy + ((size_t)n * C + c) * HW;
 		const float *restrict yrp = FUSED == 1 ? (const float *)yr + ((size_t)n * C + c) * HW : NULL;
 		const uint16_t *restrict yhp = FUSED == 2 ? (const uint16_t *)yr + ((size_t)n * C + c) * HW : NULL;
@@ -214,28 +248,29 @@ channel_dx(float *dx, const float *x, const float *dy, const void *yr, const dnn
 		if (a->accumulate_dx)
 			for (int i = 0; i < HW; i++) {
 				float g = FUSED ? relu_mask(dyp[i], YR(i)) : dyp[i];
-				dxp[i] += dnn_bn_dx(g, xp[i], mean, k, kx, k0);
+				dxp[i] += dnn_bn_dx(g, x_at(xp, i, XB), mean, k, kx, k0);
 			}
 		else
 			for (int i = 0; i < HW; i++) {
 				float g = FUSED ? relu_mask(dyp[i], YR(i)) : dyp[i];
-				dxp[i] = dnn_bn_dx(g, xp[i], mean, k, kx, k0);
+				dxp[i] = dnn_bn_dx(g, x_at(xp, i, XB), mean, k, kx, k0);
 			}
 	}
 }
 
 /* The backward's body; FUSED is a literal at each call so that the compiler drops the mask (and
- * the read of yr) from the plain version. Fused: the incoming gradient is dy * (yr > 0), yr fp32 (1) or bf16 (2). */
+ * the read of yr) from the plain version. Fused: the incoming gradient is dy * (yr > 0), yr fp32 (1) or bf16 (2).
+ * XB: x in bf16 (a literal too). */
 static inline __attribute__((always_inline)) void
-bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma, const float *saved,
-	    const float *dy, const void *yr, const dnn_batchnorm_args *a, const int FUSED)
+bn_backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma, const float *saved,
+	    const float *dy, const void *yr, const dnn_batchnorm_args *a, const int FUSED, const int XB)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	const double M = (double)N * HW;
 	for (int c = 0; c < C; c++) {
 		const float mean = saved[c], invstd = saved[2 * C + c];
 		double sdy, sdyx; // sum(dy), sum(dy * xhat)
-		channel_grad_sums(&sdy, &sdyx, x, dy, yr, a, c, mean, FUSED);
+		channel_grad_sums(&sdy, &sdyx, x, dy, yr, a, c, mean, FUSED, XB);
 		sdyx *= invstd;
 		dbeta[c] += (float)sdy;
 		dgamma[c] += (float)sdyx;
@@ -243,31 +278,40 @@ bn_backward(float *dx, float *dgamma, float *dbeta, const float *x, const float 
 		//    = k * dy + (x - mean) * kx + k0
 		float k, kx, k0;
 		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sdy / M), (float)(sdyx / M));
-		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED);
+		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED, XB);
 	}
 }
 
+/* fn(args..., FUSED, XB) with FUSED the relu's mask (0: none, 1: fp32 y, 2: bf16 y) from yr and a->y_bf16, and XB
+ * from a->x_bf16: each combination a version of its own, with literals. */
+#define BN_VERSIONS(fn, yr, ...)                                                                                       \
+	do {                                                                                                           \
+		const int f_ = !(yr) ? 0 : a->y_bf16 ? 2 : 1;                                                       \
+		if (a->x_bf16)                                                                                         \
+			f_ == 0 ? fn(__VA_ARGS__, 0, 1) : f_ == 1 ? fn(__VA_ARGS__, 1, 1) : fn(__VA_ARGS__, 2, 1);     \
+		else                                                                                                   \
+			f_ == 0 ? fn(__VA_ARGS__, 0, 0) : f_ == 1 ? fn(__VA_ARGS__, 1, 0) : fn(__VA_ARGS__, 2, 0);     \
+	} while (0)
+
 // dx (N, C, HW) (=|+=), dgamma (C) +=, dbeta (C) +=; x (N, C, HW), gamma (C), saved (3C), dy (N, C, HW)
-void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma,
 				const float *saved, const float *dy, const dnn_batchnorm_args *a)
 {
 	if (dnn_batchnorm_simd())
 		dnn_bn_backward_avx2(dx, dgamma, dbeta, x, gamma, saved, dy, NULL, a);
 	else
-		bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, NULL, a, 0);
+		BN_VERSIONS(bn_backward, NULL, dx, dgamma, dbeta, x, gamma, saved, dy, NULL, a);
 }
 
 // as above with dy * (yrelu > 0) for dy; yrelu (N, C, HW), bf16 when a->y_bf16
-void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma,
 				     const float *saved, const float *dy, const void *yrelu,
 				     const dnn_batchnorm_args *a)
 {
 	if (dnn_batchnorm_simd())
 		dnn_bn_backward_avx2(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a);
-	else if (a->y_bf16)
-		bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a, 2);
 	else
-		bn_backward(dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a, 1);
+		BN_VERSIONS(bn_backward, yrelu, dx, dgamma, dbeta, x, gamma, saved, dy, yrelu, a);
 }
 
 /* ------------------------------------------------------------------ global statistics
@@ -276,23 +320,33 @@ void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, con
 // sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW); sum x^2 from each row's centred sums.
 // An AVX2 clone where the CPU has it: the compiler vectorises the 8-lane loops lane for lane, and "avx2" brings no
 // FMA to contract with, so both clones give the same doubles (unit_bn_fuse compares them with the stored stats).
-__attribute__((target_clones("avx2", "default"))) void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a)
+static inline __attribute__((always_inline)) void sums_fwd(double *sums, const void *x, const dnn_batchnorm_args *a,
+							   const int XB)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
 	for (int c = 0; c < C; c++) {
 		double s = 0, ss = 0;
 		for (int n = 0; n < N; n++) {
-			const float *xp = x + ((size_t)n * C + c) * HW;
-			const double rs = lane_sum(xp, HW);
+			const void *xp = x_off(x, ((size_t)n * C + c) * HW, XB);
+			const double rs = lane_sum(xp, HW, XB);
 			const float m = (float)(rs / HW);
 			/* sum (x - m)^2 and sum (x - m) (a small correction: m is rounded) */
-			const double q = lane_sqdev(xp, HW, m), d = rs - (double)m * HW;
+			const double q = lane_sqdev(xp, HW, m, XB), d = rs - (double)m * HW;
 			s += rs;
 			ss += q + 2.0 * (double)m * d + (double)m * (double)m * HW;
 		}
 		sums[c] += s;
 		sums[C + c] += ss;
 	}
+}
+
+__attribute__((target_clones("avx2", "default"))) void dnn_batchnorm_sums_fwd_cpu(double *sums, const void *x,
+										   const dnn_batchnorm_args *a)
+{
+	if (a->x_bf16)
+		sums_fwd(sums, x, a, 1);
+	else
+		sums_fwd(sums, x, a, 0);
 }
 
 /* mean, biased var and invstd of channel c from the forward sums over M values. */
@@ -321,7 +375,7 @@ void dnn_batchnorm_stats_from_sums_cpu(float *saved, const double *sums, const d
 }
 
 // y (N, C, HW), saved (3C) = [mean | var | invstd] of the global batch; x, gamma, beta; sums (2C)
-void dnn_batchnorm_forward_global_cpu(void *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_global_cpu(void *y, float *saved, const void *x, const float *gamma,
 				      const float *beta, const double *sums, const dnn_batchnorm_args *a)
 {
 	const int N = a->N, C = a->C, HW = a->HW;
@@ -329,20 +383,20 @@ void dnn_batchnorm_forward_global_cpu(void *y, float *saved, const float *x, con
 	for (int c = 0; c < C; c++) {
 		const float m = saved[c], scale = gamma[c] * saved[2 * C + c];
 		for (int n = 0; n < N; n++)
-			normalise_plane_out(y, ((size_t)n * C + c) * HW, x + ((size_t)n * C + c) * HW, m, scale, beta[c], a);
+			normalise_plane_out(y, x, ((size_t)n * C + c) * HW, m, scale, beta[c], a);
 	}
 }
 
-/* The backward sums' body (FUSED a literal, as bn_backward): sums += [sum g | sum g (x - mean)]. */
+/* The backward sums' body (FUSED, XB literals, as bn_backward): sums += [sum g | sum g (x - mean)]. */
 static inline __attribute__((always_inline)) void
-bn_sums_bwd(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved, const float *dy,
-	    const void *yr, const dnn_batchnorm_args *a, const int FUSED)
+bn_sums_bwd(double *sums, float *dgamma, float *dbeta, const void *x, const float *saved, const float *dy,
+	    const void *yr, const dnn_batchnorm_args *a, const int FUSED, const int XB)
 {
 	const int C = a->C;
 	for (int c = 0; c < C; c++) {
 		const float mean = saved[c], invstd = saved[2 * C + c];
 		double sdy, sdyx;
-		channel_grad_sums(&sdy, &sdyx, x, dy, yr, a, c, mean, FUSED);
+		channel_grad_sums(&sdy, &sdyx, x, dy, yr, a, c, mean, FUSED, XB);
 		sums[c] += sdy;
 		sums[C + c] += sdyx;
 		dbeta[c] += (float)sdy;
@@ -350,20 +404,16 @@ bn_sums_bwd(double *sums, float *dgamma, float *dbeta, const float *x, const flo
 	}
 }
 
-void dnn_batchnorm_sums_bwd_cpu(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved,
+void dnn_batchnorm_sums_bwd_cpu(double *sums, float *dgamma, float *dbeta, const void *x, const float *saved,
 				const float *dy, const void *yrelu, const dnn_batchnorm_args *a)
 {
-	if (a->relu && a->y_bf16)
-		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, yrelu, a, 2);
-	else if (a->relu)
-		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, yrelu, a, 1);
-	else
-		bn_sums_bwd(sums, dgamma, dbeta, x, saved, dy, NULL, a, 0);
+	const void *yr = a->relu ? yrelu : NULL;
+	BN_VERSIONS(bn_sums_bwd, yr, sums, dgamma, dbeta, x, saved, dy, yr, a);
 }
 
 static inline __attribute__((always_inline)) void
-bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved, const float *dy, const void *yr,
-	      const double *sums, const dnn_batchnorm_args *a, const int FUSED)
+bn_bwd_global(float *dx, const void *x, const float *gamma, const float *saved, const float *dy, const void *yr,
+	      const double *sums, const dnn_batchnorm_args *a, const int FUSED, const int XB)
 {
 	const int C = a->C;
 	const double M = (double)a->global_n * a->HW;
@@ -373,21 +423,19 @@ bn_bwd_global(float *dx, const float *x, const float *gamma, const float *saved,
 		float k, kx, k0;
 		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sums[c] / M),
 				(float)(sums[C + c] * (double)invstd / M));
-		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED);
+		channel_dx(dx, x, dy, yr, a, c, mean, k, kx, k0, FUSED, XB);
 	}
 }
 
-void dnn_batchnorm_backward_global_cpu(float *dx, const float *x, const float *gamma, const float *saved,
+void dnn_batchnorm_backward_global_cpu(float *dx, const void *x, const float *gamma, const float *saved,
 				       const float *dy, const void *yrelu, const double *sums,
 				       const dnn_batchnorm_args *a)
 {
-	if (a->relu && a->y_bf16)
-		bn_bwd_global(dx, x, gamma, saved, dy, yrelu, sums, a, 2);
-	else if (a->relu)
-		bn_bwd_global(dx, x, gamma, saved, dy, yrelu, sums, a, 1);
-	else
-		bn_bwd_global(dx, x, gamma, saved, dy, NULL, sums, a, 0);
+	const void *yr = a->relu ? yrelu : NULL;
+	BN_VERSIONS(bn_bwd_global, yr, dx, x, gamma, saved, dy, yr, sums, a);
 }
+
+#undef BN_VERSIONS
 
 #undef YR
 
@@ -398,14 +446,18 @@ void dnn_batchnorm_backward_global_cpu(float *dx, const float *x, const float *g
 /* The (fused relu's) output y: bf16 elements when a->y_bf16, else fp32. */
 #define YPTR(i) ((void *)STARPU_VECTOR_GET_PTR(buffers[i]))
 #define YSIZE_OK(i) (STARPU_VECTOR_GET_ELEMSIZE(buffers[i]) == (a->y_bf16 ? sizeof(uint16_t) : sizeof(float)))
+/* The input x: bf16 elements when a->x_bf16, else fp32. */
+#define XPTR(i) ((const void *)STARPU_VECTOR_GET_PTR(buffers[i]))
+#define XSIZE_OK(i) (STARPU_VECTOR_GET_ELEMSIZE(buffers[i]) == (a->x_bf16 ? sizeof(uint16_t) : sizeof(float)))
 
 // (R x, R gamma, R beta, W y, W saved)
 static void bn_fwd_train_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == nx && NX(4) == 3 * C && YSIZE_OK(3));
-	dnn_batchnorm_forward_train_cpu(YPTR(3), PTR(4), PTR(0), PTR(1), PTR(2), a);
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == nx && NX(4) == 3 * C && YSIZE_OK(3) &&
+		      XSIZE_OK(0));
+	dnn_batchnorm_forward_train_cpu(YPTR(3), PTR(4), XPTR(0), PTR(1), PTR(2), a);
 }
 
 // (R x, R gamma, R beta, R running, W y)
@@ -413,8 +465,9 @@ static void bn_fwd_eval_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && YSIZE_OK(4));
-	dnn_batchnorm_forward_eval_cpu(YPTR(4), PTR(0), PTR(1), PTR(2), PTR(3), a);
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && YSIZE_OK(4) &&
+		      XSIZE_OK(0));
+	dnn_batchnorm_forward_eval_cpu(YPTR(4), XPTR(0), PTR(1), PTR(2), PTR(3), a);
 }
 
 // (R saved, RW running)
@@ -432,12 +485,12 @@ static void bn_bwd_cpu(void *buffers[], void *cl_arg)
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->relu ? 8 : 7));
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == nx &&
-		      NX(5) == C && NX(6) == C);
+		      NX(5) == C && NX(6) == C && XSIZE_OK(0));
 	if (a->relu) {
 		STARPU_ASSERT(NX(7) == nx && YSIZE_OK(7));
-		dnn_batchnorm_relu_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), YPTR(7), a);
+		dnn_batchnorm_relu_backward_cpu(PTR(4), PTR(5), PTR(6), XPTR(0), PTR(1), PTR(2), PTR(3), YPTR(7), a);
 	} else {
-		dnn_batchnorm_backward_cpu(PTR(4), PTR(5), PTR(6), PTR(0), PTR(1), PTR(2), PTR(3), a);
+		dnn_batchnorm_backward_cpu(PTR(4), PTR(5), PTR(6), XPTR(0), PTR(1), PTR(2), PTR(3), a);
 	}
 }
 
@@ -447,8 +500,8 @@ static void bn_bwd_cpu(void *buffers[], void *cl_arg)
 static void bn_sums_fwd_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
-	STARPU_ASSERT(NX(0) == (size_t)a->N * a->C * a->HW && NX(1) == 2 * (size_t)a->C);
-	dnn_batchnorm_sums_fwd_cpu(DPTR(1), PTR(0), a);
+	STARPU_ASSERT(NX(0) == (size_t)a->N * a->C * a->HW && NX(1) == 2 * (size_t)a->C && XSIZE_OK(0));
+	dnn_batchnorm_sums_fwd_cpu(DPTR(1), XPTR(0), a);
 }
 
 // (R x, R gamma, R beta, R sums, W y, W saved)
@@ -457,8 +510,8 @@ static void bn_fwd_global_cpu(void *buffers[], void *cl_arg)
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
 	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == C && NX(3) == 2 * C && NX(4) == nx && NX(5) == 3 * C &&
-		      YSIZE_OK(4));
-	dnn_batchnorm_forward_global_cpu(YPTR(4), PTR(5), PTR(0), PTR(1), PTR(2), DPTR(3), a);
+		      YSIZE_OK(4) && XSIZE_OK(0));
+	dnn_batchnorm_forward_global_cpu(YPTR(4), PTR(5), XPTR(0), PTR(1), PTR(2), DPTR(3), a);
 }
 
 // (R x, R saved, R dy, REDUX or RW sums, dgamma, dbeta), + (R y) when a->relu
@@ -466,9 +519,10 @@ static void bn_sums_bwd_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(NX(0) == nx && NX(1) == 3 * C && NX(2) == nx && NX(3) == 2 * C && NX(4) == C && NX(5) == C);
+	STARPU_ASSERT(NX(0) == nx && NX(1) == 3 * C && NX(2) == nx && NX(3) == 2 * C && NX(4) == C && NX(5) == C &&
+		      XSIZE_OK(0));
 	STARPU_ASSERT(!a->relu || (NX(6) == nx && YSIZE_OK(6)));
-	dnn_batchnorm_sums_bwd_cpu(DPTR(3), PTR(4), PTR(5), PTR(0), PTR(1), PTR(2), a->relu ? YPTR(6) : NULL, a);
+	dnn_batchnorm_sums_bwd_cpu(DPTR(3), PTR(4), PTR(5), XPTR(0), PTR(1), PTR(2), a->relu ? YPTR(6) : NULL, a);
 }
 
 // (R x, R gamma, R saved, R dy, R sums, W|RW dx), + (R y) when a->relu
@@ -476,9 +530,11 @@ static void bn_bwd_global_cpu(void *buffers[], void *cl_arg)
 {
 	const dnn_batchnorm_args *a = cl_arg;
 	size_t nx = (size_t)a->N * a->C * a->HW, C = (size_t)a->C;
-	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == 2 * C && NX(5) == nx);
+	STARPU_ASSERT(NX(0) == nx && NX(1) == C && NX(2) == 3 * C && NX(3) == nx && NX(4) == 2 * C && NX(5) == nx &&
+		      XSIZE_OK(0));
 	STARPU_ASSERT(!a->relu || (NX(6) == nx && YSIZE_OK(6)));
-	dnn_batchnorm_backward_global_cpu(PTR(5), PTR(0), PTR(1), PTR(2), PTR(3), a->relu ? YPTR(6) : NULL, DPTR(4), a);
+	dnn_batchnorm_backward_global_cpu(PTR(5), XPTR(0), PTR(1), PTR(2), PTR(3), a->relu ? YPTR(6) : NULL, DPTR(4),
+					  a);
 }
 
 static void bn_dsum_zero_cpu(void *buffers[], void *cl_arg)
@@ -502,6 +558,8 @@ static void bn_dsum_add_cpu(void *buffers[], void *cl_arg)
 #undef PTR
 #undef YPTR
 #undef YSIZE_OK
+#undef XPTR
+#undef XSIZE_OK
 
 DNN_CODELET(cl_batchnorm_fwd_train, 5, bn_fwd_train_cpu, dnn_batchnorm_fwd_train_cuda);
 DNN_CODELET(cl_batchnorm_fwd_eval, 5, bn_fwd_eval_cpu, dnn_batchnorm_fwd_eval_cuda);
@@ -564,7 +622,7 @@ void dnn_bn_set_dsum_redux(starpu_data_handle_t h)
 	starpu_data_set_reduction_methods(h, &cl_bn_dsum_redux_add, &cl_bn_dsum_zero);
 }
 
-DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 7 * sizeof(int) + 2 * sizeof(float));
+DNN_ARGS_NO_PADDING(dnn_batchnorm_args, 8 * sizeof(int) + 2 * sizeof(float));
 
 static double elems(const dnn_batchnorm_args *a) { return (double)a->N * a->C * a->HW; }
 

@@ -117,7 +117,7 @@ static void bn_relu_inplace(float *y, size_t n)
  * is a bug, reported as a worker error. */
 static int bf16_refused(const dnn_batchnorm_args *a)
 {
-	if (!a->y_bf16)
+	if (!a->y_bf16 && !a->x_bf16)
 		return 0;
 	dnn_worker_error("batchnorm: a bf16 activation reached a CUDA kernel (fp32 only)");
 	return 1;

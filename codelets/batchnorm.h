@@ -28,19 +28,23 @@ typedef struct {
 	int y_bf16;     // 1 (with relu): the fused relu's output y is stored in bf16 (uint16_t, graph/model.h
 	                // y_bf16): the forwards write it rounded as dnn_bf16_convert, the backwards read their
 	                // mask from it (CPU only)
+	int x_bf16;     // 1: the input x is stored in bf16 (uint16_t, graph/model.h y_bf16): every task that reads x
+	                // (statistics, normalisation, the backward's x - mean) widens it exactly as it loads it, so
+	                // its results are the bits of the same task on the widened fp32 x (CPU only)
 } dnn_batchnorm_args;
 
-void dnn_batchnorm_forward_train_cpu(void *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_train_cpu(void *y, float *saved, const void *x, const float *gamma,
 				     const float *beta, const dnn_batchnorm_args *a);
-void dnn_batchnorm_forward_eval_cpu(void *y, const float *x, const float *gamma, const float *beta,
+void dnn_batchnorm_forward_eval_cpu(void *y, const void *x, const float *gamma, const float *beta,
 				    const float *running, const dnn_batchnorm_args *a);
 void dnn_batchnorm_update_running_cpu(float *running, const float *saved, const dnn_batchnorm_args *a);
-void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+void dnn_batchnorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma,
 				const float *saved, const float *dy, const dnn_batchnorm_args *a);
 /* Fused backward (a->relu ignored): as dnn_batchnorm_backward_cpu with dy replaced by
  * dy * (yrelu > 0), yrelu being the fused forward's output (bf16 when a->y_bf16). The forwards' y is
- * fp32, or bf16 (uint16_t) when a->y_bf16. */
-void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+ * fp32, or bf16 (uint16_t) when a->y_bf16; every kernel's x (here and below) is fp32, or bf16 (uint16_t)
+ * when a->x_bf16. */
+void dnn_batchnorm_relu_backward_cpu(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma,
 				     const float *saved, const float *dy, const void *yrelu,
 				     const dnn_batchnorm_args *a);
 
@@ -88,19 +92,19 @@ int dnn_insert_batchnorm_relu_bwd(const dnn_task_opts *o, const dnn_batchnorm_ar
  * reassociate double additions, so every chunk of every rank sees the same mean and var to
  * the last float bit in practice. */
 // sums (2C doubles) += [sum x | sum x^2] of x (N, C, HW)
-void dnn_batchnorm_sums_fwd_cpu(double *sums, const float *x, const dnn_batchnorm_args *a);
+void dnn_batchnorm_sums_fwd_cpu(double *sums, const void *x, const dnn_batchnorm_args *a);
 // saved (3C) = [mean | var | invstd] from sums (2C doubles) over M = (a->global_n, or a->N when 0) * HW, as
 // dnn_batchnorm_forward_global_cpu computes them (graph/fuse.c's level 3: one chunk's own sums)
 void dnn_batchnorm_stats_from_sums_cpu(float *saved, const double *sums, const dnn_batchnorm_args *a);
 // y, saved (3C) = [mean | var | invstd] from sums (2C doubles) over M = a->global_n * HW
-void dnn_batchnorm_forward_global_cpu(void *y, float *saved, const float *x, const float *gamma,
+void dnn_batchnorm_forward_global_cpu(void *y, float *saved, const void *x, const float *gamma,
 				      const float *beta, const double *sums, const dnn_batchnorm_args *a);
 // sums (2C doubles) += [sum g | sum g * (x - mean)]; dgamma += invstd * sum g (x - mean), dbeta += sum g
 // (this chunk's share); yrelu: the fused relu's output (a->relu) or NULL
-void dnn_batchnorm_sums_bwd_cpu(double *sums, float *dgamma, float *dbeta, const float *x, const float *saved,
+void dnn_batchnorm_sums_bwd_cpu(double *sums, float *dgamma, float *dbeta, const void *x, const float *saved,
 				const float *dy, const void *yrelu, const dnn_batchnorm_args *a);
 // dx (=|+= per a->accumulate_dx) from the global backward sums (2C doubles)
-void dnn_batchnorm_backward_global_cpu(float *dx, const float *x, const float *gamma, const float *saved,
+void dnn_batchnorm_backward_global_cpu(float *dx, const void *x, const float *gamma, const float *saved,
 				       const float *dy, const void *yrelu, const double *sums,
 				       const dnn_batchnorm_args *a);
 

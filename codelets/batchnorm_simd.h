@@ -10,6 +10,8 @@
 #include "batchnorm.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* Both forward loops (portable and AVX2) end a channel alike: from the double mean, the float
  * mean m the normalisation uses and ss, the sum of squared deviations from m over M values, the
@@ -29,8 +31,8 @@ static inline double dnn_bn_store_channel_stats(float *saved, int C, int c, doub
 	return invstd;
 }
 
-/* A bf16 output (a->y_bf16) is normalised in blocks of this many floats (on the stack, in L1), each then rounded
- * by one dnn_bf16_convert. */
+/* The portable loops normalise a bf16 output (a->y_bf16) in blocks of this many floats (on the stack, in L1), each
+ * then rounded by one dnn_bf16_convert; the AVX2 ones round in registers (dnn_bn_bf16_convert_avx2). */
 #define DNN_BN_BF16_BLOCK 1024
 
 /* Whether batchnorm.c runs the AVX2 kernels: on = 1 (the default) where the CPU has AVX2,
@@ -40,10 +42,17 @@ int dnn_batchnorm_set_simd(int on);
 int dnn_batchnorm_simd(void);
 
 /* As dnn_batchnorm_forward_train_cpu. */
-void dnn_bn_forward_train_avx2(void *y, float *saved, const float *x, const float *gamma, const float *beta,
+void dnn_bn_forward_train_avx2(void *y, float *saved, const void *x, const float *gamma, const float *beta,
 			       const dnn_batchnorm_args *a);
+/* Plane o (element offset) of y = (x - m) * scale + b (then the relu with a->relu), x and y each fp32 or bf16 per
+ * a: the normalisation of the training forward, for the eval and --batchnorm global forwards. */
+void dnn_bn_normalise_plane_avx2(void *y, const void *x, size_t o, float m, float scale, float b,
+				 const dnn_batchnorm_args *a);
 /* As dnn_batchnorm_backward_cpu (yr = NULL) and dnn_batchnorm_relu_backward_cpu (yr = the relu's
  * output). */
-void dnn_bn_backward_avx2(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
+void dnn_bn_backward_avx2(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma,
 			  const float *saved, const float *dy, const void *yr, const dnn_batchnorm_args *a);
+/* dst = src rounded to bf16 by the AVX2 normalisation's in-register rounding: the bits of dnn_bf16_convert on the
+ * current path (tests/op_bf16.c compares the two). */
+void dnn_bn_bf16_convert_avx2(uint16_t *dst, const float *src, size_t n);
 #endif

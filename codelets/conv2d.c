@@ -88,14 +88,29 @@ static dnn_bias_args bias_args(const dnn_conv2d_args *a)
 	return b;
 }
 
+/* The task's output y (buffer 2): fp32, or (a->y_bf16, a bf16 activation) a vector of as many 2-byte elements, which
+ * the kernels write in bf16 (their y pointer then points at uint16_t values). */
+static float *y_ptr(void *buffers[], const dnn_conv2d_args *a)
+{
+	if (!a->y_bf16)
+		return vec_ptr(buffers, 2, y_count(a));
+	STARPU_ASSERT_MSG(STARPU_VECTOR_GET_NX(buffers[2]) == y_count(a) &&
+				  STARPU_VECTOR_GET_ELEMSIZE(buffers[2]) == sizeof(uint16_t),
+			  "conv2d: y has %u elements of %zu bytes, the args say %zu bf16 values",
+			  (unsigned)STARPU_VECTOR_GET_NX(buffers[2]), (size_t)STARPU_VECTOR_GET_ELEMSIZE(buffers[2]),
+			  y_count(a));
+	return (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+}
+
 static void conv2d_fwd_cpu_task(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = cl_arg;
 	STARPU_ASSERT(STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) == (a->bias ? 4 : 3));
 	const float *x = dnn_conv2d_x_ptr(buffers, 0, a);
 	const float *w = vec_ptr(buffers, 1, w_count(a));
-	float *y = vec_ptr(buffers, 2, y_count(a));
+	float *y = y_ptr(buffers, a);
 	const float *bias = a->bias ? vec_ptr(buffers, 3, (size_t)a->K) : NULL;
+	/* a bf16 y gets its bias from the kernel (before the rounding): it always returns 1 then */
 	if (!dnn_conv2d_forward_bias_cpu(y, x, w, bias, a) && bias) {
 		dnn_bias_args b = bias_args(a);
 		dnn_bias_forward_cpu(y, bias, &b);
@@ -133,7 +148,7 @@ DNN_CODELET(cl_conv2d_bwd_filter, 4, conv2d_bwd_filter_cpu_task, dnn_conv2d_bwd_
 
 /* ------------------------------------------------------------------ insert helpers */
 
-DNN_ARGS_NO_PADDING(dnn_conv2d_args, 17 * sizeof(int));
+DNN_ARGS_NO_PADDING(dnn_conv2d_args, 18 * sizeof(int));
 
 /* -EINVAL for arguments a helper cannot take: unfinished (dnn_conv2d_args_finish), or the bias
  * flag not matching the helper (bias -1: either; the bias variants take a 4th buffer). */

@@ -28,6 +28,9 @@ typedef struct {
 	                    // (gemm_bf16.h); x, w, y and the gradients stay fp32 tensors, the bias sums fp32
 	int x_bf16;         // 1: x is stored in bf16 (uint16_t, the plan's bf16 activations, graph/model.h y_bf16),
 	                    // rounded as dnn_bf16_convert: fwd and bwd_filter read it so (CPU only; needs bf16)
+	int y_bf16;         // 1: the forward writes y in bf16 (uint16_t, the plan's y_bf16 of the conv), each element
+	                    // the fp32 value the same path writes without it (the sum, plus the bias) rounded as
+	                    // dnn_bf16_convert, in the path's own epilogue (CPU only; needs bf16)
 } dnn_conv2d_args;
 
 /* Computes P and Q; returns 0, or -1 when the shapes give an empty output or when x or y holds
@@ -60,7 +63,8 @@ double dnn_conv2d_flops_fwd(const dnn_conv2d_args *a); // 2*N*K*P*Q*C*R*S
 
 /* CPU kernels (im2col + OpenBLAS sgemm, direct loops or Winograd F(2x2, 3x3) / F(4x4, 3x3); single-threaded,
  * the caller is one worker). x: fp32, or bf16 (uint16_t) values behind the pointer when a->x_bf16 (forward and
- * backward filter). */
+ * backward filter); y: fp32, or bf16 (uint16_t) values when a->y_bf16 (forward; the bias is then always added by
+ * the kernel, before the rounding: dnn_conv2d_forward_bias_cpu returns 1). */
 void dnn_conv2d_forward_cpu(float *y, const float *x, const float *w, const dnn_conv2d_args *a);
 /* y = conv(x, w), and + bias (per output channel; NULL: none) in the same pass where the conv
  * takes the direct path (added in its store, the same floats as conv then bias.c's pass): returns

@@ -126,15 +126,18 @@ float *dnn_conv_scratch(size_t nfloats)
 
 /* fp32 only: under --precision bf16 these convs keep the paths that round their operands (im2col's bf16 GEMMs);
  * a bf16 form of these kernels replaces their loops, dnn_conv_taps_gemm, dnn_conv_taps_dot and conv2d_stride2.c's
- * s2w_block. */
+ * s2f_block and s2w_block. So they never see a bf16 y (which needs bf16); a bf16 form would round its output blocks
+ * as conv2d_direct.c does. */
 static int use_pointwise(const conv_geom *g, int pass)
 {
-	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && dnn_conv_pointwise_applies(g) && POINTWISE_RULE(g, pass);
+	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && !g->y_bf16 && dnn_conv_pointwise_applies(g) &&
+	       POINTWISE_RULE(g, pass);
 }
 
 static int use_stride2(const conv_geom *g, int pass)
 {
-	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && dnn_conv_stride2_applies(g) && STRIDE2_RULE(g, pass);
+	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && !g->y_bf16 && dnn_conv_stride2_applies(g) &&
+	       STRIDE2_RULE(g, pass);
 }
 
 /* ------------------------------------------------------------------ oneDNN's bf16 convolution primitives
@@ -195,7 +198,8 @@ static int use_onednn(const conv_geom *g, int pass)
 static dnn_wino_shape wino_shape(const conv_geom *g)
 {
 	dnn_wino_shape s = {.N = g->N, .C = g->C, .H = g->H, .W = g->W, .K = g->K, .P = g->P,
-			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w, .bf16 = g->bf16};
+			    .Q = g->Q, .pad_h = g->pad_h, .pad_w = g->pad_w, .bf16 = g->bf16, .x_bf16 = g->x_bf16,
+			    .y_bf16 = g->y_bf16, .bias = g->ybias};
 	return s;
 }
 
@@ -267,12 +271,13 @@ static size_t forward_work(const conv_geom *g)
 	return dnn_conv_im2col_forward_work(g);
 }
 
-/* A bf16 x (g->x_bf16, a stored activation): oneDNN's reorder (conv2d_onednn.c) and im2col's padded copy (not a
- * 1x1 conv's, which has none) read it as it is; for the other paths it is widened here into the worker's second scratch (the kernels take
- * the first), and g then says fp32. Returns x as the path reads it; NULL, with a worker error, without memory. */
-static const float *x_for_path(const float *x, conv_geom *g, int im2col)
+/* A bf16 x (g->x_bf16, a stored activation): oneDNN's reorder (conv2d_onednn.c), im2col's padded copy (not a 1x1
+ * conv's, which has none) and F(2x2)'s AVX-512 image split (dnn_wino_reads_bf16) read it as it is (as_is: the path
+ * is one of these); for the other paths it is widened here into the worker's second scratch (the kernels take the
+ * first), and g then says fp32. Returns x as the path reads it; NULL, with a worker error, without memory. */
+static const float *x_for_path(const float *x, conv_geom *g, int as_is)
 {
-	if (!g->x_bf16 || (im2col && !conv_is_pointwise(g)))
+	if (!g->x_bf16 || as_is)
 		return x;
 	const size_t n = (size_t)g->N * g->C * g->H * g->W;
 	float *xw = dnn_cpu_scratch_aux(n);
@@ -287,18 +292,22 @@ static const float *x_for_path(const float *x, conv_geom *g, int im2col)
 
 /* y = conv(x, w) (beta = 0) or y += conv(x, w) (beta = 1); work: forward_work(g) floats. With a
  * bias (or NULL), the direct path also adds it in its store: returns 1 when the bias was added (or nothing can be
- * done: the error is recorded). x: bf16 values when g->x_bf16. */
+ * done: the error is recorded). x: bf16 values when g->x_bf16. A bf16 y (g->y_bf16, beta 0): every path here
+ * rounds its own output blocks, the bias g->ybias added first (returns 1). */
 static int conv_forward(float *y, const float *x, const float *w, const float *bias, const conv_geom *gx,
 			float beta, float *work)
 {
 	conv_geom gl = *gx;
 	const conv_geom *g = &gl;
 	const int tile = use_winograd(g);
-	if (!(x = x_for_path(x, &gl, !tile && !use_pointwise(g, 0) && !use_stride2(g, 0) && !dnn_conv_direct_applies(g))))
+	const dnn_wino_shape s0 = wino_shape(g);
+	const int im2col = !tile && !use_pointwise(g, 0) && !use_stride2(g, 0) && !dnn_conv_direct_applies(g);
+	if (!(x = x_for_path(x, &gl, (im2col && !conv_is_pointwise(g)) || (tile == 2 && dnn_wino_reads_bf16(&s0)))))
 		return 1;
 	if (tile) {
 		dnn_wino_shape s = wino_shape(g);
 		(tile == 4 ? dnn_wino4_forward : dnn_wino_forward)(y, x, w, &s, beta, work);
+		return g->y_bf16;
 	} else if (use_pointwise(g, 0)) {
 		dnn_conv_pointwise_forward(y, x, w, g, beta, work);
 	} else if (use_stride2(g, 0)) {
@@ -308,6 +317,7 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 		return bias != NULL;
 	} else {
 		dnn_conv_im2col_forward(y, x, w, g, beta, work);
+		return g->y_bf16;
 	}
 	return 0;
 }
@@ -315,8 +325,10 @@ static int conv_forward(float *y, const float *x, const float *w, const float *b
 int dnn_conv2d_forward_bias_cpu(float *y, const float *x, const float *w, const float *bias, const dnn_conv2d_args *a)
 {
 	conv_geom g = conv_geom_of(a);
+	if (g.y_bf16) /* the paths add it before they round */
+		g.ybias = bias;
 	if (use_onednn(&g, 0) && dnn_conv_onednn_forward(y, x, w, &g, 0.0f) == 0) /* reads a bf16 x as it is */
-		return 0; /* the caller adds the bias */
+		return g.y_bf16; /* fp32 y: the caller adds the bias */
 	float *work = dnn_conv_scratch(forward_work(&g));
 	return work ? conv_forward(y, x, w, bias, &g, 0.0f, work) : 1; /* no scratch: the error is recorded */
 }
@@ -436,7 +448,9 @@ void dnn_conv2d_backward_filter_cpu(float *dw, const float *x, const float *dy, 
 	conv_geom g = conv_geom_of(a);
 	if (use_onednn(&g, 2) && dnn_conv_onednn_backward_filter(dw, x, dy, &g) == 0) /* reads a bf16 x as it is */
 		return;
-	if (!(x = x_for_path(x, &g, !use_winograd_filter(&g) && !use_pointwise(&g, 2) && !use_stride2(&g, 2))))
+	const dnn_wino_shape s0 = wino_shape(&g);
+	const int wino = use_winograd_filter(&g), im2col = !wino && !use_pointwise(&g, 2) && !use_stride2(&g, 2);
+	if (!(x = x_for_path(x, &g, (im2col && !conv_is_pointwise(&g)) || (wino && dnn_wino_reads_bf16(&s0)))))
 		return;
 	if (use_winograd_filter(&g)) {
 		dnn_wino_shape s = wino_shape(&g);

@@ -168,26 +168,36 @@ __attribute__((target("avx512f"))) static void direct_forward512(float *y, const
 	const int Hp = g->H + 2 * g->pad_h, ld = direct_ld(g), nv = (Q + 15) / 16;
 	const size_t ws = (size_t)C * R * S, pq = (size_t)P * Q;
 	const int KB = nv == 2 ? 4 : 8; // at most 8 accumulators of 16 floats
+	/* a bf16 y (g->y_bf16): the kb channels' rows, 32 at a time, into rb (fp32, rows of 32 floats: 32 KiB, in L1),
+	 * then rounded into y with the bias, one call per channel and 32 rows (a call per output row cost 15 ns) */
+	float rb[8 * 32 * 32];
+	const int ybf = g->y_bf16;
 	for (int n = 0; n < g->N; n++) {
 		pad_image(xp, x + (size_t)n * C * g->H * g->W, g, ld);
 		for (int k0 = 0; k0 < K;) {
 			const int kb = K - k0 >= KB ? KB : 1;
 			const float *wk = w + (size_t)k0 * ws;
-			float *yk = y + ((size_t)n * K + k0) * pq;
 			const float *bk = bias ? bias + k0 : NULL;
+			const size_t ks = ybf ? 32 * 32 : pq; // stride between the kb channels' rows
+			const float bt = ybf ? 0.0f : beta, *bb = ybf ? NULL : bk; // bf16 y: the rounding adds the bias
 			for (int p = 0; p < P; p++) {
-				float *yp = yk + (size_t)p * Q;
+				float *yp = ybf ? rb + 32 * (size_t)(p % 32) : y + ((size_t)n * K + k0) * pq + (size_t)p * Q;
 				if (nv == 1) {
 					if (kb > 1)
-						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 1, 8);
+						direct_rows512(yp, ks, Q, bt, bb, xp, wk, ws, C, R, S, Hp, ld, p, 1, 8);
 					else
-						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 1, 1);
+						direct_rows512(yp, ks, Q, bt, bb, xp, wk, ws, C, R, S, Hp, ld, p, 1, 1);
 				} else {
 					if (kb > 1)
-						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 2, 4);
+						direct_rows512(yp, ks, Q, bt, bb, xp, wk, ws, C, R, S, Hp, ld, p, 2, 4);
 					else
-						direct_rows512(yp, pq, Q, beta, bk, xp, wk, ws, C, R, S, Hp, ld, p, 2, 1);
+						direct_rows512(yp, ks, Q, bt, bb, xp, wk, ws, C, R, S, Hp, ld, p, 2, 1);
 				}
+				const int p0 = p - p % 32; /* rows p0 .. p of rb: flush them at 32 rows or the last row */
+				for (int i = 0; ybf && (p % 32 == 31 || p == P - 1) && i < kb; i++)
+					dnn_bf16_convert_rows_bias((uint16_t *)y + ((size_t)n * K + k0 + i) * pq + (size_t)p0 * Q,
+								   (size_t)Q, rb + (size_t)i * ks, 32, p - p0 + 1, Q, bk ? bk + i : NULL,
+								   p - p0 + 1);
 			}
 			k0 += kb;
 		}
@@ -236,6 +246,11 @@ __attribute__((target("avx2,fma"))) void dnn_conv_direct_forward(float *y, const
 					DIRECT_CASE(4);
 				}
 #undef DIRECT_CASE
+				if (g->y_bf16) { // bf16 y: the block's rows rounded as they are stored, the bias added first
+					dnn_bf16_convert_rows_bias((uint16_t *)y + (((size_t)n * K + k0) * P + p) * Q, (size_t)P * Q,
+								   out, 32, kb, Q, bias ? bias + k0 : NULL, 1);
+					continue;
+				}
 				for (int i = 0; i < kb; i++) {
 					float *yr = y + (((size_t)n * K + k0 + i) * P + p) * Q;
 					if (beta != 0.0f) // y += conv: the old y added last, as y0 + conv

@@ -19,7 +19,9 @@
  *     (codelets/conv2d_winograd_f2.c; the choice, DNN_CONV_ALGO, under "Winograd dispatch").
  * With g->bf16 (--precision bf16) every GEMM is dnn_gemm's bf16 one (gemm_bf16.h: the operands
  * rounded to bf16 as it copies them, exact products, fp32 sums); im2col, col2im and the scatters
- * stay fp32 (they only move or add floats).
+ * stay fp32 (they only move or add floats). A forward whose y is stored in bf16 (g->y_bf16) has each GEMM block
+ * written into the (K, cols) buffer and rounded into y right after (dnn_bf16_convert_rows_bias, the bias added
+ * first), while the block is in L2.
  * The double-precision naive reference lives in the tests (tests/op_cases.c).
  */
 #include <string.h>
@@ -336,10 +338,18 @@ static void conv_gemm(const conv_geom *g, int tA, int tB, int M, int N, int K, c
  * or [p0, p1) == [0, P). A one-image block's GEMM reads dy / writes y in place (ld = P*Q); a
  * several-image block goes through a (K, ng*P*Q) buffer. */
 
+/* A 1x1 conv's columns per GEMM when y is bf16 (its (K, cols) block then goes through the work, rounded into y). */
+static size_t pointwise_bf16_cols(const conv_geom *g)
+{
+	const size_t pq = (size_t)g->P * g->Q, cb = CONV_COL_BUDGET / g->K;
+	return pq < CONV_MIN_COLS || pq < cb ? pq : cb < CONV_MIN_COLS ? CONV_MIN_COLS : cb;
+}
+
 size_t dnn_conv_im2col_forward_work(const conv_geom *g)
 {
 	if (conv_is_pointwise(g))
-		return g->stride > 1 ? (size_t)g->C * g->P * g->Q : 0;
+		return (g->stride > 1 ? (size_t)g->C * g->P * g->Q : 0) +
+		       (g->y_bf16 ? (size_t)g->K * pointwise_bf16_cols(g) : 0);
 	conv_plan pl = plan_make(g);
 	return pl.group * pl.image + ((size_t)g->C * g->R * g->S + g->K) * pl.cols +
 	       (size_t)g->stride * pl.Wc;
@@ -358,7 +368,18 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 				subsample(work, xs, g);
 				xs = work;
 			}
-			conv_gemm(g, 0, 0, K, (int)pq, g->C, w, crs, xs, (int)pq, beta, y + n * K * pq, (int)pq);
+			if (!g->y_bf16) {
+				conv_gemm(g, 0, 0, K, (int)pq, g->C, w, crs, xs, (int)pq, beta, y + n * K * pq, (int)pq);
+				continue;
+			}
+			/* bf16 y: blocks of columns into the work, each rounded into y right after its GEMM */
+			float *blk = work + (g->stride > 1 ? (size_t)g->C * pq : 0);
+			const size_t cb = pointwise_bf16_cols(g);
+			for (size_t c0 = 0; c0 < pq; c0 += cb) {
+				const int nc = (int)(pq - c0 < cb ? pq - c0 : cb);
+				conv_gemm(g, 0, 0, K, nc, g->C, w, crs, xs + c0, (int)pq, 0.0f, blk, nc);
+				dnn_bf16_convert_rows_bias((uint16_t *)y + n * K * pq + c0, pq, blk, (size_t)nc, K, nc, g->ybias, 1);
+			}
 		}
 		return;
 	}
@@ -376,12 +397,18 @@ void dnn_conv_im2col_forward(float *y, const float *x, const float *w, const con
 			int ld = ng * (p1 - p0) * g->Q;
 			for (int i = 0; i < ng; i++)
 				phases_to_col(col + i * pq, ld, ph + i * pl.image, p0, p1, g, &pl);
-			if (ng == 1) {
+			if (ng == 1 && !g->y_bf16) {
 				conv_gemm(g, 0, 0, K, ld, crs, w, crs, col, ld, beta,
 					  y + n0 * K * pq + (size_t)p0 * g->Q, (int)pq);
 				continue;
 			}
 			conv_gemm(g, 0, 0, K, ld, crs, w, crs, col, ld, 0.0f, out, ld);
+			if (g->y_bf16) { /* the block (K, ld) rounded into y while it is in L2, the bias added first */
+				for (int i = 0; i < ng; i++)
+					dnn_bf16_convert_rows_bias((uint16_t *)y + (n0 + i) * K * pq + (size_t)p0 * g->Q, pq,
+								   out + i * pq, (size_t)ld, K, (p1 - p0) * g->Q, g->ybias, 1);
+				continue;
+			}
 			scatter_images(y + n0 * K * pq, out, ng, K, pq, beta != 0.0f);
 		}
 	}

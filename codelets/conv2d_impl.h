@@ -29,13 +29,16 @@ typedef struct {
 	int bf16;       // products of bf16-rounded operands, fp32 sums (dnn_conv2d_args.bf16)
 	int x_bf16;     // x holds bf16 (uint16_t) values (dnn_conv2d_args.x_bf16): im2col's padded copy widens them
 	                // as it copies (build_phases); conv2d_algo.c widens x for every other path first
+	int y_bf16;     // forward: y holds bf16 (uint16_t) values (dnn_conv2d_args.y_bf16), written by the path's epilogue
+	const float *ybias; // with y_bf16: the bias (K) the epilogue adds before rounding (NULL: none); else unused
 } conv_geom;
 
 static inline conv_geom conv_geom_of(const dnn_conv2d_args *a)
 {
 	conv_geom g = {.N = a->N, .C = a->C, .H = a->H, .W = a->W, .K = a->K, .R = a->R, .S = a->S,
 		       .P = a->P, .Q = a->Q, .stride = a->stride, .dil = a->dilation, .pad_h = a->pad,
-		       .pad_w = a->pad, .algo = a->algo, .bf16 = a->bf16, .x_bf16 = a->x_bf16};
+		       .pad_w = a->pad, .algo = a->algo, .bf16 = a->bf16, .x_bf16 = a->x_bf16,
+		       .y_bf16 = a->y_bf16};
 	return g;
 }
 
@@ -57,7 +60,8 @@ const float *dnn_conv2d_x_ptr(void *buffers[], int i, const dnn_conv2d_args *a);
 float *dnn_conv_scratch(size_t nfloats);
 
 /* im2col + GEMM (conv2d_im2col.c), for every conv. Forward: y = conv(x, w) (beta = 0) or
- * y += conv(x, w) (beta = 1) with dnn_conv_im2col_forward_work(g) floats of work; backward data:
+ * y += conv(x, w) (beta = 1) with dnn_conv_im2col_forward_work(g) floats of work (g->y_bf16: y = bf16(conv +
+ * g->ybias), beta 0, each GEMM block rounded into y as it is computed); backward data:
  * dx (=|+=) the input gradient; backward filter: dw += the weight gradient (these two take
  * their own scratch). */
 size_t dnn_conv_im2col_forward_work(const conv_geom *g);
@@ -69,7 +73,8 @@ void dnn_conv_im2col_backward_filter(float *dw, const float *x, const float *dy,
 
 /* The direct AVX2/AVX-512 path (conv2d_direct.c), forward only: whether it takes the conv on this
  * CPU, the floats of work it needs, and y = conv(x, w) (beta 0) or y += conv(x, w) (beta 1), then
- * + bias[k] per output channel unless bias is NULL (the fused conv+bias, added in the store). */
+ * + bias[k] per output channel unless bias is NULL (the fused conv+bias, added in the store); g->y_bf16: y in
+ * bf16, each block of output rows rounded (bias added first) as it is stored (beta 0). */
 int dnn_conv_direct_applies(const conv_geom *g);
 size_t dnn_conv_direct_work(const conv_geom *g);
 void dnn_conv_direct_forward(float *y, const float *x, const float *w, const float *bias, const conv_geom *g,
@@ -117,6 +122,7 @@ void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy
  * recorded a worker error), 1 when oneDNN does not take the conv (nothing written: the caller runs another path).
  * They take the worker's conv scratch (dnn_conv_scratch) for the blocked copies. */
 int dnn_conv_onednn_applies(const conv_geom *g);
+/* The forward with g->y_bf16 writes a bf16 destination (beta 0), with the primitive's bias g->ybias (NULL: none). */
 int dnn_conv_onednn_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta);
 int dnn_conv_onednn_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx);
 int dnn_conv_onednn_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g);

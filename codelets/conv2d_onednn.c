@@ -6,6 +6,9 @@
  * blocked layouts the primitive chose (the weights every call: they change every step), the primitive runs (bf16
  * products, fp32 sums, fp32 output in its blocked layout), and one more reorder writes the output back to NCHW,
  * adding it (a sum post-op: out = out + result) where the pass accumulates (dx +=, dw +=; y += for beta 1).
+ * A forward whose y is stored in bf16 (conv_geom.y_bf16) has a bf16 destination instead: the primitive rounds its
+ * fp32 sums, plus the conv's bias (the primitive's own bias argument), as it stores them, and a bf16 reorder (only
+ * where its layout is not NCHW) moves them: no fp32 output written and read back.
  *
  * Per thread (one StarPU CPU worker): an engine, a stream, one OpenMP thread (oneDNN then runs on the worker
  * alone: its sums have a fixed order for a given shape, so the same inputs give the same bits on every run,
@@ -27,10 +30,11 @@
  * caller's buffer itself when the layouts agree and nothing is added) -> NCHW by ro (with the sum post-op when
  * acc). */
 typedef struct {
-	int pass, acc;
+	int pass, acc, bias;                  // bias: a bf16-y forward's bias (g.ybias was not NULL), in the primitive
 	conv_geom g;
 	dnnl_primitive_t conv, r0, r1, ro;
 	dnnl_memory_t u0, u1, b0, b1, bo, uo; // user (plain f32) and blocked memories, handles set per call
+	dnnl_memory_t ub;                     // the bias (K, f32) where bias, handle set per call
 	size_t s0, s1, so;                    // bytes of b0, b1, bo (so = 0: the primitive writes uo directly)
 } cv_entry;
 
@@ -46,6 +50,7 @@ static void cv_free(cv_entry *e)
 	dnnl_primitive_destroy(e->ro);
 	dnnl_memory_destroy(e->u0), dnnl_memory_destroy(e->u1), dnnl_memory_destroy(e->b0);
 	dnnl_memory_destroy(e->b1), dnnl_memory_destroy(e->bo), dnnl_memory_destroy(e->uo);
+	dnnl_memory_destroy(e->ub);
 	memset(e, 0, sizeof(*e));
 }
 
@@ -53,7 +58,7 @@ static int same_geom(const conv_geom *a, const conv_geom *b)
 {
 	return a->N == b->N && a->C == b->C && a->H == b->H && a->W == b->W && a->K == b->K && a->R == b->R &&
 	       a->S == b->S && a->P == b->P && a->Q == b->Q && a->stride == b->stride && a->dil == b->dil &&
-	       a->pad_h == b->pad_h && a->pad_w == b->pad_w && a->x_bf16 == b->x_bf16;
+	       a->pad_h == b->pad_h && a->pad_w == b->pad_w && a->x_bf16 == b->x_bf16 && a->y_bf16 == b->y_bf16;
 }
 
 /* A reorder from a to b, with out = out + in where sum; NULL on failure. */
@@ -79,9 +84,10 @@ static dnnl_primitive_t reorder(const dnnl_memory_desc_t *a, const dnnl_memory_d
 	return p;
 }
 
-/* The conv's operator descriptor of this pass, over src (N, C, H, W), weights (K, C, R, S), dst (N, K, P, Q). */
+/* The conv's operator descriptor of this pass, over src (N, C, H, W), weights (K, C, R, S), dst (N, K, P, Q); bias
+ * (K) or NULL (forward only). */
 static int conv_desc(dnnl_convolution_desc_t *cd, int pass, const conv_geom *g, const dnnl_memory_desc_t *src,
-		     const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *dst)
+		     const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bia, const dnnl_memory_desc_t *dst)
 {
 	/* oneDNN's right padding: what makes the output P x Q (0 or less where the last rows are not read) */
 	const int pr_h = (g->P - 1) * g->stride + g->dil * (g->R - 1) + 1 - g->H - g->pad_h;
@@ -91,7 +97,7 @@ static int conv_desc(dnnl_convolution_desc_t *cd, int pass, const conv_geom *g, 
 	dnnl_status_t s;
 	if (pass == 0)
 		s = dnnl_dilated_convolution_forward_desc_init(cd, dnnl_forward_training, dnnl_convolution_direct, src,
-							       wei, NULL, dst, st, dl, pl, pr);
+							       wei, bia, dst, st, dl, pl, pr);
 	else if (pass == 1)
 		s = dnnl_dilated_convolution_backward_data_desc_init(cd, dnnl_convolution_direct, src, wei, dst, st, dl,
 								     pl, pr);
@@ -106,29 +112,37 @@ static int cv_create(cv_entry *e)
 {
 	const conv_geom *g = &e->g;
 	dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, wd = {g->K, g->C, g->R, g->S}, yd = {g->N, g->K, g->P, g->Q};
-	dnnl_memory_desc_t ux, uw, uy, ax, aw, ay; // user f32 plain; the primitive's (any layout)
+	dnnl_dims_t bd = {g->K};
+	dnnl_memory_desc_t ux, uw, uy, ax, aw, ay, mb; // user f32 plain; the primitive's (any layout); the bias
 	const int pass = e->pass;
+	/* A bf16 y (forward, g->y_bf16: a bf16 activation): a bf16 destination, the primitive's fp32 sums plus the
+	 * bias (e->bias) rounded to bf16 as it stores them, then (other layout) a bf16 reorder that only moves them:
+	 * no fp32 y written and read back. Measured against the two alternatives (docs/studies/
+	 * 2026-12-07-convout-bf16.md): a bf16 destination forced to NCHW (no reorder) took 2.2-2.6x this one's time
+	 * (oneDNN then takes another kernel), an fp32 destination with a converting reorder 3-8% more. */
+	const int ybf = pass == 0 && g->y_bf16;
 	/* bf16 inputs, fp32 output: forward x, w -> y; backward data dy, w -> dx; weight gradient x, dy -> dw. x stored
 	 * in bf16 (g->x_bf16, a bf16 activation rounded as the reorder rounds): its reorder only moves it to the
 	 * blocked layout, the same bf16 values as rounding the fp32 tensor it came from */
 	int ok = dnnl_memory_desc_init_by_tag(&ux, 4, xd, g->x_bf16 ? dnnl_bf16 : dnnl_f32, dnnl_nchw) == dnnl_success &&
 		 dnnl_memory_desc_init_by_tag(&uw, 4, wd, dnnl_f32, dnnl_oihw) == dnnl_success &&
-		 dnnl_memory_desc_init_by_tag(&uy, 4, yd, dnnl_f32, dnnl_nchw) == dnnl_success &&
+		 dnnl_memory_desc_init_by_tag(&uy, 4, yd, ybf ? dnnl_bf16 : dnnl_f32, dnnl_nchw) == dnnl_success &&
+		 dnnl_memory_desc_init_by_tag(&mb, 1, bd, dnnl_f32, dnnl_a) == dnnl_success &&
 		 dnnl_memory_desc_init_by_tag(&ax, 4, xd, pass == 1 ? dnnl_f32 : dnnl_bf16, dnnl_format_tag_any) ==
 			 dnnl_success &&
 		 dnnl_memory_desc_init_by_tag(&aw, 4, wd, pass == 2 ? dnnl_f32 : dnnl_bf16, dnnl_format_tag_any) ==
 			 dnnl_success &&
-		 dnnl_memory_desc_init_by_tag(&ay, 4, yd, pass == 0 ? dnnl_f32 : dnnl_bf16, dnnl_format_tag_any) ==
+		 dnnl_memory_desc_init_by_tag(&ay, 4, yd, pass == 0 && !ybf ? dnnl_f32 : dnnl_bf16, dnnl_format_tag_any) ==
 			 dnnl_success;
 	dnnl_convolution_desc_t cd, fd;
 	dnnl_primitive_desc_t hint = NULL, pd = NULL;
-	ok = ok && conv_desc(&cd, pass, g, &ax, &aw, &ay);
+	ok = ok && conv_desc(&cd, pass, g, &ax, &aw, e->bias ? &mb : NULL, &ay);
 	if (ok && pass != 0) { /* the backward primitives take the forward's as a hint */
 		dnnl_memory_desc_t fx, fw, fy;
 		ok = dnnl_memory_desc_init_by_tag(&fx, 4, xd, dnnl_bf16, dnnl_format_tag_any) == dnnl_success &&
 		     dnnl_memory_desc_init_by_tag(&fw, 4, wd, dnnl_bf16, dnnl_format_tag_any) == dnnl_success &&
 		     dnnl_memory_desc_init_by_tag(&fy, 4, yd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
-		     conv_desc(&fd, 0, g, &fx, &fw, &fy) &&
+		     conv_desc(&fd, 0, g, &fx, &fw, NULL, &fy) &&
 		     dnnl_primitive_desc_create(&hint, &fd, NULL, cv_eng, NULL) == dnnl_success;
 	}
 	ok = ok && dnnl_primitive_desc_create(&pd, &cd, NULL, cv_eng, hint) == dnnl_success &&
@@ -153,7 +167,8 @@ static int cv_create(cv_entry *e)
 		     dnnl_memory_create(&e->b1, p1, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
 		     dnnl_memory_create(&e->bo, po, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
 		     dnnl_memory_create(&e->uo, mo, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-		     (!e->so || (e->ro = reorder(po, mo, e->acc)));
+		     (!e->so || (e->ro = reorder(po, mo, e->acc))) &&
+		     (!e->bias || dnnl_memory_create(&e->ub, &mb, cv_eng, DNNL_MEMORY_NONE) == dnnl_success);
 	}
 	if (pd)
 		dnnl_primitive_desc_destroy(pd);
@@ -167,9 +182,10 @@ static int cv_create(cv_entry *e)
 /* The entry of this pass and shape, created on a miss (round-robin eviction); NULL when oneDNN cannot run it. */
 static cv_entry *cv_get(int pass, int acc, const conv_geom *g)
 {
+	const int bias = pass == 0 && g->y_bf16 && g->ybias;
 	for (int i = 0; i < cv_n; i++) {
 		cv_entry *e = &cv_cache[i];
-		if (e->pass == pass && e->acc == acc && same_geom(&e->g, g))
+		if (e->pass == pass && e->acc == acc && e->bias == bias && same_geom(&e->g, g))
 			return e;
 	}
 	if (!cv_eng) {
@@ -182,7 +198,8 @@ static cv_entry *cv_get(int pass, int acc, const conv_geom *g)
 			return NULL;
 		}
 	}
-	cv_entry n = {.pass = pass, .acc = acc, .g = *g};
+	cv_entry n = {.pass = pass, .acc = acc, .bias = bias, .g = *g};
+	n.g.ybias = NULL; /* the call's pointer, not part of the key */
 	if (!cv_create(&n))
 		return NULL;
 	cv_entry *e;
@@ -222,7 +239,8 @@ static int run(int pass, int acc, float *out, const float *in0, const float *in1
 		 dnnl_memory_set_data_handle(e->b0, b0) == dnnl_success &&
 		 dnnl_memory_set_data_handle(e->b1, b1) == dnnl_success &&
 		 dnnl_memory_set_data_handle(e->bo, bo) == dnnl_success &&
-		 dnnl_memory_set_data_handle(e->uo, out) == dnnl_success;
+		 dnnl_memory_set_data_handle(e->uo, out) == dnnl_success &&
+		 (!e->bias || dnnl_memory_set_data_handle(e->ub, (void *)g->ybias) == dnnl_success);
 	const dnnl_exec_arg_t a_r0[2] = {{DNNL_ARG_FROM, e->u0}, {DNNL_ARG_TO, e->b0}};
 	const dnnl_exec_arg_t a_r1[2] = {{DNNL_ARG_FROM, e->u1}, {DNNL_ARG_TO, e->b1}};
 	const dnnl_exec_arg_t a_ro[2] = {{DNNL_ARG_FROM, e->bo}, {DNNL_ARG_TO, e->uo}};
@@ -230,8 +248,8 @@ static int run(int pass, int acc, float *out, const float *in0, const float *in1
 	 * weight gradient (SRC, DIFF_DST) -> DIFF_WEIGHTS */
 	const int k0 = pass == 1 ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC, k1 = pass == 2 ? DNNL_ARG_DIFF_DST : DNNL_ARG_WEIGHTS;
 	const int ko = pass == 0 ? DNNL_ARG_DST : pass == 1 ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS;
-	const dnnl_exec_arg_t a_c[3] = {{k0, e->b0}, {k1, e->b1}, {ko, e->bo}};
-	ok = ok && exec(e->r0, 2, a_r0) && exec(e->r1, 2, a_r1) && exec(e->conv, 3, a_c) &&
+	const dnnl_exec_arg_t a_c[4] = {{k0, e->b0}, {k1, e->b1}, {ko, e->bo}, {DNNL_ARG_BIAS, e->ub}};
+	ok = ok && exec(e->r0, 2, a_r0) && exec(e->r1, 2, a_r1) && exec(e->conv, e->bias ? 4 : 3, a_c) &&
 	     (!e->so || exec(e->ro, 2, a_ro)) && dnnl_stream_wait(cv_stream) == dnnl_success;
 	if (!ok)
 		dnn_worker_error("conv2d: oneDNN's bf16 %s (N%d C%d %dx%d K%d %dx%d s%d) failed", names[pass], g->N, g->C,

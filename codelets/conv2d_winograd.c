@@ -83,7 +83,8 @@ static size_t wino_work(const dnn_wino_shape *s, int m)
 	return (size_t)pl.nxi * s->K * s->C + pl.eoall + (size_t)pl.nxi * ((size_t)s->C + s->K) * pl.cap +
 	       (pl.strips ? 16 * pl.cap : (size_t)m * m * pl.twv) +
 	       3 * (size_t)pl.group * pl.rows * (sizeof(size_t) / sizeof(float)) + 2 + // + 2: alignment
-	       (s->bf16 ? (size_t)pl.nxi * s->K * ((s->C + 1) / 2) + 16 : 0); // bf16: U in pairs (+ 16: alignment)
+	       (s->bf16 ? (size_t)pl.nxi * s->K * ((s->C + 1) / 2) + 16 : 0) + // bf16: U in pairs (+ 16: alignment)
+	       (s->y_bf16 ? (size_t)pl.group * s->K * s->P * s->Q + 16 : 0);     // bf16 y: a chunk's fp32 outputs
 }
 
 size_t dnn_wino_work(const dnn_wino_shape *s) { return wino_work(s, 2); }
@@ -107,7 +108,21 @@ wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *wor
 	b.yoff = b.segoff + (size_t)pl->group * pl->rows;
 	b.yrows = b.yoff + (size_t)pl->group * pl->rows;
 	b.ub = (uint32_t *)(((uintptr_t)(b.yrows + (size_t)pl->group * pl->rows) + 63) & ~(uintptr_t)63);
+	b.ystage = s->y_bf16 ? (float *)(((uintptr_t)(b.ub + (s->bf16 ? (size_t)nxi * K * ((C + 1) / 2) : 0)) + 63) &
+					 ~(uintptr_t)63)
+			     : NULL;
 	return b;
+}
+
+void dnn_wino_round_chunk(uint16_t *y, const float *stage, const dnn_wino_shape *s, int n0, int ng, int r0, int r1)
+{
+	const size_t pq = (size_t)s->P * s->Q, kpq = (size_t)s->K * pq;
+	for (int g = 0; g < ng; g++)
+		for (int k = 0; k < s->K; k++) {
+			const size_t off = (size_t)k * pq + (size_t)r0 * s->Q;
+			dnn_bf16_convert_rows_bias(y + (size_t)(n0 + g) * kpq + off, 0, stage + (size_t)g * kpq + off, 0, 1,
+						   (r1 - r0) * s->Q, s->bias ? s->bias + k : NULL, 1);
+		}
 }
 
 /* Rows rows[0..nrows) (Q floats each) into y0's rows (stride Q): copied, or added (beta != 0). */
@@ -136,13 +151,16 @@ int dnn_wino_supported(void)
 	return cached;
 }
 
-/* The 16 GEMMs' ISA: AVX-512 where the CPU has it (and the caller has not asked for AVX2). */
+/* The 16 GEMMs' ISA: AVX-512 where the CPU has it (and the caller has not asked for AVX2). The AVX-512 kernels use
+ * F and DQ, and BW and VL where they store under a mask (output_row_y) or read 16-bit elements (a bf16 x in
+ * split_image512); every AVX-512 CPU since Skylake-SP has all four. */
 static int wino_avx512 = -1; // -1: not chosen yet, 0: AVX2, 1: AVX-512
 
 int dnn_wino_set_avx512(int on)
 {
 	__builtin_cpu_init();
-	wino_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+	wino_avx512 = on && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+		      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 	return wino_avx512;
 }
 
@@ -284,8 +302,9 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void gemm512(float *
 
 /* ------------------------------------------------------------------ bf16: vdpbf16ps
  * Under --precision bf16 on an AVX512_BF16 CPU, M[xi] = U[xi] V[xi] runs on bf16 pairs: each 32-bit
- * lane of V holds the bf16 values of channels 2j and 2j + 1 for one tile (packed in place, V's row j
- * taking the pairs of rows 2j, 2j + 1 once they are read), U's pairs (dnn_wino_pack_u) are
+ * lane of V holds the bf16 values of channels 2j and 2j + 1 for one tile (F(2x2)'s input transform writes them so,
+ * dnn_wino_gemms_vpairs; F(4x4)'s fp32 V is packed in place, V's row j taking the pairs of rows 2j, 2j + 1 once
+ * they are read), U's pairs (dnn_wino_pack_u) are
  * broadcast, and one vdpbf16ps adds both products (exact in fp32) to a tile's fp32 sum, in a fixed
  * order: 32 multiply-adds per instruction against the fp32 loops' 16, half the bytes of V to read. */
 #define WINO_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))
@@ -371,6 +390,19 @@ WINO_BF16_TARGET static void gemm_bf16(float *m, const uint32_t *u, const float 
 #undef GEMM512_DISPATCH
 #undef GEMM512_CASE
 
+void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt)
+{
+	const int c2n = (C + 1) / 2, ntp = (nt + 7) / 8 * 8;
+	const size_t cap = pl->cap, vs = b->vs, ms = b->ms;
+	for (int xi = 0; xi < pl->nxi; xi++) {
+		uint32_t *v = (uint32_t *)b->v + xi * vs;
+		if (ntp > nt)
+			for (int j = 0; j < c2n; j++)
+				dnn_zero_floats((float *)(v + (size_t)j * cap + nt), (long)(ntp - nt));
+		gemm_bf16(b->mm + xi * ms, b->ub + xi * (size_t)K * c2n, (const float *)v, cap, K, c2n, ntp);
+	}
+}
+
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512)
 {
 	const int nxi = pl->nxi, ntp = (nt + 7) / 8 * 8;
@@ -416,4 +448,9 @@ void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int n
 }
 
 void dnn_wino_pack_u(const wino_plan *pl, const wino_bufs *b, int K, int C) { (void)pl, (void)b, (void)K, (void)C; }
+
+void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt)
+{
+	(void)pl, (void)b, (void)K, (void)C, (void)nt;
+}
 #endif

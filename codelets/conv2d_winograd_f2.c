@@ -32,7 +32,10 @@
  *     end of each chunk, whose chunks are therefore longer (WINO_FILTER_BUDGET); with AVX-512,
  *     D's transform reads dy in place (grad_row_direct), and under --precision bf16 the GEMMs run
  *     on vdpbf16ps over tile pairs (dot_block_bf16, "bf16 weight gradient" below), which the
- *     transforms write directly where a tile row has an even number of tiles.
+ *     transforms write directly where a tile row has an even number of tiles;
+ *   - under --precision bf16 the forward's input transform writes V's bf16 channel pairs, the operand of
+ *     dnn_wino_gemms' vdpbf16ps kernel, directly (input_row_cpairs), and a bf16 x (a stored activation) is
+ *     widened in registers by the AVX-512 split (split_image512), not copied to fp32 first (x_for_path).
  * Accuracy: the transforms only add, subtract and halve, so the float result differs from the
  * direct sum by a few ulps of the partial sums (tests/unit_conv2d_winograd.c bounds it).
  */
@@ -102,7 +105,8 @@ __attribute__((target("avx2,fma"))) static void filter_transform(float *restrict
  * stalls on store forwarding). Only the padding is zeroed (a per-row memset of whole rows
  * cost as much as the copy). x is read once, in order; in a training step it has usually left
  * the core's caches since the task that wrote it, and that read is most of this function's
- * time there (software prefetching 4 or 48 rows ahead measured no different on the Xeon). */
+ * time there (software prefetching 4 or 48 rows ahead measured no different on the Xeon). fp32 x only (a bf16 x
+ * is widened by the caller where split_image512 does not apply: dnn_wino_reads_bf16). */
 __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, const float *restrict x,
 							   const dnn_wino_shape *s, const wino_plan *pl)
 {
@@ -153,12 +157,19 @@ __attribute__((target("avx2,fma"))) static void split_image(float *restrict eo, 
  * stored whole under a mask of l lanes. split_image pays per row four zero spans, the shuffle loop and the
  * scalar tails, a fixed cost that dominates on short rows: perf put split_image at 19-25% of a 64x8x8 pass
  * and 13-29% of the 16x32x32 ones (forward, weight gradient; AMD Zen 5), and on 8-column rows its vector
- * loop never runs. The same floats (a copy). */
+ * loop never runs. The same floats (a copy).
+ * A bf16 x (s->x_bf16, a stored relu output): each row is two 16-element loads of 16-bit values widened in
+ * registers (zero-extended and shifted into the high half: exact), the same floats as the widened fp32 copy that
+ * conv2d_algo.c's x_for_path made before, without writing and reading back that copy (N C H W floats). */
 #define SPLIT512_MAX_W 32
-__attribute__((target("avx512f,avx512dq,avx2,fma"))) static void split_image512(float *restrict eo,
-									       const float *restrict x,
-									       const dnn_wino_shape *s,
-									       const wino_plan *pl)
+static inline __attribute__((always_inline, target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"))) __m512
+widen16(__m256i h)
+{
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma"))) static void
+split_image512(float *restrict eo, const void *restrict xv, const dnn_wino_shape *s, const wino_plan *pl)
 {
 	const int l = pl->l, H = s->H, W = s->W, pw = s->pad_w, nh = (l + 15) / 16;
 	float *e = eo, *o = eo + (size_t)s->C * pl->hp * l;
@@ -183,7 +194,9 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void split_image512(
 	const __mmask16 la = (__mmask16)(W >= 16 ? 0xffffu : (1u << W) - 1);
 	const __mmask16 lb = (__mmask16)(W >= 32 ? 0xffffu : W > 16 ? (1u << (W - 16)) - 1 : 0u);
 	const __m512 zero = _mm512_setzero_ps();
-	const float *xend = x + (size_t)s->C * H * W;
+	const size_t chw = (size_t)s->C * H * W;
+	const float *x = xv, *xend = x + chw;
+	const uint16_t *xh = xv, *xhend = xh + chw; // s->x_bf16
 	for (int c = 0; c < s->C; c++)
 		for (int pr = 0; pr < pl->hp; pr++) {
 			const size_t off = ((size_t)c * pl->hp + pr) * l;
@@ -195,20 +208,32 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void split_image512(
 				}
 				continue;
 			}
-			const float *restrict xr = x + ((size_t)c * H + ih) * W;
-			if (s->bn_in) { /* batch norm + relu on the way in (conv2d_bnfuse.h), the row in L1 */
-				dnn_bn_relu_row(s->bn_row, xr, W, s->bn_in[c], s->bn_in[s->C + c], s->bn_in[2 * s->C + c]);
-				xr = s->bn_row;
+			/* Plain loads where 16 or 32 values from the row's start stay within the image (the lanes
+			 * past W are never selected): a masked load that misses the caches cost Zen 5 about 20% of
+			 * the 16x32x32 weight gradient (x cold in cache, as in a training step); masked at the
+			 * image's end and on bn_row (W floats, in L1). */
+			__m512 a, b;
+			if (s->x_bf16) { /* bf16 values widened in registers (no bn_in: dnn_wino_reads_bf16) */
+				const uint16_t *restrict xr = xh + ((size_t)c * H + ih) * W;
+				const long avail = (long)(xhend - xr);
+				a = widen16(avail >= 16 ? _mm256_loadu_si256((const __m256i *)xr)
+							: _mm256_maskz_loadu_epi16(la, xr));
+				b = W <= 16 ? zero
+					    : widen16(avail >= 32 ? _mm256_loadu_si256((const __m256i *)(xr + 16))
+								  : _mm256_maskz_loadu_epi16(lb, xr + 16));
+			} else {
+				const float *restrict xr = x + ((size_t)c * H + ih) * W;
+				if (s->bn_in) { /* batch norm + relu on the way in (conv2d_bnfuse.h), the row in L1 */
+					dnn_bn_relu_row(s->bn_row, xr, W, s->bn_in[c], s->bn_in[s->C + c],
+							s->bn_in[2 * s->C + c]);
+					xr = s->bn_row;
+				}
+				const long avail = s->bn_in ? 0 : (long)(xend - xr);
+				a = avail >= 16 ? _mm512_loadu_ps(xr) : _mm512_maskz_loadu_ps(la, xr);
+				b = W <= 16	? zero
+				    : avail >= 32 ? _mm512_loadu_ps(xr + 16)
+						  : _mm512_maskz_loadu_ps(lb, xr + 16);
 			}
-			/* Plain loads where 16 or 32 floats from the row's start stay within the image (the lanes past W
-			 * are never selected): a masked load that misses the caches cost Zen 5 about 20% of the
-			 * 16x32x32 weight gradient (x cold in cache, as in a training step); masked at the image's
-			 * end and on bn_row (W floats, in L1). */
-			const long avail = s->bn_in ? 0 : (long)(xend - xr);
-			const __m512 a = avail >= 16 ? _mm512_loadu_ps(xr) : _mm512_maskz_loadu_ps(la, xr);
-			const __m512 b = W <= 16     ? zero
-					 : avail >= 32 ? _mm512_loadu_ps(xr + 16)
-						       : _mm512_maskz_loadu_ps(lb, xr + 16);
 			for (int h = 0; h < nh; h++) {
 				_mm512_mask_storeu_ps(e + off + 16 * h, st[h], _mm512_maskz_permutex2var_ps(ke[h], a, ie[h], b));
 				_mm512_mask_storeu_ps(o + off + 16 * h, st[h], _mm512_maskz_permutex2var_ps(ko[h], a, io[h], b));
@@ -216,11 +241,38 @@ __attribute__((target("avx512f,avx512dq,avx2,fma"))) static void split_image512(
 		}
 }
 
-/* split_image's AVX-512 form where it applies (with the AVX-512 GEMMs: dnn_wino_avx512). */
-static void split(float *restrict eo, const float *restrict x, const dnn_wino_shape *s, const wino_plan *pl,
+/* Whether split_image512 applies: with the AVX-512 GEMMs (dnn_wino_avx512), on images of at most 32 columns. */
+static int split512_applies(const dnn_wino_shape *s, int l, int avx512)
+{
+	return avx512 && s->W <= SPLIT512_MAX_W && l <= 32;
+}
+
+int dnn_wino_reads_bf16(const dnn_wino_shape *s)
+{
+	return !s->bn_in && split512_applies(s, (s->Q + 1) / 2 + 1, dnn_wino_avx512()); // l = tw + 1 (plan_make)
+}
+
+/* Image n of x (fp32, or bf16 values when s->x_bf16). */
+static const void *image_of(const float *x, const dnn_wino_shape *s, int n)
+{
+	return (const char *)x + (size_t)n * s->C * s->H * s->W * (s->x_bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* A bf16 x where the split cannot read it (the caller should have widened it): a worker error, 1. */
+static int bf16_x_refused(const dnn_wino_shape *s)
+{
+	if (!s->x_bf16 || dnn_wino_reads_bf16(s))
+		return 0;
+	dnn_worker_error("conv2d: Winograd F(2x2) given a bf16 x it cannot read (W %d, Q %d): widen it first", s->W,
+			 s->Q);
+	return 1;
+}
+
+/* split_image's AVX-512 form where it applies; a bf16 x only there (dnn_wino_reads_bf16). */
+static void split(float *restrict eo, const void *restrict x, const dnn_wino_shape *s, const wino_plan *pl,
 		  int avx512)
 {
-	if (avx512 && s->W <= SPLIT512_MAX_W && pl->l <= 32)
+	if (split512_applies(s, pl->l, avx512))
 		split_image512(eo, x, s, pl);
 	else
 		split_image(eo, x, s, pl);
@@ -265,6 +317,93 @@ __attribute__((target("avx2,fma"))) static void input_row(float *restrict v, siz
 		}
 	}
 }
+
+/* Whether the bf16 forward writes V's channel pairs from its input transform (input_row_cpairs): 1 by default, 0
+ * (dnn_wino_set_vpairs) keeps the former fp32 V + pack_v as the tests' control. */
+static int wino_vpairs = 1;
+
+int dnn_wino_set_vpairs(int on)
+{
+	wino_vpairs = on != 0;
+	return wino_vpairs;
+}
+
+/* input_row for two channels c and c + 1 at once, writing V's bf16 channel pairs straight into the layout of
+ * dnn_wino_gemms' vdpbf16ps kernel (bf16 forward, AVX512_BF16): lane t of pair row c / 2 holds tile t's bf16 of
+ * channel c (low half) and c + 1 (high half). Each xi of both channels rounded by one vcvtne2ps2bf16 and interleaved
+ * by one 16-bit permutation: the fp32 values input_row writes, rounded as pack_v rounds them (the same bits),
+ * without fp32 V's store and the packing pass's read and write of it. 16 tiles at a time, 8 where at most 8 are
+ * left (tile rows of 8 tiles or fewer, the 16x16 and 8x8 images: 16-tile vectors there left 8 or 12 lanes of 16
+ * idle and measured 0.95-0.97x the former path on 8x8). e0, o0 and e1, o1: row 2i of channels c and c + 1 in the
+ * split image (E, O); e1 NULL: c is the last of an odd C (its high halves zero, as pack_v's). Computed per xi row u
+ * of the tile (the two rows it needs of each phase), not the whole 4 x 4 of both channels at once, which would hold
+ * 64 vectors. The last vector's loads read past the row, within the scratch (E and O are followed by V); its
+ * stores stop at the tile row's end (a mask: a pair row is cap lanes, and 16 lanes past its last tile could reach
+ * the next xi's row). */
+#define CPAIRS_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx512dq,avx2,fma")))
+/* One vector of tiles j.. of both channels: VT the float vector, P the intrinsics' prefix, MT the store's mask. */
+#define CPAIRS_STEP(VT, P, CVT, MT, IDX)                                                                           \
+	do {                                                                                                       \
+		static const int ra[4] = {0, 1, 2, 1}, rb[4] = {2, 2, 1, 3}; /* B^T row u: ra - rb, u = 1: + */   \
+		const MT st = (MT)(tw - j >= (int)(sizeof(VT) / 4) ? ~0u : (1u << (tw - j)) - 1);                  \
+		for (int u = 0; u < 4; u++) {                                                                      \
+			VT r[2][4]; /* channel, column xi = 4 u + (0..3) */                                        \
+			for (int ch = 0; ch < 2; ch++) {                                                           \
+				const float *e = ch ? e1 : e0, *o = ch ? o1 : o0;                                  \
+				if (!e) {                                                                          \
+					for (int q = 0; q < 4; q++)                                                \
+						r[ch][q] = P##_setzero_ps();                                       \
+					continue;                                                                  \
+				}                                                                                  \
+				const size_t a = (size_t)ra[u] * l + j, b = (size_t)rb[u] * l + j;                 \
+				/* row u of B^T d at columns 2j, 2j + 2 (E) and 2j + 1, 2j + 3 (O) */              \
+				VT tj, tk, sj, sk;                                                                 \
+				if (u == 1) {                                                                      \
+					tj = P##_add_ps(P##_loadu_ps(e + a), P##_loadu_ps(e + b));                 \
+					tk = P##_add_ps(P##_loadu_ps(e + a + 1), P##_loadu_ps(e + b + 1));         \
+					sj = P##_add_ps(P##_loadu_ps(o + a), P##_loadu_ps(o + b));                 \
+					sk = P##_add_ps(P##_loadu_ps(o + a + 1), P##_loadu_ps(o + b + 1));         \
+				} else {                                                                           \
+					tj = P##_sub_ps(P##_loadu_ps(e + a), P##_loadu_ps(e + b));                 \
+					tk = P##_sub_ps(P##_loadu_ps(e + a + 1), P##_loadu_ps(e + b + 1));         \
+					sj = P##_sub_ps(P##_loadu_ps(o + a), P##_loadu_ps(o + b));                 \
+					sk = P##_sub_ps(P##_loadu_ps(o + a + 1), P##_loadu_ps(o + b + 1));         \
+				}                                                                                  \
+				r[ch][0] = P##_sub_ps(tj, tk); /* columns: (B^T d) B, as input_row */              \
+				r[ch][1] = P##_add_ps(sj, tk);                                                     \
+				r[ch][2] = P##_sub_ps(tk, sj);                                                     \
+				r[ch][3] = P##_sub_ps(sj, sk);                                                     \
+			}                                                                                          \
+			for (int q = 0; q < 4; q++)                                                                \
+				P##_mask_storeu_epi32(v + (size_t)(4 * u + q) * vs + j, st,                        \
+						      P##_permutexvar_epi16(IDX, CVT(r[1][q], r[0][q])));          \
+		}                                                                                                  \
+	} while (0)
+
+CPAIRS_TARGET static void input_row_cpairs(uint32_t *restrict v, size_t vs, const float *restrict e0,
+					   const float *restrict o0, const float *restrict e1, const float *restrict o1,
+					   int l, int tw)
+{
+	/* cvtne2ps gives channel c's values then channel c + 1's; the permutation interleaves them (pack_v's) */
+	const __m512i idx16 = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+					       22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+	const __m256i idx8 = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+#define CVT512(h, a) ((__m512i)_mm512_cvtne2ps_pbh(h, a))
+#define CVT256(h, a) ((__m256i)_mm256_cvtne2ps_pbh(h, a))
+	for (int j = 0; j < tw;) {
+		if (tw - j > 8) {
+			CPAIRS_STEP(__m512, _mm512, CVT512, __mmask16, idx16);
+			j += 16;
+		} else {
+			CPAIRS_STEP(__m256, _mm256, CVT256, __mmask8, idx8);
+			j += 8;
+		}
+	}
+#undef CVT512
+#undef CVT256
+}
+#undef CPAIRS_STEP
+#undef CPAIRS_TARGET
 
 /* Output transform of the 8 tiles j .. j + 7 at mm + xi * ms (xi in 0..16): r[0], r[1] the 16 floats of output
  * row 0 (columns 2j .. 2j + 15, interleaved: column 2j + b is tile j's b), r[2], r[3] those of row 1. */
@@ -336,17 +475,48 @@ output_row_y(float *restrict y0, float *restrict y1, const float *restrict mm, s
 	}
 }
 
+/* output_row_y for a bf16 y (dnn_wino_shape.y_bf16): each 8 floats of a row, plus the bias bk (NULL: none), rounded
+ * by vcvtneps2bf16 in the register and stored as 8 bf16 values, the row's end under a mask: the bits of
+ * dnn_bf16_convert of output_row_y's floats plus the bias (when dnn_bf16_convert_hw says it rounds so), with no
+ * fp32 copy of y written or read back. */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16,avx512dq,avx2,fma"))) static void
+output_row_y_bf16(uint16_t *restrict y0, uint16_t *restrict y1, const float *restrict mm, size_t ms, int tw, int Q,
+		  const float *bk)
+{
+	const __m256 b = _mm256_set1_ps(bk ? *bk : 0.0f);
+	for (int j = 0; j < tw; j += 8) {
+		__m256 r[4];
+		output_tiles(r, mm, ms, j);
+		if (bk) /* the bias added as bias.h's pass adds it to an fp32 y; without one nothing (-0 stays -0) */
+			for (int h = 0; h < 4; h++)
+				r[h] = _mm256_add_ps(r[h], b);
+		/* a row's 16 floats (r[0], r[1]; row 1: r[2], r[3]) as one 512-bit vector: one conversion and one store */
+		const int off = 2 * j, n = Q - off;
+		const __mmask16 k = (__mmask16)(n >= 16 ? 0xffff : n > 0 ? (1u << n) - 1 : 0);
+		if (!k)
+			continue;
+		_mm256_mask_storeu_epi16(y0 + off, k,
+					 (__m256i)_mm512_cvtneps_pbh(_mm512_insertf32x8(_mm512_castps256_ps512(r[0]), r[1], 1)));
+		if (y1)
+			_mm256_mask_storeu_epi16(
+				y1 + off, k, (__m256i)_mm512_cvtneps_pbh(_mm512_insertf32x8(_mm512_castps256_ps512(r[2]), r[3], 1)));
+	}
+}
+
 /* The forward pass, one image's tile rows at a time (a chunk: tile rows of one image, or several
  * whole images): split the image into its even and odd columns, input transforms into V, the 16
- * GEMMs, output transforms. */
+ * GEMMs, output transforms. A bf16 y (s->y_bf16): output_row_y_bf16 where the CPU rounds as dnn_bf16_convert does
+ * with vcvtneps2bf16, else the chunk's outputs through b.ystage, rounded per chunk (dnn_wino_round_chunk). */
 void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_shape *s, float beta,
 		      float *work)
 {
+	if (bf16_x_refused(s))
+		return;
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
 	const wino_plan pl = dnn_wino_plan_make(s, WINO_BUDGET, 2);
 	const wino_bufs b = dnn_wino_bufs(s, &pl, work);
 	const int tw = pl.tw, l = pl.l;
-	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
+	const size_t kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = b.vs, ms = b.ms, phs = b.phs;
 	float *eo = b.eo, *v = b.v, *mm = b.mm;
 	const int avx512 = dnn_wino_avx512();
@@ -356,6 +526,12 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	const int direct = beta == 0.0f && Q % 16 == 0 && P % 2 == 0;
 	/* Other overwrites on AVX-512: straight into y too, the rows' ends under a mask (output_row_y). */
 	const int exact = !direct && beta == 0.0f && avx512;
+	/* bf16 y, rounded in the output transform's registers; else (s->y_bf16) fp32 into the chunk's stage */
+	const int ybf = s->y_bf16 && beta == 0.0f && avx512 && dnn_bf16_convert_hw();
+	float *const stage = s->y_bf16 && !ybf ? b.ystage : NULL;
+
+	/* bf16 on vdpbf16ps: V written as channel pairs by the input transform (input_row_cpairs) */
+	const int vpairs = pl.bf16 && avx512 && dnn_cpu_has_bf16() && wino_vpairs;
 
 	filter_transform(b.u, w, K, C);
 	if (pl.bf16)
@@ -366,7 +542,20 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 			const int i1 = imin(i0 + pl.rows, pl.th), per = (i1 - i0) * tw;
 			for (int g = 0; g < ng; g++) {
 				if (i0 == 0)
-					split(eo, x + (size_t)(n0 + g) * chw, s, &pl, avx512);
+					split(eo, image_of(x, s, n0 + g), s, &pl, avx512);
+				if (vpairs) {
+					for (int c = 0; c < C; c += 2) {
+						const size_t off = (size_t)c * pl.hp * l, off1 = off + (size_t)pl.hp * l;
+						uint32_t *vc = (uint32_t *)v + (size_t)(c / 2) * cap + (size_t)g * per;
+						for (int i = i0; i < i1; i++) {
+							const size_t r = 2 * (size_t)i * l; // row 2i of channels c, c + 1
+							input_row_cpairs(vc + (size_t)(i - i0) * tw, vs, eo + off + r,
+									 eo + phs + off + r, c + 1 < C ? eo + off1 + r : NULL,
+									 eo + phs + off1 + r, l, tw);
+						}
+					}
+					continue;
+				}
 				for (int c = 0; c < C; c++)
 					for (int i = i0; i < i1; i++) {
 						const size_t off = ((size_t)c * pl.hp + 2 * (size_t)i) * l;
@@ -374,13 +563,24 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 							  eo + off, eo + phs + off, l, tw);
 					}
 			}
-			dnn_wino_gemms(&pl, &b, K, C, ng * per, avx512);
+			if (vpairs)
+				dnn_wino_gemms_vpairs(&pl, &b, K, C, ng * per);
+			else
+				dnn_wino_gemms(&pl, &b, K, C, ng * per, avx512);
 			float *rows[2] = {b.outb, b.outb + b.outs};
+			float *yc = stage ? stage : ybf ? y : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
 			for (int g = 0; g < ng; g++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
-						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 2 * (size_t)i) * Q;
+						const size_t yo = ((size_t)k * P + 2 * (size_t)i) * Q;
+						if (ybf) {
+							uint16_t *h0 = (uint16_t *)y + (size_t)(n0 + g) * kpq + yo;
+							output_row_y_bf16(h0, 2 * i + 1 < P ? h0 + Q : NULL, mt, ms, tw, Q,
+									  s->bias ? s->bias + k : NULL);
+							continue;
+						}
+						float *y0 = yc + (size_t)g * kpq + yo;
 						if (exact) {
 							output_row_y(y0, 2 * i + 1 < P ? y0 + Q : NULL, mt, ms, tw, Q);
 							continue;
@@ -391,6 +591,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 						if (!direct)
 							dnn_wino_put_rows(y0, Q, rows, imin(2, P - 2 * i), beta);
 					}
+			if (stage)
+				dnn_wino_round_chunk((uint16_t *)y, stage, s, n0, ng, 2 * i0, imin(2 * i1, P));
 		}
 	}
 }
@@ -933,10 +1135,12 @@ size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const dnn_wino_shape *s,
 			      float *work)
 {
+	if (bf16_x_refused(s))
+		return;
 	const int C = s->C, K = s->K, P = s->P, Q = s->Q;
 	const wino_plan pl = filter_plan(s);
 	const int tw = pl.tw, l = pl.l;
-	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl.cap;
+	const size_t kpq = (size_t)K * P * Q, cap = pl.cap;
 	const size_t vs = (size_t)C * cap, ds = (size_t)K * cap;
 	/* dy as an image of K channels, P x Q, unpadded, split into even/odd columns like x. */
 	const dnn_wino_shape sy = {.N = s->N, .C = K, .H = P, .W = Q, .K = C, .P = P, .Q = Q};
@@ -959,7 +1163,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 			const int nt = ng * per, ntp = (nt + 7) / 8 * 8;
 			for (int m = 0; m < ng; m++) {
 				if (i0 == 0) {
-					split(eo, x + (size_t)(n0 + m) * chw, s, &pl, avx512);
+					split(eo, image_of(x, s, n0 + m), s, &pl, avx512);
 					if (!avx512) /* AVX-512: D's transform reads dy in place (grad_row_direct) */
 						split(eod, dy + (size_t)(n0 + m) * kpq, &sy, &pl, avx512);
 				}
@@ -1031,6 +1235,18 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 }
 
 #else
+int dnn_wino_reads_bf16(const dnn_wino_shape *s)
+{
+	(void)s;
+	return 0;
+}
+
+int dnn_wino_set_vpairs(int on)
+{
+	(void)on;
+	return 0;
+}
+
 size_t dnn_wino_filter_work(const dnn_wino_shape *s)
 {
 	(void)s;

@@ -448,6 +448,7 @@ static void forward_rows(float *y, const float *x, const dnn_wino_shape *s, floa
 	const int direct = beta == 0.0f && Q % 32 == 0 && P % 4 == 0;
 	for (int n0 = 0; n0 < s->N; n0 += pl->group) {
 		const int ng = imin(pl->group, s->N - n0);
+		float *yc = b->ystage ? b->ystage : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
 		for (int i0 = 0; i0 < pl->th; i0 += pl->rows) {
 			const int i1 = imin(i0 + pl->rows, pl->th), per = (i1 - i0) * tw;
 			for (int g = 0; g < ng; g++) {
@@ -468,13 +469,15 @@ static void forward_rows(float *y, const float *x, const dnn_wino_shape *s, floa
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						const float *mt = b->mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
-						float *y0 = y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 4 * (size_t)i) * Q;
+						float *y0 = yc + (size_t)g * kpq + ((size_t)k * P + 4 * (size_t)i) * Q;
 						for (int r = 0; r < 4 && direct; r++)
 							rows[r] = y0 + (size_t)r * Q;
 						output_row(rows, mt, b->ms, tw);
 						if (!direct)
 							dnn_wino_put_rows(y0, Q, rows, imin(4, P - 4 * i), beta);
 					}
+			if (b->ystage)
+				dnn_wino_round_chunk((uint16_t *)y, b->ystage, s, n0, ng, 4 * i0, imin(4 * i1, P));
 		}
 	}
 }
@@ -488,6 +491,7 @@ static void forward_groups(float *y, const float *x, const dnn_wino_shape *s, fl
 	const size_t chw = (size_t)C * s->H * s->W, kpq = (size_t)K * P * Q, cap = pl->cap;
 	for (int n0 = 0; n0 < s->N; n0 += pl->group) {
 		const int ng = imin(pl->group, s->N - n0);
+		float *yc = b->ystage ? b->ystage : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
 		for (int i0 = 0; i0 < pl->th; i0 += pl->rows) {
 			const int i1 = imin(i0 + pl->rows, pl->th), nseg = ng * (i1 - i0);
 			for (int g = 0; g < ng; g++) {
@@ -495,7 +499,7 @@ static void forward_groups(float *y, const float *x, const dnn_wino_shape *s, fl
 					split_image4(b->eo + g * pl->eo, x + (size_t)(n0 + g) * chw, s, pl);
 				for (int i = i0; i < i1; i++) {
 					b->segoff[g * (i1 - i0) + i - i0] = g * pl->eo + 4 * (size_t)i * l;
-					b->yoff[g * (i1 - i0) + i - i0] = (size_t)(n0 + g) * kpq + 4 * (size_t)i * Q;
+					b->yoff[g * (i1 - i0) + i - i0] = (size_t)g * kpq + 4 * (size_t)i * Q;
 					b->yrows[g * (i1 - i0) + i - i0] = (size_t)imin(4, P - 4 * i);
 				}
 			}
@@ -504,8 +508,10 @@ static void forward_groups(float *y, const float *x, const dnn_wino_shape *s, fl
 					b->eo + (size_t)c * pl->hp * l, b->segoff, nseg, b->phs, l, tw);
 			dnn_wino_gemms(pl, b, K, C, nseg * tw, avx512);
 			for (int k = 0; k < K; k++)
-				(avx512 ? output_group4_avx512 : output_group4_avx2)(y + (size_t)k * P * Q, b->yoff, b->yrows,
+				(avx512 ? output_group4_avx512 : output_group4_avx2)(yc + (size_t)k * P * Q, b->yoff, b->yrows,
 					nseg, b->mm + (size_t)k * cap, b->ms, Q, beta, tw);
+			if (b->ystage)
+				dnn_wino_round_chunk((uint16_t *)y, b->ystage, s, n0, ng, 4 * i0, imin(4 * i1, P));
 		}
 	}
 }
@@ -521,6 +527,7 @@ static void forward_strips(float *y, const float *x, const dnn_wino_shape *s, fl
 	const row_out_fn output_row = avx512 ? output_row4_avx512 : output_row4_avx2;
 	for (int n0 = 0; n0 < s->N; n0 += pl->group) {
 		const int ng = imin(pl->group, s->N - n0);
+		float *yc = b->ystage ? b->ystage : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
 		for (int i0 = 0; i0 < pl->th; i0 += pl->rows) {
 			const int i1 = imin(i0 + pl->rows, pl->th), nt = ng * (i1 - i0) * slot;
 			split_strips4(b->eo, x + (size_t)n0 * chw, s, pl, ng, i0, i1);
@@ -536,10 +543,12 @@ static void forward_strips(float *y, const float *x, const dnn_wino_shape *s, fl
 					for (int i = i0; i < i1; i++) {
 						const size_t t0 = 4 * (size_t)(g * (i1 - i0) + i - i0) * slot;
 						float *st[4] = {rows[0] + t0, rows[1] + t0, rows[2] + t0, rows[3] + t0};
-						dnn_wino_put_rows(y + (size_t)(n0 + g) * kpq + ((size_t)k * P + 4 * (size_t)i) * Q, Q,
+						dnn_wino_put_rows(yc + (size_t)g * kpq + ((size_t)k * P + 4 * (size_t)i) * Q, Q,
 								  st, 4, beta);
 					}
 			}
+			if (b->ystage)
+				dnn_wino_round_chunk((uint16_t *)y, b->ystage, s, n0, ng, 4 * i0, imin(4 * i1, P));
 		}
 	}
 }

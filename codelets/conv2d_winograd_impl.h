@@ -60,6 +60,7 @@ typedef struct {
 	size_t vs, ms, phs, outs;
 	size_t *segoff, *yoff, *yrows;
 	uint32_t *ub; // bf16 (s->bf16): U's bf16 values in channel pairs (nxi, K, ceil(C / 2)) (dnn_wino_pack_u)
+	float *ystage; // bf16 y (s->y_bf16): a chunk's fp32 outputs (group, K, P, Q), laid out as y from its first image
 } wino_bufs;
 wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *work);
 
@@ -69,6 +70,11 @@ wino_bufs dnn_wino_bufs(const dnn_wino_shape *s, const wino_plan *pl, float *wor
  * those stores; cheap on Intel); not a memset call per span either (as costly as the row copy). */
 static inline void zero_span(float *p, int a, int b) { dnn_zero_floats(p + a, b - a); }
 
+/* A bf16 y (s->y_bf16): output rows [r0, r1) of images n0 .. n0 + ng - 1, every channel, from the chunk's fp32
+ * outputs in b->ystage (image n0 + g at g K P Q), plus the bias, rounded as dnn_bf16_convert: right after the
+ * chunk's output transforms, while they are in cache (not a pass over the whole y). */
+void dnn_wino_round_chunk(uint16_t *y, const float *stage, const dnn_wino_shape *s, int n0, int ng, int r0, int r1);
+
 /* Rows rows[0..nrows) (Q floats each) into y0's rows (stride Q): copied, or added (beta != 0). */
 void dnn_wino_put_rows(float *y0, size_t Q, float *const *rows, int nrows, float beta);
 
@@ -76,6 +82,10 @@ void dnn_wino_put_rows(float *y0, size_t Q, float *const *rows, int nrows, float
  * V's tiles [nt, ntp) (ntp: nt rounded up to 8); AVX-512 GEMMs when avx512 (dnn_wino_avx512); with
  * pl->bf16, U and V rounded to bf16 values first (in place). */
 void dnn_wino_gemms(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt, int avx512);
+/* dnn_wino_gemms on a V that the input transform wrote as bf16 channel pairs (pl->bf16, vdpbf16ps: V's row j, as
+ * uint32 lanes, holds channels 2j and 2j + 1 of each tile, the layout dnn_wino_gemms packs fp32 V into): zeroes the
+ * pairs of tiles [nt, ntp), then the same GEMMs, so the same bits as packing the same values. */
+void dnn_wino_gemms_vpairs(const wino_plan *pl, const wino_bufs *b, int K, int C, int nt);
 /* bf16 (pl->bf16): U's bf16 values packed in channel pairs into b->ub, once per conv after the
  * filter transform, for dnn_wino_gemms' vdpbf16ps kernel. */
 void dnn_wino_pack_u(const wino_plan *pl, const wino_bufs *b, int K, int C);

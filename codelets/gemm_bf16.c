@@ -83,6 +83,21 @@ BF16_TARGET static void to_bf16_simd(uint16_t *restrict dst, const float *restri
 	}
 }
 
+/* dst = bf16(src + b): the bias added in fp32, then vcvtneps2bf16 (to_bf16_simd's rounding). */
+BF16_TARGET static void to_bf16_bias_simd(uint16_t *restrict dst, const float *restrict src, int n, float b)
+{
+	const __m512 bv = _mm512_set1_ps(b);
+	int i = 0;
+	for (; i + 16 <= n; i += 16)
+		_mm256_storeu_si256((__m256i *)(dst + i),
+				    (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(_mm512_loadu_ps(src + i), bv)));
+	if (i < n) {
+		const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+		_mm256_mask_storeu_epi16(dst + i, m,
+					 (__m256i)_mm512_cvtneps_pbh(_mm512_add_ps(_mm512_maskz_loadu_ps(m, src + i), bv)));
+	}
+}
+
 /* One row of an operand with column sums: dst = bf16(src), colsum += src (fp32, element by element). */
 BF16_TARGET static void to_bf16_colsum_simd(uint16_t *restrict dst, float *restrict colsum, const float *restrict src,
 					    int n)
@@ -413,6 +428,35 @@ void dnn_bf16_convert_rows(uint16_t *dst, int ld_dst, const float *src, int ld_s
 	for (int r = 0; r < rows; r++)
 		for (int c = 0; c < cols; c++)
 			dst[(size_t)r * ld_dst + c] = dnn_f32_to_bf16(src[(size_t)r * ld_src + c]);
+}
+
+int dnn_bf16_convert_hw(void)
+{
+#ifdef DNN_HAVE_DNNL
+	return use_simd && dnn_cpu_has_bf16();
+#else
+	return 0;
+#endif
+}
+
+void dnn_bf16_convert_rows_bias(uint16_t *dst, size_t ld_dst, const float *src, size_t ld_src, int rows, int cols,
+				const float *bias, int bias_rows)
+{
+#if defined(DNN_HAVE_DNNL) && defined(__x86_64__) && defined(__GNUC__)
+	if (use_simd && dnn_cpu_has_bf16()) {
+		for (int r = 0; r < rows; r++)
+			if (bias)
+				to_bf16_bias_simd(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, cols, bias[r / bias_rows]);
+			else
+				to_bf16_simd(dst + (size_t)r * ld_dst, src + (size_t)r * ld_src, cols);
+		return;
+	}
+#endif
+	for (int r = 0; r < rows; r++)
+		for (int c = 0; c < cols; c++) {
+			const float v = src[(size_t)r * ld_src + c];
+			dst[(size_t)r * ld_dst + c] = dnn_f32_to_bf16(bias ? v + bias[r / bias_rows] : v);
+		}
 }
 
 /* A shift per element, which the compiler vectorises (-O3) in each clone. */

@@ -140,6 +140,16 @@ void dnn_bf16_convert(uint16_t *dst, const float *src, size_t n);
  * activations written a row at a time at a stride, attention's heads: a call per row of D = 32
  * would cost more than the rounding). The same bits as dnn_bf16_convert row by row. */
 void dnn_bf16_convert_rows(uint16_t *dst, int ld_dst, const float *src, int ld_src, int rows, int cols);
+/* dst[r * ld_dst + c] = bf16(src[r * ld_src + c] + bias[r / bias_rows]), r < rows, c < cols, rounded as
+ * dnn_bf16_convert (bias_rows >= 1: rows that share a bias value); bias NULL: nothing added (not + 0, which would
+ * turn -0 into +0). The epilogue of a conv whose output is stored
+ * in bf16 (codelets/conv2d*.c, dnn_conv2d_args.y_bf16): a block of output rows rounded right after the kernel
+ * computed it, the bias added in fp32 first, as bias.h's pass adds it to an fp32 y. */
+void dnn_bf16_convert_rows_bias(uint16_t *dst, size_t ld_dst, const float *src, size_t ld_src, int rows, int cols,
+				const float *bias, int bias_rows);
+/* 1 when dnn_bf16_convert rounds with vcvtneps2bf16 (oneDNN on, a CPU with AVX512_BF16), 0 when with
+ * dnn_f32_to_bf16: for kernels that round in their own registers and must give dnn_bf16_convert's bits. */
+int dnn_bf16_convert_hw(void);
 /* dst[i] = the fp32 value of src[i] (bf16), i < n: exact. The reading side of the activations stored in bf16
  * (graph/model.h y_bf16), for a kernel that takes fp32. */
 void dnn_bf16_widen(float *dst, const uint16_t *src, size_t n);

@@ -236,9 +236,9 @@ CPU_MODEL="$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -1)"
 # bf16 flag: a calibration of models=2 then missed every dense shape, "no calibrated CPU model for
 # dnn_cl_dense_fwd"; 4 since the conv's carry their bf16 flag: models=3 then missed every conv
 # shape; 5 since dense, attention and gelu carry their bf16-storage flags and gelu's footprint hashes
-# its arguments; 6 since the conv's and batchnorm's carry their bf16 activation flags), so a calibration taken
-# with other footprints is not reused.
-CPU_KERNELS="$(anp_result_field "$kline" blas)/$(anp_result_field "$kline" cpu_isa)/conv=${DNN_CONV_ALGO:-auto}/$(anp_result_field "$kline" own_simd)/models=6"
+# its arguments; 6 since the conv's and batchnorm's carry their bf16 activation flags; 7 since batchnorm's carry
+# x_bf16 too; 8 since the conv's carry y_bf16 too), so a calibration taken with other footprints is not reused.
+CPU_KERNELS="$(anp_result_field "$kline" blas)/$(anp_result_field "$kline" cpu_isa)/conv=${DNN_CONV_ALGO:-auto}/$(anp_result_field "$kline" own_simd)/models=8"
 KERNELS_ID="$CPU_KERNELS cpu=${CPU_MODEL:-unknown}"
 KEY="$(printf '%s' "$CPU_KERNELS" | tr -c 'A-Za-z0-9.=-' '_')-$(printf '%s' "$CPU_MODEL" | sha256sum | cut -c1-8)"
 CALIB="${ANP_SIM_CALIB_DIR:-$CACHE/sim/calib/$KEY}"  # STARPU_HOME of the one-process calibration runs

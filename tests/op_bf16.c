@@ -32,6 +32,8 @@
 #include "batchnorm.h"
 #include "batchnorm_simd.h"
 #include "conv2d.h"
+#include "conv2d_winograd.h"
+#include "conv2d_impl.h"
 #include "dense.h"
 #include "gelu.h"
 #include "gemm_bf16.h"
@@ -1017,11 +1019,80 @@ static void conv_all(void)
 	}
 }
 
+/* F(2x2)'s bf16 forward (and backward data, its flipped forward) writes V's channel pairs from its input
+ * transform (input_row_cpairs) instead of fp32 V packed by dnn_wino_gemms: the same fp32 values rounded once by the
+ * same instruction, so the claim is the same bits as the former path, kept as the control (dnn_wino_set_vpairs(0)).
+ * Compared bit for bit; negative control: x (or dy) one bf16 step away at one element must change the pairs path's
+ * result (the comparison sees a change of one rounded operand). Shapes: odd C (a last pair with a zero half), tile
+ * rows of 15 and 18 tiles (a masked last vector; two vectors), grouped images with partial tiles, one image cut into
+ * several chunks, += in backward data. */
+static void vpairs_case(int N, int C, int H, int W, int K, int accumulate)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1, .pad = 1,
+			     .dilation = 1, .accumulate_dx = accumulate, .algo = DNN_CONV_ALGO_WINOGRAD, .bf16 = 1};
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "vpairs: bad shape");
+		return;
+	}
+	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * 9, ny = (size_t)N * K * a.P * a.Q;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *dy = fill(ny, -1, 1), *dx0 = fill(nx, -1, 1);
+	float *got = malloc((nx > ny ? nx : ny) * 4), *want = malloc((nx > ny ? nx : ny) * 4);
+	if (!x || !w || !dy || !dx0 || !got || !want) {
+		TEST_CHECK(0, "vpairs: out of memory");
+		goto out;
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		const size_t n = pass ? nx : ny;
+		float *in = pass ? dy : x;
+		char what[128];
+		snprintf(what, sizeof(what), "F(2x2) bf16 V pairs %s N=%d C%d %dx%d K%d%s", pass_name[pass], N, C, H, W,
+			 K, pass && accumulate ? " +=" : "");
+		TEST_CHECK(dnn_conv2d_cpu_winograd_tile(&a, pass) == 2, "%s: not F(2x2)", what);
+		float *res[2] = {want, got}; // [0]: the former path (fp32 V, packed), [1]: the pairs
+		for (int vp = 0; vp < 2; vp++) {
+			dnn_wino_set_vpairs(vp);
+			if (pass)
+				memcpy(res[vp], dx0, nx * 4), dnn_conv2d_backward_data_cpu(res[vp], dy, w, &a);
+			else
+				dnn_conv2d_forward_cpu(res[vp], x, w, &a);
+		}
+		TEST_CHECK(test_same_bits(what, got, want, n), "%s: not the packed fp32 V's bits", what);
+		/* negative control: one input element a bf16 step up (2^-8 relative: rounds to another bf16 value) */
+		const size_t j = (pass ? ny : nx) / 2;
+		const float keep = in[j];
+		in[j] = keep + ldexpf(fabsf(keep) > 0.0f ? fabsf(keep) : 1.0f, -7);
+		if (pass)
+			memcpy(got, dx0, nx * 4), dnn_conv2d_backward_data_cpu(got, dy, w, &a);
+		else
+			dnn_conv2d_forward_cpu(got, x, w, &a);
+		in[j] = keep;
+		size_t diff = 0;
+		for (size_t i = 0; i < n; i++)
+			diff += memcmp(&got[i], &want[i], 4) != 0;
+		printf("  %s: negative control: one input element a bf16 step away changes %zu of %zu\n", what, diff,
+		       n);
+		TEST_CHECK(diff > 0, "%s: negative control: a changed input gave the same bits", what);
+	}
+out:
+	dnn_wino_set_vpairs(1);
+	free(x), free(w), free(dy), free(dx0), free(got), free(want);
+}
+
 void h_extra_conv_bf16(void)
 {
 	if (!dnn_cpu_has_bf16())
 		printf("  no AVX512_BF16 here: the bf16 checks run the portable path only\n");
 	each_path(conv_all);
+	if (dnn_cpu_has_bf16() && dnn_wino_avx512()) {
+		test_rng_seed(4507);
+		vpairs_case(2, 16, 16, 16, 16, 0); /* ResNet's 16x16 stage: 8 tiles a row, whole images per chunk */
+		vpairs_case(1, 16, 32, 32, 16, 1); /* the 32x32 stage: one image in several chunks */
+		vpairs_case(3, 17, 30, 30, 9, 1);  /* odd C, K (backward data's C); 15 tiles a row: a masked vector */
+		vpairs_case(1, 16, 36, 36, 6, 0);  /* 18 tiles a row: two vectors (past 32 columns: the AVX2 split) */
+		vpairs_case(5, 32, 7, 7, 24, 1);   /* grouped images, partial tiles */
+	} else {
+		printf("  F(2x2) bf16 V pairs: not run (they need AVX512_BF16 and the AVX-512 Winograd kernels)\n");
+	}
 }
 
 /* gpu mode: dense's bf16 codelets on the CUDA worker (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF)
@@ -1088,7 +1159,7 @@ void h_extra_dense_bf16_gpu(void)
  * write them, run as StarPU tasks on a CPU worker with 2-byte handles.
  *
  * conv2d with a bf16 x (a->x_bf16): the kernels widen x exactly (im2col as it copies it into its padded phases,
- * conv2d_algo.c into a scratch for the other paths), so
+ * F(2x2)'s AVX-512 image split in registers, conv2d_algo.c into a scratch for the other paths), so
  *   - the task's forward and weight gradient are the kernel's bits on the widened x (exactness: compared bit
  *     for bit; negative control: one element of the stored x one bf16 step away must change them);
  *   - on the paths that round x itself (im2col, direct), the stored x rounded as dnn_bf16_convert is
@@ -1167,9 +1238,15 @@ static void conv_act_case(int N, int C, int H, int W, int K, int R, int stride, 
 		const int fwd = pass == 0, m = dnn_conv2d_cpu_winograd_tile(&a16, pass);
 		const size_t n = fwd ? ny : nw;
 		char what[160];
+		/* F(2x2) reads the bf16 x in its split where dnn_wino_reads_bf16 says, else x is widened first */
+		const dnn_wino_shape ws = {.N = N, .C = C, .H = H, .W = W, .K = K, .P = a32.P, .Q = a32.Q, .pad_h = pad,
+					   .pad_w = pad};
 		snprintf(what, sizeof(what), "conv bf16 x %s N=%d C%d %dx%d K%d k%d s%d p%d [%s: %s]", pass_name[pass], N, C,
 			 H, W, K, R, stride, pad, algos[algo],
-			 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : dnn_conv2d_cpu_uses_onednn(&a16, pass) ? "oneDNN conv" : "GEMM/direct");
+			 m == 2 ? (dnn_wino_reads_bf16(&ws) ? "F(2x2), bf16 split" : "F(2x2), widened")
+			 : m	? "F(4x4), widened"
+			 : dnn_conv2d_cpu_uses_onednn(&a16, pass) ? "oneDNN conv"
+								   : "GEMM/direct");
 		/* the task, the kernel on the widened x, the kernel on the fp32 x (bf16 and fp32) */
 		if (!fwd)
 			memcpy(got, dw0, nw * 4), memcpy(want, dw0, nw * 4), memcpy(f32, dw0, nw * 4), memcpy(s, dw0, nw * 4);
@@ -1179,8 +1256,10 @@ static void conv_act_case(int N, int C, int H, int W, int K, int R, int stride, 
 		else
 			dnn_conv2d_backward_filter_cpu(want, xw, dy, &a16), dnn_conv2d_backward_filter_cpu(f32, x, dy, &a32);
 		TEST_CHECK(test_same_bits(what, got, want, n), "%s: the task is not the kernel on the widened x", what);
-		{ /* negative control of the exactness: one stored element one bf16 step up (an image's centre) */
-			const size_t j = nx / 2;
+		{ /* negative control of the exactness: one stored element one bf16 step up, near an image's centre, at
+		   * even coordinates (read by strided convs; in 4 F(2x2) tiles: an element in one tile only, a corner
+		   * without padding, moved its V entries by less than their bf16 rounding and changed nothing) */
+			const size_t j = ((size_t)(N / 2) * C * H + (H / 2 & ~1)) * W + (W / 2 & ~1);
 			uint16_t keep = xh[j];
 			xh[j] = (uint16_t)(keep + 1);
 			if (!fwd)
@@ -1246,6 +1325,14 @@ static void conv_act_all(void)
 	conv_act_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_IM2COL);
 	conv_act_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
 	conv_act_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4);
+	/* F(2x2)'s split reading the bf16 x (forward and weight gradient): ResNet-20's 32x32 stage (whole 32-value
+	 * rows), ResNet-8's 28x28 (the second half of a row masked at the image's end), 7x7 images grouped in a chunk
+	 * (image offsets in 2-byte values), no padding; past 32 columns x is widened first (the AVX2-width split) */
+	conv_act_case(2, 16, 32, 32, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(1, 8, 28, 28, 8, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(3, 16, 7, 7, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(2, 8, 10, 10, 8, 3, 1, 0, DNN_CONV_ALGO_WINOGRAD);
+	conv_act_case(1, 8, 36, 36, 8, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD);
 	conv_act_case(3, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_AUTO);
 	conv_act_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_AUTO);
 	conv_act_case(1, 6, 14, 14, 16, 5, 1, 0, DNN_CONV_ALGO_AUTO); /* LeNet-5's second conv (oneDNN under auto) */
@@ -1255,6 +1342,107 @@ static void conv_act_all(void)
 }
 
 void h_extra_conv_act_bf16(void) { each_path(conv_act_all); }
+
+/* conv2d writing a bf16 y (a->y_bf16: its output stored in bf16, graph/ops/conv.c bf16_out): each CPU forward path
+ * rounds its own output blocks (Winograd's output transform or its chunk, oneDNN's bf16 destination, im2col's GEMM
+ * blocks, the direct path's rows), the bias added first. So the task with a 2-byte y handle gives, bit for bit,
+ * dnn_bf16_convert of what the same path's task writes into an fp32 y (the bias task's floats included: conv2d.c
+ * adds it after the kernel there). Negative control: the fp32 y truncated to bf16 instead of rounded must differ
+ * from the task's y (else the bit check could not tell a truncating epilogue). The fp32 side needs no new bound:
+ * it is the bf16 kernel the conv2d rows above check. */
+static void conv_task_y(void *y, const float *x, const uint16_t *xh, const float *w, const float *b,
+			const dnn_conv2d_args *a)
+{
+	const size_t nx = (size_t)a->N * a->C * a->H * a->W, nw = (size_t)a->K * a->C * a->R * a->S;
+	const size_t ny = (size_t)a->N * a->K * a->P * a->Q;
+	starpu_data_handle_t hx = a->x_bf16 ? reg16((uint16_t *)xh, nx) : reg((float *)x, nx), hw = reg((float *)w, nw);
+	starpu_data_handle_t hy = a->y_bf16 ? reg16(y, ny) : reg(y, ny), hb = a->bias ? reg((float *)b, (size_t)a->K) : NULL;
+	struct starpu_data_descr d[] = {{hx, STARPU_R}, {hw, STARPU_R}, {hy, STARPU_W}, {hb, STARPU_R}};
+	test_task(&cl_conv2d_fwd, cpu_worker(), a, sizeof *a, d, a->bias ? 4 : 3, "conv_fwd bf16 y");
+	starpu_data_unregister(hx), starpu_data_unregister(hw), starpu_data_unregister(hy);
+	if (hb)
+		starpu_data_unregister(hb);
+}
+
+static void conv_out_case(int N, int C, int H, int W, int K, int R, int stride, int pad, int algo, int bias, int xb)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = R, .S = R, .stride = stride, .pad = pad,
+			     .dilation = 1, .algo = algo, .bf16 = 1, .bias = bias, .x_bf16 = xb};
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "conv bf16 y: bad shape");
+		return;
+	}
+	dnn_conv2d_args ay = a;
+	ay.y_bf16 = 1;
+	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * R * R, ny = (size_t)N * K * a.P * a.Q;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill((size_t)K, -0.5f, 0.5f), *y32 = malloc(ny * 4);
+	uint16_t *xh = malloc(nx * 2), *yh = malloc(ny * 2), *want = malloc(ny * 2), *yt = malloc(ny * 2);
+	if (!x || !w || !b || !y32 || !xh || !yh || !want || !yt) {
+		TEST_CHECK(0, "conv bf16 y: out of memory");
+		goto out;
+	}
+	dnn_bf16_convert(xh, x, nx);
+	static const char *algos[] = {"auto", "im2col", "winograd", "winograd4", "onednn"};
+	const int m = dnn_conv2d_cpu_winograd_tile(&a, 0);
+	char what[192];
+	snprintf(what, sizeof(what), "conv bf16 y N=%d C%d %dx%d K%d k%d s%d p%d%s%s [%s: %s%s]", N, C, H, W, K, R,
+		 stride, pad, bias ? " bias" : "", xb ? " bf16 x" : "", algos[algo],
+		 m ? (m == 2 ? "F(2x2)" : "F(4x4)") : dnn_conv2d_cpu_uses_onednn(&a, 0) ? "oneDNN conv" : "GEMM/direct",
+		 dnn_conv_direct_avx512() ? "" : ", AVX2");
+	memset(yh, 0xff, ny * 2); /* NaNs: an element the task did not write fails the check */
+	conv_task_y(y32, x, xh, w, b, &a);
+	conv_task_y(yh, x, xh, w, b, &ay);
+	dnn_bf16_convert(want, y32, ny);
+	size_t diff = 0;
+	for (size_t i = 0; i < ny; i++)
+		diff += want[i] != yh[i];
+	TEST_CHECK(diff == 0, "%s: %zu of %zu bf16 values are not dnn_bf16_convert of the path's fp32 y", what, diff, ny);
+	size_t tdiff = 0; /* negative control: truncation instead of rounding */
+	for (size_t i = 0; i < ny; i++) {
+		uint32_t u;
+		memcpy(&u, &y32[i], 4);
+		yt[i] = (uint16_t)(u >> 16);
+		tdiff += yt[i] != yh[i];
+	}
+	printf("  %s: %zu of %zu differ from the rounding; truncation (negative control) differs in %zu\n", what, diff,
+	       ny, tdiff);
+	TEST_CHECK(tdiff > 0, "%s: negative control: the truncated y matched the task's y", what);
+out:
+	free(x), free(w), free(b), free(y32), free(xh), free(yh), free(want), free(yt);
+}
+
+static void conv_out_all(void)
+{
+	test_rng_seed(4506);
+	/* each forward path, forced as the rows above force them: im2col (a block of rows; several whole images per
+	 * GEMM on small images), 1x1 stride 2 (im2col's pointwise GEMM in column blocks) */
+	conv_out_case(2, 16, 12, 12, 16, 3, 1, 1, DNN_CONV_ALGO_IM2COL, 1, 0);
+	conv_out_case(3, 16, 6, 6, 16, 3, 1, 1, DNN_CONV_ALGO_IM2COL, 0, 0);
+	conv_out_case(2, 16, 14, 14, 32, 1, 2, 0, DNN_CONV_ALGO_AUTO, 1, 1);
+	/* F(2x2): whole-vector rows (16 columns), masked row ends, an odd P (the last tile row's second row dropped) */
+	conv_out_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 1, 0);
+	conv_out_case(2, 16, 13, 11, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 1, 1);
+	conv_out_case(2, 8, 7, 7, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD, 0, 0);
+	/* F(4x4)'s three layouts: tile rows (32 columns), row groups (16, 8 columns), strips (24 columns) */
+	conv_out_case(1, 16, 32, 32, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 0);
+	conv_out_case(2, 16, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 1);
+	conv_out_case(3, 16, 7, 7, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 0, 0);
+	conv_out_case(2, 16, 24, 24, 16, 3, 1, 1, DNN_CONV_ALGO_WINOGRAD4, 1, 0);
+	/* the direct path (few channels: the RGB stem, LeNet-5's first conv, a tall image), AVX-512 and AVX2 */
+	for (int avx512 = 1; avx512 >= 0; avx512--) {
+		dnn_conv_direct_set_avx512(avx512);
+		conv_out_case(2, 3, 16, 16, 16, 3, 1, 1, DNN_CONV_ALGO_AUTO, 1, 0);
+		conv_out_case(2, 1, 28, 28, 6, 5, 1, 0, DNN_CONV_ALGO_AUTO, 0, 0);
+		conv_out_case(1, 3, 40, 16, 16, 3, 1, 1, DNN_CONV_ALGO_AUTO, 1, 0); /* 40 rows: blocks of 32 rows */
+	}
+	dnn_conv_direct_set_avx512(1);
+	/* oneDNN's conv with a bf16 destination (without oneDNN: auto's path), with and without its bias */
+	conv_out_case(2, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 1, 1);
+	conv_out_case(2, 32, 8, 8, 32, 3, 1, 1, DNN_CONV_ALGO_ONEDNN, 0, 0);
+	conv_out_case(2, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_ONEDNN, 1, 0);
+}
+
+void h_extra_conv_out_bf16(void) { each_path(conv_out_all); }
 
 /* The writers and the other readers: batchnorm + relu (train, eval, --batchnorm global), relu and add.
  *   - A bf16 output is one rounding of the fp32 kernel's output (dnn_bf16_convert after the same fp32 loops):
@@ -1366,6 +1554,215 @@ out:
 	free(sums), free(bs), free(yh);
 }
 
+/* Batch norm reading a bf16 x (a->x_bf16: its input stored in bf16, a conv's output). Every task that reads x
+ * widens it exactly as it loads it (portable loops and AVX2 alike), the statistics and sums staying fp32/double in
+ * their order, so each task on a 2-byte x handle gives bit for bit what the same task gives on the widened fp32 x:
+ * local training forward (y and the saved statistics), eval, --batchnorm global's sums and apply tasks (forward
+ * and backward), the local backward (dx, dgamma, dbeta), plain and fused with the relu (its y fp32 or bf16).
+ * Negative control: one stored element of x one bf16 step away (its bits + 1) must change the forward's y and
+ * statistics and the backward's dx. */
+static starpu_data_handle_t reg_elems(void *p, size_t n, size_t elem)
+{
+	starpu_data_handle_t h;
+	starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)p, n, elem);
+	return h;
+}
+
+/* What bn_x_tasks writes: y of the training forward (y1), of eval (y2), of global's apply (y3), each nx elements
+ * of ysz bytes; the saved statistics of the local and global forwards (3C each); the forward and backward sums
+ * (2C doubles each); dx of the local and global backwards (nx each); dgamma, dbeta of the local backward and of
+ * global's sums task (4C). */
+typedef struct {
+	unsigned char *y1, *y2, *y3;
+	float *sv, *svg, *dx, *dxg, *dg;
+	double *S, *T;
+} bn_x_out;
+
+static int bn_x_alloc(bn_x_out *o, size_t nx, int C, size_t ysz)
+{
+	o->y1 = malloc(nx * ysz), o->y2 = malloc(nx * ysz), o->y3 = malloc(nx * ysz);
+	o->sv = malloc(12 * (size_t)C), o->svg = malloc(12 * (size_t)C);
+	o->dx = malloc(nx * 4), o->dxg = malloc(nx * 4);
+	o->dg = malloc(16 * (size_t)C), o->S = malloc(16 * (size_t)C), o->T = malloc(16 * (size_t)C);
+	return o->y1 && o->y2 && o->y3 && o->sv && o->svg && o->dx && o->dxg && o->dg && o->S && o->T;
+}
+
+static void bn_x_free(bn_x_out *o)
+{
+	free(o->y1), free(o->y2), free(o->y3), free(o->sv), free(o->svg), free(o->dx), free(o->dxg), free(o->dg);
+	free(o->S), free(o->T);
+}
+
+/* The seven batchnorm tasks on x (a->x_bf16 says its type) on the CPU worker, into o. */
+static void bn_x_tasks(bn_x_out *o, const void *x, const dnn_batchnorm_args *a0, const float *gamma, const float *beta,
+		       const float *run, const float *dy)
+{
+	dnn_batchnorm_args a = *a0;
+	const int C = a.C, w = cpu_worker();
+	const size_t nx = (size_t)a.N * C * a.HW, ysz = a.y_bf16 ? 2 : 4;
+	float *dyc = malloc(nx * 4); /* the fused backward's dy is RW (CUDA masks it in place): a copy */
+	if (!dyc) {
+		TEST_CHECK(0, "bf16 x: out of memory");
+		return;
+	}
+	memcpy(dyc, dy, nx * 4);
+	memset(o->S, 0, 16 * (size_t)C), memset(o->T, 0, 16 * (size_t)C), memset(o->dg, 0, 16 * (size_t)C);
+	starpu_data_handle_t hx = reg_elems((void *)x, nx, a.x_bf16 ? 2 : 4), hg = reg((float *)gamma, C);
+	starpu_data_handle_t hb = reg((float *)beta, C), hr = reg((float *)run, 2 * (size_t)C), hdy = reg(dyc, nx);
+	starpu_data_handle_t hy1 = reg_elems(o->y1, nx, ysz), hy2 = reg_elems(o->y2, nx, ysz);
+	starpu_data_handle_t hy3 = reg_elems(o->y3, nx, ysz);
+	starpu_data_handle_t hsv = reg(o->sv, 3 * (size_t)C), hsvg = reg(o->svg, 3 * (size_t)C);
+	starpu_data_handle_t hS = reg_elems(o->S, 2 * (size_t)C, 8), hT = reg_elems(o->T, 2 * (size_t)C, 8);
+	starpu_data_handle_t hdx = reg(o->dx, nx), hdxg = reg(o->dxg, nx);
+	starpu_data_handle_t hdg = reg(o->dg, C), hdb = reg(o->dg + C, C), hdg2 = reg(o->dg + 2 * C, C);
+	starpu_data_handle_t hdb2 = reg(o->dg + 3 * C, C);
+	struct starpu_data_descr f[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hy1, STARPU_W},
+					{hsv, STARPU_W}};
+	test_task(&cl_batchnorm_fwd_train, w, &a, sizeof a, f, 5, "bn_fwd_train bf16 x");
+	struct starpu_data_descr e[] = {{hx, STARPU_R}, {hg, STARPU_R}, {hb, STARPU_R}, {hr, STARPU_R},
+					{hy2, STARPU_W}};
+	test_task(&cl_batchnorm_fwd_eval, w, &a, sizeof a, e, 5, "bn_fwd_eval bf16 x");
+	struct starpu_data_descr b[] = {{hx, STARPU_R},	   {hg, STARPU_R},  {hsv, STARPU_R}, {hdy, STARPU_RW},
+					{hdx, STARPU_W},   {hdg, STARPU_RW}, {hdb, STARPU_RW}, {hy1, STARPU_R}};
+	test_task(&cl_batchnorm_bwd, w, &a, sizeof a, b, a.relu ? 8 : 7, "bn_bwd bf16 x");
+	a.global_n = a.N;
+	struct starpu_data_descr sf[] = {{hx, STARPU_R}, {hS, STARPU_RW}};
+	test_task(&cl_batchnorm_sums_fwd, w, &a, sizeof a, sf, 2, "bn_sums_fwd bf16 x");
+	struct starpu_data_descr fg[] = {{hx, STARPU_R}, {hg, STARPU_R},  {hb, STARPU_R},
+					 {hS, STARPU_R}, {hy3, STARPU_W}, {hsvg, STARPU_W}};
+	test_task(&cl_batchnorm_fwd_global, w, &a, sizeof a, fg, 6, "bn_fwd_global bf16 x");
+	struct starpu_data_descr sb[] = {{hx, STARPU_R},	{hsvg, STARPU_R},  {hdy, STARPU_R}, {hT, STARPU_RW},
+					 {hdg2, STARPU_RW}, {hdb2, STARPU_RW}, {hy3, STARPU_R}};
+	test_task(&cl_batchnorm_sums_bwd, w, &a, sizeof a, sb, a.relu ? 7 : 6, "bn_sums_bwd bf16 x");
+	struct starpu_data_descr bg[] = {{hx, STARPU_R}, {hg, STARPU_R},   {hsvg, STARPU_R}, {hdy, STARPU_R},
+					 {hT, STARPU_R}, {hdxg, STARPU_W}, {hy3, STARPU_R}};
+	test_task(&cl_batchnorm_bwd_global, w, &a, sizeof a, bg, a.relu ? 7 : 6, "bn_bwd_global bf16 x");
+	starpu_task_wait_for_all();
+	starpu_data_handle_t all[] = {hx, hg, hb, hr, hdy, hy1, hy2, hy3, hsv,
+				      hsvg, hS, hT, hdx, hdxg, hdg, hdb, hdg2, hdb2};
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		starpu_data_unregister(all[i]);
+	free(dyc);
+}
+
+/* The outputs of two runs that differ (0: the same bits), named in `diff`. */
+static int bn_x_differ(char *diff, size_t len, const bn_x_out *p, const bn_x_out *q, size_t nx, int C, size_t ysz)
+{
+	const struct {
+		const char *name;
+		const void *a, *b;
+		size_t bytes;
+	} parts[] = {{"train y", p->y1, q->y1, nx * ysz},	 {"eval y", p->y2, q->y2, nx * ysz},
+		     {"global y", p->y3, q->y3, nx * ysz},	 {"saved", p->sv, q->sv, 12 * (size_t)C},
+		     {"global saved", p->svg, q->svg, 12 * (size_t)C}, {"fwd sums", p->S, q->S, 16 * (size_t)C},
+		     {"bwd sums", p->T, q->T, 16 * (size_t)C},	 {"dx", p->dx, q->dx, nx * 4},
+		     {"global dx", p->dxg, q->dxg, nx * 4},	 {"dgamma, dbeta", p->dg, q->dg, 16 * (size_t)C}};
+	int n = 0;
+	diff[0] = 0;
+	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+		if (memcmp(parts[i].a, parts[i].b, parts[i].bytes) != 0) {
+			snprintf(diff + strlen(diff), len - strlen(diff), "%s%s", n ? ", " : "", parts[i].name);
+			n++;
+		}
+	return n;
+}
+
+static void bn_x_case(int N, int C, int HW, int relu, int y_bf16)
+{
+	const size_t nx = (size_t)N * C * HW, ysz = y_bf16 ? 2 : 4;
+	dnn_batchnorm_args a = {.N = N, .C = C, .HW = HW, .eps = 1e-5f, .momentum = 0.1f, .relu = relu,
+				.y_bf16 = y_bf16};
+	float *x = fill(nx, -2, 3), *xw = malloc(nx * 4), *dy = fill(nx, -1, 1), *gamma = fill(C, 0.5f, 1.5f);
+	float *beta = fill(C, -0.5f, 0.5f), *run = fill(2 * (size_t)C, 0.5f, 1.5f);
+	uint16_t *xh = malloc(nx * 2);
+	bn_x_out o16 = {0}, o32 = {0}, oneg = {0};
+	char what[160], diff[200];
+	if (!x || !xw || !dy || !gamma || !beta || !run || !xh || !bn_x_alloc(&o16, nx, C, ysz) ||
+	    !bn_x_alloc(&o32, nx, C, ysz) || !bn_x_alloc(&oneg, nx, C, ysz)) {
+		TEST_CHECK(0, "bf16 x: out of memory");
+		goto out;
+	}
+	dnn_bf16_convert(xh, x, nx);
+	dnn_bf16_widen(xw, xh, nx);
+	for (int simd = dnn_batchnorm_set_simd(1); simd >= 0; simd--) {
+		dnn_batchnorm_set_simd(simd);
+		snprintf(what, sizeof(what), "bn tasks, bf16 x N=%d C=%d HW=%d%s%s [%s]", N, C, HW,
+			 relu ? " +relu" : "", y_bf16 ? " (bf16 y)" : "", simd ? "avx2" : "portable");
+		a.x_bf16 = 1;
+		bn_x_tasks(&o16, xh, &a, gamma, beta, run, dy);
+		a.x_bf16 = 0;
+		bn_x_tasks(&o32, xw, &a, gamma, beta, run, dy);
+		TEST_CHECK(bn_x_differ(diff, sizeof diff, &o16, &o32, nx, C, ysz) == 0,
+			   "%s: not the widened x's bits: %s", what, diff);
+		/* negative control: x[j] one bf16 step away, j an element whose relu output is positive (so that the
+		 * fused backward's mask keeps it) */
+		size_t j = nx / 2;
+		for (size_t k = 0; k < nx; k++) {
+			const float yv =
+				y_bf16 ? dnn_bf16_to_f32(((const uint16_t *)o32.y1)[k]) : ((const float *)o32.y1)[k];
+			if (yv > 0.5f) {
+				j = k;
+				break;
+			}
+		}
+		const uint16_t keep = xh[j];
+		xh[j] = (uint16_t)(keep + 1);
+		a.x_bf16 = 1;
+		bn_x_tasks(&oneg, xh, &a, gamma, beta, run, dy);
+		xh[j] = keep;
+		const int nd = bn_x_differ(diff, sizeof diff, &oneg, &o32, nx, C, ysz);
+		printf("  %s: negative control: x[%zu] one bf16 step away changes %s\n", what, j, diff);
+		TEST_CHECK(memcmp(oneg.sv, o32.sv, 12 * (size_t)C) != 0 && memcmp(oneg.y1, o32.y1, nx * ysz) != 0 &&
+				   differ(oneg.dx, o32.dx, nx) > 0 && nd >= 3,
+			   "%s: negative control: a changed x left the statistics, y or dx unchanged (%s)", what, diff);
+	}
+	dnn_batchnorm_set_simd(1);
+out:
+	bn_x_free(&o16), bn_x_free(&o32), bn_x_free(&oneg);
+	free(x), free(xw), free(dy), free(gamma), free(beta), free(run), free(xh);
+}
+
+/* The AVX2 normalisation rounds a bf16 y in registers (dnn_bn_bf16_convert_avx2): the bits of dnn_bf16_convert on
+ * every float near each bf16 value (its bits hi << 16 | lo for every hi and the low halves around the rounding's
+ * edges: exact, below, at and above the tie, the largest; denormals, infinities and NaNs included), on both of
+ * dnn_bf16_convert's paths (vcvtneps2bf16, which flushes denormals to zero, and dnn_f32_to_bf16, which does not);
+ * negative control: truncation instead of rounding must differ. */
+static void bn_round_case(void)
+{
+	static const uint16_t lo[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff, 0x1234};
+	const size_t nl = sizeof lo / sizeof lo[0], n = 65536 * nl;
+	float *f = malloc(n * 4);
+	uint16_t *r = malloc(n * 2), *want = malloc(n * 2);
+	if (!f || !r || !want) {
+		TEST_CHECK(0, "bf16 rounding: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const uint32_t u = (uint32_t)(i / nl) << 16 | lo[i % nl];
+		memcpy(&f[i], &u, 4);
+	}
+	for (int path = dnn_gemm_bf16_simd(); path >= 0; path--) {
+		dnn_gemm_bf16_set_simd(path);
+		dnn_bf16_convert(want, f, n);
+		dnn_bn_bf16_convert_avx2(r, f, n);
+		size_t bad = 0;
+		for (size_t i = 0; i < n; i++)
+			bad += r[i] != want[i];
+		TEST_CHECK(bad == 0, "bf16 rounding in registers [%s]: %zu of %zu differ from dnn_bf16_convert",
+			   path ? "onednn path" : "dnn_f32_to_bf16 path", bad, n);
+		size_t trunc = 0;
+		for (size_t i = 0; i < n; i++) {
+			uint32_t u;
+			memcpy(&u, &f[i], 4);
+			trunc += (uint16_t)(u >> 16) != want[i];
+		}
+		TEST_CHECK(trunc > 0, "bf16 rounding: negative control: truncation matched the rounding");
+	}
+	dnn_gemm_bf16_set_simd(1);
+out:
+	free(f), free(r), free(want);
+}
+
 static void relu_add_act_case(long n)
 {
 	float *x = fill((size_t)n, -1, 1), *b = fill((size_t)n, -1, 1), *dy = fill((size_t)n, -1, 1);
@@ -1410,6 +1807,13 @@ void h_extra_act_bf16(void)
 	bn_act_case(3, 5, 25);
 	bn_act_case(2, 16, 196);  /* a ResNet-8 stage (14x14) */
 	bn_act_case(1, 4, 2500);  /* planes longer than one bf16 block (DNN_BN_BF16_BLOCK) */
+	bn_round_case();
+	bn_x_case(3, 5, 25, 0, 0); /* odd sizes: tails, an odd N */
+	bn_x_case(3, 5, 25, 1, 1);
+	bn_x_case(2, 16, 64, 0, 0); /* ResNet-20 stage 3 (8x8) */
+	bn_x_case(2, 16, 64, 1, 0);
+	bn_x_case(2, 16, 64, 1, 1);
+	bn_x_case(1, 4, 2500, 1, 1); /* planes longer than one bf16 block */
 	relu_add_act_case(1000);
 	relu_add_act_case(4099); /* blocks of 1024 and a tail */
 }

@@ -1867,6 +1867,7 @@ static void extra_conv_unit(void) /* the op's own checks, then its bf16 kernels'
 	extra_conv_unit_own();
 	h_extra_conv_bf16();
 	h_extra_conv_act_bf16();
+	h_extra_conv_out_bf16();
 }
 
 static void extra_conv_unit_own(void)

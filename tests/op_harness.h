@@ -118,6 +118,7 @@ void h_extra_layernorm_bf16(void);
 void h_extra_gelu_bf16(void);
 void h_extra_conv_bf16(void); /* every CPU conv path in bf16 against its fp32 kernel (op_bf16.c) */
 void h_extra_conv_act_bf16(void); /* the conv's tasks with a bf16 x (stored activations, op_bf16.c) */
+void h_extra_conv_out_bf16(void); /* the conv's forward task writing a bf16 y (stored activations, op_bf16.c) */
 void h_extra_act_bf16(void);      /* batchnorm+relu, relu and add writing or reading bf16 activations (op_bf16.c) */
 void h_extra_dense_bf16_gpu(void); /* gpu mode: dense's bf16 codelets on CUDA against the CPU's fp32 */
 

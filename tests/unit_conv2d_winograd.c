@@ -36,6 +36,9 @@
  * Each kernel call starts from released scratch memory (dnn_cpu_scratch_release), so that a
  * sanitizer build checks the scratch sizes: the transforms load and store whole 8-float vectors
  * past the ends of rows, inside the scratch by construction (codelets/conv2d_winograd*.c).
+ * A bf16 x (dnn_wino_shape.x_bf16) is read by F(2x2)'s AVX-512 split only (dnn_wino_reads_bf16); given one where it
+ * cannot be read (past 32 columns), the forward and the weight gradient must record a worker error and write
+ * nothing, not read 2-byte values as floats (refuse_bf16_x; control: the same calls on 32 columns record none).
  */
 #include <math.h>
 #include <stdio.h>
@@ -269,6 +272,52 @@ static void check_shape(int N, int C, int H, int W, int K, int pad)
 	free(dw0);
 }
 
+/* The refusal of a bf16 x that the split cannot read: calls on 32 columns (read: no error) first, the worker error
+ * being sticky, then on 36 (refused: an error, y and dw untouched). */
+static void refuse_bf16_x(void)
+{
+	if (!dnn_wino_avx512()) {
+		printf("  bf16 x refusal: no AVX-512 Winograd kernels here, not run\n");
+		return;
+	}
+	char msg[256];
+	for (int W = 32; W <= 36; W += 4) {
+		dnn_wino_shape s = {.N = 1, .C = 4, .H = 4, .W = W, .K = 4, .P = 4, .Q = W, .pad_h = 1, .pad_w = 1,
+				    .bf16 = 1, .x_bf16 = 1};
+		const size_t nx = 4 * 4 * (size_t)W, ny = nx, nw = 4 * 4 * 9;
+		uint16_t *xh = calloc(nx, 2);
+		float *w = calloc(nw, 4), *dy = calloc(ny, 4), *y = malloc(ny * 4), *dw = malloc(nw * 4);
+		const size_t nwork = dnn_wino_work(&s) > dnn_wino_filter_work(&s) ? dnn_wino_work(&s) : dnn_wino_filter_work(&s);
+		float *work = malloc(nwork * 4);
+		if (!xh || !w || !dy || !y || !dw || !work) {
+			TEST_CHECK(0, "bf16 x refusal: out of memory");
+			free(xh), free(w), free(dy), free(y), free(dw), free(work);
+			return;
+		}
+		for (size_t i = 0; i < ny; i++)
+			y[i] = 7.0f;
+		for (size_t i = 0; i < nw; i++)
+			dw[i] = 7.0f;
+		dnn_wino_forward(y, (const float *)xh, w, &s, 0.0f, work);
+		dnn_wino_backward_filter(dw, (const float *)xh, dy, &s, work);
+		const int err = dnn_worker_error_get(msg, sizeof(msg)), read = dnn_wino_reads_bf16(&s);
+		size_t kept = 0;
+		for (size_t i = 0; i < ny; i++)
+			kept += y[i] == 7.0f;
+		for (size_t i = 0; i < nw; i++)
+			kept += dw[i] == 7.0f;
+		if (read) /* zero x and w: y = 0, dw += 0 keeps 7 */
+			TEST_CHECK(!err && kept == nw, "bf16 x on %d columns: error %d (%s), %zu of %zu kept", W, err,
+				   err ? msg : "", kept, ny + nw);
+		else
+			TEST_CHECK(err && strstr(msg, "bf16 x") && kept == ny + nw,
+				   "bf16 x on %d columns not refused: error %d, %zu of %zu outputs kept", W, err, kept,
+				   ny + nw);
+		free(xh), free(w), free(dy), free(y), free(dw), free(work);
+	}
+	printf("  bf16 x refusal: %s\n", msg);
+}
+
 int main(int argc, char **argv)
 {
 	verbose = argc > 1 && strcmp(argv[1], "-v") == 0;
@@ -306,5 +355,6 @@ int main(int argc, char **argv)
 		check_shape(5, 32, 14, 14, 32, 1); /* ResNet-8's stages: row groups with partial tiles */
 		check_shape(5, 64, 7, 7, 64, 1);
 	}
+	refuse_bf16_x();
 	return test_report("unit_conv2d_winograd");
 }

@@ -60,12 +60,25 @@ static int check_chunk(const dnn_graph *g, const dnn_node *nd, int n, char *err,
 
 static size_t saved_floats(const dnn_node *nd) { return 3 * (size_t)nd->C; }
 
-/* relu: the fused relu's node (its output, maybe stored in bf16), or -1. */
+/* relu: the fused relu's node (its output, maybe stored in bf16), or -1. x_bf16: the input as the plan stores it
+ * (bf16_in below). */
 static dnn_batchnorm_args bn_args(const dnn_op_ctx *ctx, const dnn_node *nd, int relu)
 {
 	return (dnn_batchnorm_args){.N = ctx->n, .C = nd->C, .HW = nd->H * nd->W, .eps = nd->eps,
 				    .momentum = nd->momentum, .relu = relu >= 0,
-				    .y_bf16 = relu >= 0 && dnn_op_out_bf16(ctx, relu)};
+				    .y_bf16 = relu >= 0 && dnn_op_out_bf16(ctx, relu),
+				    .x_bf16 = dnn_op_out_bf16(ctx, nd->inputs[0])};
+}
+
+/* bf16 activation storage (model.h y_bf16): every task of ours that reads x widens a bf16 x exactly as it loads it
+ * (codelets/batchnorm.c), the statistics and sums staying fp32/double in their order: local statistics, eval,
+ * --batchnorm global's sums and apply tasks, fused with the relu or not. Not at fusion level 3, where the conv
+ * before computes our statistics from its fp32 output and the conv after applies us (codelets/conv2d_bnfuse.h,
+ * which read x in fp32); with --batchnorm global level 3 never applies (fuse.h). */
+static int bf16_in(const dnn_plan *p, int i, int j)
+{
+	(void)j;
+	return dnn_fuse_bn_stats_conv(p, i) < 0 && dnn_fuse_bn_apply_conv(p, i) < 0;
 }
 
 /* --batchnorm global: what the forward and the backward pass each give global_walk. */
@@ -227,6 +240,6 @@ const dnn_op_desc dnn_op_batchnorm = {
 	.name = "batchnorm", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = 2, .infer = infer,
 	.param_slots = slots, .nparam_slots = 2, .running_blocks = running_blocks, .nrunning_blocks = 2,
 	.check_chunk = check_chunk, .create_params = create_params, .saved_floats = saved_floats, .forward = forward,
-	.backward = backward, .export_onnx = export_onnx,
+	.backward = backward, .export_onnx = export_onnx, .bf16_in = bf16_in,
 	.image_only = 1,
 };

@@ -146,7 +146,9 @@ static int forward(dnn_op_ctx *ctx, int i)
 	const int sb = dnn_fuse_bn_stats_conv(ctx->p, i), ab = dnn_fuse_bn_apply_conv(ctx->p, i);
 	if (sb >= 0 || ab >= 0)
 		return forward_bn(ctx, i, sb, ab, &a);
-	if (dnn_fuse_conv_bias(ctx->p, i)) { /* conv + bias in one task */
+	a.y_bf16 = dnn_op_out_bf16(ctx, i);
+	/* conv + bias in one task; always with a bf16 y, whose kernel adds the bias before it rounds */
+	if (dnn_fuse_conv_bias(ctx->p, i) || (a.y_bf16 && b)) {
 		a.bias = 1;
 		DNN_OP_SUBMIT(ctx, dnn_insert_conv2d_bias_fwd(ctx->opts, &a, x, w->hw, b->hw, y));
 		return 0;
@@ -197,6 +199,16 @@ static int backward(dnn_op_ctx *ctx, int i)
 	return 0;
 }
 
+/* bf16 activation storage (model.h y_bf16): a bf16 conv's forward task writes y in bf16 on every CPU path (each
+ * path rounds its own output blocks, the bias added first: codelets/conv2d.h y_bf16); its backward never reads y.
+ * Not at fusion level 3 (conv2d_bnfuse.h): a conv A computes its batchnorm's statistics from its fp32 output in the
+ * same task (a bf16 y would have the batchnorm normalise other values than it took statistics of), and a conv B's
+ * task applies the batchnorm to its input in F(2x2)'s copy and writes y fp32; their y stays fp32. */
+static int bf16_out(const dnn_plan *p, int i)
+{
+	return p->cfg.bf16 && dnn_fuse_bn_stats_conv(p, i) < 0 && dnn_fuse_bn_apply_conv(p, i) < 0;
+}
+
 /* bf16 activation storage (model.h y_bf16): the forward and weight-gradient tasks of a bf16 conv read x in bf16
  * on every CPU path (codelets/conv2d.c widens it at the task's entry), a level-3 conv A's too (its statistics are
  * of its fp32 output); a level-3 conv B's input, the relu, is never stored (graph/ops/relu.c bf16_out). */
@@ -227,6 +239,6 @@ const dnn_op_desc dnn_op_conv = {
 	.name = "conv", .min_inputs = 1, .max_inputs = 1, .keys = keys, .nkeys = sizeof(keys) / sizeof(keys[0]),
 	.check = check, .infer = infer, .param_slots = dnn_op_linear_slots, .nparam_slots = 2,
 	.check_chunk = check_chunk, .create_params = create_params, .forward = forward, .backward = backward,
-	.export_onnx = export_onnx, .cuda_scratch_bytes = cuda_scratch_bytes, .bf16_in = bf16_in,
+	.export_onnx = export_onnx, .cuda_scratch_bytes = cuda_scratch_bytes, .bf16_out = bf16_out, .bf16_in = bf16_in,
 	.image_only = 1,
 };

@@ -3,13 +3,13 @@
 # DNN_BF16_ACTIVATIONS): which outputs the plan stores in bf16, and that storing them keeps the same
 # command's bits.
 #   - resnet8 and resnet20, 2 steps: the result line's bf16_activations=K/N has the K derived here from
-#     the net file: the relus whose every reader is a conv or a two-input add (the readers that take bf16:
-#     graph/ops/conv.c, add.c), at DNN_FUSE=0 (every relu its own task), 1 (the default: a batchnorm+relu's
-#     fused task writes them) and
-#     at DNN_FUSE=3 (minus the relus that level 3 never stores: relu(batchnorm(conv A)) read by one conv B
-#     alone, A read by its batchnorm alone, graph/fuse.c dnn_graph_bn_conv); resnet20 on synthetic data (CIFAR's
-#     3x32x32); DNN_BF16_ACTIVATIONS=0 gives
-#     0/N with the same N; --precision fp32 prints no bf16_activations.
+#     the net file: the relus and the convs whose every reader takes bf16 (a conv, a two-input add or a
+#     batchnorm: graph/ops/conv.c, add.c, batchnorm.c bf16_in), at DNN_FUSE=0 (every relu its own task), 1
+#     (the default: a batchnorm+relu's fused task writes the relu's output) and at DNN_FUSE=3 (minus what
+#     level 3 never stores: for relu(batchnorm(conv A)) read by one conv B alone, A read by its batchnorm
+#     alone (graph/fuse.c dnn_graph_bn_conv), the relu, A's output (its task takes the statistics of its fp32
+#     output) and B's (its task applies the batchnorm and writes fp32)); resnet20 on synthetic data (CIFAR's
+#     3x32x32); DNN_BF16_ACTIVATIONS=0 gives 0/N with the same N; --precision fp32 prints no bf16_activations.
 #   - same command, same bits: resnet8 in 4 chunks, STEPS steps, storage on, STARPU_NCPU=1 (eager) and 2
 #     (random): byte-identical checkpoints, with local and with --batchnorm global statistics (whose tasks
 #     read the relu mask from bf16 too); storage off ends elsewhere (the storage did run); negative
@@ -22,26 +22,30 @@ export STARPU_NCUDA=0
 A="$STARPU_ANP"
 NETS="${DNN_SOURCE_DIR:-$(dirname "$0")/../..}/graph/nets"
 
-# expect_k NET LEVEL -> the relus stored in bf16 at fusion level LEVEL (1 or 3), from the net file.
+# expect_k NET LEVEL -> the relus and convs stored in bf16 at fusion level LEVEL (0, 1 or 3), from the net file.
 expect_k() {
   awk -v level="$2" '
     !/^[a-z]/ || $1 == "input" { if ($1 == "input") { op[$2] = "input" } next }
     { op[$2] = $1; ins[$2] = $3; n = split($3, in_, ","); nin[$2] = n; order[++nn] = $2
       for (k = 1; k <= n; k++) { nread[in_[k]]++; reader[in_[k], nread[in_[k]]] = $2 } }
     END {
+      # level 3: relu(batchnorm(conv A)) read by one conv B alone, A read by its batchnorm alone (unless A has a
+      # bias): B applies the batchnorm and relu itself; none of A, the batchnorm, the relu, B is stored in bf16
+      for (j = 1; level >= 3 && j < nn + 1; j++) {
+        r = order[j]; b = ins[r]; a = ins[b]
+        if (op[r] == "relu" && op[b] == "batchnorm" && nread[b] == 1 && op[a] == "conv" && nread[a] == 1 &&
+            nread[r] == 1 && op[reader[r, 1]] == "conv")
+          l3[r] = l3[a] = l3[b] = l3[reader[r, 1]] = 1
+      }
       K = 0
       for (j = 1; j <= nn; j++) {
         r = order[j]
-        if (op[r] != "relu" || nread[r] == 0) continue
+        if ((op[r] != "relu" && op[r] != "conv") || nread[r] == 0 || l3[r]) continue
         ok = 1
         for (k = 1; k <= nread[r]; k++) {
           q = reader[r, k]
-          ok = ok && (op[q] == "conv" || (op[q] == "add" && nin[q] == 2))
+          ok = ok && (op[q] == "conv" || (op[q] == "add" && nin[q] == 2) || (op[q] == "batchnorm" && !l3[q]))
         }
-        b = ins[r]; a = ins[b]
-        if (ok && level >= 3 && op[b] == "batchnorm" && nread[b] == 1 && op[a] == "conv" && nread[a] == 1 &&
-            nread[r] == 1 && op[reader[r, 1]] == "conv")
-          ok = 0 # level 3: the conv B applies the batchnorm and relu itself (unless A has a bias)
         K += ok
       }
       print K
