@@ -5,7 +5,9 @@
 #   STARPU_NCPU=1 DNN_BREAKDOWN=2 BIN bench --net gpt-nano --batch 16 --steps S --warmup 2 --optimizer adamw ...
 # at the measured runs' priority (scripts/lib.sh anp_measure_prio). One CSV row per run: tokens/s, the
 # 1-minute load average when it started, and the critical path's ms per codelet (one worker: every task
-# is on it) for attention forward/backward and dense forward/backward data/backward weight, and the span.
+# is on it) for attention forward/backward and dense forward/backward data/backward weight, and the span;
+# cpu_s, the run's user + system CPU seconds (/usr/bin/time, start-up included), which the other
+# processes of a loaded machine move far less than the wall clock.
 #
 # Usage: bench/gpt_bf16_ab.sh [--rounds N] [--steps S] [--precision "bf16 fp32"] [--out CSV] BIN_A BIN_B...
 #   defaults: 3 rounds, 20 steps, bf16 only, out/gpt-bf16-ab-<date>.csv; compare ratios within one run only
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS="$2"; shift ;;
     --precision) PRECS="$2"; shift ;;
     --out) CSV="$2"; shift ;;
-    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "gpt_bf16_ab.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -32,7 +34,7 @@ done
 for b in "$@"; do [ -x "$b" ] || { echo "gpt_bf16_ab.sh: $b is not an executable" >&2; exit 2; }; done
 for p in $PRECS; do [[ "$p" =~ ^(fp32|bf16)$ ]] || { echo "gpt_bf16_ab.sh: --precision takes fp32 and/or bf16, not '$p'" >&2; exit 2; }; done
 mkdir -p "$(dirname "$CSV")"
-echo "round,bin,precision,tokens_per_s,load1,att_fwd_ms,att_bwd_ms,dense_fwd_ms,dense_bwd_data_ms,dense_bwd_weight_ms,span_ms" >"$CSV"
+echo "round,bin,precision,tokens_per_s,load1,att_fwd_ms,att_bwd_ms,dense_fwd_ms,dense_bwd_data_ms,dense_bwd_weight_ms,span_ms,cpu_s" >"$CSV"
 BINS=("$@")
 for r in $(seq 1 "$ROUNDS"); do
   order=("${BINS[@]}")
@@ -40,12 +42,14 @@ for r in $(seq 1 "$ROUNDS"); do
   for b in "${order[@]}"; do
     for p in $PRECS; do
       l="$(cut -d' ' -f1 /proc/loadavg)"
-      out="$(STARPU_NCPU=1 STARPU_NCUDA=0 DNN_BREAKDOWN=2 "${ANP_PRIO[@]}" timeout 600 "$b" bench --net gpt-nano --batch 16 \
+      tf="$(mktemp)"
+      out="$(STARPU_NCPU=1 STARPU_NCUDA=0 DNN_BREAKDOWN=2 "${ANP_PRIO[@]}" timeout 600 /usr/bin/time -f "cpu_s %U %S" -o "$tf" "$b" bench --net gpt-nano --batch 16 \
                --steps "$STEPS" --warmup 2 --optimizer adamw --lr 6e-4 --weight-decay 0.1 --precision "$p" 2>&1 || true)"
       cp="$(grep '^critpath' <<<"$out" || true)"
       ms() { grep -o "$1 [0-9.]*" <<<"$cp" | head -1 | awk '{ print $2 }'; }
       tps="$(grep -o 'tokens_per_s=[0-9.]*' <<<"$out" | cut -d= -f2 || true)"
-      echo "$r,$b,$p,$tps,$l,$(ms cl_attention_fwd),$(ms cl_attention_bwd),$(ms cl_dense_fwd),$(ms cl_dense_bwd_data),$(ms cl_dense_bwd_weight),$(grep -o 'span [0-9.]*' <<<"$cp" | awk '{ print $2 }')" >>"$CSV"
+      echo "$r,$b,$p,$tps,$l,$(ms cl_attention_fwd),$(ms cl_attention_bwd),$(ms cl_dense_fwd),$(ms cl_dense_bwd_data),$(ms cl_dense_bwd_weight),$(grep -o 'span [0-9.]*' <<<"$cp" | awk '{ print $2 }'),$(awk '$1 == "cpu_s" { print $2 + $3 }' "$tf")" >>"$CSV"
+      rm -f "$tf"
       printf '  round %s %s %s: %s tokens/s (load %s)\n' "$r" "$b" "$p" "${tps:-?}" "$l" >&2
     done
   done

@@ -15,9 +15,12 @@
  * fixed, whatever the thread or run.
  * With bf16 (--precision bf16) the five products' operands are rounded to bf16 (q, k, v, dy, and
  * the fp32 P and dS tiles) and summed in fp32 (gemm_bf16.h); the online softmax, lse, D_t and the
- * dq/dk/dv accumulators stay fp32. q, k, v and dy are rounded once per head, as they are packed,
- * into bf16 blocks that the tiles' products read in place (rounded per tile product instead, each
- * key block's k and v were rounded once per query block: T/BQ times); the same bits either way.
+ * dq/dk/dv accumulators stay fp32. q, k, v and dy are rounded once per head, as they are packed.
+ * On a bf16 CPU the tiles' products are dnn_gemm_bf16_pairs (vdpbf16ps, no oneDNN call per tile:
+ * at gpt-nano's 64 x 64 x 32 tiles the call cost about as much as the product), each operand packed
+ * once per head in the form that kernel reads (head_ops below); dk and dv are then summed transposed.
+ * Elsewhere (dnn_gemm_bf16_set_simd(0), the tests' second path) the tiles call dnn_gemm_bf16_ex on
+ * the head's bf16 blocks in place. The two differ only in the order of the fp32 sums.
  * With y_bf16 (the plan's bf16 activation storage, graph/model.h y_bf16) the forward writes y in
  * bf16, rounded as the proj dense's GEMM rounded the fp32 y before (dnn_bf16_convert), and the
  * backward's D_t = dy[t].y[t] reads that stored y, widened: D_t then carries y's rounding (relative
@@ -37,9 +40,15 @@
 size_t dnn_attention_scratch_floats(int T, int D)
 {
 	/* forward: the head's q, k, v (3 T x D), S (BQ x BK), m, l (BQ), the y accumulator (BQ x D);
-	 * backward: the head's q, k, v, dy, dk, dv (6 T x D), P, dP (BQ x BK each), D_t (BQ), dq (BQ x D) */
-	const size_t t = T > 0 ? (size_t)T : 0, d = D > 0 ? (size_t)D : 0;
-	return 6 * t * d + 2 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d;
+	 * backward: the head's q, k, v, dy, dk, dv (6 T x D), P, dP (BQ x BK each), D_t (BQ), dq (BQ x D);
+	 * bf16 on packed pairs (the backward's head_pairs, t, d: T, D rounded up to even): dy (T D), dk^T
+	 * and dv^T (2 D (t + 16)), seven bf16 blocks of t x d (3.5 t d floats), kT and vT ((T + 16) d),
+	 * so at most 7.5 t d + 48 d; the tiles and a tile's bf16 copy (2.5 BQ BK + BQ + BQ D), and room to
+	 * align each of a dozen blocks on 16 floats */
+	const size_t t = T > 0 ? (size_t)T + (T & 1) : 0, d = D > 0 ? (size_t)D + (D & 1) : 0;
+	const size_t pairs = 15 * t * d / 2 + 48 * d + 5 * (size_t)BQ * BK / 2 + (size_t)BQ + (size_t)BQ * d + 256;
+	const size_t plain = 6 * t * d + 2 * (size_t)BQ * BK + 2 * (size_t)BQ + (size_t)BQ * d;
+	return pairs > plain ? pairs : plain;
 }
 
 double dnn_attention_flops_fwd(const dnn_attention_args *a) { return 2.0 * a->N * (double)a->T * a->T * a->C; }
@@ -235,10 +244,82 @@ static int tile_gemm(int bf16, int tA, int tB, int M, int N, int K, float alpha,
 	return dnn_gemm(0, tA, tB, M, N, K, alpha, A.f, A.ld, B.f, B.ld, beta, C, ldc);
 }
 
-/* One (sample, head), packed: q, k, v (T,D), fp32 or bf16; y rows of stride ldy (fp32, or bf16 when
- * yh: y is then unused); lse (T) or NULL. */
-static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_bf16_operand k, dnn_bf16_operand v,
-		    int T, int D, int ldy, float scale, float *scratch, const row_ops *ro, int bf16)
+/* One (sample, head)'s operands of the five tile products, packed once per head. Either the
+ * operands of tile_gemm (q, k, v, dy: fp32 or bf16 rows, ld D), or, with bf16 on a bf16 CPU
+ * (pairs: dnn_gemm_bf16_pairs, no oneDNN call per tile), each product's operands in the form its
+ * vdpbf16ps loop reads (gemm_bf16.h): bf16 rows at ld D2 (D rounded up to even, a zero pad) for A,
+ * pairs for B, so that every tile's K dimension is a run of pairs:
+ *   S  = scale q_i k_j^T : A q16 rows,       B kT  (pairs over d: (D2/2, T), a transpose of k16's pairs)
+ *   o += P v_j           : A P rounded,      B vp  (pairs over keys: (T2/2, D))
+ *   dP = dy_i v_j^T      : A dy16 rows,      B vT  (pairs over d, as kT)
+ *   dq += dS k_j         : A dS rounded,     B kp  (pairs over keys, as vp)
+ *   dv^T += dy_i^T P     : A dyp (dy's pairs over queries (T2/2, D), read pair-major), B P's pairs over queries
+ *   dk^T += q_i^T dS     : A qp (q's, likewise), B dS's pairs over queries
+ * dv and dk are summed transposed (D, T2), so that no tile is transposed; the head's k and v are, once
+ * (kT, vT). tb holds a tile's bf16 copy (rows or pairs, BQ x BK values). */
+typedef struct {
+	int bf16, pairs, T, T2, D2, ldk, ldt; /* ldk: kT's, vT's rows; ldt: dk^T's, dv^T's (T + 16, T2 + 16) */
+	dnn_bf16_operand q, k, v, dy;
+	const uint16_t *q16, *dy16;
+	const uint32_t *kT, *vT, *kp, *vp, *qp, *dyp;
+	uint16_t *tb;
+} head_ops;
+
+/* S (bq,bk) at ld BK = scale q_i k_j^T */
+static int prod_qk(const head_ops *h, int i0, int j0, int bq, int bk, int D, float scale, float *S)
+{
+	if (h->pairs)
+		return dnn_gemm_bf16_pairs(S, BK, h->q16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->kT + j0, h->ldk, bq, bk, D,
+					   scale, 0);
+	return tile_gemm(h->bf16, 0, 1, bq, bk, D, scale, rows(h->q, i0), rows(h->k, j0), 0.0f, S, BK);
+}
+
+/* A tile (bq,bk) at ld BK rounded into tb as bf16 rows at ld BK (an odd bk's pad column zero). */
+static const uint16_t *tile_rows16(const head_ops *h, const float *P, int bq, int bk)
+{
+	dnn_bf16_convert_rows(h->tb, BK, P, BK, bq, bk);
+	if (bk & 1)
+		for (int r = 0; r < bq; r++)
+			h->tb[(size_t)r * BK + bk] = 0;
+	return h->tb;
+}
+
+/* o (bq,D) += P (bq,bk) v_j (bk,D); the same with dq += dS k_j (kv: 0 = v, 1 = k) */
+static int prod_pv(const head_ops *h, const float *P, int j0, int bq, int bk, int D, int kv, float *o)
+{
+	if (h->pairs)
+		return dnn_gemm_bf16_pairs(o, D, tile_rows16(h, P, bq, bk), BK / 2, 1,
+					   (kv ? h->kp : h->vp) + (size_t)(j0 / 2) * D, D, bq, D, bk, 1.0f, 1);
+	return tile_gemm(h->bf16, 0, 0, bq, D, bk, 1.0f, tile(P, BK), rows(kv ? h->k : h->v, j0), 1.0f, o, D);
+}
+
+/* dP (bq,bk) = dy_i v_j^T */
+static int prod_dp(const head_ops *h, int i0, int j0, int bq, int bk, int D, float *dP)
+{
+	if (h->pairs)
+		return dnn_gemm_bf16_pairs(dP, BK, h->dy16 + (size_t)i0 * h->D2, h->D2 / 2, 1, h->vT + j0, h->ldk, bq, bk, D,
+					   1.0f, 0);
+	return tile_gemm(h->bf16, 0, 1, bq, bk, D, 1.0f, rows(h->dy, i0), rows(h->v, j0), 0.0f, dP, BK);
+}
+
+/* dv_j += P^T dy_i (qd: 0), or dk_j += dS^T q_i (qd: 1): dv, dk packed (T,D), or with pairs
+ * transposed (D,T2): dv^T += dy_i^T P */
+static int prod_t(const head_ops *h, const float *P, int i0, int j0, int bq, int bk, int D, int qd, float *acc)
+{
+	if (h->pairs) {
+		dnn_bf16_pairs_f32((uint32_t *)h->tb, BK, P, BK, bq, bk);
+		/* A = q_i^T (or dy_i^T): the head's pairs over queries read pair-major (no transpose) */
+		const uint32_t *at = (qd ? h->qp : h->dyp) + (size_t)(i0 / 2) * D;
+		return dnn_gemm_bf16_pairs(acc + j0, h->ldt, (const uint16_t *)at, 1, D, (const uint32_t *)h->tb, BK, D, bk,
+					   bq, 1.0f, 1);
+	}
+	return tile_gemm(h->bf16, 1, 0, bk, D, bq, 1.0f, tile(P, BK), rows(qd ? h->q : h->dy, i0), 1.0f,
+			 acc + (size_t)j0 * D, D);
+}
+
+/* One (sample, head): y rows of stride ldy (fp32, or bf16 when yh: y is then unused); lse (T) or NULL. */
+static int fwd_head(float *y, uint16_t *yh, float *lse, const head_ops *h, int T, int D, int ldy, float scale,
+		    float *scratch, const row_ops *ro)
 {
 	int rc = 0;
 	float *S = scratch, *m = S + (size_t)BQ * BK, *l = m + BQ, *os = l + BQ;
@@ -250,7 +331,7 @@ static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			/* keys j0 .. j0+bk-1, the last one no later than the block's last query */
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
-			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, scale, rows(q, i0), rows(k, j0), 0.0f, S, BK);
+			rc |= prod_qk(h, i0, j0, bq, bk, D, scale, S);
 			for (int r = 0; r < bq; r++) {
 				float *s = S + (size_t)r * BK;
 				/* query i0+r sees keys up to itself: n of this tile's columns */
@@ -274,7 +355,7 @@ static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_
 					l[r] += sum;
 				}
 			}
-			rc |= tile_gemm(bf16, 0, 0, bq, D, bk, 1.0f, tile(S, BK), rows(v, j0), 1.0f, os, D);
+			rc |= prod_pv(h, S, j0, bq, bk, D, 0, os);
 		}
 		for (int r = 0; r < bq; r++) {
 			const float inv = 1.0f / l[r];
@@ -291,6 +372,119 @@ static int fwd_head(float *y, uint16_t *yh, float *lse, dnn_bf16_operand q, dnn_
 	return rc ? -1 : 0;
 }
 
+/* Scratch carved into blocks of n floats, each starting on 64 bytes (dnn_attention_scratch_floats
+ * counts the room). */
+static float *carve(float **at, size_t n)
+{
+	float *p = *at;
+	*at += (n + 15) & ~(size_t)15;
+	return p;
+}
+
+/* A head's T rows of D values (q, k, v or dy) as bf16 rows at ld D2 (an odd D's pad column zero):
+ * rounded from fp32 rows x of stride ld (packed into stage (T,D) first: one rounding call), or copied
+ * from the bf16 rows xh. */
+static void rows16(uint16_t *dst, int D2, const float *x, const uint16_t *xh, int T, int D, int ld, float *stage)
+{
+	if (xh) {
+		for (int r = 0; r < T; r++)
+			memcpy(dst + (size_t)r * D2, xh + (size_t)r * ld, (size_t)D * sizeof(uint16_t));
+	} else {
+		pack(stage, x, 0, T, D, ld);
+		dnn_bf16_convert_rows(dst, D2, stage, D, T, D);
+	}
+	if (D2 > D)
+		for (int r = 0; r < T; r++)
+			dst[(size_t)r * D2 + D] = 0;
+}
+
+#define TP 16 /* the transposes' block of rows */
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The pairs path's transposes, 16 lanes a gather (it runs only on a bf16 CPU, so with AVX-512F): one
+ * scalar load and store per element, at a stride of a row, were half of attention backward's own time. */
+#define ATT_AVX512 __attribute__((target("avx512f")))
+static inline __mmask16 lanes(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
+ATT_AVX512 static void tpose_pairs_avx512(uint32_t *dst, int ldd, const uint16_t *x16, int T, int D2)
+{
+	const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+					       _mm512_set1_epi32(D2 / 2)); /* 16 rows' pair p */
+	for (int t = 0; t < T; t += 16) {
+		const __mmask16 m = lanes(T - t);
+		for (int p = 0; p < D2 / 2; p++)
+			_mm512_mask_storeu_epi32(dst + (size_t)p * ldd + t, m,
+						 _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
+									     x16 + (size_t)t * D2 + 2 * p, 4));
+	}
+}
+
+/* unpack_t's rows: dst[t][i] (=|+=) src[i][t], 16 values of i a gather */
+ATT_AVX512 static void unpack_t_avx512(float *dst, int ld, const float *src, int T, int T2, int D, int accumulate)
+{
+	const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+					       _mm512_set1_epi32(T2));
+	for (int t = 0; t < T; t++) {
+		float *d = dst + (size_t)t * ld;
+		for (int i = 0; i < D; i += 16) {
+			const __mmask16 m = lanes(D - i);
+			__m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, src + (size_t)i * T2 + t, 4);
+			if (accumulate)
+				v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, d + i), v);
+			_mm512_mask_storeu_ps(d + i, m, v);
+		}
+	}
+}
+#endif
+
+/* kT (D2/2, T) at ldd: pair p of row t of x16 (T rows at ld D2) at [p][t] (S's and dP's B operand) */
+static void tpose_pairs(uint32_t *dst, int ldd, const uint16_t *x16, int T, int D2)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	tpose_pairs_avx512(dst, ldd, x16, T, D2);
+#else
+	for (int t0 = 0; t0 < T; t0 += TP) /* blocks of TP rows: a column's reads stay in cache */
+		for (int p = 0; p < D2 / 2; p++)
+			for (int t = t0; t < T && t < t0 + TP; t++)
+				memcpy(dst + (size_t)p * ldd + t, x16 + (size_t)t * D2 + 2 * p, sizeof(uint32_t));
+#endif
+}
+
+/* The head's pair operands in the scratch at *at: q16, kT and (forward) vp, (backward) dy16, qp, dyp,
+ * vT, kp; x, xh: the sample's qkv (fp32 or bf16) at the head's offset; dyf: the packed fp32 dy (T,D)
+ * (backward) or NULL; stage: T x D floats. */
+static void head_pairs(head_ops *h, float **at, const float *x, const uint16_t *xh, int C, const float *dyf, int D,
+		       float *stage)
+{
+	const int T = h->T, T2 = h->T2, D2 = h->D2;
+	const size_t blk = (size_t)T2 * D2 / 2, blkt = (size_t)h->ldk * D2 / 2; /* floats of a T2 x D2 bf16 block */
+	uint16_t *q16 = (uint16_t *)carve(at, blk), *k16 = (uint16_t *)carve(at, blk), *v16 = (uint16_t *)carve(at, blk);
+	uint32_t *kT = (uint32_t *)carve(at, blkt);
+	rows16(q16, D2, x, xh, T, D, 3 * C, stage);
+	rows16(k16, D2, x ? x + C : NULL, xh ? xh + C : NULL, T, D, 3 * C, stage);
+	rows16(v16, D2, x ? x + 2 * C : NULL, xh ? xh + 2 * C : NULL, T, D, 3 * C, stage);
+	tpose_pairs(kT, h->ldk, k16, T, D2);
+	h->q16 = q16, h->kT = kT;
+	if (!dyf) { /* forward: o += P v */
+		uint32_t *vp = (uint32_t *)carve(at, blk);
+		dnn_bf16_pairs_bf16(vp, D, v16, D2, T, D);
+		h->vp = vp;
+		return;
+	}
+	uint16_t *dy16 = (uint16_t *)carve(at, blk);
+	uint32_t *qp = (uint32_t *)carve(at, blk), *dyp = (uint32_t *)carve(at, blk), *vT = (uint32_t *)carve(at, blkt),
+		 *kp = (uint32_t *)carve(at, blk);
+	dnn_bf16_convert_rows(dy16, D2, dyf, D, T, D);
+	if (D2 > D)
+		for (int r = 0; r < T; r++)
+			dy16[(size_t)r * D2 + D] = 0;
+	dnn_bf16_pairs_bf16(qp, D, q16, D2, T, D);
+	dnn_bf16_pairs_bf16(dyp, D, dy16, D2, T, D);
+	tpose_pairs(vT, h->ldk, v16, T, D2);
+	dnn_bf16_pairs_bf16(kp, D, k16, D2, T, D);
+	h->dy16 = dy16, h->qp = qp, h->dyp = dyp, h->vT = vT, h->kp = kp;
+}
+
 int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_attention_args *a, float *scratch)
 {
 	// y (N,T,C) fp32 or bf16, lse (N,H,T), qkv (N,T,3C) fp32 or bf16
@@ -302,16 +496,24 @@ int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_a
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
+	head_ops h = {.bf16 = a->bf16, .pairs = a->bf16 && dnn_gemm_bf16_pairs_ok(), .T = T, .T2 = T + (T & 1),
+		      .D2 = D + (D & 1), .ldk = T + 16, .ldt = T + (T & 1) + 16};
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *tiles = hv + TD;
 	uint16_t *bq = (uint16_t *)scratch, *bk = bq + TD, *bv = bk + TD; /* bf16: in hq, hk's room; hv stages */
-	dnn_bf16_operand oq = {.f = hq, .ld = D}, ok = {.f = hk, .ld = D}, ov = {.f = hv, .ld = D};
+	h.q = (dnn_bf16_operand){.f = hq, .ld = D}, h.k = (dnn_bf16_operand){.f = hk, .ld = D},
+	h.v = (dnn_bf16_operand){.f = hv, .ld = D};
 	if (a->bf16)
-		oq = (dnn_bf16_operand){.h = bq, .ld = D}, ok = (dnn_bf16_operand){.h = bk, .ld = D},
-		ov = (dnn_bf16_operand){.h = bv, .ld = D};
+		h.q = (dnn_bf16_operand){.h = bq, .ld = D}, h.k = (dnn_bf16_operand){.h = bk, .ld = D},
+		h.v = (dnn_bf16_operand){.h = bv, .ld = D};
 	for (int n = 0; n < a->N; n++)
-		for (int h = 0; h < H; h++) {
-			const size_t ox = (size_t)n * T * 3 * C + (size_t)h * D;
-			if (a->bf16) {
+		for (int hd = 0; hd < H; hd++) {
+			const size_t ox = (size_t)n * T * 3 * C + (size_t)hd * D;
+			if (h.pairs) {
+				float *at = scratch + TD; /* the stage first (T x D), then the blocks, then the tiles */
+				head_pairs(&h, &at, qkv ? qkv + ox : NULL, qkvh ? qkvh + ox : NULL, C, NULL, D, scratch);
+				h.tb = (uint16_t *)carve(&at, (size_t)BQ * BK / 2);
+				tiles = at;
+			} else if (a->bf16) {
 				pack_head_bf16(bq, hv, qkv, qkvh, ox, T, D, 3 * C);
 				pack_head_bf16(bk, hv, qkv, qkvh, ox + C, T, D, 3 * C);
 				pack_head_bf16(bv, hv, qkv, qkvh, ox + 2 * C, T, D, 3 * C);
@@ -321,48 +523,67 @@ int dnn_attention_forward_cpu(void *y, float *lse, const void *qkvv, const dnn_a
 				pack(hk, q + C, 0, T, D, 3 * C);
 				pack(hv, q + 2 * C, 0, T, D, 3 * C);
 			}
-			float *lh = lse ? lse + ((size_t)n * H + h) * T : NULL;
-			const size_t oy = (size_t)n * T * C + (size_t)h * D;
+			float *lh = lse ? lse + ((size_t)n * H + hd) * T : NULL;
+			const size_t oy = (size_t)n * T * C + (size_t)hd * D;
 			float *yf = a->y_bf16 ? NULL : (float *)y + oy;
 			uint16_t *yh = a->y_bf16 ? (uint16_t *)y + oy : NULL;
-			if (fwd_head(yf, yh, lh, oq, ok, ov, T, D, C, scale, tiles, ro, a->bf16) != 0)
+			if (fwd_head(yf, yh, lh, &h, T, D, C, scale, tiles, ro) != 0)
 				return -1;
 		}
 	return 0;
 }
 
-/* One (sample, head), packed: dq rows of stride ld (=|+= per accumulate), dk, dv (T,D) +=, q, k,
- * v, dy (T,D) as the products' operands (fp32 or bf16), dyf the fp32 dy (T,D) for D_t, y rows of
- * stride ldy (fp32 y, or bf16 yh, the other NULL), lse (T). */
-static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q, dnn_bf16_operand k,
-		    dnn_bf16_operand v, dnn_bf16_operand dy, const float *dyf, const float *y, const uint16_t *yh,
-		    int ldy, const float *lse, int T, int D, float scale, int accumulate, float *scratch,
-		    const row_ops *ro, int bf16)
+/* Dt[r] = dy[r].y[r], r < n: dy packed (n,D), y rows of stride ldy (fp32 y, or bf16 yh, the other
+ * NULL), each row's sum in order of d; DT rows at a time, so that their sums' chains run side by side
+ * (one row at a time, each add waited for the last: a fifth of attention's backward at D = 32). */
+#define DT 8
+static void dot_rows(float *restrict Dt, const float *restrict dy, const float *restrict y,
+		     const uint16_t *restrict yh, int ldy, int n, int D)
+{
+	int r0 = 0;
+	for (; r0 + DT <= n; r0 += DT) {
+		float s[DT] = {0};
+		const float *a = dy + (size_t)r0 * D;
+		if (yh) {
+			const uint16_t *b = yh + (size_t)r0 * ldy;
+			for (int d = 0; d < D; d++)
+				for (int k = 0; k < DT; k++)
+					s[k] += a[(size_t)k * D + d] * dnn_bf16_to_f32(b[(size_t)k * ldy + d]);
+		} else {
+			const float *b = y + (size_t)r0 * ldy;
+			for (int d = 0; d < D; d++)
+				for (int k = 0; k < DT; k++)
+					s[k] += a[(size_t)k * D + d] * b[(size_t)k * ldy + d];
+		}
+		memcpy(Dt + r0, s, sizeof(s));
+	}
+	for (; r0 < n; r0++) {
+		float s = 0.0f;
+		for (int d = 0; d < D; d++) {
+			const size_t o = (size_t)r0 * ldy + d;
+			s += dy[(size_t)r0 * D + d] * (yh ? dnn_bf16_to_f32(yh[o]) : y[o]);
+		}
+		Dt[r0] = s;
+	}
+}
+
+/* One (sample, head): dq rows of stride ld (=|+= per accumulate), dk, dv +=: packed (T,D), or with
+ * pairs transposed (D,T2); dyf the fp32 dy (T,D) for D_t, y rows of stride ldy (fp32 y, or bf16 yh,
+ * the other NULL), lse (T). */
+static int bwd_head(float *dq, int ld, float *dk, float *dv, const head_ops *h, const float *dyf, const float *y,
+		    const uint16_t *yh, int ldy, const float *lse, int T, int D, float scale, int accumulate,
+		    float *scratch, const row_ops *ro)
 {
 	int rc = 0;
 	float *P = scratch, *dP = P + (size_t)BQ * BK, *Dt = dP + (size_t)BQ * BK, *dqs = Dt + BQ;
 	for (int i0 = 0; i0 < T; i0 += BQ) {
 		const int bq = T - i0 < BQ ? T - i0 : BQ;
-		const float *dyi = dyf + (size_t)i0 * D;
-		for (int r = 0; r < bq; r++) {
-			const float *dyr = dyi + (size_t)r * D;
-			float s = 0.0f;
-			if (yh) {
-				const uint16_t *yr = yh + (size_t)(i0 + r) * ldy;
-				for (int d = 0; d < D; d++)
-					s += dyr[d] * dnn_bf16_to_f32(yr[d]);
-			} else {
-				const float *yr = y + (size_t)(i0 + r) * ldy;
-				for (int d = 0; d < D; d++)
-					s += dyr[d] * yr[d];
-			}
-			Dt[r] = s;
-		}
+		dot_rows(Dt, dyf + (size_t)i0 * D, y ? y + (size_t)i0 * ldy : NULL, yh ? yh + (size_t)i0 * ldy : NULL,
+			 ldy, bq, D);
 		memset(dqs, 0, (size_t)bq * D * sizeof(float));
 		for (int j0 = 0; j0 < i0 + bq; j0 += BK) {
 			const int bk = i0 + bq - j0 < BK ? i0 + bq - j0 : BK;
-			const dnn_bf16_operand qi = rows(q, i0), dyo = rows(dy, i0), kj = rows(k, j0), vj = rows(v, j0);
-			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, scale, qi, kj, 0.0f, P, BK);
+			rc |= prod_qk(h, i0, j0, bq, bk, D, scale, P);
 			for (int r = 0; r < bq; r++) {
 				float *p = P + (size_t)r * BK;
 				const int lim = i0 + r - j0 + 1, n = lim < 0 ? 0 : lim < bk ? lim : bk;
@@ -371,15 +592,13 @@ static int bwd_head(float *dq, int ld, float *dk, float *dv, dnn_bf16_operand q,
 				if (n < bk)
 					memset(p + n, 0, (size_t)(bk - n) * sizeof(float));
 			}
-			// dv (bk,D) += P^T (bk,bq) dy (bq,D)
-			rc |= tile_gemm(bf16, 1, 0, bk, D, bq, 1.0f, tile(P, BK), dyo, 1.0f, dv + (size_t)j0 * D, D);
-			// dP (bq,bk) = dy (bq,D) v^T (D,bk)
-			rc |= tile_gemm(bf16, 0, 1, bq, bk, D, 1.0f, dyo, vj, 0.0f, dP, BK);
+			rc |= prod_t(h, P, i0, j0, bq, bk, D, 0, dv); // dv (bk,D) += P^T (bk,bq) dy (bq,D)
+			rc |= prod_dp(h, i0, j0, bq, bk, D, dP);      // dP (bq,bk) = dy (bq,D) v^T (D,bk)
 			for (int r = 0; r < bq; r++)
 				ro->dsoft(dP + (size_t)r * BK, P + (size_t)r * BK, Dt[r], scale, bk);
 			// dq (bq,D) += dS (bq,bk) k (bk,D); dk (bk,D) += dS^T (bk,bq) q (bq,D)
-			rc |= tile_gemm(bf16, 0, 0, bq, D, bk, 1.0f, tile(dP, BK), kj, 1.0f, dqs, D);
-			rc |= tile_gemm(bf16, 1, 0, bk, D, bq, 1.0f, tile(dP, BK), qi, 1.0f, dk + (size_t)j0 * D, D);
+			rc |= prod_pv(h, dP, j0, bq, bk, D, 1, dqs);
+			rc |= prod_t(h, dP, i0, j0, bq, bk, D, 1, dk);
 		}
 		for (int r = 0; r < bq; r++) {
 			float *dqr = dq + (size_t)(i0 + r) * ld;
@@ -408,6 +627,21 @@ static void unpack(float *restrict dst, int ld, const float *restrict src, int T
 	}
 }
 
+/* The same from the transposed src (D, T2) of the pairs path. */
+static void unpack_t(float *restrict dst, int ld, const float *restrict src, int T, int T2, int D, int accumulate)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	unpack_t_avx512(dst, ld, src, T, T2, D, accumulate);
+#else
+	for (int t0 = 0; t0 < T; t0 += TP) /* blocks of TP columns of src: a row's TP reads in one line */
+		for (int i = 0; i < D; i++)
+			for (int t = t0; t < T && t < t0 + TP; t++) {
+				float *d = dst + (size_t)t * ld + i;
+				*d = accumulate ? *d + src[(size_t)i * T2 + t] : src[(size_t)i * T2 + t];
+			}
+#endif
+}
+
 int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, const float *dy, const float *lse,
 			       const dnn_attention_args *a, float *scratch)
 {
@@ -420,20 +654,31 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 	const size_t TD = (size_t)T * D;
 	const float scale = 1.0f / sqrtf((float)D);
 	const row_ops *ro = row_ops_get();
+	head_ops h = {.bf16 = a->bf16, .pairs = a->bf16 && dnn_gemm_bf16_pairs_ok(), .T = T, .T2 = T + (T & 1),
+		      .D2 = D + (D & 1), .ldk = T + 16, .ldt = T + (T & 1) + 16};
 	float *hq = scratch, *hk = hq + TD, *hv = hk + TD, *hdy = hv + TD, *hdk = hdy + TD, *hdv = hdk + TD;
 	float *tiles = hdv + TD;
 	/* bf16: q, k, v, dy's bf16 blocks in the room of the fp32 q, k (hv stages) */
 	uint16_t *bq = (uint16_t *)scratch, *bk = bq + TD, *bv = bk + TD, *bdy = bv + TD;
-	dnn_bf16_operand oq = {.f = hq, .ld = D}, ok = {.f = hk, .ld = D}, ov = {.f = hv, .ld = D},
-			 ody = {.f = hdy, .ld = D};
+	h.q = (dnn_bf16_operand){.f = hq, .ld = D}, h.k = (dnn_bf16_operand){.f = hk, .ld = D},
+	h.v = (dnn_bf16_operand){.f = hv, .ld = D}, h.dy = (dnn_bf16_operand){.f = hdy, .ld = D};
 	if (a->bf16)
-		oq = (dnn_bf16_operand){.h = bq, .ld = D}, ok = (dnn_bf16_operand){.h = bk, .ld = D},
-		ov = (dnn_bf16_operand){.h = bv, .ld = D}, ody = (dnn_bf16_operand){.h = bdy, .ld = D};
+		h.q = (dnn_bf16_operand){.h = bq, .ld = D}, h.k = (dnn_bf16_operand){.h = bk, .ld = D},
+		h.v = (dnn_bf16_operand){.h = bv, .ld = D}, h.dy = (dnn_bf16_operand){.h = bdy, .ld = D};
+	size_t dkv = 2 * TD; /* the dk, dv accumulators' floats */
+	if (h.pairs) {       /* the fp32 dy (T,D), dk^T and dv^T (D,T2; dk^T stages q, k, v first), blocks, tiles */
+		hdy = scratch, hdk = hdy + TD, hdv = hdk + (size_t)D * h.ldt, dkv = 2 * (size_t)D * h.ldt;
+	}
 	for (int n = 0; n < a->N; n++)
-		for (int h = 0; h < H; h++) {
-			const size_t o = (size_t)n * T * 3 * C + (size_t)h * D, oy = (size_t)n * T * C + (size_t)h * D;
+		for (int hd = 0; hd < H; hd++) {
+			const size_t o = (size_t)n * T * 3 * C + (size_t)hd * D, oy = (size_t)n * T * C + (size_t)hd * D;
 			pack(hdy, dy + oy, 0, T, D, C); /* fp32 for D_t */
-			if (a->bf16) {
+			if (h.pairs) {
+				float *at = hdv + (size_t)D * h.ldt;
+				head_pairs(&h, &at, qkv ? qkv + o : NULL, qkvh ? qkvh + o : NULL, C, hdy, D, hdk);
+				h.tb = (uint16_t *)carve(&at, (size_t)BQ * BK / 2);
+				tiles = at;
+			} else if (a->bf16) {
 				pack_head_bf16(bq, hv, qkv, qkvh, o, T, D, 3 * C);
 				pack_head_bf16(bk, hv, qkv, qkvh, o + C, T, D, 3 * C);
 				pack_head_bf16(bv, hv, qkv, qkvh, o + 2 * C, T, D, 3 * C);
@@ -443,15 +688,20 @@ int dnn_attention_backward_cpu(float *dqkv, const void *qkvv, const void *y, con
 				pack(hk, qkv + o + C, 0, T, D, 3 * C);
 				pack(hv, qkv + o + 2 * C, 0, T, D, 3 * C);
 			}
-			memset(hdk, 0, 2 * TD * sizeof(float));
-			const float *lh = lse + ((size_t)n * H + h) * T;
+			memset(hdk, 0, dkv * sizeof(float));
+			const float *lh = lse + ((size_t)n * H + hd) * T;
 			const float *yf = a->y_bf16 ? NULL : (const float *)y + oy;
 			const uint16_t *yh = a->y_bf16 ? (const uint16_t *)y + oy : NULL;
-			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, oq, ok, ov, ody, hdy, yf, yh, C, lh, T, D, scale,
-				     a->accumulate_dx, tiles, ro, a->bf16) != 0)
+			if (bwd_head(dqkv + o, 3 * C, hdk, hdv, &h, hdy, yf, yh, C, lh, T, D, scale, a->accumulate_dx,
+				     tiles, ro) != 0)
 				return -1;
-			unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
-			unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);
+			if (h.pairs) {
+				unpack_t(dqkv + o + C, 3 * C, hdk, T, h.ldt, D, a->accumulate_dx);
+				unpack_t(dqkv + o + 2 * C, 3 * C, hdv, T, h.ldt, D, a->accumulate_dx);
+			} else {
+				unpack(dqkv + o + C, 3 * C, hdk, T, D, a->accumulate_dx);
+				unpack(dqkv + o + 2 * C, 3 * C, hdv, T, D, a->accumulate_dx);
+			}
 		}
 	return 0;
 }

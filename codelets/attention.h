@@ -9,8 +9,9 @@
  *     dv[s] = sum_t P[t][s] dy[t]; dP[t][s] = dy[t].v[s]; dS = P (dP - Dt) / sqrt(D);
  *     dq[t] = sum_s dS[t][s] k[s]; dk[s] = sum_t dS[t][s] q[t]; all into dqkv (=|+=).
  *
- * CPU: tiles of DNN_ATT_BQ queries x DNN_ATT_BK keys (OpenBLAS SGEMMs on the tiles, AVX2 exp and
- * row loops where the CPU has them) with an online softmax, so no T x T matrix is ever held: a
+ * CPU: tiles of DNN_ATT_BQ queries x DNN_ATT_BK keys (OpenBLAS SGEMMs on the tiles, or in bf16 our
+ * vdpbf16ps kernel, dnn_gemm_bf16_pairs; AVX2 exp and row loops where the CPU has them) with an
+ * online softmax, so no T x T matrix is ever held: a
  * task's scratch is dnn_attention_scratch_floats(T, D), the tiles plus one head's packed q, k, v
  * (and dy, dk, dv) blocks, linear in T. The loops run in a fixed order (no atomics), so results
  * do not depend on threads or runs.
@@ -42,7 +43,8 @@ typedef struct {
 } dnn_attention_args;
 
 /* Floats of the scratch the CPU kernels need (forward or backward) for T tokens and head size D:
- * 6 T D + O(tile^2), never T x T. */
+ * 6 T D in fp32, at most 7.5 (T + 1) (D + 1) + 48 (D + 1) in bf16 (dnn_gemm_bf16_pairs' operands),
+ * + O(tile^2), never T x T. */
 size_t dnn_attention_scratch_floats(int T, int D);
 /* FLOPs of the forward (2 per multiply-add, the causal half of the two products; the softmax
  * not counted): 2 N T^2 C; the backward's five products: 5 N T^2 C (dnn_attention_flops_bwd). */

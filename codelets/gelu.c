@@ -13,7 +13,8 @@
  * harness runs both). libm's tanhf made gelu 59% of a gpt-nano step
  * (docs/studies/2026-12-07-gpt-cpu-comparison.md). Where -2u > 88, s is 0: y and gelu' are then
  * exactly 0, as tanh's -1 gives. */
-static int gelu_simd = -1; /* -1: not chosen yet */
+static int gelu_simd = -1; /* -1: not chosen yet; 1: the AVX2 form (16 lanes where the CPU has AVX-512F), 2: on 8 */
+static int gelu_wide;      /* 1: the AVX2 form's 16-lane loop runs (AVX-512F), the same bits per element */
 
 static void gelu_forward_portable(float *restrict y, const float *restrict x, long n)
 {
@@ -96,15 +97,76 @@ DNN_AVX2_FMA static void gelu_backward_avx2(float *restrict dx, const float *res
 	}
 }
 
+/* The same form on 16 lanes (AVX-512F): each operation of gelu_sigmoid8 and gelu_grad8 in the same
+ * order (dnn_exp16 is dnn_exp8 per lane), so each element is the 8-lane loop's bit for bit (the op
+ * harness checks it); the rest of a block past its last multiple of 16 goes to the 8-lane loop. The
+ * AVX2 loops were 8% of gpt-nano's bf16 step, compute-bound (their data stream at a few GB/s). */
+#define GELU_512 __attribute__((target("avx512f")))
+GELU_512 static inline __m512 gelu_sigmoid16(__m512 x, __m512 *one_minus_s)
+{
+	const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+	const __m512 u = _mm512_mul_ps(_mm512_set1_ps(DNN_GELU_BETA), _mm512_fmadd_ps(_mm512_set1_ps(DNN_GELU_KAPPA), x3, x));
+	const __m512 m2u = _mm512_mul_ps(_mm512_set1_ps(-2.0f), u);
+	const __m512 e = dnn_exp16(m2u);
+	const __m512 s = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+	const __mmask16 big = _mm512_cmp_ps_mask(m2u, _mm512_set1_ps(88.0f), _CMP_GT_OQ);
+	*one_minus_s = _mm512_mask_blend_ps(big, _mm512_mul_ps(e, s), _mm512_set1_ps(1.0f));
+	return _mm512_maskz_mov_ps((__mmask16)~big, s);
+}
+
+GELU_512 static long gelu_forward_avx512(float *restrict y, const float *restrict x, long n)
+{
+	long i = 0;
+	for (; i + 16 <= n; i += 16) {
+		const __m512 v = _mm512_loadu_ps(x + i);
+		__m512 oms;
+		_mm512_storeu_ps(y + i, _mm512_mul_ps(v, gelu_sigmoid16(v, &oms)));
+	}
+	return i;
+}
+
+GELU_512 static long gelu_backward_avx512(float *restrict dx, const float *restrict x, const float *restrict dy,
+					  long n, int accumulate_dx)
+{
+	long i = 0;
+	for (; i + 16 <= n; i += 16) {
+		const __m512 v = _mm512_loadu_ps(x + i);
+		__m512 oms;
+		const __m512 s = gelu_sigmoid16(v, &oms);
+		const __m512 du = _mm512_mul_ps(_mm512_set1_ps(2.0f * DNN_GELU_BETA),
+						_mm512_fmadd_ps(_mm512_set1_ps(3.0f * DNN_GELU_KAPPA), _mm512_mul_ps(v, v),
+								_mm512_set1_ps(1.0f)));
+		const __m512 d = _mm512_mul_ps(_mm512_loadu_ps(dy + i),
+					       _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(v, s), oms), du, s));
+		_mm512_storeu_ps(dx + i, accumulate_dx ? _mm512_add_ps(_mm512_loadu_ps(dx + i), d) : d);
+	}
+	return i;
+}
+
+static void gelu_forward_simd(float *restrict y, const float *restrict x, long n)
+{
+	const long i = gelu_wide ? gelu_forward_avx512(y, x, n) : 0;
+	gelu_forward_avx2(y + i, x + i, n - i);
+}
+
+static void gelu_backward_simd(float *restrict dx, const float *restrict x, const float *restrict dy, long n,
+			       int accumulate_dx)
+{
+	const long i = gelu_wide ? gelu_backward_avx512(dx, x, dy, n, accumulate_dx) : 0;
+	gelu_backward_avx2(dx + i, x + i, dy + i, n - i, accumulate_dx);
+}
+
 int dnn_gelu_set_simd(int on)
 {
 	__builtin_cpu_init();
-	gelu_simd = on && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	const int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+	gelu_simd = avx2 && (on == 1 || on == 2) ? on : 0;
+	gelu_wide = gelu_simd == 1 && __builtin_cpu_supports("avx512f");
 	return gelu_simd;
 }
 #else
-static void gelu_forward_avx2(float *y, const float *x, long n) { gelu_forward_portable(y, x, n); }
-static void gelu_backward_avx2(float *dx, const float *x, const float *dy, long n, int acc)
+static void gelu_forward_simd(float *y, const float *x, long n) { gelu_forward_portable(y, x, n); }
+static void gelu_backward_simd(float *dx, const float *x, const float *dy, long n, int acc)
 {
 	gelu_backward_portable(dx, x, dy, n, acc);
 }
@@ -123,11 +185,17 @@ int dnn_gelu_simd(void)
 	return gelu_simd;
 }
 
+const char *dnn_gelu_isa(void)
+{
+	const int s = dnn_gelu_simd();
+	return s == 1 && gelu_wide ? "avx512" : s ? "avx2" : "portable";
+}
+
 void dnn_gelu_forward_cpu(float *restrict y, const float *restrict x, long n)
 {
 	// y (n), x (n)
 	if (dnn_gelu_simd())
-		gelu_forward_avx2(y, x, n);
+		gelu_forward_simd(y, x, n);
 	else
 		gelu_forward_portable(y, x, n);
 }
@@ -150,7 +218,7 @@ void dnn_gelu_backward_cpu(float *restrict dx, const float *restrict x, const fl
 {
 	// dx (n) =|+=, x (n), dy (n)
 	if (dnn_gelu_simd())
-		gelu_backward_avx2(dx, x, dy, n, accumulate_dx);
+		gelu_backward_simd(dx, x, dy, n, accumulate_dx);
 	else
 		gelu_backward_portable(dx, x, dy, n, accumulate_dx);
 }

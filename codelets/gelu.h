@@ -25,9 +25,13 @@ void dnn_gelu_forward_cpu(float *y, const float *x, long n);
 void dnn_gelu_forward_bf16_cpu(uint16_t *y, const float *x, long n);
 void dnn_gelu_backward_cpu(float *dx, const float *x, const float *dy, long n, int accumulate_dx);
 /* The CPU kernels' form: 1 = AVX2 (the sigmoid form, chosen by default where the CPU has AVX2 and
- * FMA), 0 = portable (the shared formulas, libm's tanhf). set returns what is in effect. */
+ * FMA; on 16 lanes where it has AVX-512F, the same bits per element), 2 = the same form on 8 lanes
+ * only (tests: the two give the same bits), 0 = portable (the shared formulas, libm's tanhf). set
+ * returns what is in effect. */
 int dnn_gelu_set_simd(int on);
 int dnn_gelu_simd(void);
+/* The loops in effect, for the result line: "avx512" (16 lanes), "avx2" (8) or "portable". */
+const char *dnn_gelu_isa(void);
 
 /* fwd (R x, W y); bwd (R x, R dy, W|RW dx per a->accumulate_dx) */
 extern struct starpu_codelet cl_gelu_fwd, cl_gelu_bwd;

@@ -1,10 +1,13 @@
 /* gemm_bf16.c — the bf16 GEMM (gemm_bf16.h): operands rounded into bf16 copies, then oneDNN's matmul;
- * the portable path (rounding + cblas_sgemm) without oneDNN.
+ * the portable path (rounding + cblas_sgemm) without oneDNN; and dnn_gemm_bf16_pairs, our vdpbf16ps
+ * kernel for small GEMMs on operands packed once (attention's tiles).
  *
  * Per thread (one StarPU CPU worker): the bf16 copies of A and B, grown as needed and kept, and a
- * small cache of matmul primitives keyed by the call's shape, strides, alpha and beta (attention
- * calls this on 64 x 64 tiles thousands of times per step: creating a primitive per call would
- * cost more than the tile). alpha is the primitive's output scale, beta its sum post-op.
+ * small cache of matmul primitives keyed by the call's shape, strides, alpha and beta (a primitive
+ * per call would cost more than a small GEMM; gpt-nano's step uses 15, created once: ONEDNN_VERBOSE=2).
+ * alpha is the primitive's output scale, beta its sum post-op. Attention's 64 x 64 tiles, about 5,400
+ * calls per gpt-nano step, called it until dnn_gemm_bf16_pairs: the call itself (arguments, execute,
+ * stream wait) cost about as much as such a tile's product.
  */
 #include "gemm_bf16.h"
 
@@ -14,8 +17,7 @@
 #include <string.h>
 
 #ifdef DNN_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
+#include "onednn_thread.h"
 static int use_simd = 1;
 #else
 static int use_simd = 0;
@@ -173,8 +175,7 @@ typedef struct {
 #define MM_CACHE 48 /* a GPT's distinct shapes per worker: about 6 dense x 3 phases + attention's 6 tiles */
 static __thread mm_entry mm_cache[MM_CACHE];
 static __thread int mm_n, mm_next;
-static __thread dnnl_engine_t mm_eng;
-static __thread dnnl_stream_t mm_stream;
+static __thread dnn_onednn_thread mm_t; /* this thread's engine and stream */
 static char mm_impl[96]; /* the kernel oneDNN chose, for the start-up line */
 
 static void mm_free(mm_entry *e)
@@ -197,16 +198,8 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 		    e->beta == beta)
 			return e;
 	}
-	if (!mm_eng) {
-		omp_set_num_threads(1); /* this thread's OpenMP teams: one thread, the worker itself */
-		if (dnnl_engine_create(&mm_eng, dnnl_cpu, 0) != dnnl_success)
-			return NULL;
-		if (dnnl_stream_create(&mm_stream, mm_eng, dnnl_stream_default_flags) != dnnl_success) {
-			dnnl_engine_destroy(mm_eng);
-			mm_eng = NULL;
-			return NULL;
-		}
-	}
+	if (!dnn_onednn_thread_open(&mm_t))
+		return NULL;
 	/* op(A) (M,K) is A's rows (M,K) at stride lda, or its (K,M) rows read transposed; op(B) likewise. */
 	dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N}, bid = {1, N};
 	dnnl_dims_t as = {tA ? 1 : lda, tA ? lda : 1}, bs = {tB ? 1 : ldb, tB ? ldb : 1}, cs = {ldc, 1}, bis = {N, 1};
@@ -227,12 +220,12 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 	if (ok && beta != 0.0f)
 		ok = dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
 		     dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-	ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, mm_eng, NULL) == dnnl_success &&
+	ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, mm_t.eng, NULL) == dnnl_success &&
 	     dnnl_primitive_create(&n.prim, pd) == dnnl_success &&
-	     dnnl_memory_create(&n.a, &amd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-	     dnnl_memory_create(&n.b, &bmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-	     dnnl_memory_create(&n.c, &cmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-	     (!bias || dnnl_memory_create(&n.bi, &bimd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success);
+	     dnnl_memory_create(&n.a, &amd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.b, &bmd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.c, &cmd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     (!bias || dnnl_memory_create(&n.bi, &bimd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success);
 	if (ok && !mm_impl[0]) {
 		const char *impl = NULL;
 		if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
@@ -249,14 +242,10 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 		mm_free(&n);
 		return NULL;
 	}
-	mm_entry *e;
-	if (mm_n < MM_CACHE) {
-		e = &mm_cache[mm_n++];
-	} else {
-		e = &mm_cache[mm_next];
-		mm_next = (mm_next + 1) % MM_CACHE;
+	int evict;
+	mm_entry *e = &mm_cache[dnn_onednn_cache_slot(&mm_n, &mm_next, MM_CACHE, &evict)];
+	if (evict)
 		mm_free(e);
-	}
 	*e = n;
 	return e;
 }
@@ -284,12 +273,196 @@ static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, d
 	    dnnl_memory_set_data_handle(e->b, b) != dnnl_success ||
 	    dnnl_memory_set_data_handle(e->c, C) != dnnl_success ||
 	    (bias && dnnl_memory_set_data_handle(e->bi, (void *)bias) != dnnl_success) ||
-	    dnnl_primitive_execute(e->prim, mm_stream, bias ? 4 : 3, args) != dnnl_success ||
-	    dnnl_stream_wait(mm_stream) != dnnl_success)
+	    dnnl_primitive_execute(e->prim, mm_t.stream, bias ? 4 : 3, args) != dnnl_success ||
+	    dnnl_stream_wait(mm_t.stream) != dnnl_success)
 		return -1;
 	return 0;
 }
 #endif
+
+// ------------------------------------------------------------------------------- small GEMMs on packed pairs
+
+int dnn_gemm_bf16_pairs_ok(void) { return use_simd && dnn_cpu_has_bf16(); }
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Blocks of 4 rows x 4 vectors of 16 columns and 8 rows x 2 vectors: 16 accumulators, each a named
+ * variable (GCC keeps an array of 16 zmm accumulators in memory, storing each at every step: the
+ * kernel then ran at half of oneDNN's rate). K2 pairs in order. Rows past m read row 0 and are never
+ * stored; vectors past the block's width load nothing (mask 0). */
+static inline uint32_t pair_at(const uint16_t *a, size_t i)
+{
+	uint32_t w;
+	memcpy(&w, a + 2 * i, sizeof(w)); /* the bf16 values' bytes, whatever type wrote them */
+	return w;
+}
+#define PAIRS_A(r) const __m512bh a##r = (__m512bh)_mm512_set1_epi32((int)pair_at(ar[r], (size_t)p * aps))
+#define PAIRS_DP(r, v) c##r##v = _mm512_dpbf16_ps(c##r##v, a##r, b##v)
+#define PAIRS_ST(r, v)                                                                                                 \
+	do {                                                                                                           \
+		if ((r) < m) {                                                                                         \
+			float *cr = C + (size_t)(r) * ldc + 16 * (v);                                                  \
+			__m512 x = _mm512_mul_ps(c##r##v, va);                                                         \
+			if (acc)                                                                                       \
+				x = _mm512_add_ps(_mm512_maskz_loadu_ps(mk[v], cr), x);                                \
+			_mm512_mask_storeu_ps(cr, mk[v], x);                                                           \
+		}                                                                                                      \
+	} while (0)
+
+BF16_TARGET static void pairs_4x4(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp,
+				  int ldb, int m, const __mmask16 *mk, int K2, float alpha, int acc)
+{
+	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00,
+	       c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+	const uint16_t *ar[4];
+	for (int r = 0; r < 4; r++)
+		ar[r] = A + 2 * (size_t)(r < m ? r : 0) * ars;
+	for (int p = 0; p < K2; p++) {
+		const uint32_t *b = Bp + (size_t)p * ldb;
+		const __m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(mk[0], b),
+			       b1 = (__m512bh)_mm512_maskz_loadu_epi32(mk[1], b + 16),
+			       b2 = (__m512bh)_mm512_maskz_loadu_epi32(mk[2], b + 32),
+			       b3 = (__m512bh)_mm512_maskz_loadu_epi32(mk[3], b + 48);
+		PAIRS_A(0);
+		PAIRS_DP(0, 0), PAIRS_DP(0, 1), PAIRS_DP(0, 2), PAIRS_DP(0, 3);
+		PAIRS_A(1);
+		PAIRS_DP(1, 0), PAIRS_DP(1, 1), PAIRS_DP(1, 2), PAIRS_DP(1, 3);
+		PAIRS_A(2);
+		PAIRS_DP(2, 0), PAIRS_DP(2, 1), PAIRS_DP(2, 2), PAIRS_DP(2, 3);
+		PAIRS_A(3);
+		PAIRS_DP(3, 0), PAIRS_DP(3, 1), PAIRS_DP(3, 2), PAIRS_DP(3, 3);
+	}
+	const __m512 va = _mm512_set1_ps(alpha);
+	PAIRS_ST(0, 0); PAIRS_ST(0, 1); PAIRS_ST(0, 2); PAIRS_ST(0, 3);
+	PAIRS_ST(1, 0); PAIRS_ST(1, 1); PAIRS_ST(1, 2); PAIRS_ST(1, 3);
+	PAIRS_ST(2, 0); PAIRS_ST(2, 1); PAIRS_ST(2, 2); PAIRS_ST(2, 3);
+	PAIRS_ST(3, 0); PAIRS_ST(3, 1); PAIRS_ST(3, 2); PAIRS_ST(3, 3);
+}
+
+BF16_TARGET static void pairs_8x2(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp,
+				  int ldb, int m, const __mmask16 *mk, int K2, float alpha, int acc)
+{
+	__m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+	       c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+	const uint16_t *ar[8];
+	for (int r = 0; r < 8; r++)
+		ar[r] = A + 2 * (size_t)(r < m ? r : 0) * ars;
+	for (int p = 0; p < K2; p++) {
+		const uint32_t *b = Bp + (size_t)p * ldb;
+		const __m512bh b0 = (__m512bh)_mm512_maskz_loadu_epi32(mk[0], b),
+			       b1 = (__m512bh)_mm512_maskz_loadu_epi32(mk[1], b + 16);
+		PAIRS_A(0);
+		PAIRS_DP(0, 0), PAIRS_DP(0, 1);
+		PAIRS_A(1);
+		PAIRS_DP(1, 0), PAIRS_DP(1, 1);
+		PAIRS_A(2);
+		PAIRS_DP(2, 0), PAIRS_DP(2, 1);
+		PAIRS_A(3);
+		PAIRS_DP(3, 0), PAIRS_DP(3, 1);
+		PAIRS_A(4);
+		PAIRS_DP(4, 0), PAIRS_DP(4, 1);
+		PAIRS_A(5);
+		PAIRS_DP(5, 0), PAIRS_DP(5, 1);
+		PAIRS_A(6);
+		PAIRS_DP(6, 0), PAIRS_DP(6, 1);
+		PAIRS_A(7);
+		PAIRS_DP(7, 0), PAIRS_DP(7, 1);
+	}
+	const __m512 va = _mm512_set1_ps(alpha);
+	PAIRS_ST(0, 0); PAIRS_ST(0, 1); PAIRS_ST(1, 0); PAIRS_ST(1, 1);
+	PAIRS_ST(2, 0); PAIRS_ST(2, 1); PAIRS_ST(3, 0); PAIRS_ST(3, 1);
+	PAIRS_ST(4, 0); PAIRS_ST(4, 1); PAIRS_ST(5, 0); PAIRS_ST(5, 1);
+	PAIRS_ST(6, 0); PAIRS_ST(6, 1); PAIRS_ST(7, 0); PAIRS_ST(7, 1);
+}
+
+static __mmask16 cols_mask(int n) { return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1); }
+
+static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M,
+		       int N, int K2, float alpha, int acc)
+{
+	const int wide = N > 32, R = wide ? 4 : 8, W = wide ? 64 : 32;
+	for (int j0 = 0; j0 < N; j0 += W) {
+		__mmask16 mk[4];
+		for (int v = 0; v < 4; v++)
+			mk[v] = cols_mask(N - j0 - 16 * v);
+		for (int i0 = 0; i0 < M; i0 += R) {
+			const int m = M - i0 < R ? M - i0 : R;
+			float *c = C + (size_t)i0 * ldc + j0;
+			const uint16_t *a = A + 2 * (size_t)i0 * ars;
+			if (wide)
+				pairs_4x4(c, ldc, a, ars, aps, Bp + j0, ldb, m, mk, K2, alpha, acc);
+			else
+				pairs_8x2(c, ldc, a, ars, aps, Bp + j0, ldb, m, mk, K2, alpha, acc);
+		}
+	}
+}
+
+/* Rows 2p and 2p+1 of src (16 lanes at a time) -> one row of pairs: vcvtne2ps2bf16 (dnn_bf16_convert's
+ * rounding), then interleaved. */
+BF16_TARGET static void pairs_f32_simd(uint32_t *dst, int ldd, const float *src, int lds, int K, int N)
+{
+	const __m512i il = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+					    6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+	for (int p = 0; 2 * p < K; p++) {
+		const float *r0 = src + (size_t)(2 * p) * lds, *r1 = 2 * p + 1 < K ? r0 + lds : NULL;
+		uint32_t *d = dst + (size_t)p * ldd;
+		for (int j = 0; j < N; j += 16) {
+			const __mmask16 m = cols_mask(N - j);
+			const __m512 x0 = _mm512_maskz_loadu_ps(m, r0 + j);
+			const __m512 x1 = r1 ? _mm512_maskz_loadu_ps(m, r1 + j) : _mm512_setzero_ps();
+			const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(x1, x0); /* x0's 16 values, then x1's */
+			_mm512_mask_storeu_epi32(d + j, m, _mm512_permutexvar_epi16(il, h));
+		}
+	}
+}
+#else
+static void gemm_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M,
+		       int N, int K2, float alpha, int acc)
+{
+	(void)C, (void)ldc, (void)A, (void)ars, (void)aps, (void)Bp, (void)ldb, (void)M, (void)N, (void)K2, (void)alpha,
+		(void)acc;
+}
+#endif
+
+int dnn_gemm_bf16_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M,
+			int N, int K, float alpha, int accumulate)
+{
+	if (!dnn_cpu_has_bf16())
+		return -1;
+	if (M <= 0 || N <= 0)
+		return 0;
+	gemm_pairs(C, ldc, A, ars, aps, Bp, ldb, M, N, (K + 1) / 2, alpha, accumulate);
+	return 0;
+}
+
+void dnn_bf16_pairs_f32(uint32_t *dst, int ldd, const float *src, int lds, int K, int N)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+	if (use_simd && dnn_cpu_has_bf16()) {
+		pairs_f32_simd(dst, ldd, src, lds, K, N);
+		return;
+	}
+#endif
+	for (int p = 0; 2 * p < K; p++)
+		for (int j = 0; j < N; j++) {
+			const uint32_t lo = dnn_f32_to_bf16(src[(size_t)(2 * p) * lds + j]);
+			const uint32_t hi = 2 * p + 1 < K ? dnn_f32_to_bf16(src[(size_t)(2 * p + 1) * lds + j]) : 0;
+			dst[(size_t)p * ldd + j] = lo | hi << 16;
+		}
+}
+
+void dnn_bf16_pairs_bf16(uint32_t *dst, int ldd, const uint16_t *src, int lds, int K, int N)
+{
+	for (int p = 0; 2 * p < K; p++) {
+		const uint16_t *r0 = src + (size_t)(2 * p) * lds, *r1 = r0 + lds;
+		uint32_t *d = dst + (size_t)p * ldd;
+		if (2 * p + 1 < K)
+			for (int j = 0; j < N; j++)
+				d[j] = (uint32_t)r0[j] | (uint32_t)r1[j] << 16;
+		else
+			for (int j = 0; j < N; j++)
+				d[j] = r0[j];
+	}
+}
 
 void dnn_gemm_bf16_release(void)
 {
@@ -297,11 +470,7 @@ void dnn_gemm_bf16_release(void)
 	for (int i = 0; i < mm_n; i++)
 		mm_free(&mm_cache[i]);
 	mm_n = mm_next = 0;
-	if (mm_eng) {
-		dnnl_stream_destroy(mm_stream);
-		dnnl_engine_destroy(mm_eng);
-		mm_eng = NULL;
-	}
+	dnn_onednn_thread_close(&mm_t);
 #endif
 	free(buf_a), free(buf_b), free(buf_c);
 	buf_a = buf_b = NULL, buf_c = NULL;

@@ -158,6 +158,28 @@ void dnn_bf16_widen(float *dst, const uint16_t *src, size_t n);
  * dnn_bf16_round): the operands of a kernel that then multiplies them with its own fp32 loops
  * (a product of two bf16 values is exact in fp32: the bf16 GEMM's arithmetic at fp32 speed). */
 void dnn_bf16_round_floats(float *p, size_t n);
+/* Small bf16 GEMMs on operands packed once by the caller, with no oneDNN call (attention's tiles: at
+ * gpt-nano's 64 x 64 x 32 a oneDNN matmul call, its argument set-up, execute and stream wait, cost
+ * about as much as the product itself). vdpbf16ps, fp32 sums:
+ *   C (M,N) = alpha A B (+ C when accumulate), A (M,K), B (K,N), both as pairs of bf16 values along K
+ *   (a uint32_t holds values 2p and 2p+1, the first in its low half), p < ceil(K/2):
+ *   A's pair p of row i at the uint32_t index i ars + p aps of A: bf16 rows at an even ld are ars =
+ *   ld/2, aps = 1; A^T's rows paired by dnn_bf16_pairs_* (below) are ars = 1, aps = their ldd.
+ *   Bp[p][j] = B[2p][j] | B[2p+1][j] << 16 (uint32_t rows at ldb).
+ *   With K odd the last pair's high halves must be 0 in A and B (the packers below write it so).
+ * Each C element sums its pairs in order of p (one order for a given K, whatever the thread or run;
+ * the same error bound as dnn_gemm_bf16, each product of two bf16 values exact; vdpbf16ps flushes
+ * denormal inputs and results to zero, as oneDNN's kernel). Needs dnn_cpu_has_bf16() (the callers
+ * take it only then: dnn_gemm_bf16_pairs_ok); returns -1 otherwise, C untouched. */
+int dnn_gemm_bf16_pairs(float *C, int ldc, const uint16_t *A, int ars, int aps, const uint32_t *Bp, int ldb, int M,
+			int N, int K, float alpha, int accumulate);
+/* 1 when dnn_gemm_bf16_pairs runs here: a bf16 CPU and the oneDNN path chosen (dnn_gemm_bf16_set_simd(1));
+ * with the portable path (tests' second bf16 path) the callers keep dnn_gemm_bf16_ex. */
+int dnn_gemm_bf16_pairs_ok(void);
+/* Packers of dnn_gemm_bf16_pairs' B operand, each rounding as dnn_bf16_convert does:
+ * dst (ceil(K/2), N) pairs at ldd = the rows of src (K,N): fp32 at lds (rounded), or bf16 (copied). */
+void dnn_bf16_pairs_f32(uint32_t *dst, int ldd, const float *src, int lds, int K, int N);
+void dnn_bf16_pairs_bf16(uint32_t *dst, int ldd, const uint16_t *src, int lds, int K, int N);
 /* Tests and the benchmark: 1 = oneDNN where the build has it (the default), 0 = the rounding +
  * sgemm path. Returns the choice. */
 int dnn_gemm_bf16_set_simd(int on);

@@ -46,6 +46,9 @@ void dnn_layernorm_forward_cpu(void *y, float *saved, const float *x, const floa
  * 0, or -1 when the double scratch of 2C could not be had (nothing written then). */
 int dnn_layernorm_backward_cpu(float *dx, float *dgamma, float *dbeta, const float *x, const float *gamma,
 			       const float *saved, const float *dy, const dnn_layernorm_args *a);
+/* 1 (the default): both kernels in AVX-512F registers where the CPU has it, the same bits as 0 (the
+ * build's baseline ISA). Returns the choice. For tests. */
+int dnn_layernorm_set_simd(int on);
 
 /* fwd (R x, R gamma, R beta, W y[, W saved (3 rows) when a->save])
  * bwd (R x, R gamma, R saved, R dy, grad_mode dgamma, grad_mode dbeta[, W|RW dx when a->has_dx]):

@@ -838,7 +838,8 @@ static void print_result(train_run *r)
 	 * 2026-12-05: "wino-f4"; their GEMMs' ISA; batch norm's loops; since 2026-12-06 the 2x2
 	 * max-pool loops and the direct conv's ISA; since 2026-12-06 "+tails": row tails stored with
 	 * plain stores, not AVX2 masked ones, codelets/simd_tail.h: ~7% faster ResNets on AMD Zen;
-	 * since 2026-12-07 "+gelu-": gelu's sigmoid form in AVX2, codelets/gelu.c).
+	 * since 2026-12-07 "+gelu-": gelu's sigmoid form in AVX2, on 16 lanes where the CPU has AVX-512F: "avx512",
+	 * codelets/gelu.c).
 	 * simulate.sh keys its CPU calibration on it, so a calibration of other kernels is not reused. */
 	if (!DNN_SIMULATED)
 		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-f4-%s+bn-%s+pool-%s+direct-%s+tails+gelu-%s",
@@ -846,7 +847,7 @@ static void print_result(train_run *r)
 		       dnn_wino_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
 		       dnn_batchnorm_simd() ? "avx2" : "portable", dnn_maxpool_simd() ? "avx2" : "portable",
 		       dnn_conv_direct_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
-		       dnn_gelu_simd() ? "avx2" : "portable");
+		       dnn_gelu_isa());
 #ifdef DNN_SIMGRID
 	print_sim_fields(stdout);
 #endif

@@ -236,6 +236,112 @@ out:
 	free(A), free(B), free(bias), free(c0), free(c1), free(ah), free(bh);
 }
 
+/* dnn_gemm_bf16_pairs (attention's tile products on packed pairs): against the exact products of the
+ * same bf16 values, in double. Each product of two bf16 values is exact in fp32, so the only error
+ * is the fp32 sum's: |c - c_ref| <= g32(K) S, S = |alpha| sum_k |a_k b_k| (+ |C0| when accumulating),
+ * where c_ref sums the rounded operands (the packers' rounding, dnn_bf16_convert's: also checked
+ * bit for bit, the fp32 packer against the bf16 one). Negative control: the same check against the
+ * products of the unrounded fp32 operands must fail (bf16's 2^-8 is far above g32(K)), so the check
+ * sees errors of a rounding's size. K odd reads A's pad column (zero) and never past it (the columns
+ * beyond hold NaN); C's columns past N and rows past M are never written. A read pair-major (A^T's
+ * rows paired by dnn_bf16_pairs_bf16) gives the bits of A read in rows (the same sums in the same order). */
+static void pairs_case(int M, int N, int K, float alpha, int acc)
+{
+	const int K2 = (K + 1) / 2, lda = 2 * K2 + 2, ldb = N + 3, lds = N + 1, ldc = N + 2;
+	const size_t nc = (size_t)(M + 1) * ldc;
+	float *A = fill((size_t)M * K, -1, 1), *B = fill((size_t)K * lds, -1, 1), *c = malloc(nc * 4),
+	      *c0 = fill(nc, -1, 1), *ref = malloc(nc * 4), *ref32 = malloc(nc * 4), *S = malloc(nc * 4);
+	uint16_t *ah = malloc((size_t)M * lda * 2), *bh = malloc((size_t)K * lds * 2);
+	uint32_t *bp = malloc((size_t)K2 * ldb * 4), *bp2 = malloc((size_t)K2 * ldb * 4);
+	char what[112];
+	snprintf(what, sizeof(what), "gemm_bf16_pairs %dx%dx%d alpha=%g acc=%d", M, N, K, alpha, acc);
+	if (!A || !B || !c || !c0 || !ref || !ref32 || !S || !ah || !bh || !bp || !bp2) {
+		TEST_CHECK(0, "%s: out of memory", what);
+		goto out;
+	}
+	for (int i = 0; i < M; i++) {
+		dnn_bf16_convert(ah + (size_t)i * lda, A + (size_t)i * K, (size_t)K);
+		for (int k = K; k < lda; k++)
+			ah[(size_t)i * lda + k] = k == K ? 0 : 0x7fc0; /* the pad, then NaN never read */
+	}
+	for (int k = 0; k < K; k++)
+		dnn_bf16_convert(bh + (size_t)k * lds, B + (size_t)k * lds, (size_t)lds);
+	memset(bp, 0xff, (size_t)K2 * ldb * 4), memset(bp2, 0xff, (size_t)K2 * ldb * 4);
+	dnn_bf16_pairs_f32(bp, ldb, B, lds, K, N);
+	dnn_bf16_pairs_bf16(bp2, ldb, bh, lds, K, N);
+	int same = 1;
+	for (int p = 0; p < K2; p++)
+		same &= memcmp(bp + (size_t)p * ldb, bp2 + (size_t)p * ldb, (size_t)N * 4) == 0;
+	TEST_CHECK(same, "%s: the fp32 packer rounds otherwise than dnn_bf16_convert", what);
+	for (int i = 0; i <= M; i++)
+		for (int j = 0; j < ldc; j++) {
+			const size_t o = (size_t)i * ldc + j;
+			double r = 0, r32 = 0, a = 0;
+			for (int k = 0; i < M && j < N && k < K; k++) {
+				r += (double)dnn_bf16_to_f32(ah[(size_t)i * lda + k]) * dnn_bf16_to_f32(bh[(size_t)k * lds + j]);
+				r32 += (double)A[(size_t)i * K + k] * B[(size_t)k * lds + j];
+				a += fabs((double)dnn_bf16_to_f32(ah[(size_t)i * lda + k]) * dnn_bf16_to_f32(bh[(size_t)k * lds + j]));
+			}
+			const int in = i < M && j < N;
+			ref[o] = in ? (float)(alpha * r + (acc ? c0[o] : 0.0)) : c0[o]; /* outside: unwritten */
+			ref32[o] = in ? (float)(alpha * r32 + (acc ? c0[o] : 0.0)) : c0[o];
+			S[o] = (float)(g32(K) * (fabs(alpha) * a + (acc ? fabs(c0[o]) : 0.0)));
+		}
+	memcpy(c, c0, nc * 4);
+	TEST_CHECK(dnn_gemm_bf16_pairs(c, ldc, ah, lda / 2, 1, bp, ldb, M, N, K, alpha, acc) == 0, "%s failed", what);
+	TEST_CHECK(test_count_outside(what, c, ref, S, 1.0, 0.0, nc, 1) == 0, "%s: outside the fp32 sum's bound", what);
+	TEST_CHECK(test_count_outside(what, c, ref32, S, 1.0, 0.0, nc, 0) > 0,
+		   "%s: negative control: the unrounded operands' products passed the bound, so it tests nothing", what);
+	/* A read pair-major (A^T's rows paired, as attention's q and dy): the same sums, the same bits */
+	float *c2 = malloc(nc * 4);
+	uint16_t *at = malloc((size_t)K * M * 2);
+	uint32_t *ap = malloc((size_t)K2 * (M + 1) * 4);
+	if (c2 && at && ap) {
+		for (int k = 0; k < K; k++)
+			for (int i = 0; i < M; i++)
+				at[(size_t)k * M + i] = ah[(size_t)i * lda + k];
+		dnn_bf16_pairs_bf16(ap, M + 1, at, M, K, M);
+		memcpy(c2, c0, nc * 4);
+		dnn_gemm_bf16_pairs(c2, ldc, (const uint16_t *)ap, 1, M + 1, bp, ldb, M, N, K, alpha, acc);
+		TEST_CHECK(test_same_bits(what, c2, c, nc), "%s: A pair-major gave other bits than A in rows", what);
+		memcpy(c2, c0, nc * 4);
+		dnn_gemm_bf16_pairs(c2, ldc, ah, lda / 2, 1, bp, ldb, M, N, K, alpha, acc);
+		TEST_CHECK(test_same_bits(what, c2, c, nc), "%s: a second call gave other bits", what);
+		/* negative control of the same-bits checks: one bf16 step in A's first value moves C */
+		ah[0]++;
+		memcpy(c2, c0, nc * 4);
+		dnn_gemm_bf16_pairs(c2, ldc, ah, lda / 2, 1, bp, ldb, M, N, K, alpha, acc);
+		TEST_CHECK(memcmp(c2, c, nc * 4) != 0, "%s: negative control: a changed A gave the same bits", what);
+		ah[0]--;
+	} else {
+		TEST_CHECK(0, "%s: out of memory", what);
+	}
+	free(c2), free(at), free(ap);
+	printf("  %s: within the fp32 sum's bound of the exact bf16 products\n", what);
+out:
+	free(A), free(B), free(c), free(c0), free(ref), free(ref32), free(S), free(ah), free(bh), free(bp), free(bp2);
+}
+
+static void pairs_all(void)
+{
+	if (!dnn_cpu_has_bf16()) {
+		float c = 0;
+		const uint16_t a[2] = {0, 0};
+		const uint32_t b = 0;
+		TEST_CHECK(dnn_gemm_bf16_pairs(&c, 1, a, 1, 1, &b, 1, 1, 1, 2, 1.0f, 0) == -1,
+			   "gemm_bf16_pairs ran on a CPU without AVX512_BF16");
+		printf("  gemm_bf16_pairs: no AVX512_BF16 here, refused as it must be\n");
+		return;
+	}
+	test_rng_seed(4521);
+	pairs_case(64, 64, 32, 0.17677669f, 0); /* attention's scores: scale q k^T, D = 32 */
+	pairs_case(64, 32, 64, 1.0f, 1);        /* o += P v, dq += dS k */
+	pairs_case(32, 64, 64, 1.0f, 1);        /* dv^T += dy^T P */
+	pairs_case(37, 45, 19, 0.5f, 1);        /* odd K, ragged rows and columns */
+	pairs_case(5, 100, 7, 1.0f, 0);         /* a wide block and a tail */
+	pairs_case(9, 17, 1, 2.0f, 1);          /* K = 1: one pair, its high half the pad */
+}
+
 static void gemm_ex_all(void)
 {
 	test_rng_seed(4504);
@@ -395,6 +501,7 @@ out:
 static void dense_all(void)
 {
 	gemm_ex_all();
+	pairs_all();
 	test_rng_seed(4513);
 	dense_storage_case(37, 45, 19);
 	dense_storage_case(256, 128, 384); /* qkv after a layernorm */
@@ -421,11 +528,14 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 	float *qkv = fill(nq, -qk_range, qk_range), *dy = fill(ny, -1, 1);
 	float *y16 = malloc(ny * 4), *y32 = malloc(ny * 4), *lse = malloc(nl * 4), *l16 = malloc(nl * 4);
 	float *g16v = malloc(nq * 4), *g32v = malloc(nq * 4);
-	float *scratch = malloc(dnn_attention_scratch_floats(T, D) * sizeof(float));
+	const size_t ns = dnn_attention_scratch_floats(T, D);
+	float *scratch = malloc((ns + 16) * sizeof(float)); /* 16 canary values past the scratch */
 	if (!qkv || !dy || !y16 || !y32 || !lse || !l16 || !g16v || !g32v || !scratch) {
 		TEST_CHECK(0, "attention bf16: out of memory");
 		goto out;
 	}
+	for (int i = 0; i < 16; i++)
+		scratch[ns + i] = -12345.0f;
 	dnn_attention_args a32 = {.N = N, .T = T, .C = C, .H = H, .save_lse = 1}, a16 = a32;
 	a16.bf16 = 1;
 	TEST_CHECK(dnn_attention_forward_cpu(y16, l16, qkv, &a16, scratch) == 0, "attention bf16 forward failed");
@@ -483,6 +593,11 @@ static void attention_case(int N, int T, int C, int H, float qk_range)
 	TEST_CHECK(dnn_attention_forward_cpu(y32, l16, qkv, &a16, scratch) == 0 &&
 			   test_same_bits("attention bf16 rerun", y32, y16, ny),
 		   "attention bf16: a second run gave other bits");
+	int canary = 1;
+	for (int i = 0; i < 16; i++)
+		canary &= scratch[ns + i] == -12345.0f;
+	TEST_CHECK(canary, "attention bf16 N=%d T=%d C=%d H=%d: the kernels wrote past dnn_attention_scratch_floats", N,
+		   T, C, H);
 	free(bound), free(bound32);
 out:
 	free(qkv), free(dy), free(y16), free(y32), free(lse), free(l16), free(g16v), free(g32v), free(scratch);
@@ -609,6 +724,7 @@ static void attention_all(void)
 	attention_storage_case(2, 128, 128, 4); /* gpt-nano's head: T = 128, D = 32 */
 	test_rng_seed(4502);
 	attention_case(2, 37, 24, 3, 1.0f);   /* one ragged tile, D = 8 */
+	attention_case(2, 67, 15, 3, 1.0f);   /* D = 5 and T odd: the pairs' pad row and column */
 	attention_case(1, 130, 64, 2, 1.0f);  /* three query tiles, the last ragged; D = 32 as gpt-nano */
 	attention_case(1, 128, 128, 2, 2.0f); /* D = 64 as GPT-2, larger scores */
 }

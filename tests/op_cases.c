@@ -579,9 +579,68 @@ static void ln_model_checks(void)
 	}
 }
 
+/* The kernels in AVX-512F registers against the build's baseline: the same bits (forward y in fp32
+ * and bf16, the saved statistics; backward dx =, +=, dgamma, dbeta), on C with 16-, 8-lane and
+ * scalar tails. Negative control: one input changed changes y. Without AVX-512F: said so. */
+static void ln_lanes_check(long rows, int C)
+{
+	const size_t n = (size_t)rows * C;
+	dnn_layernorm_args a = {.rows = rows, .C = C, .eps = 1e-5f, .save = 1, .has_dx = 1};
+	float *x = alloc_f(n), *dy = alloc_f(n), *g = alloc_f(C), *b = alloc_f(C), *y[2], *sv[2], *dx[2], *da[2],
+	      *dg[2], *db[2];
+	uint16_t *yh[2] = {NULL, NULL};
+	char what[80];
+	snprintf(what, sizeof(what), "layernorm rows %ld C %d: AVX-512F vs baseline", rows, C);
+	for (int k = 0; k < 2; k++) {
+		y[k] = alloc_f(n), sv[k] = alloc_f(3 * (size_t)rows), dx[k] = alloc_f(n), da[k] = alloc_f(n);
+		dg[k] = calloc(C, sizeof(float)), db[k] = calloc(C, sizeof(float));
+		yh[k] = malloc(n * sizeof(uint16_t));
+	}
+	if (!dg[0] || !db[0] || !yh[0] || !dg[1] || !db[1] || !yh[1]) {
+		TEST_CHECK(0, "layernorm lanes: out of memory");
+		goto out;
+	}
+	fill_layernorm(H_UNIT, 0, x, n);
+	test_fill_uniform(dy, n, -1, 1);
+	test_fill_uniform(g, C, 0.5f, 1.5f);
+	test_fill_uniform(b, C, -0.5f, 0.5f);
+	for (int k = 0; k < 2; k++) {
+		const int wide = dnn_layernorm_set_simd(!k);
+		if (k == 0 && !wide) {
+			printf("layernorm lanes: no AVX-512F here, one form only\n");
+			goto out;
+		}
+		dnn_layernorm_args ah = a;
+		ah.y_bf16 = 1;
+		dnn_layernorm_forward_cpu(y[k], sv[k], x, g, b, &a);
+		dnn_layernorm_forward_cpu(yh[k], NULL, x, g, b, &ah);
+		TEST_CHECK(dnn_layernorm_backward_cpu(dx[k], dg[k], db[k], x, g, sv[k], dy, &a) == 0, "layernorm bwd");
+		memcpy(da[k], dy, n * 4);
+		a.accumulate_dx = 1;
+		TEST_CHECK(dnn_layernorm_backward_cpu(da[k], dg[k], db[k], x, g, sv[k], dy, &a) == 0, "layernorm bwd +=");
+		a.accumulate_dx = 0;
+	}
+	TEST_CHECK(test_same_bits(what, y[0], y[1], n) && test_same_bits(what, sv[0], sv[1], 3 * (size_t)rows) &&
+			   memcmp(yh[0], yh[1], n * sizeof(uint16_t)) == 0 && test_same_bits(what, dx[0], dx[1], n) &&
+			   test_same_bits(what, da[0], da[1], n) && test_same_bits(what, dg[0], dg[1], (size_t)C) &&
+			   test_same_bits(what, db[0], db[1], (size_t)C),
+		   "%s: other bits", what);
+	x[0] += 0.5f;
+	dnn_layernorm_forward_cpu(y[1], sv[1], x, g, b, &a);
+	TEST_CHECK(memcmp(y[0], y[1], n * 4) != 0, "%s: negative control: a changed input gave the same y", what);
+	printf("%s: the same bits\n", what);
+out:
+	dnn_layernorm_set_simd(1);
+	free(x), free(dy), free(g), free(b);
+	for (int k = 0; k < 2; k++)
+		free(y[k]), free(sv[k]), free(dx[k]), free(da[k]), free(dg[k]), free(db[k]), free(yh[k]);
+}
+
 static void extra_layernorm_unit(void)
 {
 	ln_model_checks();
+	ln_lanes_check(37, 128); /* gpt-nano's C */
+	ln_lanes_check(9, 771);  /* tails of every width */
 	ln_kernel_checks(1, 1, 1e-5f, 0);
 	ln_kernel_checks(3, 7, 1e-5f, 0);
 	ln_kernel_checks(17, 64, 1e-5f, 0);
@@ -676,6 +735,7 @@ static int gelu_variant(int v, char *name, size_t len)
 /* Chosen points (exact where GELU is: 0, and +-20) and PyTorch's values, in every form of the
  * CPU kernels (gelu_variant). */
 static void extra_gelu_form(void);
+static void extra_gelu_lanes(void);
 static void extra_gelu_unit(void)
 {
 	for (int v = 0; v <= 1; v++) {
@@ -687,6 +747,51 @@ static void extra_gelu_unit(void)
 		h_extra_gelu_bf16(); /* its bf16 output, in this form (op_bf16.c) */
 	}
 	gelu_variant(-1, NULL, 0);
+	extra_gelu_lanes();
+}
+
+/* The AVX2 form on 16 lanes (AVX-512F) against the same form on 8: the same operations per element,
+ * so the same bits, forward and backward (=, +=), on lengths that leave 8-lane and scalar tails and
+ * on values that reach exp's clamps, -2u > 88 and NaN. Negative control: one input changed changes
+ * an output's bits. Where the CPU has no AVX-512F both runs take 8 lanes (said so). */
+static void extra_gelu_lanes(void)
+{
+	enum { N = 1000 + 16 + 8 + 3 };
+	float *x = malloc(N * 4), *g = malloc(N * 4), *y[2], *d[2], *a[2];
+	for (int k = 0; k < 2; k++)
+		y[k] = malloc(N * 4), d[k] = malloc(N * 4), a[k] = malloc(N * 4);
+	if (!x || !g || !y[0] || !y[1] || !d[0] || !d[1] || !a[0] || !a[1]) {
+		TEST_CHECK(0, "gelu lanes: out of memory");
+		goto out;
+	}
+	test_fill_uniform(x, N, -12, 12);
+	test_fill_uniform(g, N, -1, 1);
+	x[5] = 60.0f, x[6] = -60.0f, x[7] = NAN, x[8] = 0.0f, x[9] = -0.0f, x[20] = -6.0f, x[21] = 1e-30f, x[100] = 0.75f;
+	for (int k = 0; k < 2; k++) {
+		if (dnn_gelu_set_simd(k ? 2 : 1) != (k ? 2 : 1)) {
+			printf("gelu lanes: no AVX2 here, nothing to compare\n");
+			goto out;
+		}
+		dnn_gelu_forward_cpu(y[k], x, N);
+		dnn_gelu_backward_cpu(d[k], x, g, N, 0);
+		memcpy(a[k], g, N * 4);
+		dnn_gelu_backward_cpu(a[k], x, g, N, 1);
+	}
+	TEST_CHECK(test_same_bits("gelu 16 lanes vs 8: forward", y[0], y[1], N) &&
+			   test_same_bits("gelu 16 lanes vs 8: backward", d[0], d[1], N) &&
+			   test_same_bits("gelu 16 lanes vs 8: backward +=", a[0], a[1], N),
+		   "gelu: the 16-lane loop gave other bits than the 8-lane one");
+	x[100] = 0.5f; /* from 0.75 (one ulp could round to the same y) */
+	dnn_gelu_forward_cpu(y[1], x, N);
+	TEST_CHECK(memcmp(y[0], y[1], N * 4) != 0, "gelu lanes: negative control: a changed input gave the same bits");
+	__builtin_cpu_init();
+	printf("gelu lanes: %s\n", __builtin_cpu_supports("avx512f") ? "16 (AVX-512F) and 8 give the same bits"
+								  : "no AVX-512F here: 8 lanes both times");
+out:
+	dnn_gelu_set_simd(1);
+	free(x), free(g);
+	for (int k = 0; k < 2; k++)
+		free(y[k]), free(d[k]), free(a[k]);
 }
 
 static void extra_gelu_form(void)
