@@ -272,7 +272,7 @@ static dnn_bias_args bias_args(const dnn_conv2d_args *a)
 extern "C" void dnn_conv2d_fwd_cuda(void *buffers[], void *cl_arg)
 {
 	const dnn_conv2d_args *a = (const dnn_conv2d_args *)cl_arg;
-	if (a->x_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c) */
+	if (a->x_bf16 || a->y_bf16) { /* the plan stores no bf16 activation with CUDA workers (graph/model.c) */
 		dnn_worker_error("conv2d: a bf16 activation reached a CUDA kernel (fp32 only)");
 		return;
 	}

@@ -23,8 +23,7 @@
 #include "gemm_bf16.h"
 
 #ifdef DNN_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
+#include "onednn_thread.h"
 
 /* One pass of one shape: in0, in1 -> blocked bf16 (reorders r0, r1), the primitive, its output (blocked f32, or the
  * caller's buffer itself when the layouts agree and nothing is added) -> NCHW by ro (with the sum post-op when
@@ -41,8 +40,7 @@ typedef struct {
 #define CV_CACHE 32 /* ResNet-20: 8 distinct shapes x 3 passes; ResNet-8 6 x 3 */
 static __thread cv_entry cv_cache[CV_CACHE];
 static __thread int cv_n, cv_next;
-static __thread dnnl_engine_t cv_eng;
-static __thread dnnl_stream_t cv_stream;
+static __thread dnn_onednn_thread cv_t; /* this thread's engine and stream */
 
 static void cv_free(cv_entry *e)
 {
@@ -72,7 +70,7 @@ static dnnl_primitive_t reorder(const dnnl_memory_desc_t *a, const dnnl_memory_d
 	if (ok && sum)
 		ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
 		     dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-	if (ok && dnnl_reorder_primitive_desc_create(&pd, a, cv_eng, b, cv_eng, attr) == dnnl_success &&
+	if (ok && dnnl_reorder_primitive_desc_create(&pd, a, cv_t.eng, b, cv_t.eng, attr) == dnnl_success &&
 	    dnnl_primitive_create(&p, pd) != dnnl_success)
 		p = NULL;
 	if (pd)
@@ -143,9 +141,9 @@ static int cv_create(cv_entry *e)
 		     dnnl_memory_desc_init_by_tag(&fw, 4, wd, dnnl_bf16, dnnl_format_tag_any) == dnnl_success &&
 		     dnnl_memory_desc_init_by_tag(&fy, 4, yd, dnnl_f32, dnnl_format_tag_any) == dnnl_success &&
 		     conv_desc(&fd, 0, g, &fx, &fw, NULL, &fy) &&
-		     dnnl_primitive_desc_create(&hint, &fd, NULL, cv_eng, NULL) == dnnl_success;
+		     dnnl_primitive_desc_create(&hint, &fd, NULL, cv_t.eng, NULL) == dnnl_success;
 	}
-	ok = ok && dnnl_primitive_desc_create(&pd, &cd, NULL, cv_eng, hint) == dnnl_success &&
+	ok = ok && dnnl_primitive_desc_create(&pd, &cd, NULL, cv_t.eng, hint) == dnnl_success &&
 	     dnnl_primitive_create(&e->conv, pd) == dnnl_success;
 	if (ok) {
 		/* in0, in1, out: the user's and the primitive's descriptors of this pass */
@@ -161,14 +159,14 @@ static int cv_create(cv_entry *e)
 		e->s0 = dnnl_memory_desc_get_size(p0), e->s1 = dnnl_memory_desc_get_size(p1);
 		e->so = e->acc || !dnnl_memory_desc_equal(po, mo) ? dnnl_memory_desc_get_size(po) : 0;
 		ok = (e->r0 = reorder(m0, p0, 0)) && (e->r1 = reorder(m1, p1, 0)) &&
-		     dnnl_memory_create(&e->u0, m0, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-		     dnnl_memory_create(&e->u1, m1, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-		     dnnl_memory_create(&e->b0, p0, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-		     dnnl_memory_create(&e->b1, p1, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-		     dnnl_memory_create(&e->bo, po, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-		     dnnl_memory_create(&e->uo, mo, cv_eng, DNNL_MEMORY_NONE) == dnnl_success &&
+		     dnnl_memory_create(&e->u0, m0, cv_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+		     dnnl_memory_create(&e->u1, m1, cv_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+		     dnnl_memory_create(&e->b0, p0, cv_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+		     dnnl_memory_create(&e->b1, p1, cv_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+		     dnnl_memory_create(&e->bo, po, cv_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+		     dnnl_memory_create(&e->uo, mo, cv_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
 		     (!e->so || (e->ro = reorder(po, mo, e->acc))) &&
-		     (!e->bias || dnnl_memory_create(&e->ub, &mb, cv_eng, DNNL_MEMORY_NONE) == dnnl_success);
+		     (!e->bias || dnnl_memory_create(&e->ub, &mb, cv_t.eng, DNNL_MEMORY_NONE) == dnnl_success);
 	}
 	if (pd)
 		dnnl_primitive_desc_destroy(pd);
@@ -188,35 +186,23 @@ static cv_entry *cv_get(int pass, int acc, const conv_geom *g)
 		if (e->pass == pass && e->acc == acc && e->bias == bias && same_geom(&e->g, g))
 			return e;
 	}
-	if (!cv_eng) {
-		omp_set_num_threads(1); /* this thread's OpenMP teams: one thread, the worker itself */
-		if (dnnl_engine_create(&cv_eng, dnnl_cpu, 0) != dnnl_success)
-			return NULL;
-		if (dnnl_stream_create(&cv_stream, cv_eng, dnnl_stream_default_flags) != dnnl_success) {
-			dnnl_engine_destroy(cv_eng);
-			cv_eng = NULL;
-			return NULL;
-		}
-	}
+	if (!dnn_onednn_thread_open(&cv_t))
+		return NULL;
 	cv_entry n = {.pass = pass, .acc = acc, .bias = bias, .g = *g};
 	n.g.ybias = NULL; /* the call's pointer, not part of the key */
 	if (!cv_create(&n))
 		return NULL;
-	cv_entry *e;
-	if (cv_n < CV_CACHE) {
-		e = &cv_cache[cv_n++];
-	} else {
-		e = &cv_cache[cv_next];
-		cv_next = (cv_next + 1) % CV_CACHE;
+	int evict;
+	cv_entry *e = &cv_cache[dnn_onednn_cache_slot(&cv_n, &cv_next, CV_CACHE, &evict)];
+	if (evict)
 		cv_free(e);
-	}
 	*e = n;
 	return e;
 }
 
 static int exec(dnnl_primitive_t p, int n, const dnnl_exec_arg_t *args)
 {
-	return dnnl_primitive_execute(p, cv_stream, n, args) == dnnl_success;
+	return dnnl_primitive_execute(p, cv_t.stream, n, args) == dnnl_success;
 }
 
 /* out (=|+=) the pass of the conv on in0, in1 (see the header). 0: done, or an error recorded; 1: oneDNN does not
@@ -250,7 +236,7 @@ static int run(int pass, int acc, float *out, const float *in0, const float *in1
 	const int ko = pass == 0 ? DNNL_ARG_DST : pass == 1 ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS;
 	const dnnl_exec_arg_t a_c[4] = {{k0, e->b0}, {k1, e->b1}, {ko, e->bo}, {DNNL_ARG_BIAS, e->ub}};
 	ok = ok && exec(e->r0, 2, a_r0) && exec(e->r1, 2, a_r1) && exec(e->conv, e->bias ? 4 : 3, a_c) &&
-	     (!e->so || exec(e->ro, 2, a_ro)) && dnnl_stream_wait(cv_stream) == dnnl_success;
+	     (!e->so || exec(e->ro, 2, a_ro)) && dnnl_stream_wait(cv_t.stream) == dnnl_success;
 	if (!ok)
 		dnn_worker_error("conv2d: oneDNN's bf16 %s (N%d C%d %dx%d K%d %dx%d s%d) failed", names[pass], g->N, g->C,
 				 g->H, g->W, g->K, g->R, g->S, g->stride);
@@ -285,11 +271,7 @@ void dnn_conv2d_onednn_release(void)
 	for (int i = 0; i < cv_n; i++)
 		cv_free(&cv_cache[i]);
 	cv_n = cv_next = 0;
-	if (cv_eng) {
-		dnnl_stream_destroy(cv_stream);
-		dnnl_engine_destroy(cv_eng);
-		cv_eng = NULL;
-	}
+	dnn_onednn_thread_close(&cv_t);
 }
 #else
 int dnn_conv_onednn_applies(const conv_geom *g)

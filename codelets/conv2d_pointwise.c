@@ -12,10 +12,11 @@
  *   backward data:   dxs_n (C, PQ) = w^T dy_n, dx_n (=|+=) dxs_n at the sampled pixels (zero elsewhere)
  *   backward filter: dw (K, C)    += sum over n, in order, of dy_n xs_n^T
  *
- * The two loops (dnn_conv_taps_gemm, dnn_conv_taps_dot) are the only places where these kernels multiply:
- * a bf16 form of them replaces these two functions. Every sum has a fixed order: over the input channels
- * and taps in order for each output, over the pixels in 16 lanes reduced by one fixed instruction
- * sequence, then over the groups of images in order; nothing depends on threads or the scheduler.
+ * The two loops (dnn_conv_taps_gemm, dnn_conv_taps_dot) are the only places where these kernels multiply
+ * (with conv2d_stride2.c's own weight-gradient loop, s2w_block): a bf16 form of them replaces these functions.
+ * Every sum has a fixed order: over the input channels and taps in order for each output, over the pixels in
+ * 16 lanes reduced by one fixed instruction sequence, then over the groups of images in order; nothing depends
+ * on threads or the scheduler.
  * The double-precision naive reference lives in the tests (tests/op_cases.c).
  */
 #include <string.h>

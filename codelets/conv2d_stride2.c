@@ -1,30 +1,28 @@
 /* conv2d_stride2.c — direct AVX-512 kernels for 3x3 convs of stride 2 and padding 1 (ResNets' downsampling
- * convs; see conv2d_impl.h), on the loops of conv2d_pointwise.c.
+ * convs; see conv2d_impl.h); backward data on the loops of conv2d_pointwise.c.
  *
- * The zero-padded image (C, H + 2, W + 2) is split into its four parity phases: phase (a, b) holds the padded
- * pixels (2i + a, 2j + b) as a (Hc, Wc) array, Hc = ceil((H + 2) / 2), Wc likewise. Tap (r, s) of output
- * pixel (p, q) reads pixel (p + r/2, q + s/2) of phase (r%2, s%2): a stride-1 access. A group of G images
- * is laid out per channel side by side, (4, C, G, Hc, Wc), and the output pixels are computed on the same
- * (G, Hc, Wc) grid (Hc >= P + 1, Wc >= Q + 1: the extra row and column of each image are computed and
- * dropped), so every tap is one run of G*Hc*Wc floats at a fixed offset and 7x7 outputs fill the vectors:
- *
- *   forward:         out (K, G*Hc*Wc) = sum over c, then (r, s), of w[k, c, r, s] phase_rs[c] shifted
+ *   forward:         outer products over the output pixels: 16 output channels to a vector (w transposed), the
+ *                    zero-padded image broadcast, each output one FMA chain over (c, r, s) in order ("forward"
+ *                    below); the same sums in the same order as the phase-grid GEMM it replaced (which computed
+ *                    (P + 1) x (Q + 1) pixels per image, 31% more at 7x7): the same bits, 1.09-1.44x faster;
  *   backward data:   the transposed conv, split by the parity of the input pixel: padded pixel (2i + a,
  *                    2j + b) receives the taps r = a (mod 2), s = b (mod 2), from dy[i + (a - r)/2,
  *                    j + (b - s)/2]: four stride-1 convs with 2x2, 2x1, 1x2 and 1x1 kernels over a
  *                    zero-bordered copy of dy, written straight into dx (no col2im, no scatter-add:
- *                    every input pixel belongs to exactly one class);
- *   backward filter: dw[k, c, r, s] += sum over the grid of dy (zero off the output) x the shifted phase.
- * The sums' order is fixed by the shapes alone (see conv2d_pointwise.c). The double-precision naive
- * reference lives in the tests (tests/op_cases.c).
+ *                    every input pixel belongs to exactly one class); each class is computed on the
+ *                    (P + 1) x (Q + 1) grid of that copy, G images side by side, so 7x7 outputs fill the vectors;
+ *   backward filter: outer products of dy (transposed, 16 output channels to a vector) and the zero-padded image
+ *                    over the output pixels ("backward filter" below).
+ * The sums' order is fixed by the shapes alone. The double-precision naive reference lives in the tests
+ * (tests/op_cases.c). Measured in docs/studies/2026-12-07-resnet8-fp32b.md.
  */
 #include <string.h>
 
 #include "conv2d_impl.h"
 #include "short_copy.h"
 
-/* Floats of a group's four phases: 64 Ki floats = 256 KiB, re-read from L2 by every block of output
- * channels. */
+/* Floats of a group of backward data's bordered dy and four classes: 64 Ki floats = 256 KiB, re-read from L2 by
+ * every block of output channels. */
 #define S2_GROUP_BUDGET (64 * 1024)
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -36,102 +34,119 @@ int dnn_conv_stride2_applies(const conv_geom *g)
 	       dnn_conv_avx512_kernels();
 }
 
-typedef struct {
-	int Hc, Wc;     // one phase of one image
-	int G;          // images per group
-	size_t img;     // Hc*Wc
-	size_t ld;      // one channel of a group: G*Hc*Wc
-	size_t phase;   // one phase of a group: C*ld
-	size_t tail;    // zeros after the phases: the largest tap offset
-} s2_plan;
+/* ------------------------------------------------------------------ forward
+ *
+ * y[k, p, q] = sum over c, r, s of w[k, c, r, s] xp[c, 2p + r, 2q + s] (xp: x zero-padded by 1), as the weight
+ * gradient below does it: 16 output channels k to a vector (wt: w transposed to (c, r, s, k), kp floats a row,
+ * zero past K), the input broadcast from xp, over the P x Q output pixels only (the phases' grid computed (P + 1)
+ * x (Q + 1) of them: 31% more at 7x7). A block is PB consecutive output pixels of a group of images x KB vectors
+ * of k (24 accumulators: 6 x 4, 12 x 2, 24 x 1), each a chain over c, r, s in order; it lands in yt (pixel, k),
+ * which is transposed into y at the end of the group. That chain is the phase-grid GEMM's (dnn_conv_taps_gemm,
+ * which this replaced): the same bits. */
 
-static s2_plan s2_make(const conv_geom *g)
+/* Images per group of the forward and the weight gradient: their padded images and their transposed dy or y
+ * (pq kp floats each) within S2W_GROUP_BUDGET floats; at least 1. */
+#define S2W_GROUP_BUDGET (64 * 1024)
+static size_t s2w_group(const conv_geom *g, size_t kp)
 {
-	s2_plan s;
-	s.Hc = (g->H + 3) / 2;
-	s.Wc = (g->W + 3) / 2;
-	s.img = (size_t)s.Hc * s.Wc;
-	size_t G = S2_GROUP_BUDGET / (4 * (size_t)g->C * s.img);
-	s.G = G < 1 ? 1 : G > (size_t)g->N ? g->N : (int)G;
-	s.ld = (size_t)s.G * s.img;
-	s.phase = (size_t)g->C * s.ld;
-	s.tail = (size_t)s.Wc + 2;
-	return s;
+	const size_t xs = (size_t)g->C * (g->H + 2) * (g->W + 2);
+	const size_t G = S2W_GROUP_BUDGET / (xs + (size_t)g->P * g->Q * kp);
+	return G < 1 ? 1 : G > (size_t)g->N ? (size_t)g->N : G;
 }
 
-/* The 9 taps over the phases: weight offset r*3 + s, input offset. */
-static void s2_taps(int *woff, long *ioff, const s2_plan *s)
+/* xp (ng, C, H + 2, W + 2) <- images [n0, n0 + ng) of x, inside the zero border (written once by the caller). */
+static void s2w_pad(float *restrict xp, const float *restrict x, int n0, int ng, const conv_geom *g)
 {
-	for (int r = 0; r < 3; r++)
-		for (int t = 0; t < 3; t++) {
-			woff[r * 3 + t] = r * 3 + t;
-			ioff[r * 3 + t] = (long)(((r % 2) * 2 + t % 2) * s->phase + (size_t)(r / 2) * s->Wc + t / 2);
-		}
-}
-
-/* ph (4, C, G, Hc, Wc) <- images [n0, n0 + ng) of x, zero-padded, dealt out by parity. */
-static void s2_phases(float *restrict ph, const float *restrict x, int n0, int ng, const conv_geom *g,
-		      const s2_plan *s)
-{
-	const int H = g->H, W = g->W, Wc = s->Wc;
+	const int C = g->C, H = g->H, W = g->W, wp = W + 2;
+	const size_t hw = (size_t)(H + 2) * wp;
 	for (int i = 0; i < ng; i++)
-		for (int c = 0; c < g->C; c++) {
-			const float *xc = x + ((size_t)(n0 + i) * g->C + c) * H * W;
-			for (int hp = 0; hp < 2 * s->Hc; hp++) {
-				const int a = hp % 2, h = hp - 1;
-				float *d0 = ph + (size_t)(a * 2) * s->phase + (size_t)c * s->ld + (size_t)i * s->img +
-					    (size_t)(hp / 2) * Wc; // phase (a, 0)
-				float *d1 = d0 + s->phase;             // phase (a, 1)
-				if (h < 0 || h >= H) {
-					dnn_zero_floats(d0, Wc);
-					dnn_zero_floats(d1, Wc);
-					continue;
-				}
-				/* Padded column 2j + b is x column 2j + b - 1: phase b = 1 takes the even columns,
-				 * phase b = 0 the odd ones after its zero. */
-				d0[0] = 0.0f;
-				dnn_conv_deal_row(d0 + 1, xc + (size_t)h * W, 1, W, Wc - 1);
-				dnn_conv_deal_row(d1, xc + (size_t)h * W, 0, W, Wc);
-			}
-		}
+		for (int c = 0; c < C; c++)
+			for (int h = 0; h < H; h++)
+				dnn_copy_floats(xp + ((size_t)i * C + c) * hw + (size_t)(h + 1) * wp + 1,
+						x + (((size_t)(n0 + i) * C + c) * H + h) * W, W);
 }
 
 size_t dnn_conv_stride2_work(const conv_geom *g)
 {
-	s2_plan s = s2_make(g);
-	return 4 * s.phase + s.tail + (size_t)g->K * s.ld;
+	const size_t kp = ((size_t)g->K + 15) / 16 * 16, G = s2w_group(g, kp);
+	return G * (size_t)g->C * (g->H + 2) * (g->W + 2) + (size_t)g->C * 9 * kp + G * (size_t)g->P * g->Q * kp;
 }
 
-void dnn_conv_stride2_forward(float *y, const float *x, const float *w, const conv_geom *g, float beta, float *work)
+/* yt's rows [0, min(PB, npix)) (the next PB output pixels of the group, kp floats each) x KB vectors of k = their
+ * sums over c, r, s; xb[i]: output pixel i's tap (0, 0) in xp, channel 0 (channels hw floats apart). */
+static inline __attribute__((always_inline, target("avx512f"))) void
+s2f_block(float *restrict yt, const float *restrict wt, const float *const *xb, size_t kp, size_t hw, int wp, int C,
+	  int npix, const int PB, const int KB)
+{
+	__m512 acc[24];
+	for (int i = 0; i < PB * KB; i++)
+		acc[i] = _mm512_setzero_ps();
+	for (int c = 0; c < C; c++)
+		for (int r = 0; r < 3; r++)
+			for (int t = 0; t < 3; t++) {
+				const float *wr = wt + (size_t)(c * 9 + r * 3 + t) * kp;
+				const size_t off = (size_t)c * hw + (size_t)r * wp + t;
+				__m512 wv[4];
+				for (int v = 0; v < KB; v++)
+					wv[v] = _mm512_loadu_ps(wr + 16 * v);
+				for (int i = 0; i < PB; i++) {
+					const __m512 b = _mm512_set1_ps(xb[i][off]);
+					for (int v = 0; v < KB; v++)
+						acc[i * KB + v] = _mm512_fmadd_ps(b, wv[v], acc[i * KB + v]);
+				}
+			}
+	for (int i = 0; i < PB && i < npix; i++)
+		for (int v = 0; v < KB; v++)
+			_mm512_storeu_ps(yt + (size_t)i * kp + 16 * v, acc[i * KB + v]);
+}
+
+__attribute__((target("avx512f"))) void dnn_conv_stride2_forward(float *y, const float *x, const float *w,
+								  const conv_geom *g, float beta, float *work)
 {
 	// y (N, K, P, Q), x (N, C, H, W), w (K, C, 3, 3)
-	const s2_plan s = s2_make(g);
-	const int K = g->K, C = g->C, P = g->P, Q = g->Q;
-	const size_t pq = (size_t)P * Q;
-	float *ph = work;                     // (4, C, G, Hc, Wc), then the tail
-	float *out = ph + 4 * s.phase + s.tail; // (K, G, Hc, Wc)
-	int woff[9];
-	long ioff[9];
-	s2_taps(woff, ioff, &s);
-	/* Beyond the last group's images the taps of the dropped pixels read what is there: make it finite. */
-	memset(ph, 0, (4 * s.phase + s.tail) * sizeof(float));
-	for (int n0 = 0; n0 < g->N; n0 += s.G) {
-		const int ng = conv_imin(s.G, g->N - n0);
-		s2_phases(ph, x, n0, ng, g, &s);
-		dnn_conv_taps_gemm(out, s.ld, w, (size_t)C * 9, 9, woff, ph, s.ld, ioff, 9, C, K, (long)(ng * s.img),
-				   0.0f);
-		for (int i = 0; i < ng; i++)
-			for (int k = 0; k < K; k++)
-				for (int p = 0; p < P; p++) {
-					float *d = y + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q;
-					const float *o = out + (size_t)k * s.ld + (size_t)i * s.img + (size_t)p * s.Wc;
-					if (beta != 0.0f) {
-						for (int q = 0; q < Q; q++)
-							d[q] = o[q] + beta * d[q];
-					} else {
-						dnn_copy_floats(d, o, Q);
-					}
+	const int K = g->K, C = g->C, P = g->P, Q = g->Q, wp = g->W + 2;
+	const size_t pq = (size_t)P * Q, hw = (size_t)(g->H + 2) * wp, xs = (size_t)C * hw;
+	const size_t kp = ((size_t)K + 15) / 16 * 16, G = s2w_group(g, kp);
+	float *xp = work, *wt = xp + G * xs, *yt = wt + (size_t)C * 9 * kp; // (G, C, hp, wp), (C, 9, kp), (G pq, kp)
+	memset(xp, 0, (G * xs + (size_t)C * 9 * kp) * sizeof(float)); // the border, k >= K
+	for (int k = 0; k < K; k++)
+		for (int j = 0; j < C * 9; j++)
+			wt[(size_t)j * kp + k] = w[(size_t)k * C * 9 + j];
+	for (int n0 = 0; n0 < g->N; n0 += (int)G) {
+		const int ng = conv_imin((int)G, g->N - n0), nt = ng * (int)pq;
+		s2w_pad(xp, x, n0, ng, g);
+		for (size_t k0 = 0; k0 < kp; k0 += 64) { // blocks of 4 vectors of k, then the rest
+			const int kb = (int)((kp - k0) / 16 < 4 ? (kp - k0) / 16 : 4);
+			const int pb = kb >= 3 ? 6 : kb == 2 ? 12 : 24;
+			for (int t0 = 0; t0 < nt; t0 += pb) {
+				const float *xb[24];
+				for (int i = 0; i < pb; i++) { // past the group's pixels: pixel 0 again, not stored
+					const int t = t0 + i < nt ? t0 + i : 0, n = t / (int)pq;
+					const int p = t % (int)pq / Q, q = t % Q;
+					xb[i] = xp + (size_t)n * xs + (size_t)(2 * p) * wp + 2 * q;
 				}
+				float *yb = yt + (size_t)t0 * kp + k0;
+				const float *wk = wt + k0;
+				switch (kb) {
+				case 4: s2f_block(yb, wk, xb, kp, hw, wp, C, nt - t0, 6, 4); break;
+				case 3: s2f_block(yb, wk, xb, kp, hw, wp, C, nt - t0, 6, 3); break;
+				case 2: s2f_block(yb, wk, xb, kp, hw, wp, C, nt - t0, 12, 2); break;
+				default: s2f_block(yb, wk, xb, kp, hw, wp, C, nt - t0, 24, 1); break;
+				}
+			}
+		}
+		for (int i = 0; i < ng; i++)
+			for (int k = 0; k < K; k++) {
+				float *d = y + ((size_t)(n0 + i) * K + k) * pq;
+				const float *o = yt + (size_t)i * pq * kp + k;
+				if (beta != 0.0f) {
+					for (size_t t = 0; t < pq; t++)
+						d[t] = o[t * kp] + beta * d[t];
+				} else {
+					for (size_t t = 0; t < pq; t++)
+						d[t] = o[t * kp];
+				}
+			}
 	}
 }
 
@@ -226,31 +241,107 @@ void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, 
 	}
 }
 
-void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy, const conv_geom *g)
+/* ------------------------------------------------------------------ backward filter
+ *
+ * dw[k, c, r, s] += sum over the images n and the output pixels (p, q) of dy[n, k, p, q] xp[n, c, 2p + r, 2q + s],
+ * xp: x zero-padded by one pixel. As outer products, 16 output channels to a vector: at each output pixel, KB
+ * vectors of dy (dyt: dy transposed to (pixel, k), kp floats a pixel, zero past K) times CB input channels x the
+ * 3 taps of one filter row r, each broadcast from xp; 3 CB KB accumulators (24 at most) that run over every
+ * output pixel of a group of images, in order, then are added to dwt (C, 9, kp), dw's transpose, once per group;
+ * dwt is added to dw at the end. No lane reductions and only the P x Q output pixels: the phases' grid of the
+ * forward computed (P + 1) x (Q + 1) of them (31% more at 7x7) and ended every group in K*C*9 sums of 16 lanes,
+ * which lost to im2col's sgemm from 32 channels on. Each sum's order is the kernel's: groups in order, and in a
+ * group the images, rows and columns in order (one FMA chain per output). */
+
+/* Channels [c0, c0 + CB) x filter row r x kp-vectors [0, KB) of dwt (at dwt, for this k block) += their sums
+ * over the ng images of the group: xc at channel c0, row r of image 0 (images xs apart, channels hw apart, rows
+ * wp apart); dyt at this k block (images pq kp apart, pixels kp apart). */
+static inline __attribute__((always_inline, target("avx512f"))) void
+s2w_block(float *restrict dwt, const float *restrict dyt, const float *restrict xc, size_t kp, size_t xs, size_t hw,
+	  int wp, int ng, int P, int Q, const int KB, const int CB)
+{
+	__m512 acc[24];
+	for (int i = 0; i < 3 * CB * KB; i++)
+		acc[i] = _mm512_setzero_ps();
+	for (int n = 0; n < ng; n++)
+		for (int p = 0; p < P; p++) {
+			const float *xr = xc + (size_t)n * xs + (size_t)(2 * p) * wp;
+			const float *dr = dyt + ((size_t)n * P + p) * Q * kp;
+			for (int q = 0; q < Q; q++) {
+				__m512 dv[4];
+				for (int v = 0; v < KB; v++)
+					dv[v] = _mm512_loadu_ps(dr + (size_t)q * kp + 16 * v);
+				for (int ch = 0; ch < CB; ch++)
+					for (int t = 0; t < 3; t++) {
+						const __m512 b = _mm512_set1_ps(xr[(size_t)ch * hw + 2 * q + t]);
+						for (int v = 0; v < KB; v++)
+							acc[(ch * 3 + t) * KB + v] =
+								_mm512_fmadd_ps(b, dv[v], acc[(ch * 3 + t) * KB + v]);
+					}
+			}
+		}
+	for (int ch = 0; ch < CB; ch++)
+		for (int t = 0; t < 3; t++)
+			for (int v = 0; v < KB; v++) {
+				float *o = dwt + (size_t)(ch * 9 + t) * kp + 16 * v;
+				_mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[(ch * 3 + t) * KB + v]));
+			}
+}
+
+/* Every channel of one k block (KB vectors) and filter row r: CB channels at a time (24 accumulators), then
+ * one at a time. */
+static inline __attribute__((always_inline, target("avx512f"))) void
+s2w_rows(float *restrict dwt, const float *restrict dyt, const float *restrict x0, size_t kp, size_t xs, size_t hw,
+	 int wp, int ng, int P, int Q, int C, const int KB)
+{
+	const int CB = KB >= 3 ? 2 : KB == 2 ? 4 : 8;
+	int c = 0;
+	for (; c + CB <= C; c += CB)
+		s2w_block(dwt + (size_t)c * 9 * kp, dyt, x0 + (size_t)c * hw, kp, xs, hw, wp, ng, P, Q, KB, CB);
+	for (; c < C; c++)
+		s2w_block(dwt + (size_t)c * 9 * kp, dyt, x0 + (size_t)c * hw, kp, xs, hw, wp, ng, P, Q, KB, 1);
+}
+
+__attribute__((target("avx512f"))) void dnn_conv_stride2_backward_filter(float *dw, const float *x, const float *dy,
+									  const conv_geom *g)
 {
 	// dw (K, C, 3, 3) +=, x (N, C, H, W), dy (N, K, P, Q)
-	const s2_plan s = s2_make(g);
-	const int K = g->K, C = g->C, P = g->P, Q = g->Q;
-	const size_t pq = (size_t)P * Q;
-	float *ph = dnn_conv_scratch(4 * s.phase + s.tail + (size_t)K * s.ld); // then dy on the grid (K, G, Hc, Wc)
-	if (!ph)
+	const int K = g->K, C = g->C, P = g->P, Q = g->Q, wp = g->W + 2;
+	const size_t pq = (size_t)P * Q, hw = (size_t)(g->H + 2) * wp, xs = (size_t)C * hw;
+	const size_t kp = ((size_t)K + 15) / 16 * 16, G = s2w_group(g, kp);
+	float *xp = dnn_conv_scratch(G * xs + G * pq * kp + (size_t)C * 9 * kp); // xp (G, C, hp, wp), dyt, dwt
+	if (!xp)
 		return;
-	float *dyv = ph + 4 * s.phase + s.tail;
-	int woff[9];
-	long ioff[9];
-	s2_taps(woff, ioff, &s);
-	/* Zeros: the phases' tail and unused images (finite, see the forward), dy off the output pixels. */
-	memset(ph, 0, (4 * s.phase + s.tail + (size_t)K * s.ld) * sizeof(float));
-	for (int n0 = 0; n0 < g->N; n0 += s.G) {
-		const int ng = conv_imin(s.G, g->N - n0);
-		s2_phases(ph, x, n0, ng, g, &s);
-		for (int i = 0; i < ng; i++)
+	float *dyt = xp + G * xs, *dwt = dyt + G * pq * kp;
+	/* Zeros: xp's border and dyt's k >= K stay so (only the rest is written), dwt is a sum. */
+	memset(xp, 0, (G * xs + G * pq * kp + (size_t)C * 9 * kp) * sizeof(float));
+	for (int n0 = 0; n0 < g->N; n0 += (int)G) {
+		const int ng = conv_imin((int)G, g->N - n0);
+		s2w_pad(xp, x, n0, ng, g);
+		for (int i = 0; i < ng; i++) {
+			const float *dn = dy + (size_t)(n0 + i) * K * pq;
+			float *dt = dyt + (size_t)i * pq * kp;
 			for (int k = 0; k < K; k++)
-				for (int p = 0; p < P; p++)
-					dnn_copy_floats(dyv + (size_t)k * s.ld + (size_t)i * s.img + (size_t)p * s.Wc,
-							dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q, Q);
-		dnn_conv_taps_dot(dw, dyv, s.ld, ph, s.ld, ioff, 9, C, K, (long)(ng * s.img));
+				for (size_t t = 0; t < pq; t++)
+					dt[t * kp + k] = dn[(size_t)k * pq + t];
+		}
+		for (size_t k0 = 0; k0 < kp; k0 += 64) { // blocks of 4 vectors of k, then the rest
+			const int kb = (int)((kp - k0) / 16 < 4 ? (kp - k0) / 16 : 4);
+			for (int r = 0; r < 3; r++) {
+				float *dr = dwt + (size_t)(r * 3) * kp + k0;
+				const float *dk = dyt + k0, *xr = xp + (size_t)r * wp;
+				switch (kb) {
+				case 4: s2w_rows(dr, dk, xr, kp, xs, hw, wp, ng, P, Q, C, 4); break;
+				case 3: s2w_rows(dr, dk, xr, kp, xs, hw, wp, ng, P, Q, C, 3); break;
+				case 2: s2w_rows(dr, dk, xr, kp, xs, hw, wp, ng, P, Q, C, 2); break;
+				default: s2w_rows(dr, dk, xr, kp, xs, hw, wp, ng, P, Q, C, 1); break;
+				}
+			}
+		}
 	}
+	for (int k = 0; k < K; k++)
+		for (size_t j = 0; j < (size_t)C * 9; j++)
+			dw[(size_t)k * C * 9 + j] += dwt[j * kp + k];
 }
 
 #else /* not x86-64 GCC/Clang: dnn_conv_stride2_applies is 0, the im2col path runs these convs */

@@ -717,11 +717,41 @@ __attribute__((target("avx2,fma"))) static void gemm_nt(float *du, const float *
 	}
 }
 
+/* The 16 chain sums of 8 accumulators a[0..8) of dot_block512 (16 chains of 8 lanes: chain 2i is a[i]'s low
+ * half, 2i + 1 its high half), each summed as hsum sums it, ((l0 + l4) + (l1 + l5)) + ((l2 + l6) + (l3 + l7)):
+ * the same additions of the same floats, so the same bits, in 7 adds and 14 shuffles for all 16 instead of
+ * ~6 instructions each. Lane 4j + e of the result holds chain j % 2 of a[2e + j / 2]: with a = (p, c), (p + 1,
+ * c), (p, c + 1), ... (p + 1, c + 3), 128-bit lane j holds D row 2p + j times V rows c .. c + 3, one row of dU. */
+static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma"))) __m512 fold8(const __m512 a[8])
+{
+	__m512 h[4], q[2];
+	for (int i = 0; i < 4; i++) // l_i + l_(i+4) of every chain: [a.q0 + a.q1, a.q2 + a.q3, b.q0 + b.q1, ...]
+		h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+				     _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+	for (int i = 0; i < 2; i++) // hsum's first hadd: the pairs (0 + 1), (2 + 3) in every 128-bit lane
+		q[i] = _mm512_add_ps(_mm512_shuffle_ps(h[2 * i], h[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+				     _mm512_shuffle_ps(h[2 * i], h[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+	return _mm512_add_ps(_mm512_shuffle_ps(q[0], q[1], _MM_SHUFFLE(2, 0, 2, 0)), // and its second
+			     _mm512_shuffle_ps(q[0], q[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* o0[0..2) += s[0..2), o1[0..2) += s[2..4). */
+static inline __attribute__((always_inline, target("avx2"))) void add_pairs(float *o0, float *o1, __m128 s)
+{
+	__m128 t = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)o0), (const __m64 *)o1);
+	t = _mm_add_ps(t, s);
+	_mm_storel_pi((__m64 *)o0, t);
+	_mm_storeh_pi((__m64 *)o1, t);
+}
+
 /* The AVX-512 weight-gradient GEMM. Each 512-bit accumulator holds two of dot_block's 8-lane
  * chains, (k, c) in its low half and (k + 1, c) in its high half: D's rows k and k + 1 side by
  * side times V's row c broadcast to both halves. Every chain sees the same FMAs in the same
- * order as in dot_block and ends with the same hsum: bit-identical results. Up to 4 row pairs
- * x 6 columns (24 accumulators, twice dot_block's 12). */
+ * order as in dot_block and ends with hsum's additions (fold8 for 4 rows x 4 columns or 8 rows x 2
+ * columns at a time, hsum for the rest): bit-identical results. Up to 4 row pairs x 6 columns (24 accumulators, twice
+ * dot_block's 12). The sums at the end of the block cost as much as its FMAs where a chunk has few
+ * tiles (ResNet-8's 7x7 stage: 128 tiles, 8 FMAs per chain; perf put them at 42% of gemm_nt512 there
+ * with hsum alone, and fold8 cuts their instructions about 4-fold). */
 static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma"))) void
 dot_block512(float *du, int lddu, const float *d, const float *v, size_t ld, int nt, const int KP,
 	     const int CB)
@@ -741,8 +771,37 @@ dot_block512(float *du, int lddu, const float *d, const float *v, size_t ld, int
 				acc[p][cb] = _mm512_fmadd_ps(a[p], x, acc[p][cb]);
 		}
 	}
+	/* Row pairs p, p + 1 x 4 columns: one fold8, then 4 rows of dU += a 128-bit lane each. */
+	const int PQ = KP / 2 * 2, CQ = CB / 4 * 4;
+	for (int p = 0; p < PQ; p += 2)
+		for (int cb = 0; cb < CQ; cb += 4) {
+			const __m512 a[8] = {acc[p][cb],     acc[p + 1][cb],     acc[p][cb + 1], acc[p + 1][cb + 1],
+					     acc[p][cb + 2], acc[p + 1][cb + 2], acc[p][cb + 3], acc[p + 1][cb + 3]};
+			const __m512 r = fold8(a);
+			float *o = du + (size_t)(2 * p) * lddu + cb;
+			_mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), _mm512_castps512_ps128(r)));
+			o += lddu;
+			_mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), _mm512_extractf32x4_ps(r, 1)));
+			o += lddu;
+			_mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), _mm512_extractf32x4_ps(r, 2)));
+			o += lddu;
+			_mm_storeu_ps(o, _mm_add_ps(_mm_loadu_ps(o), _mm512_extractf32x4_ps(r, 3)));
+		}
+	/* 4 row pairs x the next 2 columns (CB = 6 leaves them): one fold8 too, 128-bit lane j holding rows j and
+	 * j + 4 of those two columns (64 bits each). */
+	const int CP = KP == 4 && CB - CQ >= 2 ? CQ + 2 : CQ;
+	if (CP > CQ) {
+		const int c = CQ;
+		const __m512 a[8] = {acc[0][c], acc[1][c], acc[0][c + 1], acc[1][c + 1],
+				     acc[2][c], acc[3][c], acc[2][c + 1], acc[3][c + 1]};
+		const __m512 r = fold8(a);
+		add_pairs(du + c, du + (size_t)4 * lddu + c, _mm512_castps512_ps128(r));
+		add_pairs(du + (size_t)lddu + c, du + (size_t)5 * lddu + c, _mm512_extractf32x4_ps(r, 1));
+		add_pairs(du + (size_t)2 * lddu + c, du + (size_t)6 * lddu + c, _mm512_extractf32x4_ps(r, 2));
+		add_pairs(du + (size_t)3 * lddu + c, du + (size_t)7 * lddu + c, _mm512_extractf32x4_ps(r, 3));
+	}
 	for (int p = 0; p < KP; p++)
-		for (int cb = 0; cb < CB; cb++) {
+		for (int cb = p < PQ ? CP : 0; cb < CB; cb++) {
 			du[(size_t)(2 * p) * lddu + cb] += hsum(_mm512_castps512_ps256(acc[p][cb]));
 			du[(size_t)(2 * p + 1) * lddu + cb] += hsum(_mm512_extractf32x8_ps(acc[p][cb], 1));
 		}

@@ -17,8 +17,7 @@
 #include <string.h>
 
 #ifdef DNN_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.h>
-#include <omp.h>
+#include "onednn_thread.h"
 static int use_simd = 1;
 #else
 static int use_simd = 0;
@@ -176,8 +175,7 @@ typedef struct {
 #define MM_CACHE 48 /* a GPT's distinct shapes per worker: about 6 dense x 3 phases + attention's 6 tiles */
 static __thread mm_entry mm_cache[MM_CACHE];
 static __thread int mm_n, mm_next;
-static __thread dnnl_engine_t mm_eng;
-static __thread dnnl_stream_t mm_stream;
+static __thread dnn_onednn_thread mm_t; /* this thread's engine and stream */
 static char mm_impl[96]; /* the kernel oneDNN chose, for the start-up line */
 
 static void mm_free(mm_entry *e)
@@ -200,16 +198,8 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 		    e->beta == beta)
 			return e;
 	}
-	if (!mm_eng) {
-		omp_set_num_threads(1); /* this thread's OpenMP teams: one thread, the worker itself */
-		if (dnnl_engine_create(&mm_eng, dnnl_cpu, 0) != dnnl_success)
-			return NULL;
-		if (dnnl_stream_create(&mm_stream, mm_eng, dnnl_stream_default_flags) != dnnl_success) {
-			dnnl_engine_destroy(mm_eng);
-			mm_eng = NULL;
-			return NULL;
-		}
-	}
+	if (!dnn_onednn_thread_open(&mm_t))
+		return NULL;
 	/* op(A) (M,K) is A's rows (M,K) at stride lda, or its (K,M) rows read transposed; op(B) likewise. */
 	dnnl_dims_t ad = {M, K}, bd = {K, N}, cd = {M, N}, bid = {1, N};
 	dnnl_dims_t as = {tA ? 1 : lda, tA ? lda : 1}, bs = {tB ? 1 : ldb, tB ? ldb : 1}, cs = {ldc, 1}, bis = {N, 1};
@@ -230,12 +220,12 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 	if (ok && beta != 0.0f)
 		ok = dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
 		     dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-	ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, mm_eng, NULL) == dnnl_success &&
+	ok = ok && dnnl_primitive_desc_create(&pd, &md, attr, mm_t.eng, NULL) == dnnl_success &&
 	     dnnl_primitive_create(&n.prim, pd) == dnnl_success &&
-	     dnnl_memory_create(&n.a, &amd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-	     dnnl_memory_create(&n.b, &bmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-	     dnnl_memory_create(&n.c, &cmd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success &&
-	     (!bias || dnnl_memory_create(&n.bi, &bimd, mm_eng, DNNL_MEMORY_NONE) == dnnl_success);
+	     dnnl_memory_create(&n.a, &amd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.b, &bmd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     dnnl_memory_create(&n.c, &cmd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success &&
+	     (!bias || dnnl_memory_create(&n.bi, &bimd, mm_t.eng, DNNL_MEMORY_NONE) == dnnl_success);
 	if (ok && !mm_impl[0]) {
 		const char *impl = NULL;
 		if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
@@ -252,14 +242,10 @@ static mm_entry *mm_get(int tA, int tB, int M, int N, int K, float alpha, float 
 		mm_free(&n);
 		return NULL;
 	}
-	mm_entry *e;
-	if (mm_n < MM_CACHE) {
-		e = &mm_cache[mm_n++];
-	} else {
-		e = &mm_cache[mm_next];
-		mm_next = (mm_next + 1) % MM_CACHE;
+	int evict;
+	mm_entry *e = &mm_cache[dnn_onednn_cache_slot(&mm_n, &mm_next, MM_CACHE, &evict)];
+	if (evict)
 		mm_free(e);
-	}
 	*e = n;
 	return e;
 }
@@ -287,8 +273,8 @@ static int gemm_dnnl(int transA, int transB, int M, int N, int K, float alpha, d
 	    dnnl_memory_set_data_handle(e->b, b) != dnnl_success ||
 	    dnnl_memory_set_data_handle(e->c, C) != dnnl_success ||
 	    (bias && dnnl_memory_set_data_handle(e->bi, (void *)bias) != dnnl_success) ||
-	    dnnl_primitive_execute(e->prim, mm_stream, bias ? 4 : 3, args) != dnnl_success ||
-	    dnnl_stream_wait(mm_stream) != dnnl_success)
+	    dnnl_primitive_execute(e->prim, mm_t.stream, bias ? 4 : 3, args) != dnnl_success ||
+	    dnnl_stream_wait(mm_t.stream) != dnnl_success)
 		return -1;
 	return 0;
 }
@@ -484,11 +470,7 @@ void dnn_gemm_bf16_release(void)
 	for (int i = 0; i < mm_n; i++)
 		mm_free(&mm_cache[i]);
 	mm_n = mm_next = 0;
-	if (mm_eng) {
-		dnnl_stream_destroy(mm_stream);
-		dnnl_engine_destroy(mm_eng);
-		mm_eng = NULL;
-	}
+	dnn_onednn_thread_close(&mm_t);
 #endif
 	free(buf_a), free(buf_b), free(buf_c);
 	buf_a = buf_b = NULL, buf_c = NULL;

@@ -2026,6 +2026,12 @@ static void extra_conv_unit_own(void)
 		check_direct_kernels(conv_shape(5, 16, 13, 14, 9, 3, 3, 2, 1, 1));  /* stride 2: a partial group */
 		check_direct_kernels(conv_shape(9, 32, 14, 14, 64, 3, 3, 2, 1, 1)); /* stride 2: 7x7 out, 2 groups */
 		check_direct_kernels(conv_shape(2, 3, 1, 2, 5, 3, 3, 2, 1, 1));     /* stride 2: one output pixel */
+		/* The stride-2 weight gradient's blocks: 3 k vectors x 2 channels in groups of 3, 3 and 1
+		 * images; 4 + 1 k vectors (K = 70) with channel remainders; 2 k vectors x 4 channels + 2
+		 * single channels. */
+		check_direct_kernels(conv_shape(7, 24, 20, 20, 40, 3, 3, 2, 1, 1));
+		check_direct_kernels(conv_shape(3, 5, 9, 11, 70, 3, 3, 2, 1, 1));
+		check_direct_kernels(conv_shape(2, 6, 12, 7, 19, 3, 3, 2, 1, 1));
 	} else {
 		printf("conv: no AVX-512F, the direct 1x1 and stride-2 kernels are not run here\n");
 	}
