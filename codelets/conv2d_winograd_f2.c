@@ -966,6 +966,102 @@ WGRAD_BF16_TARGET static void grad_row_pairs(uint32_t *restrict d, size_t ds, co
 	}
 }
 
+/* Whether the bf16 weight gradient writes D's pairs 32 tiles at a time (grad_rows_pairs): 1 by default, 0
+ * (dnn_wino_set_dgroups) keeps grad_row_pairs per tile row as the tests' control (the same bits). */
+static int wino_dgroups = 1;
+
+int dnn_wino_set_dgroups(int on)
+{
+	wino_dgroups = on != 0;
+	return wino_dgroups;
+}
+
+/* Whether grad_rows_pairs takes dy's rows of Q floats: 16 tiles of one vector are whole tile rows (tw 4 or 8, the
+ * rows of 4 or 2 of them back to back in dy) or a part of one (tw a multiple of 16), P even (every tile has its
+ * second row), Q = 2 tw (no column past the image). ResNet's 8x8, 16x16 and 32x32 images. */
+static int dgroups_apply(int P, int Q, int tw)
+{
+	return wino_dgroups && P % 2 == 0 && Q == 2 * tw && (tw == 4 || tw == 8 || tw % 16 == 0);
+}
+
+/* E0, O0 (dy row 2i's even and odd columns), E1, O1 (row 2i + 1's) of the 16 tiles that start at tile row i,
+ * column j of channel y (P x Q floats), laid out as grad_row_pairs has them for one tile row: lane = tile index
+ * in the chunk's order (tile rows back to back). tw 16m: columns 2j .. 2j + 31 of one tile row; tw 8: tile rows
+ * i and i + 1 (dy rows 2i .. 2i + 3, 16 floats each); tw 4: tile rows i .. i + 3 (dy rows 2i .. 2i + 7, 8 floats
+ * each, 4 vectors of two rows), regrouped by one more 128-bit shuffle. The same floats as grad_row_pairs reads. */
+static inline __attribute__((always_inline)) WGRAD_BF16_TARGET void
+dy_group16(__m512 eo[4], const float *restrict y, int Q, int tw, int i, int j)
+{
+	const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	const float *r = y + (size_t)2 * i * Q;
+	if (tw == 4) { // rows 2i, 2i + 1 in one vector: lanes 0-3 tile row i's E0, 4-7 row i + 1's, 8-15 their E1
+		const __m512i je = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
+		const __m512i jo = _mm512_setr_epi32(1, 3, 5, 7, 17, 19, 21, 23, 9, 11, 13, 15, 25, 27, 29, 31);
+		const __m512 z0 = _mm512_loadu_ps(r), z1 = _mm512_loadu_ps(r + 16);
+		const __m512 z2 = _mm512_loadu_ps(r + 32), z3 = _mm512_loadu_ps(r + 48);
+		const __m512 e01 = _mm512_permutex2var_ps(z0, je, z1), e23 = _mm512_permutex2var_ps(z2, je, z3);
+		const __m512 o01 = _mm512_permutex2var_ps(z0, jo, z1), o23 = _mm512_permutex2var_ps(z2, jo, z3);
+		eo[0] = _mm512_shuffle_f32x4(e01, e23, 0x44), eo[2] = _mm512_shuffle_f32x4(e01, e23, 0xee);
+		eo[1] = _mm512_shuffle_f32x4(o01, o23, 0x44), eo[3] = _mm512_shuffle_f32x4(o01, o23, 0xee);
+	} else {
+		/* tw 8: a = row 2i (tile row i), b = row 2i + 2 (tile row i + 1); else the two halves of 32 columns */
+		const float *a = tw == 8 ? r : r + 2 * j, *b = tw == 8 ? r + 2 * (size_t)Q : a + 16;
+		const __m512 a0 = _mm512_loadu_ps(a), b0 = _mm512_loadu_ps(b);
+		const __m512 a1 = _mm512_loadu_ps(a + Q), b1 = _mm512_loadu_ps(b + Q);
+		eo[0] = _mm512_permutex2var_ps(a0, ie, b0), eo[1] = _mm512_permutex2var_ps(a0, io, b0);
+		eo[2] = _mm512_permutex2var_ps(a1, ie, b1), eo[3] = _mm512_permutex2var_ps(a1, io, b1);
+	}
+}
+
+/* grad_row_pairs for the tile rows [i0, i1) of one channel y of dy (dgroups_apply), D's pairs of the chunk's
+ * tiles at d: two vectors of 16 tiles at a time, whose 32 tiles are consecutive in D (tile rows back to back),
+ * rounded together by one vcvtne2ps2bf16 into one 512-bit store per xi: half the conversions and stores of
+ * grad_row_pairs, and on 8x8 and 16x16 images no lanes past the tile row (grad_row_pairs computes 16 lanes for
+ * 4 or 8 tiles there). The same arithmetic on the same floats and the same rounding: the same bits. Tile rows
+ * that do not fill 16 tiles at the end go to grad_row_pairs. */
+WGRAD_BF16_TARGET static void grad_rows_pairs(uint32_t *restrict d, size_t ds, const float *restrict y, int P,
+					      int Q, int tw, int i0, int i1)
+{
+	const __m512 zero = _mm512_setzero_ps();
+	const int per = (i1 - i0) * tw, n16 = per / 16;
+	for (int g = 0; g < n16; g += 2) {
+		const int two = g + 1 < n16;
+		__m512 eo[2][4];
+		for (int h = 0; h <= two; h++) {
+			const int t = 16 * (g + h);
+			dy_group16(eo[h], y, Q, tw, i0 + t / tw, t % tw);
+		}
+		__m512 eu[2][4], ou[2][4];
+		for (int h = 0; h < 2; h++) { // rows: A dY, as grad_row_pairs (h = 1 unused when !two)
+			const __m512 e0 = eo[h][0], o0 = eo[h][1], e1 = eo[h][2], o1 = eo[h][3];
+			eu[h][0] = e0, eu[h][1] = _mm512_add_ps(e0, e1), eu[h][2] = _mm512_sub_ps(e0, e1);
+			eu[h][3] = _mm512_sub_ps(zero, e1);
+			ou[h][0] = o0, ou[h][1] = _mm512_add_ps(o0, o1), ou[h][2] = _mm512_sub_ps(o0, o1);
+			ou[h][3] = _mm512_sub_ps(zero, o1);
+			if (!two)
+				break;
+		}
+		for (int u = 0; u < 4; u++) { // columns: (e, e + o, e - o, -o)
+			uint32_t *p = d + (size_t)(4 * u) * ds + 8 * (size_t)g;
+			__m512 c[2][4];
+			for (int h = 0; h <= two; h++) {
+				c[h][0] = eu[h][u], c[h][1] = _mm512_add_ps(eu[h][u], ou[h][u]);
+				c[h][2] = _mm512_sub_ps(eu[h][u], ou[h][u]), c[h][3] = _mm512_sub_ps(zero, ou[h][u]);
+			}
+			for (int q = 0; q < 4; q++)
+				if (two)
+					_mm512_storeu_si512(p + q * ds, (__m512i)_mm512_cvtne2ps_pbh(c[1][q], c[0][q]));
+				else
+					_mm256_storeu_si256((__m256i *)(p + q * ds), (__m256i)_mm512_cvtneps_pbh(c[0][q]));
+		}
+	}
+	for (int i = i0 + 16 * n16 / tw; i < i1; i++) {
+		const float *y0 = y + (size_t)2 * i * Q;
+		grad_row_pairs(d + (size_t)((i - i0) * tw) / 2, ds, y0, 2 * i + 1 < P ? y0 + Q : NULL, Q, tw);
+	}
+}
+
 /* input_row writing V's tile pairs straight away (bf16, tw even), 16 tiles at a time in 512-bit vectors: the
  * same values as input_row then pack_tile_pairs, without fp32 V. e, o: row 2i of the channel in the split
  * image (E, O); the loads of the last vector read past the row, within the scratch (E and O are followed by
@@ -1095,6 +1191,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	const int avx512 = dnn_wino_avx512();
 	const int dpbf16 = s->bf16 && avx512 && dnn_cpu_has_bf16(); // vdpbf16ps on tile pairs (above)
 	const int dpairs = dpbf16 && tw % 2 == 0; // D and V written as pairs (grad_row_pairs, input_row_pairs)
+	const int dgroups = dpairs && dgroups_apply(P, Q, tw); // D's pairs 32 tiles at a time (grad_rows_pairs)
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -1119,7 +1216,10 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 							input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
 								  e + off, o + off, l, tw);
 					}
-				for (int k = 0; k < K; k++)
+				for (int k = 0; k < K && dgroups; k++)
+					grad_rows_pairs((uint32_t *)d + (size_t)k * cap + t0 / 2, ds,
+							dy + (size_t)(n0 + m) * kpq + (size_t)k * P * Q, P, Q, tw, i0, i1);
+				for (int k = 0; k < K && !dgroups; k++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)k * pl.hp + 2 * i) * l;
 						if (dpairs) {
@@ -1183,6 +1283,12 @@ int dnn_wino_reads_bf16(const dnn_wino_shape *s)
 }
 
 int dnn_wino_set_vpairs(int on)
+{
+	(void)on;
+	return 0;
+}
+
+int dnn_wino_set_dgroups(int on)
 {
 	(void)on;
 	return 0;
