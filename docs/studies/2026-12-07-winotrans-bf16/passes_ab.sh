@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# passes_ab.sh — winotrans_harness (this folder) on ResNet-20's and ResNet-8's stride-1 3x3 conv shapes at a task's 32
+# passes_ab.sh — winotrans_harness (this folder) on ResNet-20's stride-1 3x3 conv shapes at a task's 32
 # images, ROUNDS times over the shapes, each run at the measured priority (scripts/measure_prio.sh) with its own
 # rotated rounds inside; one CSV line per (run, shape, variant): round,shape,variant,median_ms,best_ms,hash,load1
 #
@@ -8,7 +8,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 [ $# -ge 3 ] || { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 rounds=$1 inner=$2 out=$3 bin=${4:-/tmp/winotrans_harness}
-shapes=("16 32 16" "32 16 32" "64 8 64" "16 28 16" "32 14 32" "64 7 64") # C H K
+shapes=("16 32 16" "32 16 32" "64 8 64") # C H K: the shapes the new transforms take (P even, Q = 2 tw)
 echo "round,shape,variant,median_ms,best_ms,hash,load1" >"$out"
 for ((r = 1; r <= rounds; r++)); do
 	for sh in "${shapes[@]}"; do

@@ -1,7 +1,10 @@
-/* winotrans_harness.c — F(2x2)'s bf16 weight gradient with D's pairs written one tile row at a time (grad_row_pairs,
- * dnn_wino_set_dgroups(0), the former path) and 32 tiles at a time (grad_rows_pairs, the new one), timed side by side
- * in one process (docs/studies/2026-12-07-winotrans-bf16.md), with a hash of each dw to show the same bits. x is read
- * in bf16 as in a --precision bf16 step (where the split can), dy in fp32. Each round runs both variants in rotated
+/* winotrans_harness.c — F(2x2)'s bf16 passes, the former transforms and the new ones timed side by side in one process
+ * (docs/studies/2026-12-07-winotrans-bf16.md), with a hash of each result to show the same bits:
+ *   fwd rows, fwd groups   the forward with a bf16 y: output_row_y_bf16 per tile row (dnn_wino_set_ygroups(0)) or
+ *                          output_rows_y_bf16 32 tiles at a time
+ *   wgr rows, wgr groups   the weight gradient: D's pairs per tile row (grad_row_pairs, dnn_wino_set_dgroups(0)) or
+ *                          32 tiles at a time (grad_rows_pairs)
+ * x is read in bf16 as in a --precision bf16 step (where the split can), dy in fp32. Each round runs both variants in rotated
  * order, with a 32 MiB buffer written between calls (x, dy cold, as in a training step); thread CPU time; prints per
  * variant the median and the best over the rounds.
  * Build (from the repository root, after the library's build):
@@ -40,8 +43,8 @@ static int cmpd(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-enum { V_ROWS, V_GROUPS, NV };
-static const char *names[NV] = {"wgr rows", "wgr groups"};
+enum { V_FROWS, V_FGROUPS, V_ROWS, V_GROUPS, NV };
+static const char *names[NV] = {"fwd rows", "fwd groups", "wgr rows", "wgr groups"};
 
 int main(int argc, char **argv)
 {
@@ -56,17 +59,19 @@ int main(int argc, char **argv)
 	}
 	dnn_wino_shape s = {.N = N, .C = C, .H = H, .W = H, .K = K, .P = H, .Q = H, .pad_h = 1, .pad_w = 1, .bf16 = 1};
 	const size_t nx = (size_t)N * C * H * H, ny = (size_t)N * K * H * H, nw = (size_t)K * C * 9;
-	float *x = malloc(nx * 4), *dy = malloc(ny * 4), *dw = malloc(nw * 4);
+	float *x = malloc(nx * 4), *dy = malloc(ny * 4), *dw = malloc(nw * 4), *w = malloc(nw * 4);
+	uint16_t *yh = malloc(ny * 2);
 	uint16_t *xh = malloc(nx * 2);
 	s.x_bf16 = 1;
 	const int direct = dnn_wino_reads_bf16(&s);
 	s.x_bf16 = direct;
-	const size_t wk = dnn_wino_filter_work(&s);
+	size_t wk = dnn_wino_filter_work(&s), wf = dnn_wino_work(&s);
+	wk = wk > wf ? wk : wf;
 	float *work = aligned_alloc(64, (wk * 4 + 63) / 64 * 64);
 	const size_t nev = 8u << 20;
 	float *ev = calloc(nev, 4);
 	double *t = malloc(sizeof(double) * NV * rounds);
-	if (!x || !dy || !dw || !xh || !work || !ev || !t) {
+	if (!x || !dy || !dw || !w || !yh || !xh || !work || !ev || !t) {
 		fprintf(stderr, "%s: out of memory\n", argv[0]);
 		return 1;
 	}
@@ -75,6 +80,8 @@ int main(int argc, char **argv)
 		x[i] = rand() % 2 ? (float)rand() / RAND_MAX : 0.0f;
 	for (size_t i = 0; i < ny; i++)
 		dy[i] = (float)rand() / RAND_MAX - 0.5f;
+	for (size_t i = 0; i < nw; i++)
+		w[i] = (float)rand() / RAND_MAX - 0.5f;
 	dnn_bf16_convert(xh, x, nx);
 	if (!direct)
 		dnn_bf16_widen(x, xh, nx);
@@ -88,13 +95,21 @@ int main(int argc, char **argv)
 			for (size_t i = 0; i < nev; i += 16)
 				ev[i] += 1.0f;
 			dnn_wino_set_dgroups(v == V_GROUPS);
+			dnn_wino_set_ygroups(v == V_FGROUPS);
 			memset(dw, 0, nw * 4);
 			double t0 = now();
-			dnn_wino_backward_filter(dw, in, dy, &s, work);
+			if (v >= V_ROWS) {
+				dnn_wino_backward_filter(dw, in, dy, &s, work);
+			} else {
+				s.y_bf16 = 1;
+				dnn_wino_forward((float *)(void *)yh, in, w, &s, 0.0f, work);
+				s.y_bf16 = 0;
+			}
 			t[v * rounds + r] = now() - t0;
-			h[v] = hash(dw, nw);
+			h[v] = v >= V_ROWS ? hash(dw, nw) : hash((const float *)(void *)yh, ny / 2);
 		}
 	dnn_wino_set_dgroups(1);
+	dnn_wino_set_ygroups(1);
 	printf("# N%d C%d %dx%d K%d, %d rounds, bf16 x read in the split: %s\n", N, C, H, H, K, rounds,
 	       direct ? "yes" : "no (widened)");
 	for (int v = 0; v < NV; v++) {
