@@ -173,17 +173,15 @@ static int use_stride2(const conv_geom *g, int pass)
  *                 0.360/0.361 (tie), C16 28x28 0.415/0.409 and 0.416/0.409 (tie), C32 14x14 0.349/0.314 and
  *                 0.354/0.314, C64 7x7 0.356/0.246 and 0.362/0.311 (oneDNN): oneDNN on images of at most 14
  *                 columns.
- * Re-measured once F(2x2)'s bf16 input side (the bf16 split, V's channel pairs from the input transform) and its
- * 32-tile output stores of a bf16 y (output_rows_y_bf16) were in (the same command at 32 images, winograd,onednn,
- * 3 + 2 rounds, load 4.3-6.1; Winograd / oneDNN per round, docs/studies/2026-12-07-winotrans-bf16.md): forward with a
- * bf16 y C32 14x14 0.94 0.95 0.94 0.94 0.94, C64 8x8 0.91 0.91 (1.02 in all 3 rounds before the 32-tile stores),
- * C64 7x7 1.41-1.42; backward data C32 14x14 1.00-1.02, C64 8x8 1.01-1.05, C64 7x7 1.17-1.24 (ties or oneDNN):
- * so the forward goes to oneDNN only on images of at most 7 columns, backward data still up to 14. */
+ * Re-measured with F(2x2)'s bf16 input side and its 32-tile transforms (docs/studies/2026-12-07-winotrans-bf16.md):
+ * dnn_op_bench (warm inputs) then has Winograd's forward ahead at 14x14 (0.94 of oneDNN's time) and 8x8 (0.91), but
+ * with the inputs cold as in a step (its rule_harness.c, 3 x 9 rounds, load 4.1) oneDNN stays ahead there (Winograd /
+ * oneDNN 1.12-1.15 at 14x14, 1.02-1.03 at 8x8), and a step with those forwards on Winograd ran its conv forward
+ * 2.5-3% slower: the rule stays. */
 #define ONEDNN_CONV_RULE(g, pass)                                                                                      \
 	((g)->dil == 1 && (g)->R == (g)->S &&                                                                          \
 	 (((g)->R == 3 && (g)->stride == 2 && (pass) != 2) ||                                                          \
-	  ((g)->R == 3 && (g)->stride == 1 && (g)->C >= 16 &&                                                          \
-	  ((pass) == 2 ? (g)->C > 64 : (g)->W <= ((pass) == 0 ? 7 : 14))) ||                                           \
+	  ((g)->R == 3 && (g)->stride == 1 && (g)->C >= 16 && ((pass) == 2 ? (g)->C > 64 : (g)->W <= 14)) ||          \
 	  ((g)->R == 5 && (g)->stride == 1 && (g)->C >= 6)))
 
 /* A build can set it to 0 (-DONEDNN_CONV_IN_AUTO=0 in CMAKE_C_FLAGS) to measure the step without the rule
