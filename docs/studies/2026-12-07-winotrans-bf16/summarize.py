@@ -5,6 +5,7 @@
     result hashes the two variants gave (1: the same bits);
   step_ab.sh's CSV (winoin study): per worker count, the median and range of the per-round ratios B / A of
     images/s and of the critical path's conv ms per pass (A / B: > 1 is faster);
+  rule_ab.sh's CSV: per shape and pass, each run's Winograd / oneDNN (> 1: oneDNN faster);
   fp32_bf16.sh's CSV: per worker count, the per-round bf16 / fp32 images/s ratios, their median and range."""
 import collections, csv, statistics as st, sys
 
@@ -12,7 +13,18 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 loads = [float(r['load1']) for r in rows]
 print(f"rounds: {len(set(r['round'] for r in rows))}, load average {min(loads)}-{max(loads)}")
 rng = lambda x: "%.3f (%.3f-%.3f)" % (st.median(x), min(x), max(x))
-if 'variant' in rows[0]:
+if 'variant' in rows[0] and 'hash' not in rows[0]:
+    d = collections.defaultdict(dict)
+    for r in rows:
+        d[(r['shape'], r['variant'][:3], r['round'])][r['variant'][4:]] = float(r['median_ms'])
+    print("| shape | pass | Winograd ms (runs) | oneDNN ms (runs) | Winograd / oneDNN (runs) |")
+    print("|---|---|---|---|---|")
+    for key in sorted({k[:2] for k in d}):
+        sel = [v for k, v in sorted(d.items()) if k[:2] == key]
+        f = lambda a: " ".join("%.3f" % v[a] for v in sel)
+        print(f"| {key[0]} | {key[1]} | {f('winograd')} | {f('onednn')} | "
+              f"{' '.join('%.2f' % (v['winograd'] / v['onednn']) for v in sel)} |")
+elif 'variant' in rows[0]:
     d, hs, runs = collections.defaultdict(list), collections.defaultdict(set), collections.defaultdict(dict)
     for r in rows:
         d[(r['shape'], r['variant'])].append(float(r['median_ms']))
