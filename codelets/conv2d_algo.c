@@ -175,7 +175,12 @@ static int use_stride2(const conv_geom *g, int pass)
  *   forward / backward data: C32 16x16 0.350/0.385 and 0.350/0.385 (Winograd), C64 8x8 0.356/0.344 and
  *                 0.360/0.361 (tie), C16 28x28 0.415/0.409 and 0.416/0.409 (tie), C32 14x14 0.349/0.314 and
  *                 0.354/0.314, C64 7x7 0.356/0.246 and 0.362/0.311 (oneDNN): oneDNN on images of at most 14
- *                 columns. */
+ *                 columns.
+ * Re-measured with F(2x2)'s bf16 input side and its 32-tile transforms (docs/studies/2026-12-07-winotrans-bf16.md):
+ * dnn_op_bench (warm inputs) then has Winograd's forward ahead at 14x14 (0.94 of oneDNN's time) and 8x8 (0.91), but
+ * with the inputs cold as in a step (its rule_harness.c, 3 x 9 rounds, load 4.1) oneDNN stays ahead there (Winograd /
+ * oneDNN 1.12-1.15 at 14x14, 1.02-1.03 at 8x8), and a step with those forwards on Winograd ran its conv forward
+ * 2.5-3% slower: the rule stays. */
 #define ONEDNN_CONV_RULE(g, pass)                                                                                      \
 	((g)->dil == 1 && (g)->R == (g)->S &&                                                                          \
 	 (((g)->R == 3 && (g)->stride == 2 && (pass) != 2) ||                                                          \

@@ -40,6 +40,16 @@ int dnn_wino_reads_bf16(const dnn_wino_shape *s);
  * packs (0: the former path, the control of the tests' bit-identity check; the same bits). Returns the choice. */
 int dnn_wino_set_vpairs(int on);
 
+/* Under --precision bf16 with the vdpbf16ps weight gradient, whether F(2x2)'s dy transform writes D's bf16 tile pairs
+ * 32 tiles at a time where the image allows (1, the default: 8x8, 16x16, 32x32 ... images) or one tile row at a time
+ * (0: the former path, the control of the tests' bit-identity check; the same bits). Returns the choice. */
+int dnn_wino_set_dgroups(int on);
+
+/* Under --precision bf16 with a bf16 y rounded in F(2x2)'s output transform, whether it stores 32 tiles' outputs at a
+ * time where the image allows (1, the default: 8x8, 16x16, 32x32 ... images) or one tile row at a time (0: the former
+ * path, the control of the tests' bit-identity check; the same bits). Returns the choice. */
+int dnn_wino_set_ygroups(int on);
+
 /* Floats of scratch that dnn_wino_forward needs. */
 size_t dnn_wino_work(const dnn_wino_shape *s);
 

@@ -503,6 +503,92 @@ output_row_y_bf16(uint16_t *restrict y0, uint16_t *restrict y1, const float *res
 	}
 }
 
+/* Whether 16 tiles of one 512-bit vector cover whole tile rows of an image (tw 4 or 8, their 2 tw-column output rows
+ * back to back in y or dy) or a part of one (tw a multiple of 16), every tile with both its rows (P even) and no
+ * column past the image (Q = 2 tw): ResNet's 8x8, 16x16 and 32x32 images. There F(2x2)'s bf16 transforms that touch
+ * y or dy (output_rows_y_bf16, grad_rows_pairs) take 32 tiles at a time. */
+static int groups16_apply(int P, int Q, int tw)
+{
+	return P % 2 == 0 && Q == 2 * tw && (tw == 4 || tw == 8 || tw % 16 == 0);
+}
+
+/* Whether the bf16 y's output transform stores 32 tiles' rows at a time (output_rows_y_bf16): 1 by default, 0
+ * (dnn_wino_set_ygroups) keeps output_row_y_bf16 per tile row as the tests' control (the same bits). */
+static int wino_ygroups = 1;
+
+int dnn_wino_set_ygroups(int on)
+{
+	wino_ygroups = on != 0;
+	return wino_ygroups;
+}
+
+/* output_tiles on 16 tiles t .. t + 15 in 512-bit vectors, the same additions in the same order per tile; the two
+ * columns of each tile interleaved by one permutation per half: r[0] (tiles t .. t + 7) and r[1] (t + 8 .. t + 15)
+ * of output row 0, r[2], r[3] of row 1. */
+static inline __attribute__((always_inline, target("avx512f,avx512dq,avx2,fma"))) void
+output_tiles16(__m512 r[4], const float *restrict mm, size_t ms, int t)
+{
+	__m512 s0[4], s1[4];
+	for (int u = 0; u < 4; u++) {
+		const float *p = mm + (size_t)(4 * u) * ms + t;
+		__m512 m0 = _mm512_loadu_ps(p), m1 = _mm512_loadu_ps(p + ms);
+		__m512 m2 = _mm512_loadu_ps(p + 2 * ms), m3 = _mm512_loadu_ps(p + 3 * ms);
+		s0[u] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2); // columns: M A
+		s1[u] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+	}
+	__m512 y00 = _mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), s0[2]); // rows: A^T (M A)
+	__m512 y01 = _mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), s1[2]);
+	__m512 y10 = _mm512_sub_ps(_mm512_sub_ps(s0[1], s0[2]), s0[3]);
+	__m512 y11 = _mm512_sub_ps(_mm512_sub_ps(s1[1], s1[2]), s1[3]);
+	const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+	const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+	r[0] = _mm512_permutex2var_ps(y00, lo, y01), r[1] = _mm512_permutex2var_ps(y00, hi, y01);
+	r[2] = _mm512_permutex2var_ps(y10, lo, y11), r[3] = _mm512_permutex2var_ps(y10, hi, y11);
+}
+
+/* output_row_y_bf16 for the tile rows [i0, i1) of one channel (y: its P x Q bf16 values; mt: its chunk tiles in M),
+ * where P is even, Q = 2 tw and tw is 4, 8 or a multiple of 16 (groups16_apply's shapes): 16 tiles at a time, whose
+ * 64 outputs are 32 consecutive values of y twice (tw 16m: one tile row's two output rows; tw 8: two tile rows'
+ * four rows; tw 4: four tile rows' eight rows, regrouped by a 128-bit shuffle), each rounded by one vcvtne2ps2bf16
+ * into one 512-bit store: a quarter of output_row_y_bf16's conversions and stores on 8x8 images, half on 16x16 and
+ * 32x32, and no masks. The same floats plus the same bias, the same rounding: the same bits. Tile rows that do not
+ * fill 16 tiles at the end go to output_row_y_bf16. */
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16,avx512dq,avx2,fma"))) static void
+output_rows_y_bf16(uint16_t *restrict y, const float *restrict mt, size_t ms, int P, int Q, int tw, int i0, int i1,
+		   const float *bk)
+{
+	const __m512 b = _mm512_set1_ps(bk ? *bk : 0.0f);
+	const int n16 = (i1 - i0) * tw / 16;
+	for (int g = 0; g < n16; g++) {
+		const int t = 16 * g, i = i0 + t / tw, j = t % tw;
+		__m512 r[4];
+		output_tiles16(r, mt, ms, t);
+		if (bk) /* as output_row_y_bf16 */
+			for (int h = 0; h < 4; h++)
+				r[h] = _mm512_add_ps(r[h], b);
+		uint16_t *h0 = y + (size_t)2 * i * Q + 2 * j;
+		__m512 a0, a1, c0, c1; // h0[0 .. 32): bf16(a1, a0); h1[0 .. 32): bf16(c1, c0)
+		uint16_t *h1;
+		if (tw == 4) { // r[0] = rows 2i, 2i + 2; r[1] = 2i + 4, 2i + 6; r[2], r[3]: the odd rows
+			a0 = _mm512_shuffle_f32x4(r[0], r[2], 0x44), a1 = _mm512_shuffle_f32x4(r[0], r[2], 0xee);
+			c0 = _mm512_shuffle_f32x4(r[1], r[3], 0x44), c1 = _mm512_shuffle_f32x4(r[1], r[3], 0xee);
+			h1 = h0 + 4 * (size_t)Q;
+		} else if (tw == 8) { // r[0] = row 2i, r[1] = row 2i + 2, r[2] = 2i + 1, r[3] = 2i + 3
+			a0 = r[0], a1 = r[2], c0 = r[1], c1 = r[3];
+			h1 = h0 + 2 * (size_t)Q;
+		} else { // row 2i's 32 columns, then row 2i + 1's
+			a0 = r[0], a1 = r[1], c0 = r[2], c1 = r[3];
+			h1 = h0 + Q;
+		}
+		_mm512_storeu_si512(h0, (__m512i)_mm512_cvtne2ps_pbh(a1, a0));
+		_mm512_storeu_si512(h1, (__m512i)_mm512_cvtne2ps_pbh(c1, c0));
+	}
+	for (int i = i0 + 16 * n16 / tw; i < i1; i++) {
+		uint16_t *h0 = y + (size_t)2 * i * Q;
+		output_row_y_bf16(h0, 2 * i + 1 < P ? h0 + Q : NULL, mt + (size_t)(i - i0) * tw, ms, tw, Q, bk);
+	}
+}
+
 /* The forward pass, one image's tile rows at a time (a chunk: tile rows of one image, or several
  * whole images): split the image into its even and odd columns, input transforms into V, the 16
  * GEMMs, output transforms. A bf16 y (s->y_bf16): output_row_y_bf16 where the CPU rounds as dnn_bf16_convert does
@@ -529,6 +615,8 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 	/* bf16 y, rounded in the output transform's registers; else (s->y_bf16) fp32 into the chunk's stage */
 	const int ybf = s->y_bf16 && beta == 0.0f && avx512 && dnn_bf16_convert_hw();
 	float *const stage = s->y_bf16 && !ybf ? b.ystage : NULL;
+	/* ... 32 tiles at a time where the image allows (output_rows_y_bf16) */
+	const int ygroups = ybf && dnn_cpu_has_bf16() && wino_ygroups && groups16_apply(P, Q, tw);
 
 	/* bf16 on vdpbf16ps: V written as channel pairs by the input transform (input_row_cpairs) */
 	const int vpairs = pl.bf16 && avx512 && dnn_cpu_has_bf16() && wino_vpairs;
@@ -569,7 +657,12 @@ void dnn_wino_forward(float *y, const float *x, const float *w, const dnn_wino_s
 				dnn_wino_gemms(&pl, &b, K, C, ng * per, avx512);
 			float *rows[2] = {b.outb, b.outb + b.outs};
 			float *yc = stage ? stage : ybf ? y : y + (size_t)n0 * kpq; /* the chunk's fp32 outputs */
-			for (int g = 0; g < ng; g++)
+			for (int g = 0; g < ng && ygroups; g++)
+				for (int k = 0; k < K; k++)
+					output_rows_y_bf16((uint16_t *)y + (size_t)(n0 + g) * kpq + (size_t)k * P * Q,
+							   mm + (size_t)k * cap + (size_t)g * per, ms, P, Q, tw, i0, i1,
+							   s->bias ? s->bias + k : NULL);
+			for (int g = 0; g < ng && !ygroups; g++)
 				for (int k = 0; k < K; k++)
 					for (int i = i0; i < i1; i++) {
 						const float *mt = mm + (size_t)k * cap + (size_t)g * per + (size_t)(i - i0) * tw;
@@ -1025,6 +1118,95 @@ WGRAD_BF16_TARGET static void grad_row_pairs(uint32_t *restrict d, size_t ds, co
 	}
 }
 
+/* Whether the bf16 weight gradient writes D's pairs 32 tiles at a time (grad_rows_pairs): 1 by default, 0
+ * (dnn_wino_set_dgroups) keeps grad_row_pairs per tile row as the tests' control (the same bits). */
+static int wino_dgroups = 1;
+
+int dnn_wino_set_dgroups(int on)
+{
+	wino_dgroups = on != 0;
+	return wino_dgroups;
+}
+
+
+/* E0, O0 (dy row 2i's even and odd columns), E1, O1 (row 2i + 1's) of the 16 tiles that start at tile row i,
+ * column j of channel y (P x Q floats), laid out as grad_row_pairs has them for one tile row: lane = tile index
+ * in the chunk's order (tile rows back to back). tw 16m: columns 2j .. 2j + 31 of one tile row; tw 8: tile rows
+ * i and i + 1 (dy rows 2i .. 2i + 3, 16 floats each); tw 4: tile rows i .. i + 3 (dy rows 2i .. 2i + 7, 8 floats
+ * each, 4 vectors of two rows), regrouped by one more 128-bit shuffle. The same floats as grad_row_pairs reads. */
+static inline __attribute__((always_inline)) WGRAD_BF16_TARGET void
+dy_group16(__m512 eo[4], const float *restrict y, int Q, int tw, int i, int j)
+{
+	const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+	const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+	const float *r = y + (size_t)2 * i * Q;
+	if (tw == 4) { // rows 2i, 2i + 1 in one vector: lanes 0-3 tile row i's E0, 4-7 row i + 1's, 8-15 their E1
+		const __m512i je = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 8, 10, 12, 14, 24, 26, 28, 30);
+		const __m512i jo = _mm512_setr_epi32(1, 3, 5, 7, 17, 19, 21, 23, 9, 11, 13, 15, 25, 27, 29, 31);
+		const __m512 z0 = _mm512_loadu_ps(r), z1 = _mm512_loadu_ps(r + 16);
+		const __m512 z2 = _mm512_loadu_ps(r + 32), z3 = _mm512_loadu_ps(r + 48);
+		const __m512 e01 = _mm512_permutex2var_ps(z0, je, z1), e23 = _mm512_permutex2var_ps(z2, je, z3);
+		const __m512 o01 = _mm512_permutex2var_ps(z0, jo, z1), o23 = _mm512_permutex2var_ps(z2, jo, z3);
+		eo[0] = _mm512_shuffle_f32x4(e01, e23, 0x44), eo[2] = _mm512_shuffle_f32x4(e01, e23, 0xee);
+		eo[1] = _mm512_shuffle_f32x4(o01, o23, 0x44), eo[3] = _mm512_shuffle_f32x4(o01, o23, 0xee);
+	} else {
+		/* tw 8: a = row 2i (tile row i), b = row 2i + 2 (tile row i + 1); else the two halves of 32 columns */
+		const float *a = tw == 8 ? r : r + 2 * j, *b = tw == 8 ? r + 2 * (size_t)Q : a + 16;
+		const __m512 a0 = _mm512_loadu_ps(a), b0 = _mm512_loadu_ps(b);
+		const __m512 a1 = _mm512_loadu_ps(a + Q), b1 = _mm512_loadu_ps(b + Q);
+		eo[0] = _mm512_permutex2var_ps(a0, ie, b0), eo[1] = _mm512_permutex2var_ps(a0, io, b0);
+		eo[2] = _mm512_permutex2var_ps(a1, ie, b1), eo[3] = _mm512_permutex2var_ps(a1, io, b1);
+	}
+}
+
+/* grad_row_pairs for the tile rows [i0, i1) of one channel y of dy (groups16_apply), D's pairs of the chunk's
+ * tiles at d: two vectors of 16 tiles at a time, whose 32 tiles are consecutive in D (tile rows back to back),
+ * rounded together by one vcvtne2ps2bf16 into one 512-bit store per xi: half the conversions and stores of
+ * grad_row_pairs, and on 8x8 and 16x16 images no lanes past the tile row (grad_row_pairs computes 16 lanes for
+ * 4 or 8 tiles there). The same arithmetic on the same floats and the same rounding: the same bits. Tile rows
+ * that do not fill 16 tiles at the end go to grad_row_pairs. */
+WGRAD_BF16_TARGET static void grad_rows_pairs(uint32_t *restrict d, size_t ds, const float *restrict y, int P,
+					      int Q, int tw, int i0, int i1)
+{
+	const __m512 zero = _mm512_setzero_ps();
+	const int per = (i1 - i0) * tw, n16 = per / 16;
+	for (int g = 0; g < n16; g += 2) {
+		const int two = g + 1 < n16;
+		__m512 eo[2][4];
+		for (int h = 0; h <= two; h++) {
+			const int t = 16 * (g + h);
+			dy_group16(eo[h], y, Q, tw, i0 + t / tw, t % tw);
+		}
+		__m512 eu[2][4], ou[2][4];
+		for (int h = 0; h < 2; h++) { // rows: A dY, as grad_row_pairs (h = 1 unused when !two)
+			const __m512 e0 = eo[h][0], o0 = eo[h][1], e1 = eo[h][2], o1 = eo[h][3];
+			eu[h][0] = e0, eu[h][1] = _mm512_add_ps(e0, e1), eu[h][2] = _mm512_sub_ps(e0, e1);
+			eu[h][3] = _mm512_sub_ps(zero, e1);
+			ou[h][0] = o0, ou[h][1] = _mm512_add_ps(o0, o1), ou[h][2] = _mm512_sub_ps(o0, o1);
+			ou[h][3] = _mm512_sub_ps(zero, o1);
+			if (!two)
+				break;
+		}
+		for (int u = 0; u < 4; u++) { // columns: (e, e + o, e - o, -o)
+			uint32_t *p = d + (size_t)(4 * u) * ds + 8 * (size_t)g;
+			__m512 c[2][4];
+			for (int h = 0; h <= two; h++) {
+				c[h][0] = eu[h][u], c[h][1] = _mm512_add_ps(eu[h][u], ou[h][u]);
+				c[h][2] = _mm512_sub_ps(eu[h][u], ou[h][u]), c[h][3] = _mm512_sub_ps(zero, ou[h][u]);
+			}
+			for (int q = 0; q < 4; q++)
+				if (two)
+					_mm512_storeu_si512(p + q * ds, (__m512i)_mm512_cvtne2ps_pbh(c[1][q], c[0][q]));
+				else
+					_mm256_storeu_si256((__m256i *)(p + q * ds), (__m256i)_mm512_cvtneps_pbh(c[0][q]));
+		}
+	}
+	for (int i = i0 + 16 * n16 / tw; i < i1; i++) {
+		const float *y0 = y + (size_t)2 * i * Q;
+		grad_row_pairs(d + (size_t)((i - i0) * tw) / 2, ds, y0, 2 * i + 1 < P ? y0 + Q : NULL, Q, tw);
+	}
+}
+
 /* input_row writing V's tile pairs straight away (bf16, tw even), 16 tiles at a time in 512-bit vectors: the
  * same values as input_row then pack_tile_pairs, without fp32 V. e, o: row 2i of the channel in the split
  * image (E, O); the loads of the last vector read past the row, within the scratch (E and O are followed by
@@ -1154,6 +1336,7 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 	const int avx512 = dnn_wino_avx512();
 	const int dpbf16 = s->bf16 && avx512 && dnn_cpu_has_bf16(); // vdpbf16ps on tile pairs (above)
 	const int dpairs = dpbf16 && tw % 2 == 0; // D and V written as pairs (grad_row_pairs, input_row_pairs)
+	const int dgroups = dpairs && wino_dgroups && groups16_apply(P, Q, tw); // D's pairs 32 tiles at a time (grad_rows_pairs)
 
 	memset(du, 0, 16 * (size_t)K * C * sizeof(float));
 	for (int n0 = 0; n0 < s->N; n0 += pl.group) {
@@ -1178,7 +1361,10 @@ void dnn_wino_backward_filter(float *dw, const float *x, const float *dy, const 
 							input_row(v + (size_t)c * cap + t0 + (size_t)(i - i0) * tw, vs,
 								  e + off, o + off, l, tw);
 					}
-				for (int k = 0; k < K; k++)
+				for (int k = 0; k < K && dgroups; k++)
+					grad_rows_pairs((uint32_t *)d + (size_t)k * cap + t0 / 2, ds,
+							dy + (size_t)(n0 + m) * kpq + (size_t)k * P * Q, P, Q, tw, i0, i1);
+				for (int k = 0; k < K && !dgroups; k++)
 					for (int i = i0; i < i1; i++) {
 						size_t off = ((size_t)k * pl.hp + 2 * i) * l;
 						if (dpairs) {
@@ -1242,6 +1428,18 @@ int dnn_wino_reads_bf16(const dnn_wino_shape *s)
 }
 
 int dnn_wino_set_vpairs(int on)
+{
+	(void)on;
+	return 0;
+}
+
+int dnn_wino_set_dgroups(int on)
+{
+	(void)on;
+	return 0;
+}
+
+int dnn_wino_set_ygroups(int on)
 {
 	(void)on;
 	return 0;

@@ -1589,6 +1589,102 @@ out:
 	free(x), free(w), free(dy), free(dx0), free(got), free(want);
 }
 
+/* F(2x2)'s bf16 weight gradient writes D's tile pairs 32 tiles at a time (grad_rows_pairs) where dy's rows allow
+ * (P even, Q = 2 tw, tw 4, 8 or a multiple of 16) instead of one tile row at a time (grad_row_pairs): the same fp32
+ * values rounded by the same rounding, so the claim is the same bits as the former path, kept as the control
+ * (dnn_wino_set_dgroups(0)). Compared bit for bit, dw += onto a nonzero dw; negative control: dy one bf16 step away
+ * at one element must change the result. Shapes: 8x8 (4 tile rows per vector) with 8 and 5 images per chunk, 16x16
+ * (2 tile rows per vector, an odd chunk: a last vector of 16 tiles), 32x32 cut into chunks of tile rows, 64x64 (32
+ * tiles a row), and 14x14 (tw 7: the former path in both) as the shape the groups leave alone. */
+static void dgroups_case(int N, int C, int H, int W, int K)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1, .pad = 1,
+			     .dilation = 1, .algo = DNN_CONV_ALGO_WINOGRAD, .bf16 = 1};
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "dgroups: bad shape");
+		return;
+	}
+	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * 9, ny = (size_t)N * K * a.P * a.Q;
+	float *x = fill(nx, -1, 1), *dy = fill(ny, -1, 1), *dw0 = fill(nw, -1, 1);
+	float *got = malloc(nw * 4), *want = malloc(nw * 4);
+	if (!x || !dy || !dw0 || !got || !want) {
+		TEST_CHECK(0, "dgroups: out of memory");
+		goto out;
+	}
+	char what[128];
+	snprintf(what, sizeof(what), "F(2x2) bf16 D groups bwd filter N=%d C%d %dx%d K%d", N, C, H, W, K);
+	TEST_CHECK(dnn_conv2d_cpu_winograd_tile(&a, 2) == 2, "%s: not F(2x2)", what);
+	float *res[2] = {want, got}; // [0]: the former path (a tile row at a time), [1]: the groups
+	for (int dg = 0; dg < 2; dg++) {
+		dnn_wino_set_dgroups(dg);
+		memcpy(res[dg], dw0, nw * 4), dnn_conv2d_backward_filter_cpu(res[dg], x, dy, &a);
+	}
+	TEST_CHECK(test_same_bits(what, got, want, nw), "%s: not the former path's bits", what);
+	/* negative control: one dy element a bf16 step up (2^-7 relative: rounds to another bf16 value) */
+	const size_t j = ny / 2;
+	const float keep = dy[j];
+	dy[j] = keep + ldexpf(fabsf(keep) > 0.0f ? fabsf(keep) : 1.0f, -7);
+	memcpy(got, dw0, nw * 4), dnn_conv2d_backward_filter_cpu(got, x, dy, &a);
+	dy[j] = keep;
+	size_t diff = 0;
+	for (size_t i = 0; i < nw; i++)
+		diff += memcmp(&got[i], &want[i], 4) != 0;
+	printf("  %s: negative control: one dy element a bf16 step away changes %zu of %zu\n", what, diff, nw);
+	TEST_CHECK(diff > 0, "%s: negative control: a changed dy gave the same bits", what);
+out:
+	dnn_wino_set_dgroups(1);
+	free(x), free(dy), free(dw0), free(got), free(want);
+}
+
+/* F(2x2)'s output transform of a bf16 y stores 32 tiles' outputs at a time (output_rows_y_bf16) where the image
+ * allows (P even, Q = 2 tw, tw 4, 8 or a multiple of 16) instead of one tile row at a time (output_row_y_bf16): the
+ * same fp32 sums plus the same bias, rounded by the same rounding, so the claim is the same bits as the former path,
+ * kept as the control (dnn_wino_set_ygroups(0)). Compared bit for bit (y's bf16 values), with and without the bias;
+ * negative control: x one bf16 step away at one element must change y. Shapes as dgroups_case's. */
+static void ygroups_case(int N, int C, int H, int W, int K, int bias)
+{
+	dnn_conv2d_args a = {.N = N, .C = C, .H = H, .W = W, .K = K, .R = 3, .S = 3, .stride = 1, .pad = 1,
+			     .dilation = 1, .algo = DNN_CONV_ALGO_WINOGRAD, .bf16 = 1, .y_bf16 = 1, .bias = bias};
+	if (dnn_conv2d_args_finish(&a) != 0) {
+		TEST_CHECK(0, "ygroups: bad shape");
+		return;
+	}
+	const size_t nx = (size_t)N * C * H * W, nw = (size_t)K * C * 9, ny = (size_t)N * K * a.P * a.Q;
+	float *x = fill(nx, -1, 1), *w = fill(nw, -1, 1), *b = fill((size_t)K, -1, 1);
+	uint16_t *got = malloc(ny * 2), *want = malloc(ny * 2);
+	if (!x || !w || !b || !got || !want) {
+		TEST_CHECK(0, "ygroups: out of memory");
+		goto out;
+	}
+	char what[128];
+	snprintf(what, sizeof(what), "F(2x2) bf16 y groups fwd N=%d C%d %dx%d K%d%s", N, C, H, W, K, bias ? " bias" : "");
+	TEST_CHECK(dnn_conv2d_cpu_winograd_tile(&a, 0) == 2, "%s: not F(2x2)", what);
+	uint16_t *res[2] = {want, got}; // [0]: the former path (a tile row at a time), [1]: the groups
+	for (int yg = 0; yg < 2; yg++) {
+		dnn_wino_set_ygroups(yg);
+		memset(res[yg], 0xff, ny * 2);
+		dnn_conv2d_forward_bias_cpu((float *)(void *)res[yg], x, w, bias ? b : NULL, &a);
+	}
+	size_t diff = 0;
+	for (size_t i = 0; i < ny; i++)
+		diff += got[i] != want[i];
+	TEST_CHECK(diff == 0, "%s: %zu of %zu bf16 values not the former path's bits", what, diff, ny);
+	/* negative control: one x element a bf16 step up (2^-7 relative: rounds to another bf16 value) */
+	const size_t j = nx / 2;
+	const float keep = x[j];
+	x[j] = keep + ldexpf(fabsf(keep) > 0.0f ? fabsf(keep) : 1.0f, -7);
+	dnn_conv2d_forward_bias_cpu((float *)(void *)got, x, w, bias ? b : NULL, &a);
+	x[j] = keep;
+	diff = 0;
+	for (size_t i = 0; i < ny; i++)
+		diff += got[i] != want[i];
+	printf("  %s: negative control: one x element a bf16 step away changes %zu of %zu\n", what, diff, ny);
+	TEST_CHECK(diff > 0, "%s: negative control: a changed x gave the same bits", what);
+out:
+	dnn_wino_set_ygroups(1);
+	free(x), free(w), free(b), free(got), free(want);
+}
+
 void h_extra_conv_bf16(void)
 {
 	if (!dnn_cpu_has_bf16())
@@ -1601,6 +1697,20 @@ void h_extra_conv_bf16(void)
 		vpairs_case(3, 17, 30, 30, 9, 1);  /* odd C, K (backward data's C); 15 tiles a row: a masked vector */
 		vpairs_case(1, 16, 36, 36, 6, 0);  /* 18 tiles a row: two vectors (past 32 columns: the AVX2 split) */
 		vpairs_case(5, 32, 7, 7, 24, 1);   /* grouped images, partial tiles */
+		dgroups_case(8, 64, 8, 8, 64);     /* ResNet's 8x8 stage: 4 tile rows per vector, whole images per chunk */
+		dgroups_case(5, 24, 8, 8, 20);     /* 8x8, 5 images */
+		dgroups_case(3, 32, 16, 16, 32);   /* the 16x16 stage: 2 tile rows per vector */
+		dgroups_case(1, 16, 18, 16, 16);   /* 9 tile rows: a last tile row alone (grad_row_pairs) */
+		dgroups_case(2, 16, 32, 32, 16);   /* the 32x32 stage: chunks of tile rows */
+		dgroups_case(1, 8, 64, 64, 8);     /* 32 tiles a row */
+		dgroups_case(2, 16, 14, 14, 16);   /* tw 7: left to the former path */
+		ygroups_case(8, 64, 8, 8, 64, 0);  /* as dgroups_case's shapes, with and without the bias */
+		ygroups_case(5, 24, 8, 8, 20, 1);
+		ygroups_case(3, 32, 16, 16, 32, 1);
+		ygroups_case(1, 16, 18, 16, 16, 0);
+		ygroups_case(2, 16, 32, 32, 16, 1);
+		ygroups_case(1, 8, 64, 64, 8, 0);
+		ygroups_case(2, 16, 14, 14, 16, 1);
 	} else {
 		printf("  F(2x2) bf16 V pairs: not run (they need AVX512_BF16 and the AVX-512 Winograd kernels)\n");
 	}
