@@ -126,7 +126,7 @@ float *dnn_conv_scratch(size_t nfloats)
 
 /* fp32 only: under --precision bf16 these convs keep the paths that round their operands (im2col's bf16 GEMMs);
  * a bf16 form of these kernels replaces their loops, dnn_conv_taps_gemm, dnn_conv_taps_dot and conv2d_stride2.c's
- * s2f_block and s2w_block. So they never see a bf16 y (which needs bf16); a bf16 form would round its output blocks
+ * s2f_block, s2d_block and s2w_block. So they never see a bf16 y (which needs bf16); a bf16 form would round its output blocks
  * as conv2d_direct.c does. */
 static int use_pointwise(const conv_geom *g, int pass)
 {

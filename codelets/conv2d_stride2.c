@@ -1,28 +1,27 @@
 /* conv2d_stride2.c — direct AVX-512 kernels for 3x3 convs of stride 2 and padding 1 (ResNets' downsampling
- * convs; see conv2d_impl.h); backward data on the loops of conv2d_pointwise.c.
+ * convs; see conv2d_impl.h), all three passes outer products with no lane reductions.
  *
  *   forward:         outer products over the output pixels: 16 output channels to a vector (w transposed), the
  *                    zero-padded image broadcast, each output one FMA chain over (c, r, s) in order ("forward"
  *                    below); the same sums in the same order as the phase-grid GEMM it replaced (which computed
  *                    (P + 1) x (Q + 1) pixels per image, 31% more at 7x7): the same bits, 1.09-1.44x faster;
- *   backward data:   the transposed conv, split by the parity of the input pixel: padded pixel (2i + a,
- *                    2j + b) receives the taps r = a (mod 2), s = b (mod 2), from dy[i + (a - r)/2,
- *                    j + (b - s)/2]: four stride-1 convs with 2x2, 2x1, 1x2 and 1x1 kernels over a
- *                    zero-bordered copy of dy, written straight into dx (no col2im, no scatter-add:
- *                    every input pixel belongs to exactly one class); each class is computed on the
- *                    (P + 1) x (Q + 1) grid of that copy, G images side by side, so 7x7 outputs fill the vectors;
+ *   backward data:   the transposed conv as outer products over the input pixels, split by the parity of their
+ *                    padded position (each class takes 2x2, 2x1, 1x2 or 1x1 taps, every pixel in exactly one class):
+ *                    16 input channels to a vector (w transposed), dy (transposed, zero-bordered) broadcast, each
+ *                    input pixel one FMA chain over its taps, then k ("backward data" below);
  *   backward filter: outer products of dy (transposed, 16 output channels to a vector) and the zero-padded image
  *                    over the output pixels ("backward filter" below).
  * The sums' order is fixed by the shapes alone. The double-precision naive reference lives in the tests
- * (tests/op_cases.c). Measured in docs/studies/2026-12-07-resnet8-fp32b.md.
+ * (tests/op_cases.c). Measured in docs/studies/2026-12-07-resnet8-fp32b.md (forward, backward filter) and
+ * docs/studies/2026-12-07-s2bwd.md (backward data).
  */
 #include <string.h>
 
 #include "conv2d_impl.h"
 #include "short_copy.h"
 
-/* Floats of a group of backward data's bordered dy and four classes: 64 Ki floats = 256 KiB, re-read from L2 by
- * every block of output channels. */
+/* Floats of a group of backward data's bordered, transposed dy and its (pixel, c) output: 64 Ki floats = 256 KiB,
+ * re-read from L2 by every block of input channels. */
 #define S2_GROUP_BUDGET (64 * 1024)
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -150,94 +149,137 @@ __attribute__((target("avx512f"))) void dnn_conv_stride2_forward(float *y, const
 	}
 }
 
-/* d[2m] = e[m], d[2m + 1] = f[m] for the n floats of d (=, or += when add). */
+/* ------------------------------------------------------------------ backward data
+ *
+ * dx[c, h, w] = sum over k and the taps (r, s) with h + 1 = 2p + r, w + 1 = 2q + s of w[k, c, r, s] dy[k, p, q]:
+ * the input pixels split by the parity (a, b) of their padded position (h + 1, w + 1) = (2i + a, 2j + b); a pixel of
+ * class (a, b) takes the taps r = a (mod 2), s = b (mod 2) (2x2, 2x1, 1x2 or 1x1 of them), from dy[i + (a - r)/2,
+ * j + (b - s)/2]. As outer products, the forward's form on the transposed conv: 16 input channels c to a vector
+ * (wt: w transposed to (k, r, s, c), cp floats a row, zero past C), dy broadcast from dyq, dy transposed to
+ * (pixel, k) with a zero border (one row above each image and one column left of each row: dyq[n, i', j'] =
+ * dy[n, i' - 1, j' - 1]). A block is PB pixels of one class in a group of images x KB vectors of c (24
+ * accumulators), each output one FMA chain over its taps in order, then k in order; it lands in xt (pixel, c),
+ * which is added or copied into dx at the end of the group. Only the input pixels are computed (the phase grid
+ * it replaced computed (P + 1) x (Q + 1) per class and image, 31% more at 7x7 outputs), with no scatter-add: every
+ * input pixel belongs to exactly one class. */
+
+/* Images per group of backward data: their bordered dy (img K floats each) and xt (H W cp) within
+ * S2_GROUP_BUDGET floats; at least 1. */
+static size_t s2d_group(const conv_geom *g, size_t cp)
+{
+	const size_t img = (size_t)(g->P + 1) * (g->Q + 1);
+	const size_t G = S2_GROUP_BUDGET / (img * g->K + (size_t)g->H * g->W * cp);
+	return G < 1 ? 1 : G > (size_t)g->N ? (size_t)g->N : G;
+}
+
+/* xt's rows xo[0, min(PB, npix)) x KB vectors of c = their sums over the nt taps, then k; xb[i]: the pixel's
+ * base in dyq (tap offsets doff[], K floats a pixel), wt at this c block (rows cp floats apart, tap rows woff[]). */
 static inline __attribute__((always_inline, target("avx512f"))) void
-weave_row(float *restrict d, const float *restrict e,
-							 const float *restrict f, int n, int add)
+s2d_block(float *const *xo, const float *restrict wt, const float *const *xb, const long *doff, const int *woff,
+	  int nt, size_t cp, int K, int npix, const int PB, const int KB)
 {
-	const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-	const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-	for (int i = 0; i < n; i += 32) {
-		const int m = i / 2, ne = (n - i + 1) / 2, nf = (n - i) / 2; // floats of e and f still wanted
-		const __mmask16 me = ne >= 16 ? 0xffff : (__mmask16)((1u << ne) - 1);
-		const __mmask16 mf = nf >= 16 ? 0xffff : (__mmask16)((1u << nf) - 1);
-		const __m512 ev = _mm512_maskz_loadu_ps(me, e + m), fv = _mm512_maskz_loadu_ps(mf, f + m);
-		const int rest = n - i;
-		const __mmask16 m0 = rest >= 16 ? 0xffff : (__mmask16)((1u << rest) - 1);
-		const __mmask16 m1 = rest >= 32 ? 0xffff : rest <= 16 ? 0 : (__mmask16)((1u << (rest - 16)) - 1);
-		__m512 v0 = _mm512_permutex2var_ps(ev, lo, fv), v1 = _mm512_permutex2var_ps(ev, hi, fv);
-		if (add) {
-			v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d + i), v0);
-			v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + i + 16), v1);
-		}
-		_mm512_mask_storeu_ps(d + i, m0, v0);
-		_mm512_mask_storeu_ps(d + i + 16, m1, v1);
-	}
-}
-
-/* dx (ng, C, H, W) (=|+=) the four classes out (4, C, G, Hd, Wd): padded row hp = h + 1 = 2i + a takes its
- * even x columns from class (a, 1) at j = m, its odd ones from class (a, 0) at j = m + 1. In a training step
- * dx usually accumulates (the shortcut wrote it first) and comes cold from memory: this loop's time is that
- * read (2.5 % of a ResNet-8 step at one worker, perf), not its arithmetic. */
-__attribute__((target("avx512f"))) static void s2_weave(float *restrict dx, const float *restrict out, int ng, int C,
-							int H, int W, size_t ld, size_t img, int Wd, int add)
-{
-	for (int i = 0; i < ng; i++)
-		for (int c = 0; c < C; c++)
-			for (int h = 0; h < H; h++) {
-				const int a = (h + 1) % 2, ii = (h + 1) / 2;
-				const size_t at = (size_t)c * ld + (size_t)i * img + (size_t)ii * Wd;
-				const float *e = out + (size_t)(a * 2 + 1) * C * ld + at; // class (a, 1)
-				const float *f = out + (size_t)(a * 2) * C * ld + at + 1;  // class (a, 0), from j = 1
-				weave_row(dx + ((size_t)i * C + c) * H * W + (size_t)h * W, e, f, W, add);
+	__m512 acc[24];
+	for (int i = 0; i < PB * KB; i++)
+		acc[i] = _mm512_setzero_ps();
+	for (int tap = 0; tap < nt; tap++) {
+		const float *wr = wt + (size_t)woff[tap] * cp;
+		const long off = doff[tap];
+		for (int k = 0; k < K; k++) {
+			__m512 wv[4];
+			for (int v = 0; v < KB; v++)
+				wv[v] = _mm512_loadu_ps(wr + (size_t)k * 9 * cp + 16 * v);
+			for (int i = 0; i < PB; i++) {
+				const __m512 b = _mm512_set1_ps(xb[i][off + k]);
+				for (int v = 0; v < KB; v++)
+					acc[i * KB + v] = _mm512_fmadd_ps(b, wv[v], acc[i * KB + v]);
 			}
+		}
+	}
+	for (int i = 0; i < PB && i < npix; i++)
+		for (int v = 0; v < KB; v++)
+			_mm512_storeu_ps(xo[i] + 16 * v, acc[i * KB + v]);
 }
 
-void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w, const conv_geom *g, int accumulate_dx)
+__attribute__((target("avx512f"))) void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w,
+									const conv_geom *g, int accumulate_dx)
 {
 	// dx (N, C, H, W), dy (N, K, P, Q), w (K, C, 3, 3)
 	const int K = g->K, C = g->C, P = g->P, Q = g->Q, H = g->H, W = g->W;
-	/* dy with a zero border: dyp (K, G, Hd, Wd), dyp[.., i', j'] = dy[i' - 1, j' - 1], Hd = P + 1, Wd = Q + 1:
-	 * each image's zero row 0 is the previous image's bottom border, each row's zero column 0 the previous
-	 * row's right border (a tail of zeros after the last). Its pixel grid is the one the four classes are
-	 * computed on: class pixel (i, j) reads dyp rows i, i + 1 and columns j, j + 1; the classes need
-	 * i <= H/2 <= P and j <= W/2 <= Q. */
-	const int Hd = P + 1, Wd = Q + 1;
-	const size_t img = (size_t)Hd * Wd, pq = (size_t)P * Q;
-	size_t G = S2_GROUP_BUDGET / (((size_t)K + 4 * (size_t)C) * img);
-	G = G < 1 ? 1 : G > (size_t)g->N ? (size_t)g->N : G;
-	const size_t ld = G * img;
+	const int Hd = P + 1, Wd = Q + 1; // dyq's pixels per image: the border row and column, then dy
+	const size_t img = (size_t)Hd * Wd, pq = (size_t)P * Q, hw = (size_t)H * W;
+	const size_t cp = ((size_t)C + 15) / 16 * 16, G = s2d_group(g, cp);
+	/* A pixel of class (a, b) at (i, j) reads dyq rows i, i + 1 and columns j, j + 1, i <= H/2 <= P, j <= W/2 <= Q:
+	 * the last image's row i + 1 = P + 1 lies in the tail (zeros), as each other image's lies in the next one's
+	 * border row. */
 	const size_t tail = (size_t)Wd + 2;
-	float *dyp = dnn_conv_scratch((size_t)K * ld + tail + 4 * (size_t)C * ld); // then out (4, C, G, Hd, Wd)
-	if (!dyp)
+	float *wt = dnn_conv_scratch((size_t)K * 9 * cp + (G * img + tail) * K + G * hw * cp); // then dyq, xt
+	if (!wt)
 		return;
-	float *out = dyp + (size_t)K * ld + tail;
-	memset(dyp, 0, ((size_t)K * ld + tail) * sizeof(float)); // the borders stay zero: only the interior is copied
-	/* Each class (a, b): its taps and their offsets in dyp. */
-	int woff[4][4], nt[4];
-	long ioff[4][4];
-	for (int a = 0; a < 2; a++)
-		for (int b = 0; b < 2; b++) {
-			int cl = a * 2 + b, n = 0;
-			for (int r = a; r < 3; r += 2)
-				for (int t = b; t < 3; t += 2, n++) {
-					woff[cl][n] = r * 3 + t;
-					ioff[cl][n] = (long)(1 + (a - r) / 2) * Wd + (1 + (b - t) / 2);
-				}
-			nt[cl] = n;
-		}
+	float *dyq = wt + (size_t)K * 9 * cp, *xt = dyq + (G * img + tail) * K;
+	memset(wt, 0, ((size_t)K * 9 * cp + (G * img + tail) * K) * sizeof(float)); // c >= C, the borders stay zero
+	for (int k = 0; k < K; k++)
+		for (int c = 0; c < C; c++)
+			for (int j = 0; j < 9; j++)
+				wt[((size_t)k * 9 + j) * cp + c] = w[((size_t)k * C + c) * 9 + j];
 	for (int n0 = 0; n0 < g->N; n0 += (int)G) {
 		const int ng = conv_imin((int)G, g->N - n0);
 		for (int i = 0; i < ng; i++)
 			for (int k = 0; k < K; k++)
 				for (int p = 0; p < P; p++) {
-					float *d = dyp + (size_t)k * ld + (size_t)i * img + (size_t)(p + 1) * Wd + 1;
-					dnn_copy_floats(d, dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q, Q);
+					const float *s = dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q;
+					float *d = dyq + ((size_t)i * img + (size_t)(p + 1) * Wd + 1) * K + k;
+					for (int q = 0; q < Q; q++)
+						d[(size_t)q * K] = s[q];
 				}
-		for (int cl = 0; cl < 4; cl++)
-			dnn_conv_taps_gemm(out + (size_t)cl * C * ld, ld, w, 9, (size_t)C * 9, woff[cl], dyp, ld,
-					   ioff[cl], nt[cl], K, C, (long)(ng * img), 0.0f);
-		s2_weave(dx + (size_t)n0 * C * H * W, out, ng, C, H, W, ld, img, Wd, accumulate_dx);
+		for (int a = 0; a < 2; a++)
+			for (int b = 0; b < 2; b++) {
+				/* The class's rows h = 2m + 1 - a (i = m + 1 - a), columns w = 2l + 1 - b (j = l + 1 - b);
+				 * its taps (r, s) in order and their offsets in dyq. */
+				const int Ha = (H + a) / 2, Wb = (W + b) / 2, na = Ha * Wb, npx = ng * na;
+				if (na == 0)
+					continue;
+				int woff[4], nt = 0;
+				long doff[4];
+				for (int r = a; r < 3; r += 2)
+					for (int s = b; s < 3; s += 2, nt++) {
+						woff[nt] = r * 3 + s;
+						doff[nt] = ((long)(1 + (a - r) / 2) * Wd + (1 + (b - s) / 2)) * K;
+					}
+				for (size_t c0 = 0; c0 < cp; c0 += 64) { // blocks of 4 vectors of c, then the rest
+					const int cb = (int)((cp - c0) / 16 < 4 ? (cp - c0) / 16 : 4);
+					const int pb = cb >= 3 ? 6 : cb == 2 ? 12 : 24;
+					for (int t0 = 0; t0 < npx; t0 += pb) {
+						const float *xb[24];
+						float *xo[24];
+						for (int e = 0; e < pb; e++) { // past the class's pixels: pixel 0 again, not stored
+							const int t = t0 + e < npx ? t0 + e : 0, n = t / na;
+							const int m = t % na / Wb, l = t % Wb;
+							xb[e] = dyq + ((size_t)n * img + (size_t)(m + 1 - a) * Wd + (l + 1 - b)) * K;
+							xo[e] = xt + ((size_t)n * hw + (size_t)(2 * m + 1 - a) * W + (2 * l + 1 - b)) *
+									     cp + c0;
+						}
+						const float *wc = wt + c0;
+						switch (cb) {
+						case 4: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 6, 4); break;
+						case 3: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 6, 3); break;
+						case 2: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 12, 2); break;
+						default: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 24, 1); break;
+						}
+					}
+				}
+			}
+		for (int i = 0; i < ng; i++)
+			for (int c = 0; c < C; c++) {
+				float *d = dx + ((size_t)(n0 + i) * C + c) * hw;
+				const float *o = xt + (size_t)i * hw * cp + c;
+				if (accumulate_dx) {
+					for (size_t t = 0; t < hw; t++)
+						d[t] += o[t * cp];
+				} else {
+					for (size_t t = 0; t < hw; t++)
+						d[t] = o[t * cp];
+				}
+			}
 	}
 }
 
