@@ -15,6 +15,7 @@
  * (tests/op_cases.c). Measured in docs/studies/2026-12-07-resnet8-fp32b.md (forward, backward filter) and
  * docs/studies/2026-12-07-s2bwd.md (backward data).
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "conv2d_impl.h"
@@ -151,19 +152,19 @@ __attribute__((target("avx512f"))) void dnn_conv_stride2_forward(float *y, const
 
 /* ------------------------------------------------------------------ backward data
  *
- * dx[c, h, w] = sum over k and the taps (r, s) with h + 1 = 2p + r, w + 1 = 2q + s of w[k, c, r, s] dy[k, p, q]:
- * the input pixels split by the parity (a, b) of their padded position (h + 1, w + 1) = (2i + a, 2j + b); a pixel of
- * class (a, b) takes the taps r = a (mod 2), s = b (mod 2) (2x2, 2x1, 1x2 or 1x1 of them), from dy[i + (a - r)/2,
- * j + (b - s)/2]. As outer products, the forward's form on the transposed conv: 16 input channels c to a vector
- * (wt: w transposed to (k, r, s, c), cp floats a row, zero past C), dy broadcast from dyq, dy transposed to
- * (pixel, k) with a zero border (one row above each image and one column left of each row: dyq[n, i', j'] =
- * dy[n, i' - 1, j' - 1]). A block is PB pixels of one class in a group of images x KB vectors of c (24
- * accumulators), each output one FMA chain over its taps in order, then k in order; it lands in xt (pixel, c),
- * which is added or copied into dx at the end of the group. Only the input pixels are computed (the phase grid
- * it replaced computed (P + 1) x (Q + 1) per class and image, 31% more at 7x7 outputs), with no scatter-add: every
- * input pixel belongs to exactly one class. */
+ * dx[c, h, w] = sum over k and the taps (r, s) with h + 1 = 2p + r, w + 1 = 2q + s of w[k, c, r, s] dy[k, p, q].
+ * Input rows 2i and 2i + 1 read dy rows i (taps r = 1 and 2) and i + 1 (r = 0 for row 2i + 1); input columns 2j and
+ * 2j + 1 read dy columns j (s = 1, 2) and j + 1 (s = 0 for column 2j + 1). So a tile of 2 input rows x L column
+ * pairs (2j, 2j + 1) reads dy at 2 x (L + 1) pixels, and each dy value feeds 9 (or fewer at the tile's edge)
+ * outputs, one per tap: outer products, 16 input channels to a vector (wt: w transposed to (c / 16, k, r, s, 16),
+ * zero past C), dy broadcast from dyq (dy per image with a zero row below and a zero column right of it: the
+ * taps past the image read zeros), 4 L accumulators and the 9 tap vectors of one k in registers. Each output is
+ * one FMA chain over k in order, and within one k over the tile's dy values in the order below; it lands in xt
+ * (pixel, c), which is added or copied into dx at the end of the group. Only the input pixels are computed (the
+ * phase grid it replaced computed (P + 1) x (Q + 1) per parity class and image, 31% more at 7x7 outputs), and
+ * each dy value is broadcast once per tile and k, not once per tap. */
 
-/* Images per group of backward data: their bordered dy (img K floats each) and xt (H W cp) within
+/* Images per group of backward data: their bordered dy (K img floats each) and xt (H W cp) within
  * S2_GROUP_BUDGET floats; at least 1. */
 static size_t s2d_group(const conv_geom *g, size_t cp)
 {
@@ -172,32 +173,75 @@ static size_t s2d_group(const conv_geom *g, size_t cp)
 	return G < 1 ? 1 : G > (size_t)g->N ? (size_t)g->N : G;
 }
 
-/* xt's rows xo[0, min(PB, npix)) x KB vectors of c = their sums over the nt taps, then k; xb[i]: the pixel's
- * base in dyq (tap offsets doff[], K floats a pixel), wt at this c block (rows cp floats apart, tap rows woff[]). */
+/* One tile: xt rows 2i (at xo) and 2i + 1 (xo + W cp; stored when two_rows) x columns 2j0 .. 2(j0 + L) - 1 (the last
+ * one stored when odd_ok: odd W ends on an even column), one vector of c; wt at this c vector (k rows 9 x 16
+ * floats apart, tap t at 16 t), d0 at dy's row i, column j0 of channel 0 in dyq (channels img floats apart, rows wd
+ * apart). */
 static inline __attribute__((always_inline, target("avx512f"))) void
-s2d_block(float *const *xo, const float *restrict wt, const float *const *xb, const long *doff, const int *woff,
-	  int nt, size_t cp, int K, int npix, const int PB, const int KB)
+s2d_tile(float *restrict xo, const float *restrict wt, const float *restrict d0, size_t img, int wd, size_t cp, int W,
+	 int K, int two_rows, int odd_ok, const int L)
 {
-	__m512 acc[24];
-	for (int i = 0; i < PB * KB; i++)
-		acc[i] = _mm512_setzero_ps();
-	for (int tap = 0; tap < nt; tap++) {
-		const float *wr = wt + (size_t)woff[tap] * cp;
-		const long off = doff[tap];
-		for (int k = 0; k < K; k++) {
-			__m512 wv[4];
-			for (int v = 0; v < KB; v++)
-				wv[v] = _mm512_loadu_ps(wr + (size_t)k * 9 * cp + 16 * v);
-			for (int i = 0; i < PB; i++) {
-				const __m512 b = _mm512_set1_ps(xb[i][off + k]);
-				for (int v = 0; v < KB; v++)
-					acc[i * KB + v] = _mm512_fmadd_ps(b, wv[v], acc[i * KB + v]);
+	__m512 e0[4], o0[4], e1[4], o1[4]; // row 2i or 2i + 1 (0, 1) x column 2j or 2j + 1 (e, o)
+	for (int e = 0; e < L; e++)
+		e0[e] = o0[e] = e1[e] = o1[e] = _mm512_setzero_ps();
+	for (int k = 0; k < K; k++) {
+		const float *wk = wt + (size_t)k * 9 * 16, *r0 = d0 + (size_t)k * img, *r1 = r0 + wd;
+		__m512 w[9]; // tap (r, s) at 3 r + s
+		for (int t = 0; t < 9; t++)
+			w[t] = _mm512_loadu_ps(wk + 16 * t);
+		for (int e = 0; e <= L; e++) { // dy column j0 + e: pair e's even and odd pixels, pair e - 1's odd one
+			const __m512 b0 = _mm512_set1_ps(r0[e]), b1 = _mm512_set1_ps(r1[e]);
+			if (e < L) {
+				e0[e] = _mm512_fmadd_ps(w[4], b0, e0[e]);
+				o0[e] = _mm512_fmadd_ps(w[5], b0, o0[e]);
+				e1[e] = _mm512_fmadd_ps(w[7], b0, e1[e]);
+				o1[e] = _mm512_fmadd_ps(w[8], b0, o1[e]);
+				e1[e] = _mm512_fmadd_ps(w[1], b1, e1[e]);
+				o1[e] = _mm512_fmadd_ps(w[2], b1, o1[e]);
+			}
+			if (e > 0) {
+				o0[e - 1] = _mm512_fmadd_ps(w[3], b0, o0[e - 1]);
+				o1[e - 1] = _mm512_fmadd_ps(w[6], b0, o1[e - 1]);
+				o1[e - 1] = _mm512_fmadd_ps(w[0], b1, o1[e - 1]);
 			}
 		}
 	}
-	for (int i = 0; i < PB && i < npix; i++)
-		for (int v = 0; v < KB; v++)
-			_mm512_storeu_ps(xo[i] + 16 * v, acc[i * KB + v]);
+	for (int e = 0; e < L; e++) {
+		const int odd = e < L - 1 || odd_ok;
+		_mm512_storeu_ps(xo + (size_t)(2 * e) * cp, e0[e]);
+		if (odd)
+			_mm512_storeu_ps(xo + (size_t)(2 * e + 1) * cp, o0[e]);
+		if (two_rows) {
+			_mm512_storeu_ps(xo + ((size_t)W + 2 * e) * cp, e1[e]);
+			if (odd)
+				_mm512_storeu_ps(xo + ((size_t)W + 2 * e + 1) * cp, o1[e]);
+		}
+	}
+}
+
+/* r[l] lane e <- r[e] lane l: a 16 x 16 transpose (unpack pairs, then 4-float and 128-bit lane shuffles). */
+static inline __attribute__((always_inline, target("avx512f"))) void s2_transpose16(__m512 r[16])
+{
+	__m512 t[16];
+	for (int i = 0; i < 16; i += 2) {
+		t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+		t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+	}
+	for (int i = 0; i < 16; i += 4) {
+		r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+		r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+		r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+		r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+	}
+	for (int i = 0; i < 16; i += 8)
+		for (int j = 0; j < 4; j++) {
+			t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+			t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+		}
+	for (int j = 0; j < 8; j++) {
+		r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+		r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+	}
 }
 
 __attribute__((target("avx512f"))) void dnn_conv_stride2_backward_data(float *dx, const float *dy, const float *w,
@@ -205,79 +249,66 @@ __attribute__((target("avx512f"))) void dnn_conv_stride2_backward_data(float *dx
 {
 	// dx (N, C, H, W), dy (N, K, P, Q), w (K, C, 3, 3)
 	const int K = g->K, C = g->C, P = g->P, Q = g->Q, H = g->H, W = g->W;
-	const int Hd = P + 1, Wd = Q + 1; // dyq's pixels per image: the border row and column, then dy
-	const size_t img = (size_t)Hd * Wd, pq = (size_t)P * Q, hw = (size_t)H * W;
+	const int wd = Q + 1; // dyq (G, K, P + 1, Q + 1): dy, a zero row below and a zero column right
+	const size_t img = (size_t)(P + 1) * wd, pq = (size_t)P * Q, hw = (size_t)H * W;
 	const size_t cp = ((size_t)C + 15) / 16 * 16, G = s2d_group(g, cp);
-	/* A pixel of class (a, b) at (i, j) reads dyq rows i, i + 1 and columns j, j + 1, i <= H/2 <= P, j <= W/2 <= Q:
-	 * the last image's row i + 1 = P + 1 lies in the tail (zeros), as each other image's lies in the next one's
-	 * border row. */
-	const size_t tail = (size_t)Wd + 2;
-	float *wt = dnn_conv_scratch((size_t)K * 9 * cp + (G * img + tail) * K + G * hw * cp); // then dyq, xt
-	if (!wt)
+	/* wt, dyq, xt, each at a 64-byte boundary: the worker's scratch is realloc'ed (16 bytes), and a 16-float load
+	 * across two cache lines cost this kernel 1.4x at 7x7 outputs (tap vectors, xt rows). */
+	const size_t nq = (G * K * img + 15) / 16 * 16;
+	float *s = dnn_conv_scratch((size_t)K * 9 * cp + nq + G * hw * cp + 15);
+	if (!s)
 		return;
-	float *dyq = wt + (size_t)K * 9 * cp, *xt = dyq + (G * img + tail) * K;
-	memset(wt, 0, ((size_t)K * 9 * cp + (G * img + tail) * K) * sizeof(float)); // c >= C, the borders stay zero
+	float *wt = (float *)(((uintptr_t)s + 63) & ~(uintptr_t)63), *dyq = wt + (size_t)K * 9 * cp, *xt = dyq + nq;
+	memset(wt, 0, ((size_t)K * 9 * cp + G * K * img) * sizeof(float)); // c >= C, the borders stay zero
 	for (int k = 0; k < K; k++)
 		for (int c = 0; c < C; c++)
-			for (int j = 0; j < 9; j++)
-				wt[((size_t)k * 9 + j) * cp + c] = w[((size_t)k * C + c) * 9 + j];
+			for (int t = 0; t < 9; t++)
+				wt[(((size_t)(c / 16) * K + k) * 9 + t) * 16 + c % 16] = w[((size_t)k * C + c) * 9 + t];
+	const int rows = (H + 1) / 2, pairs = (W + 1) / 2; // row pairs (2i, 2i + 1), column pairs (2j, 2j + 1)
 	for (int n0 = 0; n0 < g->N; n0 += (int)G) {
 		const int ng = conv_imin((int)G, g->N - n0);
-		for (int i = 0; i < ng; i++)
+		for (int n = 0; n < ng; n++)
 			for (int k = 0; k < K; k++)
-				for (int p = 0; p < P; p++) {
-					const float *s = dy + ((size_t)(n0 + i) * K + k) * pq + (size_t)p * Q;
-					float *d = dyq + ((size_t)i * img + (size_t)(p + 1) * Wd + 1) * K + k;
-					for (int q = 0; q < Q; q++)
-						d[(size_t)q * K] = s[q];
-				}
-		for (int a = 0; a < 2; a++)
-			for (int b = 0; b < 2; b++) {
-				/* The class's rows h = 2m + 1 - a (i = m + 1 - a), columns w = 2l + 1 - b (j = l + 1 - b);
-				 * its taps (r, s) in order and their offsets in dyq. */
-				const int Ha = (H + a) / 2, Wb = (W + b) / 2, na = Ha * Wb, npx = ng * na;
-				if (na == 0)
-					continue;
-				int woff[4], nt = 0;
-				long doff[4];
-				for (int r = a; r < 3; r += 2)
-					for (int s = b; s < 3; s += 2, nt++) {
-						woff[nt] = r * 3 + s;
-						doff[nt] = ((long)(1 + (a - r) / 2) * Wd + (1 + (b - s) / 2)) * K;
-					}
-				for (size_t c0 = 0; c0 < cp; c0 += 64) { // blocks of 4 vectors of c, then the rest
-					const int cb = (int)((cp - c0) / 16 < 4 ? (cp - c0) / 16 : 4);
-					const int pb = cb >= 3 ? 6 : cb == 2 ? 12 : 24;
-					for (int t0 = 0; t0 < npx; t0 += pb) {
-						const float *xb[24];
-						float *xo[24];
-						for (int e = 0; e < pb; e++) { // past the class's pixels: pixel 0 again, not stored
-							const int t = t0 + e < npx ? t0 + e : 0, n = t / na;
-							const int m = t % na / Wb, l = t % Wb;
-							xb[e] = dyq + ((size_t)n * img + (size_t)(m + 1 - a) * Wd + (l + 1 - b)) * K;
-							xo[e] = xt + ((size_t)n * hw + (size_t)(2 * m + 1 - a) * W + (2 * l + 1 - b)) *
-									     cp + c0;
-						}
-						const float *wc = wt + c0;
-						switch (cb) {
-						case 4: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 6, 4); break;
-						case 3: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 6, 3); break;
-						case 2: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 12, 2); break;
-						default: s2d_block(xo, wc, xb, doff, woff, nt, cp, K, npx - t0, 24, 1); break;
+				for (int p = 0; p < P; p++)
+					dnn_copy_floats(dyq + ((size_t)n * K + k) * img + (size_t)p * wd,
+							dy + ((size_t)(n0 + n) * K + k) * pq + (size_t)p * Q, Q);
+		for (int n = 0; n < ng; n++)
+			for (size_t c0 = 0; c0 < cp; c0 += 16) {
+				const float *wc = wt + c0 * K * 9;
+				for (int i = 0; i < rows; i++)
+					for (int j0 = 0; j0 < pairs; j0 += 4) {
+						const int L = conv_imin(4, pairs - j0), two = 2 * i + 1 < H;
+						const int odd_ok = 2 * (j0 + L) <= W;
+						const float *d0 = dyq + (size_t)n * K * img + (size_t)i * wd + j0;
+						float *xo = xt + ((size_t)n * hw + (size_t)(2 * i) * W + 2 * j0) * cp + c0;
+						switch (L) {
+						case 4: s2d_tile(xo, wc, d0, img, wd, cp, W, K, two, odd_ok, 4); break;
+						case 3: s2d_tile(xo, wc, d0, img, wd, cp, W, K, two, odd_ok, 3); break;
+						case 2: s2d_tile(xo, wc, d0, img, wd, cp, W, K, two, odd_ok, 2); break;
+						default: s2d_tile(xo, wc, d0, img, wd, cp, W, K, two, odd_ok, 1); break;
 						}
 					}
-				}
 			}
+		/* dx (=|+=) xt, transposed 16 pixels x 16 channels at a time (a scalar strided copy took a quarter of
+		 * the time at C = 16). */
 		for (int i = 0; i < ng; i++)
-			for (int c = 0; c < C; c++) {
-				float *d = dx + ((size_t)(n0 + i) * C + c) * hw;
-				const float *o = xt + (size_t)i * hw * cp + c;
-				if (accumulate_dx) {
-					for (size_t t = 0; t < hw; t++)
-						d[t] += o[t * cp];
-				} else {
-					for (size_t t = 0; t < hw; t++)
-						d[t] = o[t * cp];
+			for (size_t c0 = 0; c0 < cp; c0 += 16) {
+				const int nc = conv_imin(16, C - (int)c0);
+				for (size_t t0 = 0; t0 < hw; t0 += 16) {
+					const int nt = (int)(hw - t0 < 16 ? hw - t0 : 16);
+					const __mmask16 m = nt == 16 ? (__mmask16)0xffff : (__mmask16)((1u << nt) - 1);
+					__m512 r[16];
+					for (int e = 0; e < 16; e++)
+						r[e] = e < nt ? _mm512_loadu_ps(xt + ((size_t)i * hw + t0 + e) * cp + c0)
+							      : _mm512_setzero_ps();
+					s2_transpose16(r);
+					for (int l = 0; l < nc; l++) {
+						float *d = dx + ((size_t)(n0 + i) * C + c0 + l) * hw + t0;
+						__m512 v = r[l];
+						if (accumulate_dx)
+							v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, d), v);
+						_mm512_mask_storeu_ps(d, m, v);
+					}
 				}
 			}
 	}
