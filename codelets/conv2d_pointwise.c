@@ -13,7 +13,7 @@
  *   backward filter: dw (K, C)    += sum over n, in order, of dy_n xs_n^T
  *
  * The two loops (dnn_conv_taps_gemm, dnn_conv_taps_dot) are the only places where these kernels multiply
- * (conv2d_stride2.c has its own: s2f_block, s2d_block, s2w_block): a bf16 form of them replaces these functions.
+ * (conv2d_stride2.c has its own: s2f_block, s2d_tile, s2w_block): a bf16 form of them replaces these functions.
  * Every sum has a fixed order: over the input channels and taps in order for each output, over the pixels in
  * 16 lanes reduced by one fixed instruction sequence, then over the groups of images in order; nothing depends
  * on threads or the scheduler.
