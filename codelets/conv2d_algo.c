@@ -118,16 +118,19 @@ float *dnn_conv_scratch(size_t nfloats)
  * reductions (conv2d_stride2.c; it had computed on the forward's (P + 1) x (Q + 1) grid and lost from 32 input
  * channels on, 0.85-0.93): im2col time / direct time, batch 16, thread CPU time, best of 30, one core, two rounds
  * (AMD EPYC Zen 5, load 3-6; docs/studies/2026-12-07-resnet8-fp32b.md): C16 32x32 K32 1.54, C32 16x16 K64 1.57,
- * C16 28x28 K32 1.66, C32 14x14 K64 1.70-1.72. The 1x1 forward loses where OpenBLAS's sgemm has 32 input channels to
- * amortise its packing. So: 3x3 stride 2 in every pass; 1x1 stride 2 for backward data, and forward with at most 16
- * input channels. 1x1 stride 1 (no ResNet here has one) was not measured: it stays with sgemm. */
+ * C16 28x28 K32 1.66, C32 14x14 K64 1.70-1.72. The backward data became outer products too (2 rows x 4 column pairs
+ * a tile; docs/studies/2026-12-07-s2bwd.md): phase-grid time / tile time, batch 16, same clock, load 5-6: C16 32x32
+ * K32 1.04-1.12, C32 16x16 K64 1.55, C16 28x28 K32 1.27, C32 14x14 K64 1.40. The 1x1 forward loses where OpenBLAS's
+ * sgemm has 32 input channels to amortise its packing. So: 3x3 stride 2 in every pass; 1x1 stride 2 for backward
+ * data, and forward with at most 16 input channels. 1x1 stride 1 (no ResNet here has one) was not measured: it stays
+ * with sgemm. */
 #define STRIDE2_RULE(g, pass) ((void)(g), (void)(pass), 1)
 #define POINTWISE_RULE(g, pass) ((g)->stride == 2 && ((pass) == 1 || ((pass) == 0 && (g)->C <= 16)))
 
 /* fp32 only: under --precision bf16 these convs keep the paths that round their operands (im2col's bf16 GEMMs);
  * a bf16 form of these kernels replaces their loops, dnn_conv_taps_gemm, dnn_conv_taps_dot and conv2d_stride2.c's
- * s2f_block and s2w_block. So they never see a bf16 y (which needs bf16); a bf16 form would round its output blocks
- * as conv2d_direct.c does. */
+ * s2f_block, s2d_tile and s2w_block. So they never see a bf16 y (which needs bf16); a bf16 form would round its output
+ * blocks as conv2d_direct.c does. */
 static int use_pointwise(const conv_geom *g, int pass)
 {
 	return g->algo != DNN_CONV_ALGO_IM2COL && !g->bf16 && !g->y_bf16 && dnn_conv_pointwise_applies(g) &&

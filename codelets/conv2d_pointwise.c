@@ -1,5 +1,5 @@
 /* conv2d_pointwise.c — direct AVX-512 kernels for 1x1 unpadded convs of stride 1 or 2 (see conv2d_impl.h),
- * and the two register-blocked loops they share with the stride-2 3x3 kernels (conv2d_stride2.c).
+ * and the two register-blocked loops they run on.
  *
  * A 1x1 conv is a GEMM per image on NCHW: y_n (K, PQ) = w (K, C) x_n (C, PQ), x_n subsampled when
  * strided. ResNets' projection shortcuts make tiny ones (K 32/64, inner dimension C 16/32, PQ 49..256
@@ -13,7 +13,7 @@
  *   backward filter: dw (K, C)    += sum over n, in order, of dy_n xs_n^T
  *
  * The two loops (dnn_conv_taps_gemm, dnn_conv_taps_dot) are the only places where these kernels multiply
- * (with conv2d_stride2.c's own weight-gradient loop, s2w_block): a bf16 form of them replaces these functions.
+ * (conv2d_stride2.c has its own: s2f_block, s2d_tile, s2w_block): a bf16 form of them replaces these functions.
  * Every sum has a fixed order: over the input channels and taps in order for each output, over the pixels in
  * 16 lanes reduced by one fixed instruction sequence, then over the groups of images in order; nothing depends
  * on threads or the scheduler.

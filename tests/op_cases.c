@@ -2032,6 +2032,10 @@ static void extra_conv_unit_own(void)
 		check_direct_kernels(conv_shape(7, 24, 20, 20, 40, 3, 3, 2, 1, 1));
 		check_direct_kernels(conv_shape(3, 5, 9, 11, 70, 3, 3, 2, 1, 1));
 		check_direct_kernels(conv_shape(2, 6, 12, 7, 19, 3, 3, 2, 1, 1));
+		/* The stride-2 backward data's blocks (vectors of input channels): 3 c vectors x 6 pixels in groups of
+		 * 3 images, odd width; 4 + 1 c vectors (C = 70) in groups of 4 and 2, odd height. */
+		check_direct_kernels(conv_shape(9, 40, 20, 19, 23, 3, 3, 2, 1, 1));
+		check_direct_kernels(conv_shape(6, 70, 13, 15, 9, 3, 3, 2, 1, 1));
 	} else {
 		printf("conv: no AVX-512F, the direct 1x1 and stride-2 kernels are not run here\n");
 	}
