@@ -28,6 +28,7 @@
 #include <string.h>
 
 static int bn_simd = -1; // -1: not chosen yet
+static int bn_512;       // the elementwise loops (normalise, dx) on 16 lanes: AVX-512F and bn_simd
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -36,7 +37,16 @@ int dnn_batchnorm_set_simd(int on)
 {
 	__builtin_cpu_init();
 	bn_simd = on && __builtin_cpu_supports("avx2");
+	bn_512 = bn_simd && __builtin_cpu_supports("avx512f");
 	return bn_simd;
+}
+
+int dnn_batchnorm_set_avx512(int on)
+{
+	if (bn_simd < 0)
+		dnn_batchnorm_set_simd(1);
+	bn_512 = on && bn_simd && __builtin_cpu_supports("avx512f");
+	return bn_512;
 }
 
 /* As batchnorm.c's fold8. */
@@ -250,6 +260,59 @@ BN_BF16_TARGET static void normalise_cvtne_x16(uint16_t *yh, const void *xp, int
 	normalise_cvtne(yh, xp, HW, m, scale, b, relu, 1);
 }
 
+/* The elementwise loops on 16 lanes (AVX-512F, where bn_512): normalise into an fp32 y, and the backward's dx. Per
+ * element the same operations as the 8-lane loops (no sum crosses lanes, so the width changes no bits; AVX-512F
+ * brings FMA, so no contraction either: BN_512_TARGET); the row's rest after the last 16 runs the 8-lane loop, then
+ * the scalar tail, as there. The reductions (sum2, sqdev2, grad_sums2) stay on 8 lanes: their lane order is the
+ * portable loops' bits. */
+#define BN_512_TARGET __attribute__((target("avx2,avx512f"), optimize("fp-contract=off")))
+
+/* x's 16 elements from i on, as ld8 */
+BN_512_TARGET static inline __attribute__((always_inline)) __m512 ld16(const void *p, size_t i, const int XB)
+{
+	if (!XB)
+		return _mm512_loadu_ps((const float *)p + i);
+	const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* normalise into an fp32 y, 16 lanes first */
+BN_512_TARGET static inline __attribute__((always_inline)) void
+normalise16(float *restrict yp, const void *xp, int HW, float m, float scale, float b, int relu, const int XB)
+{
+	const __m512 wm = _mm512_set1_ps(m), ws = _mm512_set1_ps(scale), wb = _mm512_set1_ps(b);
+	const __m512 wz = _mm512_setzero_ps();
+	int i = 0;
+	for (; i + 16 <= HW; i += 16) {
+		__m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(ld16(xp, i, XB), wm), ws), wb);
+		if (relu)
+			t = _mm512_max_ps(t, wz);
+		_mm512_storeu_ps(yp + i, t);
+	}
+	const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale), vb = _mm256_set1_ps(b);
+	const __m256 z = _mm256_setzero_ps();
+	for (; i + 8 <= HW; i += 8) {
+		__m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(ld8(xp, i, XB), vm), vs), vb);
+		if (relu)
+			t = _mm256_max_ps(t, z);
+		_mm256_storeu_ps(yp + i, t);
+	}
+	for (; i < HW; i++) {
+		float t = dnn_bn_normalise(ld1(xp, i, XB), m, scale, b);
+		yp[i] = relu ? dnn_act_relu(t) : t;
+	}
+}
+
+BN_512_TARGET static void normalise16_x32(float *yp, const void *xp, int HW, float m, float scale, float b, int relu)
+{
+	normalise16(yp, xp, HW, m, scale, b, relu, 0);
+}
+
+BN_512_TARGET static void normalise16_x16(float *yp, const void *xp, int HW, float m, float scale, float b, int relu)
+{
+	normalise16(yp, xp, HW, m, scale, b, relu, 1);
+}
+
 /* normalise over plane o of x into plane o of y (fp32, or bf16 when a->y_bf16: cvtne, bf16_convert_cvtne() of the
  * task, says which rounding loop). */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
@@ -259,6 +322,8 @@ normalise_out(void *y, const void *x, size_t o, float m, float scale, float b, c
 	if (a->y_bf16 && cvtne)
 		(XB ? normalise_cvtne_x16 : normalise_cvtne_x32)((uint16_t *)y + o, xoff(x, o, XB), a->HW, m, scale, b,
 								  a->relu);
+	else if (!a->y_bf16 && bn_512)
+		(XB ? normalise16_x16 : normalise16_x32)((float *)y + o, xoff(x, o, XB), a->HW, m, scale, b, a->relu);
 	else
 		normalise(a->y_bf16 ? NULL : (float *)y + o, a->y_bf16 ? (uint16_t *)y + o : NULL, xoff(x, o, XB),
 			  a->HW, m, scale, b, a->relu, XB);
@@ -419,6 +484,64 @@ row_dx(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, si
 	}
 }
 
+/* grad8 on 16 lanes: the same compare (y > 0, false for NaN); a zero-masked move sets g's bits to 0, as the AND */
+BN_512_TARGET static inline __attribute__((always_inline)) __m512 grad16(const float *dyp, relu_y y, int i)
+{
+	__m512 g = _mm512_loadu_ps(dyp + i);
+	if (y.f)
+		g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(y.f + i), _mm512_setzero_ps(), _CMP_GT_OQ), g);
+	else if (y.h)
+		g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(ld16(y.h, (size_t)i, 1), _mm512_setzero_ps(), _CMP_GT_OQ), g);
+	return g;
+}
+
+/* row_dx, 16 lanes first (BN_512_TARGET's comment) */
+BN_512_TARGET static inline __attribute__((always_inline)) void
+row_dx16(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, size_t o, int HW, float mean, float k,
+	 float kx, float k0, int acc, const int XB)
+{
+	const __m512 wm = _mm512_set1_ps(mean), wk = _mm512_set1_ps(k), wkx = _mm512_set1_ps(kx);
+	const __m512 wk0 = _mm512_set1_ps(k0);
+	const relu_y yp = relu_y_at(yr, y_bf16, o);
+	float *restrict dxp = dx + o;
+	int i = 0;
+	for (; i + 16 <= HW; i += 16) {
+		__m512 g = grad16(dy + o, yp, i);
+		__m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(wk, g),
+						       _mm512_mul_ps(_mm512_sub_ps(ld16(x, o + i, XB), wm), wkx)),
+					 wk0);
+		_mm512_storeu_ps(dxp + i, acc ? _mm512_add_ps(_mm512_loadu_ps(dxp + i), t) : t);
+	}
+	const __m256 vm = _mm256_set1_ps(mean), vk = _mm256_set1_ps(k), vkx = _mm256_set1_ps(kx);
+	const __m256 vk0 = _mm256_set1_ps(k0);
+	for (; i + 8 <= HW; i += 8) {
+		__m256 g = grad8(dy + o, yp, i);
+		__m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(vk, g),
+						       _mm256_mul_ps(_mm256_sub_ps(ld8(x, o + i, XB), vm), vkx)),
+					 vk0);
+		_mm256_storeu_ps(dxp + i, acc ? _mm256_add_ps(_mm256_loadu_ps(dxp + i), t) : t);
+	}
+	for (; i < HW; i++) {
+		float g = grad1(dy + o, yp, i), t = dnn_bn_dx(g, ld1(x, o + i, XB), mean, k, kx, k0);
+		dxp[i] = acc ? dxp[i] + t : t;
+	}
+}
+
+/* The dx of channel c's N rows, 16 lanes (one call per channel: the target switch stays out of the row loop) */
+BN_512_TARGET static void channel_dx16_x32(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, int N,
+					   size_t cs, size_t c0, int HW, float mean, float k, float kx, float k0, int acc)
+{
+	for (int n = 0; n < N; n++)
+		row_dx16(dx, x, dy, yr, y_bf16, n * cs + c0, HW, mean, k, kx, k0, acc, 0);
+}
+
+BN_512_TARGET static void channel_dx16_x16(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, int N,
+					   size_t cs, size_t c0, int HW, float mean, float k, float kx, float k0, int acc)
+{
+	for (int n = 0; n < N; n++)
+		row_dx16(dx, x, dy, yr, y_bf16, n * cs + c0, HW, mean, k, kx, k0, acc, 1);
+}
+
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma, const float *saved, const float *dy,
 	 const void *yr, const dnn_batchnorm_args *a, const int XB)
@@ -450,9 +573,13 @@ backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gam
 		dgamma[c] += (float)sdyx;
 		float k, kx, k0;
 		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sdy / M), (float)(sdyx / M));
-		for (n = 0; n < N; n++)
-			row_dx(dx, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, HW, mean, k, kx, k0, a->accumulate_dx,
-			       XB);
+		if (bn_512)
+			(XB ? channel_dx16_x16 : channel_dx16_x32)(dx, x, dy, yr, a->y_bf16, N, cs, (size_t)c * HW, HW,
+								   mean, k, kx, k0, a->accumulate_dx);
+		else
+			for (n = 0; n < N; n++)
+				row_dx(dx, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, HW, mean, k, kx, k0,
+				       a->accumulate_dx, XB);
 	}
 }
 
@@ -481,6 +608,12 @@ int dnn_batchnorm_set_simd(int on)
 }
 
 int dnn_batchnorm_simd(void) { return 0; }
+
+int dnn_batchnorm_set_avx512(int on)
+{
+	(void)on;
+	return 0;
+}
 
 void dnn_bn_forward_train_avx2(void *y, float *saved, const void *x, const float *gamma, const float *beta,
 			       const dnn_batchnorm_args *a)
