@@ -28,7 +28,7 @@
 #include <string.h>
 
 static int bn_simd = -1; // -1: not chosen yet
-static int bn_512;       // the elementwise loops (normalise, dx) on 16 lanes: AVX-512F and bn_simd
+static int bn_512;       // the normalisation into an fp32 y on 16 lanes: AVX-512F and bn_simd
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -135,6 +135,21 @@ fold_tail(__m256 v, const void *p, int i0, int n, const int XB)
 	return fold8(s);
 }
 
+/* fold8 of two rows' lanes s and t at once, in registers rather than through the stack and 7 scalar adds per row (the
+ * fold is per row: at 8x8 a row is 8 vectors): the same adds in the same order, s_j + s_j+4 first (vaddps of the
+ * halves), then (s0 + s4) + (s1 + s5) and (s2 + s6) + (s3 + s7) (vhaddps: first operand the lower lane, as there),
+ * widened, added in double. Measured 2-4% off the backward at ResNet-20's shapes (docs/studies/2026-12-07-bnfp32.md). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void fold2(double *a, double *b, __m256 s,
+											 __m256 t)
+{
+	const __m128 hs = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+	const __m128 ht = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+	const __m256d d = _mm256_cvtps_pd(_mm_hadd_ps(hs, ht)); // the two rows' two partial sums
+	const __m256d e = _mm256_hadd_pd(d, d);                  // lanes 0 and 2: row s's, row t's
+	*a = _mm256_cvtsd_f64(e);
+	*b = _mm_cvtsd_f64(_mm256_extractf128_pd(e, 1));
+}
+
 /* lane_sum of two rows p, q of n elements: *a, *b. */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 sum2(double *a, double *b, const void *p, const void *q, int n, const int XB)
@@ -144,6 +159,10 @@ sum2(double *a, double *b, const void *p, const void *q, int n, const int XB)
 	for (; i + 8 <= n; i += 8) {
 		s = _mm256_add_ps(s, ld8(p, i, XB));
 		t = _mm256_add_ps(t, ld8(q, i, XB));
+	}
+	if (i == n) {
+		fold2(a, b, s, t);
+		return;
 	}
 	*a = fold_tail(s, p, i, n, XB);
 	*b = fold_tail(t, q, i, n, XB);
@@ -160,6 +179,10 @@ sqdev2(double *a, double *b, const void *p, const void *q, int n, float m, const
 		__m256 d = _mm256_sub_ps(ld8(p, i, XB), vm), e = _mm256_sub_ps(ld8(q, i, XB), vm);
 		s = _mm256_add_ps(s, _mm256_mul_ps(d, d));
 		t = _mm256_add_ps(t, _mm256_mul_ps(e, e));
+	}
+	if (i == n) {
+		fold2(a, b, s, t);
+		return;
 	}
 	float ls[8], lt[8];
 	_mm256_storeu_ps(ls, s);
@@ -260,11 +283,12 @@ BN_BF16_TARGET static void normalise_cvtne_x16(uint16_t *yh, const void *xp, int
 	normalise_cvtne(yh, xp, HW, m, scale, b, relu, 1);
 }
 
-/* The elementwise loops on 16 lanes (AVX-512F, where bn_512): normalise into an fp32 y, and the backward's dx. Per
- * element the same operations as the 8-lane loops (no sum crosses lanes, so the width changes no bits; AVX-512F
- * brings FMA, so no contraction either: BN_512_TARGET); the row's rest after the last 16 runs the 8-lane loop, then
- * the scalar tail, as there. The reductions (sum2, sqdev2, grad_sums2) stay on 8 lanes: their lane order is the
- * portable loops' bits. */
+/* The normalisation into an fp32 y on 16 lanes (AVX-512F, where bn_512): per element the same operations as the
+ * 8-lane loop (no sum crosses lanes, so the width changes no bits; AVX-512F brings FMA, so no contraction either:
+ * BN_512_TARGET); the row's rest after the last 16 runs the 8-lane loop, then the scalar tail, as there. 25% less
+ * time for the training forward at 8x8 (8 vectors a row), 2-3% at 32x32 (docs/studies/2026-12-07-bnfp32.md). The
+ * backward's dx on 16 lanes measured no faster at 32x32 and 16x16 and 10-15% slower at 8x8: it stays on 8 lanes; the
+ * reductions (sum2, sqdev2, grad_sums2) too: their lane order is the portable loops' bits. */
 #define BN_512_TARGET __attribute__((target("avx2,avx512f"), optimize("fp-contract=off")))
 
 /* x's 16 elements from i on, as ld8 */
@@ -339,21 +363,6 @@ __attribute__((target("avx2"))) void dnn_bn_normalise_plane_avx2(void *y, const 
 		normalise_out(y, x, o, m, scale, b, a, cvtne, 0);
 }
 
-/* The next channel's data is prefetched into the cache during the current channel's last pass (the normalisation, the
- * dx) where one channel's tensors (x, and dy and the relu's y in the backward: N rows each) take at most this many
- * bytes, so both channels fit a quarter of a 1-2 MiB L2 beside the output. Each channel's first pass walks N rows of
- * HW elements each a plane (C HW elements) apart: at 8x8 (256-byte rows) the hardware prefetcher hardly ramps up and
- * that pass waited on L3 (batch norm at ResNet's 8x8 ran at 40% of the 32x32's GB/s). Larger channels are left to
- * the hardware prefetcher: prefetching them would evict the current channel's lines before its last pass reads them. */
-#define DNN_BN_PREFETCH_BYTES (256u << 10)
-
-/* A prefetch of each 64-byte line of [p, p + bytes), into all cache levels. */
-static inline void prefetch_row(const void *p, size_t bytes)
-{
-	for (size_t b = 0; b < bytes; b += 64)
-		_mm_prefetch((const char *)p + b, _MM_HINT_T0);
-}
-
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 forward_train(void *y, float *saved, const void *x, const float *gamma, const float *beta, const dnn_batchnorm_args *a,
 	      const int XB)
@@ -361,7 +370,6 @@ forward_train(void *y, float *saved, const void *x, const float *gamma, const fl
 	const int N = a->N, C = a->C, HW = a->HW;
 	const double M = (double)N * HW;
 	const size_t cs = (size_t)C * HW; // elements from one image's plane to the next's
-	const size_t xsz = XB ? 2 : 4;    // bytes per element of x
 	const int cvtne = a->y_bf16 && bf16_convert_cvtne();
 	for (int c = 0; c < C; c++) {
 		const void *xc = xoff(x, (size_t)c * HW, XB);
@@ -389,12 +397,8 @@ forward_train(void *y, float *saved, const void *x, const float *gamma, const fl
 		}
 		double invstd = dnn_bn_store_channel_stats(saved, C, c, mean, m, ss, M, a->eps);
 		float scale = gamma[c] * (float)invstd, b = beta[c];
-		const int pf = c + 1 < C && (size_t)N * HW * xsz <= DNN_BN_PREFETCH_BYTES;
-		for (n = 0; n < N; n++) {
-			if (pf)
-				prefetch_row(xoff(xc, n * cs + HW, XB), (size_t)HW * xsz);
+		for (n = 0; n < N; n++)
 			normalise_out(y, x, n * cs + (size_t)c * HW, m, scale, b, a, cvtne, XB);
-		}
 	}
 }
 
@@ -449,9 +453,9 @@ static inline float grad1(const float *dyp, relu_y y, int i)
 	return g;
 }
 
-/* The backward's sums of one row: s1 += sum g, s2 += sum g (x - mean), 8 lanes, tail in lane 0. */
+/* The backward's sums of one row, folded (fold8): s1 = sum g, s2 = sum g (x - mean), 8 lanes, tail in lane 0. */
 typedef struct {
-	float s1[8], s2[8];
+	double s1, s2;
 } row_sums;
 
 /* Rows p and q (offsets into x, dy, yr) side by side. */
@@ -470,15 +474,22 @@ grad_sums2(row_sums *rp, row_sums *rq, const void *x, const float *dy, const voi
 		b1 = _mm256_add_ps(b1, h);
 		b2 = _mm256_add_ps(b2, _mm256_mul_ps(h, _mm256_sub_ps(ld8(x, q + i, XB), vm)));
 	}
-	_mm256_storeu_ps(rp->s1, a1), _mm256_storeu_ps(rp->s2, a2);
-	_mm256_storeu_ps(rq->s1, b1), _mm256_storeu_ps(rq->s2, b2);
+	if (i == HW) {
+		fold2(&rp->s1, &rq->s1, a1, b1);
+		fold2(&rp->s2, &rq->s2, a2, b2);
+		return;
+	}
+	float p1[8], p2[8], q1[8], q2[8];
+	_mm256_storeu_ps(p1, a1), _mm256_storeu_ps(p2, a2);
+	_mm256_storeu_ps(q1, b1), _mm256_storeu_ps(q2, b2);
 	for (; i < HW; i++) {
 		float g = grad1(dy + p, yp, i), h = grad1(dy + q, yq, i);
-		rp->s1[0] += g;
-		rp->s2[0] += g * (ld1(x, p + i, XB) - mean);
-		rq->s1[0] += h;
-		rq->s2[0] += h * (ld1(x, q + i, XB) - mean);
+		p1[0] += g;
+		p2[0] += g * (ld1(x, p + i, XB) - mean);
+		q1[0] += h;
+		q2[0] += h * (ld1(x, q + i, XB) - mean);
 	}
+	rp->s1 = fold8(p1), rp->s2 = fold8(p2), rq->s1 = fold8(q1), rq->s2 = fold8(q2);
 }
 
 /* dx (=, or += with acc) = k g + (x - mean) kx + k0 over one row at offset o. */
@@ -504,64 +515,6 @@ row_dx(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, si
 	}
 }
 
-/* grad8 on 16 lanes: the same compare (y > 0, false for NaN); a zero-masked move sets g's bits to 0, as the AND */
-BN_512_TARGET static inline __attribute__((always_inline)) __m512 grad16(const float *dyp, relu_y y, int i)
-{
-	__m512 g = _mm512_loadu_ps(dyp + i);
-	if (y.f)
-		g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(y.f + i), _mm512_setzero_ps(), _CMP_GT_OQ), g);
-	else if (y.h)
-		g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(ld16(y.h, (size_t)i, 1), _mm512_setzero_ps(), _CMP_GT_OQ), g);
-	return g;
-}
-
-/* row_dx, 16 lanes first (BN_512_TARGET's comment) */
-BN_512_TARGET static inline __attribute__((always_inline)) void
-row_dx16(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, size_t o, int HW, float mean, float k,
-	 float kx, float k0, int acc, const int XB)
-{
-	const __m512 wm = _mm512_set1_ps(mean), wk = _mm512_set1_ps(k), wkx = _mm512_set1_ps(kx);
-	const __m512 wk0 = _mm512_set1_ps(k0);
-	const relu_y yp = relu_y_at(yr, y_bf16, o);
-	float *restrict dxp = dx + o;
-	int i = 0;
-	for (; i + 16 <= HW; i += 16) {
-		__m512 g = grad16(dy + o, yp, i);
-		__m512 t = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(wk, g),
-						       _mm512_mul_ps(_mm512_sub_ps(ld16(x, o + i, XB), wm), wkx)),
-					 wk0);
-		_mm512_storeu_ps(dxp + i, acc ? _mm512_add_ps(_mm512_loadu_ps(dxp + i), t) : t);
-	}
-	const __m256 vm = _mm256_set1_ps(mean), vk = _mm256_set1_ps(k), vkx = _mm256_set1_ps(kx);
-	const __m256 vk0 = _mm256_set1_ps(k0);
-	for (; i + 8 <= HW; i += 8) {
-		__m256 g = grad8(dy + o, yp, i);
-		__m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(vk, g),
-						       _mm256_mul_ps(_mm256_sub_ps(ld8(x, o + i, XB), vm), vkx)),
-					 vk0);
-		_mm256_storeu_ps(dxp + i, acc ? _mm256_add_ps(_mm256_loadu_ps(dxp + i), t) : t);
-	}
-	for (; i < HW; i++) {
-		float g = grad1(dy + o, yp, i), t = dnn_bn_dx(g, ld1(x, o + i, XB), mean, k, kx, k0);
-		dxp[i] = acc ? dxp[i] + t : t;
-	}
-}
-
-/* The dx of channel c's N rows, 16 lanes (one call per channel: the target switch stays out of the row loop) */
-BN_512_TARGET static void channel_dx16_x32(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, int N,
-					   size_t cs, size_t c0, int HW, float mean, float k, float kx, float k0, int acc)
-{
-	for (int n = 0; n < N; n++)
-		row_dx16(dx, x, dy, yr, y_bf16, n * cs + c0, HW, mean, k, kx, k0, acc, 0);
-}
-
-BN_512_TARGET static void channel_dx16_x16(float *dx, const void *x, const float *dy, const void *yr, int y_bf16, int N,
-					   size_t cs, size_t c0, int HW, float mean, float k, float kx, float k0, int acc)
-{
-	for (int n = 0; n < N; n++)
-		row_dx16(dx, x, dy, yr, y_bf16, n * cs + c0, HW, mean, k, kx, k0, acc, 1);
-}
-
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gamma, const float *saved, const float *dy,
 	 const void *yr, const dnn_batchnorm_args *a, const int XB)
@@ -569,7 +522,6 @@ backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gam
 	const int N = a->N, C = a->C, HW = a->HW;
 	const double M = (double)N * HW;
 	const size_t cs = (size_t)C * HW;
-	const size_t xsz = XB ? 2 : 4, ysz = !yr ? 0 : a->y_bf16 ? 2 : 4; // bytes per element of x, of the relu's y
 	for (int c = 0; c < C; c++) {
 		const float mean = saved[c], invstd = saved[2 * C + c];
 		double sdy = 0, sdyx = 0; // sum(dy), sum(dy * xhat)
@@ -578,37 +530,25 @@ backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gam
 		for (; n + 2 <= N; n += 2) {
 			grad_sums2(&rp, &rq, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, (n + 1) * cs + (size_t)c * HW,
 				   HW, mean, XB);
-			sdy += fold8(rp.s1);
-			sdyx += fold8(rp.s2);
-			sdy += fold8(rq.s1);
-			sdyx += fold8(rq.s2);
+			sdy += rp.s1;
+			sdyx += rp.s2;
+			sdy += rq.s1;
+			sdyx += rq.s2;
 		}
 		if (n < N) {
 			const size_t o = n * cs + (size_t)c * HW;
 			grad_sums2(&rp, &rq, x, dy, yr, a->y_bf16, o, o, HW, mean, XB);
-			sdy += fold8(rp.s1);
-			sdyx += fold8(rp.s2);
+			sdy += rp.s1;
+			sdyx += rp.s2;
 		}
 		sdyx *= invstd;
 		dbeta[c] += (float)sdy;
 		dgamma[c] += (float)sdyx;
 		float k, kx, k0;
 		dnn_bn_dx_coefs(&k, &kx, &k0, gamma[c], invstd, (float)(sdy / M), (float)(sdyx / M));
-		if (c + 1 < C && (size_t)N * HW * (xsz + 4 + ysz) <= DNN_BN_PREFETCH_BYTES)
-			for (n = 0; n < N; n++) { // the next channel's rows: x, dy, the relu's y
-				const size_t o = n * cs + (size_t)(c + 1) * HW;
-				prefetch_row(xoff(x, o, XB), (size_t)HW * xsz);
-				prefetch_row(dy + o, (size_t)HW * 4);
-				if (yr)
-					prefetch_row((const char *)yr + o * ysz, (size_t)HW * ysz);
-			}
-		if (bn_512)
-			(XB ? channel_dx16_x16 : channel_dx16_x32)(dx, x, dy, yr, a->y_bf16, N, cs, (size_t)c * HW, HW,
-								   mean, k, kx, k0, a->accumulate_dx);
-		else
-			for (n = 0; n < N; n++)
-				row_dx(dx, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, HW, mean, k, kx, k0,
-				       a->accumulate_dx, XB);
+		for (n = 0; n < N; n++)
+			row_dx(dx, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, HW, mean, k, kx, k0, a->accumulate_dx,
+			       XB);
 	}
 }
 
