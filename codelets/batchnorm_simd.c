@@ -568,6 +568,8 @@ int dnn_batchnorm_simd(void)
 		dnn_batchnorm_set_simd(1);
 	return bn_simd;
 }
+
+int dnn_batchnorm_avx512(void) { return dnn_batchnorm_simd() && bn_512; }
 #else
 int dnn_batchnorm_set_simd(int on)
 {
@@ -583,6 +585,8 @@ int dnn_batchnorm_set_avx512(int on)
 	(void)on;
 	return 0;
 }
+
+int dnn_batchnorm_avx512(void) { return 0; }
 
 void dnn_bn_forward_train_avx2(void *y, float *saved, const void *x, const float *gamma, const float *beta,
 			       const dnn_batchnorm_args *a)
