@@ -6,8 +6,8 @@
 # round's A time (docs/studies/2026-12-07-bnfp32.md).
 #
 #   bench/bn_fp32_ab.sh OUT_DIR A_BENCH B_BENCH [B_ARGS...]   environment: ROUNDS [3], REPS [30], BATCHES ["32 2"]
-# B_ARGS go to B's runs only (e.g. --simd avx2: B without the 16-lane normalisation). Writes OUT_DIR/raw.md (the
-# tables, each headed by its round, build, batch and load) and OUT_DIR/kernels.csv
+# B_ARGS go to B's runs only (e.g. A_BENCH = B_BENCH, B_ARGS --simd off: the portable loops against the AVX2 ones).
+# Writes OUT_DIR/raw.md (the tables, each headed by its round, build, batch and load) and OUT_DIR/kernels.csv
 # (round,who,batch,load1,shape,phase,ms_per_call,gb_per_s,pct_copy), and prints the ratios.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -41,8 +41,7 @@ typedef struct {
 	int nalgos;                 // conv algorithms to run side by side (0: the default choice)
 	dnn_conv_algo algos[4];
 	const char *algo_names[4];
-	int simd_off;               // --simd off (1): Winograd GEMMs in AVX2, batch norm's portable loops; avx2 (2):
-	                            // Winograd GEMMs and batch norm's kernels in AVX2 (no 16-lane loops)
+	int simd_off;               // --simd off: Winograd GEMMs in AVX2, batch norm's portable loops
 	int nprec;                  // --precision: conv2d and dense in each of these side by side (0 fp32, 1 bf16)
 	int prec[2];
 } bench_opts;
@@ -763,7 +762,7 @@ static const struct {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: dnn_op_bench [--batch N] [--reps R] [--clock wall|cpu] [--op NAME] [--conv-algo LIST]\n"
-		   "                    [--simd auto|avx2|off] [--sgemm LIST]\n"
+		   "                    [--simd auto|off] [--sgemm LIST]\n"
 		   "                    [--precision fp32|bf16|fp32,bf16]\n"
 		   "  Single-core GFLOP/s of the CPU kernels vs single-core sgemm (GB/s vs memcpy for the\n"
 		   "  memory-bound ops), as a markdown table.\n"
@@ -772,10 +771,9 @@ static void usage(FILE *f)
 		   "  --clock C       wall (default) or cpu: the thread's CPU time\n"
 		   "  --conv-algo L   conv2d under each of these CPU algorithms side by side, L a comma-separated\n"
 		   "                  list of im2col, winograd, winograd4, onednn, auto (default: DNN_CONV_ALGO, else auto)\n"
-		   "  --simd S        auto (default), avx2 or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
+		   "  --simd S        auto (default) or off: off runs the Winograd conv's GEMMs in AVX2 even on\n"
 		   "                  an AVX-512 CPU and batch norm on its portable loops, the kernels before\n"
-		   "                  their SIMD versions (the results are bit-identical); avx2 runs both in AVX2,\n"
-		   "                  batch norm's normalisation on 8 lanes rather than 16 (bit-identical too)\n"
+		   "                  their SIMD versions (the results are bit-identical)\n"
 		   "  --precision P   fp32 (default), bf16 or fp32,bf16: conv2d, dense and attention in each, side\n"
 		   "                  by side\n"
 		   "                  (bf16: --precision bf16's kernels, gemm_bf16.h; needs AVX512_BF16; conv2d's\n"
@@ -856,11 +854,11 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 's':
-			if (strcmp(optarg, "off") != 0 && strcmp(optarg, "auto") != 0 && strcmp(optarg, "avx2") != 0) {
-				fprintf(stderr, "error: --simd: expected auto, avx2 or off, got '%s'\n", optarg);
+			if (strcmp(optarg, "off") != 0 && strcmp(optarg, "auto") != 0) {
+				fprintf(stderr, "error: --simd: expected auto or off, got '%s'\n", optarg);
 				return 2;
 			}
-			o.simd_off = strcmp(optarg, "off") == 0 ? 1 : strcmp(optarg, "avx2") == 0 ? 2 : 0;
+			o.simd_off = strcmp(optarg, "off") == 0;
 			break;
 		case 'g': sgemm_list = optarg; break;
 		case 'p':
@@ -908,8 +906,7 @@ int main(int argc, char **argv)
 		printf("%s\n", kline);
 		return sgemm_shapes(sgemm_list, o.reps);
 	}
-	const int wino512 = dnn_wino_set_avx512(!o.simd_off), bn_simd = dnn_batchnorm_set_simd(o.simd_off != 1);
-	const int bn512 = dnn_batchnorm_set_avx512(!o.simd_off);
+	const int wino512 = dnn_wino_set_avx512(!o.simd_off), bn_simd = dnn_batchnorm_set_simd(!o.simd_off);
 	/* The reference is measured before and after the ops and the faster kept, so that a
 	 * moment of contention on a shared machine does not inflate every percentage. */
 	double sgemm_before = measure_sgemm(o.reps);
@@ -920,8 +917,7 @@ int main(int argc, char **argv)
 	double sgemm = sgemm_before > sgemm_after ? sgemm_before : sgemm_after;
 
 	printf("%s\n", kline);
-	printf("winograd GEMMs: %s; batch norm: %s\n", wino512 ? "avx512" : "avx2",
-	       bn512 ? "avx2 (normalisation avx512)" : bn_simd ? "avx2" : "portable loops");
+	printf("winograd GEMMs: %s; batch norm: %s\n", wino512 ? "avx512" : "avx2", bn_simd ? "avx2" : "portable loops");
 	printf("single-core sgemm 256x1024x1152: %.1f GFLOP/s (%.1f before the ops, %.1f after; "
 	       "best of %d runs each, %s clock); batch %d, best of %d runs per row\n\n",
 	       sgemm, sgemm_before, sgemm_after, o.reps < 10 ? 10 : o.reps,

@@ -28,7 +28,6 @@
 #include <string.h>
 
 static int bn_simd = -1; // -1: not chosen yet
-static int bn_512;       // the normalisation into an fp32 y on 16 lanes: AVX-512F and bn_simd
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -37,16 +36,7 @@ int dnn_batchnorm_set_simd(int on)
 {
 	__builtin_cpu_init();
 	bn_simd = on && __builtin_cpu_supports("avx2");
-	bn_512 = bn_simd && __builtin_cpu_supports("avx512f");
 	return bn_simd;
-}
-
-int dnn_batchnorm_set_avx512(int on)
-{
-	if (bn_simd < 0)
-		dnn_batchnorm_set_simd(1);
-	bn_512 = on && bn_simd && __builtin_cpu_supports("avx512f");
-	return bn_512;
 }
 
 /* As batchnorm.c's fold8. */
@@ -138,7 +128,8 @@ fold_tail(__m256 v, const void *p, int i0, int n, const int XB)
 /* fold8 of two rows' lanes s and t at once, in registers rather than through the stack and 7 scalar adds per row (the
  * fold is per row: at 8x8 a row is 8 vectors): the same adds in the same order, s_j + s_j+4 first (vaddps of the
  * halves), then (s0 + s4) + (s1 + s5) and (s2 + s6) + (s3 + s7) (vhaddps: first operand the lower lane, as there),
- * widened, added in double. Measured 2-4% off the backward at ResNet-20's shapes (docs/studies/2026-12-07-bnfp32.md). */
+ * widened, added in double. Measured 0-5% off the kernels at ResNet-20's shapes, within the noise in a training step
+ * (docs/studies/2026-12-07-bnfp32.md). */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void fold2(double *a, double *b, __m256 s,
 											 __m256 t)
 {
@@ -283,60 +274,6 @@ BN_BF16_TARGET static void normalise_cvtne_x16(uint16_t *yh, const void *xp, int
 	normalise_cvtne(yh, xp, HW, m, scale, b, relu, 1);
 }
 
-/* The normalisation into an fp32 y on 16 lanes (AVX-512F, where bn_512): per element the same operations as the
- * 8-lane loop (no sum crosses lanes, so the width changes no bits; AVX-512F brings FMA, so no contraction either:
- * BN_512_TARGET); the row's rest after the last 16 runs the 8-lane loop, then the scalar tail, as there. 25% less
- * time for the training forward at 8x8 (8 vectors a row), 2-3% at 32x32 (docs/studies/2026-12-07-bnfp32.md). The
- * backward's dx on 16 lanes measured no faster at 32x32 and 16x16 and 10-15% slower at 8x8: it stays on 8 lanes; the
- * reductions (sum2, sqdev2, grad_sums2) too: their lane order is the portable loops' bits. */
-#define BN_512_TARGET __attribute__((target("avx2,avx512f"), optimize("fp-contract=off")))
-
-/* x's 16 elements from i on, as ld8 */
-BN_512_TARGET static inline __attribute__((always_inline)) __m512 ld16(const void *p, size_t i, const int XB)
-{
-	if (!XB)
-		return _mm512_loadu_ps((const float *)p + i);
-	const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i));
-	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-/* normalise into an fp32 y, 16 lanes first */
-BN_512_TARGET static inline __attribute__((always_inline)) void
-normalise16(float *restrict yp, const void *xp, int HW, float m, float scale, float b, int relu, const int XB)
-{
-	const __m512 wm = _mm512_set1_ps(m), ws = _mm512_set1_ps(scale), wb = _mm512_set1_ps(b);
-	const __m512 wz = _mm512_setzero_ps();
-	int i = 0;
-	for (; i + 16 <= HW; i += 16) {
-		__m512 t = _mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(ld16(xp, i, XB), wm), ws), wb);
-		if (relu)
-			t = _mm512_max_ps(t, wz);
-		_mm512_storeu_ps(yp + i, t);
-	}
-	const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale), vb = _mm256_set1_ps(b);
-	const __m256 z = _mm256_setzero_ps();
-	for (; i + 8 <= HW; i += 8) {
-		__m256 t = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(ld8(xp, i, XB), vm), vs), vb);
-		if (relu)
-			t = _mm256_max_ps(t, z);
-		_mm256_storeu_ps(yp + i, t);
-	}
-	for (; i < HW; i++) {
-		float t = dnn_bn_normalise(ld1(xp, i, XB), m, scale, b);
-		yp[i] = relu ? dnn_act_relu(t) : t;
-	}
-}
-
-BN_512_TARGET static void normalise16_x32(float *yp, const void *xp, int HW, float m, float scale, float b, int relu)
-{
-	normalise16(yp, xp, HW, m, scale, b, relu, 0);
-}
-
-BN_512_TARGET static void normalise16_x16(float *yp, const void *xp, int HW, float m, float scale, float b, int relu)
-{
-	normalise16(yp, xp, HW, m, scale, b, relu, 1);
-}
-
 /* normalise over plane o of x into plane o of y (fp32, or bf16 when a->y_bf16: cvtne, bf16_convert_cvtne() of the
  * task, says which rounding loop). */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
@@ -346,8 +283,6 @@ normalise_out(void *y, const void *x, size_t o, float m, float scale, float b, c
 	if (a->y_bf16 && cvtne)
 		(XB ? normalise_cvtne_x16 : normalise_cvtne_x32)((uint16_t *)y + o, xoff(x, o, XB), a->HW, m, scale, b,
 								  a->relu);
-	else if (!a->y_bf16 && bn_512)
-		(XB ? normalise16_x16 : normalise16_x32)((float *)y + o, xoff(x, o, XB), a->HW, m, scale, b, a->relu);
 	else
 		normalise(a->y_bf16 ? NULL : (float *)y + o, a->y_bf16 ? (uint16_t *)y + o : NULL, xoff(x, o, XB),
 			  a->HW, m, scale, b, a->relu, XB);
@@ -568,8 +503,6 @@ int dnn_batchnorm_simd(void)
 		dnn_batchnorm_set_simd(1);
 	return bn_simd;
 }
-
-int dnn_batchnorm_avx512(void) { return dnn_batchnorm_simd() && bn_512; }
 #else
 int dnn_batchnorm_set_simd(int on)
 {
@@ -579,14 +512,6 @@ int dnn_batchnorm_set_simd(int on)
 }
 
 int dnn_batchnorm_simd(void) { return 0; }
-
-int dnn_batchnorm_set_avx512(int on)
-{
-	(void)on;
-	return 0;
-}
-
-int dnn_batchnorm_avx512(void) { return 0; }
 
 void dnn_bn_forward_train_avx2(void *y, float *saved, const void *x, const float *gamma, const float *beta,
 			       const dnn_batchnorm_args *a)

@@ -40,11 +40,6 @@ static inline double dnn_bn_store_channel_stats(float *saved, int C, int c, doub
  * effect. */
 int dnn_batchnorm_set_simd(int on);
 int dnn_batchnorm_simd(void);
-/* Within the AVX2 kernels, whether the normalisation into an fp32 y (the training forward's, the eval's) runs on
- * 16 lanes: on = 1 (what dnn_batchnorm_set_simd(1) chooses) where the CPU has AVX-512F, on = 0 keeps them on 8 lanes
- * (tests compare the two bit for bit). Returns the choice in effect. */
-int dnn_batchnorm_set_avx512(int on);
-int dnn_batchnorm_avx512(void);
 
 /* As dnn_batchnorm_forward_train_cpu. */
 void dnn_bn_forward_train_avx2(void *y, float *saved, const void *x, const float *gamma, const float *beta,

@@ -841,15 +841,13 @@ static void print_result(train_run *r)
 	 * plain stores, not AVX2 masked ones, codelets/simd_tail.h: ~7% faster ResNets on AMD Zen;
 	 * since 2026-12-07 "+gelu-": gelu's sigmoid form in AVX2, on 16 lanes where the CPU has AVX-512F: "avx512",
 	 * codelets/gelu.c; since 2026-12-07 "+adamw-": AdamW's CPU loop on 16 lanes, "avx512", or "portable",
-	 * codelets/optim.c; since 2026-12-07 "bn-avx512": batch norm's AVX2 kernels with the normalisation on 16 lanes,
-	 * codelets/batchnorm_simd.c).
+	 * codelets/optim.c).
 	 * simulate.sh keys its CPU calibration on it, so a calibration of other kernels is not reused. */
 	if (!DNN_SIMULATED)
 		printf(" blas=%s blas_isa=%s cpu_isa=%s own_simd=wino-f4-%s+bn-%s+pool-%s+direct-%s+tails+gelu-%s+adamw-%s",
 		       dnn_blas_field(), dnn_isa_name(dnn_blas_isa()), dnn_isa_name(dnn_cpu_isa()),
 		       dnn_wino_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
-		       dnn_batchnorm_avx512() ? "avx512" : dnn_batchnorm_simd() ? "avx2" : "portable",
-		       dnn_maxpool_simd() ? "avx2" : "portable",
+		       dnn_batchnorm_simd() ? "avx2" : "portable", dnn_maxpool_simd() ? "avx2" : "portable",
 		       dnn_conv_direct_avx512() ? "avx512" : dnn_wino_supported() ? "avx2" : "none",
 		       dnn_gelu_isa(), dnn_optim_isa());
 #ifdef DNN_SIMGRID
