@@ -125,6 +125,22 @@ fold_tail(__m256 v, const void *p, int i0, int n, const int XB)
 	return fold8(s);
 }
 
+/* fold8 of two rows' lanes s and t at once, in registers rather than through the stack and 7 scalar adds per row (the
+ * fold is per row: at 8x8 a row is 8 vectors): the same adds in the same order, s_j + s_j+4 first (vaddps of the
+ * halves), then (s0 + s4) + (s1 + s5) and (s2 + s6) + (s3 + s7) (vhaddps: first operand the lower lane, as there),
+ * widened, added in double. Measured 0-5% off the kernels at ResNet-20's shapes, within the noise in a training step
+ * (docs/studies/2026-12-07-bnfp32.md). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void fold2(double *a, double *b, __m256 s,
+											 __m256 t)
+{
+	const __m128 hs = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+	const __m128 ht = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+	const __m256d d = _mm256_cvtps_pd(_mm_hadd_ps(hs, ht)); // the two rows' two partial sums
+	const __m256d e = _mm256_hadd_pd(d, d);                  // lanes 0 and 2: row s's, row t's
+	*a = _mm256_cvtsd_f64(e);
+	*b = _mm_cvtsd_f64(_mm256_extractf128_pd(e, 1));
+}
+
 /* lane_sum of two rows p, q of n elements: *a, *b. */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 sum2(double *a, double *b, const void *p, const void *q, int n, const int XB)
@@ -134,6 +150,10 @@ sum2(double *a, double *b, const void *p, const void *q, int n, const int XB)
 	for (; i + 8 <= n; i += 8) {
 		s = _mm256_add_ps(s, ld8(p, i, XB));
 		t = _mm256_add_ps(t, ld8(q, i, XB));
+	}
+	if (i == n) {
+		fold2(a, b, s, t);
+		return;
 	}
 	*a = fold_tail(s, p, i, n, XB);
 	*b = fold_tail(t, q, i, n, XB);
@@ -150,6 +170,10 @@ sqdev2(double *a, double *b, const void *p, const void *q, int n, float m, const
 		__m256 d = _mm256_sub_ps(ld8(p, i, XB), vm), e = _mm256_sub_ps(ld8(q, i, XB), vm);
 		s = _mm256_add_ps(s, _mm256_mul_ps(d, d));
 		t = _mm256_add_ps(t, _mm256_mul_ps(e, e));
+	}
+	if (i == n) {
+		fold2(a, b, s, t);
+		return;
 	}
 	float ls[8], lt[8];
 	_mm256_storeu_ps(ls, s);
@@ -364,9 +388,9 @@ static inline float grad1(const float *dyp, relu_y y, int i)
 	return g;
 }
 
-/* The backward's sums of one row: s1 += sum g, s2 += sum g (x - mean), 8 lanes, tail in lane 0. */
+/* The backward's sums of one row, folded (fold8): s1 = sum g, s2 = sum g (x - mean), 8 lanes, tail in lane 0. */
 typedef struct {
-	float s1[8], s2[8];
+	double s1, s2;
 } row_sums;
 
 /* Rows p and q (offsets into x, dy, yr) side by side. */
@@ -385,15 +409,22 @@ grad_sums2(row_sums *rp, row_sums *rq, const void *x, const float *dy, const voi
 		b1 = _mm256_add_ps(b1, h);
 		b2 = _mm256_add_ps(b2, _mm256_mul_ps(h, _mm256_sub_ps(ld8(x, q + i, XB), vm)));
 	}
-	_mm256_storeu_ps(rp->s1, a1), _mm256_storeu_ps(rp->s2, a2);
-	_mm256_storeu_ps(rq->s1, b1), _mm256_storeu_ps(rq->s2, b2);
+	if (i == HW) {
+		fold2(&rp->s1, &rq->s1, a1, b1);
+		fold2(&rp->s2, &rq->s2, a2, b2);
+		return;
+	}
+	float p1[8], p2[8], q1[8], q2[8];
+	_mm256_storeu_ps(p1, a1), _mm256_storeu_ps(p2, a2);
+	_mm256_storeu_ps(q1, b1), _mm256_storeu_ps(q2, b2);
 	for (; i < HW; i++) {
 		float g = grad1(dy + p, yp, i), h = grad1(dy + q, yq, i);
-		rp->s1[0] += g;
-		rp->s2[0] += g * (ld1(x, p + i, XB) - mean);
-		rq->s1[0] += h;
-		rq->s2[0] += h * (ld1(x, q + i, XB) - mean);
+		p1[0] += g;
+		p2[0] += g * (ld1(x, p + i, XB) - mean);
+		q1[0] += h;
+		q2[0] += h * (ld1(x, q + i, XB) - mean);
 	}
+	rp->s1 = fold8(p1), rp->s2 = fold8(p2), rq->s1 = fold8(q1), rq->s2 = fold8(q2);
 }
 
 /* dx (=, or += with acc) = k g + (x - mean) kx + k0 over one row at offset o. */
@@ -434,16 +465,16 @@ backward(float *dx, float *dgamma, float *dbeta, const void *x, const float *gam
 		for (; n + 2 <= N; n += 2) {
 			grad_sums2(&rp, &rq, x, dy, yr, a->y_bf16, n * cs + (size_t)c * HW, (n + 1) * cs + (size_t)c * HW,
 				   HW, mean, XB);
-			sdy += fold8(rp.s1);
-			sdyx += fold8(rp.s2);
-			sdy += fold8(rq.s1);
-			sdyx += fold8(rq.s2);
+			sdy += rp.s1;
+			sdyx += rp.s2;
+			sdy += rq.s1;
+			sdyx += rq.s2;
 		}
 		if (n < N) {
 			const size_t o = n * cs + (size_t)c * HW;
 			grad_sums2(&rp, &rq, x, dy, yr, a->y_bf16, o, o, HW, mean, XB);
-			sdy += fold8(rp.s1);
-			sdyx += fold8(rp.s2);
+			sdy += rp.s1;
+			sdyx += rp.s2;
 		}
 		sdyx *= invstd;
 		dbeta[c] += (float)sdy;

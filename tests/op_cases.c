@@ -1413,6 +1413,8 @@ static void extra_batchnorm_unit(void)
 		test_bn_simd_identical(5, 4, 9);
 		test_bn_simd_identical(2, 16, 64);
 		test_bn_simd_identical(7, 16, 1024);
+		test_bn_simd_identical(3, 4, 47); // 5 vectors and a tail of 7: the folds through the stack
+		test_bn_simd_identical(32, 4, 64); // ResNet's 8x8 at a chunk of 32: the folds in registers (fold2)
 	} else {
 		printf("batchnorm: no AVX2, the AVX2 batch-norm kernels are not compared here\n");
 	}
