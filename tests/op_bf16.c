@@ -2063,7 +2063,52 @@ static void conv_out_all(void)
 	conv_out_case(2, 16, 14, 14, 32, 3, 2, 1, DNN_CONV_ALGO_ONEDNN, 1, 0);
 }
 
-void h_extra_conv_out_bf16(void) { each_path(conv_out_all); }
+/* oneDNN's per-thread primitive caches (codelets/onednn_thread.h: 32 conv entries, 48 matmul entries, round-robin
+ * eviction): a shape run again after more distinct shapes than the cache holds (its entry evicted, the primitive made
+ * anew) gives the bits of its first run; the caches are released at the end (their engine too). */
+static void onednn_cache_case(void)
+{
+	enum { NCONV = 40, NMM = 60 }; /* more than CV_CACHE (32) and MM_CACHE (48) */
+	conv_geom g0 = {.N = 2, .C = 4, .H = 6, .W = 6, .K = 4, .R = 3, .S = 3, .P = 6, .Q = 6, .stride = 1, .dil = 1,
+			.pad_h = 1, .pad_w = 1, .bf16 = 1};
+	if (!dnn_conv_onednn_applies(&g0)) {
+		printf("  oneDNN caches: skipped (no oneDNN bf16 path on this CPU or build)\n");
+		return;
+	}
+	test_rng_seed(4510);
+	const size_t nmax = (size_t)2 * 4 * (6 + NCONV) * (6 + NCONV);
+	float *x = malloc(nmax * 4), *w = malloc(4 * 4 * 9 * 4), *y = malloc(nmax * 4), *y0 = malloc(nmax * 4);
+	float *A = malloc(64 * 64 * 4), *B = malloc(64 * 64 * 4), *C = malloc(64 * 64 * 4), *C0 = malloc(64 * 64 * 4);
+	TEST_CHECK(x && w && y && y0 && A && B && C && C0, "out of memory");
+	if (!(x && w && y && y0 && A && B && C && C0))
+		goto out;
+	test_fill_uniform(x, nmax, -1, 1), test_fill_uniform(w, 4 * 4 * 9, -1, 1);
+	for (int i = 0; i <= NCONV; i++) { /* shapes 0, 1, ..., NCONV - 1, then 0 again */
+		conv_geom g = g0;
+		g.H = g.W = g.P = g.Q = 6 + (i % NCONV);
+		TEST_CHECK(dnn_conv_onednn_forward(i ? y : y0, x, w, &g, 0.0f) == 0, "oneDNN conv %dx%d did not run", g.H, g.W);
+	}
+	TEST_CHECK(test_same_bits("oneDNN conv cache: a shape after its entry's eviction", y, y0, (size_t)2 * 4 * 36),
+		   "oneDNN conv cache: the re-created primitive gives other bits");
+	test_fill_uniform(A, 64 * 64, -1, 1), test_fill_uniform(B, 64 * 64, -1, 1);
+	for (int i = 0; i <= NMM; i++) { /* M = 4 + i: distinct shapes, then the first again */
+		const int M = 4 + (i % NMM);
+		TEST_CHECK(dnn_gemm_bf16(0, 0, M, 16, 32, 1.0f, A, 32, B, 16, 0.0f, i ? C : C0, 16) == 0,
+			   "dnn_gemm_bf16 M=%d failed", M);
+	}
+	TEST_CHECK(test_same_bits("oneDNN matmul cache: a shape after its entry's eviction", C, C0, (size_t)4 * 16),
+		   "oneDNN matmul cache: the re-created primitive gives other bits");
+out:
+	dnn_conv2d_onednn_release();
+	dnn_gemm_bf16_release();
+	free(x), free(w), free(y), free(y0), free(A), free(B), free(C), free(C0);
+}
+
+void h_extra_conv_out_bf16(void)
+{
+	each_path(conv_out_all);
+	onednn_cache_case();
+}
 
 /* The writers and the other readers: batchnorm + relu (train, eval, --batchnorm global), relu and add.
  *   - A bf16 output is one rounding of the fp32 kernel's output (dnn_bf16_convert after the same fp32 loops):
