@@ -187,6 +187,26 @@ sqdev2(double *a, double *b, const void *p, const void *q, int n, float m, const
 	*b = fold8(lt);
 }
 
+/* The scalar end (elements i .. HW - 1, fewer than 8) of normalise and normalise_cvtne: the shared formulas, into
+ * yp, or rounded into yh by dnn_bf16_convert when yh is given. */
+static inline __attribute__((always_inline)) void normalise_tail(float *restrict yp, uint16_t *restrict yh,
+								 const void *xp, int i, int HW, float m, float scale,
+								 float b, int relu, const int XB)
+{
+	if (i == HW)
+		return;
+	float tail[8];
+	const int k = HW - i;
+	for (int j = 0; j < k; j++) {
+		float t = dnn_bn_normalise(ld1(xp, i + j, XB), m, scale, b);
+		tail[j] = relu ? dnn_act_relu(t) : t;
+	}
+	if (yh)
+		dnn_bf16_convert(yh + i, tail, (size_t)k);
+	else
+		memcpy(yp + i, tail, (size_t)k * sizeof(float));
+}
+
 /* normalise_plane: y = (x - m) * scale + b, then max(y, 0) with relu, into yp (fp32) or, when yh is given, into
  * yh in bf16, rounded in registers by dnn_f32_to_bf16's arithmetic (bf16_round8; the tail by dnn_bf16_convert
  * itself). */
@@ -206,18 +226,7 @@ normalise(float *restrict yp, uint16_t *restrict yh, const void *xp, int HW, flo
 		else
 			_mm256_storeu_ps(yp + i, t);
 	}
-	if (i == HW)
-		return;
-	float tail[8];
-	const int k = HW - i;
-	for (int j = 0; j < k; j++) {
-		float t = dnn_bn_normalise(ld1(xp, i + j, XB), m, scale, b);
-		tail[j] = relu ? dnn_act_relu(t) : t;
-	}
-	if (yh)
-		dnn_bf16_convert(yh + i, tail, (size_t)k);
-	else
-		memcpy(yp + i, tail, (size_t)k * sizeof(float));
+	normalise_tail(yp, yh, xp, i, HW, m, scale, b, relu, XB);
 }
 
 /* normalise into a bf16 y with vcvtneps2bf16 (where dnn_bf16_convert runs it): the same operations as normalise,
@@ -251,15 +260,7 @@ normalise_cvtne(uint16_t *restrict yh, const void *xp, int HW, float m, float sc
 			t = _mm256_max_ps(t, z);
 		_mm_storeu_si128((__m128i *)(yh + i), (__m128i)_mm256_cvtneps_pbh(t));
 	}
-	if (i == HW)
-		return;
-	float tail[8];
-	const int k = HW - i;
-	for (int j = 0; j < k; j++) {
-		float t = dnn_bn_normalise(ld1(xp, i + j, XB), m, scale, b);
-		tail[j] = relu ? dnn_act_relu(t) : t;
-	}
-	dnn_bf16_convert(yh + i, tail, (size_t)k);
+	normalise_tail(NULL, yh, xp, i, HW, m, scale, b, relu, XB);
 }
 
 BN_BF16_TARGET static void normalise_cvtne_x32(uint16_t *yh, const void *xp, int HW, float m, float scale, float b,
