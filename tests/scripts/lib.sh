@@ -7,6 +7,11 @@ FAILS=0
 TMP="$(mktemp -d "${DNN_BUILD_DIR:-/tmp}/scripttest.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+# The test's prerequisites: skip (exit 77) without the Fashion-MNIST package or without AVX512_BF16.
+need_fashion_mnist() {
+  [ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+}
+need_bf16_cpu() { grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }; }
 # Every result line a test reads goes to $DNN_BUILD_DIR/result_lines/<test>.txt, which
 # contract_result_lines.sh checks against the key=value contract (unique keys, no spaces in a
 # value) once the other script tests have run. Each test starts its own file afresh.

@@ -9,7 +9,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/bnlib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1
 # TOL: the measured figures are in docs/batchnorm.md (the invariance table); 1e-5 is the issue's bound.

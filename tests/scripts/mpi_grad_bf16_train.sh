@@ -7,7 +7,7 @@
 # 96): see the echo lines. Negative control: a run that does not learn (--lr 0) must fall outside that noise.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1
 COMMON=(train --net lenet5 --max-steps 40 --limit-train 6400 --no-eval --lr-schedule constant --quiet --batch 96)

@@ -11,7 +11,7 @@
 # 10% of a core and sleeping, against the control STARPU_WORKER_BACKOFF_MAX=0 (StarPU's spinning).
 source "$(dirname "$0")/lib.sh"
 set -euo pipefail
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 LIB="$(ldd "$STARPU_ANP" | awk '/libstarpumpi/ {print $3}')"
 grep -qa STARPU_MPI_BACKOFF_MAX "$LIB" 2>/dev/null \

@@ -6,7 +6,7 @@
 # reassociation); LARS's norms see the same summed gradient on every rank. async refuses them.
 source "$(dirname "$0")/lib.sh"
 set -euo pipefail
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1
 TOL=5e-6

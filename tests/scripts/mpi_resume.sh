@@ -10,7 +10,7 @@
 # (exit 1, one line naming --seed), and every result line has unique keys and no blanks in values.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1 STARPU_NCUDA=0
 MPI=("${ANP_MPIRUN[@]}" -np 2)

@@ -8,7 +8,7 @@
 # a single process (async with one rank = sync), and so does --allreduce ring.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 export STARPU_NCPU=1
 # TOL: the README says sync over ranks equals one process and async with S = 0 reproduces sync.

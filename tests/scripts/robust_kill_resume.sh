@@ -22,7 +22,7 @@
 # DNN_KILL_WRITES="N..." replaces WRITES (at least 4 values keep >= 3 resumes).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCPU=1 STARPU_NCUDA=0 STARPU_SCHED=lws
 A="$STARPU_ANP"
 read -ra WRITES <<<"${DNN_KILL_WRITES:-3 9 1 15 5 20 2}"

@@ -6,7 +6,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 [ -x /usr/bin/time ] || { echo "SKIP: GNU time (/usr/bin/time) not installed"; exit 77; }
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCPU="${STARPU_NCPU:-2}"
 # In the sanitizer build ASan keeps freed blocks in a quarantine of up to 256 MB, so the peak RSS
 # grows with the number of frees rather than with live memory: turn the quarantine off here (the

@@ -4,7 +4,7 @@
 # CSV has its header and one row per step and per epoch.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 OUT="$("$STARPU_ANP" train --net lenet5 --epochs 1 --checkpoint "$TMP/lenet5.ckpt" --metrics "$TMP/m.csv" 2>"$TMP/err")" \
   || { cat "$TMP/err" >&2; fail "train failed"; finish; }
 LINE="$(printf '%s\n' "$OUT" | tail -1)"

@@ -16,7 +16,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 export STARPU_NCPU=1 STARPU_NCUDA=0
 A="$STARPU_ANP"
-grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
+need_bf16_cpu
 
 text_corpus "$TMP/t.txt"
 gpt_block_net "$TMP/gpt.net" 64 4

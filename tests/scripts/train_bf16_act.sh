@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 export STARPU_NCPU=1 STARPU_NCUDA=0
 unset DNN_BF16_ACTIVATIONS
 A="$STARPU_ANP"
-grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
+need_bf16_cpu
 NANO="${DNN_SOURCE_DIR:?}/graph/nets/gpt-nano.net"
 text_corpus "$TMP/t.txt"
 COMMON=(--text "$TMP/t.txt" --optimizer adamw --lr 0.01 --weight-decay 0 --val-batches 1 --quiet)

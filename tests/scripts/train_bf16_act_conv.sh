@@ -16,8 +16,8 @@
 #     control: DNN_TEST_SUM_ORDER=reverse (another fixed order of the chunk sums) must give other bytes.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
-grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
+need_fashion_mnist
+need_bf16_cpu
 export STARPU_NCUDA=0
 A="$STARPU_ANP"
 NETS="${DNN_SOURCE_DIR:-$(dirname "$0")/../..}/graph/nets"

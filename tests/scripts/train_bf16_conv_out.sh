@@ -11,8 +11,8 @@
 #   - negative control: DNN_BF16_ACTIVATIONS=0 (c1, c2 stored fp32) ends in other bytes (the storage did run).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
-grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
+need_fashion_mnist
+need_bf16_cpu
 export STARPU_NCUDA=0
 A="$STARPU_ANP"
 NET="$TMP/conv_out.net"

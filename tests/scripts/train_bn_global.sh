@@ -7,7 +7,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/bnlib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCPU=2
 BN_LAUNCH=()
 # TOL: measured here (docs/batchnorm.md, the invariance table): worst over these runs, loss

@@ -10,7 +10,7 @@
 # (refused, exit 2), the result line and the CSV's grad_norm column (empty without clipping).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCUDA=0
 STEPS=50
 X=0.1

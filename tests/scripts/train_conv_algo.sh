@@ -20,7 +20,7 @@
 # nothing about the kernels (their own errors are checked in unit_conv2d_winograd).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 command -v python3 >/dev/null || { echo "SKIP: no python3 for the checkpoint comparison"; exit 77; }
 CMP="$(dirname "$0")/ckpt_compare.py"
 export STARPU_NCPU="${STARPU_NCPU:-1}"

@@ -16,8 +16,8 @@
 # images (3 seeds) against the 4096-image fp32 runs must fail it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
-grep -qw avx512_bf16 /proc/cpuinfo || { echo "no AVX512_BF16 on this CPU: skipped"; exit 77; }
+need_fashion_mnist
+need_bf16_cpu
 export STARPU_NCPU=1 STARPU_NCUDA=0
 A="$STARPU_ANP"
 LIMIT_TEST=1000

@@ -13,7 +13,7 @@
 # other float sums), while the default K follows the worker count.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCUDA=0
 STEPS=200
 COMMON=(train --max-steps "$STEPS" --limit-train 3200 --no-eval --chunks 4 --seed 3 --quiet)

@@ -10,7 +10,7 @@
 #   (the test-only DNN_TEST_SUM_ORDER=reverse) must end with other bytes.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCPU=2 STARPU_NCUDA=0
 A="$STARPU_ANP"
 TRIES=10

@@ -15,7 +15,7 @@
 # One CPU worker per process: the order of every sum is then fixed whatever the scheduler.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCPU=1 STARPU_NCUDA=0
 A="$STARPU_ANP"
 # 2 epochs of 32 steps (batch 64): the chain crosses the epoch boundary mid-job

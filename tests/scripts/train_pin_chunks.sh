@@ -13,7 +13,7 @@
 # workers, and every chunk's loads on both).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 export STARPU_NCPU=2 STARPU_NCUDA=0
 TOL=5e-6
 COMMON=(train --net lenet5 --max-steps 20 --limit-train 3200 --limit-test 500 --lr-schedule constant --chunks 4 --quiet)

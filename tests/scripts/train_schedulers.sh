@@ -3,7 +3,7 @@
 # training loss (only float reassociation in the gradient reductions may differ).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-[ -d /usr/share/datasets/fashion-mnist ] || { echo "SKIP: dataset-fashion-mnist not installed"; exit 77; }
+need_fashion_mnist
 REF=""
 for s in eager lws ws dmda dmdas prio random heteroprio; do
   LINE="$(STARPU_SCHED=$s "$STARPU_ANP" train --net lenet5 --max-steps 40 --limit-train 4096 --limit-test 512 \
